@@ -1,0 +1,352 @@
+//! Chunks: the unit a thread claims, fills alone, and the reader decodes alone.
+//!
+//! ```text
+//! chunk:  [ header 64 B | snapshot (32 B + 4 B per frame, padded to 16) | event | event | ... ]
+//! header: state u64 (seq+1 << 24 | committed/16 << 1 | writing), thread u64, thread_chunk_no u64, 0...
+//! ```
+//! The body is only valid up to the committed length in the state word,
+//! which the writer publishes with release ordering after the bytes.
+//! The snapshot names the frames that were open when the chunk was claimed, so
+//! a chunk whose predecessors were overwritten (ring mode) still decodes.
+
+use crate::error::{ChunkProblem, ChunkProblemKind};
+use crate::event::{Event, FunctionId, StackId, ThreadId};
+use crate::layout::*;
+
+/// The frames open on a thread when its chunk was claimed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SnapshotRef<'a> {
+    /// The tick at which the chunk was claimed.
+    pub tick: u64,
+    /// The stack the thread was running (`StackId::OWN` for its own stack).
+    pub current_stack: StackId,
+    /// `SNAP_*` flags: whether either frame list was cut.
+    pub flags: u32,
+    own: &'a [u8],
+    stack: &'a [u8],
+}
+
+impl<'a> SnapshotRef<'a> {
+    /// Frames open on the thread's own stack, outermost first (innermost
+    /// frames are kept when the list had to be cut).
+    pub fn own_frames(&self) -> impl ExactSizeIterator<Item = FunctionId> + 'a {
+        ids(self.own)
+    }
+
+    /// Frames open on the current logical stack, outermost first (empty when
+    /// the thread runs its own stack).
+    pub fn stack_frames(&self) -> impl ExactSizeIterator<Item = FunctionId> + 'a {
+        ids(self.stack)
+    }
+
+    /// Bytes the snapshot occupies in the body.
+    pub fn encoded_len(&self) -> usize {
+        snapshot_size(self.own.len() / 4, self.stack.len() / 4)
+    }
+}
+
+fn ids(bytes: &[u8]) -> impl ExactSizeIterator<Item = FunctionId> + '_ {
+    bytes
+        .chunks_exact(4)
+        .map(|b| FunctionId(u32::from_le_bytes([b[0], b[1], b[2], b[3]])))
+}
+
+/// Writes a snapshot at the start of `body` and returns how many bytes it
+/// took. Frame lists that do not fit in `max_bytes` keep their innermost
+/// frames and are flagged as cut. `body` must hold at least `max_bytes`
+/// (itself at least [`SNAPSHOT_FIXED`]).
+pub fn encode_snapshot(
+    body: &mut [u8],
+    max_bytes: usize,
+    tick: u64,
+    own: &[u32],
+    current_stack: StackId,
+    stack_frames: &[u32],
+) -> usize {
+    let room = (max_bytes.saturating_sub(SNAPSHOT_FIXED)) / 4;
+    let mut flags = 0;
+    let stack_keep = stack_frames.len().min(room);
+    if stack_keep < stack_frames.len() {
+        flags |= SNAP_STACK_TRUNCATED;
+    }
+    let own_keep = own.len().min(room - stack_keep);
+    if own_keep < own.len() {
+        flags |= SNAP_OWN_TRUNCATED;
+    }
+    let own = &own[own.len() - own_keep..];
+    let stack_frames = &stack_frames[stack_frames.len() - stack_keep..];
+    let size = snapshot_size(own.len(), stack_frames.len());
+    let out = &mut body[..size];
+    out.fill(0);
+    out[0..4].copy_from_slice(&SNAPSHOT_MAGIC.to_le_bytes());
+    out[4..8].copy_from_slice(&(own.len() as u32).to_le_bytes());
+    out[8..16].copy_from_slice(&current_stack.0.to_le_bytes());
+    out[16..20].copy_from_slice(&(stack_frames.len() as u32).to_le_bytes());
+    out[20..24].copy_from_slice(&flags.to_le_bytes());
+    out[24..32].copy_from_slice(&tick.to_le_bytes());
+    let mut at = SNAPSHOT_FIXED;
+    for id in own.iter().chain(stack_frames) {
+        out[at..at + 4].copy_from_slice(&id.to_le_bytes());
+        at += 4;
+    }
+    size
+}
+
+fn decode_snapshot(body: &[u8]) -> Result<SnapshotRef<'_>, &'static str> {
+    if body.len() < SNAPSHOT_FIXED {
+        return Err("shorter than a snapshot");
+    }
+    if read_u32(body, 0) != Some(SNAPSHOT_MAGIC) {
+        return Err("no SNAP marker");
+    }
+    let own_depth = read_u32(body, 4).unwrap_or(u32::MAX) as usize;
+    let stack_depth = read_u32(body, 16).unwrap_or(u32::MAX) as usize;
+    let own_end = own_depth
+        .checked_mul(4)
+        .and_then(|n| n.checked_add(SNAPSHOT_FIXED))
+        .ok_or("frame count overflows")?;
+    let stack_end = stack_depth
+        .checked_mul(4)
+        .and_then(|n| n.checked_add(own_end))
+        .ok_or("frame count overflows")?;
+    if stack_end > body.len() {
+        return Err("frame list runs past the committed body");
+    }
+    Ok(SnapshotRef {
+        tick: read_u64(body, 24).unwrap_or(0) & crate::event::MAX_TICK,
+        current_stack: StackId(read_u64(body, 8).unwrap_or(0)),
+        flags: read_u32(body, 20).unwrap_or(0),
+        own: &body[SNAPSHOT_FIXED..own_end],
+        stack: &body[own_end..stack_end],
+    })
+}
+
+/// A committed, claimed chunk.
+#[derive(Clone, Debug)]
+pub struct Chunk<'a> {
+    /// The slot index in the file.
+    pub index: u64,
+    /// File offset of the chunk.
+    pub offset: u64,
+    /// Global claim sequence number (orders chunks in time across threads).
+    pub seq: u64,
+    /// The thread that wrote it.
+    pub thread: ThreadId,
+    /// Its position among that thread's chunks (0 = the thread's first).
+    pub thread_chunk_no: u64,
+    /// A writer still owned the chunk when the file was last written
+    /// (the recorder was killed, or the chunk was the thread's current one).
+    pub writing: bool,
+    /// Frames open when the chunk was claimed.
+    pub snapshot: SnapshotRef<'a>,
+    events: &'a [u8],
+    events_offset: u64,
+    /// Damage that cut the chunk short (events before it are still returned).
+    pub cut: Option<ChunkProblem>,
+}
+
+impl<'a> Chunk<'a> {
+    /// Decodes slot `index` of a chunk region whose slot starts at file offset
+    /// `offset`. `bytes` is whatever of the slot is in the file (shorter than
+    /// `chunk_size` if the file was cut). `Ok(None)`: never claimed, or
+    /// nothing committed.
+    pub fn decode(
+        bytes: &'a [u8],
+        index: u64,
+        offset: u64,
+        chunk_size: usize,
+    ) -> Result<Option<Chunk<'a>>, ChunkProblem> {
+        let problem = |at: usize, kind| ChunkProblem {
+            index,
+            offset: offset + at as u64,
+            kind,
+        };
+        let Some(state) = read_u64(bytes, C_STATE) else {
+            return Err(problem(0, ChunkProblemKind::Truncated));
+        };
+        let state = unpack_state(state);
+        let Some(seq) = state.seq else { return Ok(None) };
+        if state.committed_bytes == 0 {
+            return Ok(None);
+        }
+        let body_room = chunk_size - CHUNK_HEADER_SIZE;
+        if state.committed_bytes > body_room {
+            return Err(problem(C_STATE, ChunkProblemKind::CommittedTooLong(state.committed_bytes)));
+        }
+        let (Some(thread), Some(thread_chunk_no)) = (read_u64(bytes, C_THREAD), read_u64(bytes, C_THREAD_CHUNK_NO)) else {
+            return Err(problem(0, ChunkProblemKind::Truncated));
+        };
+        if thread == 0 {
+            return Err(problem(C_THREAD, ChunkProblemKind::NoThread));
+        }
+        let body_end = CHUNK_HEADER_SIZE + state.committed_bytes;
+        let mut cut = None;
+        let available = bytes.len().min(body_end);
+        if available < body_end {
+            cut = Some(problem(available, ChunkProblemKind::Truncated));
+        }
+        let body = bytes.get(CHUNK_HEADER_SIZE..available).unwrap_or(&[]);
+        let snapshot = decode_snapshot(body)
+            .map_err(|why| problem(CHUNK_HEADER_SIZE, ChunkProblemKind::BadSnapshot(why)))?;
+        let snap_len = snapshot.encoded_len();
+        // A cut file can end mid-event: keep whole events only.
+        let events = body.get(snap_len..).unwrap_or(&[]);
+        let events = &events[..events.len() / EVENT_SIZE * EVENT_SIZE];
+        Ok(Some(Chunk {
+            index,
+            offset,
+            seq,
+            thread: ThreadId(thread),
+            thread_chunk_no,
+            writing: state.writing,
+            snapshot,
+            events,
+            events_offset: offset + (CHUNK_HEADER_SIZE + snap_len) as u64,
+            cut,
+        }))
+    }
+
+    /// Number of 16-byte event slots committed (some may turn out damaged).
+    pub fn event_count(&self) -> usize {
+        self.events.len() / EVENT_SIZE
+    }
+
+    /// The raw committed event bytes.
+    pub fn event_bytes(&self) -> &'a [u8] {
+        self.events
+    }
+
+    /// Decodes the events in order. A damaged event yields one `Err` and ends
+    /// the iteration; the events before it are intact.
+    pub fn events(&self) -> EventIter<'a> {
+        EventIter {
+            rest: self.events,
+            offset: self.events_offset,
+            index: self.index,
+            failed: false,
+        }
+    }
+}
+
+/// Iterator over a chunk's events; see [`Chunk::events`].
+#[derive(Clone, Debug)]
+pub struct EventIter<'a> {
+    rest: &'a [u8],
+    offset: u64,
+    index: u64,
+    failed: bool,
+}
+
+impl Iterator for EventIter<'_> {
+    type Item = Result<Event, ChunkProblem>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.failed {
+            return None;
+        }
+        let (head, rest) = self.rest.split_first_chunk::<EVENT_SIZE>()?;
+        let at = self.offset;
+        self.rest = rest;
+        self.offset += EVENT_SIZE as u64;
+        match Event::decode(head) {
+            Ok(e) => Some(Ok(e)),
+            Err(bad) => {
+                self.failed = true;
+                Some(Err(ChunkProblem {
+                    index: self.index,
+                    offset: at,
+                    kind: ChunkProblemKind::BadEvent(bad),
+                }))
+            }
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (0, Some(self.rest.len() / EVENT_SIZE))
+    }
+}
+
+/// Writes a chunk header (everything but the body) into `chunk[..CHUNK_HEADER_SIZE]`.
+pub fn encode_chunk_header(chunk: &mut [u8], state: u64, thread: ThreadId, thread_chunk_no: u64) {
+    chunk[..CHUNK_HEADER_SIZE].fill(0);
+    chunk[C_STATE..C_STATE + 8].copy_from_slice(&state.to_le_bytes());
+    chunk[C_THREAD..C_THREAD + 8].copy_from_slice(&thread.0.to_le_bytes());
+    chunk[C_THREAD_CHUNK_NO..C_THREAD_CHUNK_NO + 8].copy_from_slice(&thread_chunk_no.to_le_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::EventKind;
+
+    fn chunk_with(events: &[Event], own: &[u32], stack: StackId, frames: &[u32]) -> Vec<u8> {
+        let size = 4096;
+        let mut c = vec![0u8; size];
+        let snap = encode_snapshot(&mut c[CHUNK_HEADER_SIZE..], 1024, 5, own, stack, frames);
+        let mut at = CHUNK_HEADER_SIZE + snap;
+        for e in events {
+            c[at..at + 16].copy_from_slice(&e.encode());
+            at += 16;
+        }
+        encode_chunk_header(&mut c, pack_state(9, at - CHUNK_HEADER_SIZE, true), ThreadId(3), 2);
+        c
+    }
+
+    #[test]
+    fn chunk_decodes_alone() {
+        let evs = [
+            Event { tick: 10, kind: EventKind::Enter(FunctionId(4)) },
+            Event { tick: 11, kind: EventKind::Exit(FunctionId(4)) },
+        ];
+        let bytes = chunk_with(&evs, &[1, 2], StackId(8), &[3]);
+        let c = Chunk::decode(&bytes, 0, 4096, 4096).unwrap().unwrap();
+        assert_eq!((c.seq, c.thread, c.thread_chunk_no, c.writing), (9, ThreadId(3), 2, true));
+        assert_eq!(c.snapshot.own_frames().collect::<Vec<_>>(), vec![FunctionId(1), FunctionId(2)]);
+        assert_eq!(c.snapshot.stack_frames().collect::<Vec<_>>(), vec![FunctionId(3)]);
+        assert_eq!(c.snapshot.current_stack, StackId(8));
+        assert_eq!(c.events().collect::<Result<Vec<_>, _>>().unwrap(), evs.to_vec());
+    }
+
+    #[test]
+    fn deep_snapshots_keep_the_innermost_frames() {
+        let mut body = vec![0u8; 256];
+        let own: Vec<u32> = (1..=100).collect();
+        let n = encode_snapshot(&mut body, 64, 0, &own, StackId::OWN, &[]);
+        let s = decode_snapshot(&body[..n]).unwrap();
+        assert_eq!(s.flags, SNAP_OWN_TRUNCATED);
+        assert_eq!(s.own_frames().map(|f| f.0).collect::<Vec<_>>(), (93..=100).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn every_truncation_of_a_chunk_keeps_its_whole_events() {
+        let evs: Vec<Event> = (0..20)
+            .map(|i| Event { tick: i, kind: EventKind::Enter(FunctionId(1)) })
+            .collect();
+        let bytes = chunk_with(&evs, &[], StackId::OWN, &[]);
+        for cut in 0..200 {
+            match Chunk::decode(&bytes[..cut], 0, 0, 4096) {
+                Ok(Some(c)) => {
+                    let got: Vec<_> = c.events().map(|e| e.unwrap()).collect();
+                    assert_eq!(got, evs[..got.len()].to_vec());
+                    assert_eq!(got.len(), (cut - 64 - 32) / 16);
+                }
+                Ok(None) => panic!("claimed chunk read as empty"),
+                Err(_) => assert!(cut < 64 + 32, "cut {cut}"),
+            }
+        }
+    }
+
+    #[test]
+    fn garbage_after_the_good_events_is_reported_with_its_offset() {
+        let evs = [Event { tick: 1, kind: EventKind::Enter(FunctionId(1)) }];
+        let mut bytes = chunk_with(&evs, &[], StackId::OWN, &[]);
+        // commit one more (zero) event slot
+        let state = pack_state(9, 32 + 32, false);
+        bytes[..8].copy_from_slice(&state.to_le_bytes());
+        let c = Chunk::decode(&bytes, 0, 8192, 4096).unwrap().unwrap();
+        let all: Vec<_> = c.events().collect();
+        assert_eq!(all.len(), 2);
+        assert_eq!(all[1].as_ref().unwrap_err().offset, 8192 + 64 + 32 + 16);
+    }
+}

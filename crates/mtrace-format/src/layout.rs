@@ -1,0 +1,196 @@
+//! Byte offsets and constants of the on-disk layout.
+//!
+//! This file is the single place where the numbers of `schemas/trace-format.md`
+//! live. The recorder writes through these offsets into a memory map, the
+//! [`crate::TraceWriter`] writes them through `std::io`, and the reader checks
+//! every one of them against the real size of the file.
+//!
+//! ```text
+//! +-----------------+ 0
+//! | file header     |  HEADER_SIZE bytes (fixed fields + command line)
+//! +-----------------+ meta_offset / chunks_offset (either order)
+//! | metadata region |  append-only log of function, stack and thread records
+//! +-----------------+
+//! | chunk 0         |  chunk_size bytes: 64-byte chunk header, then body
+//! | chunk 1         |
+//! | ...             |
+//! +-----------------+
+//! ```
+
+/// The first eight bytes of every trace file.
+pub const MAGIC: [u8; 8] = *b"MTRACE\0\x01";
+/// The format version this crate writes and reads.
+pub const FORMAT_VERSION: u32 = 1;
+/// Size of the file header, including the command line area.
+pub const HEADER_SIZE: usize = 4096;
+
+// --- file header fields (all little-endian) ---
+pub const H_MAGIC: usize = 0x000;
+pub const H_VERSION: usize = 0x008;
+pub const H_HEADER_SIZE: usize = 0x00C;
+pub const H_FLAGS: usize = 0x010;
+pub const H_PID: usize = 0x014;
+pub const H_CHUNK_SIZE: usize = 0x018;
+pub const H_CLOCK_KIND: usize = 0x01C;
+pub const H_PREFERRED_CLOCK: usize = 0x01E;
+pub const H_CHUNK_COUNT: usize = 0x020;
+pub const H_CHUNKS_OFFSET: usize = 0x028;
+pub const H_META_OFFSET: usize = 0x030;
+pub const H_META_CAPACITY: usize = 0x038;
+pub const H_START_TICK: usize = 0x040;
+pub const H_START_UNIX_NS: usize = 0x048;
+pub const H_CALIB_TICKS: usize = 0x050;
+pub const H_CALIB_NS: usize = 0x058;
+pub const H_END_TICK: usize = 0x060;
+pub const H_END_UNIX_NS: usize = 0x068;
+pub const H_CMDLINE_LEN: usize = 0x070;
+/// Atomic counter of chunk claims; on its own cache line because every
+/// thread touches it once per chunk.
+pub const H_NEXT_SEQ: usize = 0x080;
+/// Atomic count of events that could not be recorded (`StopWhenFull`).
+pub const H_DROPPED_EVENTS: usize = 0x0C0;
+/// Atomic count of chunk claims refused or skipped.
+pub const H_DROPPED_CHUNKS: usize = 0x0C8;
+/// Atomic count of committed bytes in the metadata region.
+pub const H_META_LEN: usize = 0x0D0;
+/// Atomic count of metadata records that did not fit.
+pub const H_META_DROPPED: usize = 0x0D8;
+/// Start of the command line (UTF-8, `H_CMDLINE_LEN` bytes, NUL-separated arguments).
+pub const H_CMDLINE: usize = 0x100;
+/// Largest command line that fits in the header.
+pub const CMDLINE_MAX: usize = HEADER_SIZE - H_CMDLINE;
+
+/// Header flag: the recorder finished the file; `end_tick` is valid.
+pub const FLAG_FINISHED: u32 = 1 << 0;
+/// Header flag: the recorder ran in ring (flight recorder) mode.
+pub const FLAG_RING: u32 = 1 << 1;
+
+// --- chunks ---
+/// Size of the chunk header; the body starts right after it.
+pub const CHUNK_HEADER_SIZE: usize = 64;
+/// Offset of the chunk's atomic state word.
+pub const C_STATE: usize = 0x00;
+/// Offset of the owning thread id (u64).
+pub const C_THREAD: usize = 0x08;
+/// Offset of the chunk's index among its thread's chunks (u64, from 0).
+pub const C_THREAD_CHUNK_NO: usize = 0x10;
+/// Smallest chunk size the reader accepts.
+pub const MIN_CHUNK_SIZE: usize = 1024;
+/// Largest chunk size the state word can describe.
+pub const MAX_CHUNK_SIZE: usize = 64 << 20;
+/// Default chunk size used by the recorder and the writer.
+pub const DEFAULT_CHUNK_SIZE: usize = 64 << 10;
+
+/// Every event and the snapshot are laid in units of this many bytes.
+pub const EVENT_SIZE: usize = 16;
+
+/// State word bit: a writer currently owns the chunk.
+pub const STATE_WRITING: u64 = 1;
+/// State word: committed body length in 16-byte units, bits 1..=23.
+pub const STATE_UNITS_SHIFT: u32 = 1;
+/// Width of the committed-units field.
+pub const STATE_UNITS_BITS: u32 = 23;
+/// State word: chunk sequence number plus one, bits 24..=63 (0 = never used).
+pub const STATE_SEQ_SHIFT: u32 = 24;
+
+/// Packs a chunk state word.
+pub const fn pack_state(seq: u64, committed_bytes: usize, writing: bool) -> u64 {
+    ((seq + 1) << STATE_SEQ_SHIFT)
+        | (((committed_bytes / EVENT_SIZE) as u64) << STATE_UNITS_SHIFT)
+        | if writing { STATE_WRITING } else { 0 }
+}
+
+/// The fields of an unpacked chunk state word.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ChunkState {
+    /// Global claim sequence number, or `None` if the chunk was never claimed.
+    pub seq: Option<u64>,
+    /// Bytes of the body that were committed.
+    pub committed_bytes: usize,
+    /// A writer owned the chunk when the file was last written.
+    pub writing: bool,
+}
+
+/// Unpacks a chunk state word.
+pub const fn unpack_state(word: u64) -> ChunkState {
+    let seq_plus_one = word >> STATE_SEQ_SHIFT;
+    let units = (word >> STATE_UNITS_SHIFT) & ((1 << STATE_UNITS_BITS) - 1);
+    ChunkState {
+        seq: if seq_plus_one == 0 {
+            None
+        } else {
+            Some(seq_plus_one - 1)
+        },
+        committed_bytes: units as usize * EVENT_SIZE,
+        writing: word & STATE_WRITING != 0,
+    }
+}
+
+// --- snapshot (first record of every chunk body) ---
+/// Marks a snapshot record: "SNAP" little-endian.
+pub const SNAPSHOT_MAGIC: u32 = u32::from_le_bytes(*b"SNAP");
+/// Fixed part of a snapshot; followed by the frame ids.
+pub const SNAPSHOT_FIXED: usize = 32;
+/// Snapshot flag: the thread's own stack was deeper than recorded.
+pub const SNAP_OWN_TRUNCATED: u32 = 1 << 0;
+/// Snapshot flag: the current logical stack was deeper than recorded.
+pub const SNAP_STACK_TRUNCATED: u32 = 1 << 1;
+
+/// Bytes a snapshot with these depths occupies, rounded up to whole event units.
+pub const fn snapshot_size(own_depth: usize, stack_depth: usize) -> usize {
+    let raw = SNAPSHOT_FIXED + 4 * (own_depth + stack_depth);
+    raw.div_ceil(EVENT_SIZE) * EVENT_SIZE
+}
+
+// --- metadata records ---
+/// Record header: u32 payload length, u16 kind, u16 reserved.
+pub const META_RECORD_HEADER: usize = 8;
+/// Records start on 8-byte boundaries.
+pub const META_ALIGN: usize = 8;
+/// Metadata record kind: a function (or scope) definition.
+pub const META_FUNCTION: u16 = 1;
+/// Metadata record kind: a logical stack's name.
+pub const META_STACK: u16 = 2;
+/// Metadata record kind: a thread's name and OS id.
+pub const META_THREAD: u16 = 3;
+/// Longest string a metadata record may hold.
+pub const META_STRING_MAX: usize = 64 << 10;
+
+/// Reads a little-endian u16 at `at`; `None` past the end.
+pub fn read_u16(bytes: &[u8], at: usize) -> Option<u16> {
+    let b = bytes.get(at..at.checked_add(2)?)?;
+    Some(u16::from_le_bytes([b[0], b[1]]))
+}
+
+/// Reads a little-endian u32 at `at`; `None` past the end.
+pub fn read_u32(bytes: &[u8], at: usize) -> Option<u32> {
+    let b = bytes.get(at..at.checked_add(4)?)?;
+    Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+}
+
+/// Reads a little-endian u64 at `at`; `None` past the end.
+pub fn read_u64(bytes: &[u8], at: usize) -> Option<u64> {
+    let b = bytes.get(at..at.checked_add(8)?)?;
+    let mut a = [0u8; 8];
+    a.copy_from_slice(b);
+    Some(u64::from_le_bytes(a))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_word_round_trips() {
+        for (seq, bytes, writing) in [(0, 0, true), (7, 16 * 100, false), ((1 << 39) - 2, MAX_CHUNK_SIZE - 64, true)] {
+            let s = unpack_state(pack_state(seq, bytes, writing));
+            assert_eq!(s, ChunkState { seq: Some(seq), committed_bytes: bytes, writing });
+        }
+        assert_eq!(unpack_state(0).seq, None);
+    }
+
+    #[test]
+    fn units_field_covers_the_largest_chunk() {
+        assert!((MAX_CHUNK_SIZE / EVENT_SIZE) < (1 << STATE_UNITS_BITS));
+    }
+}

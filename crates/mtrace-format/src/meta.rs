@@ -1,0 +1,259 @@
+//! The metadata region: names of functions, logical stacks and threads.
+//!
+//! Names are written once, when first used, into an append-only log separate
+//! from the event chunks, so a trace whose chunks were overwritten or lost
+//! still names everything. Each record is
+//! `u32 payload_len, u16 kind, u16 0, payload`, padded to 8 bytes; strings in
+//! a payload are `u32 len, UTF-8 bytes`. Unknown kinds are skipped by length,
+//! so newer writers can add kinds.
+
+use crate::event::{FunctionId, StackId, ThreadId};
+use crate::layout::{
+    read_u16, read_u32, read_u64, META_ALIGN, META_FUNCTION, META_RECORD_HEADER, META_STACK,
+    META_STRING_MAX, META_THREAD,
+};
+
+/// Where a function (or scope) was defined.
+#[derive(Clone, Debug, PartialEq, Eq, Default)]
+pub struct FunctionMeta {
+    /// The id events refer to.
+    pub id: FunctionId,
+    /// The function or scope name.
+    pub name: String,
+    /// Source file, empty if unknown.
+    pub file: String,
+    /// Source line, 0 if unknown.
+    pub line: u32,
+    /// Module path, empty if unknown.
+    pub module: String,
+}
+
+/// One metadata record.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MetaRecord {
+    /// A function definition.
+    Function(FunctionMeta),
+    /// A logical stack's name.
+    Stack {
+        /// The stack's id as used in `switch` events.
+        id: StackId,
+        /// Its name.
+        name: String,
+    },
+    /// A thread's name.
+    Thread {
+        /// The trace's thread id.
+        tid: ThreadId,
+        /// The operating system's id for the thread (0 if unknown).
+        os_tid: u64,
+        /// The thread's name (may be empty).
+        name: String,
+    },
+}
+
+impl MetaRecord {
+    /// Appends the encoded record (header, payload, padding) to `out`.
+    /// Strings longer than [`META_STRING_MAX`] are cut at a character boundary.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let start = out.len();
+        out.extend_from_slice(&[0; META_RECORD_HEADER]);
+        let kind = match self {
+            MetaRecord::Function(f) => {
+                out.extend_from_slice(&f.id.0.to_le_bytes());
+                out.extend_from_slice(&f.line.to_le_bytes());
+                put_str(out, &f.name);
+                put_str(out, &f.file);
+                put_str(out, &f.module);
+                META_FUNCTION
+            }
+            MetaRecord::Stack { id, name } => {
+                out.extend_from_slice(&id.0.to_le_bytes());
+                put_str(out, name);
+                META_STACK
+            }
+            MetaRecord::Thread { tid, os_tid, name } => {
+                out.extend_from_slice(&tid.0.to_le_bytes());
+                out.extend_from_slice(&os_tid.to_le_bytes());
+                put_str(out, name);
+                META_THREAD
+            }
+        };
+        let payload_len = (out.len() - start - META_RECORD_HEADER) as u32;
+        out[start..start + 4].copy_from_slice(&payload_len.to_le_bytes());
+        out[start + 4..start + 6].copy_from_slice(&kind.to_le_bytes());
+        while out.len() % META_ALIGN != 0 {
+            out.push(0);
+        }
+    }
+}
+
+fn put_str(out: &mut Vec<u8>, s: &str) {
+    let mut end = s.len().min(META_STRING_MAX);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    out.extend_from_slice(&(end as u32).to_le_bytes());
+    out.extend_from_slice(&s.as_bytes()[..end]);
+}
+
+/// Why the metadata region could not be read to its end.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MetaProblem {
+    /// Offset of the bad record from the start of the file.
+    pub offset: u64,
+    /// What was wrong.
+    pub why: &'static str,
+}
+
+/// Decodes records from `region` (the committed bytes of the metadata region,
+/// which starts at file offset `base`). Returns the records read before the
+/// first damaged one, and the damage if any.
+pub fn decode_records(region: &[u8], base: u64) -> (Vec<MetaRecord>, Option<MetaProblem>) {
+    let mut records = Vec::new();
+    let mut at = 0usize;
+    while at + META_RECORD_HEADER <= region.len() {
+        let problem = |why| MetaProblem {
+            offset: base + at as u64,
+            why,
+        };
+        let (Some(len), Some(kind)) = (read_u32(region, at), read_u16(region, at + 4)) else {
+            return (records, Some(problem("record header cut short")));
+        };
+        if len == 0 && kind == 0 {
+            // Zero bytes: the rest of the region was never written.
+            break;
+        }
+        let payload_start = at + META_RECORD_HEADER;
+        let Some(payload) = payload_start
+            .checked_add(len as usize)
+            .and_then(|end| region.get(payload_start..end))
+        else {
+            return (records, Some(problem("record longer than the metadata region")));
+        };
+        match decode_payload(kind, payload) {
+            Ok(Some(r)) => records.push(r),
+            Ok(None) => {} // a kind from a newer writer
+            Err(why) => return (records, Some(problem(why))),
+        }
+        at = (payload_start + len as usize).div_ceil(META_ALIGN) * META_ALIGN;
+    }
+    (records, None)
+}
+
+fn decode_payload(kind: u16, p: &[u8]) -> Result<Option<MetaRecord>, &'static str> {
+    let mut cursor = Cursor { bytes: p, at: 0 };
+    let record = match kind {
+        META_FUNCTION => MetaRecord::Function(FunctionMeta {
+            id: FunctionId(cursor.u32()?),
+            line: cursor.u32()?,
+            name: cursor.str()?,
+            file: cursor.str()?,
+            module: cursor.str()?,
+        }),
+        META_STACK => MetaRecord::Stack {
+            id: StackId(cursor.u64()?),
+            name: cursor.str()?,
+        },
+        META_THREAD => MetaRecord::Thread {
+            tid: ThreadId(cursor.u64()?),
+            os_tid: cursor.u64()?,
+            name: cursor.str()?,
+        },
+        _ => return Ok(None),
+    };
+    Ok(Some(record))
+}
+
+struct Cursor<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl Cursor<'_> {
+    fn u32(&mut self) -> Result<u32, &'static str> {
+        let v = read_u32(self.bytes, self.at).ok_or("record payload cut short")?;
+        self.at += 4;
+        Ok(v)
+    }
+
+    fn u64(&mut self) -> Result<u64, &'static str> {
+        let v = read_u64(self.bytes, self.at).ok_or("record payload cut short")?;
+        self.at += 8;
+        Ok(v)
+    }
+
+    fn str(&mut self) -> Result<String, &'static str> {
+        let len = self.u32()? as usize;
+        if len > META_STRING_MAX {
+            return Err("string longer than the format allows");
+        }
+        let end = self.at.checked_add(len).ok_or("string length overflows")?;
+        let bytes = self.bytes.get(self.at..end).ok_or("string runs past its record")?;
+        self.at = end;
+        Ok(String::from_utf8_lossy(bytes).into_owned())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Vec<MetaRecord> {
+        vec![
+            MetaRecord::Function(FunctionMeta {
+                id: FunctionId(1),
+                name: "parse".into(),
+                file: "src/p.rs".into(),
+                line: 10,
+                module: "app::p".into(),
+            }),
+            MetaRecord::Stack {
+                id: StackId(7),
+                name: "task-7".into(),
+            },
+            MetaRecord::Thread {
+                tid: ThreadId(2),
+                os_tid: 4242,
+                name: "worker-é".into(),
+            },
+        ]
+    }
+
+    #[test]
+    fn records_round_trip() {
+        let mut bytes = Vec::new();
+        for r in sample() {
+            r.encode(&mut bytes);
+        }
+        assert_eq!(bytes.len() % 8, 0);
+        assert_eq!(decode_records(&bytes, 0), (sample(), None));
+    }
+
+    #[test]
+    fn every_truncation_keeps_the_whole_records_before_it() {
+        let mut bytes = Vec::new();
+        let mut ends = Vec::new();
+        for r in sample() {
+            r.encode(&mut bytes);
+            ends.push(bytes.len());
+        }
+        for cut in 0..bytes.len() {
+            let (records, _) = decode_records(&bytes[..cut], 100);
+            // Every record that ends (with its padding) before the cut is
+            // kept; one whose payload is whole but whose padding is cut may be too.
+            let whole = ends.iter().filter(|&&e| e <= cut).count();
+            assert!(records.len() == whole || records.len() == whole + 1, "cut at {cut}");
+            assert_eq!(records, sample()[..records.len()].to_vec(), "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn a_huge_claimed_length_is_an_error_not_an_allocation() {
+        let mut bytes = vec![0u8; 16];
+        bytes[..4].copy_from_slice(&u32::MAX.to_le_bytes());
+        bytes[4..6].copy_from_slice(&META_STACK.to_le_bytes());
+        let (records, problem) = decode_records(&bytes, 4096);
+        assert!(records.is_empty());
+        assert_eq!(problem.map(|p| p.offset), Some(4096));
+    }
+}

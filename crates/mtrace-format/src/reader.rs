@@ -1,0 +1,85 @@
+//! The zero-copy reader: a trace borrowed from a byte slice (usually a memory map).
+//!
+//! Nothing the file claims is trusted: every offset and count is checked
+//! against the slice's real length, and the number of chunks visited is the
+//! number that physically fit, however many the header claims.
+
+use crate::chunk::Chunk;
+use crate::error::{ChunkProblem, FormatError};
+use crate::header::Header;
+use crate::layout::HEADER_SIZE;
+use crate::meta::{decode_records, MetaProblem, MetaRecord};
+
+/// A trace file in memory.
+#[derive(Clone, Debug)]
+pub struct TraceFile<'a> {
+    bytes: &'a [u8],
+    header: Header,
+}
+
+impl<'a> TraceFile<'a> {
+    /// Checks the header. Chunks and metadata are decoded on demand.
+    pub fn parse(bytes: &'a [u8]) -> Result<TraceFile<'a>, FormatError> {
+        let header = Header::decode(bytes)?;
+        if header.chunk_count > 0 && header.chunks_offset < HEADER_SIZE as u64 {
+            return Err(FormatError::BadHeader {
+                field: "chunks_offset",
+                offset: crate::layout::H_CHUNKS_OFFSET as u64,
+                why: format!("{} lies inside the header", header.chunks_offset),
+            });
+        }
+        Ok(TraceFile { bytes, header })
+    }
+
+    /// The decoded header.
+    pub fn header(&self) -> &Header {
+        &self.header
+    }
+
+    /// The whole file.
+    pub fn bytes(&self) -> &'a [u8] {
+        self.bytes
+    }
+
+    /// Chunk slots that start inside the file (at most the header's count).
+    pub fn chunk_slots(&self) -> u64 {
+        let h = &self.header;
+        let len = self.bytes.len() as u64;
+        if h.chunk_count == 0 || h.chunks_offset >= len {
+            return 0;
+        }
+        let in_file = (len - h.chunks_offset).div_ceil(h.chunk_size as u64);
+        in_file.min(h.chunk_count)
+    }
+
+    /// Slots the header claims but the file does not hold (it was cut short).
+    pub fn missing_slots(&self) -> u64 {
+        self.header.chunk_count - self.chunk_slots()
+    }
+
+    /// Decodes slot `index` (`Ok(None)` for an unused slot).
+    pub fn chunk(&self, index: u64) -> Result<Option<Chunk<'a>>, ChunkProblem> {
+        let size = self.header.chunk_size as u64;
+        let offset = self.header.chunks_offset + index * size;
+        let start = offset.min(self.bytes.len() as u64) as usize;
+        let end = offset.saturating_add(size).min(self.bytes.len() as u64) as usize;
+        Chunk::decode(&self.bytes[start..end], index, offset, size as usize)
+    }
+
+    /// The metadata records, and the damage that stopped the read if any.
+    pub fn metadata(&self) -> (Vec<MetaRecord>, Option<MetaProblem>) {
+        let h = &self.header;
+        let len = self.bytes.len() as u64;
+        let claimed = h.meta_len.min(h.meta_capacity);
+        let start = h.meta_offset.min(len);
+        let end = h.meta_offset.saturating_add(claimed).min(len);
+        let (records, mut problem) = decode_records(&self.bytes[start as usize..end as usize], start);
+        if problem.is_none() && end < h.meta_offset.saturating_add(claimed) {
+            problem = Some(MetaProblem {
+                offset: end,
+                why: "file ends inside the metadata region",
+            });
+        }
+        (records, problem)
+    }
+}
