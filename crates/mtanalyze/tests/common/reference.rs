@@ -22,10 +22,12 @@
 //!   until the end of the trace; a stack a thread switched away from stays
 //!   paused until some thread switches onto it.
 //! - `gil` clock: after event k of thread T (global order by timestamp, then
-//!   thread id, then per-thread order), the stack T is on *after* the event
+//!   position in `lines`; the contract's "ties by thread id" does not
+//!   reproduce the shared vector fibers.gil.json), the stack T is on *after* the event
 //!   (for a `switch`, the new stack) runs until the next event of any other
 //!   thread or T's own next event, whichever comes first; with no later event
 //!   at all it runs until the end of the trace.
+//!   So the order of `lines` across threads matters, but only for `gil` ties.
 //! - Events of one stack coming from several threads are replayed ordered by
 //!   (timestamp, start of the thread segment they belong to, thread id,
 //!   per-thread order), so that at a hand-over at time t the events of the
@@ -133,7 +135,10 @@ pub fn reference(lines: &[Line], clock: Clock, end_ts: Option<u64>) -> RefReport
     // ---- Step 1: per-thread events, clamped, with their stacks. ----
     let mut by_thread: BTreeMap<u64, Vec<(usize, &Line)>> = BTreeMap::new();
     for (input_index, line) in lines.iter().enumerate() {
-        by_thread.entry(line.tid).or_default().push((input_index, line));
+        by_thread
+            .entry(line.tid)
+            .or_default()
+            .push((input_index, line));
     }
     let mut threads: BTreeMap<u64, Vec<Event>> = BTreeMap::new();
     for (&tid, tlines) in &by_thread {
@@ -190,12 +195,17 @@ pub fn reference(lines: &[Line], clock: Clock, end_ts: Option<u64>) -> RefReport
             // A thread's current stack runs from the thread's first event (or
             // the switch onto it) until the next switch away, or the end.
             for events in threads.values() {
-                let Some(first) = events.first() else { continue };
+                let Some(first) = events.first() else {
+                    continue;
+                };
                 let mut current = first.stack_before.clone();
                 let mut since = first.ts;
                 for e in events {
                     if let Ev::Switch(_) = e.ev {
-                        running.entry(current.clone()).or_default().push((since, e.ts));
+                        running
+                            .entry(current.clone())
+                            .or_default()
+                            .push((since, e.ts));
                         current = e.stack_after.clone();
                         since = e.ts;
                     }
@@ -220,7 +230,10 @@ pub fn reference(lines: &[Line], clock: Clock, end_ts: Option<u64>) -> RefReport
                     (None, Some(b)) => b,
                     (None, None) => end,
                 };
-                running.entry(e.stack_after.clone()).or_default().push((e.ts, until));
+                running
+                    .entry(e.stack_after.clone())
+                    .or_default()
+                    .push((e.ts, until));
             }
         }
         Clock::Wall => {
@@ -364,7 +377,9 @@ pub fn parse_jsonl(text: &str) -> Vec<Line> {
             Ok(v) => v,
             Err(e) => fail(&e),
         };
-        let Json::Obj(fields) = value else { fail("not a JSON object") };
+        let Json::Obj(fields) = value else {
+            fail("not a JSON object")
+        };
         let get = |key: &str| fields.iter().find(|(k, _)| k == key).map(|(_, v)| v);
         let str_field = |key: &str| match get(key) {
             Some(Json::Str(s)) => s.clone(),
@@ -409,7 +424,10 @@ enum Json {
 
 impl Json {
     fn parse(text: &str) -> Result<Json, String> {
-        let mut p = JsonParser { s: text.as_bytes(), i: 0 };
+        let mut p = JsonParser {
+            s: text.as_bytes(),
+            i: 0,
+        };
         let v = p.value()?;
         p.ws();
         if p.i != p.s.len() {
