@@ -1,0 +1,204 @@
+//! The event clock: the time-stamp counter when it is invariant, else the
+//! monotonic clock in nanoseconds.
+//!
+//! The TSC is read with one `rdtsc` (no fence: events of one thread are
+//! ordered by program order, and a few cycles of skew do not matter to a
+//! profiler). It is only used when CPUID says it is invariant (leaf
+//! `0x8000_0007`, EDX bit 8): it then ticks at a constant rate on every core,
+//! through frequency changes and idle states.
+//!
+//! A recording calibrates twice against `CLOCK_MONOTONIC`: a short spin at
+//! start (so a killed recording still has a usable rate) and the whole run
+//! at finish (a longer baseline, so a more exact rate). The header keeps the
+//! longer of the two.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use mtrace_format::ClockKind;
+
+use crate::config::ClockSource;
+
+/// How long the start calibration spins.
+const CALIBRATION_NS: u64 = 15_000_000;
+
+/// Reads the event clock: the TSC when `tsc`, else monotonic nanoseconds.
+#[inline(always)]
+pub(crate) fn ticks(tsc: bool) -> u64 {
+    if tsc {
+        read_tsc()
+    } else {
+        monotonic_ns()
+    }
+}
+
+/// Reads the time-stamp counter (x86-64) or the monotonic clock (elsewhere).
+#[inline(always)]
+pub fn read_tsc() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SAFETY: rdtsc exists on every x86-64 CPU and has no preconditions.
+        unsafe { core::arch::x86_64::_rdtsc() }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        monotonic_ns()
+    }
+}
+
+/// `CLOCK_MONOTONIC` in nanoseconds.
+#[inline]
+pub(crate) fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid out-pointer; CLOCK_MONOTONIC always exists.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64)
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(ts.tv_nsec as u64)
+}
+
+/// Nanoseconds since the Unix epoch (0 if the system clock is before it).
+pub(crate) fn unix_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+/// Whether the CPU has an invariant time-stamp counter.
+pub fn has_invariant_tsc() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use core::arch::x86_64::__cpuid;
+        // SAFETY: cpuid exists on every x86-64 CPU; leaves above the
+        // reported maximum are not queried. (Newer compilers call it safe.)
+        #[allow(unused_unsafe)]
+        unsafe {
+            let max_extended = __cpuid(0x8000_0000).eax;
+            max_extended >= 0x8000_0007 && __cpuid(0x8000_0007).edx & (1 << 8) != 0
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// The clock of one recording: what it reads and where it started.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RunClock {
+    /// Ticks are TSC cycles (else monotonic nanoseconds).
+    pub tsc: bool,
+    /// The tick of the anchor.
+    pub start_tick: u64,
+    /// The monotonic time of the anchor.
+    pub start_mono_ns: u64,
+    /// The wall-clock date of the anchor.
+    pub start_unix_ns: u64,
+    /// Start calibration: this many ticks ...
+    pub calib_ticks: u64,
+    /// ... took this many nanoseconds.
+    pub calib_ns: u64,
+}
+
+impl RunClock {
+    /// Picks the clock and calibrates it (spins about 15 ms for the TSC).
+    pub fn start(source: ClockSource) -> RunClock {
+        let tsc = source == ClockSource::Auto && has_invariant_tsc();
+        let (start_tick, start_mono_ns) = pair(tsc);
+        let start_unix_ns = unix_ns();
+        let (calib_ticks, calib_ns) = if tsc {
+            let mut now = pair(tsc);
+            while now.1.saturating_sub(start_mono_ns) < CALIBRATION_NS {
+                std::hint::spin_loop();
+                now = pair(tsc);
+            }
+            (
+                now.0.saturating_sub(start_tick).max(1),
+                now.1.saturating_sub(start_mono_ns).max(1),
+            )
+        } else {
+            (1, 1)
+        };
+        RunClock {
+            tsc,
+            start_tick,
+            start_mono_ns,
+            start_unix_ns,
+            calib_ticks,
+            calib_ns,
+        }
+    }
+
+    /// The on-disk clock kind.
+    pub fn kind(&self) -> ClockKind {
+        if self.tsc {
+            ClockKind::Tsc
+        } else {
+            ClockKind::Nanoseconds
+        }
+    }
+
+    /// Reads the end of the run: `(end_tick, end_unix_ns, calib_ticks, calib_ns)`,
+    /// with the calibration over the whole run if that baseline is longer.
+    pub fn finish(&self) -> (u64, u64, u64, u64) {
+        let (end_tick, end_mono) = pair(self.tsc);
+        let end_unix_ns = unix_ns();
+        let run_ns = end_mono.saturating_sub(self.start_mono_ns);
+        let (calib_ticks, calib_ns) = if self.tsc && run_ns > self.calib_ns {
+            (end_tick.saturating_sub(self.start_tick).max(1), run_ns)
+        } else {
+            (self.calib_ticks, self.calib_ns)
+        };
+        (end_tick, end_unix_ns, calib_ticks, calib_ns)
+    }
+}
+
+/// A tick and a monotonic time read as close together as possible: the
+/// monotonic read is bracketed by two tick reads and paired with their middle.
+fn pair(tsc: bool) -> (u64, u64) {
+    if !tsc {
+        let ns = monotonic_ns();
+        return (ns, ns);
+    }
+    let mut best = (0, 0, u64::MAX);
+    for _ in 0..5 {
+        let t0 = read_tsc();
+        let ns = monotonic_ns();
+        let t1 = read_tsc();
+        let width = t1.wrapping_sub(t0);
+        if width < best.2 {
+            best = (t0 + width / 2, ns, width);
+        }
+    }
+    (best.0, best.1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn calibration_gives_a_plausible_rate() {
+        let c = RunClock::start(ClockSource::Auto);
+        let hz = c.calib_ticks as f64 * 1e9 / c.calib_ns as f64;
+        if c.tsc {
+            assert!((1e8..1e11).contains(&hz), "{hz} Hz");
+        } else {
+            assert_eq!(hz, 1e9);
+        }
+        let (end, _, ticks, ns) = c.finish();
+        assert!(end >= c.start_tick);
+        assert!(ticks > 0 && ns > 0);
+    }
+
+    #[test]
+    fn monotonic_clock_is_nanoseconds() {
+        let c = RunClock::start(ClockSource::Monotonic);
+        assert!(!c.tsc);
+        assert_eq!((c.calib_ticks, c.calib_ns), (1, 1));
+        assert_eq!(c.kind(), ClockKind::Nanoseconds);
+    }
+}

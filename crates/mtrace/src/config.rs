@@ -1,0 +1,287 @@
+//! What to record into: [`Config`], built in code or read from the environment.
+
+use std::path::PathBuf;
+
+use mtrace_format::layout::{DEFAULT_CHUNK_SIZE, MAX_CHUNK_SIZE, MIN_CHUNK_SIZE};
+
+use crate::error::ConfigError;
+
+/// What happens when every chunk of the file has been claimed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// Flight recorder: the oldest chunks are overwritten, so the file always
+    /// holds the most recent `capacity` bytes of events. Every chunk starts
+    /// with a snapshot of the open frames, so what is left still decodes.
+    Ring,
+    /// Keep the beginning: once the chunks are used up, further events are
+    /// dropped and counted exactly in the header's `dropped_events`.
+    #[default]
+    StopWhenFull,
+}
+
+/// Which clock stamps the events.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ClockSource {
+    /// The time-stamp counter when the CPU has an invariant one (x86-64),
+    /// else the monotonic clock.
+    #[default]
+    Auto,
+    /// Always the monotonic clock, in nanoseconds (slower to read than the TSC).
+    Monotonic,
+}
+
+/// Default size of the chunk area: 256 MiB.
+pub const DEFAULT_CAPACITY: u64 = 256 << 20;
+/// Default size of the metadata region: 1 MiB.
+pub const DEFAULT_META_CAPACITY: usize = 1 << 20;
+
+/// Where and how to record. Build with [`Config::new`] and the builder
+/// methods, or read from the environment with [`Config::from_env`].
+///
+/// ```
+/// let config = mtrace::Config::new("/tmp/app.mtrace")
+///     .capacity(64 << 20)
+///     .mode(mtrace::Mode::Ring);
+/// assert_eq!(config.capacity, 64 << 20);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// The trace file to create (an existing file is replaced).
+    pub path: PathBuf,
+    /// Bytes for event chunks; the file holds `capacity / chunk_size` chunks.
+    pub capacity: u64,
+    /// What to do when the chunks run out.
+    pub mode: Mode,
+    /// Bytes per chunk, header included: a multiple of 64 between
+    /// `MIN_CHUNK_SIZE` and `MAX_CHUNK_SIZE` of [`mtrace_format::layout`].
+    pub chunk_size: usize,
+    /// Bytes reserved for function, stack and thread names (rounded up to 4 KiB).
+    pub meta_capacity: usize,
+    /// Which clock stamps the events.
+    pub clock: ClockSource,
+}
+
+impl Config {
+    /// A configuration writing to `path` with the defaults: 256 MiB of
+    /// chunks, [`Mode::StopWhenFull`], `DEFAULT_CHUNK_SIZE` chunks, 1 MiB of
+    /// metadata, the fastest invariant clock.
+    pub fn new(path: impl Into<PathBuf>) -> Config {
+        Config {
+            path: path.into(),
+            capacity: DEFAULT_CAPACITY,
+            mode: Mode::default(),
+            chunk_size: DEFAULT_CHUNK_SIZE,
+            meta_capacity: DEFAULT_META_CAPACITY,
+            clock: ClockSource::default(),
+        }
+    }
+
+    /// Sets the bytes available for chunks.
+    pub fn capacity(mut self, bytes: u64) -> Config {
+        self.capacity = bytes;
+        self
+    }
+
+    /// Sets the mode.
+    pub fn mode(mut self, mode: Mode) -> Config {
+        self.mode = mode;
+        self
+    }
+
+    /// Sets the chunk size.
+    pub fn chunk_size(mut self, bytes: usize) -> Config {
+        self.chunk_size = bytes;
+        self
+    }
+
+    /// Sets the metadata region's size.
+    pub fn meta_capacity(mut self, bytes: usize) -> Config {
+        self.meta_capacity = bytes;
+        self
+    }
+
+    /// Sets the clock.
+    pub fn clock(mut self, clock: ClockSource) -> Config {
+        self.clock = clock;
+        self
+    }
+
+    /// Reads the configuration from the environment:
+    ///
+    /// | variable | meaning |
+    /// |---|---|
+    /// | `MTRACE_OUT` | trace file (required) |
+    /// | `MTRACE_CAPACITY` | bytes of chunks, with an optional `K`, `M` or `G` suffix (powers of 1024) |
+    /// | `MTRACE_MODE` | `ring` or `stop` |
+    /// | `MTRACE_CHUNK_SIZE` | bytes per chunk, same syntax as the capacity |
+    /// | `MTRACE_CLOCK` | `auto` or `monotonic` |
+    pub fn from_env() -> Result<Config, ConfigError> {
+        Config::from_vars(|name| std::env::var_os(name).map(|v| v.to_string_lossy().into_owned()))
+    }
+
+    /// [`Config::from_env`] with the variables looked up by `var`.
+    fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Config, ConfigError> {
+        let path = var("MTRACE_OUT")
+            .filter(|p| !p.is_empty())
+            .ok_or(ConfigError::NoOutput)?;
+        let mut config = Config::new(path);
+        if let Some(v) = var("MTRACE_CAPACITY") {
+            config.capacity = parse_bytes(&v).ok_or(ConfigError::BadValue {
+                variable: "MTRACE_CAPACITY",
+                value: v,
+                expected: "a byte count such as 65536, 512K, 64M or 1G",
+            })?;
+        }
+        if let Some(v) = var("MTRACE_CHUNK_SIZE") {
+            config.chunk_size = parse_bytes(&v)
+                .and_then(|n| usize::try_from(n).ok())
+                .ok_or(ConfigError::BadValue {
+                    variable: "MTRACE_CHUNK_SIZE",
+                    value: v,
+                    expected: "a byte count such as 65536 or 64K",
+                })?;
+        }
+        if let Some(v) = var("MTRACE_MODE") {
+            config.mode = match v.trim().to_ascii_lowercase().as_str() {
+                "ring" => Mode::Ring,
+                "stop" | "stop-when-full" => Mode::StopWhenFull,
+                _ => {
+                    return Err(ConfigError::BadValue {
+                        variable: "MTRACE_MODE",
+                        value: v,
+                        expected: "`ring` or `stop`",
+                    })
+                }
+            };
+        }
+        if let Some(v) = var("MTRACE_CLOCK") {
+            config.clock = match v.trim().to_ascii_lowercase().as_str() {
+                "auto" | "tsc" => ClockSource::Auto,
+                "monotonic" => ClockSource::Monotonic,
+                _ => {
+                    return Err(ConfigError::BadValue {
+                        variable: "MTRACE_CLOCK",
+                        value: v,
+                        expected: "`auto` or `monotonic`",
+                    })
+                }
+            };
+        }
+        Ok(config)
+    }
+
+    /// Checks the sizes and returns the number of chunks.
+    pub(crate) fn chunk_count(&self) -> Result<u64, ConfigError> {
+        let cs = self.chunk_size;
+        if !(MIN_CHUNK_SIZE..=MAX_CHUNK_SIZE).contains(&cs) || cs % 64 != 0 {
+            return Err(ConfigError::BadChunkSize(cs));
+        }
+        let count = self.capacity / cs as u64;
+        if count == 0 {
+            return Err(ConfigError::CapacityTooSmall {
+                capacity: self.capacity,
+                chunk_size: cs,
+            });
+        }
+        Ok(count)
+    }
+}
+
+/// Parses `123`, `64K`, `64k`, `64M`, `1G`, `64KiB`, `64MB` (powers of 1024).
+pub fn parse_bytes(text: &str) -> Option<u64> {
+    let t = text.trim();
+    let t = t
+        .strip_suffix("iB")
+        .or_else(|| t.strip_suffix('B'))
+        .or_else(|| t.strip_suffix('b'))
+        .unwrap_or(t);
+    let (digits, shift) = match t.char_indices().last()? {
+        (i, 'k' | 'K') => (&t[..i], 10),
+        (i, 'm' | 'M') => (&t[..i], 20),
+        (i, 'g' | 'G') => (&t[..i], 30),
+        _ => (t, 0),
+    };
+    let n: u64 = digits.trim().parse().ok()?;
+    n.checked_mul(1u64 << shift)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_counts_accept_binary_suffixes() {
+        assert_eq!(parse_bytes("4096"), Some(4096));
+        assert_eq!(parse_bytes("512K"), Some(512 << 10));
+        assert_eq!(parse_bytes("64m"), Some(64 << 20));
+        assert_eq!(parse_bytes("1G"), Some(1 << 30));
+        assert_eq!(parse_bytes("2MiB"), Some(2 << 20));
+        assert_eq!(parse_bytes(" 8 KB "), Some(8 << 10));
+        assert_eq!(parse_bytes("lots"), None);
+        assert_eq!(parse_bytes("M"), None);
+        assert_eq!(parse_bytes("-1"), None);
+        assert_eq!(parse_bytes("99999999999G"), None);
+    }
+
+    fn vars<'a>(pairs: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |name| {
+            pairs
+                .iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| v.to_string())
+        }
+    }
+
+    #[test]
+    fn environment_fills_the_config() {
+        let c = Config::from_vars(vars(&[
+            ("MTRACE_OUT", "/tmp/x.mtrace"),
+            ("MTRACE_CAPACITY", "8M"),
+            ("MTRACE_MODE", "ring"),
+        ]))
+        .unwrap();
+        assert_eq!(c.path, PathBuf::from("/tmp/x.mtrace"));
+        assert_eq!(c.capacity, 8 << 20);
+        assert_eq!(c.mode, Mode::Ring);
+        assert_eq!(c.chunk_size, DEFAULT_CHUNK_SIZE);
+    }
+
+    #[test]
+    fn bad_environment_values_are_errors() {
+        assert!(matches!(
+            Config::from_vars(vars(&[])),
+            Err(ConfigError::NoOutput)
+        ));
+        let err = Config::from_vars(vars(&[("MTRACE_OUT", "x"), ("MTRACE_MODE", "sometimes")]))
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "MTRACE_MODE=`sometimes`: expected `ring` or `stop`"
+        );
+        let err = Config::from_vars(vars(&[("MTRACE_OUT", "x"), ("MTRACE_CAPACITY", "big")]))
+            .unwrap_err();
+        assert!(matches!(
+            err,
+            ConfigError::BadValue {
+                variable: "MTRACE_CAPACITY",
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn sizes_are_checked() {
+        assert_eq!(Config::new("x").capacity(1 << 20).chunk_count(), Ok(16));
+        assert_eq!(
+            Config::new("x").capacity(100).chunk_count(),
+            Err(ConfigError::CapacityTooSmall {
+                capacity: 100,
+                chunk_size: DEFAULT_CHUNK_SIZE
+            })
+        );
+        assert_eq!(
+            Config::new("x").chunk_size(1000).chunk_count(),
+            Err(ConfigError::BadChunkSize(1000))
+        );
+    }
+}

@@ -1,0 +1,93 @@
+//! Errors of the recorder. None of them stops the workload: a recording that
+//! cannot start leaves the program running unprofiled.
+
+use std::io;
+use std::path::PathBuf;
+
+use mtrace_format::layout::{MAX_CHUNK_SIZE, MIN_CHUNK_SIZE};
+
+/// A configuration value is unusable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// `MTRACE_OUT` is not set (or empty).
+    #[error("MTRACE_OUT is not set")]
+    NoOutput,
+    /// An environment variable holds a value that cannot be used.
+    #[error("{variable}=`{value}`: expected {expected}")]
+    BadValue {
+        /// The variable's name.
+        variable: &'static str,
+        /// Its value.
+        value: String,
+        /// What would have been accepted.
+        expected: &'static str,
+    },
+    /// The chunk size is not a multiple of 64 in the format's range.
+    #[error(
+        "chunk size {0} is not a multiple of 64 between {MIN_CHUNK_SIZE} and {MAX_CHUNK_SIZE}"
+    )]
+    BadChunkSize(usize),
+    /// The capacity does not hold a single chunk.
+    #[error("capacity {capacity} bytes holds no chunk of {chunk_size} bytes")]
+    CapacityTooSmall {
+        /// The configured capacity.
+        capacity: u64,
+        /// The configured chunk size.
+        chunk_size: usize,
+    },
+}
+
+/// Why [`crate::start`] did not start a recording.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// Another recording is running; finish it first.
+    #[error("a recording to {} is already running", running.display())]
+    AlreadyRecording {
+        /// The running recording's file.
+        running: PathBuf,
+    },
+    /// The configuration is unusable.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// The trace file could not be created or sized.
+    #[error("cannot create trace file {}: {source}", path.display())]
+    Create {
+        /// The file.
+        path: PathBuf,
+        /// What the system said.
+        source: io::Error,
+    },
+    /// The file system has no room for the trace file.
+    #[error("no space for a {bytes}-byte trace file at {}", path.display())]
+    NoSpace {
+        /// The file.
+        path: PathBuf,
+        /// The size that did not fit.
+        bytes: u64,
+    },
+    /// The trace file could not be memory-mapped.
+    #[error("cannot map trace file {}: {source}", path.display())]
+    Map {
+        /// The file.
+        path: PathBuf,
+        /// What the system said.
+        source: io::Error,
+    },
+}
+
+/// Why [`crate::Recording::finish`] could not complete the file.
+#[derive(Debug, thiserror::Error)]
+pub enum FinishError {
+    /// The recording was already finished (by the process-exit hook).
+    #[error("the recording was already finished")]
+    AlreadyFinished,
+    /// Writing the mapped file back to disk failed. The events are still in
+    /// the file as far as the kernel wrote it.
+    #[error("cannot sync trace file {}: {source}", path.display())]
+    Sync {
+        /// The file.
+        path: PathBuf,
+        /// What the system said.
+        source: io::Error,
+    },
+}

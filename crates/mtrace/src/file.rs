@@ -1,0 +1,214 @@
+//! The trace file while it is being written: created at its full size,
+//! mapped once, and written in place.
+//!
+//! ```text
+//! 0        HEADER_SIZE           chunks_offset (page aligned)
+//! | header | metadata region ... | chunk 0 | chunk 1 | ... | chunk n-1 |
+//! ```
+//!
+//! The header's counters (`next_seq`, the drop counters, `meta_len`) and
+//! every chunk's state word are used as atomics in place: their offsets are
+//! multiples of 8 and the map is page aligned.
+//!
+//! **The mapping is never unmapped.** A thread that passed the "recording?"
+//! check just before [`crate::Recording::finish`] may still write one event
+//! afterwards; with the map leaked, that write lands harmlessly in the file
+//! (or, after the process closes it, in memory nobody reads) instead of
+//! faulting. Each recording therefore keeps its address range (not its
+//! memory: the kernel can drop clean pages) until the process exits.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicU64;
+
+use memmap2::MmapMut;
+use mtrace_format::layout::*;
+use mtrace_format::{ClockInfo, Header};
+
+use crate::clock::RunClock;
+use crate::config::{Config, Mode};
+use crate::error::StartError;
+
+/// A trace file mapped for writing.
+pub(crate) struct TraceMap {
+    /// Kept (never dropped: the owner is leaked) so the range stays mapped.
+    map: MmapMut,
+    base: *mut u8,
+    pub chunks_offset: usize,
+    pub meta_offset: usize,
+    pub meta_capacity: usize,
+    pub chunk_size: usize,
+    pub chunk_count: u64,
+    pub path: PathBuf,
+}
+
+// SAFETY: the raw pointer points into `map`, which lives as long as the
+// `TraceMap`; concurrent access goes through atomics or through chunks that
+// one thread owns after winning their state word.
+unsafe impl Send for TraceMap {}
+// SAFETY: see above.
+unsafe impl Sync for TraceMap {}
+
+/// Rounds `n` up to a multiple of `to` (a power of two).
+fn round_up(n: usize, to: usize) -> usize {
+    n.div_ceil(to) * to
+}
+
+impl TraceMap {
+    /// Creates the file, reserves its blocks, maps it and writes the header.
+    pub fn create(
+        config: &Config,
+        chunk_count: u64,
+        clock: &RunClock,
+    ) -> Result<TraceMap, StartError> {
+        let path = config.path.clone();
+        let meta_capacity = round_up(config.meta_capacity.max(META_ALIGN), 4096);
+        let meta_offset = HEADER_SIZE;
+        let chunks_offset = HEADER_SIZE + meta_capacity;
+        let total = (chunks_offset as u64)
+            .checked_add(
+                chunk_count
+                    .checked_mul(config.chunk_size as u64)
+                    .unwrap_or(u64::MAX),
+            )
+            .filter(|&t| usize::try_from(t).is_ok() && t < i64::MAX as u64)
+            .ok_or(StartError::NoSpace {
+                path: path.clone(),
+                bytes: u64::MAX,
+            })?;
+        let create = |source| StartError::Create {
+            path: path.clone(),
+            source,
+        };
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .map_err(create)?;
+        file.set_len(total).map_err(create)?;
+        reserve(&file, total).map_err(|e| {
+            if e.raw_os_error() == Some(libc::ENOSPC) {
+                StartError::NoSpace {
+                    path: path.clone(),
+                    bytes: total,
+                }
+            } else {
+                create(e)
+            }
+        })?;
+        // SAFETY: the file was just created by us and is only written through
+        // this map; other processes modifying it concurrently is outside the
+        // recorder's contract.
+        let mut map = unsafe { MmapMut::map_mut(&file) }.map_err(|source| StartError::Map {
+            path: path.clone(),
+            source,
+        })?;
+        let base = map.as_mut_ptr();
+        let this = TraceMap {
+            map,
+            base,
+            chunks_offset,
+            meta_offset,
+            meta_capacity,
+            chunk_size: config.chunk_size,
+            chunk_count,
+            path,
+        };
+        let mut header = Header::new(
+            ClockInfo {
+                kind: clock.kind(),
+                start_tick: clock.start_tick,
+                start_unix_ns: clock.start_unix_ns,
+                calib_ticks: clock.calib_ticks,
+                calib_ns: clock.calib_ns,
+            },
+            config.chunk_size as u32,
+        );
+        if config.mode == Mode::Ring {
+            header.flags |= FLAG_RING;
+        }
+        header.pid = std::process::id();
+        header.chunk_count = chunk_count;
+        header.chunks_offset = chunks_offset as u64;
+        header.meta_offset = meta_offset as u64;
+        header.meta_capacity = meta_capacity as u64;
+        header.cmdline = std::env::args_os()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join("\0");
+        this.write(0, &header.encode());
+        Ok(this)
+    }
+
+    /// The header counter at `offset` (one of the `H_*` counters).
+    #[inline]
+    pub fn counter(&self, offset: usize) -> &AtomicU64 {
+        debug_assert!(offset % 8 == 0 && offset + 8 <= HEADER_SIZE);
+        // SAFETY: in bounds, 8-aligned (the map is page aligned), and only
+        // ever accessed atomically while the recording runs.
+        unsafe { &*(self.base.add(offset) as *const AtomicU64) }
+    }
+
+    /// The start of chunk slot `slot`.
+    #[inline]
+    pub fn chunk(&self, slot: u64) -> *mut u8 {
+        debug_assert!(slot < self.chunk_count);
+        // SAFETY: slot < chunk_count, so the chunk lies inside the map.
+        unsafe {
+            self.base
+                .add(self.chunks_offset + slot as usize * self.chunk_size)
+        }
+    }
+
+    /// The state word of chunk slot `slot`.
+    #[inline]
+    pub fn state(&self, slot: u64) -> &AtomicU64 {
+        // SAFETY: chunks are 64-aligned; the state word is only accessed atomically.
+        unsafe { &*(self.chunk(slot).add(C_STATE) as *const AtomicU64) }
+    }
+
+    /// Copies `bytes` to `offset`. The caller must own that range (the
+    /// header's plain fields, or the metadata region under its lock).
+    pub fn write(&self, offset: usize, bytes: &[u8]) {
+        assert!(offset + bytes.len() <= self.map.len());
+        // SAFETY: in bounds (checked above); the caller owns the range.
+        unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.base.add(offset), bytes.len()) }
+    }
+
+    /// Reads a u32 at `offset` of the map (no other thread writes it concurrently).
+    pub fn read_u32(&self, offset: usize) -> u32 {
+        assert!(offset + 4 <= self.map.len());
+        // SAFETY: in bounds; volatile because other threads may have written it.
+        u32::from_le(unsafe { std::ptr::read_volatile(self.base.add(offset) as *const u32) })
+    }
+
+    /// Writes the map back to the file.
+    pub fn flush(&self) -> io::Result<()> {
+        self.map.flush()
+    }
+}
+
+/// Reserves the file's blocks so a full disk is an error now rather than a
+/// SIGBUS on a later write into the map. File systems that cannot reserve
+/// keep the file sparse.
+fn reserve(file: &File, len: u64) -> io::Result<()> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::fd::AsRawFd;
+        // SAFETY: a valid descriptor; mode 0 only allocates blocks.
+        let r = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, len as libc::off_t) };
+        if r != 0 {
+            let e = io::Error::last_os_error();
+            return match e.raw_os_error() {
+                Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) | Some(libc::EINVAL) => Ok(()),
+                _ => Err(e),
+            };
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (file, len);
+    Ok(())
+}

@@ -1,0 +1,145 @@
+//! Futures on logical stacks: a task keeps its own stack whichever worker
+//! thread polls it.
+//!
+//! [`Instrumented`] switches onto the task's [`LogicalStack`] before every
+//! poll of the inner future and back after it (the pattern of
+//! `tracing::Instrumented::poll`, with a stack in place of a span). Frames
+//! opened inside the task, such as the ones `#[mtrace::profile]` opens for
+//! an `async fn`, stay on the task's stack between polls and move with it to
+//! the next worker.
+
+use std::future::Future;
+use std::mem::ManuallyDrop;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use crate::scope::CallSite;
+use crate::stack::LogicalStack;
+
+/// A future that runs on its own [`LogicalStack`]; see [`LogicalStackExt`].
+#[derive(Debug)]
+#[must_use = "futures do nothing unless polled"]
+pub struct Instrumented<F> {
+    // Dropped by hand, on the task's stack.
+    inner: ManuallyDrop<F>,
+    stack: LogicalStack,
+}
+
+impl<F> Instrumented<F> {
+    /// Wraps `inner` so every poll runs on `stack`.
+    pub fn new(inner: F, stack: LogicalStack) -> Instrumented<F> {
+        Instrumented {
+            inner: ManuallyDrop::new(inner),
+            stack,
+        }
+    }
+
+    /// The task's stack.
+    pub fn stack(&self) -> &LogicalStack {
+        &self.stack
+    }
+}
+
+impl<F: Future> Future for Instrumented<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        // SAFETY: `inner` is structurally pinned (never moved out; dropped in
+        // place); `stack` is not pinned and is only used through `&mut`.
+        let this = unsafe { self.get_unchecked_mut() };
+        let _on_stack = this.stack.enter();
+        // SAFETY: see above.
+        let inner = unsafe { Pin::new_unchecked(&mut *this.inner) };
+        inner.poll(cx)
+    }
+}
+
+impl<F> Drop for Instrumented<F> {
+    fn drop(&mut self) {
+        // Dropping the inner future may close frames (a cancelled
+        // `#[profile] async fn`): do it on the task's stack.
+        let _on_stack = self.stack.enter();
+        // SAFETY: dropped exactly once, in place, and never used again.
+        unsafe { ManuallyDrop::drop(&mut self.inner) };
+    }
+}
+
+/// Puts a future on its own logical stack.
+///
+/// ```
+/// use mtrace::LogicalStackExt;
+///
+/// async fn handle(request: u32) -> u32 {
+///     request + 1
+/// }
+///
+/// let task = handle(41).on_logical_stack("request-41");
+/// assert_eq!(task.stack().name(), Some("request-41"));
+/// ```
+pub trait LogicalStackExt: Future + Sized {
+    /// Runs every poll of `self` on a new stack named `name`.
+    fn on_logical_stack(self, name: impl Into<String>) -> Instrumented<Self> {
+        Instrumented::new(self, LogicalStack::new(name))
+    }
+
+    /// Runs every poll of `self` on `stack`.
+    fn on_stack(self, stack: LogicalStack) -> Instrumented<Self> {
+        Instrumented::new(self, stack)
+    }
+}
+
+impl<F: Future> LogicalStackExt for F {}
+
+/// The body of a `#[profile] async fn`: enters the function's frame on the
+/// first poll and leaves it when the body completes (or is dropped unfinished).
+#[doc(hidden)]
+#[derive(Debug)]
+pub struct ProfiledFuture<F> {
+    // Dropped by hand, before the frame is closed.
+    inner: ManuallyDrop<F>,
+    site: &'static CallSite,
+    polled: bool,
+    /// The frame's function id while it is open (0: not open).
+    open: u32,
+}
+
+impl<F> ProfiledFuture<F> {
+    #[doc(hidden)]
+    pub fn new(site: &'static CallSite, inner: F) -> Self {
+        ProfiledFuture {
+            inner: ManuallyDrop::new(inner),
+            site,
+            polled: false,
+            open: 0,
+        }
+    }
+}
+
+impl<F: Future> Future for ProfiledFuture<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        // SAFETY: `inner` is structurally pinned (dropped in place); the
+        // other fields are plain data and never pinned.
+        let this = unsafe { self.get_unchecked_mut() };
+        if !this.polled {
+            this.polled = true;
+            this.open = crate::scope::enter_site(this.site);
+        }
+        // SAFETY: see above.
+        let result = unsafe { Pin::new_unchecked(&mut *this.inner) }.poll(cx);
+        if result.is_ready() {
+            crate::scope::exit_site(std::mem::take(&mut this.open));
+        }
+        result
+    }
+}
+
+impl<F> Drop for ProfiledFuture<F> {
+    fn drop(&mut self) {
+        // Frames the body still has open close first.
+        // SAFETY: dropped exactly once, in place, and never used again.
+        unsafe { ManuallyDrop::drop(&mut self.inner) };
+        crate::scope::exit_site(std::mem::take(&mut self.open));
+    }
+}

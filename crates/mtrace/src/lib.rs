@@ -1,0 +1,154 @@
+//! The mtrace recorder: records when every instrumented function is entered
+//! and left, on every thread and logical stack, into one memory-mapped file.
+//!
+//! ```no_run
+//! #[mtrace::profile]
+//! fn fib(n: u64) -> u64 {
+//!     if n < 2 { n } else { fib(n - 1) + fib(n - 2) }
+//! }
+//!
+//! let recording = mtrace::start(mtrace::Config::new("fib.mtrace")).expect("trace file");
+//! fib(20);
+//! let summary = recording.finish().expect("finished");
+//! println!("{} events in {}", summary.events, summary.path.display());
+//! ```
+//!
+//! Or set `MTRACE_OUT=fib.mtrace` (and optionally `MTRACE_CAPACITY`,
+//! `MTRACE_MODE`; see [`Config::from_env`]): the first instrumented event
+//! then starts a recording, which is finished when the process exits.
+//!
+//! # Instrumentation
+//!
+//! * [`#[profile]`](macro@profile) on a function or method (also `async fn`);
+//! * [`scope!`]`("name")` for a block;
+//! * [`register_function`], [`enter`], [`exit`] for language bindings;
+//! * [`LogicalStack`] for fibers and tasks, and [`LogicalStackExt::on_logical_stack`]
+//!   for futures that move between the worker threads of an executor.
+//!
+//! When nothing is recorded, each of these costs one relaxed atomic load and
+//! one branch. When recording, an event costs one clock read (`rdtsc`), one
+//! 16-byte store into the thread's own chunk, and one release store of the
+//! chunk's state word.
+//!
+//! # How it writes
+//!
+//! The file is the layout of [`mtrace_format`]: a header, a metadata region
+//! (names of functions, stacks and threads) and a ring of fixed-size chunks.
+//! Each thread registers itself on its first event and claims chunks with one
+//! atomic operation; every chunk starts with a snapshot of the frames open
+//! when it was claimed, so it decodes alone. See [`Mode`] for what happens
+//! when the chunks run out. The process can be killed at any moment: every
+//! event committed before is in the file.
+//!
+//! Module map: `recording` (start/finish, the global switch), `thread` (the
+//! hot path and chunk claims), `file` (the mapped file), `meta` (function
+//! registry and metadata region), `clock`, `scope` (call sites), `stack`
+//! (logical stacks), `future` (the future adapter), `config`, `error`.
+#![deny(missing_docs)]
+
+mod clock;
+mod config;
+mod error;
+mod file;
+mod future;
+mod meta;
+mod recording;
+mod scope;
+mod stack;
+mod thread;
+
+use std::sync::atomic::Ordering;
+
+pub use clock::{has_invariant_tsc, read_tsc};
+pub use config::{parse_bytes, ClockSource, Config, Mode, DEFAULT_CAPACITY, DEFAULT_META_CAPACITY};
+pub use error::{ConfigError, FinishError, StartError};
+pub use future::{Instrumented, LogicalStackExt};
+pub use mtrace_format::{FunctionId, StackId};
+pub use recording::{is_recording, start, Recording, Summary};
+pub use scope::{CallSite, ScopeGuard};
+pub use stack::{switch_to, LogicalStack, SwitchGuard};
+
+/// Instruments a function: its body runs inside a frame named after it.
+///
+/// Works on free functions, methods and `async fn`s (whose frame opens at
+/// the first poll and closes when the body completes; put the task on a
+/// [`LogicalStack`] with [`LogicalStackExt::on_logical_stack`] so the frame
+/// follows it between threads). `#[profile(name = "other")]` sets the name.
+///
+/// ```
+/// struct Parser;
+///
+/// impl Parser {
+///     #[mtrace::profile]
+///     fn parse(&self, text: &str) -> usize {
+///         text.len()
+///     }
+/// }
+///
+/// #[mtrace::profile(name = "load config")]
+/// fn load() -> Result<u32, String> {
+///     "42".parse::<u32>().map_err(|e| e.to_string())
+/// }
+///
+/// #[mtrace::profile]
+/// async fn fetch(id: u32) -> u32 {
+///     id * 2
+/// }
+///
+/// assert_eq!(Parser.parse("abc"), 3);
+/// assert_eq!(load(), Ok(42));
+/// let _future = fetch(21);
+/// ```
+///
+/// It only goes on functions with a body:
+///
+/// ```compile_fail
+/// #[mtrace::profile]
+/// struct NotAFunction;
+/// ```
+///
+/// ```compile_fail
+/// #[mtrace::profile(label = "x")]
+/// fn unknown_argument() {}
+/// ```
+pub use mtrace_macros::profile;
+
+/// Registers a function for [`enter`] and [`exit`] and returns its id (the
+/// same id for the same name, file, line and module). Ids are stable for the
+/// life of the process and are named in every recording.
+pub fn register_function(name: &str, file: &str, line: u32, module: &str) -> FunctionId {
+    meta::register(name, file, line, module)
+}
+
+/// Records that `function` was entered on the current thread's current stack.
+///
+/// Pair every `enter` with an [`exit`] of the same id on the same stack.
+/// Id 0 (never registered) is ignored.
+#[inline]
+pub fn enter(function: FunctionId) {
+    let g = recording::GEN.load(Ordering::Relaxed);
+    if g == recording::GEN_OFF {
+        return;
+    }
+    if function.0 != 0 {
+        thread::enter(g, function.0);
+    }
+}
+
+/// Records that `function` was left on the current thread's current stack.
+#[inline]
+pub fn exit(function: FunctionId) {
+    let g = recording::GEN.load(Ordering::Relaxed);
+    if g == recording::GEN_OFF {
+        return;
+    }
+    if function.0 != 0 {
+        thread::exit(g, function.0);
+    }
+}
+
+/// What the `#[profile]` attribute expands to. Not a stable API.
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::future::ProfiledFuture;
+}

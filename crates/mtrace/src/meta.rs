@@ -1,0 +1,63 @@
+//! Names: the process-wide function registry and the metadata region writer.
+//!
+//! Function ids are handed out once per process (interned by name, file,
+//! line and module), so a call site keeps its id across recordings. A new
+//! recording starts by writing every function already known; a function
+//! registered while a recording runs is written into it at once. Both happen
+//! under the registry lock, so each recording names every function exactly
+//! once.
+
+use std::collections::HashMap;
+use std::sync::{LazyLock, Mutex};
+
+use mtrace_format::{FunctionId, FunctionMeta, MetaRecord};
+
+use crate::recording::{self, lock, Shared};
+
+/// The committed length of a recording's metadata region (under its lock).
+#[derive(Debug, Default)]
+pub(crate) struct MetaRegion {
+    pub len: usize,
+}
+
+#[derive(Default)]
+struct Registry {
+    functions: Vec<FunctionMeta>,
+    ids: HashMap<(String, String, u32, String), FunctionId>,
+}
+
+static REGISTRY: LazyLock<Mutex<Registry>> = LazyLock::new(Mutex::default);
+
+/// Returns the id of a function, registering it (and naming it in the running
+/// recording) the first time. Ids start at 1.
+pub(crate) fn register(name: &str, file: &str, line: u32, module: &str) -> FunctionId {
+    let mut registry = lock(&REGISTRY);
+    let key = (name.to_owned(), file.to_owned(), line, module.to_owned());
+    if let Some(&id) = registry.ids.get(&key) {
+        return id;
+    }
+    let id = FunctionId(registry.functions.len() as u32 + 1);
+    let meta = FunctionMeta {
+        id,
+        name: key.0.clone(),
+        file: key.1.clone(),
+        line,
+        module: key.3.clone(),
+    };
+    if let Some(shared) = recording::current() {
+        shared.write_meta(&MetaRecord::Function(meta.clone()));
+    }
+    registry.functions.push(meta);
+    registry.ids.insert(key, id);
+    id
+}
+
+/// Runs `f` under the registry lock, after writing every known function into
+/// `shared`'s metadata region. `f` publishes the recording.
+pub(crate) fn publish(shared: &Shared, f: impl FnOnce()) {
+    let registry = lock(&REGISTRY);
+    for meta in &registry.functions {
+        shared.write_meta(&MetaRecord::Function(meta.clone()));
+    }
+    f();
+}

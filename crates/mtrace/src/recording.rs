@@ -1,0 +1,334 @@
+//! Starting and finishing a recording, and the one global word the hot path reads.
+//!
+//! `GEN` tells every instrumentation point what to do with a single relaxed
+//! load and one comparison:
+//!
+//! ```text
+//! GEN = 0          environment not checked yet: take the cold path once
+//! GEN = 1          not recording: return
+//! GEN = 2n | tsc   recording number n (n >= 1); bit 0 says the clock is the TSC
+//! ```
+//!
+//! A thread remembers the generation it is bound to; a different value sends
+//! it down the cold path, which registers it with the new recording. Old
+//! recordings stay mapped (see [`crate::file`]), so a thread still holding
+//! pointers into one writes harmlessly.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::ptr;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, Once};
+use std::time::{Duration, Instant};
+
+use mtrace_format::layout::*;
+use mtrace_format::{MetaRecord, StackId};
+
+use crate::clock::RunClock;
+use crate::config::{Config, Mode};
+use crate::error::{FinishError, StartError};
+use crate::file::TraceMap;
+use crate::meta::{self, MetaRegion};
+
+/// `GEN`: the environment has not been checked for `MTRACE_OUT` yet.
+pub(crate) const GEN_UNCHECKED: u64 = 0;
+/// `GEN`: no recording.
+pub(crate) const GEN_OFF: u64 = 1;
+/// Bit of a recording's generation: ticks come from the TSC.
+pub(crate) const GEN_TSC: u64 = 1;
+
+/// The hot path's word; see the module doc.
+pub(crate) static GEN: AtomicU64 = AtomicU64::new(GEN_UNCHECKED);
+/// The running recording (null when none). Recordings are leaked, so a
+/// pointer read from here stays valid forever.
+static CURRENT: AtomicPtr<Shared> = AtomicPtr::new(ptr::null_mut());
+/// Serialises start and finish; holds the last generation number used.
+static CONTROL: Mutex<u64> = Mutex::new(0);
+/// The recording started from the environment, finished at process exit.
+static AUTO: Mutex<Option<Recording>> = Mutex::new(None);
+static ENV_CHECK: Once = Once::new();
+
+/// Locks a mutex, ignoring poisoning (the recorder never panics while holding one).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Everything threads share about one recording. Leaked at start, never freed.
+pub(crate) struct Shared {
+    /// This recording's generation (`GEN` while it runs).
+    pub gen: u64,
+    pub map: TraceMap,
+    pub mode: Mode,
+    pub clock: RunClock,
+    /// The last trace thread id handed out.
+    pub threads: AtomicU64,
+    pub meta: Mutex<MetaRegion>,
+    finished: AtomicBool,
+    started: Instant,
+}
+
+impl Shared {
+    /// Appends a metadata record; counts it in `meta_dropped` if the region is full.
+    pub fn write_meta(&self, record: &MetaRecord) {
+        let mut bytes = Vec::with_capacity(64);
+        record.encode(&mut bytes);
+        let mut region = lock(&self.meta);
+        if region.len + bytes.len() > self.map.meta_capacity {
+            self.map
+                .counter(H_META_DROPPED)
+                .fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        self.map.write(self.map.meta_offset + region.len, &bytes);
+        region.len += bytes.len();
+        self.map
+            .counter(H_META_LEN)
+            .store(region.len as u64, Ordering::Release);
+    }
+
+    /// Counts what the file holds. Exact once the writing threads have
+    /// stopped; a thread still writing may add events after the count.
+    fn summary(&self) -> Summary {
+        let map = &self.map;
+        let mut events = 0;
+        let mut chunks = 0;
+        for slot in 0..map.chunk_count {
+            let state = unpack_state(map.state(slot).load(Ordering::Acquire));
+            if state.seq.is_none() || state.committed_bytes < SNAPSHOT_FIXED {
+                continue;
+            }
+            chunks += 1;
+            let body = map.chunks_offset + slot as usize * map.chunk_size + CHUNK_HEADER_SIZE;
+            let own = map.read_u32(body + 4) as usize;
+            let stack = map.read_u32(body + 16) as usize;
+            let snap = snapshot_size(own, stack);
+            events += (state.committed_bytes.saturating_sub(snap) / EVENT_SIZE) as u64;
+        }
+        let next_seq = map.counter(H_NEXT_SEQ).load(Ordering::Relaxed);
+        Summary {
+            path: map.path.clone(),
+            events,
+            chunks,
+            chunk_count: map.chunk_count,
+            wrapped: self.mode == Mode::Ring && next_seq > map.chunk_count,
+            dropped_events: map.counter(H_DROPPED_EVENTS).load(Ordering::Relaxed),
+            dropped_chunks: map.counter(H_DROPPED_CHUNKS).load(Ordering::Relaxed),
+            threads: self.threads.load(Ordering::Relaxed),
+            meta_bytes: map.counter(H_META_LEN).load(Ordering::Relaxed),
+            meta_dropped: map.counter(H_META_DROPPED).load(Ordering::Relaxed),
+            duration: self.started.elapsed(),
+        }
+    }
+}
+
+/// The running recording, if any.
+#[inline]
+pub(crate) fn current() -> Option<&'static Shared> {
+    // SAFETY: non-null pointers stored here come from `Box::leak`.
+    unsafe { CURRENT.load(Ordering::Acquire).as_ref() }
+}
+
+/// The running recording if it has generation `gen`.
+pub(crate) fn current_with_gen(gen: u64) -> Option<&'static Shared> {
+    current().filter(|s| s.gen == gen)
+}
+
+/// Writes a stack's name into recording `gen`; false if it is not running.
+pub(crate) fn name_stack(gen: u64, id: StackId, name: &str) -> bool {
+    match current_with_gen(gen) {
+        Some(s) => {
+            s.write_meta(&MetaRecord::Stack {
+                id,
+                name: name.to_owned(),
+            });
+            true
+        }
+        None => false,
+    }
+}
+
+/// What a finished recording holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Summary {
+    /// The trace file.
+    pub path: PathBuf,
+    /// Events committed in the file (snapshots not counted).
+    pub events: u64,
+    /// Chunks holding committed data.
+    pub chunks: u64,
+    /// Chunk slots in the file.
+    pub chunk_count: u64,
+    /// Ring mode only: older chunks were overwritten.
+    pub wrapped: bool,
+    /// Events that could not be stored (`StopWhenFull` after the file filled up,
+    /// or a ring whose chunks were all busy).
+    pub dropped_events: u64,
+    /// Chunk claims refused (file full) or skipped (slot busy).
+    pub dropped_chunks: u64,
+    /// Threads that recorded at least one event.
+    pub threads: u64,
+    /// Bytes of metadata written.
+    pub meta_bytes: u64,
+    /// Metadata records that did not fit.
+    pub meta_dropped: u64,
+    /// Wall time from start to finish.
+    pub duration: Duration,
+}
+
+/// A running recording. Dropping it finishes the file (ignoring errors); call
+/// [`Recording::finish`] to see them and get a [`Summary`].
+#[derive(Debug)]
+#[must_use = "dropping the Recording finishes it at once"]
+pub struct Recording {
+    shared: &'static Shared,
+    done: bool,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("gen", &self.gen)
+            .field("path", &self.map.path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Recording {
+    /// The trace file.
+    pub fn path(&self) -> &Path {
+        &self.shared.map.path
+    }
+
+    /// Number of chunk slots in the file.
+    pub fn chunk_count(&self) -> u64 {
+        self.shared.map.chunk_count
+    }
+
+    /// Stops recording, writes the end time and final clock calibration into
+    /// the header, marks the file finished and syncs it to disk.
+    ///
+    /// Threads that are still running stop recording at their next event;
+    /// their current chunks keep the writing flag, which readers accept.
+    pub fn finish(mut self) -> Result<Summary, FinishError> {
+        self.done = true;
+        finish(self.shared)
+    }
+}
+
+impl Drop for Recording {
+    fn drop(&mut self) {
+        if !self.done {
+            let _ = finish(self.shared);
+        }
+    }
+}
+
+/// Starts recording into a new trace file.
+///
+/// Only one recording runs at a time. On error nothing is recorded and the
+/// program goes on unprofiled; instrumentation stays a no-op.
+pub fn start(config: Config) -> Result<Recording, StartError> {
+    // An explicit start (even a failed one) replaces the MTRACE_OUT auto-start.
+    let _ = GEN.compare_exchange(GEN_UNCHECKED, GEN_OFF, Ordering::Relaxed, Ordering::Relaxed);
+    let mut last_gen = lock(&CONTROL);
+    if let Some(running) = current() {
+        return Err(StartError::AlreadyRecording {
+            running: running.map.path.clone(),
+        });
+    }
+    let chunk_count = config.chunk_count()?;
+    let clock = RunClock::start(config.clock);
+    let map = TraceMap::create(&config, chunk_count, &clock)?;
+    *last_gen += 1;
+    let gen = (*last_gen << 1) | if clock.tsc { GEN_TSC } else { 0 };
+    let shared: &'static Shared = Box::leak(Box::new(Shared {
+        gen,
+        map,
+        mode: config.mode,
+        clock,
+        threads: AtomicU64::new(0),
+        meta: Mutex::new(MetaRegion::default()),
+        finished: AtomicBool::new(false),
+        started: Instant::now(),
+    }));
+    meta::publish(shared, || {
+        CURRENT.store(shared as *const Shared as *mut Shared, Ordering::Release);
+        GEN.store(gen, Ordering::Release);
+    });
+    Ok(Recording {
+        shared,
+        done: false,
+    })
+}
+
+fn finish(shared: &'static Shared) -> Result<Summary, FinishError> {
+    let _control = lock(&CONTROL);
+    if shared.finished.swap(true, Ordering::AcqRel) {
+        return Err(FinishError::AlreadyFinished);
+    }
+    if ptr::eq(CURRENT.load(Ordering::Acquire), shared) {
+        GEN.store(GEN_OFF, Ordering::Release);
+        CURRENT.store(ptr::null_mut(), Ordering::Release);
+    }
+    let (end_tick, end_unix_ns, calib_ticks, calib_ns) = shared.clock.finish();
+    let map = &shared.map;
+    map.write(H_END_TICK, &end_tick.to_le_bytes());
+    map.write(H_END_UNIX_NS, &end_unix_ns.to_le_bytes());
+    map.write(H_CALIB_TICKS, &calib_ticks.to_le_bytes());
+    map.write(H_CALIB_NS, &calib_ns.to_le_bytes());
+    let flags = map.read_u32(H_FLAGS) | FLAG_FINISHED;
+    map.write(H_FLAGS, &flags.to_le_bytes());
+    let summary = shared.summary();
+    map.flush().map_err(|source| FinishError::Sync {
+        path: map.path.clone(),
+        source,
+    })?;
+    Ok(summary)
+}
+
+/// Whether a recording is running.
+pub fn is_recording() -> bool {
+    GEN.load(Ordering::Relaxed) > GEN_OFF
+}
+
+/// The first event of the process: start a recording if `MTRACE_OUT` is set.
+#[cold]
+#[inline(never)]
+pub(crate) fn check_env() {
+    ENV_CHECK.call_once(|| {
+        if GEN.load(Ordering::Acquire) == GEN_UNCHECKED && std::env::var_os("MTRACE_OUT").is_some()
+        {
+            match Config::from_env().map_err(StartError::from).and_then(start) {
+                Ok(recording) => {
+                    *lock(&AUTO) = Some(recording);
+                    // SAFETY: registering a plain extern "C" function.
+                    unsafe { libc::atexit(finish_at_exit) };
+                }
+                Err(StartError::AlreadyRecording { .. }) => {}
+                Err(e) => warn(format_args!("not recording: {e}")),
+            }
+        }
+        let _ = GEN.compare_exchange(GEN_UNCHECKED, GEN_OFF, Ordering::Relaxed, Ordering::Relaxed);
+    });
+}
+
+extern "C" fn finish_at_exit() {
+    let _ = std::panic::catch_unwind(|| {
+        let recording = lock(&AUTO).take();
+        if let Some(recording) = recording {
+            match recording.finish() {
+                Ok(s) => warn(format_args!(
+                    "wrote {} events to {}",
+                    s.events,
+                    s.path.display()
+                )),
+                Err(e) => warn(format_args!("{e}")),
+            }
+        }
+    });
+}
+
+/// Prints a line to stderr, ignoring failure (stderr may be closed).
+fn warn(message: std::fmt::Arguments<'_>) {
+    let _ = writeln!(std::io::stderr(), "mtrace: {message}");
+}

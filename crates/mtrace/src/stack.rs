@@ -1,0 +1,139 @@
+//! Logical stacks: work that runs on several threads in turn (a fiber, a
+//! task, a coroutine) gets a stack of its own.
+//!
+//! A thread runs one stack at a time: its own, or a logical one it switched
+//! onto. [`LogicalStack::enter`] switches the current thread onto a stack and
+//! returns a guard that switches back when dropped; both moves are recorded
+//! as `switch` events. While a stack is switched out, it keeps its open
+//! frames itself, so the next thread to enter it continues where the last
+//! one stopped:
+//!
+//! ```text
+//! thread 1:  own ──enter──▶ task (push handler, push query) ──drop guard──▶ own
+//! thread 2:                                      own ──enter──▶ task (pop query, pop handler) ──▶ own
+//!                          the frames [handler, query] travel inside the LogicalStack
+//! ```
+//!
+//! Guards nest: entering stack B while on stack A returns to A on drop.
+
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use mtrace_format::StackId;
+
+use crate::recording::{self, GEN_OFF};
+use crate::thread;
+
+static NEXT_STACK_ID: AtomicU64 = AtomicU64::new(1);
+
+/// A stack of frames that is not tied to a thread. See the [module docs](self).
+///
+/// ```
+/// let mut task = mtrace::LogicalStack::new("task-1");
+/// {
+///     let _on_task = task.enter(); // this thread now runs `task`
+///     let _scope = mtrace::scope!("handler");
+/// } // back on the thread's own stack
+/// ```
+#[derive(Debug)]
+pub struct LogicalStack {
+    id: StackId,
+    name: Option<Box<str>>,
+    /// Open frames while switched out (while switched in: what the thread
+    /// gets back on switch-out).
+    frames: Vec<u32>,
+    /// The generation `frames` belong to.
+    frames_gen: u64,
+    /// The generation whose metadata names this stack.
+    named_in: u64,
+}
+
+impl LogicalStack {
+    /// A stack named `name` in the trace. Names need not be unique: each
+    /// stack has its own id.
+    pub fn new(name: impl Into<String>) -> LogicalStack {
+        let mut stack = LogicalStack::anonymous();
+        stack.name = Some(name.into().into_boxed_str());
+        let g = recording::GEN.load(Ordering::Relaxed);
+        stack.name_in(g);
+        stack
+    }
+
+    /// A stack with no name record (the analyzer shows its id).
+    pub fn anonymous() -> LogicalStack {
+        LogicalStack {
+            id: StackId(NEXT_STACK_ID.fetch_add(1, Ordering::Relaxed)),
+            name: None,
+            frames: Vec::new(),
+            frames_gen: GEN_OFF,
+            named_in: GEN_OFF,
+        }
+    }
+
+    /// The id `switch` events use.
+    pub fn id(&self) -> StackId {
+        self.id
+    }
+
+    /// The name, if the stack has one.
+    pub fn name(&self) -> Option<&str> {
+        self.name.as_deref()
+    }
+
+    /// Frames open on the stack while it is switched out (innermost last),
+    /// as function ids.
+    pub fn open_frames(&self) -> &[u32] {
+        &self.frames
+    }
+
+    /// Switches the current thread onto this stack until the guard is dropped.
+    /// A no-op when nothing is recorded.
+    pub fn enter(&mut self) -> SwitchGuard<'_> {
+        let prev = match thread::switch_in(self.id, &mut self.frames, &mut self.frames_gen) {
+            Some((prev, g)) => {
+                self.name_in(g);
+                Some(prev)
+            }
+            None => None,
+        };
+        SwitchGuard {
+            stack: self,
+            prev,
+            _not_send: PhantomData,
+        }
+    }
+
+    fn name_in(&mut self, g: u64) {
+        if g > GEN_OFF && self.named_in != g {
+            if let Some(name) = &self.name {
+                if recording::name_stack(g, self.id, name) {
+                    self.named_in = g;
+                }
+            }
+        }
+    }
+}
+
+/// Switches the current thread onto `stack`; the same as [`LogicalStack::enter`].
+pub fn switch_to(stack: &mut LogicalStack) -> SwitchGuard<'_> {
+    stack.enter()
+}
+
+/// The current thread runs a [`LogicalStack`] until this guard is dropped.
+/// It must be dropped on the thread that created it (it is not `Send`).
+#[must_use = "the thread switches back as soon as the guard is dropped"]
+#[derive(Debug)]
+pub struct SwitchGuard<'a> {
+    stack: &'a mut LogicalStack,
+    /// The stack to go back to (`None`: nothing was switched).
+    prev: Option<StackId>,
+    _not_send: PhantomData<*const ()>,
+}
+
+impl Drop for SwitchGuard<'_> {
+    fn drop(&mut self) {
+        if let Some(prev) = self.prev {
+            thread::switch_out(prev, &mut self.stack.frames, &mut self.stack.frames_gen);
+        }
+    }
+}

@@ -1,0 +1,525 @@
+//! The per-thread writer: the hot path, chunk claims, registration and exit.
+//!
+//! Each thread owns one chunk at a time and is the only writer of it, so
+//! recording an event touches only the thread's own cache lines:
+//!
+//! ```text
+//! hot path (inlined):  GEN load -> bound to GEN? room in chunk? -> read clock
+//!                      -> store 16 bytes at cursor -> store state word (Release)
+//!                      -> push/pop the shadow frame
+//! cold path:           register the thread, claim a chunk, count a drop
+//! ```
+//!
+//! A chunk is claimed with one `fetch_add` on the header's `next_seq`
+//! (`slot = seq % chunk_count`); in ring mode the slot's state word is then
+//! won with a compare-and-swap, skipping slots a live writer still holds.
+//! The claimer writes the thread id, the thread's chunk number and a snapshot
+//! of its open frames, then commits. Every event is committed by storing the
+//! state word with the new length, with release ordering after the event's
+//! bytes: a killed process leaves every committed event readable.
+//!
+//! The thread-local state has no destructor, so the hot path reaches it
+//! with a plain TLS access; a second, empty thread-local with a destructor is
+//! touched once at registration to record the thread's exit.
+
+use std::cell::{Cell, UnsafeCell};
+use std::mem::{self, ManuallyDrop};
+use std::ptr;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use mtrace_format::chunk::encode_snapshot;
+use mtrace_format::event::{encode_enter, encode_exit};
+use mtrace_format::layout::*;
+use mtrace_format::{Event, EventKind, FunctionId, MetaRecord, StackId, ThreadId};
+
+use crate::clock;
+use crate::config::Mode;
+use crate::recording::{self, Shared, GEN, GEN_OFF, GEN_TSC, GEN_UNCHECKED};
+
+/// The state word grows by this much per committed event.
+const UNIT: u64 = 1 << STATE_UNITS_SHIFT;
+/// Ring mode: slots to try before dropping the event.
+const MAX_CLAIM_ATTEMPTS: u32 = 16;
+
+/// One thread's recorder state.
+struct Local {
+    // --- hot ---
+    /// The generation this thread is bound to (`GEN_OFF` when unbound).
+    gen: Cell<u64>,
+    /// Where the next event goes.
+    cursor: Cell<*mut u8>,
+    /// End of the current chunk (`cursor == end`: no room, or no chunk).
+    end: Cell<*mut u8>,
+    /// The current chunk's state word.
+    state_word: Cell<*const AtomicU64>,
+    /// The value last stored in it.
+    state: Cell<u64>,
+    /// Open frames of the stack the thread runs (its own or a logical one).
+    frames: UnsafeCell<ManuallyDrop<Vec<u32>>>,
+    // --- cold ---
+    shared: Cell<*const Shared>,
+    tid: Cell<u64>,
+    next_chunk_no: Cell<u64>,
+    /// `StopWhenFull` and the file is full: every event is dropped.
+    full: Cell<bool>,
+    /// The stack the thread runs (`StackId::OWN.0` for its own).
+    current: Cell<u64>,
+    /// The thread's own frames while it runs a logical stack.
+    own_saved: UnsafeCell<ManuallyDrop<Vec<u32>>>,
+    /// The thread-exit hook ran: record nothing more.
+    exited: Cell<bool>,
+}
+
+impl Local {
+    const fn new() -> Local {
+        Local {
+            gen: Cell::new(GEN_OFF),
+            cursor: Cell::new(ptr::null_mut()),
+            end: Cell::new(ptr::null_mut()),
+            state_word: Cell::new(ptr::null()),
+            state: Cell::new(0),
+            frames: UnsafeCell::new(ManuallyDrop::new(Vec::new())),
+            shared: Cell::new(ptr::null()),
+            tid: Cell::new(0),
+            next_chunk_no: Cell::new(0),
+            full: Cell::new(false),
+            current: Cell::new(0),
+            own_saved: UnsafeCell::new(ManuallyDrop::new(Vec::new())),
+            exited: Cell::new(false),
+        }
+    }
+
+    /// The open frames of the current stack.
+    ///
+    /// # Safety
+    /// No other reference to them may be live (the recorder never holds one
+    /// across a call that could take another).
+    #[allow(clippy::mut_from_ref)]
+    #[inline(always)]
+    unsafe fn frames(&self) -> &mut Vec<u32> {
+        &mut *self.frames.get()
+    }
+
+    /// The thread's own frames while a logical stack runs. Same rule as `frames`.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn own_saved(&self) -> &mut Vec<u32> {
+        &mut *self.own_saved.get()
+    }
+}
+
+/// Runs at thread exit: records `ThreadExit` and releases the chunk.
+struct ExitHook;
+
+impl Drop for ExitHook {
+    fn drop(&mut self) {
+        let _ = LOCAL.try_with(thread_exit);
+    }
+}
+
+thread_local! {
+    static LOCAL: Local = const { Local::new() };
+    static EXIT_HOOK: ExitHook = const { ExitHook };
+}
+
+// ---------------------------------------------------------------- hot path
+
+/// Records entering `f` (non-zero) under generation `g` (not `GEN_OFF`).
+#[inline(always)]
+pub(crate) fn enter(g: u64, f: u32) {
+    LOCAL.with(|l| {
+        let cursor = l.cursor.get();
+        if l.gen.get() == g && cursor != l.end.get() {
+            let tick = clock::ticks(g & GEN_TSC != 0);
+            // SAFETY: bound to the running generation and `cursor != end`:
+            // the thread owns the 16 bytes at `cursor` in its chunk.
+            unsafe { put(cursor, encode_enter(tick, FunctionId(f))) };
+            commit(l, cursor);
+            push_frame(l, f);
+        } else {
+            enter_cold(l, g, f);
+        }
+    })
+}
+
+/// Records leaving `f` (non-zero) under generation `g` (not `GEN_OFF`).
+#[inline(always)]
+pub(crate) fn exit(g: u64, f: u32) {
+    LOCAL.with(|l| {
+        let cursor = l.cursor.get();
+        if l.gen.get() == g && cursor != l.end.get() {
+            let tick = clock::ticks(g & GEN_TSC != 0);
+            // SAFETY: as in `enter`.
+            unsafe { put(cursor, encode_exit(tick, FunctionId(f))) };
+            commit(l, cursor);
+            pop_frame(l, f);
+        } else {
+            exit_cold(l, g, f);
+        }
+    })
+}
+
+/// Stores one event.
+///
+/// # Safety
+/// `at` must be the thread's cursor inside a chunk it owns, with 16 bytes of room.
+#[inline(always)]
+unsafe fn put(at: *mut u8, bytes: [u8; EVENT_SIZE]) {
+    (at as *mut [u8; EVENT_SIZE]).write(bytes);
+}
+
+/// Publishes the event just stored at `cursor`.
+#[inline(always)]
+fn commit(l: &Local, cursor: *mut u8) {
+    l.cursor.set(cursor.wrapping_add(EVENT_SIZE));
+    let state = l.state.get() + UNIT;
+    l.state.set(state);
+    // SAFETY: `state_word` points at the owned chunk's state word (the
+    // mapping is never unmapped).
+    unsafe { (*l.state_word.get()).store(state, Ordering::Release) };
+}
+
+#[inline(always)]
+fn push_frame(l: &Local, f: u32) {
+    // SAFETY: no other reference to the frames is live.
+    let frames = unsafe { l.frames() };
+    let len = frames.len();
+    if len < frames.capacity() {
+        // SAFETY: within capacity.
+        unsafe {
+            frames.as_mut_ptr().add(len).write(f);
+            frames.set_len(len + 1);
+        }
+    } else {
+        push_frame_grow(l, f);
+    }
+}
+
+#[inline(always)]
+fn pop_frame(l: &Local, f: u32) {
+    // SAFETY: no other reference to the frames is live.
+    let frames = unsafe { l.frames() };
+    let len = frames.len();
+    if len > 0 && frames[len - 1] == f {
+        // SAFETY: shrinking a Vec of u32.
+        unsafe { frames.set_len(len - 1) };
+    } else {
+        pop_frame_unbalanced(l, f);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn push_frame_grow(l: &Local, f: u32) {
+    // SAFETY: no other reference to the frames is live.
+    let frames = unsafe { l.frames() };
+    frames.reserve(frames.capacity().max(16));
+    frames.push(f);
+}
+
+/// An exit that is not the innermost frame: close the frames above it too,
+/// as the analyzer will; an exit of a frame that is not open changes nothing.
+#[cold]
+#[inline(never)]
+fn pop_frame_unbalanced(l: &Local, f: u32) {
+    // SAFETY: no other reference to the frames is live.
+    let frames = unsafe { l.frames() };
+    if let Some(pos) = frames.iter().rposition(|&x| x == f) {
+        frames.truncate(pos);
+    }
+}
+
+// ---------------------------------------------------------------- cold paths
+
+/// What [`prepare`] found.
+enum Room {
+    /// Bound to this (running) generation, with room for one event.
+    Ready(u64),
+    /// Bound, but the event cannot be stored; it has been counted as dropped.
+    Dropped,
+    /// No recording this thread can record into.
+    Off,
+}
+
+#[cold]
+#[inline(never)]
+fn enter_cold(l: &Local, g: u64, f: u32) {
+    match prepare(l, g) {
+        Room::Ready(g) => {
+            write(l, g, |tick| encode_enter(tick, FunctionId(f)));
+            push_frame(l, f);
+        }
+        Room::Dropped => push_frame(l, f),
+        Room::Off => {}
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn exit_cold(l: &Local, g: u64, f: u32) {
+    match prepare(l, g) {
+        Room::Ready(g) => {
+            write(l, g, |tick| encode_exit(tick, FunctionId(f)));
+            pop_frame(l, f);
+        }
+        Room::Dropped => pop_frame(l, f),
+        Room::Off => {}
+    }
+}
+
+/// Writes one event; [`prepare`] must have returned `Ready(g)`.
+fn write(l: &Local, g: u64, encode: impl FnOnce(u64) -> [u8; EVENT_SIZE]) {
+    let cursor = l.cursor.get();
+    let tick = clock::ticks(g & GEN_TSC != 0);
+    // SAFETY: `prepare` left room in an owned chunk.
+    unsafe { put(cursor, encode(tick)) };
+    commit(l, cursor);
+}
+
+/// Records an event that does not touch the frames (switch, thread start/exit).
+fn emit(l: &Local, g: u64, kind: EventKind) -> bool {
+    match prepare(l, g) {
+        Room::Ready(g) => {
+            write(l, g, |tick| Event { tick, kind }.encode());
+            true
+        }
+        Room::Dropped | Room::Off => false,
+    }
+}
+
+/// Makes room for one event under generation `g`: checks the environment on
+/// the process's first event, binds the thread to the recording, claims a
+/// chunk when the current one is full. Counts the event as dropped when the
+/// thread is bound but there is no room.
+fn prepare(l: &Local, g: u64) -> Room {
+    let Some(g) = bind(l, g) else {
+        return Room::Off;
+    };
+    if l.cursor.get() != l.end.get() {
+        return Room::Ready(g);
+    }
+    // SAFETY: bound, so `shared` points at the (leaked) recording.
+    let shared = unsafe { &*l.shared.get() };
+    if !l.full.get() && claim(l, shared) {
+        return Room::Ready(g);
+    }
+    shared
+        .map
+        .counter(H_DROPPED_EVENTS)
+        .fetch_add(1, Ordering::Relaxed);
+    Room::Dropped
+}
+
+/// Binds the thread to the running recording if it is not bound to `g` yet.
+/// Returns the generation it is bound to, or `None` if nothing runs.
+fn bind(l: &Local, mut g: u64) -> Option<u64> {
+    if g == GEN_UNCHECKED {
+        recording::check_env();
+        g = GEN.load(Ordering::Acquire);
+    }
+    if g <= GEN_OFF || l.exited.get() {
+        return None;
+    }
+    if l.gen.get() == g {
+        return Some(g);
+    }
+    let shared = recording::current_with_gen(g)?;
+    // Registering the exit hook fails while the thread is being torn down:
+    // such a thread records nothing.
+    EXIT_HOOK.try_with(|_| ()).ok()?;
+    // Leave an older recording cleanly (its map is still mapped).
+    release_chunk(l);
+    // SAFETY: no other reference to the frames is live.
+    unsafe {
+        l.frames().clear();
+        l.own_saved().clear();
+    }
+    let tid = shared.threads.fetch_add(1, Ordering::Relaxed) + 1;
+    l.shared.set(shared);
+    l.tid.set(tid);
+    l.next_chunk_no.set(0);
+    l.full.set(false);
+    l.gen.set(g);
+    let name = std::thread::current().name().unwrap_or("").to_owned();
+    shared.write_meta(&MetaRecord::Thread {
+        tid: ThreadId(tid),
+        os_tid: os_tid(),
+        name,
+    });
+    emit(l, g, EventKind::ThreadStart);
+    let current = l.current.get();
+    if current != StackId::OWN.0 {
+        emit(l, g, EventKind::Switch(StackId(current)));
+    }
+    Some(g)
+}
+
+/// Claims the next chunk for the thread. False: no chunk (file full, or
+/// every slot tried was busy); the caller counts the event as dropped.
+fn claim(l: &Local, shared: &Shared) -> bool {
+    release_chunk(l);
+    let map = &shared.map;
+    let next_seq = map.counter(H_NEXT_SEQ);
+    let dropped_chunks = map.counter(H_DROPPED_CHUNKS);
+    for _ in 0..MAX_CLAIM_ATTEMPTS {
+        let seq = next_seq.fetch_add(1, Ordering::Relaxed);
+        if shared.mode == Mode::StopWhenFull && seq >= map.chunk_count {
+            dropped_chunks.fetch_add(1, Ordering::Relaxed);
+            l.full.set(true);
+            return false;
+        }
+        let slot = seq % map.chunk_count;
+        let state = map.state(slot);
+        let old = state.load(Ordering::Relaxed);
+        let busy = old & STATE_WRITING != 0 || unpack_state(old).seq.is_some_and(|s| s >= seq);
+        if busy
+            || state
+                .compare_exchange(
+                    old,
+                    pack_state(seq, 0, true),
+                    Ordering::Acquire,
+                    Ordering::Relaxed,
+                )
+                .is_err()
+        {
+            dropped_chunks.fetch_add(1, Ordering::Relaxed);
+            continue;
+        }
+        let chunk = map.chunk(slot);
+        let chunk_no = l.next_chunk_no.get();
+        l.next_chunk_no.set(chunk_no + 1);
+        let body_len = map.chunk_size - CHUNK_HEADER_SIZE;
+        // SAFETY: the thread won the chunk's state word, so it alone writes
+        // the chunk until it releases it.
+        let snapshot_len = unsafe {
+            (chunk.add(C_THREAD) as *mut u64).write(l.tid.get().to_le());
+            (chunk.add(C_THREAD_CHUNK_NO) as *mut u64).write(chunk_no.to_le());
+            let body = std::slice::from_raw_parts_mut(chunk.add(CHUNK_HEADER_SIZE), body_len);
+            let current = l.current.get();
+            let frames: &[u32] = l.frames();
+            let (own, stack): (&[u32], &[u32]) = if current == StackId::OWN.0 {
+                (frames, &[])
+            } else {
+                (l.own_saved(), frames)
+            };
+            let tick = clock::ticks(shared.gen & GEN_TSC != 0);
+            encode_snapshot(body, body_len / 4, tick, own, StackId(current), stack)
+        };
+        let committed = pack_state(seq, snapshot_len, true);
+        state.store(committed, Ordering::Release);
+        l.state_word.set(state);
+        l.state.set(committed);
+        // SAFETY: both inside the owned chunk.
+        unsafe {
+            l.cursor.set(chunk.add(CHUNK_HEADER_SIZE + snapshot_len));
+            l.end.set(chunk.add(map.chunk_size));
+        }
+        return true;
+    }
+    false
+}
+
+/// Gives up the current chunk: stores its state without the writing bit.
+fn release_chunk(l: &Local) {
+    let word = l.state_word.replace(ptr::null());
+    if !word.is_null() {
+        // SAFETY: the chunk's map is never unmapped.
+        unsafe { (*word).store(l.state.get() & !STATE_WRITING, Ordering::Release) };
+    }
+    l.cursor.set(ptr::null_mut());
+    l.end.set(ptr::null_mut());
+}
+
+fn thread_exit(l: &Local) {
+    let g = GEN.load(Ordering::Relaxed);
+    if g > GEN_OFF && l.gen.get() == g {
+        emit(l, g, EventKind::ThreadExit);
+    }
+    release_chunk(l);
+    l.exited.set(true);
+    l.gen.set(GEN_OFF);
+    // SAFETY: nothing else refers to the vectors; they are replaced by empty ones.
+    unsafe {
+        drop(mem::take(l.frames()));
+        drop(mem::take(l.own_saved()));
+    }
+}
+
+fn os_tid() -> u64 {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: gettid has no arguments and cannot fail.
+        (unsafe { libc::syscall(libc::SYS_gettid) }) as u64
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        0
+    }
+}
+
+// ---------------------------------------------------------------- stacks
+
+/// Switches the thread onto logical stack `id`, whose open frames are
+/// `frames` (valid for generation `*frames_gen`). The stack's frames become
+/// the thread's; `frames` is left holding what the thread must get back.
+/// Returns the stack the thread ran before and the generation it is bound
+/// to, or `None` when nothing is recorded (then nothing was swapped).
+pub(crate) fn switch_in(
+    id: StackId,
+    frames: &mut Vec<u32>,
+    frames_gen: &mut u64,
+) -> Option<(StackId, u64)> {
+    let g = GEN.load(Ordering::Relaxed);
+    if g == GEN_OFF {
+        return None;
+    }
+    LOCAL.with(|l| {
+        let g = bind(l, g)?;
+        if *frames_gen != g {
+            frames.clear();
+        }
+        emit(l, g, EventKind::Switch(id));
+        let prev = StackId(l.current.get());
+        // SAFETY: no other reference to the thread's vectors is live.
+        unsafe {
+            if prev == StackId::OWN {
+                let own = mem::replace(l.frames(), mem::take(frames));
+                *l.own_saved() = own;
+            } else {
+                mem::swap(l.frames(), frames);
+            }
+        }
+        *frames_gen = g;
+        l.current.set(id.0);
+        Some((prev, g))
+    })
+}
+
+/// Undoes [`switch_in`]: the thread goes back to `prev`, and `frames` gets
+/// the logical stack's open frames back.
+pub(crate) fn switch_out(prev: StackId, frames: &mut Vec<u32>, frames_gen: &mut u64) {
+    let _ = LOCAL.try_with(|l| {
+        let bound = l.gen.get();
+        let g = GEN.load(Ordering::Relaxed);
+        if g > GEN_OFF && bound == g && !l.exited.get() {
+            emit(l, g, EventKind::Switch(prev));
+        }
+        // SAFETY: no other reference to the thread's vectors is live.
+        unsafe {
+            let stack_frames = mem::take(l.frames());
+            let back = if prev == StackId::OWN {
+                *frames = stack_frames;
+                mem::take(l.own_saved())
+            } else {
+                let mut back = mem::replace(frames, stack_frames);
+                if *frames_gen != bound {
+                    // The thread moved to a newer recording meanwhile.
+                    back.clear();
+                }
+                back
+            };
+            *l.frames() = back;
+        }
+        *frames_gen = bound;
+        l.current.set(prev.0);
+    });
+}

@@ -1,0 +1,236 @@
+//! Test helpers: temporary trace paths, a lock for the process-global
+//! recorder, and a decoder that stitches each thread's chunks back together
+//! with `mtrace_format` (the same reader the analyzer uses).
+#![allow(dead_code)]
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+
+use mtrace_format::{Event, EventKind, FunctionId, Header, MetaRecord, StackId, TraceFile};
+
+/// The recorder is process-global: tests in one binary that record take this.
+pub fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A trace path in the temp dir, removed when dropped.
+pub struct TempTrace(pub PathBuf);
+
+impl TempTrace {
+    pub fn new(name: &str) -> TempTrace {
+        let path =
+            std::env::temp_dir().join(format!("mtrace-test-{}-{name}.mtrace", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        TempTrace(path)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempTrace {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// The frames a chunk's snapshot says were open.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Snapshot {
+    pub own: Vec<u32>,
+    pub stack: StackId,
+    pub stack_frames: Vec<u32>,
+    pub flags: u32,
+}
+
+/// One decoded chunk.
+#[derive(Clone, Debug)]
+pub struct DecodedChunk {
+    pub seq: u64,
+    pub chunk_no: u64,
+    pub writing: bool,
+    pub snapshot: Snapshot,
+    pub events: Vec<Event>,
+}
+
+/// A whole decoded trace.
+#[derive(Debug)]
+pub struct Decoded {
+    pub header: Header,
+    pub functions: HashMap<u32, String>,
+    pub stacks: HashMap<u64, String>,
+    /// tid -> (os tid, name)
+    pub threads: BTreeMap<u64, (u64, String)>,
+    /// tid -> chunks sorted by thread_chunk_no
+    pub chunks: BTreeMap<u64, Vec<DecodedChunk>>,
+}
+
+/// Decodes a trace file; panics on any chunk or metadata problem.
+pub fn decode(path: &Path) -> Decoded {
+    let bytes = std::fs::read(path).expect("read trace");
+    let trace = TraceFile::parse(&bytes).expect("parse header");
+    let (records, problem) = trace.metadata();
+    assert!(problem.is_none(), "metadata problem: {problem:?}");
+    let mut functions = HashMap::new();
+    let mut stacks = HashMap::new();
+    let mut threads = BTreeMap::new();
+    for r in records {
+        match r {
+            MetaRecord::Function(f) => {
+                assert!(
+                    functions.insert(f.id.0, f.name).is_none(),
+                    "function {} named twice",
+                    f.id.0
+                );
+            }
+            MetaRecord::Stack { id, name } => {
+                stacks.insert(id.0, name);
+            }
+            MetaRecord::Thread { tid, os_tid, name } => {
+                threads.insert(tid.0, (os_tid, name));
+            }
+        }
+    }
+    let mut chunks: BTreeMap<u64, Vec<DecodedChunk>> = BTreeMap::new();
+    for i in 0..trace.chunk_slots() {
+        let Some(c) = trace.chunk(i).unwrap_or_else(|e| panic!("chunk {i}: {e}")) else {
+            continue;
+        };
+        assert!(c.cut.is_none(), "chunk {i} cut: {:?}", c.cut);
+        let events: Vec<Event> = c
+            .events()
+            .map(|e| e.unwrap_or_else(|e| panic!("chunk {i}: {e}")))
+            .collect();
+        chunks.entry(c.thread.0).or_default().push(DecodedChunk {
+            seq: c.seq,
+            chunk_no: c.thread_chunk_no,
+            writing: c.writing,
+            snapshot: Snapshot {
+                own: c.snapshot.own_frames().map(|f| f.0).collect(),
+                stack: c.snapshot.current_stack,
+                stack_frames: c.snapshot.stack_frames().map(|f| f.0).collect(),
+                flags: c.snapshot.flags,
+            },
+            events,
+        });
+    }
+    for list in chunks.values_mut() {
+        list.sort_by_key(|c| c.chunk_no);
+    }
+    Decoded {
+        header: trace.header().clone(),
+        functions,
+        stacks,
+        threads,
+        chunks,
+    }
+}
+
+impl Decoded {
+    /// The trace thread id of the thread named `name`.
+    pub fn tid(&self, name: &str) -> u64 {
+        let found: Vec<u64> = self
+            .threads
+            .iter()
+            .filter(|(_, (_, n))| n == name)
+            .map(|(&t, _)| t)
+            .collect();
+        assert_eq!(found.len(), 1, "threads named {name}: {:?}", self.threads);
+        found[0]
+    }
+
+    /// All events of thread `tid`, its chunks in order. Panics if a chunk is missing.
+    pub fn events(&self, tid: u64) -> Vec<Event> {
+        let chunks = self.chunks.get(&tid).map(Vec::as_slice).unwrap_or(&[]);
+        for (i, c) in chunks.iter().enumerate() {
+            assert_eq!(c.chunk_no, i as u64, "thread {tid} misses chunk {i}");
+        }
+        chunks
+            .iter()
+            .flat_map(|c| c.events.iter().copied())
+            .collect()
+    }
+
+    /// Every event of every thread.
+    pub fn event_count(&self) -> u64 {
+        self.chunks
+            .values()
+            .flatten()
+            .map(|c| c.events.len() as u64)
+            .sum()
+    }
+
+    pub fn name(&self, f: FunctionId) -> &str {
+        self.functions.get(&f.0).map(String::as_str).unwrap_or("?")
+    }
+}
+
+/// An event without its tick, with names, for comparing with an expected script.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Step {
+    Start,
+    Enter(String),
+    Exit(String),
+    Switch(u64),
+    End,
+}
+
+pub fn steps(d: &Decoded, events: &[Event]) -> Vec<Step> {
+    let mut last = 0;
+    events
+        .iter()
+        .map(|e| {
+            assert!(e.tick >= last, "ticks go back: {} after {last}", e.tick);
+            last = e.tick;
+            match e.kind {
+                EventKind::ThreadStart => Step::Start,
+                EventKind::ThreadExit => Step::End,
+                EventKind::Enter(f) => Step::Enter(d.name(f).to_owned()),
+                EventKind::Exit(f) => Step::Exit(d.name(f).to_owned()),
+                EventKind::Switch(s) => Step::Switch(s.0),
+            }
+        })
+        .collect()
+}
+
+/// Replays events from a snapshot, per stack; panics on an exit that does
+/// not match the innermost open frame. Returns the state at the end.
+pub fn replay(start: &Snapshot, events: &[Event]) -> Snapshot {
+    let mut own = start.own.clone();
+    let mut current = start.stack;
+    let mut stacks: HashMap<u64, Vec<u32>> = HashMap::new();
+    if current != StackId::OWN {
+        stacks.insert(current.0, start.stack_frames.clone());
+    }
+    for e in events {
+        let frames = if current == StackId::OWN {
+            &mut own
+        } else {
+            stacks.entry(current.0).or_default()
+        };
+        match e.kind {
+            EventKind::Enter(f) => frames.push(f.0),
+            EventKind::Exit(f) => assert_eq!(
+                frames.pop(),
+                Some(f.0),
+                "exit of {f:?} is not the innermost frame"
+            ),
+            EventKind::Switch(s) => current = s,
+            EventKind::ThreadStart | EventKind::ThreadExit => {}
+        }
+    }
+    let stack_frames = if current == StackId::OWN {
+        Vec::new()
+    } else {
+        stacks.remove(&current.0).unwrap_or_default()
+    };
+    Snapshot {
+        own,
+        stack: current,
+        stack_frames,
+        flags: 0,
+    }
+}
