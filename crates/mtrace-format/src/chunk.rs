@@ -165,15 +165,23 @@ impl<'a> Chunk<'a> {
             return Err(problem(0, ChunkProblemKind::Truncated));
         };
         let state = unpack_state(state);
-        let Some(seq) = state.seq else { return Ok(None) };
+        let Some(seq) = state.seq else {
+            return Ok(None);
+        };
         if state.committed_bytes == 0 {
             return Ok(None);
         }
         let body_room = chunk_size - CHUNK_HEADER_SIZE;
         if state.committed_bytes > body_room {
-            return Err(problem(C_STATE, ChunkProblemKind::CommittedTooLong(state.committed_bytes)));
+            return Err(problem(
+                C_STATE,
+                ChunkProblemKind::CommittedTooLong(state.committed_bytes),
+            ));
         }
-        let (Some(thread), Some(thread_chunk_no)) = (read_u64(bytes, C_THREAD), read_u64(bytes, C_THREAD_CHUNK_NO)) else {
+        let (Some(thread), Some(thread_chunk_no)) = (
+            read_u64(bytes, C_THREAD),
+            read_u64(bytes, C_THREAD_CHUNK_NO),
+        ) else {
             return Err(problem(0, ChunkProblemKind::Truncated));
         };
         if thread == 0 {
@@ -219,9 +227,16 @@ impl<'a> Chunk<'a> {
     /// Decodes the events in order. A damaged event yields one `Err` and ends
     /// the iteration; the events before it are intact.
     pub fn events(&self) -> EventIter<'a> {
+        self.events_from(0)
+    }
+
+    /// Like [`Chunk::events`], starting at the `first`-th event slot (fixed
+    /// sizes make this a slice, not a scan).
+    pub fn events_from(&self, first: usize) -> EventIter<'a> {
+        let skip = first.saturating_mul(EVENT_SIZE).min(self.events.len());
         EventIter {
-            rest: self.events,
-            offset: self.events_offset,
+            rest: &self.events[skip..],
+            offset: self.events_offset + skip as u64,
             index: self.index,
             failed: false,
         }
@@ -289,23 +304,46 @@ mod tests {
             c[at..at + 16].copy_from_slice(&e.encode());
             at += 16;
         }
-        encode_chunk_header(&mut c, pack_state(9, at - CHUNK_HEADER_SIZE, true), ThreadId(3), 2);
+        encode_chunk_header(
+            &mut c,
+            pack_state(9, at - CHUNK_HEADER_SIZE, true),
+            ThreadId(3),
+            2,
+        );
         c
     }
 
     #[test]
     fn chunk_decodes_alone() {
         let evs = [
-            Event { tick: 10, kind: EventKind::Enter(FunctionId(4)) },
-            Event { tick: 11, kind: EventKind::Exit(FunctionId(4)) },
+            Event {
+                tick: 10,
+                kind: EventKind::Enter(FunctionId(4)),
+            },
+            Event {
+                tick: 11,
+                kind: EventKind::Exit(FunctionId(4)),
+            },
         ];
         let bytes = chunk_with(&evs, &[1, 2], StackId(8), &[3]);
         let c = Chunk::decode(&bytes, 0, 4096, 4096).unwrap().unwrap();
-        assert_eq!((c.seq, c.thread, c.thread_chunk_no, c.writing), (9, ThreadId(3), 2, true));
-        assert_eq!(c.snapshot.own_frames().collect::<Vec<_>>(), vec![FunctionId(1), FunctionId(2)]);
-        assert_eq!(c.snapshot.stack_frames().collect::<Vec<_>>(), vec![FunctionId(3)]);
+        assert_eq!(
+            (c.seq, c.thread, c.thread_chunk_no, c.writing),
+            (9, ThreadId(3), 2, true)
+        );
+        assert_eq!(
+            c.snapshot.own_frames().collect::<Vec<_>>(),
+            vec![FunctionId(1), FunctionId(2)]
+        );
+        assert_eq!(
+            c.snapshot.stack_frames().collect::<Vec<_>>(),
+            vec![FunctionId(3)]
+        );
         assert_eq!(c.snapshot.current_stack, StackId(8));
-        assert_eq!(c.events().collect::<Result<Vec<_>, _>>().unwrap(), evs.to_vec());
+        assert_eq!(
+            c.events().collect::<Result<Vec<_>, _>>().unwrap(),
+            evs.to_vec()
+        );
     }
 
     #[test]
@@ -315,13 +353,19 @@ mod tests {
         let n = encode_snapshot(&mut body, 64, 0, &own, StackId::OWN, &[]);
         let s = decode_snapshot(&body[..n]).unwrap();
         assert_eq!(s.flags, SNAP_OWN_TRUNCATED);
-        assert_eq!(s.own_frames().map(|f| f.0).collect::<Vec<_>>(), (93..=100).collect::<Vec<_>>());
+        assert_eq!(
+            s.own_frames().map(|f| f.0).collect::<Vec<_>>(),
+            (93..=100).collect::<Vec<_>>()
+        );
     }
 
     #[test]
     fn every_truncation_of_a_chunk_keeps_its_whole_events() {
         let evs: Vec<Event> = (0..20)
-            .map(|i| Event { tick: i, kind: EventKind::Enter(FunctionId(1)) })
+            .map(|i| Event {
+                tick: i,
+                kind: EventKind::Enter(FunctionId(1)),
+            })
             .collect();
         let bytes = chunk_with(&evs, &[], StackId::OWN, &[]);
         for cut in 0..200 {
@@ -339,7 +383,10 @@ mod tests {
 
     #[test]
     fn garbage_after_the_good_events_is_reported_with_its_offset() {
-        let evs = [Event { tick: 1, kind: EventKind::Enter(FunctionId(1)) }];
+        let evs = [Event {
+            tick: 1,
+            kind: EventKind::Enter(FunctionId(1)),
+        }];
         let mut bytes = chunk_with(&evs, &[], StackId::OWN, &[]);
         // commit one more (zero) event slot
         let state = pack_state(9, 32 + 32, false);

@@ -98,7 +98,13 @@ impl Event {
             Ok(id) if id != 0 => Ok(FunctionId(id)),
             _ => Err(BadEvent::BadFunctionId(payload)),
         };
-        let no_payload = |kind| if payload == 0 { Ok(kind) } else { Err(BadEvent::NonZeroPayload) };
+        let no_payload = |kind| {
+            if payload == 0 {
+                Ok(kind)
+            } else {
+                Err(BadEvent::NonZeroPayload)
+            }
+        };
         let kind = match w0 >> 60 {
             KIND_ENTER => EventKind::Enter(function()?),
             KIND_EXIT => EventKind::Exit(function()?),
@@ -168,7 +174,21 @@ mod tests {
     #[test]
     fn hot_path_encoders_match() {
         let f = FunctionId(42);
-        assert_eq!(encode_enter(99, f), Event { tick: 99, kind: EventKind::Enter(f) }.encode());
-        assert_eq!(encode_exit(99, f), Event { tick: 99, kind: EventKind::Exit(f) }.encode());
+        assert_eq!(
+            encode_enter(99, f),
+            Event {
+                tick: 99,
+                kind: EventKind::Enter(f)
+            }
+            .encode()
+        );
+        assert_eq!(
+            encode_exit(99, f),
+            Event {
+                tick: 99,
+                kind: EventKind::Exit(f)
+            }
+            .encode()
+        );
     }
 }

@@ -97,7 +97,10 @@ impl Header {
         put(H_PID, &self.pid.to_le_bytes());
         put(H_CHUNK_SIZE, &self.chunk_size.to_le_bytes());
         put(H_CLOCK_KIND, &self.clock.kind.code().to_le_bytes());
-        put(H_PREFERRED_CLOCK, &self.preferred_clock.code().to_le_bytes());
+        put(
+            H_PREFERRED_CLOCK,
+            &self.preferred_clock.code().to_le_bytes(),
+        );
         put(H_CHUNK_COUNT, &self.chunk_count.to_le_bytes());
         put(H_CHUNKS_OFFSET, &self.chunks_offset.to_le_bytes());
         put(H_META_OFFSET, &self.meta_offset.to_le_bytes());
@@ -128,14 +131,24 @@ impl Header {
         if bytes.len() < 8 || bytes[..8] != MAGIC {
             return Err(FormatError::NotATrace);
         }
-        let u32_at = |at| read_u32(bytes, at).ok_or(FormatError::TruncatedHeader { len: bytes.len() as u64 });
-        let u64_at = |at| read_u64(bytes, at).ok_or(FormatError::TruncatedHeader { len: bytes.len() as u64 });
+        let u32_at = |at| {
+            read_u32(bytes, at).ok_or(FormatError::TruncatedHeader {
+                len: bytes.len() as u64,
+            })
+        };
+        let u64_at = |at| {
+            read_u64(bytes, at).ok_or(FormatError::TruncatedHeader {
+                len: bytes.len() as u64,
+            })
+        };
         let version = u32_at(H_VERSION)?;
         if version != FORMAT_VERSION {
             return Err(FormatError::UnsupportedVersion(version));
         }
         if bytes.len() < HEADER_SIZE {
-            return Err(FormatError::TruncatedHeader { len: bytes.len() as u64 });
+            return Err(FormatError::TruncatedHeader {
+                len: bytes.len() as u64,
+            });
         }
         let bad = |field: &'static str, offset: usize, why: String| FormatError::BadHeader {
             field,
@@ -144,13 +157,17 @@ impl Header {
         };
         let header_size = u32_at(H_HEADER_SIZE)?;
         if header_size as usize != HEADER_SIZE {
-            return Err(bad("header_size", H_HEADER_SIZE, format!("{header_size}, expected {HEADER_SIZE}")));
+            return Err(bad(
+                "header_size",
+                H_HEADER_SIZE,
+                format!("{header_size}, expected {HEADER_SIZE}"),
+            ));
         }
         let chunk_size = u32_at(H_CHUNK_SIZE)?;
         let chunk_count = u64_at(H_CHUNK_COUNT)?;
         if chunk_count > 0
             && (!(MIN_CHUNK_SIZE..=MAX_CHUNK_SIZE).contains(&(chunk_size as usize))
-                || chunk_size as usize % 64 != 0)
+                || !(chunk_size as usize).is_multiple_of(64))
         {
             return Err(bad(
                 "chunk_size",
@@ -159,16 +176,26 @@ impl Header {
             ));
         }
         let kind_code = read_u16(bytes, H_CLOCK_KIND).unwrap_or(u16::MAX);
-        let kind = ClockKind::from_code(kind_code)
-            .ok_or_else(|| bad("clock_kind", H_CLOCK_KIND, format!("unknown clock kind {kind_code}")))?;
+        let kind = ClockKind::from_code(kind_code).ok_or_else(|| {
+            bad(
+                "clock_kind",
+                H_CLOCK_KIND,
+                format!("unknown clock kind {kind_code}"),
+            )
+        })?;
         let calib_ticks = u64_at(H_CALIB_TICKS)?;
         let calib_ns = u64_at(H_CALIB_NS)?;
         if calib_ticks == 0 || calib_ns == 0 {
-            return Err(bad("calibration", H_CALIB_TICKS, format!("{calib_ticks} ticks in {calib_ns} ns")));
+            return Err(bad(
+                "calibration",
+                H_CALIB_TICKS,
+                format!("{calib_ticks} ticks in {calib_ns} ns"),
+            ));
         }
         let flags = u32_at(H_FLAGS)?;
         let cmdline_len = (u32_at(H_CMDLINE_LEN)? as usize).min(CMDLINE_MAX);
-        let cmdline = String::from_utf8_lossy(&bytes[H_CMDLINE..H_CMDLINE + cmdline_len]).into_owned();
+        let cmdline =
+            String::from_utf8_lossy(&bytes[H_CMDLINE..H_CMDLINE + cmdline_len]).into_owned();
         let end_tick = u64_at(H_END_TICK)?;
         Ok(Header {
             version,
@@ -182,7 +209,9 @@ impl Header {
                 calib_ticks,
                 calib_ns,
             },
-            preferred_clock: PreferredClock::from_code(read_u16(bytes, H_PREFERRED_CLOCK).unwrap_or(0)),
+            preferred_clock: PreferredClock::from_code(
+                read_u16(bytes, H_PREFERRED_CLOCK).unwrap_or(0),
+            ),
             chunk_count,
             chunks_offset: u64_at(H_CHUNKS_OFFSET)?,
             meta_offset: u64_at(H_META_OFFSET)?,
@@ -223,7 +252,10 @@ mod tests {
         let mut b = Header::new(ClockInfo::nanoseconds(), 65536).encode();
         b[H_VERSION..H_VERSION + 4].copy_from_slice(&7u32.to_le_bytes());
         let err = Header::decode(&b).unwrap_err();
-        assert_eq!(err.to_string(), "unsupported format version 7 (this build reads version 1)");
+        assert_eq!(
+            err.to_string(),
+            "unsupported format version 7 (this build reads version 1)"
+        );
     }
 
     #[test]

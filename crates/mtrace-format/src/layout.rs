@@ -176,21 +176,30 @@ pub fn read_u64(bytes: &[u8], at: usize) -> Option<u64> {
     Some(u64::from_le_bytes(a))
 }
 
+// The committed-units field must describe the largest chunk body.
+const _: () = assert!((MAX_CHUNK_SIZE / EVENT_SIZE) < (1 << STATE_UNITS_BITS));
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn state_word_round_trips() {
-        for (seq, bytes, writing) in [(0, 0, true), (7, 16 * 100, false), ((1 << 39) - 2, MAX_CHUNK_SIZE - 64, true)] {
+        for (seq, bytes, writing) in [
+            (0, 0, true),
+            (7, 16 * 100, false),
+            ((1 << 39) - 2, MAX_CHUNK_SIZE - 64, true),
+        ] {
             let s = unpack_state(pack_state(seq, bytes, writing));
-            assert_eq!(s, ChunkState { seq: Some(seq), committed_bytes: bytes, writing });
+            assert_eq!(
+                s,
+                ChunkState {
+                    seq: Some(seq),
+                    committed_bytes: bytes,
+                    writing
+                }
+            );
         }
         assert_eq!(unpack_state(0).seq, None);
-    }
-
-    #[test]
-    fn units_field_covers_the_largest_chunk() {
-        assert!((MAX_CHUNK_SIZE / EVENT_SIZE) < (1 << STATE_UNITS_BITS));
     }
 }

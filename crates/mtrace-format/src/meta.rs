@@ -81,7 +81,7 @@ impl MetaRecord {
         let payload_len = (out.len() - start - META_RECORD_HEADER) as u32;
         out[start..start + 4].copy_from_slice(&payload_len.to_le_bytes());
         out[start + 4..start + 6].copy_from_slice(&kind.to_le_bytes());
-        while out.len() % META_ALIGN != 0 {
+        while !out.len().is_multiple_of(META_ALIGN) {
             out.push(0);
         }
     }
@@ -128,7 +128,10 @@ pub fn decode_records(region: &[u8], base: u64) -> (Vec<MetaRecord>, Option<Meta
             .checked_add(len as usize)
             .and_then(|end| region.get(payload_start..end))
         else {
-            return (records, Some(problem("record longer than the metadata region")));
+            return (
+                records,
+                Some(problem("record longer than the metadata region")),
+            );
         };
         match decode_payload(kind, payload) {
             Ok(Some(r)) => records.push(r),
@@ -188,7 +191,10 @@ impl Cursor<'_> {
             return Err("string longer than the format allows");
         }
         let end = self.at.checked_add(len).ok_or("string length overflows")?;
-        let bytes = self.bytes.get(self.at..end).ok_or("string runs past its record")?;
+        let bytes = self
+            .bytes
+            .get(self.at..end)
+            .ok_or("string runs past its record")?;
         self.at = end;
         Ok(String::from_utf8_lossy(bytes).into_owned())
     }
@@ -242,7 +248,10 @@ mod tests {
             // Every record that ends (with its padding) before the cut is
             // kept; one whose payload is whole but whose padding is cut may be too.
             let whole = ends.iter().filter(|&&e| e <= cut).count();
-            assert!(records.len() == whole || records.len() == whole + 1, "cut at {cut}");
+            assert!(
+                records.len() == whole || records.len() == whole + 1,
+                "cut at {cut}"
+            );
             assert_eq!(records, sample()[..records.len()].to_vec(), "cut at {cut}");
         }
     }

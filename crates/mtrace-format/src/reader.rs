@@ -73,7 +73,8 @@ impl<'a> TraceFile<'a> {
         let claimed = h.meta_len.min(h.meta_capacity);
         let start = h.meta_offset.min(len);
         let end = h.meta_offset.saturating_add(claimed).min(len);
-        let (records, mut problem) = decode_records(&self.bytes[start as usize..end as usize], start);
+        let (records, mut problem) =
+            decode_records(&self.bytes[start as usize..end as usize], start);
         if problem.is_none() && end < h.meta_offset.saturating_add(claimed) {
             problem = Some(MetaProblem {
                 offset: end,

@@ -56,7 +56,9 @@ pub enum WriteError {
     #[error("thread id 0 is reserved")]
     ThreadZero,
     /// Bad options.
-    #[error("chunk size {0} is not a multiple of 64 between {MIN_CHUNK_SIZE} and {MAX_CHUNK_SIZE}")]
+    #[error(
+        "chunk size {0} is not a multiple of 64 between {MIN_CHUNK_SIZE} and {MAX_CHUNK_SIZE}"
+    )]
     BadChunkSize(usize),
 }
 
@@ -86,7 +88,7 @@ impl<W: Write + Seek> TraceWriter<W> {
     /// Starts a trace; `out` should be empty and positioned at 0.
     pub fn new(mut out: W, options: WriterOptions) -> Result<Self, WriteError> {
         let cs = options.chunk_size;
-        if !(MIN_CHUNK_SIZE..=MAX_CHUNK_SIZE).contains(&cs) || cs % 64 != 0 {
+        if !(MIN_CHUNK_SIZE..=MAX_CHUNK_SIZE).contains(&cs) || !cs.is_multiple_of(64) {
             return Err(WriteError::BadChunkSize(cs));
         }
         let mut header = Header::new(options.clock, cs as u32);
@@ -282,7 +284,10 @@ mod tests {
                 _ => EventKind::Exit(f),
             };
             w.event(tid, i, kind).unwrap();
-            expected.entry(tid.0).or_default().push(Event { tick: i, kind });
+            expected
+                .entry(tid.0)
+                .or_default()
+                .push(Event { tick: i, kind });
         }
         let bytes = w.finish(None).unwrap().into_inner();
         let trace = TraceFile::parse(&bytes).unwrap();

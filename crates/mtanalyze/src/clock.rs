@@ -1,0 +1,148 @@
+//! The three clocks: which stretches of time count as a stack *running*.
+//!
+//! * `stack`: a thread's current stack runs from its first event (or the
+//!   switch onto it) until the thread switches away, or the trace ends.
+//! * `gil`: one thread at a time; after an event of thread T, T's stack runs
+//!   until the next event of any thread.
+//! * `wall`: every stack always runs.
+//!
+//! `schemas/semantics.md` is the contract; the replay engine asks this module
+//! only one question: how long did the stack run after this event, before the
+//! next event of its segment (see [`RunModel`]).
+
+use serde::{Deserialize, Serialize};
+
+/// Which stretches of time count as running.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Clock {
+    /// Stacks on different threads run in parallel; a switched-out stack is paused.
+    Stack,
+    /// One thread runs at a time (an interpreter lock).
+    Gil,
+    /// Everything always runs; nothing is subtracted.
+    Wall,
+}
+
+impl Clock {
+    /// The name used on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Clock::Stack => "stack",
+            Clock::Gil => "gil",
+            Clock::Wall => "wall",
+        }
+    }
+}
+
+impl std::fmt::Display for Clock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use crate::decode::{Decoded, Item, ThreadEvents};
+
+/// The `gil` clock's view of the whole trace: who ran when.
+///
+/// All events are merged into one sequence by (tick, thread id), each thread
+/// keeping its own order; a *run* is a maximal stretch of that sequence from
+/// one thread. After an event, its thread runs until the next event in the
+/// sequence, so within a run a thread runs until its own next event and at
+/// the end of its run until the next run's first event. Only run starts are
+/// stored: memory grows with how often the running thread changes.
+#[derive(Clone, Debug, Default)]
+pub struct GilTimeline {
+    runs: Vec<Run>,
+    end_ns: u64,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Run {
+    tick: u64,
+    tid: u64,
+    ns: u64,
+}
+
+impl GilTimeline {
+    /// Merges every thread's events (a sequential pass: the clock is a
+    /// global order by definition).
+    pub fn build(decoded: &Decoded<'_>, end_tick: u64) -> GilTimeline {
+        let clock = decoded.file.header().clock;
+        let mut streams: Vec<_> = decoded
+            .threads
+            .iter()
+            .map(|t| {
+                ThreadEvents::all(&decoded.file, &t.chunks).filter_map(|i| match i {
+                    Item::Event { tick, .. } => Some(tick),
+                    _ => None,
+                })
+            })
+            .collect();
+        let mut heap = BinaryHeap::new();
+        for (i, s) in streams.iter_mut().enumerate() {
+            if let Some(tick) = s.next() {
+                heap.push(Reverse((tick, decoded.threads[i].tid.0, i)));
+            }
+        }
+        let mut runs: Vec<Run> = Vec::new();
+        while let Some(Reverse((tick, tid, i))) = heap.pop() {
+            if runs.last().is_none_or(|r| r.tid != tid) {
+                runs.push(Run {
+                    tick,
+                    tid,
+                    ns: clock.ticks_to_ns(tick),
+                });
+            }
+            if let Some(next) = streams[i].next() {
+                heap.push(Reverse((next, tid, i)));
+            }
+        }
+        GilTimeline {
+            runs,
+            end_ns: clock.ticks_to_ns(end_tick),
+        }
+    }
+
+    /// A cursor for walking one thread's events forward in time.
+    pub fn cursor(&self, tid: u64) -> GilCursor<'_> {
+        GilCursor {
+            timeline: self,
+            tid,
+            run: None,
+        }
+    }
+}
+
+/// Walks one thread's events through a [`GilTimeline`].
+pub struct GilCursor<'g> {
+    timeline: &'g GilTimeline,
+    tid: u64,
+    run: Option<usize>,
+}
+
+impl GilCursor<'_> {
+    /// How long the thread ran after its event at (`tick`, `ns`), given that
+    /// its own next event (or the end of its stretch) is at `next_own_ns`.
+    /// Calls must come in the thread's event order.
+    #[inline]
+    pub fn run_after(&mut self, tick: u64, ns: u64, next_own_ns: u64) -> u64 {
+        let runs = &self.timeline.runs;
+        let key = (tick, self.tid);
+        let mut i = match self.run {
+            Some(i) => i,
+            None => runs
+                .partition_point(|r| (r.tick, r.tid) <= key)
+                .saturating_sub(1),
+        };
+        while runs.get(i + 1).is_some_and(|r| (r.tick, r.tid) <= key) {
+            i += 1;
+        }
+        self.run = Some(i);
+        let next_foreign = runs.get(i + 1).map_or(self.timeline.end_ns, |r| r.ns);
+        next_own_ns.min(next_foreign).saturating_sub(ns)
+    }
+}

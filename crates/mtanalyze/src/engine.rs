@@ -1,0 +1,376 @@
+//! The pipeline: decode, segment (threads in parallel), group segments by
+//! stack, replay (stacks in parallel), merge into a [`Report`].
+//!
+//! Every parallel stage produces values that are merged by summing or by
+//! sorting on stable keys, so the report is identical on every run and with
+//! any number of rayon threads.
+
+use rayon::prelude::*;
+use rustc_hash::FxHashMap;
+
+use mtrace_format::FormatError;
+
+use crate::check::{CheckReport, ChunkIssue};
+use crate::clock::{Clock, GilTimeline};
+use crate::decode::{decode, Decoded, FunctionTable};
+use crate::input::LoadedTrace;
+use crate::replay::{replay_stack, Acc, ReplayContext};
+use crate::report::{EdgeStats, FunctionStats, Report, ThreadSummary, TraceSummary};
+use crate::segment::{cut_thread, Segment, StackKey, ThreadPass};
+use crate::warnings::{Location, WarningKind, Warnings};
+
+/// What to analyze and how.
+#[derive(Clone, Debug, Default)]
+pub struct AnalyzeOptions {
+    /// The clock; `None`: the one the trace prefers, else `stack`.
+    pub clock: Option<Clock>,
+    /// Only stacks that ran on one of these threads (empty: all).
+    pub threads: Vec<u64>,
+    /// Only these stacks, by id (`thread:3`, `stack:7`) or name (empty: all).
+    pub stacks: Vec<String>,
+}
+
+/// Why a trace could not be analyzed.
+#[derive(Debug, thiserror::Error)]
+pub enum AnalyzeError {
+    /// The header is unreadable.
+    #[error("{source_name}: {error}")]
+    Format {
+        /// The trace's source.
+        source_name: String,
+        /// The cause.
+        error: FormatError,
+    },
+}
+
+/// The stages every command shares: decoded chunks, the per-thread passes,
+/// the complete function table and the end of the trace.
+struct Prepared<'a> {
+    decoded: Decoded<'a>,
+    passes: Vec<ThreadPass>,
+    functions: FunctionTable,
+    end_tick: u64,
+    warnings: Warnings,
+}
+
+fn prepare<'a>(trace: &'a LoadedTrace) -> Result<Prepared<'a>, AnalyzeError> {
+    let decoded = decode(trace.bytes()).map_err(|error| AnalyzeError::Format {
+        source_name: trace.source.clone(),
+        error,
+    })?;
+    let passes: Vec<ThreadPass> = (0..decoded.threads.len() as u32)
+        .into_par_iter()
+        .map(|i| cut_thread(&decoded, i))
+        .collect();
+    let mut warnings = Warnings::default();
+    let mut functions = decoded.functions.clone();
+    let mut unknown: Vec<u32> = passes
+        .iter()
+        .flat_map(|p| p.unknown_functions.iter().copied())
+        .collect();
+    unknown.sort_unstable();
+    unknown.dedup();
+    for &id in &unknown {
+        functions.insert_unknown(id);
+    }
+    warnings.add_n(
+        WarningKind::UnknownFunction,
+        unknown.len() as u64,
+        Location::Trace,
+    );
+    for p in &passes {
+        warnings.merge(p.warnings.clone());
+    }
+    let h = decoded.file.header();
+    let last = passes.iter().filter_map(|p| p.last_tick).max();
+    let end_tick = match (h.end_tick, last) {
+        (Some(e), Some(l)) => e.max(l),
+        (Some(e), None) => e,
+        (None, l) => l.unwrap_or(h.clock.start_tick),
+    };
+    for d in &decoded.damaged {
+        warnings.add(WarningKind::DamagedChunk, Location::Byte(d.offset));
+    }
+    for c in &decoded.cut {
+        warnings.add(WarningKind::TruncatedChunk, Location::Byte(c.offset));
+    }
+    warnings.add_n(WarningKind::LostChunks, decoded.lost, Location::Trace);
+    if let Some(m) = &decoded.meta_problem {
+        warnings.add(WarningKind::DamagedMetadata, Location::Byte(m.offset));
+    }
+    if !h.finished() {
+        warnings.add(WarningKind::Unfinished, Location::Trace);
+    }
+    warnings.add_n(
+        WarningKind::DroppedEvents,
+        h.dropped_events,
+        Location::Trace,
+    );
+    Ok(Prepared {
+        decoded,
+        passes,
+        functions,
+        end_tick,
+        warnings,
+    })
+}
+
+impl Prepared<'_> {
+    fn ns(&self, tick: u64) -> u64 {
+        self.decoded.file.header().clock.ticks_to_ns(tick)
+    }
+
+    fn thread_summaries(&self) -> Vec<ThreadSummary> {
+        self.decoded
+            .threads
+            .iter()
+            .zip(&self.passes)
+            .map(|(t, p)| {
+                let (name, os_tid) = self
+                    .decoded
+                    .thread_names
+                    .get(&t.tid.0)
+                    .cloned()
+                    .unwrap_or_default();
+                ThreadSummary {
+                    tid: t.tid.0,
+                    name,
+                    os_tid,
+                    events: p.events,
+                }
+            })
+            .collect()
+    }
+
+    /// Segments grouped by stack, each group in time order.
+    fn stacks(&self) -> Vec<(StackKey, Vec<Segment>)> {
+        let mut by_stack: FxHashMap<StackKey, Vec<Segment>> = FxHashMap::default();
+        for p in &self.passes {
+            for s in &p.segments {
+                by_stack.entry(s.stack).or_default().push(s.clone());
+            }
+        }
+        let mut stacks: Vec<_> = by_stack.into_iter().collect();
+        stacks.sort_unstable_by_key(|(k, _)| *k);
+        for (_, segs) in &mut stacks {
+            segs.sort_by_key(|s| (s.start_tick, s.tid, s.start));
+        }
+        stacks
+    }
+
+    fn summary(&self, trace: &LoadedTrace, stacks: u64) -> TraceSummary {
+        let h = self.decoded.file.header();
+        let first = self.passes.iter().filter_map(|p| p.first_tick).min();
+        let first_ns = first.map_or(0, |t| self.ns(t));
+        let end_ns = self.ns(self.end_tick);
+        TraceSummary {
+            source: trace.source.clone(),
+            input_format: trace.format.name().to_owned(),
+            format_version: h.version,
+            clock_source: match h.clock.kind {
+                mtrace_format::ClockKind::Nanoseconds => "ns".into(),
+                mtrace_format::ClockKind::Tsc => "tsc".into(),
+            },
+            ticks_per_second: h.clock.ticks_per_second().round() as u64,
+            pid: h.pid,
+            cmdline: h.args().into_iter().map(str::to_owned).collect(),
+            start_unix_ns: h.clock.start_unix_ns,
+            first_event_ns: first_ns,
+            end_ns,
+            duration_ns: end_ns.saturating_sub(first_ns),
+            finished: h.finished(),
+            ring: h.ring(),
+            threads: self.thread_summaries(),
+            stacks,
+            events: self.passes.iter().map(|p| p.events).sum(),
+            chunks: self
+                .decoded
+                .threads
+                .iter()
+                .map(|t| t.chunks.len() as u64)
+                .sum(),
+            chunks_lost: self.decoded.lost,
+            chunks_damaged: self.decoded.damaged.len() as u64,
+            dropped_events: h.dropped_events,
+        }
+    }
+}
+
+fn wanted(
+    key: &StackKey,
+    segs: &[Segment],
+    names: &FxHashMap<u64, String>,
+    opts: &AnalyzeOptions,
+) -> bool {
+    let thread_ok = opts.threads.is_empty() || segs.iter().any(|s| opts.threads.contains(&s.tid));
+    let stack_ok = opts.stacks.is_empty()
+        || opts.stacks.iter().any(|want| {
+            *want == key.id_string()
+                || matches!(key, StackKey::Logical(id) if names.get(id).is_some_and(|n| n == want))
+        });
+    thread_ok && stack_ok
+}
+
+/// Analyzes a loaded trace.
+pub fn analyze(trace: &LoadedTrace, opts: &AnalyzeOptions) -> Result<Report, AnalyzeError> {
+    let prep = prepare(trace)?;
+    let clock = opts
+        .clock
+        .unwrap_or(match prep.decoded.file.header().preferred_clock {
+            mtrace_format::PreferredClock::Gil => Clock::Gil,
+            mtrace_format::PreferredClock::Wall => Clock::Wall,
+            _ => Clock::Stack,
+        });
+    let all_stacks = prep.stacks();
+    let stack_count = all_stacks.len() as u64;
+    let stacks: Vec<_> = all_stacks
+        .into_iter()
+        .filter(|(k, segs)| wanted(k, segs, &prep.decoded.stack_names, opts))
+        .collect();
+    let gil = (clock == Clock::Gil).then(|| GilTimeline::build(&prep.decoded, prep.end_tick));
+    let ctx = ReplayContext {
+        decoded: &prep.decoded,
+        functions: &prep.functions,
+        clock,
+        gil: gil.as_ref(),
+        end_tick: prep.end_tick,
+    };
+    let n = prep.functions.entries().len();
+    let (acc, mut stack_stats, replay_warnings) = stacks
+        .par_iter()
+        .fold(
+            || (Acc::new(n), Vec::new(), Warnings::default()),
+            |(mut acc, mut stats, mut warnings), (key, segs)| {
+                stats.push(replay_stack(&ctx, *key, segs, &mut acc, &mut warnings));
+                (acc, stats, warnings)
+            },
+        )
+        .reduce(
+            || (Acc::new(n), Vec::new(), Warnings::default()),
+            |(mut a, mut sa, mut wa), (b, sb, wb)| {
+                a.merge(b);
+                sa.extend(sb);
+                wa.merge(wb);
+                (a, sa, wa)
+            },
+        );
+    let mut warnings = prep.warnings.clone();
+    warnings.merge(replay_warnings);
+    stack_stats.sort_by_key(|s| stack_order(&s.id));
+    let entries = prep.functions.entries();
+    let mut functions: Vec<FunctionStats> = acc
+        .functions
+        .iter()
+        .enumerate()
+        .filter(|(_, a)| a.ncalls > 0)
+        .map(|(i, a)| {
+            let e = &entries[i];
+            FunctionStats {
+                function: e.key.function.clone(),
+                file: e.key.file.clone(),
+                line: e.key.line,
+                module: e.module.clone(),
+                ncalls: a.ncalls,
+                primitive_calls: a.primitive_calls,
+                tottime_ns: a.tottime_ns,
+                cumtime_ns: a.cumtime_ns,
+                paused_ns: a.paused_ns,
+            }
+        })
+        .collect();
+    functions.sort_by_key(FunctionStats::key);
+    let mut edges: Vec<EdgeStats> = acc
+        .edges
+        .iter()
+        .map(|(&(caller, callee), a)| {
+            let (c, d) = (&entries[caller as usize].key, &entries[callee as usize].key);
+            EdgeStats {
+                caller: c.function.clone(),
+                caller_file: c.file.clone(),
+                caller_line: c.line,
+                callee: d.function.clone(),
+                callee_file: d.file.clone(),
+                callee_line: d.line,
+                ncalls: a.ncalls,
+                primitive_calls: a.primitive_calls,
+                tottime_ns: a.tottime_ns,
+                cumtime_ns: a.cumtime_ns,
+            }
+        })
+        .collect();
+    edges.sort_by_key(|e| (e.caller_key(), e.callee_key()));
+    Ok(Report {
+        trace: prep.summary(trace, stack_count),
+        clock,
+        functions,
+        edges,
+        stacks: stack_stats,
+        warnings: warnings.to_report(),
+    })
+}
+
+/// Orders `thread:2` before `thread:10`, and own stacks before logical ones.
+fn stack_order(id: &str) -> (u8, u64, String) {
+    let (kind, rest) = id.split_once(':').unwrap_or((id, ""));
+    let class = match kind {
+        "thread" => 0,
+        "stack" => 1,
+        _ => 2,
+    };
+    (class, rest.parse().unwrap_or(u64::MAX), id.to_owned())
+}
+
+/// See [`crate::check::check`].
+pub(crate) fn check_impl(trace: &LoadedTrace) -> Result<CheckReport, AnalyzeError> {
+    let prep = prepare(trace)?;
+    let h = prep.decoded.file.header();
+    let stacks = prep.stacks().len() as u64;
+    let summary = prep.summary(trace, stacks);
+    let issue = |p: &mtrace_format::ChunkProblem| ChunkIssue {
+        index: p.index,
+        offset: p.offset,
+        problem: p.kind.to_string(),
+    };
+    let chunks = &prep.decoded.threads;
+    Ok(CheckReport {
+        source: trace.source.clone(),
+        input_format: trace.format.name().to_owned(),
+        format_version: h.version,
+        finished: h.finished(),
+        ring: h.ring(),
+        pid: h.pid,
+        cmdline: summary.cmdline.clone(),
+        clock_source: summary.clock_source.clone(),
+        calib_ticks: h.clock.calib_ticks,
+        calib_ns: h.clock.calib_ns,
+        ticks_per_second: summary.ticks_per_second,
+        start_unix_ns: h.clock.start_unix_ns,
+        duration_ns: summary.duration_ns,
+        chunk_size: h.chunk_size,
+        chunk_slots: h.chunk_count,
+        chunk_slots_in_file: prep.decoded.file.chunk_slots(),
+        chunks_used: summary.chunks,
+        chunks_empty: prep.decoded.empty_slots,
+        chunks_lost: prep.decoded.lost,
+        chunks_damaged: prep.decoded.damaged.iter().map(issue).collect(),
+        chunks_cut: prep.decoded.cut.iter().map(issue).collect(),
+        chunks_unreleased: chunks
+            .iter()
+            .flat_map(|t| &t.chunks)
+            .filter(|c| c.writing)
+            .count() as u64,
+        events: summary.events,
+        dropped_events: h.dropped_events,
+        dropped_chunks: h.dropped_chunks,
+        metadata_records: prep.decoded.meta_records,
+        metadata_dropped: h.meta_dropped,
+        metadata_problem: prep
+            .decoded
+            .meta_problem
+            .as_ref()
+            .map(|m| format!("byte {}: {}", m.offset, m.why)),
+        threads: summary.threads,
+        stacks,
+        warnings: prep.warnings.to_report(),
+    })
+}

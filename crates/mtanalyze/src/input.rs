@@ -1,0 +1,157 @@
+//! Loading a trace: detect its kind from the content (never the file name),
+//! map binary traces (zero-copy), and convert other kinds to the binary
+//! layout in memory so the rest of the analyzer reads one format.
+
+use std::fs::File;
+use std::path::Path;
+
+use mtrace_format::layout::MAGIC;
+
+/// The kind of input a trace came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InputFormat {
+    /// The recorder's binary format.
+    Binary,
+    /// JSON lines (`schemas/events-jsonl.md`).
+    Jsonl,
+}
+
+impl InputFormat {
+    /// The name used in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            InputFormat::Binary => "binary",
+            InputFormat::Jsonl => "jsonl",
+        }
+    }
+}
+
+enum TraceBytes {
+    Mapped(memmap2::Mmap),
+    Owned(Vec<u8>),
+}
+
+/// A trace ready for analysis: its bytes in the binary layout.
+pub struct LoadedTrace {
+    /// Where it came from (a path, or a name given by the caller).
+    pub source: String,
+    /// What kind of input it was.
+    pub format: InputFormat,
+    data: TraceBytes,
+}
+
+impl LoadedTrace {
+    /// The trace in the binary layout.
+    pub fn bytes(&self) -> &[u8] {
+        match &self.data {
+            TraceBytes::Mapped(m) => m,
+            TraceBytes::Owned(v) => v,
+        }
+    }
+}
+
+/// Why a trace could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The file could not be opened or read.
+    #[error("{path}: {source}")]
+    Io {
+        /// The file.
+        path: String,
+        /// The cause.
+        source: std::io::Error,
+    },
+    /// The content is not a kind of trace this build reads.
+    #[error("{path}: not a trace (expected an mtrace binary trace or JSON lines)")]
+    UnknownFormat {
+        /// The file.
+        path: String,
+    },
+    /// A JSON-lines file has a line that is not an event.
+    #[error("{path}: line {line}: {message}")]
+    Jsonl {
+        /// The file.
+        path: String,
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// The binary trace's header cannot be read.
+    #[error("{path}: {source}")]
+    Format {
+        /// The file.
+        path: String,
+        /// The cause.
+        source: mtrace_format::FormatError,
+    },
+}
+
+/// Loads a trace from a file, detecting its kind from its first bytes.
+pub fn load(path: &Path) -> Result<LoadedTrace, LoadError> {
+    let source = path.display().to_string();
+    let io = |e| LoadError::Io {
+        path: source.clone(),
+        source: e,
+    };
+    let file = File::open(path).map_err(io)?;
+    if file.metadata().map_err(io)?.is_dir() {
+        return Err(io(std::io::Error::other("is a directory")));
+    }
+    // SAFETY: the map is read-only; a file truncated by another process while
+    // mapped can still fault, which no reader of a live file can prevent.
+    let map = unsafe { memmap2::Mmap::map(&file) }.map_err(io)?;
+    if map.starts_with(&MAGIC) {
+        return finish(source, InputFormat::Binary, TraceBytes::Mapped(map));
+    }
+    from_bytes_inner(source, &map)
+}
+
+/// Loads a trace held in memory (`source` names it in messages).
+pub fn from_bytes(source: &str, bytes: Vec<u8>) -> Result<LoadedTrace, LoadError> {
+    if bytes.starts_with(&MAGIC) {
+        return finish(
+            source.to_owned(),
+            InputFormat::Binary,
+            TraceBytes::Owned(bytes),
+        );
+    }
+    from_bytes_inner(source.to_owned(), &bytes)
+}
+
+fn from_bytes_inner(source: String, bytes: &[u8]) -> Result<LoadedTrace, LoadError> {
+    let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
+    match first {
+        Some(b'{') => {
+            let text = std::str::from_utf8(bytes).map_err(|e| LoadError::Jsonl {
+                path: source.clone(),
+                line: 1 + bytes[..e.valid_up_to()]
+                    .iter()
+                    .filter(|&&b| b == b'\n')
+                    .count(),
+                message: "not UTF-8".into(),
+            })?;
+            let converted = crate::jsonl::to_binary(text).map_err(|e| LoadError::Jsonl {
+                path: source.clone(),
+                line: e.line,
+                message: e.message,
+            })?;
+            finish(source, InputFormat::Jsonl, TraceBytes::Owned(converted))
+        }
+        _ => Err(LoadError::UnknownFormat { path: source }),
+    }
+}
+
+fn finish(source: String, format: InputFormat, data: TraceBytes) -> Result<LoadedTrace, LoadError> {
+    let trace = LoadedTrace {
+        source,
+        format,
+        data,
+    };
+    // Check the header now so every later stage can rely on it.
+    mtrace_format::TraceFile::parse(trace.bytes()).map_err(|e| LoadError::Format {
+        path: trace.source.clone(),
+        source: e,
+    })?;
+    Ok(trace)
+}

@@ -1,0 +1,300 @@
+//! The JSON-lines interchange format (`schemas/events-jsonl.md`), converted
+//! to the binary layout through the format crate's writer.
+//!
+//! Two details keep the conversion exact:
+//! * Equal timestamps of different threads keep the file's line order: ticks
+//!   are `ts * K + rank`, where `rank` counts earlier lines with the same
+//!   `ts` and `K` (a power of two, 1 when no timestamps tie) is the clock's
+//!   ticks per nanosecond, so every `ts` converts back to itself exactly while
+//!   the tick order remembers the line order (the `gil` clock needs it).
+//! * An `exit` without `file`/`line` closes the innermost open frame of that
+//!   name on its stack, whatever file the `enter` named.
+
+use std::collections::HashMap;
+use std::io::Cursor;
+
+use mtrace_format::event::MAX_TICK;
+use mtrace_format::{
+    ClockInfo, ClockKind, EventKind, FunctionId, StackId, ThreadId, TraceWriter, WriterOptions,
+};
+use serde::Deserialize;
+
+/// A line that is not a valid event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JsonlError {
+    /// 1-based line number (0: the file as a whole).
+    pub line: usize,
+    /// What is wrong.
+    pub message: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLine {
+    ts: Option<u64>,
+    tid: u64,
+    ev: String,
+    #[serde(rename = "fn")]
+    function: Option<String>,
+    file: Option<String>,
+    line: Option<u32>,
+    #[serde(default)]
+    stack: serde_json::Value,
+    name: Option<String>,
+}
+
+enum Parsed {
+    Enter {
+        name: String,
+        file: String,
+        line: u32,
+    },
+    Exit {
+        name: String,
+        site: Option<(String, u32)>,
+    },
+    Switch(Option<String>),
+}
+
+struct Line {
+    line_no: usize,
+    tid: u64,
+    ts: u64,
+    what: Parsed,
+}
+
+/// Parses JSON lines and writes the same events as a binary trace.
+pub fn to_binary(text: &str) -> Result<Vec<u8>, JsonlError> {
+    let mut events = Vec::new();
+    let mut names: Vec<(u64, String)> = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line_no = i + 1;
+        let err = |message: String| JsonlError {
+            line: line_no,
+            message,
+        };
+        if raw.trim().is_empty() {
+            continue;
+        }
+        let r: RawLine = serde_json::from_str(raw).map_err(|e| err(e.to_string()))?;
+        if r.tid == 0 {
+            return Err(err("tid 0 is reserved; number threads from 1".into()));
+        }
+        let need_fn = || {
+            r.function
+                .clone()
+                .ok_or_else(|| err(format!("`{}` needs \"fn\"", r.ev)))
+        };
+        let what = match r.ev.as_str() {
+            "thread" => {
+                names.push((r.tid, r.name.clone().unwrap_or_default()));
+                continue;
+            }
+            "enter" => Parsed::Enter {
+                name: need_fn()?,
+                file: r.file.clone().unwrap_or_default(),
+                line: r.line.unwrap_or(0),
+            },
+            "exit" => Parsed::Exit {
+                name: need_fn()?,
+                site: r.file.clone().map(|f| (f, r.line.unwrap_or(0))),
+            },
+            "switch" => match &r.stack {
+                serde_json::Value::Null => Parsed::Switch(None),
+                serde_json::Value::String(s) => Parsed::Switch(Some(s.clone())),
+                other => {
+                    return Err(err(format!(
+                        "\"stack\" must be a string or null, not {other}"
+                    )))
+                }
+            },
+            other => {
+                return Err(err(format!(
+                    "unknown \"ev\" {other:?} (expected enter, exit, switch or thread)"
+                )))
+            }
+        };
+        let ts =
+            r.ts.ok_or_else(|| err(format!("`{}` needs an integer \"ts\"", r.ev)))?;
+        events.push(Line {
+            line_no,
+            tid: r.tid,
+            ts,
+            what,
+        });
+    }
+    write(&events, &names)
+}
+
+fn write(events: &[Line], names: &[(u64, String)]) -> Result<Vec<u8>, JsonlError> {
+    // Rank equal timestamps in line order; K = ticks per ns.
+    let mut ties: HashMap<u64, u64> = HashMap::new();
+    let mut ranks = Vec::with_capacity(events.len());
+    for e in events {
+        let r = ties.entry(e.ts).or_insert(0);
+        ranks.push(*r);
+        *r += 1;
+    }
+    let k = ties
+        .values()
+        .copied()
+        .max()
+        .unwrap_or(1)
+        .next_power_of_two();
+    let max_ts = events.iter().map(|e| e.ts).max().unwrap_or(0);
+    if max_ts.checked_mul(k).is_none_or(|t| t > MAX_TICK - k) {
+        return Err(JsonlError {
+            line: 0,
+            message: format!("timestamps up to {max_ts} with {k} events at one instant do not fit the 60-bit tick"),
+        });
+    }
+    let clock = ClockInfo {
+        kind: ClockKind::Nanoseconds,
+        calib_ticks: k,
+        calib_ns: 1,
+        ..ClockInfo::nanoseconds()
+    };
+    let options = WriterOptions {
+        clock,
+        ..Default::default()
+    };
+    let io = |e: mtrace_format::WriteError| JsonlError {
+        line: 0,
+        message: e.to_string(),
+    };
+    let mut w = TraceWriter::new(Cursor::new(Vec::new()), options).map_err(io)?;
+    for (tid, name) in names {
+        w.thread_name(ThreadId(*tid), 0, name);
+    }
+    // Open frames per stack, to resolve exits that name only the function.
+    let mut current: HashMap<u64, StackKey> = HashMap::new();
+    let mut open: HashMap<StackKey, Vec<(FunctionId, String)>> = HashMap::new();
+    for (e, rank) in events.iter().zip(ranks) {
+        let tick = e.ts * k + rank;
+        let stack = current.entry(e.tid).or_insert(StackKey::Own(e.tid)).clone();
+        let kind = match &e.what {
+            Parsed::Enter { name, file, line } => {
+                let id = w.function(name, file, *line, "");
+                open.entry(stack).or_default().push((id, name.clone()));
+                EventKind::Enter(id)
+            }
+            Parsed::Exit { name, site } => {
+                let frames = open.entry(stack).or_default();
+                let id = match site {
+                    Some((file, line)) => w.function(name, file, *line, ""),
+                    None => match frames.iter().rev().find(|(_, n)| n == name) {
+                        Some((id, _)) => *id,
+                        None => w.function(name, "", 0, ""),
+                    },
+                };
+                if let Some(pos) = frames.iter().rposition(|(f, _)| *f == id) {
+                    frames.truncate(pos);
+                }
+                EventKind::Exit(id)
+            }
+            Parsed::Switch(target) => {
+                let key = match target.as_deref() {
+                    None => StackKey::Own(e.tid),
+                    Some(s) => match own_stack_tid(s) {
+                        Some(tid) => StackKey::Own(tid),
+                        None => StackKey::Named(s.to_owned()),
+                    },
+                };
+                let id = match &key {
+                    StackKey::Own(tid) if *tid == e.tid => StackId::OWN,
+                    StackKey::Own(_) => {
+                        return Err(JsonlError {
+                            line: e.line_no,
+                            message: "a switch onto another thread's own stack is not supported"
+                                .into(),
+                        })
+                    }
+                    StackKey::Named(s) => w.stack(s),
+                };
+                current.insert(e.tid, key);
+                EventKind::Switch(id)
+            }
+        };
+        w.event(ThreadId(e.tid), tick, kind)
+            .map_err(|err| JsonlError {
+                line: e.line_no,
+                message: err.to_string(),
+            })?;
+    }
+    Ok(w.finish(None).map_err(io)?.into_inner())
+}
+
+#[derive(Clone, PartialEq, Eq, Hash)]
+enum StackKey {
+    Own(u64),
+    Named(String),
+}
+
+/// `thread:<tid>` names a thread's own stack.
+fn own_stack_tid(name: &str) -> Option<u64> {
+    name.strip_prefix("thread:")?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mtrace_format::TraceFile;
+
+    fn events_of(bytes: &[u8]) -> Vec<(u64, u64, EventKind)> {
+        let t = TraceFile::parse(bytes).unwrap();
+        let mut out = Vec::new();
+        for i in 0..t.chunk_slots() {
+            let c = t.chunk(i).unwrap().unwrap();
+            for e in c.events() {
+                let e = e.unwrap();
+                out.push((c.thread.0, t.header().clock.ticks_to_ns(e.tick), e.kind));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn timestamps_survive_and_ties_keep_line_order() {
+        let text = r#"{"ts": 5, "tid": 2, "ev": "enter", "fn": "a", "file": "x.rs", "line": 3}
+{"ts": 5, "tid": 1, "ev": "enter", "fn": "b"}
+{"ev": "thread", "tid": 1, "name": "main"}
+{"ts": 9, "tid": 2, "ev": "exit", "fn": "a"}
+{"ts": 9, "tid": 1, "ev": "switch", "stack": "task"}
+"#;
+        let bytes = to_binary(text).unwrap();
+        let t = TraceFile::parse(&bytes).unwrap();
+        assert_eq!(t.header().clock.calib_ticks, 2);
+        let evs = events_of(&bytes);
+        assert!(evs.contains(&(2, 5, EventKind::Enter(FunctionId(1)))));
+        // The exit names no file but closes the frame entered with one.
+        assert!(evs.contains(&(2, 9, EventKind::Exit(FunctionId(1)))));
+        assert!(evs.contains(&(1, 9, EventKind::Switch(StackId(1)))));
+    }
+
+    #[test]
+    fn bad_lines_name_their_line_number() {
+        let cases = [
+            (
+                "{\"ts\": 1, \"tid\": 1, \"ev\": \"jump\"}",
+                "unknown \"ev\"",
+            ),
+            ("{\"ts\": 1, \"tid\": 1, \"ev\": \"enter\"}", "needs \"fn\""),
+            (
+                "{\"tid\": 1, \"ev\": \"exit\", \"fn\": \"f\"}",
+                "needs an integer \"ts\"",
+            ),
+            (
+                "{\"ts\": -1, \"tid\": 1, \"ev\": \"exit\", \"fn\": \"f\"}",
+                "invalid value",
+            ),
+            ("not json", "expected"),
+        ];
+        for (line, want) in cases {
+            let text =
+                format!("{{\"ts\": 0, \"tid\": 1, \"ev\": \"enter\", \"fn\": \"ok\"}}\n{line}\n");
+            let e = to_binary(&text).unwrap_err();
+            assert_eq!(e.line, 2, "{line}");
+            assert!(e.message.contains(want), "{line}: {}", e.message);
+        }
+    }
+}

@@ -1,0 +1,424 @@
+//! Replaying one stack: frames, recursion, and time with the paused
+//! stretches cut out.
+//!
+//! The clock model supplies `r`, the stack's *running clock*: how long the
+//! stack had run, in total, at each event. A frame's active time is then
+//! `r(exit) - r(enter)`; its paused time is the rest of its wall span.
+//!
+//! ```text
+//! time      0    10   20   30   40   50   60   70   80   90
+//! stack S   [====running====)              [===running===)     S switched out at 30, in at 60
+//! frame f        [enter=12 ........................ exit=75]
+//! r(t)      0    10   20   30   30   30   30   40   50   60
+//! active(f) = r(75) - r(12) = 45 - 12 = 33;  paused(f) = (75 - 12) - 33 = 30
+//! ```
+//!
+//! Recursion is decided per stack with counters of open frames per function
+//! and per (caller, callee) edge: a frame is recursive iff its function's
+//! counter is non-zero when it is entered, which is exactly what a walk down
+//! the stack would find (a property test compares the two).
+
+use rustc_hash::FxHashMap;
+
+use mtrace_format::{EventKind, TraceFile};
+
+use crate::clock::{Clock, GilTimeline};
+use crate::decode::{Decoded, FunctionTable, Item, ThreadEvents};
+use crate::report::StackStats;
+use crate::segment::{Segment, StackKey};
+use crate::warnings::{Location, WarningKind, Warnings};
+
+/// Totals of one function.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FnAcc {
+    /// Frames.
+    pub ncalls: u64,
+    /// Non-recursive frames.
+    pub primitive_calls: u64,
+    /// Sum of self time.
+    pub tottime_ns: u64,
+    /// Sum of active time of non-recursive frames.
+    pub cumtime_ns: u64,
+    /// Sum of paused time of non-recursive frames.
+    pub paused_ns: u64,
+}
+
+/// Totals of one caller -> callee edge.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EdgeAcc {
+    /// Frames.
+    pub ncalls: u64,
+    /// Frames whose edge is not recursive.
+    pub primitive_calls: u64,
+    /// Sum of self time.
+    pub tottime_ns: u64,
+    /// Sum of active time of non-recursive edge frames.
+    pub cumtime_ns: u64,
+}
+
+/// Statistics accumulated over any number of stacks. Sums only, so merging
+/// in any order gives the same result.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Acc {
+    /// By dense function index.
+    pub functions: Vec<FnAcc>,
+    /// By (caller, callee) dense indices.
+    pub edges: FxHashMap<(u32, u32), EdgeAcc>,
+}
+
+impl Acc {
+    /// An empty accumulator for `n` functions.
+    pub fn new(n: usize) -> Acc {
+        Acc {
+            functions: vec![FnAcc::default(); n],
+            edges: FxHashMap::default(),
+        }
+    }
+
+    /// Adds `other` into `self`.
+    pub fn merge(&mut self, other: Acc) {
+        if self.functions.len() < other.functions.len() {
+            self.functions
+                .resize(other.functions.len(), FnAcc::default());
+        }
+        for (a, b) in self.functions.iter_mut().zip(other.functions) {
+            a.ncalls += b.ncalls;
+            a.primitive_calls += b.primitive_calls;
+            a.tottime_ns += b.tottime_ns;
+            a.cumtime_ns += b.cumtime_ns;
+            a.paused_ns += b.paused_ns;
+        }
+        for (k, b) in other.edges {
+            let a = self.edges.entry(k).or_default();
+            a.ncalls += b.ncalls;
+            a.primitive_calls += b.primitive_calls;
+            a.tottime_ns += b.tottime_ns;
+            a.cumtime_ns += b.cumtime_ns;
+        }
+    }
+}
+
+const NO_PARENT: u32 = u32::MAX;
+
+#[derive(Clone, Copy, Debug)]
+struct Frame {
+    func: u32,
+    parent: u32,
+    enter_ns: u64,
+    enter_r: u64,
+    child_active: u64,
+    recursive: bool,
+    edge_recursive: bool,
+}
+
+/// The open frames of one stack and the counters that decide recursion.
+pub struct FrameStack<'a> {
+    frames: Vec<Frame>,
+    fn_open: Vec<u32>,
+    edge_open: FxHashMap<(u32, u32), u32>,
+    acc: &'a mut Acc,
+    /// Deepest depth reached.
+    pub max_depth: u32,
+}
+
+impl<'a> FrameStack<'a> {
+    /// An empty stack accumulating into `acc`.
+    pub fn new(acc: &'a mut Acc) -> FrameStack<'a> {
+        let n = acc.functions.len();
+        FrameStack {
+            frames: Vec::new(),
+            fn_open: vec![0; n],
+            edge_open: FxHashMap::default(),
+            acc,
+            max_depth: 0,
+        }
+    }
+
+    /// Frames open now.
+    pub fn depth(&self) -> usize {
+        self.frames.len()
+    }
+
+    /// Pushes a frame of `func` at wall time `ns`, running clock `r`.
+    #[inline]
+    pub fn enter(&mut self, func: u32, ns: u64, r: u64) {
+        let parent = self.frames.last().map_or(NO_PARENT, |f| f.func);
+        let recursive = self.fn_open[func as usize] > 0;
+        self.fn_open[func as usize] += 1;
+        let edge_recursive = if parent == NO_PARENT {
+            false
+        } else {
+            let c = self.edge_open.entry((parent, func)).or_insert(0);
+            *c += 1;
+            *c > 1
+        };
+        self.frames.push(Frame {
+            func,
+            parent,
+            enter_ns: ns,
+            enter_r: r,
+            child_active: 0,
+            recursive,
+            edge_recursive,
+        });
+        self.max_depth = self.max_depth.max(self.frames.len() as u32);
+    }
+
+    /// Pops the frame of `func` (repairing as `schemas/semantics.md` says).
+    #[inline]
+    pub fn exit(&mut self, func: u32, ns: u64, r: u64) -> Result<(), WarningKind> {
+        match self.frames.last() {
+            None => Err(WarningKind::ExitOnEmpty),
+            Some(top) if top.func == func => {
+                self.pop(ns, r);
+                Ok(())
+            }
+            Some(_) => {
+                let Some(pos) = self.frames.iter().rposition(|f| f.func == func) else {
+                    return Err(WarningKind::ExitNotOpen);
+                };
+                while self.frames.len() > pos {
+                    self.pop(ns, r);
+                }
+                Err(WarningKind::ExitMismatch)
+            }
+        }
+    }
+
+    /// Closes every open frame at the end of the trace.
+    pub fn close_all(&mut self, ns: u64, r: u64) {
+        while !self.frames.is_empty() {
+            self.pop(ns, r);
+        }
+    }
+
+    #[inline]
+    fn pop(&mut self, ns: u64, r: u64) {
+        let Some(f) = self.frames.pop() else { return };
+        let active = r.saturating_sub(f.enter_r);
+        let paused = ns.saturating_sub(f.enter_ns).saturating_sub(active);
+        let self_ns = active.saturating_sub(f.child_active);
+        self.fn_open[f.func as usize] -= 1;
+        let a = &mut self.acc.functions[f.func as usize];
+        a.ncalls += 1;
+        a.tottime_ns += self_ns;
+        if !f.recursive {
+            a.primitive_calls += 1;
+            a.cumtime_ns += active;
+            a.paused_ns += paused;
+        }
+        if f.parent != NO_PARENT {
+            if let Some(c) = self.edge_open.get_mut(&(f.parent, f.func)) {
+                *c -= 1;
+            }
+            let e = self.acc.edges.entry((f.parent, f.func)).or_default();
+            e.ncalls += 1;
+            e.tottime_ns += self_ns;
+            if !f.edge_recursive {
+                e.primitive_calls += 1;
+                e.cumtime_ns += active;
+            }
+        }
+        if let Some(parent) = self.frames.last_mut() {
+            parent.child_active += active;
+        }
+    }
+}
+
+/// Everything a stack's replay needs besides its segments.
+pub struct ReplayContext<'d, 'a> {
+    /// The decoded trace.
+    pub decoded: &'d Decoded<'a>,
+    /// Function ids to dense indices (complete: unknown ids added).
+    pub functions: &'d FunctionTable,
+    /// The clock.
+    pub clock: Clock,
+    /// The `gil` clock's timeline (only for `Clock::Gil`).
+    pub gil: Option<&'d GilTimeline>,
+    /// End of the trace, in ticks.
+    pub end_tick: u64,
+}
+
+impl ReplayContext<'_, '_> {
+    fn file(&self) -> &TraceFile<'_> {
+        &self.decoded.file
+    }
+
+    fn ns(&self, tick: u64) -> u64 {
+        self.decoded.file.header().clock.ticks_to_ns(tick)
+    }
+}
+
+/// Replays one stack's segments (sorted by start) into `acc`; returns the
+/// stack's statistics and any problems.
+pub fn replay_stack(
+    ctx: &ReplayContext<'_, '_>,
+    key: StackKey,
+    segments: &[Segment],
+    acc: &mut Acc,
+    warnings: &mut Warnings,
+) -> StackStats {
+    let end_ns = ctx.ns(ctx.end_tick);
+    let mut frames = FrameStack::new(acc);
+    let mut r = 0u64; // running clock (stack and gil clocks)
+    let mut events = 0u64;
+    let mut switches_in = 0u64;
+    let mut threads: Vec<u64> = Vec::new();
+    let mut prev_end_ns = 0u64;
+    let first_start_ns = segments.first().map_or(end_ns, |s| ctx.ns(s.start_tick));
+    for (i, seg) in segments.iter().enumerate() {
+        let start_ns = ctx.ns(seg.start_tick);
+        let seg_end_ns = seg.end_tick.map_or(end_ns, |t| ctx.ns(t));
+        if i > 0 && start_ns < prev_end_ns {
+            let at = Location::Time {
+                ns: start_ns,
+                thread: seg.tid,
+            };
+            warnings.add(WarningKind::StackOnTwoThreads, at);
+        }
+        prev_end_ns = prev_end_ns.max(seg_end_ns);
+        if !threads.contains(&seg.tid) {
+            threads.push(seg.tid);
+        }
+        switches_in += seg.switched_in as u64;
+        let r_at = |ns: u64, r_base: u64| -> u64 {
+            match ctx.clock {
+                Clock::Wall => ns,
+                _ => r_base + ns.saturating_sub(start_ns),
+            }
+        };
+        if let Some(seed) = seg.seed {
+            if frames.depth() == 0 {
+                seed_frames(
+                    ctx,
+                    seg,
+                    seed,
+                    &mut frames,
+                    start_ns,
+                    r_at(start_ns, r),
+                    warnings,
+                );
+            }
+        }
+        let thread = &ctx.decoded.threads[seg.thread as usize];
+        let stream = ThreadEvents::new(
+            ctx.file(),
+            &thread.chunks,
+            seg.start,
+            seg.end,
+            seg.floor_tick,
+        );
+        // gil: r advances after each event by the time until the next event
+        // of any thread (or this thread's next event).
+        let mut gil = ctx.gil.map(|g| g.cursor(seg.tid));
+        let mut last: Option<(u64, u64)> = None; // (tick, ns) of the previous event
+        for item in stream {
+            let Item::Event { tick, kind, .. } = item else {
+                continue;
+            };
+            let ns = ctx.ns(tick);
+            let r_now = match (&mut gil, last) {
+                (Some(g), Some((lt, lns))) => {
+                    r += g.run_after(lt, lns, ns);
+                    r
+                }
+                (Some(_), None) => r,
+                (None, _) => r_at(ns, r),
+            };
+            if gil.is_some() {
+                last = Some((tick, ns));
+            }
+            match kind {
+                EventKind::Enter(f) => {
+                    events += 1;
+                    if let Some(d) = ctx.functions.get(f.0) {
+                        frames.enter(d, ns, r_now);
+                    }
+                }
+                EventKind::Exit(f) => {
+                    events += 1;
+                    if let Some(d) = ctx.functions.get(f.0) {
+                        if let Err(kind) = frames.exit(d, ns, r_now) {
+                            warnings.add(
+                                kind,
+                                Location::Time {
+                                    ns,
+                                    thread: seg.tid,
+                                },
+                            );
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        // The stretch from the last event to the switch away (or the end).
+        match (&mut gil, last) {
+            (Some(g), Some((lt, lns))) => r += g.run_after(lt, lns, seg_end_ns),
+            (Some(_), None) => {}
+            (None, _) => r = r_at(seg_end_ns, r).max(r),
+        }
+    }
+    let r_end = if ctx.clock == Clock::Wall { end_ns } else { r };
+    frames.close_all(end_ns, r_end);
+    let lifetime = end_ns.saturating_sub(first_start_ns);
+    let running_ns = if ctx.clock == Clock::Wall {
+        lifetime
+    } else {
+        r
+    };
+    threads.sort_unstable();
+    let name = match key {
+        StackKey::Own(t) => ctx.decoded.thread_names.get(&t).map(|n| n.0.clone()),
+        StackKey::Logical(s) => ctx.decoded.stack_names.get(&s).cloned(),
+    };
+    StackStats {
+        id: key.id_string(),
+        name: name.unwrap_or_default(),
+        threads,
+        running_ns,
+        paused_ns: lifetime.saturating_sub(running_ns),
+        switches_in,
+        max_depth: frames.max_depth,
+        events,
+    }
+}
+
+fn seed_frames(
+    ctx: &ReplayContext<'_, '_>,
+    seg: &Segment,
+    seed: crate::segment::Seed,
+    frames: &mut FrameStack<'_>,
+    ns: u64,
+    r: u64,
+    warnings: &mut Warnings,
+) {
+    let thread = &ctx.decoded.threads[seg.thread as usize];
+    let Some(chunk) = thread
+        .chunks
+        .get(seed.chunk as usize)
+        .and_then(|c| ctx.file().chunk(c.slot).ok().flatten())
+    else {
+        return;
+    };
+    let ids: Vec<_> = if seed.own {
+        chunk.snapshot.own_frames().collect()
+    } else {
+        chunk.snapshot.stack_frames().collect()
+    };
+    let mut opened = 0;
+    for id in ids {
+        if let Some(d) = ctx.functions.get(id.0) {
+            frames.enter(d, ns, r);
+            opened += 1;
+        }
+    }
+    warnings.add_n(
+        WarningKind::FramesFromSnapshot,
+        opened,
+        Location::Time {
+            ns,
+            thread: seg.tid,
+        },
+    );
+}

@@ -1,0 +1,210 @@
+//! The report: everything the replay engine computed, in one value that every
+//! renderer (table, JSON, and later folded, chrome, diff) consumes.
+//!
+//! All times are integer nanoseconds. Lists are sorted deterministically
+//! (functions by name, file, line; edges by caller then callee; stacks by id)
+//! so two runs over the same trace give byte-identical output.
+//! `schemas/report.schema.json` documents the JSON shape of this type.
+
+use serde::{Deserialize, Serialize};
+
+use crate::clock::Clock;
+
+/// A whole analysis.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Report {
+    /// What the trace holds.
+    pub trace: TraceSummary,
+    /// The clock the times were computed with.
+    pub clock: Clock,
+    /// Per-function statistics.
+    pub functions: Vec<FunctionStats>,
+    /// Per caller -> callee edge statistics.
+    pub edges: Vec<EdgeStats>,
+    /// Per logical stack statistics.
+    pub stacks: Vec<StackStats>,
+    /// Problems found in the input and how they were repaired.
+    pub warnings: Vec<Warning>,
+}
+
+/// Identifies a function the way users do: by name and definition site.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default)]
+pub struct FunctionKey {
+    /// Function or scope name.
+    pub function: String,
+    /// Source file ("" if unknown).
+    pub file: String,
+    /// Source line (0 if unknown).
+    pub line: u32,
+}
+
+/// Statistics of one function over all stacks.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FunctionStats {
+    /// Function or scope name.
+    pub function: String,
+    /// Source file ("" if unknown).
+    pub file: String,
+    /// Source line (0 if unknown).
+    pub line: u32,
+    /// Module path ("" if unknown).
+    pub module: String,
+    /// Frames.
+    pub ncalls: u64,
+    /// Frames with no frame of the same function open below them on their stack.
+    pub primitive_calls: u64,
+    /// Sum of self time (active time minus the active time of direct children).
+    pub tottime_ns: u64,
+    /// Sum of active time over non-recursive frames.
+    pub cumtime_ns: u64,
+    /// Sum of paused time (the frame's stack was not running) over non-recursive frames.
+    pub paused_ns: u64,
+}
+
+impl FunctionStats {
+    /// The function's identity.
+    pub fn key(&self) -> FunctionKey {
+        FunctionKey {
+            function: self.function.clone(),
+            file: self.file.clone(),
+            line: self.line,
+        }
+    }
+}
+
+/// Statistics of the frames of `callee` whose parent frame is `caller`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EdgeStats {
+    /// Caller name.
+    pub caller: String,
+    /// Caller's source file.
+    pub caller_file: String,
+    /// Caller's source line.
+    pub caller_line: u32,
+    /// Callee name.
+    pub callee: String,
+    /// Callee's source file.
+    pub callee_file: String,
+    /// Callee's source line.
+    pub callee_line: u32,
+    /// Frames.
+    pub ncalls: u64,
+    /// Frames whose edge is not recursive (no frame of the callee with the same caller open below).
+    pub primitive_calls: u64,
+    /// Sum of the frames' self time.
+    pub tottime_ns: u64,
+    /// Sum of active time over non-recursive edge frames.
+    pub cumtime_ns: u64,
+}
+
+impl EdgeStats {
+    /// The caller's identity.
+    pub fn caller_key(&self) -> FunctionKey {
+        FunctionKey {
+            function: self.caller.clone(),
+            file: self.caller_file.clone(),
+            line: self.caller_line,
+        }
+    }
+
+    /// The callee's identity.
+    pub fn callee_key(&self) -> FunctionKey {
+        FunctionKey {
+            function: self.callee.clone(),
+            file: self.callee_file.clone(),
+            line: self.callee_line,
+        }
+    }
+}
+
+/// Statistics of one stack (a thread's own stack or a logical stack).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StackStats {
+    /// `thread:<tid>` for a thread's own stack, `stack:<id>` for a logical one.
+    pub id: String,
+    /// The thread's or logical stack's name ("" if none was recorded).
+    pub name: String,
+    /// Threads it ran on, ascending.
+    pub threads: Vec<u64>,
+    /// Time it ran under the report's clock.
+    pub running_ns: u64,
+    /// Time between its first event and the end of the trace during which it did not run.
+    pub paused_ns: u64,
+    /// Times a thread switched onto it (a thread's first event counts for its own stack).
+    pub switches_in: u64,
+    /// Deepest number of frames open at once.
+    pub max_depth: u32,
+    /// Enter and exit events replayed on it.
+    pub events: u64,
+}
+
+/// What the trace holds, independent of the clock.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct TraceSummary {
+    /// The file the trace was read from.
+    pub source: String,
+    /// `binary` or `jsonl`.
+    pub input_format: String,
+    /// Binary format version (JSONL input is converted to the current version).
+    pub format_version: u32,
+    /// Where ticks came from: `tsc` or `ns`.
+    pub clock_source: String,
+    /// Clock ticks per second from the calibration.
+    pub ticks_per_second: u64,
+    /// Recorded process id (0 if unknown).
+    pub pid: u32,
+    /// Recorded command line.
+    pub cmdline: Vec<String>,
+    /// Date of time zero, ns since the Unix epoch (0 if unknown).
+    pub start_unix_ns: u64,
+    /// Time of the first event, ns from time zero.
+    pub first_event_ns: u64,
+    /// End of the trace (the recorder's end marker, or the last event), ns from time zero.
+    pub end_ns: u64,
+    /// `end_ns - first_event_ns`.
+    pub duration_ns: u64,
+    /// The recorder finished the file (it was not killed mid-run).
+    pub finished: bool,
+    /// The recorder ran as a ring and overwrote old chunks.
+    pub ring: bool,
+    /// Threads, ascending by id.
+    pub threads: Vec<ThreadSummary>,
+    /// Number of stacks seen.
+    pub stacks: u64,
+    /// Events decoded.
+    pub events: u64,
+    /// Chunks decoded.
+    pub chunks: u64,
+    /// Chunks missing from the middle or start of a thread's sequence (overwritten or lost).
+    pub chunks_lost: u64,
+    /// Chunks skipped because they were damaged.
+    pub chunks_damaged: u64,
+    /// Events the recorder dropped because the file was full.
+    pub dropped_events: u64,
+}
+
+/// One thread of the trace.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ThreadSummary {
+    /// The trace's thread id.
+    pub tid: u64,
+    /// Its name ("" if none).
+    pub name: String,
+    /// The operating system's id (0 if unknown).
+    pub os_tid: u64,
+    /// Events recorded on it.
+    pub events: u64,
+}
+
+/// A kind of problem found in the input, how often, and where first.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Warning {
+    /// Machine-readable kind, e.g. `exit_mismatch`.
+    pub kind: String,
+    /// How many times it happened.
+    pub count: u64,
+    /// Where it happened first, e.g. `thread 3 at 1200 ns`.
+    pub first: String,
+    /// What the analyzer did about it.
+    pub repair: String,
+}

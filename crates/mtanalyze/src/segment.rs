@@ -1,0 +1,211 @@
+//! Cutting each thread's events into segments: maximal stretches during
+//! which the thread ran one stack.
+//!
+//! ```text
+//! thread 1:  e e e S(task-7) e e e S(own) e e        (S = switch)
+//! segments:  [own......)[task-7.......)[own.....)    end of trace
+//! ```
+//! A segment begins with the event that put the thread on the stack (its
+//! first event, or the switch onto it) and ends just before the switch away.
+//! It stores positions, not events, so memory grows with switches rather
+//! than events. Grouping the segments of one stack, in time order, gives
+//! everything the replay of that stack needs, whichever threads it ran on.
+
+use rustc_hash::FxHashSet;
+
+use mtrace_format::{EventKind, StackId};
+
+use crate::decode::{Decoded, Item, Pos, ThreadEvents};
+use crate::warnings::{Location, WarningKind, Warnings};
+
+/// A stack: a thread's own, or a logical one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum StackKey {
+    /// The own stack of the thread with this id.
+    Own(u64),
+    /// The logical stack with this id.
+    Logical(u64),
+}
+
+impl StackKey {
+    /// The stack a thread runs after switching to `id`.
+    pub fn from_switch(tid: u64, id: StackId) -> StackKey {
+        if id == StackId::OWN {
+            StackKey::Own(tid)
+        } else {
+            StackKey::Logical(id.0)
+        }
+    }
+
+    /// `thread:<tid>` or `stack:<id>`.
+    pub fn id_string(&self) -> String {
+        match self {
+            StackKey::Own(t) => format!("thread:{t}"),
+            StackKey::Logical(s) => format!("stack:{s}"),
+        }
+    }
+}
+
+/// Where a segment's stack gets the frames that were open before its first
+/// surviving event (after lost chunks).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Seed {
+    /// Index of the chunk (in its thread's list) whose snapshot holds them.
+    pub chunk: u32,
+    /// The snapshot's own-stack frames (else its logical-stack frames).
+    pub own: bool,
+}
+
+/// One stretch of one thread running one stack.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Segment {
+    /// The stack.
+    pub stack: StackKey,
+    /// Index of the thread in [`Decoded::threads`].
+    pub thread: u32,
+    /// The thread's id.
+    pub tid: u64,
+    /// First event (inclusive).
+    pub start: Pos,
+    /// End (exclusive): the switch away, or the end of the thread's stream.
+    pub end: Pos,
+    /// When the stack started running here.
+    pub start_tick: u64,
+    /// The thread's clamped tick just before `start`.
+    pub floor_tick: u64,
+    /// When the thread switched away; `None`: it ran until the end of the trace.
+    pub end_tick: Option<u64>,
+    /// It began with a switch onto the stack (or the thread's first event).
+    pub switched_in: bool,
+    /// Frames to open first if the stack is empty.
+    pub seed: Option<Seed>,
+}
+
+/// What one pass over a thread found.
+#[derive(Clone, Debug, Default)]
+pub struct ThreadPass {
+    /// Its segments in order.
+    pub segments: Vec<Segment>,
+    /// Events decoded.
+    pub events: u64,
+    /// First and last clamped ticks.
+    pub first_tick: Option<u64>,
+    /// Last clamped tick.
+    pub last_tick: Option<u64>,
+    /// Function ids used but not in the metadata.
+    pub unknown_functions: FxHashSet<u32>,
+    /// Problems found.
+    pub warnings: Warnings,
+}
+
+/// Cuts thread `index` of `decoded` into segments.
+pub fn cut_thread(decoded: &Decoded<'_>, index: u32) -> ThreadPass {
+    let thread = &decoded.threads[index as usize];
+    let tid = thread.tid.0;
+    let clock = decoded.file.header().clock;
+    let mut pass = ThreadPass::default();
+    let mut open: Option<Segment> = None;
+    let mut stack = StackKey::Own(tid);
+    let mut prev_tick = 0u64;
+    let new_segment = |stack, start, start_tick, floor_tick, switched_in, seed| Segment {
+        stack,
+        thread: index,
+        tid,
+        start,
+        end: start,
+        start_tick,
+        floor_tick,
+        end_tick: None,
+        switched_in,
+        seed,
+    };
+    let close = |seg: Option<Segment>, end: Pos, end_tick: Option<u64>, out: &mut Vec<Segment>| {
+        if let Some(mut s) = seg {
+            s.end = end;
+            s.end_tick = end_tick;
+            out.push(s);
+        }
+    };
+    for item in ThreadEvents::all(&decoded.file, &thread.chunks) {
+        match item {
+            Item::Event {
+                pos,
+                tick,
+                clamped_from,
+                kind,
+            } => {
+                if clamped_from.is_some() {
+                    let at = Location::Time {
+                        ns: clock.ticks_to_ns(tick),
+                        thread: tid,
+                    };
+                    pass.warnings.add(WarningKind::ClockBackwards, at);
+                }
+                pass.events += 1;
+                pass.first_tick.get_or_insert(tick);
+                pass.last_tick = Some(tick);
+                match kind {
+                    EventKind::Switch(id) => {
+                        close(open.take(), pos, Some(tick), &mut pass.segments);
+                        stack = StackKey::from_switch(tid, id);
+                        open = Some(new_segment(stack, pos, tick, prev_tick, true, None));
+                    }
+                    EventKind::Enter(f) | EventKind::Exit(f) => {
+                        if open.is_none() {
+                            open = Some(new_segment(stack, pos, tick, prev_tick, true, None));
+                        }
+                        if decoded.functions.get(f.0).is_none() {
+                            pass.unknown_functions.insert(f.0);
+                        }
+                    }
+                    EventKind::ThreadStart | EventKind::ThreadExit => {
+                        if open.is_none() {
+                            open = Some(new_segment(stack, pos, tick, prev_tick, true, None));
+                        }
+                    }
+                }
+                prev_tick = tick;
+            }
+            Item::Restart {
+                chunk,
+                tick,
+                current_stack,
+            } => {
+                let at = Pos { chunk, event: 0 };
+                close(open.take(), at, Some(tick), &mut pass.segments);
+                stack = StackKey::from_switch(tid, current_stack);
+                if current_stack != StackId::OWN {
+                    // The own stack is paused below the logical one: open its
+                    // frames too, in a stretch that does not run.
+                    let mut own = new_segment(
+                        StackKey::Own(tid),
+                        at,
+                        tick,
+                        tick,
+                        false,
+                        Some(Seed { chunk, own: true }),
+                    );
+                    own.end_tick = Some(tick);
+                    pass.segments.push(own);
+                }
+                let seed = Seed {
+                    chunk,
+                    own: current_stack == StackId::OWN,
+                };
+                open = Some(new_segment(stack, at, tick, tick, false, Some(seed)));
+                pass.first_tick.get_or_insert(tick);
+                prev_tick = tick;
+            }
+            Item::Damaged(problem) => {
+                pass.warnings
+                    .add(WarningKind::DamagedEvent, Location::Byte(problem.offset));
+            }
+        }
+    }
+    let end = Pos {
+        chunk: thread.chunks.len() as u32,
+        event: 0,
+    };
+    close(open.take(), end, None, &mut pass.segments);
+    pass
+}

@@ -1,0 +1,191 @@
+//! Problems found in the input: counted by kind, with the first place each
+//! happened, and the repair applied. Warnings never abort a report.
+//!
+//! Accumulators from parallel workers merge by adding counts and keeping the
+//! earliest location, so the result does not depend on scheduling.
+
+use std::collections::BTreeMap;
+
+use crate::report::Warning;
+
+/// A kind of problem.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum WarningKind {
+    /// A thread's timestamp went backwards.
+    ClockBackwards,
+    /// An exit closed a frame that was not on top.
+    ExitMismatch,
+    /// An exit named a function not open on its stack.
+    ExitNotOpen,
+    /// An exit on an empty stack.
+    ExitOnEmpty,
+    /// A stack ran on two threads at once.
+    StackOnTwoThreads,
+    /// A chunk could not be decoded.
+    DamagedChunk,
+    /// An event could not be decoded; the rest of its chunk was dropped.
+    DamagedEvent,
+    /// The file ends inside a chunk.
+    TruncatedChunk,
+    /// Chunks of a thread are missing (ring overwrite or loss).
+    LostChunks,
+    /// Frames open before a thread's surviving chunks, taken from a snapshot.
+    FramesFromSnapshot,
+    /// A function id with no metadata record.
+    UnknownFunction,
+    /// The metadata region is damaged.
+    DamagedMetadata,
+    /// The recorder never finished the file (killed, or still running).
+    Unfinished,
+    /// The recorder dropped events because the file was full.
+    DroppedEvents,
+}
+
+impl WarningKind {
+    /// Machine-readable name.
+    pub fn name(self) -> &'static str {
+        match self {
+            WarningKind::ClockBackwards => "clock_backwards",
+            WarningKind::ExitMismatch => "exit_mismatch",
+            WarningKind::ExitNotOpen => "exit_not_open",
+            WarningKind::ExitOnEmpty => "exit_on_empty_stack",
+            WarningKind::StackOnTwoThreads => "stack_on_two_threads",
+            WarningKind::DamagedChunk => "damaged_chunk",
+            WarningKind::DamagedEvent => "damaged_event",
+            WarningKind::TruncatedChunk => "truncated_chunk",
+            WarningKind::LostChunks => "lost_chunks",
+            WarningKind::FramesFromSnapshot => "frames_from_snapshot",
+            WarningKind::UnknownFunction => "unknown_function",
+            WarningKind::DamagedMetadata => "damaged_metadata",
+            WarningKind::Unfinished => "unfinished_trace",
+            WarningKind::DroppedEvents => "dropped_events",
+        }
+    }
+
+    /// What the analyzer does about it.
+    pub fn repair(self) -> &'static str {
+        match self {
+            WarningKind::ClockBackwards => "clamped to the thread's previous timestamp",
+            WarningKind::ExitMismatch => "closed the frames above it at the same time, then it",
+            WarningKind::ExitNotOpen => "ignored the exit",
+            WarningKind::ExitOnEmpty => "ignored the exit",
+            WarningKind::StackOnTwoThreads => "replayed the stretches one after the other",
+            WarningKind::DamagedChunk => "skipped the chunk",
+            WarningKind::DamagedEvent => "kept the events before it, dropped the rest of the chunk",
+            WarningKind::TruncatedChunk => "kept the whole events before the cut",
+            WarningKind::LostChunks => "restarted the thread from the next chunk's snapshot",
+            WarningKind::FramesFromSnapshot => "opened them at the chunk's start",
+            WarningKind::UnknownFunction => "named it fn#<id>",
+            WarningKind::DamagedMetadata => "kept the records before the damage",
+            WarningKind::Unfinished => "closed open frames at the last timestamp",
+            WarningKind::DroppedEvents => "none: the events are gone",
+        }
+    }
+}
+
+/// Where a problem happened, ordered so the earliest comes first.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Location {
+    /// A byte offset in the file.
+    Byte(u64),
+    /// A time on a thread.
+    Time {
+        /// ns from time zero.
+        ns: u64,
+        /// Thread id.
+        thread: u64,
+    },
+    /// Not tied to one place.
+    Trace,
+}
+
+impl std::fmt::Display for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Location::Byte(b) => write!(f, "byte {b}"),
+            Location::Time { ns, thread } => write!(f, "thread {thread} at {ns} ns"),
+            Location::Trace => f.write_str("trace"),
+        }
+    }
+}
+
+/// Counts of each kind with their first location.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Warnings {
+    map: BTreeMap<WarningKind, (u64, Location)>,
+}
+
+impl Warnings {
+    /// Records `n` occurrences of `kind` at `at`.
+    pub fn add_n(&mut self, kind: WarningKind, n: u64, at: Location) {
+        if n == 0 {
+            return;
+        }
+        let e = self.map.entry(kind).or_insert((0, at.clone()));
+        e.0 += n;
+        if at < e.1 {
+            e.1 = at;
+        }
+    }
+
+    /// Records one occurrence.
+    pub fn add(&mut self, kind: WarningKind, at: Location) {
+        self.add_n(kind, 1, at);
+    }
+
+    /// Adds another accumulator's counts.
+    pub fn merge(&mut self, other: Warnings) {
+        for (kind, (n, at)) in other.map {
+            self.add_n(kind, n, at);
+        }
+    }
+
+    /// How many of `kind`.
+    pub fn count(&self, kind: WarningKind) -> u64 {
+        self.map.get(&kind).map_or(0, |e| e.0)
+    }
+
+    /// Total over all kinds.
+    pub fn total(&self) -> u64 {
+        self.map.values().map(|e| e.0).sum()
+    }
+
+    /// The report's form, in a fixed order.
+    pub fn to_report(&self) -> Vec<Warning> {
+        self.map
+            .iter()
+            .map(|(kind, (count, at))| Warning {
+                kind: kind.name().to_owned(),
+                count: *count,
+                first: at.to_string(),
+                repair: kind.repair().to_owned(),
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn merging_keeps_the_earliest_location_in_any_order() {
+        let mut a = Warnings::default();
+        a.add(
+            WarningKind::ExitOnEmpty,
+            Location::Time { ns: 50, thread: 2 },
+        );
+        let mut b = Warnings::default();
+        b.add(
+            WarningKind::ExitOnEmpty,
+            Location::Time { ns: 10, thread: 3 },
+        );
+        let mut ab = a.clone();
+        ab.merge(b.clone());
+        let mut ba = b;
+        ba.merge(a);
+        assert_eq!(ab, ba);
+        assert_eq!(ab.to_report()[0].first, "thread 3 at 10 ns");
+        assert_eq!(ab.count(WarningKind::ExitOnEmpty), 2);
+    }
+}

@@ -1,0 +1,398 @@
+//! The engine against the contract: the shared vectors, the worked examples
+//! of `schemas/semantics.md`, and random traces checked against the literal
+//! reference implementation in `tests/common/reference.rs`.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::io::Cursor;
+use std::path::PathBuf;
+
+use common::reference::{
+    self, Clock as RefClock, EdgeStats as RefEdge, FnStats as RefFn, RefReport,
+};
+use common::worked_examples::worked_examples;
+use mtanalyze::input::from_bytes;
+use mtanalyze::warnings::WarningKind;
+use mtanalyze::{analyze, AnalyzeOptions, Clock, Report};
+use mtrace_format::{EventKind, StackId, ThreadId, TraceWriter, WriterOptions};
+use proptest::prelude::*;
+
+fn engine_clock(c: RefClock) -> Clock {
+    match c {
+        RefClock::Stack => Clock::Stack,
+        RefClock::Gil => Clock::Gil,
+        RefClock::Wall => Clock::Wall,
+    }
+}
+
+fn run(bytes: Vec<u8>, clock: Clock) -> Report {
+    let trace = from_bytes("test", bytes).expect("loads");
+    let opts = AnalyzeOptions {
+        clock: Some(clock),
+        ..Default::default()
+    };
+    analyze(&trace, &opts).expect("analyzes")
+}
+
+fn run_jsonl(text: &str, clock: Clock) -> Report {
+    run(text.as_bytes().to_vec(), clock)
+}
+
+/// The warnings the reference counts (input repairs).
+const REPAIRS: [&str; 4] = [
+    "clock_backwards",
+    "exit_mismatch",
+    "exit_not_open",
+    "exit_on_empty_stack",
+];
+
+/// The engine's report in the reference's shape (functions keyed by name).
+fn as_ref_report(r: &Report) -> RefReport {
+    let mut out = RefReport::default();
+    for f in &r.functions {
+        let e = out
+            .functions
+            .entry(f.function.clone())
+            .or_insert_with(RefFn::default);
+        e.ncalls += f.ncalls;
+        e.primitive_calls += f.primitive_calls;
+        e.tottime_ns += f.tottime_ns;
+        e.cumtime_ns += f.cumtime_ns;
+        e.paused_ns += f.paused_ns;
+    }
+    for e in &r.edges {
+        let x = out
+            .edges
+            .entry((e.caller.clone(), e.callee.clone()))
+            .or_insert_with(RefEdge::default);
+        x.ncalls += e.ncalls;
+        x.primitive_calls += e.primitive_calls;
+        x.tottime_ns += e.tottime_ns;
+        x.cumtime_ns += e.cumtime_ns;
+    }
+    out.warnings = r
+        .warnings
+        .iter()
+        .filter(|w| REPAIRS.contains(&w.kind.as_str()))
+        .map(|w| w.count)
+        .sum();
+    out
+}
+
+fn vectors_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/e2e/vectors")
+}
+
+#[test]
+fn shared_vectors_match_for_every_clock() {
+    let mut checked = 0;
+    for name in ["fibers", "gil-threads", "recursion-a", "recursion-b"] {
+        let text = std::fs::read_to_string(vectors_dir().join(format!("{name}.jsonl"))).unwrap();
+        for clock in [Clock::Stack, Clock::Gil, Clock::Wall] {
+            let path = vectors_dir().join(format!("{name}.{clock}.json"));
+            let want: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+            let got = as_ref_report(&run_jsonl(&text, clock));
+            let mut want_fns = BTreeMap::new();
+            for f in want["functions"].as_array().unwrap() {
+                let n = |k: &str| f[k].as_u64().unwrap();
+                want_fns.insert(
+                    f["function"].as_str().unwrap().to_owned(),
+                    [
+                        n("ncalls"),
+                        n("primitive_calls"),
+                        n("tottime_ns"),
+                        n("cumtime_ns"),
+                    ],
+                );
+            }
+            let got_fns: BTreeMap<_, _> = got
+                .functions
+                .iter()
+                .map(|(k, f)| {
+                    (
+                        k.clone(),
+                        [f.ncalls, f.primitive_calls, f.tottime_ns, f.cumtime_ns],
+                    )
+                })
+                .collect();
+            assert_eq!(got_fns, want_fns, "{name} functions under --clock {clock}");
+            let mut want_edges = BTreeMap::new();
+            for e in want["edges"].as_array().unwrap() {
+                let n = |k: &str| e[k].as_u64().unwrap();
+                let key = (
+                    e["caller"].as_str().unwrap().to_owned(),
+                    e["callee"].as_str().unwrap().to_owned(),
+                );
+                want_edges.insert(
+                    key,
+                    [
+                        n("ncalls"),
+                        n("primitive_calls"),
+                        n("tottime_ns"),
+                        n("cumtime_ns"),
+                    ],
+                );
+            }
+            let got_edges: BTreeMap<_, _> = got
+                .edges
+                .iter()
+                .map(|(k, e)| {
+                    (
+                        k.clone(),
+                        [e.ncalls, e.primitive_calls, e.tottime_ns, e.cumtime_ns],
+                    )
+                })
+                .collect();
+            assert_eq!(got_edges, want_edges, "{name} edges under --clock {clock}");
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 12);
+}
+
+#[test]
+fn worked_examples_of_the_semantics_document() {
+    let examples = worked_examples();
+    assert!(examples.len() >= 5);
+    for (name, text, clock, want) in examples {
+        let got = as_ref_report(&run_jsonl(text, engine_clock(clock)));
+        assert_eq!(got, want, "worked example {name}");
+    }
+}
+
+#[test]
+fn stack_table_describes_a_handoff() {
+    let (_, text, _, _) = worked_examples()
+        .into_iter()
+        .find(|e| e.0 == "fiber-handoff")
+        .unwrap();
+    let r = run_jsonl(text, Clock::Stack);
+    let task = r
+        .stacks
+        .iter()
+        .find(|s| s.name == "task-1")
+        .expect("task-1 listed");
+    assert_eq!(task.threads, vec![1, 2]);
+    assert_eq!(task.running_ns, 20 + 30);
+    assert_eq!(task.paused_ns, 30);
+    assert_eq!(task.switches_in, 2);
+    assert_eq!(task.max_depth, 2);
+    let t1 = r.stacks.iter().find(|s| s.id == "thread:1").unwrap();
+    assert_eq!((t1.running_ns, t1.paused_ns), (10 + 60, 20));
+}
+
+// ---- random traces ----
+
+/// A generated trace: lines in generation order (timestamps never decrease
+/// across it), and the same lines shuffled across threads.
+#[derive(Clone, Debug)]
+struct Generated {
+    lines: Vec<reference::Line>,
+}
+
+/// Turns random choices into a valid trace: a stack is only ever current on
+/// one thread, time only moves forward (with ties), and some exits are wrong
+/// on purpose so the repairs are exercised.
+fn generate(threads: u64, stacks: u64, functions: u8, steps: &[(u8, u8, u8)]) -> Generated {
+    let names = ["a", "b", "c", "d", "e"];
+    let mut now = 0u64;
+    let mut current: Vec<Option<u64>> = vec![None; threads as usize];
+    let mut open: BTreeMap<(u64, Option<u64>), Vec<&str>> = BTreeMap::new();
+    let mut lines = Vec::new();
+    for &(who, what, dt) in steps {
+        now += (dt % 4) as u64; // 0 makes ties
+        let t = (who as u64 % threads) as usize;
+        let tid = t as u64 + 1;
+        let key = (tid, current[t]);
+        let key = match current[t] {
+            Some(s) => (0, Some(s)),
+            None => key,
+        };
+        let frames = open.entry(key).or_default();
+        let f = names[(what / 8) as usize % functions as usize];
+        let ev = match what % 8 {
+            0..=2 => {
+                frames.push(f);
+                reference::Ev::Enter(f.into())
+            }
+            3..=4 => match frames.pop() {
+                Some(top) => reference::Ev::Exit(top.into()),
+                None => reference::Ev::Exit(f.into()),
+            },
+            5 => {
+                // a wrong exit: whatever function, closing what the repair closes
+                if let Some(pos) = frames.iter().rposition(|x| *x == f) {
+                    frames.truncate(pos);
+                }
+                reference::Ev::Exit(f.into())
+            }
+            _ => {
+                if stacks == 0 {
+                    continue;
+                }
+                let s = (what as u64 / 8) % (stacks + 1);
+                let target = (s > 0).then_some(s);
+                let taken = current
+                    .iter()
+                    .enumerate()
+                    .any(|(o, c)| o != t && target.is_some() && *c == target);
+                if taken || target == current[t] {
+                    continue;
+                }
+                current[t] = target;
+                reference::Ev::Switch(target.map(|s| format!("co{s}")))
+            }
+        };
+        lines.push(reference::Line { tid, ts: now, ev });
+    }
+    Generated { lines }
+}
+
+fn to_jsonl(lines: &[reference::Line]) -> String {
+    let mut out = String::new();
+    for l in lines {
+        let body = match &l.ev {
+            reference::Ev::Enter(f) => format!("\"ev\": \"enter\", \"fn\": \"{f}\""),
+            reference::Ev::Exit(f) => format!("\"ev\": \"exit\", \"fn\": \"{f}\""),
+            reference::Ev::Switch(None) => "\"ev\": \"switch\", \"stack\": null".into(),
+            reference::Ev::Switch(Some(s)) => format!("\"ev\": \"switch\", \"stack\": \"{s}\""),
+        };
+        out.push_str(&format!(
+            "{{\"ts\": {}, \"tid\": {}, {body}}}\n",
+            l.ts, l.tid
+        ));
+    }
+    out
+}
+
+/// Interleaves threads' lines differently, keeping each thread's order.
+fn shuffle_threads(lines: &[reference::Line], seed: u64) -> Vec<reference::Line> {
+    let mut per: BTreeMap<u64, std::collections::VecDeque<reference::Line>> = BTreeMap::new();
+    for l in lines {
+        per.entry(l.tid).or_default().push_back(l.clone());
+    }
+    let mut out = Vec::new();
+    let mut x = seed | 1;
+    while out.len() < lines.len() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let live: Vec<u64> = per
+            .iter()
+            .filter(|(_, q)| !q.is_empty())
+            .map(|(t, _)| *t)
+            .collect();
+        let t = live[(x % live.len() as u64) as usize];
+        out.push(per.get_mut(&t).unwrap().pop_front().unwrap());
+    }
+    out
+}
+
+/// The same events written directly through the format crate's writer.
+fn to_binary_direct(lines: &[reference::Line]) -> Vec<u8> {
+    let mut w = TraceWriter::new(Cursor::new(Vec::new()), WriterOptions::default()).unwrap();
+    for l in lines {
+        let kind = match &l.ev {
+            reference::Ev::Enter(f) => EventKind::Enter(w.function(f, "", 0, "")),
+            reference::Ev::Exit(f) => EventKind::Exit(w.function(f, "", 0, "")),
+            reference::Ev::Switch(None) => EventKind::Switch(StackId::OWN),
+            reference::Ev::Switch(Some(s)) => EventKind::Switch(w.stack(s)),
+        };
+        w.event(ThreadId(l.tid), l.ts, kind).unwrap();
+    }
+    w.finish(None).unwrap().into_inner()
+}
+
+fn steps() -> impl Strategy<Value = Vec<(u8, u8, u8)>> {
+    proptest::collection::vec((any::<u8>(), any::<u8>(), any::<u8>()), 0..160)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    /// The engine (counters, segments, running clocks) equals the literal
+    /// reference (interval overlaps, stack walks) under every clock, for any
+    /// interleaving of the threads' lines.
+    #[test]
+    fn engine_equals_literal_reference(
+        threads in 1u64..4, stacks in 0u64..4, functions in 1u8..5, steps in steps(), seed in any::<u64>(),
+    ) {
+        let g = generate(threads, stacks, functions, &steps);
+        prop_assume!(!g.lines.is_empty());
+        let lines = shuffle_threads(&g.lines, seed);
+        let text = to_jsonl(&lines);
+        for clock in [RefClock::Stack, RefClock::Gil, RefClock::Wall] {
+            let want = reference::reference(&lines, clock, None);
+            let got = as_ref_report(&run_jsonl(&text, engine_clock(clock)));
+            prop_assert_eq!(&got, &want, "clock {:?}\n{}", clock, text);
+        }
+    }
+
+    /// Binary and JSON-lines input of the same events give the same report.
+    #[test]
+    fn binary_and_jsonl_inputs_agree(
+        threads in 1u64..4, stacks in 0u64..4, functions in 1u8..5, steps in steps(),
+    ) {
+        // Lines in (ts, tid) order so JSON-lines ties (line order) and binary
+        // ties (thread id) mean the same thing.
+        let mut lines = generate(threads, stacks, functions, &steps).lines;
+        prop_assume!(!lines.is_empty());
+        lines.sort_by_key(|l| (l.ts, l.tid));
+        let text = to_jsonl(&lines);
+        for clock in [Clock::Stack, Clock::Gil, Clock::Wall] {
+            let mut a = run_jsonl(&text, clock);
+            let mut b = run(to_binary_direct(&lines), clock);
+            // Where the trace came from, and the tick rate the JSON-lines
+            // converter picks to keep tie order, are the only differences.
+            for r in [&mut a, &mut b] {
+                r.trace.input_format.clear();
+                r.trace.ticks_per_second = 0;
+            }
+            prop_assert_eq!(a, b);
+        }
+    }
+}
+
+#[test]
+fn same_report_with_one_and_many_rayon_threads() {
+    let g = generate(
+        3,
+        3,
+        4,
+        &(0..3000u32)
+            .map(|i| ((i * 7 % 251) as u8, (i * 13 % 253) as u8, (i % 5) as u8))
+            .collect::<Vec<_>>(),
+    );
+    let text = to_jsonl(&g.lines);
+    for clock in [Clock::Stack, Clock::Gil, Clock::Wall] {
+        let in_pool = |n| {
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(n)
+                .build()
+                .unwrap()
+                .install(|| run_jsonl(&text, clock))
+        };
+        let one = in_pool(1);
+        assert!(!one.functions.is_empty());
+        assert_eq!(one, in_pool(4), "clock {clock}");
+        assert_eq!(one, in_pool(3), "clock {clock}");
+    }
+}
+
+#[test]
+fn warnings_name_the_first_place_and_the_repair() {
+    let text = r#"{"ts": 10, "tid": 1, "ev": "enter", "fn": "a"}
+{"ts": 20, "tid": 1, "ev": "exit", "fn": "b"}
+{"ts": 15, "tid": 1, "ev": "exit", "fn": "a"}
+{"ts": 30, "tid": 1, "ev": "exit", "fn": "a"}
+"#;
+    let r = run_jsonl(text, Clock::Stack);
+    let by_kind: BTreeMap<_, _> = r.warnings.iter().map(|w| (w.kind.as_str(), w)).collect();
+    assert_eq!(by_kind["exit_not_open"].first, "thread 1 at 20 ns");
+    assert_eq!(by_kind["clock_backwards"].first, "thread 1 at 20 ns");
+    assert_eq!(by_kind["exit_on_empty_stack"].count, 1);
+    assert!(!by_kind["exit_on_empty_stack"].repair.is_empty());
+    assert_eq!(WarningKind::ExitOnEmpty.name(), "exit_on_empty_stack");
+}
