@@ -67,11 +67,7 @@ impl TraceMap {
         let meta_offset = HEADER_SIZE;
         let chunks_offset = HEADER_SIZE + meta_capacity;
         let total = (chunks_offset as u64)
-            .checked_add(
-                chunk_count
-                    .checked_mul(config.chunk_size as u64)
-                    .unwrap_or(u64::MAX),
-            )
+            .checked_add(chunk_count.saturating_mul(config.chunk_size as u64))
             .filter(|&t| usize::try_from(t).is_ok() && t < i64::MAX as u64)
             .ok_or(StartError::NoSpace {
                 path: path.clone(),
@@ -88,8 +84,7 @@ impl TraceMap {
             .truncate(true)
             .open(&path)
             .map_err(create)?;
-        file.set_len(total).map_err(create)?;
-        reserve(&file, total).map_err(|e| {
+        let sized = size(&file, total).map_err(|e| {
             if e.raw_os_error() == Some(libc::ENOSPC) {
                 StartError::NoSpace {
                     path: path.clone(),
@@ -98,14 +93,25 @@ impl TraceMap {
             } else {
                 create(e)
             }
-        })?;
+        });
         // SAFETY: the file was just created by us and is only written through
         // this map; other processes modifying it concurrently is outside the
         // recorder's contract.
-        let mut map = unsafe { MmapMut::map_mut(&file) }.map_err(|source| StartError::Map {
-            path: path.clone(),
-            source,
-        })?;
+        let mapped = sized.and_then(|()| {
+            unsafe { MmapMut::map_mut(&file) }.map_err(|source| StartError::Map {
+                path: path.clone(),
+                source,
+            })
+        });
+        let mut map = match mapped {
+            Ok(map) => map,
+            Err(e) => {
+                // Leave no half-made (possibly huge, sparse) file behind.
+                drop(file);
+                let _ = std::fs::remove_file(&path);
+                return Err(e);
+            }
+        };
         let base = map.as_mut_ptr();
         let this = TraceMap {
             map,
@@ -191,24 +197,34 @@ impl TraceMap {
     }
 }
 
-/// Reserves the file's blocks so a full disk is an error now rather than a
-/// SIGBUS on a later write into the map. File systems that cannot reserve
-/// keep the file sparse.
-fn reserve(file: &File, len: u64) -> io::Result<()> {
+/// Sizes the file and reserves its blocks, so a full disk is an error now
+/// rather than a SIGBUS on a later write into the map. File systems that
+/// cannot reserve keep the file sparse.
+fn size(file: &File, len: u64) -> io::Result<()> {
     #[cfg(target_os = "linux")]
     {
         use std::os::fd::AsRawFd;
+        let fd = file.as_raw_fd();
+        // Refuse at once what cannot fit, rather than let fallocate fill the disk first.
+        // SAFETY: a valid descriptor and an out-pointer to a zeroed struct.
+        let mut fs: libc::statvfs = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstatvfs(fd, &mut fs) } == 0 {
+            let free = (fs.f_bavail as u64).saturating_mul(fs.f_frsize as u64);
+            if free < len {
+                return Err(io::Error::from_raw_os_error(libc::ENOSPC));
+            }
+        }
+        file.set_len(len)?;
         // SAFETY: a valid descriptor; mode 0 only allocates blocks.
-        let r = unsafe { libc::fallocate(file.as_raw_fd(), 0, 0, len as libc::off_t) };
-        if r != 0 {
+        if unsafe { libc::fallocate(fd, 0, 0, len as libc::off_t) } != 0 {
             let e = io::Error::last_os_error();
             return match e.raw_os_error() {
                 Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) | Some(libc::EINVAL) => Ok(()),
                 _ => Err(e),
             };
         }
+        Ok(())
     }
     #[cfg(not(target_os = "linux"))]
-    let _ = (file, len);
-    Ok(())
+    file.set_len(len)
 }

@@ -23,6 +23,8 @@ pub struct Instrumented<F> {
     // Dropped by hand, on the task's stack.
     inner: ManuallyDrop<F>,
     stack: LogicalStack,
+    /// The inner future returned `Ready`: dropping it closes no frame.
+    done: bool,
 }
 
 impl<F> Instrumented<F> {
@@ -31,6 +33,7 @@ impl<F> Instrumented<F> {
         Instrumented {
             inner: ManuallyDrop::new(inner),
             stack,
+            done: false,
         }
     }
 
@@ -50,15 +53,17 @@ impl<F: Future> Future for Instrumented<F> {
         let _on_stack = this.stack.enter();
         // SAFETY: see above.
         let inner = unsafe { Pin::new_unchecked(&mut *this.inner) };
-        inner.poll(cx)
+        let result = inner.poll(cx);
+        this.done |= result.is_ready();
+        result
     }
 }
 
 impl<F> Drop for Instrumented<F> {
     fn drop(&mut self) {
-        // Dropping the inner future may close frames (a cancelled
+        // Dropping an unfinished inner future may close frames (a cancelled
         // `#[profile] async fn`): do it on the task's stack.
-        let _on_stack = self.stack.enter();
+        let _on_stack = (!self.done).then(|| self.stack.enter());
         // SAFETY: dropped exactly once, in place, and never used again.
         unsafe { ManuallyDrop::drop(&mut self.inner) };
     }

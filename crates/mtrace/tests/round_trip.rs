@@ -189,9 +189,6 @@ fn recordings_follow_each_other_and_threads_rebind() {
     // The second recording's first chunk starts with no stale frame.
     assert!(second.chunks[&tid][0].snapshot.own.is_empty());
     // Function ids are stable across recordings, and named in both.
-    assert_eq!(first.functions.get(&f.0).map(String::as_str), Some("again"));
-    assert_eq!(
-        second.functions.get(&f.0).map(String::as_str),
-        Some("again")
-    );
+    assert_eq!(first.name(f), "again");
+    assert_eq!(second.name(f), "again");
 }

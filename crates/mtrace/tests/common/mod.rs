@@ -7,7 +7,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
-use mtrace_format::{Event, EventKind, FunctionId, Header, MetaRecord, StackId, TraceFile};
+use mtrace_format::{
+    Event, EventKind, FunctionId, FunctionMeta, Header, MetaRecord, StackId, TraceFile,
+};
 
 /// The recorder is process-global: tests in one binary that record take this.
 pub fn serial() -> MutexGuard<'static, ()> {
@@ -60,7 +62,7 @@ pub struct DecodedChunk {
 #[derive(Debug)]
 pub struct Decoded {
     pub header: Header,
-    pub functions: HashMap<u32, String>,
+    pub functions: HashMap<u32, FunctionMeta>,
     pub stacks: HashMap<u64, String>,
     /// tid -> (os tid, name)
     pub threads: BTreeMap<u64, (u64, String)>,
@@ -81,7 +83,7 @@ pub fn decode(path: &Path) -> Decoded {
         match r {
             MetaRecord::Function(f) => {
                 assert!(
-                    functions.insert(f.id.0, f.name).is_none(),
+                    functions.insert(f.id.0, f.clone()).is_none(),
                     "function {} named twice",
                     f.id.0
                 );
@@ -163,8 +165,19 @@ impl Decoded {
             .sum()
     }
 
+    /// The function named `name` (exactly one).
+    pub fn function(&self, name: &str) -> &FunctionMeta {
+        let found: Vec<&FunctionMeta> =
+            self.functions.values().filter(|m| m.name == name).collect();
+        assert_eq!(found.len(), 1, "functions named {name}");
+        found[0]
+    }
+
     pub fn name(&self, f: FunctionId) -> &str {
-        self.functions.get(&f.0).map(String::as_str).unwrap_or("?")
+        self.functions
+            .get(&f.0)
+            .map(|m| m.name.as_str())
+            .unwrap_or("?")
     }
 }
 
@@ -196,41 +209,97 @@ pub fn steps(d: &Decoded, events: &[Event]) -> Vec<Step> {
         .collect()
 }
 
-/// Replays events from a snapshot, per stack; panics on an exit that does
-/// not match the innermost open frame. Returns the state at the end.
-pub fn replay(start: &Snapshot, events: &[Event]) -> Snapshot {
-    let mut own = start.own.clone();
-    let mut current = start.stack;
-    let mut stacks: HashMap<u64, Vec<u32>> = HashMap::new();
-    if current != StackId::OWN {
-        stacks.insert(current.0, start.stack_frames.clone());
+/// Where a chunk leaves its thread, by [`replay`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Replayed {
+    pub own: Vec<u32>,
+    pub stack: StackId,
+    /// The current logical stack's frames, if the chunk knows them all (it
+    /// started on that stack); `None` for a stack switched to mid-chunk,
+    /// whose older frames only another chunk's snapshot names.
+    pub stack_frames: Option<Vec<u32>>,
+}
+
+impl Replayed {
+    /// Whether `next` (the next chunk's snapshot) agrees with this end state.
+    pub fn agrees_with(&self, next: &Snapshot) -> bool {
+        self.own == next.own
+            && self.stack == next.stack
+            && self
+                .stack_frames
+                .as_ref()
+                .map_or(true, |f| *f == next.stack_frames)
     }
+}
+
+/// Replays a chunk's events from its snapshot, per stack. Panics on an exit
+/// that does not match the innermost open frame of a stack whose frames are
+/// known (the thread's own stack, and the stack the chunk started on).
+pub fn replay(start: &Snapshot, events: &[Event]) -> Replayed {
+    // stack id -> (frames, all frames known)
+    let mut stacks: HashMap<u64, (Vec<u32>, bool)> = HashMap::new();
+    stacks.insert(StackId::OWN.0, (start.own.clone(), true));
+    if start.stack != StackId::OWN {
+        stacks.insert(start.stack.0, (start.stack_frames.clone(), true));
+    }
+    let mut current = start.stack;
     for e in events {
-        let frames = if current == StackId::OWN {
-            &mut own
-        } else {
-            stacks.entry(current.0).or_default()
-        };
+        let (frames, known) = stacks.entry(current.0).or_insert((Vec::new(), false));
         match e.kind {
             EventKind::Enter(f) => frames.push(f.0),
-            EventKind::Exit(f) => assert_eq!(
-                frames.pop(),
-                Some(f.0),
-                "exit of {f:?} is not the innermost frame"
-            ),
+            EventKind::Exit(f) => match frames.pop() {
+                Some(top) => assert_eq!(top, f.0, "exit of {f:?} is not the innermost frame"),
+                None => assert!(!*known, "exit of {f:?} on an empty stack"),
+            },
             EventKind::Switch(s) => current = s,
             EventKind::ThreadStart | EventKind::ThreadExit => {}
         }
     }
+    let own = stacks[&StackId::OWN.0].0.clone();
     let stack_frames = if current == StackId::OWN {
-        Vec::new()
+        Some(Vec::new())
     } else {
-        stacks.remove(&current.0).unwrap_or_default()
+        stacks
+            .get(&current.0)
+            .and_then(|(f, known)| known.then(|| f.clone()))
     };
-    Snapshot {
+    Replayed {
         own,
         stack: current,
         stack_frames,
-        flags: 0,
     }
+}
+
+/// Each logical stack's events, gathered from every thread that ran it:
+/// stack id -> segments (tick of the switch onto it, events until the
+/// thread switched away), in time order.
+pub fn stack_segments(d: &Decoded) -> HashMap<u64, Vec<(u64, u64, Vec<Event>)>> {
+    let mut out: HashMap<u64, Vec<(u64, u64, Vec<Event>)>> = HashMap::new();
+    for &tid in d.threads.keys() {
+        let mut open: Option<(u64, u64, Vec<Event>)> = None;
+        for e in d.events(tid) {
+            match e.kind {
+                EventKind::Switch(s) => {
+                    if let Some((stack, tick, events)) = open.take() {
+                        out.entry(stack).or_default().push((tick, tid, events));
+                    }
+                    if s != StackId::OWN {
+                        open = Some((s.0, e.tick, Vec::new()));
+                    }
+                }
+                _ => {
+                    if let Some((_, _, events)) = &mut open {
+                        events.push(e);
+                    }
+                }
+            }
+        }
+        if let Some((stack, tick, events)) = open {
+            out.entry(stack).or_default().push((tick, tid, events));
+        }
+    }
+    for segments in out.values_mut() {
+        segments.sort_by_key(|s| s.0);
+    }
+    out
 }

@@ -1,0 +1,294 @@
+//! The future adapter: a task keeps its logical stack, and its open frames,
+//! whichever worker thread polls it.
+
+mod common;
+
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Condvar, Mutex};
+use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
+
+use common::{decode, serial, stack_segments, steps, Step, TempTrace};
+use mtrace::{Config, LogicalStackExt};
+use mtrace_format::EventKind;
+
+/// Returns `Pending` once (waking itself), then `Ready`.
+struct YieldOnce(bool);
+
+impl Future for YieldOnce {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.0 {
+            Poll::Ready(())
+        } else {
+            self.0 = true;
+            cx.waker().wake_by_ref();
+            Poll::Pending
+        }
+    }
+}
+
+fn noop_waker() -> Waker {
+    fn clone(_: *const ()) -> RawWaker {
+        RawWaker::new(std::ptr::null(), &VTABLE)
+    }
+    fn noop(_: *const ()) {}
+    static VTABLE: RawWakerVTable = RawWakerVTable::new(clone, noop, noop, noop);
+    // SAFETY: the vtable functions ignore the data pointer.
+    unsafe { Waker::from_raw(RawWaker::new(std::ptr::null(), &VTABLE)) }
+}
+
+#[mtrace::profile]
+async fn query(n: u32) -> u32 {
+    YieldOnce(false).await;
+    {
+        let _frame = mtrace::scope!("after-yield");
+    }
+    n + 1
+}
+
+#[mtrace::profile]
+async fn handler() -> u32 {
+    query(41).await
+}
+
+type Task = Pin<Box<dyn Future<Output = u32> + Send>>;
+/// Runnable tasks, and how many tasks are not finished yet.
+type Queue = Arc<(Mutex<(VecDeque<Task>, u32)>, Condvar)>;
+
+#[test]
+fn future_polled_on_two_threads_carries_its_frames() {
+    let _serial = serial();
+    let trace = TempTrace::new("future-two-threads");
+    let recording =
+        mtrace::start(Config::new(trace.path()).capacity(1 << 20).chunk_size(4096)).unwrap();
+    let task = handler().on_logical_stack("task-1");
+    let stack = task.stack().id();
+    let task: Task = Box::pin(task);
+    let task = std::thread::Builder::new()
+        .name("worker-a".into())
+        .spawn(move || {
+            let mut task = task;
+            let poll = task.as_mut().poll(&mut Context::from_waker(&noop_waker()));
+            assert!(poll.is_pending());
+            task
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    let result = std::thread::Builder::new()
+        .name("worker-b".into())
+        .spawn(move || {
+            let mut task = task;
+            match task.as_mut().poll(&mut Context::from_waker(&noop_waker())) {
+                Poll::Ready(v) => v,
+                Poll::Pending => panic!("second poll should finish"),
+            }
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    assert_eq!(result, 42);
+    recording.finish().unwrap();
+
+    let d = decode(trace.path());
+    assert_eq!(d.stacks.get(&stack.0).map(String::as_str), Some("task-1"));
+    let enter = |n: &str| Step::Enter(n.into());
+    let exit = |n: &str| Step::Exit(n.into());
+    let a = steps(&d, &d.events(d.tid("worker-a")));
+    assert_eq!(
+        a,
+        [
+            Step::Start,
+            Step::Switch(stack.0),
+            enter("handler"),
+            enter("query"),
+            Step::Switch(0),
+            Step::End
+        ]
+    );
+    let b = steps(&d, &d.events(d.tid("worker-b")));
+    assert_eq!(
+        b,
+        [
+            Step::Start,
+            Step::Switch(stack.0),
+            enter("after-yield"),
+            exit("after-yield"),
+            exit("query"),
+            exit("handler"),
+            Step::Switch(0),
+            Step::End
+        ]
+    );
+}
+
+#[test]
+fn frames_stay_with_the_stack_between_polls() {
+    let _serial = serial();
+    let trace = TempTrace::new("future-frames");
+    let recording =
+        mtrace::start(Config::new(trace.path()).capacity(1 << 20).chunk_size(4096)).unwrap();
+    let mut task = Box::pin(handler().on_logical_stack("task-frames"));
+    let waker = noop_waker();
+    assert!(task
+        .as_mut()
+        .poll(&mut Context::from_waker(&waker))
+        .is_pending());
+    // Between polls, the two open frames belong to the task, not the thread.
+    assert_eq!(task.stack().open_frames().len(), 2);
+    let own = mtrace::register_function("own-frame", file!(), 1, module_path!());
+    mtrace::enter(own);
+    mtrace::exit(own);
+    assert_eq!(
+        task.as_mut().poll(&mut Context::from_waker(&waker)),
+        Poll::Ready(42)
+    );
+    assert!(task.stack().open_frames().is_empty());
+    drop(task);
+    recording.finish().unwrap();
+    let d = decode(trace.path());
+    assert!(d
+        .events(1)
+        .iter()
+        .any(|e| matches!(e.kind, EventKind::Enter(f) if f == own)));
+}
+
+#[test]
+fn cancelled_task_closes_its_frames_on_its_own_stack() {
+    let _serial = serial();
+    let trace = TempTrace::new("future-cancelled");
+    let recording =
+        mtrace::start(Config::new(trace.path()).capacity(1 << 20).chunk_size(4096)).unwrap();
+    let mut task = Box::pin(handler().on_logical_stack("task-cancelled"));
+    let stack = task.stack().id();
+    assert!(task
+        .as_mut()
+        .poll(&mut Context::from_waker(&noop_waker()))
+        .is_pending());
+    drop(task);
+    recording.finish().unwrap();
+    let d = decode(trace.path());
+    let segments = &stack_segments(&d)[&stack.0];
+    let last: Vec<Step> = steps(&d, &segments.last().unwrap().2);
+    assert_eq!(
+        last,
+        [Step::Exit("query".into()), Step::Exit("handler".into())]
+    );
+}
+
+#[mtrace::profile]
+async fn step(task: u32, i: u32) -> u32 {
+    let before = {
+        let _frame = mtrace::scope!("before-yield");
+        // Long enough that both workers are busy at once.
+        std::thread::sleep(std::time::Duration::from_micros(200));
+        task * 100 + i
+    };
+    YieldOnce(false).await;
+    before
+}
+
+#[mtrace::profile]
+async fn job(task: u32) -> u32 {
+    let mut sum = 0;
+    for i in 0..5 {
+        sum += step(task, i).await;
+    }
+    sum
+}
+
+/// A two-worker executor: workers pull tasks from a shared queue, poll each
+/// once, and put unfinished ones back, so tasks hop between threads.
+#[test]
+fn tasks_migrating_between_workers_replay_cleanly_per_stack() {
+    let _serial = serial();
+    let trace = TempTrace::new("future-executor");
+    let recording =
+        mtrace::start(Config::new(trace.path()).capacity(4 << 20).chunk_size(4096)).unwrap();
+    const TASKS: u32 = 24;
+    let queue: Queue = Arc::new((Mutex::new((VecDeque::new(), TASKS)), Condvar::new()));
+    for t in 0..TASKS {
+        let task: Task = Box::pin(job(t).on_logical_stack(format!("job-{t}")));
+        queue.0.lock().unwrap().0.push_back(task);
+    }
+    let start_together = Arc::new(std::sync::Barrier::new(2));
+    let workers: Vec<_> = (0..2)
+        .map(|w| {
+            let queue = queue.clone();
+            let start_together = start_together.clone();
+            std::thread::Builder::new()
+                .name(format!("executor-{w}"))
+                .spawn(move || {
+                    let waker = noop_waker();
+                    start_together.wait();
+                    loop {
+                        let mut task = {
+                            let mut q = queue.0.lock().unwrap();
+                            loop {
+                                if q.1 == 0 {
+                                    return;
+                                }
+                                if let Some(task) = q.0.pop_front() {
+                                    break task;
+                                }
+                                q = queue.1.wait(q).unwrap();
+                            }
+                        };
+                        let done = task
+                            .as_mut()
+                            .poll(&mut Context::from_waker(&waker))
+                            .is_ready();
+                        let mut q = queue.0.lock().unwrap();
+                        if done {
+                            q.1 -= 1;
+                        } else {
+                            q.0.push_back(task);
+                        }
+                        queue.1.notify_all();
+                    }
+                })
+                .unwrap()
+        })
+        .collect();
+    for w in workers {
+        w.join().unwrap();
+    }
+    recording.finish().unwrap();
+
+    let d = decode(trace.path());
+    let segments = stack_segments(&d);
+    assert_eq!(segments.len(), TASKS as usize);
+    let mut migrated = 0;
+    for (stack, segs) in &segments {
+        let threads: std::collections::HashSet<u64> = segs.iter().map(|s| s.1).collect();
+        if threads.len() > 1 {
+            migrated += 1;
+        }
+        // Replayed in time order across threads, every exit closes the
+        // innermost open frame and the task ends with nothing open.
+        let mut frames = Vec::new();
+        let mut calls = 0;
+        for (_, _, events) in segs {
+            for e in events {
+                match e.kind {
+                    EventKind::Enter(f) => {
+                        frames.push(f);
+                        calls += 1;
+                    }
+                    EventKind::Exit(f) => assert_eq!(frames.pop(), Some(f), "stack {stack}"),
+                    other => panic!("unexpected {other:?} on stack {stack}"),
+                }
+            }
+        }
+        assert!(frames.is_empty(), "stack {stack} ends with {frames:?} open");
+        assert_eq!(
+            calls,
+            1 + 5 * 2,
+            "job, then step and before-yield five times"
+        );
+    }
+    assert!(migrated > 0, "some task ran on both workers");
+}
