@@ -44,7 +44,7 @@ impl std::fmt::Display for Clock {
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use crate::decode::{Decoded, Item, ThreadEvents};
+use crate::decode::{Batches, Decoded};
 
 /// The `gil` clock's view of the whole trace: who ran when.
 ///
@@ -75,11 +75,9 @@ impl GilTimeline {
         let mut streams: Vec<_> = decoded
             .threads
             .iter()
-            .map(|t| {
-                ThreadEvents::all(&decoded.file, &t.chunks).filter_map(|i| match i {
-                    Item::Event { tick, .. } => Some(tick),
-                    _ => None,
-                })
+            .map(|t| Ticks {
+                batches: Batches::all(&decoded.file, &t.chunks),
+                current: None,
             })
             .collect();
         let mut heap = BinaryHeap::new();
@@ -144,5 +142,35 @@ impl GilCursor<'_> {
         self.run = Some(i);
         let next_foreign = runs.get(i + 1).map_or(self.timeline.end_ns, |r| r.ns);
         next_own_ns.min(next_foreign).saturating_sub(ns)
+    }
+}
+
+/// A thread's clamped event ticks, in order (what the other passes see).
+struct Ticks<'a, 'd> {
+    batches: Batches<'a, 'd>,
+    current: Option<(mtrace_format::chunk::EventIter<'a>, u32)>,
+}
+
+impl Iterator for Ticks<'_, '_> {
+    type Item = u64;
+
+    fn next(&mut self) -> Option<u64> {
+        loop {
+            if let Some((events, left)) = &mut self.current {
+                if *left > 0 {
+                    *left -= 1;
+                    match events.next() {
+                        Some(Ok(e)) => return Some(self.batches.clamp(e.tick).0),
+                        _ => {
+                            self.batches.damaged();
+                            self.current = None;
+                            continue;
+                        }
+                    }
+                }
+            }
+            let b = self.batches.next_batch()?;
+            self.current = Some((b.events, b.len));
+        }
     }
 }

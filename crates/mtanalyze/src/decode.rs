@@ -11,9 +11,7 @@ use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
 use mtrace_format::meta::MetaProblem;
-use mtrace_format::{
-    ChunkProblem, Event, EventKind, FormatError, MetaRecord, StackId, ThreadId, TraceFile,
-};
+use mtrace_format::{ChunkProblem, FormatError, MetaRecord, StackId, ThreadId, TraceFile};
 
 use crate::report::FunctionKey;
 
@@ -33,19 +31,31 @@ pub struct FunctionEntry {
 pub struct FunctionTable {
     entries: Vec<FunctionEntry>,
     by_key: FxHashMap<FunctionKey, u32>,
+    /// Small ids (every writer numbers from 1) index this directly; the
+    /// hot loops look ids up once per event.
+    by_small_id: Vec<u32>,
     by_id: FxHashMap<u32, u32>,
 }
+
+/// Ids below this are looked up in a vector (4 MiB at most).
+const SMALL_IDS: u32 = 1 << 20;
+const NONE: u32 = u32::MAX;
 
 impl FunctionTable {
     /// The dense index of a function id, if known.
     #[inline]
     pub fn get(&self, id: u32) -> Option<u32> {
-        self.by_id.get(&id).copied()
+        match self.by_small_id.get(id as usize) {
+            Some(&NONE) => None,
+            Some(&d) => Some(d),
+            None if id < SMALL_IDS => None,
+            None => self.by_id.get(&id).copied(),
+        }
     }
 
     /// Registers `id` with this identity (ids seen twice keep the first).
     pub fn insert(&mut self, id: u32, entry: FunctionEntry) -> u32 {
-        if let Some(&dense) = self.by_id.get(&id) {
+        if let Some(dense) = self.get(id) {
             return dense;
         }
         let dense = match self.by_key.get(&entry.key) {
@@ -57,7 +67,14 @@ impl FunctionTable {
                 d
             }
         };
-        self.by_id.insert(id, dense);
+        if id < SMALL_IDS {
+            if self.by_small_id.len() <= id as usize {
+                self.by_small_id.resize(id as usize + 1, NONE);
+            }
+            self.by_small_id[id as usize] = dense;
+        } else {
+            self.by_id.insert(id, dense);
+        }
         dense
     }
 
@@ -243,48 +260,44 @@ pub struct Pos {
     pub event: u32,
 }
 
-/// What the event iterator reports besides events.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Item {
-    /// An event, with its tick clamped so a thread's ticks never go backwards.
-    Event {
-        /// Where it is.
-        pos: Pos,
-        /// Clamped tick.
-        tick: u64,
-        /// The tick as recorded, if it had to be clamped.
-        clamped_from: Option<u64>,
-        /// What happened.
-        kind: EventKind,
-    },
-    /// A chunk that follows missing chunks begins: its snapshot tells what was open.
-    Restart {
-        /// The chunk's index in the thread's list.
-        chunk: u32,
-        /// Its snapshot's tick, clamped.
-        tick: u64,
-        /// The stack the thread was running.
-        current_stack: StackId,
-    },
-    /// A damaged event ended its chunk early.
-    Damaged(ChunkProblem),
+/// A chunk that follows missing or damaged chunks: its snapshot tells what was open.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Restart {
+    /// The snapshot's tick, clamped.
+    pub tick: u64,
+    /// The stack the thread was running.
+    pub current_stack: StackId,
 }
 
-/// Iterates a thread's events from `from` (inclusive) to `to` (exclusive),
-/// clamping ticks from `floor_tick` on. Both passes over a thread use this,
-/// so they see the same events with the same ticks.
-pub struct ThreadEvents<'a, 'd> {
+/// The events of one chunk that fall in the requested range.
+pub struct Batch<'a> {
+    /// Index of the chunk in the thread's list.
+    pub chunk: u32,
+    /// Index (in the chunk) of the first event in `events`.
+    pub first_event: u32,
+    /// Set when the thread's history before this chunk is missing.
+    pub restart: Option<Restart>,
+    /// The chunk, to decode events from.
+    pub events: mtrace_format::chunk::EventIter<'a>,
+    /// Events of this batch that are in range.
+    pub len: u32,
+}
+
+/// Walks a thread's chunks from `from` (inclusive) to `to` (exclusive) one
+/// chunk at a time. Callers decode the batch's events in a tight loop and
+/// pass every tick through [`Batches::clamp`], so all passes over a thread
+/// see the same events with the same clamped ticks.
+pub struct Batches<'a, 'd> {
     file: &'d TraceFile<'a>,
     chunks: &'d [ChunkRef],
-    pos: Pos,
+    next: Pos,
     to: Pos,
     prev_tick: u64,
-    current: Option<mtrace_format::chunk::EventIter<'a>>,
     restart_pending: bool,
 }
 
-impl<'a, 'd> ThreadEvents<'a, 'd> {
-    /// Events of `chunks` in `[from, to)`.
+impl<'a, 'd> Batches<'a, 'd> {
+    /// Events of `chunks` in `[from, to)`, clamping from `floor_tick`.
     pub fn new(
         file: &'d TraceFile<'a>,
         chunks: &'d [ChunkRef],
@@ -292,13 +305,12 @@ impl<'a, 'd> ThreadEvents<'a, 'd> {
         to: Pos,
         floor_tick: u64,
     ) -> Self {
-        ThreadEvents {
+        Batches {
             file,
             chunks,
-            pos: from,
+            next: from,
             to,
             prev_tick: floor_tick,
-            current: None,
             restart_pending: false,
         }
     }
@@ -312,80 +324,69 @@ impl<'a, 'd> ThreadEvents<'a, 'd> {
         Self::new(file, chunks, Pos::default(), end, 0)
     }
 
-    fn open_chunk(&mut self) -> Option<Item> {
-        let r = self.chunks.get(self.pos.chunk as usize)?;
-        // Decoding the header again is a few loads; it cannot fail now
-        // because it succeeded in `decode`.
-        let chunk = self.file.chunk(r.slot).ok().flatten()?;
-        let it = chunk.events_from(self.pos.event as usize);
-        if self.pos.event > 0 {
-            self.restart_pending = false;
-        } else if r.gap_before || (self.pos.chunk == 0 && r.thread_chunk_no > 0) {
-            self.restart_pending = true;
-        }
-        self.current = Some(it);
-        if std::mem::take(&mut self.restart_pending) {
-            let tick = (chunk.snapshot.tick).max(self.prev_tick);
+    /// Clamps a tick so the thread's ticks never go backwards; returns the
+    /// clamped tick and whether it had to be clamped.
+    #[inline(always)]
+    pub fn clamp(&mut self, tick: u64) -> (u64, bool) {
+        if tick < self.prev_tick {
+            (self.prev_tick, true)
+        } else {
             self.prev_tick = tick;
-            return Some(Item::Restart {
-                chunk: self.pos.chunk,
-                tick,
-                current_stack: chunk.snapshot.current_stack,
-            });
+            (tick, false)
         }
-        None
     }
-}
 
-impl Iterator for ThreadEvents<'_, '_> {
-    type Item = Item;
+    /// Tells the walk that an event of the last batch was damaged: the
+    /// rest of that chunk is dropped and the next one restarts from its snapshot.
+    pub fn damaged(&mut self) {
+        self.restart_pending = true;
+    }
 
-    #[inline]
-    fn next(&mut self) -> Option<Item> {
+    /// The next chunk's batch.
+    pub fn next_batch(&mut self) -> Option<Batch<'a>> {
         loop {
-            if self.pos >= self.to {
+            if self.next >= self.to {
                 return None;
             }
-            if self.current.is_none() {
-                if let Some(restart) = self.open_chunk() {
-                    return Some(restart);
+            let Pos {
+                chunk: ci,
+                event: first,
+            } = self.next;
+            let r = self.chunks.get(ci as usize)?;
+            self.next = Pos {
+                chunk: ci + 1,
+                event: 0,
+            };
+            // The header decoded in `decode`, so it decodes again; a `None`
+            // here would mean the bytes changed under us: skip the chunk.
+            let Some(chunk) = self.file.chunk(r.slot).ok().flatten() else {
+                continue;
+            };
+            let restart_here = first == 0
+                && (std::mem::take(&mut self.restart_pending)
+                    || r.gap_before
+                    || (ci == 0 && r.thread_chunk_no > 0));
+            let restart = restart_here.then(|| {
+                let tick = chunk.snapshot.tick.max(self.prev_tick);
+                self.prev_tick = tick;
+                Restart {
+                    tick,
+                    current_stack: chunk.snapshot.current_stack,
                 }
-                self.current.as_ref()?;
-            }
-            let it = self.current.as_mut()?;
-            match it.next() {
-                Some(Ok(Event { tick, kind })) => {
-                    let pos = self.pos;
-                    self.pos.event += 1;
-                    let clamped_from = (tick < self.prev_tick).then_some(tick);
-                    let tick = tick.max(self.prev_tick);
-                    self.prev_tick = tick;
-                    return Some(Item::Event {
-                        pos,
-                        tick,
-                        clamped_from,
-                        kind,
-                    });
-                }
-                Some(Err(problem)) => {
-                    // Events after damage are gone: the next chunk restarts
-                    // from its snapshot.
-                    self.next_chunk();
-                    self.restart_pending = true;
-                    return Some(Item::Damaged(problem));
-                }
-                None => self.next_chunk(),
-            }
+            });
+            let available = chunk.event_count() as u32;
+            let end = if ci == self.to.chunk {
+                self.to.event.min(available)
+            } else {
+                available
+            };
+            return Some(Batch {
+                chunk: ci,
+                first_event: first,
+                restart,
+                events: chunk.events_from(first as usize),
+                len: end.saturating_sub(first),
+            });
         }
-    }
-}
-
-impl ThreadEvents<'_, '_> {
-    fn next_chunk(&mut self) {
-        self.current = None;
-        self.pos = Pos {
-            chunk: self.pos.chunk + 1,
-            event: 0,
-        };
     }
 }

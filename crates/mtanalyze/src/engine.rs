@@ -142,20 +142,28 @@ impl Prepared<'_> {
             .collect()
     }
 
-    /// Segments grouped by stack, each group in time order.
-    fn stacks(&self) -> Vec<(StackKey, Vec<Segment>)> {
-        let mut by_stack: FxHashMap<StackKey, Vec<Segment>> = FxHashMap::default();
-        for p in &self.passes {
-            for s in &p.segments {
-                by_stack.entry(s.stack).or_default().push(s.clone());
+    /// Moves every segment out of the thread passes into one vector sorted
+    /// by stack, then time; returns it with each stack's range in it. One
+    /// exact-size allocation: segments are most of the analyzer's heap.
+    fn take_stacks(&mut self) -> (Vec<Segment>, Vec<(StackKey, std::ops::Range<usize>)>) {
+        let total = self.passes.iter().map(|p| p.segments.len()).sum();
+        let mut all = Vec::with_capacity(total);
+        for p in &mut self.passes {
+            all.append(&mut p.segments);
+            p.segments = Vec::new();
+        }
+        all.par_sort_unstable_by_key(|s| (s.stack, s.start_tick, s.tid, s.start));
+        let mut ranges = Vec::new();
+        let mut i = 0;
+        while i < all.len() {
+            let key = all[i].stack;
+            let start = i;
+            while i < all.len() && all[i].stack == key {
+                i += 1;
             }
+            ranges.push((key, start..i));
         }
-        let mut stacks: Vec<_> = by_stack.into_iter().collect();
-        stacks.sort_unstable_by_key(|(k, _)| *k);
-        for (_, segs) in &mut stacks {
-            segs.sort_by_key(|s| (s.start_tick, s.tid, s.start));
-        }
-        stacks
+        (all, ranges)
     }
 
     fn summary(&self, trace: &LoadedTrace, stacks: u64) -> TraceSummary {
@@ -213,7 +221,7 @@ fn wanted(
 
 /// Analyzes a loaded trace.
 pub fn analyze(trace: &LoadedTrace, opts: &AnalyzeOptions) -> Result<Report, AnalyzeError> {
-    let prep = prepare(trace)?;
+    let mut prep = prepare(trace)?;
     let clock = opts
         .clock
         .unwrap_or(match prep.decoded.file.header().preferred_clock {
@@ -221,11 +229,11 @@ pub fn analyze(trace: &LoadedTrace, opts: &AnalyzeOptions) -> Result<Report, Ana
             mtrace_format::PreferredClock::Wall => Clock::Wall,
             _ => Clock::Stack,
         });
-    let all_stacks = prep.stacks();
+    let (segments, all_stacks) = prep.take_stacks();
     let stack_count = all_stacks.len() as u64;
     let stacks: Vec<_> = all_stacks
         .into_iter()
-        .filter(|(k, segs)| wanted(k, segs, &prep.decoded.stack_names, opts))
+        .filter(|(k, range)| wanted(k, &segments[range.clone()], &prep.decoded.stack_names, opts))
         .collect();
     let gil = (clock == Clock::Gil).then(|| GilTimeline::build(&prep.decoded, prep.end_tick));
     let ctx = ReplayContext {
@@ -240,7 +248,8 @@ pub fn analyze(trace: &LoadedTrace, opts: &AnalyzeOptions) -> Result<Report, Ana
         .par_iter()
         .fold(
             || (Acc::new(n), Vec::new(), Warnings::default()),
-            |(mut acc, mut stats, mut warnings), (key, segs)| {
+            |(mut acc, mut stats, mut warnings), (key, range)| {
+                let segs = &segments[range.clone()];
                 stats.push(replay_stack(&ctx, *key, segs, &mut acc, &mut warnings));
                 (acc, stats, warnings)
             },
@@ -322,9 +331,9 @@ fn stack_order(id: &str) -> (u8, u64, String) {
 
 /// See [`crate::check::check`].
 pub(crate) fn check_impl(trace: &LoadedTrace) -> Result<CheckReport, AnalyzeError> {
-    let prep = prepare(trace)?;
+    let mut prep = prepare(trace)?;
+    let stacks = prep.take_stacks().1.len() as u64;
     let h = prep.decoded.file.header();
-    let stacks = prep.stacks().len() as u64;
     let summary = prep.summary(trace, stacks);
     let issue = |p: &mtrace_format::ChunkProblem| ChunkIssue {
         index: p.index,

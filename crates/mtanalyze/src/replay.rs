@@ -23,7 +23,7 @@ use rustc_hash::FxHashMap;
 use mtrace_format::{EventKind, TraceFile};
 
 use crate::clock::{Clock, GilTimeline};
-use crate::decode::{Decoded, FunctionTable, Item, ThreadEvents};
+use crate::decode::{Batches, Decoded, FunctionTable};
 use crate::report::StackStats;
 use crate::segment::{Segment, StackKey};
 use crate::warnings::{Location, WarningKind, Warnings};
@@ -103,7 +103,8 @@ const NO_PARENT: u32 = u32::MAX;
 #[derive(Clone, Copy, Debug)]
 struct Frame {
     func: u32,
-    parent: u32,
+    /// Index into `FrameStack::edges`, or `NO_PARENT` for a root frame.
+    edge: u32,
     enter_ns: u64,
     enter_r: u64,
     child_active: u64,
@@ -111,24 +112,48 @@ struct Frame {
     edge_recursive: bool,
 }
 
+/// One caller -> callee edge seen on this stack: how many of its frames are
+/// open, and its totals so far.
+#[derive(Clone, Copy, Debug, Default)]
+struct EdgeSlot {
+    open: u32,
+    acc: EdgeAcc,
+}
+
 /// The open frames of one stack and the counters that decide recursion.
+/// Edges are numbered per stack on first use, so entering a frame costs one
+/// hash lookup and leaving it none.
 pub struct FrameStack<'a> {
     frames: Vec<Frame>,
     fn_open: Vec<u32>,
-    edge_open: FxHashMap<(u32, u32), u32>,
+    edge_index: FxHashMap<(u32, u32), u32>,
+    edges: Vec<((u32, u32), EdgeSlot)>,
     acc: &'a mut Acc,
     /// Deepest depth reached.
     pub max_depth: u32,
 }
 
+impl Drop for FrameStack<'_> {
+    fn drop(&mut self) {
+        for (key, slot) in self.edges.drain(..) {
+            let a = self.acc.edges.entry(key).or_default();
+            a.ncalls += slot.acc.ncalls;
+            a.primitive_calls += slot.acc.primitive_calls;
+            a.tottime_ns += slot.acc.tottime_ns;
+            a.cumtime_ns += slot.acc.cumtime_ns;
+        }
+    }
+}
+
 impl<'a> FrameStack<'a> {
-    /// An empty stack accumulating into `acc`.
+    /// An empty stack accumulating into `acc` (edges are added when it is dropped).
     pub fn new(acc: &'a mut Acc) -> FrameStack<'a> {
         let n = acc.functions.len();
         FrameStack {
             frames: Vec::new(),
             fn_open: vec![0; n],
-            edge_open: FxHashMap::default(),
+            edge_index: FxHashMap::default(),
+            edges: Vec::new(),
             acc,
             max_depth: 0,
         }
@@ -142,19 +167,24 @@ impl<'a> FrameStack<'a> {
     /// Pushes a frame of `func` at wall time `ns`, running clock `r`.
     #[inline]
     pub fn enter(&mut self, func: u32, ns: u64, r: u64) {
-        let parent = self.frames.last().map_or(NO_PARENT, |f| f.func);
         let recursive = self.fn_open[func as usize] > 0;
         self.fn_open[func as usize] += 1;
-        let edge_recursive = if parent == NO_PARENT {
-            false
-        } else {
-            let c = self.edge_open.entry((parent, func)).or_insert(0);
-            *c += 1;
-            *c > 1
+        let (edge, edge_recursive) = match self.frames.last() {
+            None => (NO_PARENT, false),
+            Some(parent) => {
+                let next = self.edges.len() as u32;
+                let e = *self.edge_index.entry((parent.func, func)).or_insert(next);
+                if e == next {
+                    self.edges.push(((parent.func, func), EdgeSlot::default()));
+                }
+                let slot = &mut self.edges[e as usize].1;
+                slot.open += 1;
+                (e, slot.open > 1)
+            }
         };
         self.frames.push(Frame {
             func,
-            parent,
+            edge,
             enter_ns: ns,
             enter_r: r,
             child_active: 0,
@@ -207,11 +237,10 @@ impl<'a> FrameStack<'a> {
             a.cumtime_ns += active;
             a.paused_ns += paused;
         }
-        if f.parent != NO_PARENT {
-            if let Some(c) = self.edge_open.get_mut(&(f.parent, f.func)) {
-                *c -= 1;
-            }
-            let e = self.acc.edges.entry((f.parent, f.func)).or_default();
+        if f.edge != NO_PARENT {
+            let slot = &mut self.edges[f.edge as usize].1;
+            slot.open -= 1;
+            let e = &mut slot.acc;
             e.ncalls += 1;
             e.tottime_ns += self_ns;
             if !f.edge_recursive {
@@ -301,7 +330,7 @@ pub fn replay_stack(
             }
         }
         let thread = &ctx.decoded.threads[seg.thread as usize];
-        let stream = ThreadEvents::new(
+        let mut batches = Batches::new(
             ctx.file(),
             &thread.chunks,
             seg.start,
@@ -312,44 +341,47 @@ pub fn replay_stack(
         // of any thread (or this thread's next event).
         let mut gil = ctx.gil.map(|g| g.cursor(seg.tid));
         let mut last: Option<(u64, u64)> = None; // (tick, ns) of the previous event
-        for item in stream {
-            let Item::Event { tick, kind, .. } = item else {
-                continue;
-            };
-            let ns = ctx.ns(tick);
-            let r_now = match (&mut gil, last) {
-                (Some(g), Some((lt, lns))) => {
-                    r += g.run_after(lt, lns, ns);
-                    r
-                }
-                (Some(_), None) => r,
-                (None, _) => r_at(ns, r),
-            };
-            if gil.is_some() {
-                last = Some((tick, ns));
-            }
-            match kind {
-                EventKind::Enter(f) => {
-                    events += 1;
-                    if let Some(d) = ctx.functions.get(f.0) {
-                        frames.enter(d, ns, r_now);
+        while let Some(batch) = batches.next_batch() {
+            let mut it = batch.events;
+            for _ in 0..batch.len {
+                // Damage was counted by the segment pass; stop where it did.
+                let Some(Ok(event)) = it.next() else { break };
+                let (tick, _) = batches.clamp(event.tick);
+                let ns = ctx.ns(tick);
+                let r_now = match (&mut gil, last) {
+                    (Some(g), Some((lt, lns))) => {
+                        r += g.run_after(lt, lns, ns);
+                        r
                     }
+                    (Some(_), None) => r,
+                    (None, _) => r_at(ns, r),
+                };
+                if gil.is_some() {
+                    last = Some((tick, ns));
                 }
-                EventKind::Exit(f) => {
-                    events += 1;
-                    if let Some(d) = ctx.functions.get(f.0) {
-                        if let Err(kind) = frames.exit(d, ns, r_now) {
-                            warnings.add(
-                                kind,
-                                Location::Time {
-                                    ns,
-                                    thread: seg.tid,
-                                },
-                            );
+                match event.kind {
+                    EventKind::Enter(f) => {
+                        events += 1;
+                        if let Some(d) = ctx.functions.get(f.0) {
+                            frames.enter(d, ns, r_now);
                         }
                     }
+                    EventKind::Exit(f) => {
+                        events += 1;
+                        if let Some(d) = ctx.functions.get(f.0) {
+                            if let Err(kind) = frames.exit(d, ns, r_now) {
+                                warnings.add(
+                                    kind,
+                                    Location::Time {
+                                        ns,
+                                        thread: seg.tid,
+                                    },
+                                );
+                            }
+                        }
+                    }
+                    _ => {}
                 }
-                _ => {}
             }
         }
         // The stretch from the last event to the switch away (or the end).

@@ -15,7 +15,7 @@ use rustc_hash::FxHashSet;
 
 use mtrace_format::{EventKind, StackId};
 
-use crate::decode::{Decoded, Item, Pos, ThreadEvents};
+use crate::decode::{Batches, Decoded, Pos, Restart};
 use crate::warnings::{Location, WarningKind, Warnings};
 
 /// A stack: a thread's own, or a logical one.
@@ -126,80 +126,84 @@ pub fn cut_thread(decoded: &Decoded<'_>, index: u32) -> ThreadPass {
             out.push(s);
         }
     };
-    for item in ThreadEvents::all(&decoded.file, &thread.chunks) {
-        match item {
-            Item::Event {
-                pos,
-                tick,
-                clamped_from,
-                kind,
-            } => {
-                if clamped_from.is_some() {
-                    let at = Location::Time {
-                        ns: clock.ticks_to_ns(tick),
-                        thread: tid,
-                    };
-                    pass.warnings.add(WarningKind::ClockBackwards, at);
+    let mut batches = Batches::all(&decoded.file, &thread.chunks);
+    while let Some(batch) = batches.next_batch() {
+        if let Some(Restart {
+            tick,
+            current_stack,
+        }) = batch.restart
+        {
+            let at = Pos {
+                chunk: batch.chunk,
+                event: 0,
+            };
+            close(open.take(), at, Some(tick), &mut pass.segments);
+            stack = StackKey::from_switch(tid, current_stack);
+            let chunk = batch.chunk;
+            if current_stack != StackId::OWN {
+                // The own stack is paused below the logical one: open its
+                // frames too, in a stretch that does not run.
+                let seed = Some(Seed { chunk, own: true });
+                let mut own = new_segment(StackKey::Own(tid), at, tick, tick, false, seed);
+                own.end_tick = Some(tick);
+                pass.segments.push(own);
+            }
+            let seed = Seed {
+                chunk,
+                own: current_stack == StackId::OWN,
+            };
+            open = Some(new_segment(stack, at, tick, tick, false, Some(seed)));
+            pass.first_tick.get_or_insert(tick);
+            prev_tick = tick;
+        }
+        let mut events = batch.events;
+        for i in 0..batch.len {
+            let event = match events.next() {
+                Some(Ok(e)) => e,
+                Some(Err(problem)) => {
+                    pass.warnings
+                        .add(WarningKind::DamagedEvent, Location::Byte(problem.offset));
+                    batches.damaged();
+                    break;
                 }
-                pass.events += 1;
-                pass.first_tick.get_or_insert(tick);
-                pass.last_tick = Some(tick);
-                match kind {
-                    EventKind::Switch(id) => {
-                        close(open.take(), pos, Some(tick), &mut pass.segments);
-                        stack = StackKey::from_switch(tid, id);
+                None => break,
+            };
+            let (tick, clamped) = batches.clamp(event.tick);
+            let pos = Pos {
+                chunk: batch.chunk,
+                event: batch.first_event + i,
+            };
+            if clamped {
+                let at = Location::Time {
+                    ns: clock.ticks_to_ns(tick),
+                    thread: tid,
+                };
+                pass.warnings.add(WarningKind::ClockBackwards, at);
+            }
+            pass.events += 1;
+            pass.first_tick.get_or_insert(tick);
+            pass.last_tick = Some(tick);
+            match event.kind {
+                EventKind::Switch(id) => {
+                    close(open.take(), pos, Some(tick), &mut pass.segments);
+                    stack = StackKey::from_switch(tid, id);
+                    open = Some(new_segment(stack, pos, tick, prev_tick, true, None));
+                }
+                EventKind::Enter(f) | EventKind::Exit(f) => {
+                    if open.is_none() {
                         open = Some(new_segment(stack, pos, tick, prev_tick, true, None));
                     }
-                    EventKind::Enter(f) | EventKind::Exit(f) => {
-                        if open.is_none() {
-                            open = Some(new_segment(stack, pos, tick, prev_tick, true, None));
-                        }
-                        if decoded.functions.get(f.0).is_none() {
-                            pass.unknown_functions.insert(f.0);
-                        }
-                    }
-                    EventKind::ThreadStart | EventKind::ThreadExit => {
-                        if open.is_none() {
-                            open = Some(new_segment(stack, pos, tick, prev_tick, true, None));
-                        }
+                    if decoded.functions.get(f.0).is_none() {
+                        pass.unknown_functions.insert(f.0);
                     }
                 }
-                prev_tick = tick;
-            }
-            Item::Restart {
-                chunk,
-                tick,
-                current_stack,
-            } => {
-                let at = Pos { chunk, event: 0 };
-                close(open.take(), at, Some(tick), &mut pass.segments);
-                stack = StackKey::from_switch(tid, current_stack);
-                if current_stack != StackId::OWN {
-                    // The own stack is paused below the logical one: open its
-                    // frames too, in a stretch that does not run.
-                    let mut own = new_segment(
-                        StackKey::Own(tid),
-                        at,
-                        tick,
-                        tick,
-                        false,
-                        Some(Seed { chunk, own: true }),
-                    );
-                    own.end_tick = Some(tick);
-                    pass.segments.push(own);
+                EventKind::ThreadStart | EventKind::ThreadExit => {
+                    if open.is_none() {
+                        open = Some(new_segment(stack, pos, tick, prev_tick, true, None));
+                    }
                 }
-                let seed = Seed {
-                    chunk,
-                    own: current_stack == StackId::OWN,
-                };
-                open = Some(new_segment(stack, at, tick, tick, false, Some(seed)));
-                pass.first_tick.get_or_insert(tick);
-                prev_tick = tick;
             }
-            Item::Damaged(problem) => {
-                pass.warnings
-                    .add(WarningKind::DamagedEvent, Location::Byte(problem.offset));
-            }
+            prev_tick = tick;
         }
     }
     let end = Pos {

@@ -1,0 +1,166 @@
+//! Analyzer throughput against the hardware floor, measured in one run.
+//!
+//! ```text
+//! cargo bench -p mtanalyze --bench throughput                       # 50M-event synthetic trace
+//! cargo bench -p mtanalyze --bench throughput -- --events 5000000 --trace sample-traces/workload.bin
+//! ```
+//!
+//! For each trace: the floor is one parallel pass that reads every byte of
+//! the mapped file; the measured job is what `mtanalyze --format json` does
+//! (load, analyze, serialize the report). Both run `--runs` times; medians
+//! are printed with events per second, the ratio to the floor, and the peak
+//! heap (counted by this binary's allocator, so the mapped file's pages are
+//! not included) as a share of the file size.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use rayon::prelude::*;
+
+#[path = "../examples/common/synth_gen.rs"]
+mod synth_gen;
+
+/// Counts live and peak heap bytes.
+struct Counting;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        // SAFETY: forwarded unchanged to the system allocator.
+        let p = unsafe { System.alloc(layout) };
+        if !p.is_null() {
+            let now = LIVE.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
+            PEAK.fetch_max(now, Ordering::Relaxed);
+        }
+        p
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        // SAFETY: `ptr` came from `alloc` with this layout.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+/// Reads every byte of the mapped file once, in parallel.
+fn floor_pass(path: &Path) -> u64 {
+    let file = std::fs::File::open(path).expect("open trace");
+    // SAFETY: read-only map of a file nobody modifies during the benchmark.
+    let map = unsafe { memmap2::Mmap::map(&file) }.expect("map trace");
+    map.par_chunks(1 << 20)
+        .map(|c| {
+            c.chunks_exact(8)
+                .map(|w| u64::from_le_bytes(w.try_into().unwrap_or([0; 8])))
+                .fold(0u64, u64::wrapping_add)
+        })
+        .reduce(|| 0, u64::wrapping_add)
+}
+
+fn analyze_json(path: &Path) -> (u64, usize) {
+    let trace = mtanalyze::load(path).expect("load trace");
+    let report =
+        mtanalyze::analyze(&trace, &mtanalyze::AnalyzeOptions::default()).expect("analyze");
+    let mut sink = std::io::sink();
+    serde_json::to_writer(&mut sink, &report).expect("serialize");
+    (report.trace.events, report.functions.len())
+}
+
+fn bench(path: &Path, runs: usize) {
+    let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    // Warm the page cache so both sides read from memory.
+    std::hint::black_box(floor_pass(path));
+    let mut floor = Vec::new();
+    let mut job = Vec::new();
+    let mut peak = 0usize;
+    let mut events = 0u64;
+    for _ in 0..runs {
+        let t = Instant::now();
+        std::hint::black_box(floor_pass(path));
+        floor.push(t.elapsed().as_secs_f64());
+        let base = LIVE.load(Ordering::Relaxed);
+        PEAK.store(base, Ordering::Relaxed);
+        let t = Instant::now();
+        let (n, _) = analyze_json(path);
+        job.push(t.elapsed().as_secs_f64());
+        peak = peak.max(PEAK.load(Ordering::Relaxed).saturating_sub(base));
+        events = n;
+    }
+    let (f, j) = (median(floor), median(job));
+    println!(
+        "trace: {} ({:.1} MB, {} events)",
+        path.display(),
+        size as f64 / 1e6,
+        events
+    );
+    println!(
+        "  floor (read every byte, {} threads): median {:.3} s",
+        rayon::current_num_threads(),
+        f
+    );
+    println!("  mtanalyze --format json:          median {:.3} s", j);
+    println!("  events_per_second: {:.1} M", events as f64 / j / 1e6);
+    println!("  ratio_to_floor: {:.2}", j / f);
+    println!(
+        "  peak_heap: {:.1} MB ({:.2}% of the file)",
+        peak as f64 / 1e6,
+        100.0 * peak as f64 / size.max(1) as f64
+    );
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let mut events = 50_000_000u64;
+    let mut runs = 5usize;
+    let mut traces: Vec<PathBuf> = Vec::new();
+    let mut synth_path = std::env::temp_dir().join("mtanalyze-bench-synth.bin");
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "--events" => events = args.next().and_then(|v| v.parse().ok()).unwrap_or(events),
+            "--runs" => {
+                runs = args
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(runs)
+                    .max(1)
+            }
+            "--trace" => traces.extend(args.next().map(PathBuf::from)),
+            "--synth-out" => synth_path = args.next().map(PathBuf::from).unwrap_or(synth_path),
+            "--bench" => {} // passed by `cargo bench`
+            other => eprintln!("ignoring argument {other:?}"),
+        }
+    }
+    if events > 0 {
+        let opts = synth_gen::SynthOptions {
+            events,
+            threads: 4,
+            fibers: 16,
+            functions: 300,
+            seed: 1,
+        };
+        let t = Instant::now();
+        let written =
+            synth_gen::generate(&opts, &synth_path, "synth".into()).expect("write synthetic trace");
+        println!(
+            "wrote {written} synthetic events to {} in {:.1} s",
+            synth_path.display(),
+            t.elapsed().as_secs_f64()
+        );
+        bench(&synth_path, runs);
+        let _ = std::fs::remove_file(&synth_path);
+    }
+    for t in &traces {
+        bench(t, runs);
+    }
+}
