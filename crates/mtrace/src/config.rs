@@ -12,6 +12,11 @@ pub enum Mode {
     /// Flight recorder: the oldest chunks are overwritten, so the file always
     /// holds the most recent `capacity` bytes of events. Every chunk starts
     /// with a snapshot of the open frames, so what is left still decodes.
+    ///
+    /// A chunk a thread is still writing is never overwritten: the claim
+    /// skips it. Give the ring comfortably more chunks than threads that
+    /// record at once, or claims keep landing on busy chunks and events are
+    /// dropped.
     Ring,
     /// Keep the beginning: once the chunks are used up, further events are
     /// dropped and counted exactly in the header's `dropped_events`.

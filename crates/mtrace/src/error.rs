@@ -81,6 +81,10 @@ pub enum FinishError {
     /// The recording was already finished (by the process-exit hook).
     #[error("the recording was already finished")]
     AlreadyFinished,
+    /// This process is a `fork` of the one recording: the file belongs to the
+    /// parent and is left alone.
+    #[error("the recording belongs to the parent process (this is a forked child)")]
+    OtherProcess,
     /// Writing the mapped file back to disk failed. The events are still in
     /// the file as far as the kernel wrote it.
     #[error("cannot sync trace file {}: {source}", path.display())]

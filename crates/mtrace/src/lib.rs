@@ -111,6 +111,11 @@ pub use stack::{switch_to, LogicalStack, SwitchGuard};
 /// #[mtrace::profile(label = "x")]
 /// fn unknown_argument() {}
 /// ```
+///
+/// ```compile_fail
+/// #[mtrace::profile]
+/// const fn not_at_run_time() {}
+/// ```
 pub use mtrace_macros::profile;
 
 /// Registers a function for [`enter`] and [`exit`] and returns its id (the

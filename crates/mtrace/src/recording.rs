@@ -47,6 +47,7 @@ static CONTROL: Mutex<u64> = Mutex::new(0);
 /// The recording started from the environment, finished at process exit.
 static AUTO: Mutex<Option<Recording>> = Mutex::new(None);
 static ENV_CHECK: Once = Once::new();
+static AT_FORK: Once = Once::new();
 
 /// Locks a mutex, ignoring poisoning (the recorder never panics while holding one).
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -65,6 +66,8 @@ pub(crate) struct Shared {
     pub meta: Mutex<MetaRegion>,
     finished: AtomicBool,
     started: Instant,
+    /// The process that owns the file (a forked child must not touch it).
+    pid: u32,
 }
 
 impl Shared {
@@ -90,9 +93,11 @@ impl Shared {
     /// stopped; a thread still writing may add events after the count.
     fn summary(&self) -> Summary {
         let map = &self.map;
+        let next_seq = map.counter(H_NEXT_SEQ).load(Ordering::Relaxed);
         let mut events = 0;
         let mut chunks = 0;
-        for slot in 0..map.chunk_count {
+        // Slots past `next_seq` were never claimed (and may never have been touched).
+        for slot in 0..next_seq.min(map.chunk_count) {
             let state = unpack_state(map.state(slot).load(Ordering::Acquire));
             if state.seq.is_none() || state.committed_bytes < SNAPSHOT_FIXED {
                 continue;
@@ -104,7 +109,6 @@ impl Shared {
             let snap = snapshot_size(own, stack);
             events += (state.committed_bytes.saturating_sub(snap) / EVENT_SIZE) as u64;
         }
-        let next_seq = map.counter(H_NEXT_SEQ).load(Ordering::Relaxed);
         Summary {
             path: map.path.clone(),
             events,
@@ -250,7 +254,18 @@ pub fn start(config: Config) -> Result<Recording, StartError> {
         meta: Mutex::new(MetaRegion::default()),
         finished: AtomicBool::new(false),
         started: Instant::now(),
+        pid: std::process::id(),
     }));
+    AT_FORK.call_once(|| {
+        // SAFETY: registering a plain extern "C" function.
+        unsafe {
+            libc::pthread_atfork(
+                None,
+                None,
+                Some(after_fork_in_child as unsafe extern "C" fn()),
+            )
+        };
+    });
     meta::publish(shared, || {
         CURRENT.store(shared as *const Shared as *mut Shared, Ordering::Release);
         GEN.store(gen, Ordering::Release);
@@ -262,6 +277,9 @@ pub fn start(config: Config) -> Result<Recording, StartError> {
 }
 
 fn finish(shared: &'static Shared) -> Result<Summary, FinishError> {
+    if std::process::id() != shared.pid {
+        return Err(FinishError::OtherProcess);
+    }
     let _control = lock(&CONTROL);
     if shared.finished.swap(true, Ordering::AcqRel) {
         return Err(FinishError::AlreadyFinished);
@@ -310,6 +328,16 @@ pub(crate) fn check_env() {
         }
         let _ = GEN.compare_exchange(GEN_UNCHECKED, GEN_OFF, Ordering::Relaxed, Ordering::Relaxed);
     });
+}
+
+/// In a child made by `fork`: the parent's recording is mapped shared, so
+/// the child must never write into it. Stop recording (the child may start
+/// its own recording) and forget the forking thread's chunk. Only atomics and
+/// a const thread-local are touched, as a fork handler must.
+extern "C" fn after_fork_in_child() {
+    GEN.store(GEN_OFF, Ordering::Relaxed);
+    CURRENT.store(ptr::null_mut(), Ordering::Relaxed);
+    crate::thread::forget_after_fork();
 }
 
 extern "C" fn finish_at_exit() {

@@ -444,6 +444,17 @@ fn thread_exit(l: &Local) {
     }
 }
 
+/// After `fork`, in the child: drop the forking thread's hold on the
+/// parent's chunk without writing to it (the map is shared with the parent).
+pub(crate) fn forget_after_fork() {
+    let _ = LOCAL.try_with(|l| {
+        l.state_word.set(ptr::null());
+        l.cursor.set(ptr::null_mut());
+        l.end.set(ptr::null_mut());
+        l.gen.set(GEN_OFF);
+    });
+}
+
 fn os_tid() -> u64 {
     #[cfg(target_os = "linux")]
     {
