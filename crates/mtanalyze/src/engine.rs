@@ -14,8 +14,9 @@ use crate::check::{CheckReport, ChunkIssue};
 use crate::clock::{Clock, GilTimeline};
 use crate::decode::{decode, Decoded, FunctionTable};
 use crate::input::LoadedTrace;
-use crate::replay::{replay_stack, Acc, ReplayContext};
-use crate::report::{EdgeStats, FunctionStats, Report, ThreadSummary, TraceSummary};
+use crate::paths::{ROOT, STACK_LABEL};
+use crate::replay::{replay_stack, stack_name, Acc, ReplayContext};
+use crate::report::{CallPath, EdgeStats, FunctionStats, Report, ThreadSummary, TraceSummary};
 use crate::segment::{cut_thread, Segment, StackKey, ThreadPass};
 use crate::warnings::{Location, WarningKind, Warnings};
 
@@ -28,6 +29,20 @@ pub struct AnalyzeOptions {
     pub threads: Vec<u64>,
     /// Only these stacks, by id (`thread:3`, `stack:7`) or name (empty: all).
     pub stacks: Vec<String>,
+    /// Whether to collect call paths (for folded stacks and flame graphs).
+    pub paths: PathMode,
+}
+
+/// Whether and how the report keeps call paths.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PathMode {
+    /// No call paths (the cheapest).
+    #[default]
+    Off,
+    /// Paths of all stacks merged.
+    Merged,
+    /// Paths kept apart per stack, under the stack's name.
+    PerStack,
 }
 
 /// Why a trace could not be analyzed.
@@ -244,18 +259,31 @@ pub fn analyze(trace: &LoadedTrace, opts: &AnalyzeOptions) -> Result<Report, Ana
         end_tick: prep.end_tick,
     };
     let n = prep.functions.entries().len();
+    let with_paths = opts.paths != PathMode::Off;
     let (acc, mut stack_stats, replay_warnings) = stacks
         .par_iter()
+        .enumerate()
         .fold(
-            || (Acc::new(n), Vec::new(), Warnings::default()),
-            |(mut acc, mut stats, mut warnings), (key, range)| {
+            || (Acc::new(n, with_paths), Vec::new(), Warnings::default()),
+            |(mut acc, mut stats, mut warnings), (i, (key, range))| {
                 let segs = &segments[range.clone()];
-                stats.push(replay_stack(&ctx, *key, segs, &mut acc, &mut warnings));
+                let root = match opts.paths {
+                    PathMode::PerStack => STACK_LABEL | i as u32,
+                    _ => ROOT,
+                };
+                stats.push(replay_stack(
+                    &ctx,
+                    *key,
+                    segs,
+                    &mut acc,
+                    &mut warnings,
+                    root,
+                ));
                 (acc, stats, warnings)
             },
         )
         .reduce(
-            || (Acc::new(n), Vec::new(), Warnings::default()),
+            || (Acc::new(n, with_paths), Vec::new(), Warnings::default()),
             |(mut a, mut sa, mut wa), (b, sb, wb)| {
                 a.merge(b);
                 sa.extend(sb);
@@ -267,14 +295,14 @@ pub fn analyze(trace: &LoadedTrace, opts: &AnalyzeOptions) -> Result<Report, Ana
     warnings.merge(replay_warnings);
     stack_stats.sort_by_key(|s| stack_order(&s.id));
     let entries = prep.functions.entries();
-    let mut functions: Vec<FunctionStats> = acc
+    let mut functions: Vec<(usize, FunctionStats)> = acc
         .functions
         .iter()
         .enumerate()
         .filter(|(_, a)| a.ncalls > 0)
         .map(|(i, a)| {
             let e = &entries[i];
-            FunctionStats {
+            let stats = FunctionStats {
                 function: e.key.function.clone(),
                 file: e.key.file.clone(),
                 line: e.key.line,
@@ -284,10 +312,55 @@ pub fn analyze(trace: &LoadedTrace, opts: &AnalyzeOptions) -> Result<Report, Ana
                 tottime_ns: a.tottime_ns,
                 cumtime_ns: a.cumtime_ns,
                 paused_ns: a.paused_ns,
+            };
+            (i, stats)
+        })
+        .collect();
+    functions.sort_by_key(|(_, f)| f.key());
+    // Dense index -> position in the report, for call paths.
+    let mut position = vec![u32::MAX; n];
+    for (pos, (dense, _)) in functions.iter().enumerate() {
+        position[*dense] = pos as u32;
+    }
+    let functions: Vec<FunctionStats> = functions.into_iter().map(|(_, f)| f).collect();
+    let labels: Vec<String> = stacks
+        .iter()
+        .map(|(key, _)| {
+            let name = stack_name(&prep.decoded, *key);
+            if name.is_empty() {
+                key.id_string()
+            } else {
+                name
             }
         })
         .collect();
-    functions.sort_by_key(FunctionStats::key);
+    let mut paths: Vec<CallPath> = acc
+        .paths
+        .as_ref()
+        .map(|t| t.paths())
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|(path, ncalls, self_ns)| {
+            let (stack, funcs) = match path.split_first() {
+                Some((&first, rest)) if first & STACK_LABEL != 0 && first != ROOT => (
+                    labels
+                        .get((first & !STACK_LABEL) as usize)
+                        .cloned()
+                        .unwrap_or_default(),
+                    rest,
+                ),
+                _ => (String::new(), &path[..]),
+            };
+            let frames: Vec<u32> = funcs.iter().map(|&d| position[d as usize]).collect();
+            (!frames.is_empty()).then_some(CallPath {
+                stack,
+                frames,
+                ncalls,
+                self_ns,
+            })
+        })
+        .collect();
+    paths.sort_by(|a, b| (&a.stack, &a.frames).cmp(&(&b.stack, &b.frames)));
     let mut edges: Vec<EdgeStats> = acc
         .edges
         .iter()
@@ -315,6 +388,7 @@ pub fn analyze(trace: &LoadedTrace, opts: &AnalyzeOptions) -> Result<Report, Ana
         edges,
         stacks: stack_stats,
         warnings: warnings.to_report(),
+        paths,
     })
 }
 

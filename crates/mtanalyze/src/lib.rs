@@ -23,6 +23,7 @@ pub mod decode;
 pub mod engine;
 pub mod input;
 pub mod jsonl;
+pub mod paths;
 pub mod render;
 pub mod replay;
 pub mod report;
@@ -32,6 +33,6 @@ pub mod warnings;
 
 pub use check::{check, CheckReport};
 pub use clock::Clock;
-pub use engine::{analyze, AnalyzeError, AnalyzeOptions};
+pub use engine::{analyze, AnalyzeError, AnalyzeOptions, PathMode};
 pub use input::{load, InputFormat, LoadError, LoadedTrace};
 pub use report::Report;

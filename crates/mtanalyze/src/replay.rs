@@ -24,6 +24,7 @@ use mtrace_format::{EventKind, TraceFile};
 
 use crate::clock::{Clock, GilTimeline};
 use crate::decode::{Batches, Decoded, FunctionTable};
+use crate::paths::{PathTree, ROOT};
 use crate::report::StackStats;
 use crate::segment::{Segment, StackKey};
 use crate::warnings::{Location, WarningKind, Warnings};
@@ -58,20 +59,23 @@ pub struct EdgeAcc {
 
 /// Statistics accumulated over any number of stacks. Sums only, so merging
 /// in any order gives the same result.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default)]
 pub struct Acc {
     /// By dense function index.
     pub functions: Vec<FnAcc>,
     /// By (caller, callee) dense indices.
     pub edges: FxHashMap<(u32, u32), EdgeAcc>,
+    /// Call paths, when asked for.
+    pub paths: Option<PathTree>,
 }
 
 impl Acc {
     /// An empty accumulator for `n` functions.
-    pub fn new(n: usize) -> Acc {
+    pub fn new(n: usize, paths: bool) -> Acc {
         Acc {
             functions: vec![FnAcc::default(); n],
             edges: FxHashMap::default(),
+            paths: paths.then(PathTree::default),
         }
     }
 
@@ -95,6 +99,9 @@ impl Acc {
             a.tottime_ns += b.tottime_ns;
             a.cumtime_ns += b.cumtime_ns;
         }
+        if let (Some(a), Some(b)) = (&mut self.paths, &other.paths) {
+            a.merge_from(b, ROOT);
+        }
     }
 }
 
@@ -105,6 +112,8 @@ struct Frame {
     func: u32,
     /// Index into `FrameStack::edges`, or `NO_PARENT` for a root frame.
     edge: u32,
+    /// Node in `FrameStack::paths` (unused when paths are off).
+    node: u32,
     enter_ns: u64,
     enter_r: u64,
     child_active: u64,
@@ -128,6 +137,9 @@ pub struct FrameStack<'a> {
     fn_open: Vec<u32>,
     edge_index: FxHashMap<(u32, u32), u32>,
     edges: Vec<((u32, u32), EdgeSlot)>,
+    paths: Option<PathTree>,
+    /// Where this stack's paths hang in the merged tree.
+    paths_root: u32,
     acc: &'a mut Acc,
     /// Deepest depth reached.
     pub max_depth: u32,
@@ -142,18 +154,30 @@ impl Drop for FrameStack<'_> {
             a.tottime_ns += slot.acc.tottime_ns;
             a.cumtime_ns += slot.acc.cumtime_ns;
         }
+        if let (Some(all), Some(mine)) = (&mut self.acc.paths, &self.paths) {
+            let root = match self.paths_root {
+                ROOT => ROOT,
+                label => all.child(ROOT, label),
+            };
+            all.merge_from(mine, root);
+        }
     }
 }
 
 impl<'a> FrameStack<'a> {
-    /// An empty stack accumulating into `acc` (edges are added when it is dropped).
-    pub fn new(acc: &'a mut Acc) -> FrameStack<'a> {
+    /// An empty stack accumulating into `acc` (edges and paths are added
+    /// when it is dropped). `paths_root`: [`ROOT`] to merge call paths of all
+    /// stacks, or a `STACK_LABEL` node to keep this stack's apart.
+    pub fn new(acc: &'a mut Acc, paths_root: u32) -> FrameStack<'a> {
         let n = acc.functions.len();
+        let paths = acc.paths.is_some().then(PathTree::default);
         FrameStack {
             frames: Vec::new(),
             fn_open: vec![0; n],
             edge_index: FxHashMap::default(),
             edges: Vec::new(),
+            paths,
+            paths_root,
             acc,
             max_depth: 0,
         }
@@ -182,9 +206,14 @@ impl<'a> FrameStack<'a> {
                 (e, slot.open > 1)
             }
         };
+        let node = match &mut self.paths {
+            Some(t) => t.child(self.frames.last().map_or(ROOT, |p| p.node), func),
+            None => 0,
+        };
         self.frames.push(Frame {
             func,
             edge,
+            node,
             enter_ns: ns,
             enter_r: r,
             child_active: 0,
@@ -229,6 +258,9 @@ impl<'a> FrameStack<'a> {
         let paused = ns.saturating_sub(f.enter_ns).saturating_sub(active);
         let self_ns = active.saturating_sub(f.child_active);
         self.fn_open[f.func as usize] -= 1;
+        if let Some(t) = &mut self.paths {
+            t.record(f.node, self_ns);
+        }
         let a = &mut self.acc.functions[f.func as usize];
         a.ncalls += 1;
         a.tottime_ns += self_ns;
@@ -286,9 +318,10 @@ pub fn replay_stack(
     segments: &[Segment],
     acc: &mut Acc,
     warnings: &mut Warnings,
+    paths_root: u32,
 ) -> StackStats {
     let end_ns = ctx.ns(ctx.end_tick);
-    let mut frames = FrameStack::new(acc);
+    let mut frames = FrameStack::new(acc, paths_root);
     let mut r = 0u64; // running clock (stack and gil clocks)
     let mut events = 0u64;
     let mut switches_in = 0u64;
@@ -400,13 +433,9 @@ pub fn replay_stack(
         r
     };
     threads.sort_unstable();
-    let name = match key {
-        StackKey::Own(t) => ctx.decoded.thread_names.get(&t).map(|n| n.0.clone()),
-        StackKey::Logical(s) => ctx.decoded.stack_names.get(&s).cloned(),
-    };
     StackStats {
         id: key.id_string(),
-        name: name.unwrap_or_default(),
+        name: stack_name(ctx.decoded, key),
         threads,
         running_ns,
         paused_ns: lifetime.saturating_sub(running_ns),
@@ -414,6 +443,15 @@ pub fn replay_stack(
         max_depth: frames.max_depth,
         events,
     }
+}
+
+/// The thread's or logical stack's recorded name ("" if none).
+pub fn stack_name(decoded: &Decoded<'_>, key: StackKey) -> String {
+    let name = match key {
+        StackKey::Own(t) => decoded.thread_names.get(&t).map(|n| n.0.clone()),
+        StackKey::Logical(s) => decoded.stack_names.get(&s).cloned(),
+    };
+    name.unwrap_or_default()
 }
 
 fn seed_frames(

@@ -25,6 +25,22 @@ pub struct Report {
     pub stacks: Vec<StackStats>,
     /// Problems found in the input and how they were repaired.
     pub warnings: Vec<Warning>,
+    /// Call paths with their self time, when asked for (`AnalyzeOptions::paths`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub paths: Vec<CallPath>,
+}
+
+/// Calls and self time of one distinct root-to-leaf path of functions.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CallPath {
+    /// The stack the path ran on (`thread:3`, a stack name), when paths are kept per stack; else "".
+    pub stack: String,
+    /// Indices into [`Report::functions`], outermost first.
+    pub frames: Vec<u32>,
+    /// Frames that ended on this path.
+    pub ncalls: u64,
+    /// Their self time.
+    pub self_ns: u64,
 }
 
 /// Identifies a function the way users do: by name and definition site.

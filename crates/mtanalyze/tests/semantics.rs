@@ -396,3 +396,82 @@ fn warnings_name_the_first_place_and_the_repair() {
     assert!(!by_kind["exit_on_empty_stack"].repair.is_empty());
     assert_eq!(WarningKind::ExitOnEmpty.name(), "exit_on_empty_stack");
 }
+
+fn run_with_paths(text: &str, paths: mtanalyze::PathMode) -> Report {
+    let trace = from_bytes("test", text.as_bytes().to_vec()).expect("loads");
+    let opts = AnalyzeOptions {
+        clock: Some(Clock::Stack),
+        paths,
+        ..Default::default()
+    };
+    analyze(&trace, &opts).expect("analyzes")
+}
+
+fn named_paths(r: &Report) -> Vec<(String, String, u64, u64)> {
+    r.paths
+        .iter()
+        .map(|p| {
+            let names: Vec<&str> = p
+                .frames
+                .iter()
+                .map(|&i| r.functions[i as usize].function.as_str())
+                .collect();
+            (p.stack.clone(), names.join(";"), p.ncalls, p.self_ns)
+        })
+        .collect()
+}
+
+#[test]
+fn call_paths_carry_self_time_merged_and_per_stack() {
+    let (_, text, _, _) = worked_examples()
+        .into_iter()
+        .find(|e| e.0 == "fiber-handoff")
+        .unwrap();
+    let merged = run_with_paths(text, mtanalyze::PathMode::Merged);
+    let mut got = named_paths(&merged);
+    got.sort();
+    let want = vec![
+        (String::new(), "handler".to_owned(), 1, 15),
+        (String::new(), "handler;query".to_owned(), 1, 25),
+        (String::new(), "main".to_owned(), 1, 20),
+    ];
+    assert_eq!(got, want);
+    let per_stack = run_with_paths(text, mtanalyze::PathMode::PerStack);
+    let mut got = named_paths(&per_stack);
+    got.sort();
+    let want = vec![
+        ("task-1".to_owned(), "handler".to_owned(), 1, 15),
+        ("task-1".to_owned(), "handler;query".to_owned(), 1, 25),
+        ("thread:1".to_owned(), "main".to_owned(), 1, 20),
+    ];
+    assert_eq!(got, want);
+    // Without the option, no paths and the same statistics.
+    let plain = run_with_paths(text, mtanalyze::PathMode::Off);
+    assert!(plain.paths.is_empty());
+    assert_eq!(plain.functions, merged.functions);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 100, ..ProptestConfig::default() })]
+
+    /// Paths partition self time and calls: per function they add up to the
+    /// function's tottime and ncalls.
+    #[test]
+    fn call_paths_add_up_to_function_totals(
+        threads in 1u64..4, stacks in 0u64..4, functions in 1u8..5, steps in steps(),
+    ) {
+        let g = generate(threads, stacks, functions, &steps);
+        prop_assume!(!g.lines.is_empty());
+        for mode in [mtanalyze::PathMode::Merged, mtanalyze::PathMode::PerStack] {
+            let r = run_with_paths(&to_jsonl(&g.lines), mode);
+            let mut per_fn = vec![(0u64, 0u64); r.functions.len()];
+            for p in &r.paths {
+                let leaf = *p.frames.last().unwrap() as usize;
+                per_fn[leaf].0 += p.ncalls;
+                per_fn[leaf].1 += p.self_ns;
+            }
+            let want: Vec<(u64, u64)> = r.functions.iter().map(|f| (f.ncalls, f.tottime_ns)).collect();
+            prop_assert_eq!(per_fn, want);
+        }
+    }
+}
