@@ -101,7 +101,7 @@ fn trace_path() -> PathBuf {
 }
 
 fn main() {
-    // `cargo test --benches` runs this with --bench absent; keep it short then.
+    // Tools that enumerate benchmarks run `hot_path --list`: there is nothing to list.
     if std::env::args().any(|a| a == "--list") {
         return;
     }
