@@ -1,0 +1,265 @@
+//! The `mtanalyze` command.
+//!
+//! ```text
+//! mtanalyze [OPTIONS] TRACE        report (the default command)
+//! mtanalyze check [--format F] TRACE
+//! mtanalyze convert IN OUT.bin
+//! ```
+//!
+//! The first positional argument is a subcommand when it names one, else the
+//! trace of the default report. A trace file literally named like a
+//! subcommand is reached with `mtanalyze -- check` (or `./check`).
+//!
+//! Failures print one line, `mtanalyze: <message>`, on stderr and exit with
+//! status 2 (the status clap uses for usage errors). A closed stdout
+//! (`mtanalyze trace | head`) ends the run quietly with status 0.
+
+use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use regex::Regex;
+
+use mtanalyze::render;
+use mtanalyze::view::{self, Direction, EdgeSelection, SortKey, ViewOptions};
+use mtanalyze::{AnalyzeOptions, Clock};
+
+/// Offline analyzer for mtrace traces: cProfile-style statistics that stay
+/// correct when work moves between threads, fibers and async tasks.
+#[derive(Parser, Debug)]
+#[command(
+    name = "mtanalyze",
+    version,
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true,
+    disable_help_subcommand = true,
+    after_help = "The first argument is a subcommand when it names one (check, convert); \
+                  a trace file with such a name is reached with `mtanalyze -- check` or `./check`."
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    report: ReportArgs,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Describe a trace file chunk by chunk, without replaying it.
+    Check(CheckArgs),
+    /// Write any trace (binary or JSON lines) as a binary trace.
+    Convert(ConvertArgs),
+}
+
+/// Output format.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+enum Format {
+    /// Aligned text tables.
+    #[default]
+    Table,
+    /// One JSON object (integer nanoseconds).
+    Json,
+}
+
+#[derive(Args, Debug)]
+struct ReportArgs {
+    /// The trace: an mtrace binary trace or JSON lines (detected from the content).
+    #[arg(required = true, value_name = "TRACE")]
+    trace: Option<PathBuf>,
+    /// Which time counts as running [default: the trace's preferred clock, else stack].
+    #[arg(long, value_enum)]
+    clock: Option<Clock>,
+    /// Order of the function rows (numbers largest first, names A to Z).
+    #[arg(long, value_enum, default_value_t = SortKey::Tottime)]
+    sort: SortKey,
+    /// Show at most N functions.
+    #[arg(long, value_name = "N")]
+    limit: Option<usize>,
+    /// Only functions whose name, or `file:line name`, matches REGEX.
+    #[arg(long, value_name = "REGEX", value_parser = parse_regex)]
+    filter: Option<Regex>,
+    /// For each function matching REGEX, the functions that called it.
+    #[arg(long, value_name = "REGEX", value_parser = parse_regex)]
+    callers: Option<Regex>,
+    /// For each function matching REGEX, the functions it called.
+    #[arg(long, value_name = "REGEX", value_parser = parse_regex)]
+    callees: Option<Regex>,
+    /// Show the per-stack table.
+    #[arg(long)]
+    stacks: bool,
+    /// Only stacks that ran on this thread (repeatable).
+    #[arg(long = "thread", value_name = "TID")]
+    threads: Vec<u64>,
+    /// Only this stack, by id (`thread:3`, `stack:7`) or name (repeatable).
+    #[arg(long = "stack", value_name = "ID")]
+    stack_ids: Vec<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    format: Format,
+}
+
+#[derive(Args, Debug)]
+struct CheckArgs {
+    /// The trace file.
+    #[arg(value_name = "TRACE")]
+    trace: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    format: Format,
+}
+
+#[derive(Args, Debug)]
+struct ConvertArgs {
+    /// The input trace (any kind, detected from the content).
+    #[arg(value_name = "IN")]
+    input: PathBuf,
+    /// Where to write the binary trace.
+    #[arg(value_name = "OUT.bin")]
+    output: PathBuf,
+}
+
+fn parse_regex(s: &str) -> Result<Regex, regex::Error> {
+    Regex::new(s)
+}
+
+/// Why a run failed.
+enum Failure {
+    /// Writing the output failed (a closed pipe is not reported).
+    Output(io::Error),
+    /// Anything else: one line for the user.
+    Message(String),
+}
+
+impl From<io::Error> for Failure {
+    fn from(e: io::Error) -> Self {
+        Failure::Output(e)
+    }
+}
+
+fn message(e: impl std::fmt::Display) -> Failure {
+    Failure::Message(e.to_string())
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let stdout = io::stdout();
+    let mut out = BufWriter::new(stdout.lock());
+    let result = run(cli, &mut out).and_then(|()| out.flush().map_err(Failure::Output));
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Output(e)) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(Failure::Output(e)) => {
+            eprintln!("mtanalyze: cannot write the output: {e}");
+            ExitCode::from(2)
+        }
+        Err(Failure::Message(m)) => {
+            eprintln!("mtanalyze: {m}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn run(cli: Cli, out: &mut dyn Write) -> Result<(), Failure> {
+    match cli.command {
+        Some(Command::Check(args)) => check(&args, out),
+        Some(Command::Convert(args)) => convert(&args),
+        None => report(&cli.report, out),
+    }
+}
+
+fn load(path: &Path) -> Result<mtanalyze::LoadedTrace, Failure> {
+    mtanalyze::load(path).map_err(message)
+}
+
+fn report(args: &ReportArgs, out: &mut dyn Write) -> Result<(), Failure> {
+    let path = args
+        .trace
+        .as_deref()
+        .ok_or_else(|| Failure::Message("no trace given (see --help)".into()))?;
+    let trace = load(path)?;
+    let options = AnalyzeOptions {
+        clock: args.clock,
+        threads: args.threads.clone(),
+        stacks: args.stack_ids.clone(),
+        ..AnalyzeOptions::default()
+    };
+    let report = mtanalyze::analyze(&trace, &options).map_err(message)?;
+    let view = ViewOptions {
+        sort: args.sort,
+        limit: args.limit,
+        filter: args.filter.clone(),
+    };
+    match args.format {
+        Format::Json => {
+            let edges = EdgeSelection {
+                callers_of: args.callers.clone(),
+                callees_of: args.callees.clone(),
+            };
+            render::json::report(out, &view::filtered_report(&report, &view, &edges))?;
+        }
+        Format::Table => {
+            render::table::header(out, &report)?;
+            let mut sections = 0;
+            let mut section = |out: &mut dyn Write| {
+                sections += 1;
+                writeln!(out)
+            };
+            if args.stacks {
+                section(out)?;
+                render::table::stacks(out, &report.stacks)?;
+            }
+            for (re, dir) in [
+                (&args.callers, Direction::Callers),
+                (&args.callees, Direction::Callees),
+            ] {
+                if let Some(re) = re {
+                    section(out)?;
+                    let groups = view::edge_groups(&report, &view, re, dir);
+                    render::table::edges(out, &groups, dir)?;
+                }
+            }
+            if sections == 0 {
+                writeln!(out)?;
+                let rows = view::function_rows(&report, &view);
+                render::table::functions(out, &rows, report.functions.len())?;
+            }
+        }
+    }
+    // The summary follows the table: flush it first so the two do not interleave.
+    out.flush()?;
+    if let Some(summary) = render::warnings_summary(&report.warnings) {
+        eprintln!("{summary}");
+    }
+    Ok(())
+}
+
+fn check(args: &CheckArgs, out: &mut dyn Write) -> Result<(), Failure> {
+    let trace = load(&args.trace)?;
+    let check = mtanalyze::check(&trace).map_err(message)?;
+    match args.format {
+        Format::Json => render::json::check(out, &check)?,
+        Format::Table => render::check::human(out, &check)?,
+    }
+    Ok(())
+}
+
+fn convert(args: &ConvertArgs) -> Result<(), Failure> {
+    if same_file(&args.input, &args.output) {
+        return Err(Failure::Message(format!(
+            "{}: input and output are the same file",
+            args.output.display()
+        )));
+    }
+    let trace = load(&args.input)?;
+    std::fs::write(&args.output, trace.bytes())
+        .map_err(|e| message(format!("{}: {e}", args.output.display())))
+}
+
+/// Whether both paths name one existing file (writing would destroy the input).
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}

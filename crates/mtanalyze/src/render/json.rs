@@ -1,0 +1,26 @@
+//! `--format json`: one JSON object per run, the `serde_json` form of a
+//! [`Report`] (after [`crate::view::filtered_report`]) or of a
+//! [`CheckReport`]. Times are integer nanoseconds. The shapes are documented
+//! by `schemas/report.schema.json` and `schemas/check.schema.json`.
+
+use std::io::{self, Write};
+
+use serde::Serialize;
+
+use crate::check::CheckReport;
+use crate::report::Report;
+
+/// Writes the report as one pretty-printed JSON object and a newline.
+pub fn report(out: &mut dyn Write, report: &Report) -> io::Result<()> {
+    write(out, report)
+}
+
+/// Writes a check result as one pretty-printed JSON object and a newline.
+pub fn check(out: &mut dyn Write, check: &CheckReport) -> io::Result<()> {
+    write(out, check)
+}
+
+fn write<T: Serialize>(out: &mut dyn Write, value: &T) -> io::Result<()> {
+    serde_json::to_writer_pretty(&mut *out, value).map_err(io::Error::from)?;
+    writeln!(out)
+}

@@ -1,0 +1,133 @@
+//! Renderers: each turns a [`crate::Report`] (or a check or diff result) into
+//! one output format. They never recompute statistics.
+//!
+//! * [`table`]: the pstats-like text tables of the default command.
+//! * [`json`]: `--format json` of the report and of `check`.
+//! * [`check`]: the human form of `mtanalyze check`.
+//!
+//! Renderers write to any [`std::io::Write`] and return its errors, so the
+//! command can tell a closed pipe from a real failure.
+
+pub mod check;
+pub mod json;
+pub mod table;
+
+use crate::report::Warning;
+
+/// A duration in nanoseconds for humans: three significant digits in the
+/// largest unit that keeps the number at least 1 (`812ns`, `12.3µs`,
+/// `4.56ms`, `1.20s`). Whole numbers of nanoseconds print without decimals;
+/// fractions (averages) print with three significant digits (`3.33ns`).
+pub fn duration(ns: f64) -> String {
+    if !ns.is_finite() || ns <= 0.0 {
+        return "0ns".to_owned();
+    }
+    if ns < 999.5 && ns.fract() == 0.0 {
+        return format!("{ns:.0}ns");
+    }
+    const UNITS: [(&str, f64); 4] = [("ns", 1.0), ("µs", 1e3), ("ms", 1e6), ("s", 1e9)];
+    for (i, (unit, scale)) in UNITS.iter().enumerate() {
+        let v = ns / scale;
+        let last = i == UNITS.len() - 1;
+        // The value as it will print, so 999.96µs becomes 1.00ms, not 1000µs.
+        let (text, rounded) = three_digits(v);
+        if rounded < 1000.0 || last {
+            return format!("{text}{unit}");
+        }
+    }
+    unreachable!("the last unit always returns")
+}
+
+/// `v` with three significant digits (at least 0 decimals), and the value
+/// that text stands for.
+fn three_digits(v: f64) -> (String, f64) {
+    let decimals = if v < 9.995 {
+        2
+    } else if v < 99.95 {
+        1
+    } else {
+        0
+    };
+    let text = format!("{v:.decimals$}");
+    let rounded = text.parse().unwrap_or(v);
+    (text, rounded)
+}
+
+/// `total/primitive` when they differ (like pstats), else `total`.
+pub fn calls(total: u64, primitive: u64) -> String {
+    if total == primitive {
+        total.to_string()
+    } else {
+        format!("{total}/{primitive}")
+    }
+}
+
+/// The one-line summary of warnings printed on stderr after a report:
+/// `3 warnings: exit_on_empty_stack x2 (first at thread 1 at 140 ns), ...`.
+/// `None` when there are none.
+pub fn warnings_summary(warnings: &[Warning]) -> Option<String> {
+    let total: u64 = warnings.iter().map(|w| w.count).sum();
+    if total == 0 {
+        return None;
+    }
+    let kinds: Vec<String> = warnings
+        .iter()
+        .map(|w| format!("{} x{} (first at {})", w.kind, w.count, w.first))
+        .collect();
+    let noun = if total == 1 { "warning" } else { "warnings" };
+    Some(format!("{total} {noun}: {}", kinds.join(", ")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_have_three_significant_digits() {
+        let cases: [(f64, &str); 16] = [
+            (0.0, "0ns"),
+            (812.0, "812ns"),
+            (5.0, "5ns"),
+            (10.0 / 3.0, "3.33ns"),
+            (123.456, "123ns"),
+            (999.0, "999ns"),
+            (999.7, "1.00µs"),
+            (1_000.0, "1.00µs"),
+            (12_345.0, "12.3µs"),
+            (999_960.0, "1.00ms"),
+            (4_560_000.0, "4.56ms"),
+            (45_600_000.0, "45.6ms"),
+            (456_000_000.0, "456ms"),
+            (1_200_000_000.0, "1.20s"),
+            (12_340_000_000.0, "12.3s"),
+            (4_321_000_000_000.0, "4321s"),
+        ];
+        for (ns, want) in cases {
+            assert_eq!(duration(ns), want, "{ns}");
+        }
+    }
+
+    #[test]
+    fn calls_show_primitive_only_when_different() {
+        assert_eq!(calls(3, 3), "3");
+        assert_eq!(calls(3, 1), "3/1");
+    }
+
+    #[test]
+    fn warnings_summary_is_one_line() {
+        assert_eq!(warnings_summary(&[]), None);
+        let w = |kind: &str, count| Warning {
+            kind: kind.into(),
+            count,
+            first: "thread 1 at 5 ns".into(),
+            repair: "ignored".into(),
+        };
+        assert_eq!(
+            warnings_summary(&[w("exit_on_empty_stack", 2), w("exit_mismatch", 1)]).as_deref(),
+            Some(
+                "3 warnings: exit_on_empty_stack x2 (first at thread 1 at 5 ns), \
+                 exit_mismatch x1 (first at thread 1 at 5 ns)"
+            )
+        );
+    }
+}

@@ -1,0 +1,228 @@
+//! The pstats-like text tables of the default command.
+//!
+//! ```text
+//! trace: app.mtrace (binary, format 1)
+//! duration: 1.20s  threads: 4  stacks: 17  events: 120391  clock: stack  warnings: 0
+//!
+//!  ncalls  tottime  percall  cumtime  percall   paused  function (file:line)
+//!     3/1    812ns    271ns   4.56ms   4.56ms   1.20ms  parse (src/p.rs:10)
+//! ```
+//!
+//! Numbers are right-aligned, times use [`super::duration`]. The rows come
+//! from [`crate::view`]; this file only lays them out.
+
+use std::io::{self, Write};
+
+use prettytable::format::{FormatBuilder, LinePosition, LineSeparator};
+use prettytable::{Cell, Row, Table};
+
+use super::{calls, duration};
+use crate::report::{FunctionKey, FunctionStats, Report, StackStats};
+use crate::view::{Direction, EdgeGroup};
+
+/// `name (file:line)`, or the bare name when the site is unknown.
+pub fn function_label(key: &FunctionKey) -> String {
+    if key.file.is_empty() {
+        key.function.clone()
+    } else {
+        format!("{} ({}:{})", key.function, key.file, key.line)
+    }
+}
+
+/// The lines above every table: what the trace is and how it was analyzed.
+pub fn header(out: &mut dyn Write, report: &Report) -> io::Result<()> {
+    let t = &report.trace;
+    let warnings: u64 = report.warnings.iter().map(|w| w.count).sum();
+    writeln!(
+        out,
+        "trace: {} ({}, format {})",
+        t.source, t.input_format, t.format_version
+    )?;
+    writeln!(
+        out,
+        "duration: {}  threads: {}  stacks: {}  events: {}  clock: {}  warnings: {}",
+        duration(t.duration_ns as f64),
+        t.threads.len(),
+        t.stacks,
+        t.events,
+        report.clock,
+        warnings
+    )?;
+    let mut damage = Vec::new();
+    if !t.finished {
+        damage.push("unfinished (the recorder did not close the file)".to_owned());
+    }
+    if t.chunks_lost > 0 {
+        damage.push(format!("lost chunks: {}", t.chunks_lost));
+    }
+    if t.chunks_damaged > 0 {
+        damage.push(format!("damaged chunks: {}", t.chunks_damaged));
+    }
+    if t.dropped_events > 0 {
+        damage.push(format!("dropped events: {}", t.dropped_events));
+    }
+    if !damage.is_empty() {
+        writeln!(out, "{}", damage.join("  "))?;
+    }
+    Ok(())
+}
+
+/// The function table. `total` is how many functions the report holds, so
+/// the reader learns when `--filter` or `--limit` hid some.
+pub fn functions(out: &mut dyn Write, rows: &[&FunctionStats], total: usize) -> io::Result<()> {
+    if rows.len() < total {
+        writeln!(out, "showing {} of {} functions", rows.len(), total)?;
+    }
+    let mut table = new_table(&[
+        ("ncalls", true),
+        ("tottime", true),
+        ("percall", true),
+        ("cumtime", true),
+        ("percall", true),
+        ("paused", true),
+        ("function (file:line)", false),
+    ]);
+    for f in rows {
+        table.add_row(Row::new(vec![
+            num(calls(f.ncalls, f.primitive_calls)),
+            num(duration(f.tottime_ns as f64)),
+            num(per(f.tottime_ns, f.ncalls)),
+            num(duration(f.cumtime_ns as f64)),
+            num(per(f.cumtime_ns, f.primitive_calls)),
+            num(duration(f.paused_ns as f64)),
+            Cell::new(&function_label(&f.key())),
+        ]));
+    }
+    print(out, &table)
+}
+
+/// The per-stack table (`--stacks`).
+pub fn stacks(out: &mut dyn Write, stacks: &[StackStats]) -> io::Result<()> {
+    let mut table = new_table(&[
+        ("id", false),
+        ("name", false),
+        ("threads", false),
+        ("running", true),
+        ("paused", true),
+        ("switches in", true),
+        ("max depth", true),
+        ("events", true),
+    ]);
+    for s in stacks {
+        let threads: Vec<String> = s.threads.iter().map(u64::to_string).collect();
+        table.add_row(Row::new(vec![
+            Cell::new(&s.id),
+            Cell::new(&s.name),
+            Cell::new(&threads.join(",")),
+            num(duration(s.running_ns as f64)),
+            num(duration(s.paused_ns as f64)),
+            num(s.switches_in.to_string()),
+            num(s.max_depth.to_string()),
+            num(s.events.to_string()),
+        ]));
+    }
+    print(out, &table)
+}
+
+/// The caller or callee tables (`--callers`, `--callees`), like pstats'
+/// `print_callers` / `print_callees`: each selected function once, followed
+/// by one row per edge with the edge's ncalls, tottime and cumtime.
+pub fn edges(out: &mut dyn Write, groups: &[EdgeGroup<'_>], dir: Direction) -> io::Result<()> {
+    let other = match dir {
+        Direction::Callers => "was called by",
+        Direction::Callees => "called",
+    };
+    let mut table = new_table(&[
+        ("function (file:line)", false),
+        (other, false),
+        ("ncalls", true),
+        ("tottime", true),
+        ("cumtime", true),
+    ]);
+    for g in groups {
+        let mut first = function_label(&g.function.key());
+        if g.edges.is_empty() {
+            table.add_row(Row::new(vec![
+                Cell::new(&first),
+                Cell::new("-"),
+                Cell::new(""),
+                Cell::new(""),
+                Cell::new(""),
+            ]));
+        }
+        for e in &g.edges {
+            let key = match dir {
+                Direction::Callers => e.caller_key(),
+                Direction::Callees => e.callee_key(),
+            };
+            table.add_row(Row::new(vec![
+                Cell::new(&std::mem::take(&mut first)),
+                Cell::new(&function_label(&key)),
+                num(calls(e.ncalls, e.primitive_calls)),
+                num(duration(e.tottime_ns as f64)),
+                num(duration(e.cumtime_ns as f64)),
+            ]));
+        }
+    }
+    print(out, &table)
+}
+
+/// `total / n` as a duration, `-` when `n` is 0.
+fn per(total: u64, n: u64) -> String {
+    if n == 0 {
+        "-".to_owned()
+    } else {
+        duration(total as f64 / n as f64)
+    }
+}
+
+fn num(text: String) -> Cell {
+    Cell::new(&text).style_spec("r")
+}
+
+fn new_table(columns: &[(&str, bool)]) -> Table {
+    let mut table = Table::new();
+    table.set_format(
+        FormatBuilder::new()
+            .padding(0, 2)
+            .separator(LinePosition::Title, LineSeparator::new('-', ' ', ' ', ' '))
+            .build(),
+    );
+    table.set_titles(Row::new(
+        columns
+            .iter()
+            .map(|&(title, right)| {
+                if right {
+                    num(title.to_owned())
+                } else {
+                    Cell::new(title)
+                }
+            })
+            .collect(),
+    ));
+    table
+}
+
+/// Prints the table without the trailing blanks of its last column, with
+/// the rule under the titles as wide as the widest line.
+fn print(out: &mut dyn Write, table: &Table) -> io::Result<()> {
+    let mut buf = Vec::new();
+    table.print(&mut buf)?;
+    let text = String::from_utf8_lossy(&buf);
+    let is_rule = |l: &str| !l.is_empty() && l.chars().all(|c| c == '-');
+    let lines: Vec<&str> = text.lines().map(str::trim_end).collect();
+    let width = lines
+        .iter()
+        .filter(|l| !is_rule(l))
+        .map(|l| l.chars().count())
+        .max()
+        .unwrap_or(0);
+    for line in lines {
+        if is_rule(line) {
+            writeln!(out, "{}", "-".repeat(width))?;
+        } else {
+            writeln!(out, "{line}")?;
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,392 @@
+//! What the user asked to see: sorting, filtering and limiting a report's
+//! rows before a renderer prints them.
+//!
+//! Everything here is a pure function of a [`Report`] and a [`ViewOptions`]:
+//! no printing, no recomputation of statistics. The table and JSON renderers
+//! both go through it, so `--sort`, `--filter` and `--limit` mean the same
+//! thing in every output format.
+
+use std::cmp::Ordering;
+use std::collections::BTreeMap;
+
+use regex::Regex;
+
+use crate::report::{CallPath, EdgeStats, FunctionKey, FunctionStats, Report};
+
+/// The column the function rows are ordered by.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum SortKey {
+    /// Self time, largest first.
+    #[default]
+    Tottime,
+    /// Cumulative time, largest first.
+    Cumtime,
+    /// Number of calls, most first.
+    Ncalls,
+    /// Paused time, largest first.
+    Paused,
+    /// Function name, A to Z.
+    Name,
+}
+
+/// How to select and order rows.
+#[derive(Clone, Debug, Default)]
+pub struct ViewOptions {
+    /// Order of the function rows (ties: name, file, line ascending).
+    pub sort: SortKey,
+    /// Keep only the first this many function rows (after filtering).
+    pub limit: Option<usize>,
+    /// Keep only functions whose name, or `file:line name`, matches.
+    pub filter: Option<Regex>,
+}
+
+/// `file:line name` when the definition site is known, else the name:
+/// what `--filter`, `--callers` and `--callees` match against (besides the
+/// bare name) and what the table prints in its last column.
+pub fn site_label(key: &FunctionKey) -> String {
+    if key.file.is_empty() {
+        key.function.clone()
+    } else {
+        format!("{}:{} {}", key.file, key.line, key.function)
+    }
+}
+
+/// Whether `re` selects the function: it matches the bare name or the
+/// `file:line name` label.
+pub fn matches(re: &Regex, key: &FunctionKey) -> bool {
+    re.is_match(&key.function) || (!key.file.is_empty() && re.is_match(&site_label(key)))
+}
+
+fn by_key(sort: SortKey, a: &FunctionStats, b: &FunctionStats) -> Ordering {
+    let primary = match sort {
+        SortKey::Tottime => b.tottime_ns.cmp(&a.tottime_ns),
+        SortKey::Cumtime => b.cumtime_ns.cmp(&a.cumtime_ns),
+        SortKey::Ncalls => b.ncalls.cmp(&a.ncalls),
+        SortKey::Paused => b.paused_ns.cmp(&a.paused_ns),
+        SortKey::Name => Ordering::Equal,
+    };
+    primary.then_with(|| (&a.function, &a.file, a.line).cmp(&(&b.function, &b.file, b.line)))
+}
+
+/// The function rows to show: filtered, sorted, then limited.
+pub fn function_rows<'r>(report: &'r Report, opts: &ViewOptions) -> Vec<&'r FunctionStats> {
+    function_indices(report, opts)
+        .into_iter()
+        .map(|i| &report.functions[i])
+        .collect()
+}
+
+/// [`function_rows`] as indices into `report.functions`.
+pub fn function_indices(report: &Report, opts: &ViewOptions) -> Vec<usize> {
+    let fs = &report.functions;
+    let mut rows: Vec<usize> = (0..fs.len())
+        .filter(|&i| {
+            opts.filter
+                .as_ref()
+                .is_none_or(|re| matches(re, &fs[i].key()))
+        })
+        .collect();
+    rows.sort_by(|&a, &b| by_key(opts.sort, &fs[a], &fs[b]));
+    if let Some(n) = opts.limit {
+        rows.truncate(n);
+    }
+    rows
+}
+
+/// Which side of an edge a [`EdgeGroup`] lists.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    /// The functions that called the selected one (`--callers`).
+    Callers,
+    /// The functions the selected one called (`--callees`).
+    Callees,
+}
+
+/// One selected function with the edges into it (callers) or out of it
+/// (callees), like a block of pstats' `print_callers` / `print_callees`.
+#[derive(Clone, Debug)]
+pub struct EdgeGroup<'r> {
+    /// The selected function.
+    pub function: &'r FunctionStats,
+    /// Its edges, ordered by the other end's name, file and line.
+    pub edges: Vec<&'r EdgeStats>,
+}
+
+/// For every function matching `re`, in the order of [`function_rows`]
+/// (so `--sort`, `--filter` and `--limit` apply), its caller or callee edges.
+pub fn edge_groups<'r>(
+    report: &'r Report,
+    opts: &ViewOptions,
+    re: &Regex,
+    dir: Direction,
+) -> Vec<EdgeGroup<'r>> {
+    type Site<'a> = (&'a str, &'a str, u32);
+    let mut by_function: BTreeMap<Site<'r>, Vec<&'r EdgeStats>> = BTreeMap::new();
+    for e in &report.edges {
+        let this: Site<'r> = match dir {
+            Direction::Callers => (&e.callee, &e.callee_file, e.callee_line),
+            Direction::Callees => (&e.caller, &e.caller_file, e.caller_line),
+        };
+        by_function.entry(this).or_default().push(e);
+    }
+    let other_end = |e: &EdgeStats| -> FunctionKey {
+        match dir {
+            Direction::Callers => e.caller_key(),
+            Direction::Callees => e.callee_key(),
+        }
+    };
+    function_rows(report, opts)
+        .into_iter()
+        .filter(|f| matches(re, &f.key()))
+        .map(|f| {
+            let mut edges = by_function
+                .get(&(f.function.as_str(), f.file.as_str(), f.line))
+                .cloned()
+                .unwrap_or_default();
+            edges.sort_by_cached_key(|e| other_end(e));
+            EdgeGroup { function: f, edges }
+        })
+        .collect()
+}
+
+/// Edge selection for the JSON form.
+#[derive(Clone, Debug, Default)]
+pub struct EdgeSelection {
+    /// Only edges whose callee matches (`--callers`).
+    pub callers_of: Option<Regex>,
+    /// Only edges whose caller matches (`--callees`).
+    pub callees_of: Option<Regex>,
+}
+
+/// The report as the user asked to see it, for the JSON renderer:
+///
+/// * `functions`: [`function_rows`] (filtered, sorted, limited);
+/// * `edges`: those with the caller or the callee among the kept functions
+///   (all edges when nothing was filtered or limited away), further
+///   restricted by `--callers` (callee matches) and `--callees` (caller
+///   matches); in the report's order (caller, then callee);
+/// * `paths` (call paths, if the report has them): those whose functions
+///   were all kept, with their indices renumbered to the new `functions`;
+/// * everything else unchanged.
+pub fn filtered_report(report: &Report, opts: &ViewOptions, edges: &EdgeSelection) -> Report {
+    let rows = function_indices(report, opts);
+    // Old index -> new index, for call paths.
+    let mut renumber: Vec<Option<u32>> = vec![None; report.functions.len()];
+    for (new, &old) in rows.iter().enumerate() {
+        renumber[old] = Some(new as u32);
+    }
+    let functions: Vec<FunctionStats> = rows.iter().map(|&i| report.functions[i].clone()).collect();
+    let everything = functions.len() == report.functions.len();
+    let kept: std::collections::BTreeSet<FunctionKey> =
+        functions.iter().map(FunctionStats::key).collect();
+    let edges = report
+        .edges
+        .iter()
+        .filter(|e| everything || kept.contains(&e.caller_key()) || kept.contains(&e.callee_key()))
+        .filter(|e| {
+            edges
+                .callers_of
+                .as_ref()
+                .is_none_or(|re| matches(re, &e.callee_key()))
+        })
+        .filter(|e| {
+            edges
+                .callees_of
+                .as_ref()
+                .is_none_or(|re| matches(re, &e.caller_key()))
+        })
+        .cloned()
+        .collect();
+    let paths = report
+        .paths
+        .iter()
+        .filter_map(|p| {
+            let frames = p
+                .frames
+                .iter()
+                .map(|&i| renumber.get(i as usize).copied().flatten())
+                .collect::<Option<Vec<u32>>>()?;
+            Some(CallPath {
+                frames,
+                ..p.clone()
+            })
+        })
+        .collect();
+    Report {
+        functions,
+        edges,
+        paths,
+        ..report.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::Clock;
+    use crate::report::TraceSummary;
+
+    fn f(
+        name: &str,
+        file: &str,
+        ncalls: u64,
+        tottime: u64,
+        cumtime: u64,
+        paused: u64,
+    ) -> FunctionStats {
+        FunctionStats {
+            function: name.into(),
+            file: file.into(),
+            line: if file.is_empty() { 0 } else { 7 },
+            module: String::new(),
+            ncalls,
+            primitive_calls: ncalls,
+            tottime_ns: tottime,
+            cumtime_ns: cumtime,
+            paused_ns: paused,
+        }
+    }
+
+    /// `beta` is the one function with a known site.
+    fn site(name: &str) -> (String, u32) {
+        if name == "beta" {
+            ("src/b.rs".into(), 7)
+        } else {
+            (String::new(), 0)
+        }
+    }
+
+    fn edge(caller: &str, callee: &str) -> EdgeStats {
+        let ((caller_file, caller_line), (callee_file, callee_line)) = (site(caller), site(callee));
+        EdgeStats {
+            caller: caller.into(),
+            caller_file,
+            caller_line,
+            callee: callee.into(),
+            callee_file,
+            callee_line,
+            ncalls: 1,
+            primitive_calls: 1,
+            tottime_ns: 1,
+            cumtime_ns: 1,
+        }
+    }
+
+    fn report() -> Report {
+        Report {
+            trace: TraceSummary::default(),
+            clock: Clock::Stack,
+            functions: vec![
+                f("alpha", "", 1, 30, 90, 0),
+                f("beta", "src/b.rs", 5, 10, 10, 50),
+                f("gamma", "", 3, 30, 40, 5),
+            ],
+            edges: vec![
+                edge("alpha", "beta"),
+                edge("alpha", "gamma"),
+                edge("gamma", "beta"),
+            ],
+            stacks: vec![],
+            warnings: vec![],
+            paths: vec![
+                CallPath {
+                    stack: String::new(),
+                    frames: vec![0, 2],
+                    ncalls: 3,
+                    self_ns: 30,
+                },
+                CallPath {
+                    stack: String::new(),
+                    frames: vec![0, 1],
+                    ncalls: 5,
+                    self_ns: 10,
+                },
+            ],
+        }
+    }
+
+    fn names(rows: &[&FunctionStats]) -> Vec<String> {
+        rows.iter().map(|f| f.function.clone()).collect()
+    }
+
+    #[test]
+    fn sorts_numbers_descending_with_name_ties_and_names_ascending() {
+        let r = report();
+        let order = |sort| {
+            names(&function_rows(
+                &r,
+                &ViewOptions {
+                    sort,
+                    ..Default::default()
+                },
+            ))
+        };
+        assert_eq!(order(SortKey::Tottime), ["alpha", "gamma", "beta"]);
+        assert_eq!(order(SortKey::Cumtime), ["alpha", "gamma", "beta"]);
+        assert_eq!(order(SortKey::Ncalls), ["beta", "gamma", "alpha"]);
+        assert_eq!(order(SortKey::Paused), ["beta", "gamma", "alpha"]);
+        assert_eq!(order(SortKey::Name), ["alpha", "beta", "gamma"]);
+    }
+
+    #[test]
+    fn filter_matches_the_name_or_the_site_and_limit_applies_after_it() {
+        let r = report();
+        let opts = |re: &str, limit| ViewOptions {
+            sort: SortKey::Name,
+            limit,
+            filter: Some(Regex::new(re).unwrap()),
+        };
+        assert_eq!(
+            names(&function_rows(&r, &opts("^(alpha|beta)$", None))),
+            ["alpha", "beta"]
+        );
+        assert_eq!(
+            names(&function_rows(&r, &opts(r"b\.rs:7 ", None))),
+            ["beta"]
+        );
+        assert_eq!(
+            names(&function_rows(&r, &opts("a", Some(2)))),
+            ["alpha", "beta"]
+        );
+    }
+
+    #[test]
+    fn edge_groups_list_callers_and_callees() {
+        let r = report();
+        let re = Regex::new("^beta$").unwrap();
+        let g = edge_groups(&r, &ViewOptions::default(), &re, Direction::Callers);
+        assert_eq!(g.len(), 1);
+        let callers: Vec<_> = g[0].edges.iter().map(|e| e.caller.as_str()).collect();
+        assert_eq!(callers, ["alpha", "gamma"]);
+        let re = Regex::new("^alpha$").unwrap();
+        let g = edge_groups(&r, &ViewOptions::default(), &re, Direction::Callees);
+        let callees: Vec<_> = g[0].edges.iter().map(|e| e.callee.as_str()).collect();
+        assert_eq!(callees, ["beta", "gamma"]);
+    }
+
+    #[test]
+    fn filtered_report_keeps_edges_touching_kept_functions() {
+        let r = report();
+        let all = filtered_report(&r, &ViewOptions::default(), &EdgeSelection::default());
+        assert_eq!(all.edges, r.edges);
+        let opts = ViewOptions {
+            filter: Some(Regex::new("^gamma$").unwrap()),
+            ..Default::default()
+        };
+        let only = filtered_report(&r, &opts, &EdgeSelection::default());
+        assert_eq!(names(&only.functions.iter().collect::<Vec<_>>()), ["gamma"]);
+        assert_eq!(
+            only.edges,
+            vec![edge("alpha", "gamma"), edge("gamma", "beta")]
+        );
+        let callers = EdgeSelection {
+            callers_of: Some(Regex::new("^beta$").unwrap()),
+            ..Default::default()
+        };
+        let into_beta = filtered_report(&r, &ViewOptions::default(), &callers);
+        assert_eq!(
+            into_beta.edges,
+            vec![edge("alpha", "beta"), edge("gamma", "beta")]
+        );
+    }
+}
