@@ -1,0 +1,17 @@
+//! End-to-end tests: run the real `mtanalyze` binary on real files.
+//!
+//! One test target with a module per topic; `util` builds temporary
+//! directories, runs the binary and prints readable diffs on failure.
+//! `vectors/` holds the shared semantics vectors (`NAME.jsonl` with the
+//! expected `NAME.CLOCK.json`).
+
+mod check;
+mod cli;
+mod convert;
+mod errors;
+mod json;
+mod options;
+mod pipe;
+mod schema;
+mod util;
+mod vectors;
