@@ -71,6 +71,14 @@ impl<F> Drop for Instrumented<F> {
 
 /// Puts a future on its own logical stack.
 ///
+/// The returned [`Instrumented`] switches onto the task's [`LogicalStack`]
+/// before every poll of the inner future and back after it (the pattern of
+/// `tracing::Instrumented::poll`, with a stack in place of a span). Frames
+/// opened inside the task, such as the ones `#[mtrace::profile]` opens for an
+/// `async fn`, stay on the task's stack between polls and move with it to
+/// whichever worker thread polls it next. Dropping an unfinished task closes
+/// its frames on its own stack.
+///
 /// ```
 /// use mtrace::LogicalStackExt;
 ///

@@ -1,20 +1,5 @@
 //! Logical stacks: work that runs on several threads in turn (a fiber, a
-//! task, a coroutine) gets a stack of its own.
-//!
-//! A thread runs one stack at a time: its own, or a logical one it switched
-//! onto. [`LogicalStack::enter`] switches the current thread onto a stack and
-//! returns a guard that switches back when dropped; both moves are recorded
-//! as `switch` events. While a stack is switched out, it keeps its open
-//! frames itself, so the next thread to enter it continues where the last
-//! one stopped:
-//!
-//! ```text
-//! thread 1:  own ──enter──▶ task (push handler, push query) ──drop guard──▶ own
-//! thread 2:                                      own ──enter──▶ task (pop query, pop handler) ──▶ own
-//!                          the frames [handler, query] travel inside the LogicalStack
-//! ```
-//!
-//! Guards nest: entering stack B while on stack A returns to A on drop.
+//! task, a coroutine) gets a stack of its own. See [`LogicalStack`].
 
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -26,7 +11,24 @@ use crate::thread;
 
 static NEXT_STACK_ID: AtomicU64 = AtomicU64::new(1);
 
-/// A stack of frames that is not tied to a thread. See the [module docs](self).
+/// A stack of frames that is not tied to a thread: a fiber's, a task's, a
+/// coroutine's.
+///
+/// A thread runs one stack at a time: its own, or a logical one it switched
+/// onto. [`LogicalStack::enter`] switches the current thread onto a stack and
+/// returns a guard that switches back when dropped; both moves are recorded
+/// as `switch` events. While a stack is switched out, it keeps its open
+/// frames itself, so the next thread to enter it continues where the last
+/// one stopped:
+///
+/// ```text
+/// thread 1:  own --enter--> task (push handler, push query) --drop guard--> own
+/// thread 2:                                      own --enter--> task (pop query, pop handler) --> own
+///                          the frames [handler, query] travel inside the LogicalStack
+/// ```
+///
+/// Guards nest: entering stack B while on stack A returns to A on drop.
+/// When nothing is recorded, entering a stack does nothing.
 ///
 /// ```
 /// let mut task = mtrace::LogicalStack::new("task-1");
