@@ -20,6 +20,7 @@
 pub mod check;
 pub mod clock;
 pub mod decode;
+pub mod diff;
 pub mod engine;
 pub mod input;
 pub mod jsonl;

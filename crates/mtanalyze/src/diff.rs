@@ -1,0 +1,383 @@
+//! Comparing two reports: what got faster or slower, per function, per call
+//! edge and per call path.
+//!
+//! Functions match by (name, file, line); those left over match by name
+//! alone (the code moved), pairing same-named leftovers in (file, line)
+//! order. Edges match through the function matching. With `normalize`, the
+//! base's times are scaled so its total self time equals the new trace's
+//! before subtracting (runs of different length). Nothing is dropped: a
+//! function in only one trace appears with the other side empty.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::{Deserialize, Serialize};
+
+use crate::clock::Clock;
+use crate::report::{EdgeStats, FunctionKey, FunctionStats, Report, TraceSummary};
+
+/// How to compare.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DiffOptions {
+    /// Scale the base so its total self time equals the new trace's.
+    pub normalize: bool,
+}
+
+/// One side's numbers for a function.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct FunctionSide {
+    /// Frames.
+    pub ncalls: u64,
+    /// Non-recursive frames.
+    pub primitive_calls: u64,
+    /// Self time.
+    pub tottime_ns: u64,
+    /// Cumulative time.
+    pub cumtime_ns: u64,
+    /// Paused time.
+    pub paused_ns: u64,
+}
+
+/// New minus base (base scaled when normalizing).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct FunctionDelta {
+    /// Change in frames.
+    pub ncalls: i64,
+    /// Change in non-recursive frames.
+    pub primitive_calls: i64,
+    /// Change in self time.
+    pub tottime_ns: i64,
+    /// Change in cumulative time.
+    pub cumtime_ns: i64,
+    /// Change in paused time.
+    pub paused_ns: i64,
+}
+
+/// How a function was matched.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Match {
+    /// Same name, file and line.
+    Site,
+    /// Same name; the file or line differ.
+    Name,
+    /// Only in the base trace.
+    Gone,
+    /// Only in the new trace.
+    New,
+}
+
+/// One function's comparison.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FunctionDiff {
+    /// Name.
+    pub function: String,
+    /// File (the new trace's when both have it).
+    pub file: String,
+    /// Line (the new trace's when both have it).
+    pub line: u32,
+    /// How it was matched.
+    #[serde(rename = "match")]
+    pub matched: Match,
+    /// The base trace's numbers (scaled when normalizing), if it has the function.
+    pub base: Option<FunctionSide>,
+    /// The new trace's numbers, if it has the function.
+    pub new: Option<FunctionSide>,
+    /// New minus base; a missing side counts as zero.
+    pub delta: FunctionDelta,
+}
+
+/// One side's numbers for an edge.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct EdgeSide {
+    /// Frames.
+    pub ncalls: u64,
+    /// Frames whose edge is not recursive.
+    pub primitive_calls: u64,
+    /// Self time.
+    pub tottime_ns: u64,
+    /// Cumulative time.
+    pub cumtime_ns: u64,
+}
+
+/// New minus base for an edge.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct EdgeDelta {
+    /// Change in frames.
+    pub ncalls: i64,
+    /// Change in non-recursive frames.
+    pub primitive_calls: i64,
+    /// Change in self time.
+    pub tottime_ns: i64,
+    /// Change in cumulative time.
+    pub cumtime_ns: i64,
+}
+
+/// One edge's comparison.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EdgeDiff {
+    /// Caller name.
+    pub caller: String,
+    /// Callee name.
+    pub callee: String,
+    /// The base trace's numbers, if it has the edge.
+    pub base: Option<EdgeSide>,
+    /// The new trace's numbers, if it has the edge.
+    pub new: Option<EdgeSide>,
+    /// New minus base.
+    pub delta: EdgeDelta,
+}
+
+/// One call path's self time on both sides.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PathDiff {
+    /// Function names from the root, `;`-separated.
+    pub path: String,
+    /// Base self time (scaled when normalizing).
+    pub base_ns: u64,
+    /// New self time.
+    pub new_ns: u64,
+}
+
+/// A whole comparison.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DiffReport {
+    /// The base trace.
+    pub base: TraceSummary,
+    /// The new trace.
+    pub new: TraceSummary,
+    /// The clock both were analyzed with.
+    pub clock: Clock,
+    /// Whether the base was scaled.
+    pub normalized: bool,
+    /// The factor base times were multiplied by (1.0 without normalizing).
+    pub base_scale: f64,
+    /// Total self time of the base (scaled) and of the new trace.
+    pub base_total_ns: u64,
+    /// Total self time of the new trace.
+    pub new_total_ns: u64,
+    /// Functions matched by name only (their file or line moved).
+    pub matched_by_name: u64,
+    /// Per function, ordered by the absolute change of self time, largest first.
+    pub functions: Vec<FunctionDiff>,
+    /// Per edge, ordered the same way.
+    pub edges: Vec<EdgeDiff>,
+    /// Per call path (when both reports carry paths), ordered by path.
+    pub paths: Vec<PathDiff>,
+}
+
+fn scale(v: u64, s: f64) -> u64 {
+    if s == 1.0 {
+        v
+    } else {
+        (v as f64 * s).round() as u64
+    }
+}
+
+fn d(new: u64, base: u64) -> i64 {
+    (new as i128 - base as i128).clamp(i64::MIN as i128, i64::MAX as i128) as i64
+}
+
+fn side(f: &FunctionStats, s: f64) -> FunctionSide {
+    FunctionSide {
+        ncalls: f.ncalls,
+        primitive_calls: f.primitive_calls,
+        tottime_ns: scale(f.tottime_ns, s),
+        cumtime_ns: scale(f.cumtime_ns, s),
+        paused_ns: scale(f.paused_ns, s),
+    }
+}
+
+fn edge_side(e: &EdgeStats, s: f64) -> EdgeSide {
+    EdgeSide {
+        ncalls: e.ncalls,
+        primitive_calls: e.primitive_calls,
+        tottime_ns: scale(e.tottime_ns, s),
+        cumtime_ns: scale(e.cumtime_ns, s),
+    }
+}
+
+/// Pairs base functions with new ones: by site, then by name. Returns
+/// (base index, new index) pairs and how each was matched.
+fn match_functions(
+    base: &[FunctionStats],
+    new: &[FunctionStats],
+) -> Vec<(Option<usize>, Option<usize>, Match)> {
+    let new_by_key: HashMap<FunctionKey, usize> =
+        new.iter().enumerate().map(|(i, f)| (f.key(), i)).collect();
+    let mut used_new = vec![false; new.len()];
+    let mut pairs = Vec::new();
+    let mut left_base: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for (i, f) in base.iter().enumerate() {
+        match new_by_key.get(&f.key()) {
+            Some(&j) => {
+                used_new[j] = true;
+                pairs.push((Some(i), Some(j), Match::Site));
+            }
+            None => left_base.entry(&f.function).or_default().push(i),
+        }
+    }
+    let mut left_new: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+    for (j, f) in new.iter().enumerate() {
+        if !used_new[j] {
+            left_new.entry(&f.function).or_default().push(j);
+        }
+    }
+    // Same-named leftovers pair up in (file, line) order; both lists are
+    // already in that order because reports sort functions by key.
+    for (name, bs) in &left_base {
+        let ns = left_new.remove(name).unwrap_or_default();
+        let mut ns = ns.into_iter();
+        for &i in bs {
+            match ns.next() {
+                Some(j) => pairs.push((Some(i), Some(j), Match::Name)),
+                None => pairs.push((Some(i), None, Match::Gone)),
+            }
+        }
+        pairs.extend(ns.map(|j| (None, Some(j), Match::New)));
+    }
+    for (_, ns) in left_new {
+        pairs.extend(ns.into_iter().map(|j| (None, Some(j), Match::New)));
+    }
+    pairs
+}
+
+/// Compares two reports (analyzed with the same clock).
+pub fn diff(base: &Report, new: &Report, opts: DiffOptions) -> DiffReport {
+    let base_raw: u64 = base.functions.iter().map(|f| f.tottime_ns).sum();
+    let new_total: u64 = new.functions.iter().map(|f| f.tottime_ns).sum();
+    let s = if opts.normalize && base_raw > 0 {
+        new_total as f64 / base_raw as f64
+    } else {
+        1.0
+    };
+    let pairs = match_functions(&base.functions, &new.functions);
+    let mut functions = Vec::with_capacity(pairs.len());
+    // Base function key -> the new key it matched, to translate edges.
+    let mut renamed: HashMap<FunctionKey, FunctionKey> = HashMap::new();
+    let mut matched_by_name = 0;
+    for &(bi, ni, matched) in &pairs {
+        let b = bi.map(|i| &base.functions[i]);
+        let n = ni.map(|j| &new.functions[j]);
+        if let (Some(b), Some(n)) = (b, n) {
+            renamed.insert(b.key(), n.key());
+        }
+        matched_by_name += (matched == Match::Name) as u64;
+        let bs = b.map(|f| side(f, s));
+        let ns = n.map(|f| side(f, 1.0));
+        let (b0, n0) = (bs.unwrap_or_default(), ns.unwrap_or_default());
+        let shown = n.or(b).map(FunctionStats::key).unwrap_or_default();
+        functions.push(FunctionDiff {
+            function: shown.function,
+            file: shown.file,
+            line: shown.line,
+            matched,
+            base: bs,
+            new: ns,
+            delta: FunctionDelta {
+                ncalls: d(n0.ncalls, b0.ncalls),
+                primitive_calls: d(n0.primitive_calls, b0.primitive_calls),
+                tottime_ns: d(n0.tottime_ns, b0.tottime_ns),
+                cumtime_ns: d(n0.cumtime_ns, b0.cumtime_ns),
+                paused_ns: d(n0.paused_ns, b0.paused_ns),
+            },
+        });
+    }
+    functions.sort_by(|a, b| {
+        b.delta
+            .tottime_ns
+            .unsigned_abs()
+            .cmp(&a.delta.tottime_ns.unsigned_abs())
+            .then_with(|| (&a.function, &a.file, a.line).cmp(&(&b.function, &b.file, b.line)))
+    });
+
+    let translate = |k: FunctionKey| renamed.get(&k).cloned().unwrap_or(k);
+    let mut edges: BTreeMap<
+        (FunctionKey, FunctionKey),
+        (Option<EdgeSide>, Option<EdgeSide>, String, String),
+    > = BTreeMap::new();
+    for e in &base.edges {
+        let key = (translate(e.caller_key()), translate(e.callee_key()));
+        let entry = edges
+            .entry(key)
+            .or_insert((None, None, e.caller.clone(), e.callee.clone()));
+        entry.0 = Some(edge_side(e, s));
+    }
+    for e in &new.edges {
+        let entry = edges.entry((e.caller_key(), e.callee_key())).or_insert((
+            None,
+            None,
+            e.caller.clone(),
+            e.callee.clone(),
+        ));
+        entry.1 = Some(edge_side(e, 1.0));
+        entry.2 = e.caller.clone();
+        entry.3 = e.callee.clone();
+    }
+    let mut edges: Vec<EdgeDiff> = edges
+        .into_values()
+        .map(|(b, n, caller, callee)| {
+            let (b0, n0) = (b.unwrap_or_default(), n.unwrap_or_default());
+            EdgeDiff {
+                caller,
+                callee,
+                base: b,
+                new: n,
+                delta: EdgeDelta {
+                    ncalls: d(n0.ncalls, b0.ncalls),
+                    primitive_calls: d(n0.primitive_calls, b0.primitive_calls),
+                    tottime_ns: d(n0.tottime_ns, b0.tottime_ns),
+                    cumtime_ns: d(n0.cumtime_ns, b0.cumtime_ns),
+                },
+            }
+        })
+        .collect();
+    edges.sort_by(|a, b| {
+        b.delta
+            .tottime_ns
+            .unsigned_abs()
+            .cmp(&a.delta.tottime_ns.unsigned_abs())
+            .then_with(|| (&a.caller, &a.callee).cmp(&(&b.caller, &b.callee)))
+    });
+
+    let mut paths: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    for (r, is_new) in [(base, false), (new, true)] {
+        for p in &r.paths {
+            let mut frames: Vec<&str> = Vec::with_capacity(p.frames.len() + 1);
+            if !p.stack.is_empty() {
+                frames.push(&p.stack);
+            }
+            frames.extend(
+                p.frames
+                    .iter()
+                    .filter_map(|&i| r.functions.get(i as usize).map(|f| f.function.as_str())),
+            );
+            let e = paths.entry(frames.join(";")).or_default();
+            if is_new {
+                e.1 += p.self_ns;
+            } else {
+                e.0 += scale(p.self_ns, s);
+            }
+        }
+    }
+
+    DiffReport {
+        base: base.trace.clone(),
+        new: new.trace.clone(),
+        clock: new.clock,
+        normalized: opts.normalize,
+        base_scale: s,
+        base_total_ns: scale(base_raw, s),
+        new_total_ns: new_total,
+        matched_by_name,
+        functions,
+        edges,
+        paths: paths
+            .into_iter()
+            .map(|(path, (base_ns, new_ns))| PathDiff {
+                path,
+                base_ns,
+                new_ns,
+            })
+            .collect(),
+    }
+}
