@@ -425,8 +425,13 @@ pub fn replay_stack(
         }
     }
     let r_end = if ctx.clock == Clock::Wall { end_ns } else { r };
+    let open_at_end = frames.depth() > 0;
     frames.close_all(end_ns, r_end);
-    let lifetime = end_ns.saturating_sub(first_start_ns);
+    // A stack lives from its first stretch to its last switch away (a task
+    // that finished is not "paused" for the rest of the trace), or to the end
+    // of the trace if frames were still open there.
+    let last_ns = if open_at_end { end_ns } else { prev_end_ns };
+    let lifetime = last_ns.saturating_sub(first_start_ns);
     let running_ns = if ctx.clock == Clock::Wall {
         lifetime
     } else {

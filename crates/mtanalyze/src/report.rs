@@ -144,7 +144,8 @@ pub struct StackStats {
     pub threads: Vec<u64>,
     /// Time it ran under the report's clock.
     pub running_ns: u64,
-    /// Time between its first event and the end of the trace during which it did not run.
+    /// Time it did not run between its first stretch and its last switch
+    /// away (or the end of the trace, if frames were still open there).
     pub paused_ns: u64,
     /// Times a thread switched onto it (a thread's first event counts for its own stack).
     pub switches_in: u64,

@@ -475,3 +475,26 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_finished_task_is_not_paused_for_the_rest_of_the_trace() {
+    let text = r#"{"ts": 0, "tid": 1, "ev": "switch", "stack": "task"}
+{"ts": 0, "tid": 1, "ev": "enter", "fn": "step"}
+{"ts": 10, "tid": 1, "ev": "exit", "fn": "step"}
+{"ts": 10, "tid": 1, "ev": "switch", "stack": null}
+{"ts": 20, "tid": 1, "ev": "switch", "stack": "task"}
+{"ts": 20, "tid": 1, "ev": "enter", "fn": "step"}
+{"ts": 30, "tid": 1, "ev": "exit", "fn": "step"}
+{"ts": 30, "tid": 1, "ev": "switch", "stack": null}
+{"ts": 30, "tid": 1, "ev": "enter", "fn": "main"}
+{"ts": 100, "tid": 1, "ev": "exit", "fn": "main"}
+"#;
+    let r = run_jsonl(text, Clock::Stack);
+    let task = r.stacks.iter().find(|s| s.name == "task").unwrap();
+    assert_eq!(
+        (task.running_ns, task.paused_ns, task.switches_in),
+        (20, 10, 2)
+    );
+    let own = r.stacks.iter().find(|s| s.id == "thread:1").unwrap();
+    assert_eq!((own.running_ns, own.paused_ns), (10 + 70, 20));
+}
