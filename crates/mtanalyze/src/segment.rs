@@ -185,6 +185,12 @@ pub fn cut_thread(decoded: &Decoded<'_>, index: u32) -> ThreadPass {
             pass.last_tick = Some(tick);
             match event.kind {
                 EventKind::Switch(id) => {
+                    if open.is_none() && pass.segments.is_empty() {
+                        // The thread started on its own stack and left it at
+                        // once: record that zero-length stretch, so the own
+                        // stack's life starts with the thread's.
+                        open = Some(new_segment(stack, pos, tick, prev_tick, true, None));
+                    }
                     close(open.take(), pos, Some(tick), &mut pass.segments);
                     stack = StackKey::from_switch(tid, id);
                     open = Some(new_segment(stack, pos, tick, prev_tick, true, None));
