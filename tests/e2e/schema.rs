@@ -1,12 +1,14 @@
 //! The JSON outputs agree with `schemas/report.schema.json` and
 //! `schemas/check.schema.json`, checked with a small validator for the
 //! subset of JSON Schema the files use (`$ref` into `$defs`, `type`, `enum`,
-//! `properties`, `required`, `additionalProperties: false`, `items`,
-//! `minimum`), and every property there is described.
+//! `const`, `properties`, `required`, `additionalProperties: false`,
+//! `items`, `minimum`, `maximum`, `allOf`, `if`/`then`), and every property
+//! there is described. `schemas/events.schema.json` accepts exactly the
+//! JSON lines the analyzer accepts, on a set of good and bad lines.
 
 use serde_json::Value;
 
-use crate::util::{mtanalyze, repo_file, vector, TempDir, REPAIRS};
+use crate::util::{mtanalyze, repo_file, vector, TempDir, HANDOFF, RECURSION, REPAIRS};
 
 fn load_schema(name: &str) -> Value {
     let path = repo_file(&format!("schemas/{name}"));
@@ -51,6 +53,28 @@ fn validate(root: &Value, schema: &Value, v: &Value, path: &str, errors: &mut Ve
             errors.push(format!("{path}: {v} is none of {ts:?}"))
         }
         _ => {}
+    }
+    if let Some(c) = s.get("const") {
+        if c != v {
+            errors.push(format!("{path}: {v} is not {c}"));
+        }
+    }
+    if let (Some(max), Some(n)) = (s["maximum"].as_f64(), v.as_f64()) {
+        if n > max {
+            errors.push(format!("{path}: {n} > {max}"));
+        }
+    }
+    for sub in s["allOf"].as_array().into_iter().flatten() {
+        validate(root, sub, v, path, errors);
+    }
+    if let Some(cond) = s.get("if") {
+        let mut failed = Vec::new();
+        validate(root, cond, v, path, &mut failed);
+        if failed.is_empty() {
+            if let Some(then) = s.get("then") {
+                validate(root, then, v, path, errors);
+            }
+        }
     }
     if let Some(options) = s["enum"].as_array() {
         if !options.contains(v) {
@@ -184,5 +208,70 @@ fn check_json_validates_against_its_schema() {
             trace.as_os_str(),
         ]);
         assert_valid("check.schema.json", &run.success().json());
+    }
+}
+
+fn schema_errors(schema_name: &str, v: &Value) -> Vec<String> {
+    let root = load_schema(schema_name);
+    let mut errors = Vec::new();
+    validate(&root, &root, v, "$", &mut errors);
+    errors
+}
+
+#[test]
+fn every_line_of_the_vectors_and_examples_fits_the_events_schema() {
+    let mut texts: Vec<String> = ["fibers", "gil-threads", "recursion-a", "recursion-b"]
+        .iter()
+        .map(|n| std::fs::read_to_string(vector(&format!("{n}.jsonl"))).unwrap_or_default())
+        .collect();
+    texts.extend([HANDOFF, RECURSION, REPAIRS].map(str::to_owned));
+    let mut lines = 0;
+    for text in &texts {
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let v: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{line}: {e}"));
+            let errors = schema_errors("events.schema.json", &v);
+            assert!(errors.is_empty(), "{line}: {errors:?}");
+            lines += 1;
+        }
+    }
+    assert!(lines > 2000, "read {lines} lines");
+}
+
+#[test]
+fn the_events_schema_and_the_analyzer_agree_on_good_and_bad_lines() {
+    let good = [
+        r#"{"ts": 5, "tid": 1, "ev": "enter", "fn": "f", "file": "a.rs", "line": 3}"#,
+        r#"{"ts": 5, "tid": 1, "ev": "switch"}"#,
+        r#"{"ts": 5, "tid": 1, "ev": "switch", "stack": null}"#,
+        r#"{"ts": 5, "tid": 1, "ev": "switch", "stack": "task"}"#,
+        r#"{"ev": "thread", "tid": 9, "name": "w"}"#,
+        r#"{"ev": "thread", "tid": 9, "ts": 1}"#,
+    ];
+    let bad = [
+        r#"{"ts": 5, "tid": 1, "ev": "enter"}"#,
+        r#"{"tid": 1, "ev": "exit", "fn": "f"}"#,
+        r#"{"tid": 1, "ev": "switch", "stack": "x"}"#,
+        r#"{"ts": 5, "tid": 0, "ev": "enter", "fn": "f"}"#,
+        r#"{"ts": 5, "tid": 1, "ev": "jump", "fn": "f"}"#,
+        r#"{"ts": 5, "tid": 1, "ev": "enter", "fn": "f", "colour": "red"}"#,
+        r#"{"ts": -5, "tid": 1, "ev": "enter", "fn": "f"}"#,
+        r#"{"ts": 5.5, "tid": 1, "ev": "enter", "fn": "f"}"#,
+        r#"{"ts": 5, "tid": 1, "ev": "switch", "stack": 7}"#,
+        r#"{"ts": 5, "tid": 1, "ev": "enter", "fn": "f", "line": 4294967296}"#,
+        r#"{"ts": 5, "ev": "enter", "fn": "f"}"#,
+    ];
+    let dir = TempDir::new("events-schema");
+    for (line, ok) in good
+        .iter()
+        .map(|l| (l, true))
+        .chain(bad.iter().map(|l| (l, false)))
+    {
+        let v: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{line}: {e}"));
+        let errors = schema_errors("events.schema.json", &v);
+        assert_eq!(errors.is_empty(), ok, "schema on {line}: {errors:?}");
+        let trace = dir.write("line.jsonl", format!("{line}\n"));
+        let run = mtanalyze([&trace]);
+        let want = if ok { 0 } else { 2 };
+        assert_eq!(run.code, Some(want), "mtanalyze on {line}: {}", run.stderr);
     }
 }
