@@ -143,6 +143,18 @@ fn callers_and_callees_print_edge_tables() {
             "25ns"
         ]
     );
+    // --limit counts the selected functions: the first of query and main by tottime.
+    let limited = f.run(&["--callers", "^(query|main)$", "--limit", "1"]);
+    assert!(
+        limited.stdout.lines().any(|l| l.starts_with("query")),
+        "{}",
+        limited.stdout
+    );
+    assert!(
+        !limited.stdout.lines().any(|l| l.starts_with("main")),
+        "{}",
+        limited.stdout
+    );
     let callees = f.run(&["--callees", "^handler$"]);
     callees.stdout_has("called");
     let row = callees
@@ -224,6 +236,9 @@ fn thread_and_stack_select_the_replayed_stacks() {
         ["handler", "main", "query"]
     );
     assert_eq!(f.json_order(&["--thread", "3"]), Vec::<String>::new());
+    // The table's header says how many stacks were replayed.
+    f.run(&["--thread", "2"]).stdout_has("stacks: 2 of 3  ");
+    f.run(&[]).stdout_has("stacks: 3  ");
     let v = f.run(&["--stack", "task-1", "--format", "json"]).json();
     let ids: Vec<&str> = v["stacks"]
         .as_array()

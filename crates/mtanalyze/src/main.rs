@@ -79,13 +79,13 @@ struct ReportArgs {
     /// Only functions whose name, or `file:line name`, matches REGEX.
     #[arg(long, value_name = "REGEX", value_parser = parse_regex)]
     filter: Option<Regex>,
-    /// For each function matching REGEX, the functions that called it.
+    /// For each function matching REGEX, the functions that called it (instead of the function table).
     #[arg(long, value_name = "REGEX", value_parser = parse_regex)]
     callers: Option<Regex>,
-    /// For each function matching REGEX, the functions it called.
+    /// For each function matching REGEX, the functions it called (instead of the function table).
     #[arg(long, value_name = "REGEX", value_parser = parse_regex)]
     callees: Option<Regex>,
-    /// Show the per-stack table.
+    /// Show the per-stack table (instead of the function table).
     #[arg(long)]
     stacks: bool,
     /// Only stacks that ran on this thread (repeatable).

@@ -112,8 +112,8 @@ pub struct EdgeGroup<'r> {
     pub edges: Vec<&'r EdgeStats>,
 }
 
-/// For every function matching `re`, in the order of [`function_rows`]
-/// (so `--sort`, `--filter` and `--limit` apply), its caller or callee edges.
+/// For every function matching `re` (and `--filter`), in `--sort` order and
+/// at most `--limit` of them, its caller or callee edges.
 pub fn edge_groups<'r>(
     report: &'r Report,
     opts: &ViewOptions,
@@ -135,9 +135,15 @@ pub fn edge_groups<'r>(
             Direction::Callees => e.callee_key(),
         }
     };
-    function_rows(report, opts)
+    let unlimited = ViewOptions {
+        limit: None,
+        ..opts.clone()
+    };
+    let selected = function_rows(report, &unlimited)
         .into_iter()
         .filter(|f| matches(re, &f.key()))
+        .take(opts.limit.unwrap_or(usize::MAX));
+    selected
         .map(|f| {
             let mut edges = by_function
                 .get(&(f.function.as_str(), f.file.as_str(), f.line))
@@ -362,6 +368,15 @@ mod tests {
         let g = edge_groups(&r, &ViewOptions::default(), &re, Direction::Callees);
         let callees: Vec<_> = g[0].edges.iter().map(|e| e.callee.as_str()).collect();
         assert_eq!(callees, ["beta", "gamma"]);
+        // --limit counts the functions the regex selected, not all rows.
+        let one = ViewOptions {
+            limit: Some(1),
+            ..Default::default()
+        };
+        let re = Regex::new("^(beta|gamma)$").unwrap();
+        let g = edge_groups(&r, &one, &re, Direction::Callers);
+        let selected: Vec<_> = g.iter().map(|g| g.function.function.as_str()).collect();
+        assert_eq!(selected, ["gamma"]);
     }
 
     #[test]

@@ -38,12 +38,18 @@ pub fn header(out: &mut dyn Write, report: &Report) -> io::Result<()> {
         "trace: {} ({}, format {})",
         t.source, t.input_format, t.format_version
     )?;
+    // With --thread/--stack, say how many of the stacks were replayed.
+    let stacks = if report.stacks.len() as u64 == t.stacks {
+        t.stacks.to_string()
+    } else {
+        format!("{} of {}", report.stacks.len(), t.stacks)
+    };
     writeln!(
         out,
         "duration: {}  threads: {}  stacks: {}  events: {}  clock: {}  warnings: {}",
         duration(t.duration_ns as f64),
         t.threads.len(),
-        t.stacks,
+        stacks,
         t.events,
         report.clock,
         warnings
