@@ -150,14 +150,19 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure::Output(e)) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
         Err(Failure::Output(e)) => {
-            eprintln!("mtanalyze: cannot write the output: {e}");
+            say(&format!("mtanalyze: cannot write the output: {e}"));
             ExitCode::from(2)
         }
         Err(Failure::Message(m)) => {
-            eprintln!("mtanalyze: {m}");
+            say(&format!("mtanalyze: {m}"));
             ExitCode::from(2)
         }
     }
+}
+
+/// One line on stderr. A closed stderr is ignored (`eprintln!` would panic).
+fn say(line: &str) {
+    let _ = writeln!(io::stderr(), "{line}");
 }
 
 fn run(cli: Cli, out: &mut dyn Write) -> Result<(), Failure> {
@@ -229,7 +234,7 @@ fn report(args: &ReportArgs, out: &mut dyn Write) -> Result<(), Failure> {
     // The summary follows the table: flush it first so the two do not interleave.
     out.flush()?;
     if let Some(summary) = render::warnings_summary(&report.warnings) {
-        eprintln!("{summary}");
+        say(&summary);
     }
     Ok(())
 }
