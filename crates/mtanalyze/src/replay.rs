@@ -26,7 +26,7 @@ use crate::clock::{Clock, GilTimeline};
 use crate::decode::{Batches, Decoded, FunctionTable};
 use crate::paths::{PathTree, ROOT};
 use crate::report::StackStats;
-use crate::segment::{Segment, StackKey};
+use crate::segment::{Seed, Segment, StackKey};
 use crate::warnings::{Location, WarningKind, Warnings};
 
 /// Totals of one function.
@@ -244,6 +244,26 @@ impl<'a> FrameStack<'a> {
         }
     }
 
+    /// Makes the open frames equal `truth` (outermost first), after events
+    /// were lost: frames that match from the bottom stay open, the rest are
+    /// closed at `ns`, and the missing ones are opened at `ns`. Returns how
+    /// many were opened.
+    pub fn reconcile(&mut self, truth: &[u32], ns: u64, r: u64) -> u64 {
+        let common = self
+            .frames
+            .iter()
+            .zip(truth)
+            .take_while(|(f, &t)| f.func == t)
+            .count();
+        while self.frames.len() > common {
+            self.pop(ns, r);
+        }
+        for &f in &truth[common..] {
+            self.enter(f, ns, r);
+        }
+        (truth.len() - common) as u64
+    }
+
     /// Closes every open frame at the end of the trace.
     pub fn close_all(&mut self, ns: u64, r: u64) {
         while !self.frames.is_empty() {
@@ -330,7 +350,7 @@ pub fn replay_stack(
     let first_start_ns = segments.first().map_or(end_ns, |s| ctx.ns(s.start_tick));
     for (i, seg) in segments.iter().enumerate() {
         let start_ns = ctx.ns(seg.start_tick);
-        let seg_end_ns = seg.end_tick.map_or(end_ns, |t| ctx.ns(t));
+        let seg_end_ns = seg.switched_away().map_or(end_ns, |t| ctx.ns(t));
         if i > 0 && start_ns < prev_end_ns {
             let at = Location::Time {
                 ns: start_ns,
@@ -349,18 +369,8 @@ pub fn replay_stack(
                 _ => r_base + ns.saturating_sub(start_ns),
             }
         };
-        if let Some(seed) = seg.seed {
-            if frames.depth() == 0 {
-                seed_frames(
-                    ctx,
-                    seg,
-                    seed,
-                    &mut frames,
-                    start_ns,
-                    r_at(start_ns, r),
-                    warnings,
-                );
-            }
+        if seg.seed != Seed::None {
+            seed_frames(ctx, seg, &mut frames, start_ns, r_at(start_ns, r), warnings);
         }
         let thread = &ctx.decoded.threads[seg.thread as usize];
         let mut batches = Batches::new(
@@ -368,7 +378,7 @@ pub fn replay_stack(
             &thread.chunks,
             seg.start,
             seg.end,
-            seg.floor_tick,
+            seg.start_tick,
         );
         // gil: r advances after each event by the time until the next event
         // of any thread (or this thread's next event).
@@ -462,7 +472,6 @@ pub fn stack_name(decoded: &Decoded<'_>, key: StackKey) -> String {
 fn seed_frames(
     ctx: &ReplayContext<'_, '_>,
     seg: &Segment,
-    seed: crate::segment::Seed,
     frames: &mut FrameStack<'_>,
     ns: u64,
     r: u64,
@@ -471,23 +480,21 @@ fn seed_frames(
     let thread = &ctx.decoded.threads[seg.thread as usize];
     let Some(chunk) = thread
         .chunks
-        .get(seed.chunk as usize)
+        .get(seg.start.chunk as usize)
         .and_then(|c| ctx.file().chunk(c.slot).ok().flatten())
     else {
         return;
     };
-    let ids: Vec<_> = if seed.own {
+    let ids: Vec<_> = if seg.seed == Seed::Own {
         chunk.snapshot.own_frames().collect()
     } else {
         chunk.snapshot.stack_frames().collect()
     };
-    let mut opened = 0;
-    for id in ids {
-        if let Some(d) = ctx.functions.get(id.0) {
-            frames.enter(d, ns, r);
-            opened += 1;
-        }
-    }
+    let truth: Vec<u32> = ids
+        .iter()
+        .filter_map(|id| ctx.functions.get(id.0))
+        .collect();
+    let opened = frames.reconcile(&truth, ns, r);
     warnings.add_n(
         WarningKind::FramesFromSnapshot,
         opened,

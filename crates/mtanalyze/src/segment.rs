@@ -47,16 +47,20 @@ impl StackKey {
 }
 
 /// Where a segment's stack gets the frames that were open before its first
-/// surviving event (after lost chunks).
+/// surviving event (after lost chunks): the snapshot of the chunk the
+/// segment starts in.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Seed {
-    /// Index of the chunk (in its thread's list) whose snapshot holds them.
-    pub chunk: u32,
-    /// The snapshot's own-stack frames (else its logical-stack frames).
-    pub own: bool,
+pub enum Seed {
+    /// Nothing to open.
+    None,
+    /// The snapshot's own-stack frames.
+    Own,
+    /// The snapshot's logical-stack frames.
+    Logical,
 }
 
-/// One stretch of one thread running one stack.
+/// One stretch of one thread running one stack. Kept small (64 bytes):
+/// segments are most of the analyzer's heap.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Segment {
     /// The stack.
@@ -69,16 +73,28 @@ pub struct Segment {
     pub start: Pos,
     /// End (exclusive): the switch away, or the end of the thread's stream.
     pub end: Pos,
-    /// When the stack started running here.
+    /// When the stack started running here. Also the floor for clamping the
+    /// segment's ticks: the first event's clamped tick is this one, so
+    /// clamping from it gives the ticks the thread pass saw.
     pub start_tick: u64,
-    /// The thread's clamped tick just before `start`.
-    pub floor_tick: u64,
-    /// When the thread switched away; `None`: it ran until the end of the trace.
-    pub end_tick: Option<u64>,
+    /// When the thread switched away; [`RUNS_TO_END`]: it ran until the end of the trace.
+    pub end_tick: u64,
     /// It began with a switch onto the stack (or the thread's first event).
     pub switched_in: bool,
     /// Frames to open first if the stack is empty.
-    pub seed: Option<Seed>,
+    pub seed: Seed,
+}
+
+const _: () = assert!(std::mem::size_of::<Segment>() <= 64);
+
+/// `Segment::end_tick` of a stretch that lasted until the end of the trace.
+pub const RUNS_TO_END: u64 = u64::MAX;
+
+impl Segment {
+    /// When the thread switched away, if it did.
+    pub fn switched_away(&self) -> Option<u64> {
+        (self.end_tick != RUNS_TO_END).then_some(self.end_tick)
+    }
 }
 
 /// What one pass over a thread found.
@@ -106,20 +122,18 @@ pub fn cut_thread(decoded: &Decoded<'_>, index: u32) -> ThreadPass {
     let mut pass = ThreadPass::default();
     let mut open: Option<Segment> = None;
     let mut stack = StackKey::Own(tid);
-    let mut prev_tick = 0u64;
-    let new_segment = |stack, start, start_tick, floor_tick, switched_in, seed| Segment {
+    let new_segment = |stack, start, start_tick, switched_in, seed| Segment {
         stack,
         thread: index,
         tid,
         start,
         end: start,
         start_tick,
-        floor_tick,
-        end_tick: None,
+        end_tick: RUNS_TO_END,
         switched_in,
         seed,
     };
-    let close = |seg: Option<Segment>, end: Pos, end_tick: Option<u64>, out: &mut Vec<Segment>| {
+    let close = |seg: Option<Segment>, end: Pos, end_tick: u64, out: &mut Vec<Segment>| {
         if let Some(mut s) = seg {
             s.end = end;
             s.end_tick = end_tick;
@@ -137,24 +151,22 @@ pub fn cut_thread(decoded: &Decoded<'_>, index: u32) -> ThreadPass {
                 chunk: batch.chunk,
                 event: 0,
             };
-            close(open.take(), at, Some(tick), &mut pass.segments);
+            close(open.take(), at, tick, &mut pass.segments);
             stack = StackKey::from_switch(tid, current_stack);
-            let chunk = batch.chunk;
             if current_stack != StackId::OWN {
                 // The own stack is paused below the logical one: open its
                 // frames too, in a stretch that does not run.
-                let seed = Some(Seed { chunk, own: true });
-                let mut own = new_segment(StackKey::Own(tid), at, tick, tick, false, seed);
-                own.end_tick = Some(tick);
+                let mut own = new_segment(StackKey::Own(tid), at, tick, false, Seed::Own);
+                own.end_tick = tick;
                 pass.segments.push(own);
             }
-            let seed = Seed {
-                chunk,
-                own: current_stack == StackId::OWN,
+            let seed = if current_stack == StackId::OWN {
+                Seed::Own
+            } else {
+                Seed::Logical
             };
-            open = Some(new_segment(stack, at, tick, tick, false, Some(seed)));
+            open = Some(new_segment(stack, at, tick, false, seed));
             pass.first_tick.get_or_insert(tick);
-            prev_tick = tick;
         }
         let mut events = batch.events;
         for i in 0..batch.len {
@@ -189,15 +201,15 @@ pub fn cut_thread(decoded: &Decoded<'_>, index: u32) -> ThreadPass {
                         // The thread started on its own stack and left it at
                         // once: record that zero-length stretch, so the own
                         // stack's life starts with the thread's.
-                        open = Some(new_segment(stack, pos, tick, prev_tick, true, None));
+                        open = Some(new_segment(stack, pos, tick, true, Seed::None));
                     }
-                    close(open.take(), pos, Some(tick), &mut pass.segments);
+                    close(open.take(), pos, tick, &mut pass.segments);
                     stack = StackKey::from_switch(tid, id);
-                    open = Some(new_segment(stack, pos, tick, prev_tick, true, None));
+                    open = Some(new_segment(stack, pos, tick, true, Seed::None));
                 }
                 EventKind::Enter(f) | EventKind::Exit(f) => {
                     if open.is_none() {
-                        open = Some(new_segment(stack, pos, tick, prev_tick, true, None));
+                        open = Some(new_segment(stack, pos, tick, true, Seed::None));
                     }
                     if decoded.functions.get(f.0).is_none() {
                         pass.unknown_functions.insert(f.0);
@@ -205,17 +217,16 @@ pub fn cut_thread(decoded: &Decoded<'_>, index: u32) -> ThreadPass {
                 }
                 EventKind::ThreadStart | EventKind::ThreadExit => {
                     if open.is_none() {
-                        open = Some(new_segment(stack, pos, tick, prev_tick, true, None));
+                        open = Some(new_segment(stack, pos, tick, true, Seed::None));
                     }
                 }
             }
-            prev_tick = tick;
         }
     }
     let end = Pos {
         chunk: thread.chunks.len() as u32,
         event: 0,
     };
-    close(open.take(), end, None, &mut pass.segments);
+    close(open.take(), end, RUNS_TO_END, &mut pass.segments);
     pass
 }

@@ -498,3 +498,88 @@ fn a_finished_task_is_not_paused_for_the_rest_of_the_trace() {
     let own = r.stacks.iter().find(|s| s.id == "thread:1").unwrap();
     assert_eq!((own.running_ns, own.paused_ns), (10 + 70, 20));
 }
+
+/// A chunk lost in the middle of a thread (as when a ring overwrites it):
+/// the next chunk's snapshot of open frames is the truth. Frames it no
+/// longer lists were closed in the lost stretch; frames it adds were
+/// opened there.
+#[test]
+fn lost_chunks_are_bridged_by_the_next_snapshot() {
+    use mtrace_format::layout::{CHUNK_HEADER_SIZE, HEADER_SIZE};
+    let opts = WriterOptions {
+        chunk_size: 1024,
+        ..Default::default()
+    };
+    let mut w = TraceWriter::new(Cursor::new(Vec::new()), opts).unwrap();
+    let (f, g, h, k) = (
+        w.function("f", "", 0, ""),
+        w.function("g", "", 0, ""),
+        w.function("h", "", 0, ""),
+        w.function("k", "", 0, ""),
+    );
+    let t = ThreadId(1);
+    let mut now = 0;
+    let mut ev = |w: &mut TraceWriter<Cursor<Vec<u8>>>, kind| {
+        now += 10;
+        w.event(t, now, kind).unwrap();
+    };
+    ev(&mut w, EventKind::Enter(f));
+    ev(&mut w, EventKind::Enter(g));
+    // Chunk 0 holds f, g and some h calls; 1024-byte chunks hold ~58 events.
+    for _ in 0..40 {
+        ev(&mut w, EventKind::Enter(h));
+        ev(&mut w, EventKind::Exit(h));
+    }
+    // In what will be the lost chunk (chunk 1): g returns, k is called.
+    ev(&mut w, EventKind::Exit(g));
+    ev(&mut w, EventKind::Enter(k));
+    for _ in 0..60 {
+        ev(&mut w, EventKind::Enter(h));
+        ev(&mut w, EventKind::Exit(h));
+    }
+    ev(&mut w, EventKind::Exit(k));
+    ev(&mut w, EventKind::Exit(f));
+    let mut bytes = w.finish(None).unwrap().into_inner();
+    // Lose chunk 1: an unclaimed slot, as a ring leaves when it reuses it.
+    let at = HEADER_SIZE + 1024;
+    bytes[at..at + CHUNK_HEADER_SIZE].fill(0);
+    let r = run(bytes, Clock::Wall);
+    let get = |n: &str| {
+        r.functions
+            .iter()
+            .find(|x| x.function == n)
+            .unwrap()
+            .clone()
+    };
+    let warn = |k: &str| {
+        r.warnings
+            .iter()
+            .find(|w| w.kind == k)
+            .map_or(0, |w| w.count)
+    };
+    assert_eq!(warn("lost_chunks"), 1);
+    assert_eq!(
+        warn("exit_not_open") + warn("exit_mismatch") + warn("exit_on_empty_stack"),
+        0,
+        "{:?}",
+        r.warnings
+    );
+    assert_eq!(get("f").ncalls, 1);
+    assert_eq!(
+        get("g").ncalls,
+        1,
+        "g closed where the snapshot no longer lists it"
+    );
+    assert_eq!(
+        get("k").ncalls,
+        1,
+        "k opened from the snapshot and closed by its exit"
+    );
+    // k, and h if the chunk began inside an h call.
+    assert!(
+        (1..=2).contains(&warn("frames_from_snapshot")),
+        "{:?}",
+        r.warnings
+    );
+    assert_eq!(get("f").cumtime_ns, now - 10, "f spans the whole trace");
+}
