@@ -67,8 +67,8 @@ pub enum LoadError {
         /// The file.
         path: String,
     },
-    /// A JSON-lines file has a line that is not an event.
-    #[error("{path}: line {line}: {message}")]
+    /// A JSON-lines file has a line that is not an event (line 0: the file as a whole).
+    #[error("{path}: {}{message}", if *line > 0 { format!("line {line}: ") } else { String::new() })]
     Jsonl {
         /// The file.
         path: String,

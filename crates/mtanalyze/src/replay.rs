@@ -106,6 +106,7 @@ impl Acc {
 }
 
 const NO_PARENT: u32 = u32::MAX;
+const EDGE_CACHE: usize = 512;
 
 #[derive(Clone, Copy, Debug)]
 struct Frame {
@@ -136,6 +137,9 @@ pub struct FrameStack<'a> {
     frames: Vec<Frame>,
     fn_open: Vec<u32>,
     edge_index: FxHashMap<(u32, u32), u32>,
+    /// A direct-mapped cache in front of `edge_index`: loops call the same
+    /// few edges again and again.
+    edge_cache: Box<[(u64, u32); EDGE_CACHE]>,
     edges: Vec<((u32, u32), EdgeSlot)>,
     paths: Option<PathTree>,
     /// Where this stack's paths hang in the merged tree.
@@ -175,6 +179,7 @@ impl<'a> FrameStack<'a> {
             frames: Vec::new(),
             fn_open: vec![0; n],
             edge_index: FxHashMap::default(),
+            edge_cache: Box::new([(0, 0); EDGE_CACHE]),
             edges: Vec::new(),
             paths,
             paths_root,
@@ -196,11 +201,21 @@ impl<'a> FrameStack<'a> {
         let (edge, edge_recursive) = match self.frames.last() {
             None => (NO_PARENT, false),
             Some(parent) => {
-                let next = self.edges.len() as u32;
-                let e = *self.edge_index.entry((parent.func, func)).or_insert(next);
-                if e == next {
-                    self.edges.push(((parent.func, func), EdgeSlot::default()));
-                }
+                // Key 0 marks an empty cache entry; no real key is 0.
+                let key = ((parent.func as u64) << 32 | func as u64) + 1;
+                let line = (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 55) as usize % EDGE_CACHE;
+                let e = match self.edge_cache[line] {
+                    (k, e) if k == key => e,
+                    _ => {
+                        let next = self.edges.len() as u32;
+                        let e = *self.edge_index.entry((parent.func, func)).or_insert(next);
+                        if e == next {
+                            self.edges.push(((parent.func, func), EdgeSlot::default()));
+                        }
+                        self.edge_cache[line] = (key, e);
+                        e
+                    }
+                };
                 let slot = &mut self.edges[e as usize].1;
                 slot.open += 1;
                 (e, slot.open > 1)
