@@ -86,6 +86,17 @@ pub struct FunctionDiff {
     pub delta: FunctionDelta,
 }
 
+impl FunctionDiff {
+    /// The function's identity, as shown.
+    pub fn key(&self) -> FunctionKey {
+        FunctionKey {
+            function: self.function.clone(),
+            file: self.file.clone(),
+            line: self.line,
+        }
+    }
+}
+
 /// One side's numbers for an edge.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct EdgeSide {
@@ -112,13 +123,22 @@ pub struct EdgeDelta {
     pub cumtime_ns: i64,
 }
 
-/// One edge's comparison.
+/// One edge's comparison. The sites are the ones its functions are shown
+/// with in [`DiffReport::functions`] (the new trace's when both have them).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EdgeDiff {
     /// Caller name.
     pub caller: String,
+    /// Caller's source file.
+    pub caller_file: String,
+    /// Caller's source line.
+    pub caller_line: u32,
     /// Callee name.
     pub callee: String,
+    /// Callee's source file.
+    pub callee_file: String,
+    /// Callee's source line.
+    pub callee_line: u32,
     /// The base trace's numbers, if it has the edge.
     pub base: Option<EdgeSide>,
     /// The new trace's numbers, if it has the edge.
@@ -162,8 +182,32 @@ pub struct DiffReport {
     /// Per edge, ordered the same way.
     pub edges: Vec<EdgeDiff>,
     /// Per call path (when both reports carry paths), ordered by path.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub paths: Vec<PathDiff>,
 }
+
+impl EdgeDiff {
+    /// The caller's identity, as shown.
+    pub fn caller_key(&self) -> FunctionKey {
+        FunctionKey {
+            function: self.caller.clone(),
+            file: self.caller_file.clone(),
+            line: self.caller_line,
+        }
+    }
+
+    /// The callee's identity, as shown.
+    pub fn callee_key(&self) -> FunctionKey {
+        FunctionKey {
+            function: self.callee.clone(),
+            file: self.callee_file.clone(),
+            line: self.callee_line,
+        }
+    }
+}
+
+/// Both sides of an edge, keyed by its (caller, callee) as shown.
+type EdgeSides = BTreeMap<(FunctionKey, FunctionKey), (Option<EdgeSide>, Option<EdgeSide>)>;
 
 fn scale(v: u64, s: f64) -> u64 {
     if s == 1.0 {
@@ -291,35 +335,26 @@ pub fn diff(base: &Report, new: &Report, opts: DiffOptions) -> DiffReport {
     });
 
     let translate = |k: FunctionKey| renamed.get(&k).cloned().unwrap_or(k);
-    let mut edges: BTreeMap<
-        (FunctionKey, FunctionKey),
-        (Option<EdgeSide>, Option<EdgeSide>, String, String),
-    > = BTreeMap::new();
+    let mut sides = EdgeSides::new();
     for e in &base.edges {
         let key = (translate(e.caller_key()), translate(e.callee_key()));
-        let entry = edges
-            .entry(key)
-            .or_insert((None, None, e.caller.clone(), e.callee.clone()));
-        entry.0 = Some(edge_side(e, s));
+        sides.entry(key).or_default().0 = Some(edge_side(e, s));
     }
     for e in &new.edges {
-        let entry = edges.entry((e.caller_key(), e.callee_key())).or_insert((
-            None,
-            None,
-            e.caller.clone(),
-            e.callee.clone(),
-        ));
-        entry.1 = Some(edge_side(e, 1.0));
-        entry.2 = e.caller.clone();
-        entry.3 = e.callee.clone();
+        let key = (e.caller_key(), e.callee_key());
+        sides.entry(key).or_default().1 = Some(edge_side(e, 1.0));
     }
-    let mut edges: Vec<EdgeDiff> = edges
-        .into_values()
-        .map(|(b, n, caller, callee)| {
+    let mut edges: Vec<EdgeDiff> = sides
+        .into_iter()
+        .map(|((caller, callee), (b, n))| {
             let (b0, n0) = (b.unwrap_or_default(), n.unwrap_or_default());
             EdgeDiff {
-                caller,
-                callee,
+                caller: caller.function,
+                caller_file: caller.file,
+                caller_line: caller.line,
+                callee: callee.function,
+                callee_file: callee.file,
+                callee_line: callee.line,
                 base: b,
                 new: n,
                 delta: EdgeDelta {
