@@ -4,6 +4,7 @@
 //! mtanalyze [OPTIONS] TRACE        report (the default command)
 //! mtanalyze check [--format F] TRACE
 //! mtanalyze convert IN OUT.bin
+//! mtanalyze diff [OPTIONS] BASE NEW
 //! ```
 //!
 //! The first positional argument is a subcommand when it names one, else the
@@ -21,9 +22,12 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use regex::Regex;
 
+use mtanalyze::diff::DiffOptions;
 use mtanalyze::render;
-use mtanalyze::view::{self, Direction, EdgeSelection, SortKey, ViewOptions};
-use mtanalyze::{AnalyzeOptions, Clock};
+use mtanalyze::view::{
+    self, DiffSortKey, DiffViewOptions, Direction, EdgeSelection, SortKey, ViewOptions,
+};
+use mtanalyze::{AnalyzeOptions, Clock, PathMode};
 
 /// Offline analyzer for mtrace traces: cProfile-style statistics that stay
 /// correct when work moves between threads, fibers and async tasks.
@@ -34,7 +38,7 @@ use mtanalyze::{AnalyzeOptions, Clock};
     args_conflicts_with_subcommands = true,
     subcommand_negates_reqs = true,
     disable_help_subcommand = true,
-    after_help = "The first argument is a subcommand when it names one (check, convert); \
+    after_help = "The first argument is a subcommand when it names one (check, convert, diff); \
                   a trace file with such a name is reached with `mtanalyze -- check` or `./check`."
 )]
 struct Cli {
@@ -50,6 +54,8 @@ enum Command {
     Check(CheckArgs),
     /// Write any trace (binary or JSON lines) as a binary trace.
     Convert(ConvertArgs),
+    /// Compare two traces: what got faster or slower, per function and per call edge.
+    Diff(DiffArgs),
 }
 
 /// Output format.
@@ -119,6 +125,62 @@ struct ConvertArgs {
     output: PathBuf,
 }
 
+#[derive(Args, Debug)]
+struct DiffArgs {
+    /// The trace before the change (binary or JSON lines, detected from the content).
+    #[arg(value_name = "BASE")]
+    base: PathBuf,
+    /// The trace after the change.
+    #[arg(value_name = "NEW")]
+    new: PathBuf,
+    /// Which time counts as running, for both traces [default: the traces' preferred clock, else stack].
+    #[arg(long, value_enum)]
+    clock: Option<Clock>,
+    /// Order of the rows: by the size of a column's change, either way, largest first (names A to Z).
+    #[arg(long, value_enum, default_value_t = DiffSortKey::Tottime)]
+    sort: DiffSortKey,
+    /// Show at most N functions.
+    #[arg(long, value_name = "N")]
+    limit: Option<usize>,
+    /// Only functions whose name, or `file:line name`, matches REGEX (folded: paths through one).
+    #[arg(long, value_name = "REGEX", value_parser = parse_regex)]
+    filter: Option<Regex>,
+    /// Scale BASE's times so its total self time equals NEW's before subtracting (runs of different length).
+    #[arg(long)]
+    normalize: bool,
+    /// Hide rows whose change (of the --sort time column; self time for ncalls and name) is below PCT percent of the larger of the two total self times.
+    #[arg(long, value_name = "PCT", value_parser = parse_percent)]
+    min_change: Option<f64>,
+    /// For each function matching REGEX, the change of each edge into it (instead of the function table).
+    #[arg(long, value_name = "REGEX", value_parser = parse_regex)]
+    callers: Option<Regex>,
+    /// For each function matching REGEX, the change of each edge out of it (instead of the function table).
+    #[arg(long, value_name = "REGEX", value_parser = parse_regex)]
+    callees: Option<Regex>,
+    /// Output format (folded: `path BASE_NS NEW_NS` per call path, for differential flame graphs).
+    #[arg(long, value_enum, default_value_t = DiffFormat::Table)]
+    format: DiffFormat,
+}
+
+/// Output format of `diff`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+enum DiffFormat {
+    /// Aligned text tables.
+    #[default]
+    Table,
+    /// One JSON object (integer nanoseconds).
+    Json,
+    /// Two-column folded stacks: `root;child;leaf BASE_NS NEW_NS`.
+    Folded,
+}
+
+fn parse_percent(s: &str) -> Result<f64, String> {
+    match s.trim_end_matches('%').parse::<f64>() {
+        Ok(p) if p.is_finite() && p >= 0.0 => Ok(p),
+        _ => Err("expected a percentage, a number >= 0 (like 1 or 0.5)".into()),
+    }
+}
+
 fn parse_regex(s: &str) -> Result<Regex, regex::Error> {
     Regex::new(s)
 }
@@ -169,6 +231,7 @@ fn run(cli: Cli, out: &mut dyn Write) -> Result<(), Failure> {
     match cli.command {
         Some(Command::Check(args)) => check(&args, out),
         Some(Command::Convert(args)) => convert(&args),
+        Some(Command::Diff(args)) => diff(&args, out),
         None => report(&cli.report, out),
     }
 }
@@ -235,6 +298,83 @@ fn report(args: &ReportArgs, out: &mut dyn Write) -> Result<(), Failure> {
     out.flush()?;
     if let Some(summary) = render::warnings_summary(&report.warnings) {
         say(&summary);
+    }
+    Ok(())
+}
+
+fn diff(args: &DiffArgs, out: &mut dyn Write) -> Result<(), Failure> {
+    let folded = args.format == DiffFormat::Folded;
+    let row_options = [
+        args.limit.is_some(),
+        args.min_change.is_some(),
+        args.callers.is_some(),
+        args.callees.is_some(),
+    ];
+    if folded && row_options.contains(&true) {
+        return Err(Failure::Message(
+            "--format folded writes every call path: --limit, --min-change, --callers and \
+             --callees do not apply (--filter does)"
+                .into(),
+        ));
+    }
+    let options = AnalyzeOptions {
+        clock: args.clock,
+        paths: if folded {
+            PathMode::Merged
+        } else {
+            PathMode::Off
+        },
+        ..AnalyzeOptions::default()
+    };
+    let analyze = |path: &Path| -> Result<mtanalyze::Report, Failure> {
+        mtanalyze::analyze(&load(path)?, &options).map_err(message)
+    };
+    let (base, new) = rayon::join(|| analyze(&args.base), || analyze(&args.new));
+    let (base, new) = (base?, new?);
+    if base.clock != new.clock {
+        return Err(Failure::Message(format!(
+            "the traces prefer different clocks ({}: {}, {}: {}); choose one with --clock",
+            args.base.display(),
+            base.clock,
+            args.new.display(),
+            new.clock
+        )));
+    }
+    let diff = mtanalyze::diff::diff(
+        &base,
+        &new,
+        DiffOptions {
+            normalize: args.normalize,
+        },
+    );
+    let view = DiffViewOptions {
+        sort: args.sort,
+        limit: args.limit,
+        filter: args.filter.clone(),
+        min_change_pct: args.min_change,
+    };
+    match args.format {
+        DiffFormat::Table => {
+            let sections = render::diff::TableSections {
+                callers: args.callers.clone(),
+                callees: args.callees.clone(),
+            };
+            render::diff::table(out, &diff, &view, &sections)?;
+        }
+        DiffFormat::Json => {
+            let edges = EdgeSelection {
+                callers_of: args.callers.clone(),
+                callees_of: args.callees.clone(),
+            };
+            render::diff::json(out, &view::filtered_diff(&diff, &view, &edges))?;
+        }
+        DiffFormat::Folded => render::diff::folded(out, &diff, args.filter.as_ref())?,
+    }
+    out.flush()?;
+    for report in [&base, &new] {
+        if let Some(summary) = render::warnings_summary(&report.warnings) {
+            say(&format!("{}: {summary}", report.trace.source));
+        }
     }
     Ok(())
 }

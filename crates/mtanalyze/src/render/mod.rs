@@ -4,11 +4,13 @@
 //! * [`table`]: the pstats-like text tables of the default command.
 //! * [`json`]: `--format json` of the report and of `check`.
 //! * [`check`]: the human form of `mtanalyze check`.
+//! * [`diff`]: every output of `mtanalyze diff` (table, JSON, folded).
 //!
 //! Renderers write to any [`std::io::Write`] and return its errors, so the
 //! command can tell a closed pipe from a real failure.
 
 pub mod check;
+pub mod diff;
 pub mod json;
 pub mod table;
 

@@ -182,11 +182,11 @@ fn per(total: u64, n: u64) -> String {
     }
 }
 
-fn num(text: String) -> Cell {
+pub(super) fn num(text: String) -> Cell {
     Cell::new(&text).style_spec("r")
 }
 
-fn new_table(columns: &[(&str, bool)]) -> Table {
+pub(super) fn new_table(columns: &[(&str, bool)]) -> Table {
     let mut table = Table::new();
     table.set_format(
         FormatBuilder::new()
@@ -211,7 +211,7 @@ fn new_table(columns: &[(&str, bool)]) -> Table {
 
 /// Prints the table without the trailing blanks of its last column, with
 /// the rule under the titles as wide as the widest line.
-fn print(out: &mut dyn Write, table: &Table) -> io::Result<()> {
+pub(super) fn print(out: &mut dyn Write, table: &Table) -> io::Result<()> {
     let mut buf = Vec::new();
     table.print(&mut buf)?;
     let text = String::from_utf8_lossy(&buf);

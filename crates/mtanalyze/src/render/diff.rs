@@ -1,0 +1,356 @@
+//! The outputs of `mtanalyze diff`: the change table, JSON, and two-column
+//! folded stacks for differential flame graphs.
+//!
+//! ```text
+//! base: old.bin (binary, format 1)  duration: 1.20s  events: 120391  stacks: 17
+//! new:  new.bin (binary, format 1)  duration: 1.10s  events: 110230  stacks: 17
+//! clock: stack  total self time: 1.20s -> 1.10s  change: -100ms (-8.3%)
+//! functions: 40 in both (1 matched by name only), 1 new, 1 gone
+//!
+//! tottime (base -> new)   change        %  cumtime (base -> new)  ...  function (file:line)
+//! -----------------------------------------------------------------...----------------------
+//!     1.00ms ->  2.00ms  +1.00ms  +100.0%         1.20ms ->  2.20ms  ...  parse (src/p.rs:10)
+//!      250µs ->       -   -250µs  -100.0%          250µs ->       -  ...  old_lexer (src/l.rs:3)  [gone]
+//! ```
+//!
+//! A `base -> new` cell shows `-` for a side without the function; its
+//! arrows line up down the column. Percentages are of the base value (`new`
+//! when there is none, `-` when the base value is 0). The rows come from
+//! [`crate::view`]; this file only lays them out.
+
+use std::io::{self, Write};
+
+use prettytable::{Cell, Row};
+use regex::Regex;
+
+use super::table::{function_label, new_table, num, print};
+use super::{calls, duration};
+use crate::diff::{DiffReport, EdgeSide, FunctionDiff, FunctionSide, Match};
+use crate::report::TraceSummary;
+use crate::view::{
+    diff_edge_groups, diff_function_rows, DiffEdgeGroup, DiffViewOptions, Direction,
+};
+
+/// What the table shows besides the function rows.
+#[derive(Clone, Debug, Default)]
+pub struct TableSections {
+    /// `--callers REGEX`: the caller edges of the matching functions.
+    pub callers: Option<Regex>,
+    /// `--callees REGEX`: the callee edges of the matching functions.
+    pub callees: Option<Regex>,
+}
+
+/// The whole table output: the header, then the edge tables when asked
+/// for, else the function table.
+pub fn table(
+    out: &mut dyn Write,
+    diff: &DiffReport,
+    view: &DiffViewOptions,
+    sections: &TableSections,
+) -> io::Result<()> {
+    header(out, diff)?;
+    let mut shown = false;
+    for (re, dir) in [
+        (&sections.callers, Direction::Callers),
+        (&sections.callees, Direction::Callees),
+    ] {
+        if let Some(re) = re {
+            writeln!(out)?;
+            edges(out, &diff_edge_groups(diff, view, re, dir), dir)?;
+            shown = true;
+        }
+    }
+    if !shown {
+        writeln!(out)?;
+        let rows = diff_function_rows(diff, view);
+        functions(out, &rows, diff.functions.len())?;
+    }
+    Ok(())
+}
+
+/// The lines above the tables: both traces, the clock, the total change,
+/// how the functions matched, and whether the base was normalized.
+pub fn header(out: &mut dyn Write, diff: &DiffReport) -> io::Result<()> {
+    side(out, "base: ", &diff.base)?;
+    side(out, "new:  ", &diff.new)?;
+    let change = delta(diff.new_total_ns, diff.base_total_ns);
+    writeln!(
+        out,
+        "clock: {}  total self time: {} -> {}  change: {} ({})",
+        diff.clock,
+        duration(diff.base_total_ns as f64),
+        duration(diff.new_total_ns as f64),
+        signed(change),
+        percent(change, diff.base_total_ns),
+    )?;
+    let count = |m: Match| diff.functions.iter().filter(|f| f.matched == m).count();
+    writeln!(
+        out,
+        "functions: {} in both ({} matched by name only), {} new, {} gone",
+        count(Match::Site) + count(Match::Name),
+        diff.matched_by_name,
+        count(Match::New),
+        count(Match::Gone),
+    )?;
+    if diff.normalized {
+        writeln!(
+            out,
+            "normalized: base times multiplied by {:.4} so its total self time equals the new trace's",
+            diff.base_scale
+        )?;
+    }
+    Ok(())
+}
+
+fn side(out: &mut dyn Write, label: &str, t: &TraceSummary) -> io::Result<()> {
+    let mut line = format!(
+        "{label}{} ({}, format {})  duration: {}  events: {}  stacks: {}",
+        t.source,
+        t.input_format,
+        t.format_version,
+        duration(t.duration_ns as f64),
+        t.events,
+        t.stacks
+    );
+    if !t.finished {
+        line.push_str("  unfinished");
+    }
+    for (what, n) in [
+        ("lost chunks", t.chunks_lost),
+        ("damaged chunks", t.chunks_damaged),
+        ("dropped events", t.dropped_events),
+    ] {
+        if n > 0 {
+            line.push_str(&format!("  {what}: {n}"));
+        }
+    }
+    writeln!(out, "{line}")
+}
+
+/// The function table. `total` is how many functions the diff holds, so
+/// the reader learns when `--filter`, `--min-change` or `--limit` hid some.
+pub fn functions(out: &mut dyn Write, rows: &[&FunctionDiff], total: usize) -> io::Result<()> {
+    if rows.len() < total {
+        writeln!(out, "showing {} of {} functions", rows.len(), total)?;
+    }
+    let titles = [
+        ("tottime (base -> new)", true),
+        ("change", true),
+        ("%", true),
+        ("cumtime (base -> new)", true),
+        ("change", true),
+        ("%", true),
+        ("ncalls (base -> new)", true),
+        ("paused change", true),
+        ("function (file:line)", false),
+    ];
+    let body = rows
+        .iter()
+        .map(|f| {
+            let time = |get: fn(&FunctionSide) -> u64| {
+                let b = f.base.as_ref().map(get);
+                let n = f.new.as_ref().map(get);
+                pair_of(b.map(|v| duration(v as f64)), n.map(|v| duration(v as f64)))
+            };
+            let pct = |change: i64, get: fn(&FunctionSide) -> u64| match f.base {
+                None => "new".to_owned(),
+                Some(b) => percent(change, get(&b)),
+            };
+            let ncalls = pair_of(
+                f.base.map(|s| calls(s.ncalls, s.primitive_calls)),
+                f.new.map(|s| calls(s.ncalls, s.primitive_calls)),
+            );
+            vec![
+                time(|s| s.tottime_ns),
+                Col::Right(signed(f.delta.tottime_ns)),
+                Col::Right(pct(f.delta.tottime_ns, |s| s.tottime_ns)),
+                time(|s| s.cumtime_ns),
+                Col::Right(signed(f.delta.cumtime_ns)),
+                Col::Right(pct(f.delta.cumtime_ns, |s| s.cumtime_ns)),
+                ncalls,
+                Col::Right(signed(f.delta.paused_ns)),
+                Col::Left(format!("{}{}", function_label(&f.key()), marker(f.matched))),
+            ]
+        })
+        .collect();
+    layout(out, &titles, body)
+}
+
+/// The caller or callee tables of a diff (`--callers`, `--callees`): each
+/// selected function once, followed by one row per edge with both sides'
+/// calls, self and cumulative time, and the changes.
+pub fn edges(out: &mut dyn Write, groups: &[DiffEdgeGroup<'_>], dir: Direction) -> io::Result<()> {
+    let other = match dir {
+        Direction::Callers => "was called by",
+        Direction::Callees => "called",
+    };
+    let titles = [
+        ("function (file:line)", false),
+        (other, false),
+        ("ncalls (base -> new)", true),
+        ("tottime (base -> new)", true),
+        ("change", true),
+        ("cumtime (base -> new)", true),
+        ("change", true),
+    ];
+    let mut body = Vec::new();
+    for g in groups {
+        let mut first = format!(
+            "{}{}",
+            function_label(&g.function.key()),
+            marker(g.function.matched)
+        );
+        if g.edges.is_empty() {
+            let mut row = vec![Col::Left(first.clone()), Col::Left("-".into())];
+            row.extend((0..5).map(|_| Col::Left(String::new())));
+            body.push(row);
+        }
+        for e in &g.edges {
+            let key = match dir {
+                Direction::Callers => e.caller_key(),
+                Direction::Callees => e.callee_key(),
+            };
+            let m = match (&e.base, &e.new) {
+                (None, _) => Match::New,
+                (_, None) => Match::Gone,
+                _ => Match::Site,
+            };
+            let time = |get: fn(&EdgeSide) -> u64| {
+                pair_of(
+                    e.base.as_ref().map(|s| duration(get(s) as f64)),
+                    e.new.as_ref().map(|s| duration(get(s) as f64)),
+                )
+            };
+            body.push(vec![
+                Col::Left(std::mem::take(&mut first)),
+                Col::Left(format!("{}{}", function_label(&key), marker(m))),
+                pair_of(
+                    e.base.map(|s| calls(s.ncalls, s.primitive_calls)),
+                    e.new.map(|s| calls(s.ncalls, s.primitive_calls)),
+                ),
+                time(|s| s.tottime_ns),
+                Col::Right(signed(e.delta.tottime_ns)),
+                time(|s| s.cumtime_ns),
+                Col::Right(signed(e.delta.cumtime_ns)),
+            ]);
+        }
+    }
+    layout(out, &titles, body)
+}
+
+/// `--format json`: the (filtered) diff as one pretty-printed JSON object
+/// and a newline; `schemas/diff.schema.json` documents it.
+pub fn json(out: &mut dyn Write, diff: &DiffReport) -> io::Result<()> {
+    serde_json::to_writer_pretty(&mut *out, diff).map_err(io::Error::from)?;
+    writeln!(out)
+}
+
+/// `--format folded`: one line per call path, `root;child;leaf BASE NEW`,
+/// with each side's self time in ns on that path (the base's scaled when
+/// normalizing), as `inferno-diff-folded` writes and differential flame
+/// graph tools read. With `filter`, only paths through a function whose
+/// name matches.
+pub fn folded(out: &mut dyn Write, diff: &DiffReport, filter: Option<&Regex>) -> io::Result<()> {
+    for p in &diff.paths {
+        if filter.is_none_or(|re| p.path.split(';').any(|f| re.is_match(f))) {
+            writeln!(out, "{} {} {}", p.path, p.base_ns, p.new_ns)?;
+        }
+    }
+    Ok(())
+}
+
+/// What the function column adds after the name for unusual matches.
+fn marker(m: Match) -> &'static str {
+    match m {
+        Match::Site => "",
+        Match::Name => "  [matched by name]",
+        Match::New => "  [new]",
+        Match::Gone => "  [gone]",
+    }
+}
+
+/// New minus base, saturating.
+fn delta(new: u64, base: u64) -> i64 {
+    (new as i128 - base as i128).clamp(i64::MIN as i128, i64::MAX as i128) as i64
+}
+
+/// A change as a duration with its sign (`+1.00ms`, `-250ns`, `0ns`).
+fn signed(ns: i64) -> String {
+    let sign = match ns.signum() {
+        1 => "+",
+        -1 => "-",
+        _ => "",
+    };
+    format!("{sign}{}", duration(ns.unsigned_abs() as f64))
+}
+
+/// A change as a percentage of the base value, one decimal (`+12.5%`,
+/// `0.0%`); `-` when the base value is 0 and the change is not.
+fn percent(change: i64, base: u64) -> String {
+    if change == 0 {
+        "0.0%".to_owned()
+    } else if base == 0 {
+        "-".to_owned()
+    } else {
+        format!("{:+.1}%", change as f64 / base as f64 * 100.0)
+    }
+}
+
+/// A table cell before layout.
+enum Col {
+    Left(String),
+    Right(String),
+    /// `base -> new`, each side right-aligned to its widest in the column.
+    Pair(String, String),
+}
+
+fn pair_of(base: Option<String>, new: Option<String>) -> Col {
+    let dash = || "-".to_owned();
+    Col::Pair(base.unwrap_or_else(dash), new.unwrap_or_else(dash))
+}
+
+/// Lays the rows out under `titles` (text, right-aligned) and prints them.
+fn layout(out: &mut dyn Write, titles: &[(&str, bool)], rows: Vec<Vec<Col>>) -> io::Result<()> {
+    let width = |s: &str| s.chars().count();
+    let mut widths = vec![(0, 0); titles.len()];
+    for row in &rows {
+        for (i, c) in row.iter().enumerate() {
+            if let Col::Pair(b, n) = c {
+                widths[i] = (widths[i].0.max(width(b)), widths[i].1.max(width(n)));
+            }
+        }
+    }
+    let mut table = new_table(titles);
+    for row in rows {
+        let cells = row
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| match c {
+                Col::Left(s) => Cell::new(&s),
+                Col::Right(s) => num(s),
+                Col::Pair(b, n) => {
+                    let (wb, wn) = widths[i];
+                    num(format!("{b:>wb$} -> {n:>wn$}"))
+                }
+            })
+            .collect();
+        table.add_row(Row::new(cells));
+    }
+    print(out, &table)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn changes_carry_their_sign_and_percentages_their_base() {
+        assert_eq!(signed(1_000), "+1.00µs");
+        assert_eq!(signed(-250), "-250ns");
+        assert_eq!(signed(0), "0ns");
+        assert_eq!(percent(1000, 1000), "+100.0%");
+        assert_eq!(percent(-1, 8), "-12.5%");
+        assert_eq!(percent(0, 0), "0.0%");
+        assert_eq!(percent(5, 0), "-");
+    }
+}
