@@ -8,6 +8,7 @@
 mod check;
 mod cli;
 mod convert;
+mod diff;
 mod errors;
 mod json;
 mod options;

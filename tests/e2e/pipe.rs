@@ -6,7 +6,7 @@ use std::process::Stdio;
 
 use crate::util::{command, many_functions, TempDir};
 
-fn read_a_little_then_close(args: &[&std::ffi::OsStr]) {
+pub(crate) fn read_a_little_then_close(args: &[&std::ffi::OsStr]) {
     let mut child = command()
         .args(args)
         .stdout(Stdio::piped())

@@ -116,7 +116,7 @@ fn validate(root: &Value, schema: &Value, v: &Value, path: &str, errors: &mut Ve
 }
 
 #[track_caller]
-fn assert_valid(schema_name: &str, v: &Value) {
+pub(crate) fn assert_valid(schema_name: &str, v: &Value) {
     let root = load_schema(schema_name);
     let mut errors = Vec::new();
     validate(&root, &root, v, "$", &mut errors);
@@ -130,7 +130,7 @@ fn assert_valid(schema_name: &str, v: &Value) {
 /// Every property of every object schema has a description, and every
 /// required field is a documented property. Only the fields listed in
 /// `optional` (as `$.name` or `Def.name`) may be left out of `required`.
-fn assert_documented(schema_name: &str, optional: &[&str]) {
+pub(crate) fn assert_documented(schema_name: &str, optional: &[&str]) {
     let root = load_schema(schema_name);
     let mut objects = vec![("$".to_owned(), &root)];
     if let Some(defs) = root["$defs"].as_object() {
