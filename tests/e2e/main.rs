@@ -5,6 +5,9 @@
 //! `vectors/` holds the shared semantics vectors (`NAME.jsonl` with the
 //! expected `NAME.CLOCK.json`).
 
+#[path = "../../crates/mtanalyze/tests/common/mod.rs"]
+mod common;
+
 mod check;
 mod cli;
 mod convert;

@@ -7,6 +7,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// Worked examples 4 (recursion) and 5 (four repaired lines) of
+/// `schemas/semantics.md`, shared with the engine's tests.
+pub use crate::common::worked_examples::{RECURSION, REPAIRS};
+
 /// A directory under the system temp dir, removed when dropped.
 pub struct TempDir {
     path: PathBuf,
@@ -275,30 +279,7 @@ pub const HANDOFF: &str = r#"{"ts": 0, "tid": 1, "ev": "enter", "fn": "main", "f
 {"ev": "thread", "tid": 2, "name": "worker-1"}
 "#;
 
-/// Worked example 4 of `schemas/semantics.md` (recursion).
-pub const RECURSION: &str = r#"{"ts": 0, "tid": 1, "ev": "enter", "fn": "f"}
-{"ts": 10, "tid": 1, "ev": "enter", "fn": "g"}
-{"ts": 20, "tid": 1, "ev": "enter", "fn": "f"}
-{"ts": 30, "tid": 1, "ev": "enter", "fn": "g"}
-{"ts": 40, "tid": 1, "ev": "exit", "fn": "g"}
-{"ts": 50, "tid": 1, "ev": "exit", "fn": "f"}
-{"ts": 60, "tid": 1, "ev": "exit", "fn": "g"}
-{"ts": 70, "tid": 1, "ev": "enter", "fn": "f"}
-{"ts": 80, "tid": 1, "ev": "exit", "fn": "f"}
-{"ts": 90, "tid": 1, "ev": "exit", "fn": "f"}
-"#;
 
-/// Worked example 5 of `schemas/semantics.md` (four repaired lines).
-pub const REPAIRS: &str = r#"{"ts": 100, "tid": 1, "ev": "enter", "fn": "a"}
-{"ts": 105, "tid": 2, "ev": "enter", "fn": "a"}
-{"ts": 110, "tid": 1, "ev": "enter", "fn": "b"}
-{"ts": 120, "tid": 1, "ev": "enter", "fn": "c"}
-{"ts": 125, "tid": 2, "ev": "enter", "fn": "b"}
-{"ts": 130, "tid": 1, "ev": "exit", "fn": "a"}
-{"ts": 140, "tid": 1, "ev": "exit", "fn": "a"}
-{"ts": 135, "tid": 1, "ev": "enter", "fn": "d"}
-{"ts": 150, "tid": 1, "ev": "exit", "fn": "b"}
-"#;
 
 /// A trace with `n` distinct functions, big enough that its report does
 /// not fit a pipe's buffer.
