@@ -279,8 +279,6 @@ pub const HANDOFF: &str = r#"{"ts": 0, "tid": 1, "ev": "enter", "fn": "main", "f
 {"ev": "thread", "tid": 2, "name": "worker-1"}
 "#;
 
-
-
 /// A trace with `n` distinct functions, big enough that its report does
 /// not fit a pipe's buffer.
 pub fn many_functions(n: usize) -> String {
