@@ -289,28 +289,17 @@ impl DiffViewOptions {
     }
 }
 
+/// Orders by the size of a change, larger first, whichever its sign.
+fn larger_change(a: i64, b: i64) -> Ordering {
+    b.unsigned_abs().cmp(&a.unsigned_abs())
+}
+
 fn diff_order(sort: DiffSortKey, a: &FunctionDiff, b: &FunctionDiff) -> Ordering {
     let primary = match sort {
-        DiffSortKey::Tottime => b
-            .delta
-            .tottime_ns
-            .unsigned_abs()
-            .cmp(&a.delta.tottime_ns.unsigned_abs()),
-        DiffSortKey::Cumtime => b
-            .delta
-            .cumtime_ns
-            .unsigned_abs()
-            .cmp(&a.delta.cumtime_ns.unsigned_abs()),
-        DiffSortKey::Ncalls => b
-            .delta
-            .ncalls
-            .unsigned_abs()
-            .cmp(&a.delta.ncalls.unsigned_abs()),
-        DiffSortKey::Paused => b
-            .delta
-            .paused_ns
-            .unsigned_abs()
-            .cmp(&a.delta.paused_ns.unsigned_abs()),
+        DiffSortKey::Tottime => larger_change(a.delta.tottime_ns, b.delta.tottime_ns),
+        DiffSortKey::Cumtime => larger_change(a.delta.cumtime_ns, b.delta.cumtime_ns),
+        DiffSortKey::Ncalls => larger_change(a.delta.ncalls, b.delta.ncalls),
+        DiffSortKey::Paused => larger_change(a.delta.paused_ns, b.delta.paused_ns),
         DiffSortKey::Name => Ordering::Equal,
     };
     primary.then_with(|| (&a.function, &a.file, a.line).cmp(&(&b.function, &b.file, b.line)))
@@ -318,21 +307,11 @@ fn diff_order(sort: DiffSortKey, a: &FunctionDiff, b: &FunctionDiff) -> Ordering
 
 fn diff_edge_order(sort: DiffSortKey, a: &EdgeDiff, b: &EdgeDiff) -> Ordering {
     let primary = match sort {
-        DiffSortKey::Cumtime => b
-            .delta
-            .cumtime_ns
-            .unsigned_abs()
-            .cmp(&a.delta.cumtime_ns.unsigned_abs()),
-        DiffSortKey::Ncalls => b
-            .delta
-            .ncalls
-            .unsigned_abs()
-            .cmp(&a.delta.ncalls.unsigned_abs()),
-        DiffSortKey::Tottime | DiffSortKey::Paused => b
-            .delta
-            .tottime_ns
-            .unsigned_abs()
-            .cmp(&a.delta.tottime_ns.unsigned_abs()),
+        DiffSortKey::Cumtime => larger_change(a.delta.cumtime_ns, b.delta.cumtime_ns),
+        DiffSortKey::Ncalls => larger_change(a.delta.ncalls, b.delta.ncalls),
+        DiffSortKey::Tottime | DiffSortKey::Paused => {
+            larger_change(a.delta.tottime_ns, b.delta.tottime_ns)
+        }
         DiffSortKey::Name => Ordering::Equal,
     };
     primary.then_with(|| (a.caller_key(), a.callee_key()).cmp(&(b.caller_key(), b.callee_key())))
