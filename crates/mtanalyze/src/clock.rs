@@ -44,6 +44,9 @@ impl std::fmt::Display for Clock {
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
+use mtrace_format::event::{raw_is_valid, raw_parts};
+use mtrace_format::layout::EVENT_SIZE;
+
 use crate::decode::{Batches, Decoded};
 
 /// The `gil` clock's view of the whole trace: who ran when.
@@ -71,7 +74,6 @@ impl GilTimeline {
     /// Merges every thread's events (a sequential pass: the clock is a
     /// global order by definition).
     pub fn build(decoded: &Decoded<'_>, end_tick: u64) -> GilTimeline {
-        let clock = decoded.file.header().clock;
         let mut streams: Vec<_> = decoded
             .threads
             .iter()
@@ -92,7 +94,7 @@ impl GilTimeline {
                 runs.push(Run {
                     tick,
                     tid,
-                    ns: clock.ticks_to_ns(tick),
+                    ns: decoded.scale.ns(tick),
                 });
             }
             if let Some(next) = streams[i].next() {
@@ -101,7 +103,7 @@ impl GilTimeline {
         }
         GilTimeline {
             runs,
-            end_ns: clock.ticks_to_ns(end_tick),
+            end_ns: decoded.scale.ns(end_tick),
         }
     }
 
@@ -148,7 +150,7 @@ impl GilCursor<'_> {
 /// A thread's clamped event ticks, in order (what the other passes see).
 struct Ticks<'a, 'd> {
     batches: Batches<'a, 'd>,
-    current: Option<(mtrace_format::chunk::EventIter<'a>, u32)>,
+    current: Option<(&'a [u8], usize)>,
 }
 
 impl Iterator for Ticks<'_, '_> {
@@ -156,21 +158,20 @@ impl Iterator for Ticks<'_, '_> {
 
     fn next(&mut self) -> Option<u64> {
         loop {
-            if let Some((events, left)) = &mut self.current {
-                if *left > 0 {
-                    *left -= 1;
-                    match events.next() {
-                        Some(Ok(e)) => return Some(self.batches.clamp(e.tick).0),
-                        _ => {
-                            self.batches.damaged();
-                            self.current = None;
-                            continue;
-                        }
+            if let Some((raw, at)) = &mut self.current {
+                if let Some(ev) = raw.get(*at..*at + EVENT_SIZE) {
+                    *at += EVENT_SIZE;
+                    let ev: &[u8; EVENT_SIZE] = ev.try_into().ok()?;
+                    let (kind, tick, payload) = raw_parts(ev);
+                    if raw_is_valid(kind, payload) {
+                        return Some(self.batches.clamp(tick).0);
                     }
+                    self.batches.damaged();
                 }
+                self.current = None;
             }
             let b = self.batches.next_batch()?;
-            self.current = Some((b.events, b.len));
+            self.current = Some((b.raw, 0));
         }
     }
 }

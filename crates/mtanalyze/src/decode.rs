@@ -10,8 +10,12 @@
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
+use mtrace_format::layout::EVENT_SIZE;
 use mtrace_format::meta::MetaProblem;
-use mtrace_format::{ChunkProblem, FormatError, MetaRecord, StackId, ThreadId, TraceFile};
+use mtrace_format::{
+    BadEvent, ChunkProblem, ChunkProblemKind, Event, FormatError, MetaRecord, StackId, ThreadId,
+    TickScale, TraceFile,
+};
 
 use crate::report::FunctionKey;
 
@@ -129,6 +133,9 @@ pub struct ThreadChunks {
 pub struct Decoded<'a> {
     /// The file.
     pub file: TraceFile<'a>,
+    /// Ticks to nanoseconds, for every stage (one converter, so all stages
+    /// agree to the nanosecond).
+    pub scale: TickScale,
     /// Functions by dense index (unknown ids are added by the segment pass).
     pub functions: FunctionTable,
     /// Names of logical stacks.
@@ -237,6 +244,7 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded<'_>, FormatError> {
         .collect();
     threads.sort_by_key(|t| t.tid);
     Ok(Decoded {
+        scale: file.header().clock.scale(),
         file,
         functions,
         stack_names,
@@ -269,18 +277,48 @@ pub struct Restart {
     pub current_stack: StackId,
 }
 
-/// The events of one chunk that fall in the requested range.
+/// The events of one chunk that fall in the requested range, as raw
+/// 16-byte slots: the hot loops split them with `event::raw_parts` and
+/// branch on the kind themselves (an `Event` enum match compiles to an
+/// indirect jump that mispredicts on every enter/exit alternation).
 pub struct Batch<'a> {
     /// Index of the chunk in the thread's list.
     pub chunk: u32,
-    /// Index (in the chunk) of the first event in `events`.
+    /// Index (in the chunk) of the first event in `raw`.
     pub first_event: u32,
     /// Set when the thread's history before this chunk is missing.
     pub restart: Option<Restart>,
-    /// The chunk, to decode events from.
-    pub events: mtrace_format::chunk::EventIter<'a>,
-    /// Events of this batch that are in range.
-    pub len: u32,
+    /// The events in range, 16 bytes each.
+    pub raw: &'a [u8],
+    slot: u64,
+    offset: u64,
+}
+
+impl Batch<'_> {
+    /// The events in range.
+    #[inline]
+    pub fn events(&self) -> impl Iterator<Item = &[u8; EVENT_SIZE]> + '_ {
+        self.raw
+            .chunks_exact(EVENT_SIZE)
+            .map(|e| e.try_into().unwrap_or(&[0; EVENT_SIZE]))
+    }
+
+    /// What is wrong with the `i`-th event of the batch, which the caller
+    /// found invalid (`event::raw_is_valid`).
+    pub fn problem(&self, i: usize) -> ChunkProblem {
+        let at = i * EVENT_SIZE;
+        let bad = self
+            .raw
+            .get(at..at + EVENT_SIZE)
+            .and_then(|b| <&[u8; EVENT_SIZE]>::try_from(b).ok())
+            .and_then(|b| Event::decode(b).err())
+            .unwrap_or(BadEvent::UnknownKind(0));
+        ChunkProblem {
+            index: self.slot,
+            offset: self.offset + at as u64,
+            kind: ChunkProblemKind::BadEvent(bad),
+        }
+    }
 }
 
 /// Walks a thread's chunks from `from` (inclusive) to `to` (exclusive) one
@@ -380,12 +418,15 @@ impl<'a, 'd> Batches<'a, 'd> {
             } else {
                 available
             };
+            let first_byte = (first.min(end) as usize) * EVENT_SIZE;
+            let raw = &chunk.event_bytes()[first_byte..end as usize * EVENT_SIZE];
             return Some(Batch {
                 chunk: ci,
                 first_event: first,
                 restart,
-                events: chunk.events_from(first as usize),
-                len: end.saturating_sub(first),
+                raw,
+                slot: r.slot,
+                offset: chunk.events_offset() + first_byte as u64,
             });
         }
     }

@@ -132,7 +132,7 @@ fn prepare<'a>(trace: &'a LoadedTrace) -> Result<Prepared<'a>, AnalyzeError> {
 
 impl Prepared<'_> {
     fn ns(&self, tick: u64) -> u64 {
-        self.decoded.file.header().clock.ticks_to_ns(tick)
+        self.decoded.scale.ns(tick)
     }
 
     fn thread_summaries(&self) -> Vec<ThreadSummary> {

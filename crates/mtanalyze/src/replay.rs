@@ -20,7 +20,8 @@
 
 use rustc_hash::FxHashMap;
 
-use mtrace_format::{EventKind, TraceFile};
+use mtrace_format::event::{raw_is_valid, raw_parts, KIND_ENTER, KIND_EXIT};
+use mtrace_format::TraceFile;
 
 use crate::clock::{Clock, GilTimeline};
 use crate::decode::{Batches, Decoded, FunctionTable};
@@ -341,7 +342,7 @@ impl ReplayContext<'_, '_> {
     }
 
     fn ns(&self, tick: u64) -> u64 {
-        self.decoded.file.header().clock.ticks_to_ns(tick)
+        self.decoded.scale.ns(tick)
     }
 }
 
@@ -400,11 +401,13 @@ pub fn replay_stack(
         let mut gil = ctx.gil.map(|g| g.cursor(seg.tid));
         let mut last: Option<(u64, u64)> = None; // (tick, ns) of the previous event
         while let Some(batch) = batches.next_batch() {
-            let mut it = batch.events;
-            for _ in 0..batch.len {
+            for ev in batch.events() {
+                let (kind, raw_tick, payload) = raw_parts(ev);
                 // Damage was counted by the segment pass; stop where it did.
-                let Some(Ok(event)) = it.next() else { break };
-                let (tick, _) = batches.clamp(event.tick);
+                if !raw_is_valid(kind, payload) {
+                    break;
+                }
+                let (tick, _) = batches.clamp(raw_tick);
                 let ns = ctx.ns(tick);
                 let r_now = match (&mut gil, last) {
                     (Some(g), Some((lt, lns))) => {
@@ -417,28 +420,22 @@ pub fn replay_stack(
                 if gil.is_some() {
                     last = Some((tick, ns));
                 }
-                match event.kind {
-                    EventKind::Enter(f) => {
-                        events += 1;
-                        if let Some(d) = ctx.functions.get(f.0) {
-                            frames.enter(d, ns, r_now);
+                if kind == KIND_ENTER {
+                    events += 1;
+                    if let Some(d) = ctx.functions.get(payload as u32) {
+                        frames.enter(d, ns, r_now);
+                    }
+                } else if kind == KIND_EXIT {
+                    events += 1;
+                    if let Some(d) = ctx.functions.get(payload as u32) {
+                        if let Err(kind) = frames.exit(d, ns, r_now) {
+                            let at = Location::Time {
+                                ns,
+                                thread: seg.tid,
+                            };
+                            warnings.add(kind, at);
                         }
                     }
-                    EventKind::Exit(f) => {
-                        events += 1;
-                        if let Some(d) = ctx.functions.get(f.0) {
-                            if let Err(kind) = frames.exit(d, ns, r_now) {
-                                warnings.add(
-                                    kind,
-                                    Location::Time {
-                                        ns,
-                                        thread: seg.tid,
-                                    },
-                                );
-                            }
-                        }
-                    }
-                    _ => {}
                 }
             }
         }

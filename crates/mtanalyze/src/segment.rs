@@ -13,7 +13,8 @@
 
 use rustc_hash::FxHashSet;
 
-use mtrace_format::{EventKind, StackId};
+use mtrace_format::event::{raw_is_valid, raw_parts, KIND_ENTER, KIND_EXIT, KIND_SWITCH};
+use mtrace_format::StackId;
 
 use crate::decode::{Batches, Decoded, Pos, Restart};
 use crate::warnings::{Location, WarningKind, Warnings};
@@ -118,7 +119,7 @@ pub struct ThreadPass {
 pub fn cut_thread(decoded: &Decoded<'_>, index: u32) -> ThreadPass {
     let thread = &decoded.threads[index as usize];
     let tid = thread.tid.0;
-    let clock = decoded.file.header().clock;
+    let clock = decoded.scale;
     let mut pass = ThreadPass::default();
     let mut open: Option<Segment> = None;
     let mut stack = StackKey::Own(tid);
@@ -168,26 +169,19 @@ pub fn cut_thread(decoded: &Decoded<'_>, index: u32) -> ThreadPass {
             open = Some(new_segment(stack, at, tick, false, seed));
             pass.first_tick.get_or_insert(tick);
         }
-        let mut events = batch.events;
-        for i in 0..batch.len {
-            let event = match events.next() {
-                Some(Ok(e)) => e,
-                Some(Err(problem)) => {
-                    pass.warnings
-                        .add(WarningKind::DamagedEvent, Location::Byte(problem.offset));
-                    batches.damaged();
-                    break;
-                }
-                None => break,
-            };
-            let (tick, clamped) = batches.clamp(event.tick);
-            let pos = Pos {
-                chunk: batch.chunk,
-                event: batch.first_event + i,
-            };
+        for (i, ev) in batch.events().enumerate() {
+            let (kind, raw_tick, payload) = raw_parts(ev);
+            if !raw_is_valid(kind, payload) {
+                let problem = batch.problem(i);
+                pass.warnings
+                    .add(WarningKind::DamagedEvent, Location::Byte(problem.offset));
+                batches.damaged();
+                break;
+            }
+            let (tick, clamped) = batches.clamp(raw_tick);
             if clamped {
                 let at = Location::Time {
-                    ns: clock.ticks_to_ns(tick),
+                    ns: clock.ns(tick),
                     thread: tid,
                 };
                 pass.warnings.add(WarningKind::ClockBackwards, at);
@@ -195,30 +189,31 @@ pub fn cut_thread(decoded: &Decoded<'_>, index: u32) -> ThreadPass {
             pass.events += 1;
             pass.first_tick.get_or_insert(tick);
             pass.last_tick = Some(tick);
-            match event.kind {
-                EventKind::Switch(id) => {
-                    if open.is_none() && pass.segments.is_empty() {
-                        // The thread started on its own stack and left it at
-                        // once: record that zero-length stretch, so the own
-                        // stack's life starts with the thread's.
-                        open = Some(new_segment(stack, pos, tick, true, Seed::None));
-                    }
-                    close(open.take(), pos, tick, &mut pass.segments);
-                    stack = StackKey::from_switch(tid, id);
+            let pos = Pos {
+                chunk: batch.chunk,
+                event: batch.first_event + i as u32,
+            };
+            // Branches here are predictable: switches are rare, and enter
+            // and exit take the same path.
+            if kind == KIND_SWITCH {
+                if open.is_none() && pass.segments.is_empty() {
+                    // The thread started on its own stack and left it at
+                    // once: record that zero-length stretch, so the own
+                    // stack's life starts with the thread's.
                     open = Some(new_segment(stack, pos, tick, true, Seed::None));
                 }
-                EventKind::Enter(f) | EventKind::Exit(f) => {
-                    if open.is_none() {
-                        open = Some(new_segment(stack, pos, tick, true, Seed::None));
-                    }
-                    if decoded.functions.get(f.0).is_none() {
-                        pass.unknown_functions.insert(f.0);
-                    }
-                }
-                EventKind::ThreadStart | EventKind::ThreadExit => {
-                    if open.is_none() {
-                        open = Some(new_segment(stack, pos, tick, true, Seed::None));
-                    }
+                close(open.take(), pos, tick, &mut pass.segments);
+                stack = StackKey::from_switch(tid, StackId(payload));
+                open = Some(new_segment(stack, pos, tick, true, Seed::None));
+                continue;
+            }
+            if open.is_none() {
+                open = Some(new_segment(stack, pos, tick, true, Seed::None));
+            }
+            if kind == KIND_ENTER || kind == KIND_EXIT {
+                let f = payload as u32;
+                if decoded.functions.get(f).is_none() {
+                    pass.unknown_functions.insert(f);
                 }
             }
         }

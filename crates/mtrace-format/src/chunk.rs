@@ -171,7 +171,9 @@ impl<'a> Chunk<'a> {
         if state.committed_bytes == 0 {
             return Ok(None);
         }
-        let body_room = chunk_size - CHUNK_HEADER_SIZE;
+        // `chunk_size` comes from a checked header; a caller passing less
+        // than a chunk header gets an empty body, not an underflow.
+        let body_room = chunk_size.saturating_sub(CHUNK_HEADER_SIZE);
         if state.committed_bytes > body_room {
             return Err(problem(
                 C_STATE,
@@ -219,9 +221,14 @@ impl<'a> Chunk<'a> {
         self.events.len() / EVENT_SIZE
     }
 
-    /// The raw committed event bytes.
+    /// The raw committed event bytes (whole events only).
     pub fn event_bytes(&self) -> &'a [u8] {
         self.events
+    }
+
+    /// File offset of the first event slot.
+    pub fn events_offset(&self) -> u64 {
+        self.events_offset
     }
 
     /// Decodes the events in order. A damaged event yields one `Err` and ends

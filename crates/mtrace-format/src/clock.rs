@@ -109,15 +109,106 @@ impl ClockInfo {
         u64::try_from(ns).unwrap_or(u64::MAX)
     }
 
+    /// A precomputed converter for hot loops (see [`TickScale`]).
+    pub fn scale(&self) -> TickScale {
+        let (ticks, ns) = (self.calib_ticks.max(1), self.calib_ns);
+        let how = if ticks == ns {
+            Scale::Identity
+        } else if ns == 1 && ticks.is_power_of_two() {
+            Scale::Shift(ticks.trailing_zeros())
+        } else if ns < ticks {
+            // ns / ticks < 1, so 2^64 * ns / ticks fits in 64 bits.
+            Scale::Mul((((ns as u128) << 64) / ticks as u128) as u64)
+        } else {
+            Scale::Exact { ticks, ns }
+        };
+        TickScale {
+            start: self.start_tick,
+            how,
+        }
+    }
+
     /// Ticks per second, for display.
     pub fn ticks_per_second(&self) -> f64 {
         self.calib_ticks as f64 * 1e9 / self.calib_ns.max(1) as f64
     }
 }
 
+/// Ticks to nanoseconds without a division per call: identity, a shift
+/// (exact: the JSON-lines converter's power-of-two tick rates), or a 64-bit
+/// fixed-point multiply (within 1 ns of [`ClockInfo::ticks_to_ns`];
+/// monotone, so ordering is kept).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TickScale {
+    start: u64,
+    how: Scale,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Scale {
+    Identity,
+    Shift(u32),
+    Mul(u64),
+    Exact { ticks: u64, ns: u64 },
+}
+
+impl TickScale {
+    /// Nanoseconds since the trace's zero.
+    #[inline(always)]
+    pub fn ns(&self, tick: u64) -> u64 {
+        let elapsed = tick.saturating_sub(self.start);
+        match self.how {
+            Scale::Identity => elapsed,
+            Scale::Shift(s) => elapsed >> s,
+            Scale::Mul(m) => ((elapsed as u128 * m as u128) >> 64) as u64,
+            Scale::Exact { ticks, ns } => {
+                u64::try_from(elapsed as u128 * ns as u128 / ticks as u128).unwrap_or(u64::MAX)
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fast_scale_stays_within_a_nanosecond_of_the_exact_one() {
+        let clocks = [
+            (1, 1),
+            (8, 1),
+            (3_000_000_000u64, 1_000_000_000u64),
+            (2_894_561_237, 1_000_000_007),
+            (1, 3),
+        ];
+        for (ticks, ns) in clocks {
+            let c = ClockInfo {
+                kind: ClockKind::Tsc,
+                start_tick: 77,
+                start_unix_ns: 0,
+                calib_ticks: ticks,
+                calib_ns: ns,
+            };
+            let s = c.scale();
+            let mut prev = 0;
+            for t in [0u64, 77, 78, 1000, 123_456_789, 1 << 40, (1 << 60) - 1] {
+                let (fast, exact) = (s.ns(t), c.ticks_to_ns(t));
+                assert!(
+                    exact.abs_diff(fast) <= 1,
+                    "{ticks}/{ns} at {t}: {fast} vs {exact}"
+                );
+                assert!(fast >= prev);
+                prev = fast;
+            }
+        }
+        // Power-of-two rates (the JSON-lines converter's) are exact.
+        let c = ClockInfo {
+            calib_ticks: 16,
+            calib_ns: 1,
+            ..ClockInfo::nanoseconds()
+        };
+        assert_eq!(c.scale().ns(16 * 12345 + 15), 12345);
+    }
 
     #[test]
     fn nanosecond_clock_is_identity() {

@@ -29,11 +29,38 @@ pub struct ThreadId(pub u64);
 /// Largest tick an event can carry.
 pub const MAX_TICK: u64 = (1 << 60) - 1;
 
-const KIND_ENTER: u64 = 1;
-const KIND_EXIT: u64 = 2;
-const KIND_SWITCH: u64 = 3;
-const KIND_THREAD_START: u64 = 4;
-const KIND_THREAD_EXIT: u64 = 5;
+/// Kind nibble of an `enter` event.
+pub const KIND_ENTER: u64 = 1;
+/// Kind nibble of an `exit` event.
+pub const KIND_EXIT: u64 = 2;
+/// Kind nibble of a `switch` event.
+pub const KIND_SWITCH: u64 = 3;
+/// Kind nibble of a thread-start event.
+pub const KIND_THREAD_START: u64 = 4;
+/// Kind nibble of a thread-exit event.
+pub const KIND_THREAD_EXIT: u64 = 5;
+
+/// Splits 16 event bytes into (kind, tick, payload) without judging them.
+/// For hot loops that branch on the kind themselves; [`raw_is_valid`]
+/// tells whether [`Event::decode`] would accept the same bytes.
+#[inline(always)]
+pub fn raw_parts(bytes: &[u8; EVENT_SIZE]) -> (u64, u64, u64) {
+    let (w0, w1) = bytes.split_at(8);
+    let w0 = u64::from_le_bytes(w0.try_into().unwrap_or([0; 8]));
+    let w1 = u64::from_le_bytes(w1.try_into().unwrap_or([0; 8]));
+    (w0 >> 60, w0 & MAX_TICK, w1)
+}
+
+/// Whether [`Event::decode`] accepts an event with this kind and payload.
+#[inline(always)]
+pub fn raw_is_valid(kind: u64, payload: u64) -> bool {
+    match kind {
+        KIND_ENTER | KIND_EXIT => payload != 0 && payload <= u32::MAX as u64,
+        KIND_SWITCH => true,
+        KIND_THREAD_START | KIND_THREAD_EXIT => payload == 0,
+        _ => false,
+    }
+}
 
 /// What happened.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -161,8 +188,13 @@ mod tests {
         }
 
         #[test]
-        fn any_bytes_decode_without_panic(bytes in any::<[u8; 16]>()) {
-            let _ = Event::decode(&bytes);
+        fn raw_validity_agrees_with_decode(bytes in any::<[u8; 16]>()) {
+            let (kind, tick, payload) = raw_parts(&bytes);
+            let decoded = Event::decode(&bytes);
+            prop_assert_eq!(raw_is_valid(kind, payload), decoded.is_ok());
+            if let Ok(e) = decoded {
+                prop_assert_eq!(e.tick, tick);
+            }
         }
     }
 

@@ -25,7 +25,7 @@ pub mod reader;
 pub mod writer;
 
 pub use chunk::{Chunk, SnapshotRef};
-pub use clock::{ClockInfo, ClockKind, PreferredClock};
+pub use clock::{ClockInfo, ClockKind, PreferredClock, TickScale};
 pub use error::{ChunkProblem, ChunkProblemKind, FormatError};
 pub use event::{BadEvent, Event, EventKind, FunctionId, StackId, ThreadId};
 pub use header::Header;
