@@ -123,14 +123,6 @@ struct Frame {
     edge_recursive: bool,
 }
 
-/// One caller -> callee edge seen on this stack: how many of its frames are
-/// open, and its totals so far.
-#[derive(Clone, Copy, Debug, Default)]
-struct EdgeSlot {
-    open: u32,
-    acc: EdgeAcc,
-}
-
 /// The open frames of one stack and the counters that decide recursion.
 /// Edges are numbered per stack on first use, so entering a frame costs one
 /// hash lookup and leaving it none.
@@ -141,7 +133,10 @@ pub struct FrameStack<'a> {
     /// A direct-mapped cache in front of `edge_index`: loops call the same
     /// few edges again and again.
     edge_cache: Box<[(u64, u32); EDGE_CACHE]>,
-    edges: Vec<((u32, u32), EdgeSlot)>,
+    /// Per edge of this stack: open frames (hot, so kept dense apart from
+    /// the totals), then (caller, callee) and totals.
+    edge_open: Vec<u32>,
+    edges: Vec<((u32, u32), EdgeAcc)>,
     paths: Option<PathTree>,
     /// Where this stack's paths hang in the merged tree.
     paths_root: u32,
@@ -152,12 +147,12 @@ pub struct FrameStack<'a> {
 
 impl Drop for FrameStack<'_> {
     fn drop(&mut self) {
-        for (key, slot) in self.edges.drain(..) {
+        for (key, e) in self.edges.drain(..) {
             let a = self.acc.edges.entry(key).or_default();
-            a.ncalls += slot.acc.ncalls;
-            a.primitive_calls += slot.acc.primitive_calls;
-            a.tottime_ns += slot.acc.tottime_ns;
-            a.cumtime_ns += slot.acc.cumtime_ns;
+            a.ncalls += e.ncalls;
+            a.primitive_calls += e.primitive_calls;
+            a.tottime_ns += e.tottime_ns;
+            a.cumtime_ns += e.cumtime_ns;
         }
         if let (Some(all), Some(mine)) = (&mut self.acc.paths, &self.paths) {
             let root = match self.paths_root {
@@ -181,6 +176,7 @@ impl<'a> FrameStack<'a> {
             fn_open: vec![0; n],
             edge_index: FxHashMap::default(),
             edge_cache: Box::new([(0, 0); EDGE_CACHE]),
+            edge_open: Vec::new(),
             edges: Vec::new(),
             paths,
             paths_root,
@@ -211,15 +207,16 @@ impl<'a> FrameStack<'a> {
                         let next = self.edges.len() as u32;
                         let e = *self.edge_index.entry((parent.func, func)).or_insert(next);
                         if e == next {
-                            self.edges.push(((parent.func, func), EdgeSlot::default()));
+                            self.edges.push(((parent.func, func), EdgeAcc::default()));
+                            self.edge_open.push(0);
                         }
                         self.edge_cache[line] = (key, e);
                         e
                     }
                 };
-                let slot = &mut self.edges[e as usize].1;
-                slot.open += 1;
-                (e, slot.open > 1)
+                let open = &mut self.edge_open[e as usize];
+                *open += 1;
+                (e, *open > 1)
             }
         };
         let node = match &mut self.paths {
@@ -306,9 +303,8 @@ impl<'a> FrameStack<'a> {
             a.paused_ns += paused;
         }
         if f.edge != NO_PARENT {
-            let slot = &mut self.edges[f.edge as usize].1;
-            slot.open -= 1;
-            let e = &mut slot.acc;
+            self.edge_open[f.edge as usize] -= 1;
+            let e = &mut self.edges[f.edge as usize].1;
             e.ncalls += 1;
             e.tottime_ns += self_ns;
             if !f.edge_recursive {
