@@ -157,28 +157,39 @@ impl Prepared<'_> {
             .collect()
     }
 
-    /// Moves every segment out of the thread passes into one vector sorted
-    /// by stack, then time; returns it with each stack's range in it. One
-    /// exact-size allocation: segments are most of the analyzer's heap.
-    fn take_stacks(&mut self) -> (Vec<Segment>, Vec<(StackKey, std::ops::Range<usize>)>) {
+    /// Orders every segment by stack, then time, without moving them: an
+    /// 8-byte (thread, index) handle per segment, grouped into one range per
+    /// stack. Segments are most of the analyzer's heap, so they are not copied.
+    fn stack_order(&self) -> (Vec<(u32, u32)>, Vec<(StackKey, std::ops::Range<usize>)>) {
         let total = self.passes.iter().map(|p| p.segments.len()).sum();
-        let mut all = Vec::with_capacity(total);
-        for p in &mut self.passes {
-            all.append(&mut p.segments);
-            p.segments = Vec::new();
+        let mut order: Vec<(u32, u32)> = Vec::with_capacity(total);
+        for (t, p) in self.passes.iter().enumerate() {
+            order.extend((0..p.segments.len() as u32).map(|i| (t as u32, i)));
         }
-        all.par_sort_unstable_by_key(|s| (s.stack, s.start_tick, s.tid, s.start));
+        let seg = |&(t, i): &(u32, u32)| &self.passes[t as usize].segments[i as usize];
+        order.par_sort_unstable_by_key(|h| {
+            let s = seg(h);
+            (s.stack, s.start_tick, s.tid, s.start)
+        });
         let mut ranges = Vec::new();
         let mut i = 0;
-        while i < all.len() {
-            let key = all[i].stack;
+        while i < order.len() {
+            let key = seg(&order[i]).stack;
             let start = i;
-            while i < all.len() && all[i].stack == key {
+            while i < order.len() && seg(&order[i]).stack == key {
                 i += 1;
             }
             ranges.push((key, start..i));
         }
-        (all, ranges)
+        (order, ranges)
+    }
+
+    /// The segments behind a range of handles from [`Prepared::stack_order`].
+    fn segments<'s>(&'s self, handles: &[(u32, u32)]) -> Vec<&'s Segment> {
+        handles
+            .iter()
+            .map(|&(t, i)| &self.passes[t as usize].segments[i as usize])
+            .collect()
     }
 
     fn summary(&self, trace: &LoadedTrace, stacks: u64) -> TraceSummary {
@@ -221,7 +232,7 @@ impl Prepared<'_> {
 
 fn wanted(
     key: &StackKey,
-    segs: &[Segment],
+    segs: &[&Segment],
     names: &FxHashMap<u64, String>,
     opts: &AnalyzeOptions,
 ) -> bool {
@@ -236,7 +247,7 @@ fn wanted(
 
 /// Analyzes a loaded trace.
 pub fn analyze(trace: &LoadedTrace, opts: &AnalyzeOptions) -> Result<Report, AnalyzeError> {
-    let mut prep = prepare(trace)?;
+    let prep = prepare(trace)?;
     let clock = opts
         .clock
         .unwrap_or(match prep.decoded.file.header().preferred_clock {
@@ -244,11 +255,18 @@ pub fn analyze(trace: &LoadedTrace, opts: &AnalyzeOptions) -> Result<Report, Ana
             mtrace_format::PreferredClock::Wall => Clock::Wall,
             _ => Clock::Stack,
         });
-    let (segments, all_stacks) = prep.take_stacks();
+    let (order, all_stacks) = prep.stack_order();
     let stack_count = all_stacks.len() as u64;
     let stacks: Vec<_> = all_stacks
         .into_iter()
-        .filter(|(k, range)| wanted(k, &segments[range.clone()], &prep.decoded.stack_names, opts))
+        .filter(|(k, range)| {
+            wanted(
+                k,
+                &prep.segments(&order[range.clone()]),
+                &prep.decoded.stack_names,
+                opts,
+            )
+        })
         .collect();
     let gil = (clock == Clock::Gil).then(|| GilTimeline::build(&prep.decoded, prep.end_tick));
     let ctx = ReplayContext {
@@ -266,7 +284,7 @@ pub fn analyze(trace: &LoadedTrace, opts: &AnalyzeOptions) -> Result<Report, Ana
         .fold(
             || (Acc::new(n, with_paths), Vec::new(), Warnings::default()),
             |(mut acc, mut stats, mut warnings), (i, (key, range))| {
-                let segs = &segments[range.clone()];
+                let segs = prep.segments(&order[range.clone()]);
                 let root = match opts.paths {
                     PathMode::PerStack => STACK_LABEL | i as u32,
                     _ => ROOT,
@@ -274,7 +292,7 @@ pub fn analyze(trace: &LoadedTrace, opts: &AnalyzeOptions) -> Result<Report, Ana
                 stats.push(replay_stack(
                     &ctx,
                     *key,
-                    segs,
+                    &segs,
                     &mut acc,
                     &mut warnings,
                     root,
@@ -405,8 +423,8 @@ fn stack_order(id: &str) -> (u8, u64, String) {
 
 /// See [`crate::check::check`].
 pub(crate) fn check_impl(trace: &LoadedTrace) -> Result<CheckReport, AnalyzeError> {
-    let mut prep = prepare(trace)?;
-    let stacks = prep.take_stacks().1.len() as u64;
+    let prep = prepare(trace)?;
+    let stacks = prep.stack_order().1.len() as u64;
     let h = prep.decoded.file.header();
     let summary = prep.summary(trace, stacks);
     let issue = |p: &mtrace_format::ChunkProblem| ChunkIssue {

@@ -347,7 +347,7 @@ impl ReplayContext<'_, '_> {
 pub fn replay_stack(
     ctx: &ReplayContext<'_, '_>,
     key: StackKey,
-    segments: &[Segment],
+    segments: &[&Segment],
     acc: &mut Acc,
     warnings: &mut Warnings,
     paths_root: u32,

@@ -98,11 +98,67 @@ impl Segment {
     }
 }
 
+/// A thread's segments, stored in fixed blocks: growing never copies and
+/// wastes at most one partly filled block (a plain `Vec` doubles, and its
+/// slack and copies were the analyzer's peak heap).
+#[derive(Clone, Debug, Default)]
+pub struct SegmentList {
+    blocks: Vec<Vec<Segment>>,
+    len: usize,
+}
+
+const BLOCK: usize = 1024;
+
+impl SegmentList {
+    /// Appends a segment.
+    pub fn push(&mut self, s: Segment) {
+        if self.blocks.last().is_none_or(|b| b.len() == BLOCK) {
+            self.blocks.push(Vec::with_capacity(BLOCK));
+        }
+        if let Some(b) = self.blocks.last_mut() {
+            b.push(s);
+        }
+        self.len += 1;
+    }
+
+    /// Number of segments.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// No segments.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The segments in order.
+    pub fn iter(&self) -> impl Iterator<Item = &Segment> {
+        self.blocks.iter().flatten()
+    }
+}
+
+impl std::ops::Index<usize> for SegmentList {
+    type Output = Segment;
+
+    fn index(&self, i: usize) -> &Segment {
+        &self.blocks[i / BLOCK][i % BLOCK]
+    }
+}
+
+impl IntoIterator for SegmentList {
+    type Item = Segment;
+    type IntoIter = std::iter::Flatten<std::vec::IntoIter<Vec<Segment>>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.blocks.into_iter().flatten()
+    }
+}
+
 /// What one pass over a thread found.
 #[derive(Clone, Debug, Default)]
 pub struct ThreadPass {
     /// Its segments in order.
-    pub segments: Vec<Segment>,
+    pub segments: SegmentList,
     /// Events decoded.
     pub events: u64,
     /// First and last clamped ticks.
@@ -134,7 +190,7 @@ pub fn cut_thread(decoded: &Decoded<'_>, index: u32) -> ThreadPass {
         switched_in,
         seed,
     };
-    let close = |seg: Option<Segment>, end: Pos, end_tick: u64, out: &mut Vec<Segment>| {
+    let close = |seg: Option<Segment>, end: Pos, end_tick: u64, out: &mut SegmentList| {
         if let Some(mut s) = seg {
             s.end = end;
             s.end_tick = end_tick;
