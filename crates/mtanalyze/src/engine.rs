@@ -58,6 +58,11 @@ pub enum AnalyzeError {
     },
 }
 
+/// (thread pass, index in its segments).
+type SegmentHandle = (u32, u32);
+/// A stack and the range of its segments' handles.
+type StackRange = (StackKey, std::ops::Range<usize>);
+
 /// The stages every command shares: decoded chunks, the per-thread passes,
 /// the complete function table and the end of the trace.
 struct Prepared<'a> {
@@ -160,7 +165,7 @@ impl Prepared<'_> {
     /// Orders every segment by stack, then time, without moving them: an
     /// 8-byte (thread, index) handle per segment, grouped into one range per
     /// stack. Segments are most of the analyzer's heap, so they are not copied.
-    fn stack_order(&self) -> (Vec<(u32, u32)>, Vec<(StackKey, std::ops::Range<usize>)>) {
+    fn stack_order(&self) -> (Vec<SegmentHandle>, Vec<StackRange>) {
         let total = self.passes.iter().map(|p| p.segments.len()).sum();
         let mut order: Vec<(u32, u32)> = Vec::with_capacity(total);
         for (t, p) in self.passes.iter().enumerate() {
@@ -185,7 +190,7 @@ impl Prepared<'_> {
     }
 
     /// The segments behind a range of handles from [`Prepared::stack_order`].
-    fn segments<'s>(&'s self, handles: &[(u32, u32)]) -> Vec<&'s Segment> {
+    fn segments<'s>(&'s self, handles: &[SegmentHandle]) -> Vec<&'s Segment> {
         handles
             .iter()
             .map(|&(t, i)| &self.passes[t as usize].segments[i as usize])
