@@ -122,7 +122,8 @@ impl Warnings {
             return;
         }
         let e = self.map.entry(kind).or_insert((0, at.clone()));
-        e.0 += n;
+        // A count the file claims (dropped events) may be anything: saturate.
+        e.0 = e.0.saturating_add(n);
         if at < e.1 {
             e.1 = at;
         }
@@ -147,7 +148,7 @@ impl Warnings {
 
     /// Total over all kinds.
     pub fn total(&self) -> u64 {
-        self.map.values().map(|e| e.0).sum()
+        self.map.values().fold(0, |n, e| n.saturating_add(e.0))
     }
 
     /// The report's form, in a fixed order.

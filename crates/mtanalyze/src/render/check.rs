@@ -126,7 +126,10 @@ pub fn human(out: &mut dyn Write, c: &CheckReport) -> io::Result<()> {
             writeln!(out, "{}", l.trim_end())?;
         }
     }
-    let total: u64 = c.warnings.iter().map(|w| w.count).sum();
+    let total = c
+        .warnings
+        .iter()
+        .fold(0u64, |n, w| n.saturating_add(w.count));
     writeln!(out, "{:<20}{}", "warnings:", total)?;
     for w in &c.warnings {
         writeln!(

@@ -5,13 +5,23 @@
 //! * [`json`]: `--format json` of the report and of `check`.
 //! * [`check`]: the human form of `mtanalyze check`.
 //! * [`diff`]: every output of `mtanalyze diff` (table, JSON, folded).
+//! * [`folded`]: `--format folded`, one `root;...;leaf self_ns` line per call path.
+//! * [`flamegraph`]: flame graph SVGs (through `inferno`), plain and differential.
+//! * [`chrome`], [`speedscope`]: the timeline exports, from a
+//!   [`crate::timeline::Timelines`] rather than a report.
+//! * [`callgrind`]: the callgrind format for KCachegrind.
 //!
 //! Renderers write to any [`std::io::Write`] and return its errors, so the
 //! command can tell a closed pipe from a real failure.
 
+pub mod callgrind;
 pub mod check;
+pub mod chrome;
 pub mod diff;
+pub mod flamegraph;
+pub mod folded;
 pub mod json;
+pub mod speedscope;
 pub mod table;
 
 use crate::report::Warning;
@@ -68,7 +78,7 @@ pub fn calls(total: u64, primitive: u64) -> String {
 /// `3 warnings: exit_on_empty_stack x2 (first at thread 1 at 140 ns), ...`.
 /// `None` when there are none.
 pub fn warnings_summary(warnings: &[Warning]) -> Option<String> {
-    let total: u64 = warnings.iter().map(|w| w.count).sum();
+    let total = warnings.iter().fold(0u64, |n, w| n.saturating_add(w.count));
     if total == 0 {
         return None;
     }

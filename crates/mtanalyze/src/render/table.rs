@@ -32,7 +32,11 @@ pub fn function_label(key: &FunctionKey) -> String {
 /// The lines above every table: what the trace is and how it was analyzed.
 pub fn header(out: &mut dyn Write, report: &Report) -> io::Result<()> {
     let t = &report.trace;
-    let warnings: u64 = report.warnings.iter().map(|w| w.count).sum();
+    // Counts the header claims (dropped events) can be anything: saturate.
+    let warnings = report
+        .warnings
+        .iter()
+        .fold(0u64, |n, w| n.saturating_add(w.count));
     writeln!(
         out,
         "trace: {} ({}, format {})",
