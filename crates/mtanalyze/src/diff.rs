@@ -287,8 +287,13 @@ fn match_functions(
 
 /// Compares two reports (analyzed with the same clock).
 pub fn diff(base: &Report, new: &Report, opts: DiffOptions) -> DiffReport {
-    let base_raw: u64 = base.functions.iter().map(|f| f.tottime_ns).sum();
-    let new_total: u64 = new.functions.iter().map(|f| f.tottime_ns).sum();
+    let total = |r: &Report| {
+        r.functions
+            .iter()
+            .fold(0u64, |t, f| t.saturating_add(f.tottime_ns))
+    };
+    let base_raw = total(base);
+    let new_total = total(new);
     let s = if opts.normalize && base_raw > 0 {
         new_total as f64 / base_raw as f64
     } else {
@@ -388,9 +393,9 @@ pub fn diff(base: &Report, new: &Report, opts: DiffOptions) -> DiffReport {
             );
             let e = paths.entry(frames.join(";")).or_default();
             if is_new {
-                e.1 += p.self_ns;
+                e.1 = e.1.saturating_add(p.self_ns);
             } else {
-                e.0 += scale(p.self_ns, s);
+                e.0 = e.0.saturating_add(scale(p.self_ns, s));
             }
         }
     }

@@ -54,7 +54,7 @@ impl PathTree {
     pub fn record(&mut self, node: u32, self_ns: u64) {
         let n = &mut self.nodes[node as usize];
         n.ncalls += 1;
-        n.self_ns += self_ns;
+        n.self_ns = n.self_ns.saturating_add(self_ns);
     }
 
     /// Adds every path of `other` into `self`, with `other`'s roots hung
@@ -72,7 +72,7 @@ impl PathTree {
             let id = self.child(parent, n.func);
             let m = &mut self.nodes[id as usize];
             m.ncalls += n.ncalls;
-            m.self_ns += n.self_ns;
+            m.self_ns = m.self_ns.saturating_add(n.self_ns);
             map.push(id);
         }
     }

@@ -89,16 +89,16 @@ impl Acc {
         for (a, b) in self.functions.iter_mut().zip(other.functions) {
             a.ncalls += b.ncalls;
             a.primitive_calls += b.primitive_calls;
-            a.tottime_ns += b.tottime_ns;
-            a.cumtime_ns += b.cumtime_ns;
-            a.paused_ns += b.paused_ns;
+            a.tottime_ns = a.tottime_ns.saturating_add(b.tottime_ns);
+            a.cumtime_ns = a.cumtime_ns.saturating_add(b.cumtime_ns);
+            a.paused_ns = a.paused_ns.saturating_add(b.paused_ns);
         }
         for (k, b) in other.edges {
             let a = self.edges.entry(k).or_default();
             a.ncalls += b.ncalls;
             a.primitive_calls += b.primitive_calls;
-            a.tottime_ns += b.tottime_ns;
-            a.cumtime_ns += b.cumtime_ns;
+            a.tottime_ns = a.tottime_ns.saturating_add(b.tottime_ns);
+            a.cumtime_ns = a.cumtime_ns.saturating_add(b.cumtime_ns);
         }
         if let (Some(a), Some(b)) = (&mut self.paths, &other.paths) {
             a.merge_from(b, ROOT);
@@ -151,8 +151,8 @@ impl Drop for FrameStack<'_> {
             let a = self.acc.edges.entry(key).or_default();
             a.ncalls += e.ncalls;
             a.primitive_calls += e.primitive_calls;
-            a.tottime_ns += e.tottime_ns;
-            a.cumtime_ns += e.cumtime_ns;
+            a.tottime_ns = a.tottime_ns.saturating_add(e.tottime_ns);
+            a.cumtime_ns = a.cumtime_ns.saturating_add(e.cumtime_ns);
         }
         if let (Some(all), Some(mine)) = (&mut self.acc.paths, &self.paths) {
             let root = match self.paths_root {
@@ -296,24 +296,24 @@ impl<'a> FrameStack<'a> {
         }
         let a = &mut self.acc.functions[f.func as usize];
         a.ncalls += 1;
-        a.tottime_ns += self_ns;
+        a.tottime_ns = a.tottime_ns.saturating_add(self_ns);
         if !f.recursive {
             a.primitive_calls += 1;
-            a.cumtime_ns += active;
-            a.paused_ns += paused;
+            a.cumtime_ns = a.cumtime_ns.saturating_add(active);
+            a.paused_ns = a.paused_ns.saturating_add(paused);
         }
         if f.edge != NO_PARENT {
             self.edge_open[f.edge as usize] -= 1;
             let e = &mut self.edges[f.edge as usize].1;
             e.ncalls += 1;
-            e.tottime_ns += self_ns;
+            e.tottime_ns = e.tottime_ns.saturating_add(self_ns);
             if !f.edge_recursive {
                 e.primitive_calls += 1;
-                e.cumtime_ns += active;
+                e.cumtime_ns = e.cumtime_ns.saturating_add(active);
             }
         }
         if let Some(parent) = self.frames.last_mut() {
-            parent.child_active += active;
+            parent.child_active = parent.child_active.saturating_add(active);
         }
     }
 }
@@ -378,7 +378,7 @@ pub fn replay_stack(
         let r_at = |ns: u64, r_base: u64| -> u64 {
             match ctx.clock {
                 Clock::Wall => ns,
-                _ => r_base + ns.saturating_sub(start_ns),
+                _ => r_base.saturating_add(ns.saturating_sub(start_ns)),
             }
         };
         if seg.seed != Seed::None {
@@ -407,7 +407,7 @@ pub fn replay_stack(
                 let ns = ctx.ns(tick);
                 let r_now = match (&mut gil, last) {
                     (Some(g), Some((lt, lns))) => {
-                        r += g.run_after(lt, lns, ns);
+                        r = r.saturating_add(g.run_after(lt, lns, ns));
                         r
                     }
                     (Some(_), None) => r,
@@ -437,7 +437,7 @@ pub fn replay_stack(
         }
         // The stretch from the last event to the switch away (or the end).
         match (&mut gil, last) {
-            (Some(g), Some((lt, lns))) => r += g.run_after(lt, lns, seg_end_ns),
+            (Some(g), Some((lt, lns))) => r = r.saturating_add(g.run_after(lt, lns, seg_end_ns)),
             (Some(_), None) => {}
             (None, _) => r = r_at(seg_end_ns, r).max(r),
         }
