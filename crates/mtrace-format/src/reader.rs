@@ -5,7 +5,7 @@
 //! number that physically fit, however many the header claims.
 
 use crate::chunk::Chunk;
-use crate::error::{ChunkProblem, FormatError};
+use crate::error::{ChunkProblem, ChunkProblemKind, FormatError};
 use crate::header::Header;
 use crate::layout::HEADER_SIZE;
 use crate::meta::{decode_records, MetaProblem, MetaRecord};
@@ -57,10 +57,21 @@ impl<'a> TraceFile<'a> {
         self.header.chunk_count - self.chunk_slots()
     }
 
-    /// Decodes slot `index` (`Ok(None)` for an unused slot).
+    /// Decodes slot `index` (`Ok(None)` for an unused slot). A slot that
+    /// does not start inside the file (see [`TraceFile::chunk_slots`]) is
+    /// [`ChunkProblemKind::Truncated`], whatever the header claims.
     pub fn chunk(&self, index: u64) -> Result<Option<Chunk<'a>>, ChunkProblem> {
         let size = self.header.chunk_size as u64;
-        let offset = self.header.chunks_offset + index * size;
+        let offset = index
+            .checked_mul(size)
+            .and_then(|o| o.checked_add(self.header.chunks_offset));
+        let (Some(offset), true) = (offset, index < self.chunk_slots()) else {
+            return Err(ChunkProblem {
+                index,
+                offset: offset.unwrap_or(u64::MAX),
+                kind: ChunkProblemKind::Truncated,
+            });
+        };
         let start = offset.min(self.bytes.len() as u64) as usize;
         let end = offset.saturating_add(size).min(self.bytes.len() as u64) as usize;
         Chunk::decode(&self.bytes[start..end], index, offset, size as usize)
@@ -82,5 +93,33 @@ impl<'a> TraceFile<'a> {
             });
         }
         (records, problem)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::event::{EventKind, FunctionId, ThreadId};
+    use crate::writer::{TraceWriter, WriterOptions};
+
+    #[test]
+    fn slots_outside_the_file_are_errors_whatever_the_header_claims() {
+        let mut w =
+            TraceWriter::new(std::io::Cursor::new(Vec::new()), WriterOptions::default()).unwrap();
+        let f = w.function("f", "", 0, "");
+        w.event(ThreadId(1), 5, EventKind::Enter(f)).unwrap();
+        let mut bytes = w.finish(None).unwrap().into_inner();
+        // Claim 2^40 slots: only those starting inside the file are visited
+        // (the chunk, and the metadata after it read as a second slot).
+        bytes[crate::layout::H_CHUNK_COUNT..][..8].copy_from_slice(&(1u64 << 40).to_le_bytes());
+        let t = TraceFile::parse(&bytes).unwrap();
+        assert_eq!(t.chunk_slots(), 2);
+        assert_eq!(t.missing_slots(), (1 << 40) - 2);
+        assert!(t.chunk(0).unwrap().is_some());
+        assert_eq!(FunctionId(1), f);
+        for i in [2, 1 << 39, u64::MAX] {
+            let p = t.chunk(i).unwrap_err();
+            assert_eq!(p.kind, ChunkProblemKind::Truncated, "slot {i}");
+        }
     }
 }
