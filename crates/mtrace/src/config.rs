@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use mtrace_format::layout::{DEFAULT_CHUNK_SIZE, MAX_CHUNK_SIZE, MIN_CHUNK_SIZE};
+use mtrace_format::PreferredClock;
 
 use crate::error::ConfigError;
 
@@ -64,6 +65,10 @@ pub struct Config {
     pub meta_capacity: usize,
     /// Which clock stamps the events.
     pub clock: ClockSource,
+    /// The analysis clock the header recommends (`mtanalyze`'s default
+    /// `--clock` for this trace): [`PreferredClock::Gil`] for an interpreter
+    /// with a global lock, such as the Python binding's traces.
+    pub preferred_clock: PreferredClock,
 }
 
 impl Config {
@@ -78,6 +83,7 @@ impl Config {
             chunk_size: DEFAULT_CHUNK_SIZE,
             meta_capacity: DEFAULT_META_CAPACITY,
             clock: ClockSource::default(),
+            preferred_clock: PreferredClock::Unspecified,
         }
     }
 
@@ -108,6 +114,12 @@ impl Config {
     /// Sets the clock.
     pub fn clock(mut self, clock: ClockSource) -> Config {
         self.clock = clock;
+        self
+    }
+
+    /// Sets the analysis clock the trace's header recommends.
+    pub fn preferred_clock(mut self, clock: PreferredClock) -> Config {
+        self.preferred_clock = clock;
         self
     }
 

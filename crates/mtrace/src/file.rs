@@ -136,6 +136,7 @@ impl TraceMap {
         if config.mode == Mode::Ring {
             header.flags |= FLAG_RING;
         }
+        header.preferred_clock = config.preferred_clock;
         header.pid = std::process::id();
         header.chunk_count = chunk_count;
         header.chunks_offset = chunks_offset as u64;
