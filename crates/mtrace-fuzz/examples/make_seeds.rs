@@ -1,0 +1,353 @@
+//! Writes the fuzzers' seed corpora from `sample-traces/`:
+//!
+//! * `seeds/binary/`: small binary traces made of the samples' own events
+//!   (names, nesting, switches, ticks), rewritten with 1 KiB chunks so one
+//!   seed holds several chunks with snapshots; variants with a lost chunk
+//!   (a gap restarted from a snapshot) and an unfinished (killed) file; and
+//!   each real recorder file cut after its first two chunks.
+//! * `seeds/jsonl/`: the same events as JSON lines, and the semantics
+//!   vectors of `tests/e2e/vectors/`.
+//!
+//! Both also get the committed crash inputs of `crates/mtanalyze/tests/regressions/`.
+//!
+//! ```sh
+//! cargo run --manifest-path crates/mtrace-fuzz/Cargo.toml --example make_seeds
+//! ```
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+use std::fs;
+use std::io::Cursor;
+use std::path::{Path, PathBuf};
+
+use mtrace_format::layout::{
+    pack_state, read_u64, unpack_state, FLAG_FINISHED, H_CHUNKS_OFFSET, H_CHUNK_SIZE, H_FLAGS,
+};
+use mtrace_format::{
+    EventKind, FunctionId, MetaRecord, StackId, ThreadId, TraceFile, TraceWriter, WriterOptions,
+};
+
+/// One event of a sample, with names instead of ids.
+#[derive(Clone, Debug)]
+struct Named {
+    ns: u64,
+    tid: u64,
+    what: What,
+}
+
+#[derive(Clone, Debug)]
+enum What {
+    Enter(String, String, u32),
+    Exit(String, String, u32),
+    Switch(Option<String>),
+}
+
+/// Every thread's events, in order, with names.
+fn read_sample(bytes: &[u8]) -> (BTreeMap<u64, Vec<Named>>, HashMap<u64, String>) {
+    let file = TraceFile::parse(bytes).expect("a sample trace");
+    let clock = file.header().clock;
+    let (records, _) = file.metadata();
+    let mut functions: HashMap<u32, (String, String, u32)> = HashMap::new();
+    let mut stacks: HashMap<u64, String> = HashMap::new();
+    let mut thread_names = HashMap::new();
+    for r in records {
+        match r {
+            MetaRecord::Function(f) => {
+                functions.insert(f.id.0, (f.name, f.file, f.line));
+            }
+            MetaRecord::Stack { id, name } => {
+                stacks.insert(id.0, name);
+            }
+            MetaRecord::Thread { tid, name, .. } => {
+                thread_names.insert(tid.0, name);
+            }
+        }
+    }
+    let mut chunks: BTreeMap<u64, Vec<(u64, Vec<mtrace_format::Event>)>> = BTreeMap::new();
+    for i in 0..file.chunk_slots() {
+        if let Ok(Some(c)) = file.chunk(i) {
+            let events = c.events().map_while(Result::ok).collect();
+            chunks
+                .entry(c.thread.0)
+                .or_default()
+                .push((c.thread_chunk_no, events));
+        }
+    }
+    let name_of = |id: FunctionId| {
+        functions
+            .get(&id.0)
+            .cloned()
+            .unwrap_or_else(|| (format!("fn#{}", id.0), String::new(), 0))
+    };
+    let mut threads = BTreeMap::new();
+    for (tid, mut list) in chunks {
+        list.sort_by_key(|c| c.0);
+        let events = list
+            .into_iter()
+            .flat_map(|c| c.1)
+            .filter_map(|e| {
+                let what = match e.kind {
+                    EventKind::Enter(f) => {
+                        let (n, file, line) = name_of(f);
+                        What::Enter(n, file, line)
+                    }
+                    EventKind::Exit(f) => {
+                        let (n, file, line) = name_of(f);
+                        What::Exit(n, file, line)
+                    }
+                    EventKind::Switch(StackId::OWN) => What::Switch(None),
+                    EventKind::Switch(s) => Some(What::Switch(Some(
+                        stacks
+                            .get(&s.0)
+                            .cloned()
+                            .unwrap_or_else(|| format!("stack-{}", s.0)),
+                    )))?,
+                    EventKind::ThreadStart | EventKind::ThreadExit => return None,
+                };
+                Some(Named {
+                    ns: clock.ticks_to_ns(e.tick),
+                    tid,
+                    what,
+                })
+            })
+            .collect();
+        threads.insert(tid, events);
+    }
+    (threads, thread_names)
+}
+
+/// `per_thread` events of each of the first `threads` threads, starting at
+/// each thread's `skip`-th event, merged in time order and rebased to 0.
+fn pick(
+    all: &BTreeMap<u64, Vec<Named>>,
+    threads: usize,
+    skip: usize,
+    per_thread: usize,
+) -> Vec<Named> {
+    let mut out: Vec<Named> = all
+        .values()
+        .filter(|v| v.len() > skip)
+        .take(threads)
+        .flat_map(|v| v.iter().skip(skip).take(per_thread).cloned())
+        .collect();
+    out.sort_by_key(|e| (e.ns, e.tid));
+    let zero = out.first().map_or(0, |e| e.ns);
+    for e in &mut out {
+        e.ns -= zero;
+    }
+    out
+}
+
+/// The events as a binary trace with 1 KiB chunks.
+fn binary(events: &[Named], names: &HashMap<u64, String>) -> Vec<u8> {
+    let options = WriterOptions {
+        chunk_size: 1024,
+        ..WriterOptions::default()
+    };
+    let mut w = TraceWriter::new(Cursor::new(Vec::new()), options).unwrap();
+    let mut named = Vec::new();
+    for e in events {
+        if !named.contains(&e.tid) {
+            named.push(e.tid);
+            let name = names.get(&e.tid).cloned().unwrap_or_default();
+            w.thread_name(ThreadId(e.tid), 1000 + e.tid, &name);
+        }
+        let kind = match &e.what {
+            What::Enter(n, f, l) => EventKind::Enter(w.function(n, f, *l, "sample")),
+            What::Exit(n, f, l) => EventKind::Exit(w.function(n, f, *l, "sample")),
+            What::Switch(None) => EventKind::Switch(StackId::OWN),
+            What::Switch(Some(s)) => EventKind::Switch(w.stack(s)),
+        };
+        w.event(ThreadId(e.tid), e.ns, kind).unwrap();
+    }
+    w.finish(None).unwrap().into_inner()
+}
+
+/// The events as JSON lines.
+fn jsonl(events: &[Named], names: &HashMap<u64, String>) -> String {
+    let mut s = String::new();
+    let q = |t: &str| serde_json_string(t);
+    for e in events {
+        let _ = match &e.what {
+            What::Enter(n, f, l) | What::Exit(n, f, l) => {
+                let ev = if matches!(e.what, What::Enter(..)) {
+                    "enter"
+                } else {
+                    "exit"
+                };
+                writeln!(
+                    s,
+                    r#"{{"ts": {}, "tid": {}, "ev": "{ev}", "fn": {}, "file": {}, "line": {l}}}"#,
+                    e.ns,
+                    e.tid,
+                    q(n),
+                    q(f)
+                )
+            }
+            What::Switch(None) => writeln!(
+                s,
+                r#"{{"ts": {}, "tid": {}, "ev": "switch", "stack": null}}"#,
+                e.ns, e.tid
+            ),
+            What::Switch(Some(st)) => writeln!(
+                s,
+                r#"{{"ts": {}, "tid": {}, "ev": "switch", "stack": {}}}"#,
+                e.ns,
+                e.tid,
+                q(st)
+            ),
+        };
+    }
+    let mut tids: Vec<u64> = events.iter().map(|e| e.tid).collect();
+    tids.sort_unstable();
+    tids.dedup();
+    for tid in tids {
+        if let Some(n) = names.get(&tid) {
+            let _ = writeln!(s, r#"{{"ev": "thread", "tid": {tid}, "name": {}}}"#, q(n));
+        }
+    }
+    s
+}
+
+/// A JSON string literal (the sample names are plain, but be exact).
+fn serde_json_string(t: &str) -> String {
+    let mut s = String::from('"');
+    for c in t.chars() {
+        match c {
+            '"' => s.push_str("\\\""),
+            '\\' => s.push_str("\\\\"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(s, "\\u{:04x}", c as u32);
+            }
+            c => s.push(c),
+        }
+    }
+    s.push('"');
+    s
+}
+
+/// Chunk slot offsets of a trace written by [`binary`].
+fn slots(bytes: &[u8]) -> Vec<usize> {
+    let f = TraceFile::parse(bytes).unwrap();
+    let off = read_u64(bytes, H_CHUNKS_OFFSET).unwrap() as usize;
+    let size = f.header().chunk_size as usize;
+    (0..f.chunk_slots() as usize)
+        .map(|i| off + i * size)
+        .collect()
+}
+
+/// The recorder's view of a killed process: not finished, every chunk still owned.
+fn unfinished(mut bytes: Vec<u8>) -> Vec<u8> {
+    let flags = u32::from_le_bytes(bytes[H_FLAGS..H_FLAGS + 4].try_into().unwrap());
+    bytes[H_FLAGS..H_FLAGS + 4].copy_from_slice(&(flags & !FLAG_FINISHED).to_le_bytes());
+    for at in slots(&bytes) {
+        let s = unpack_state(read_u64(&bytes, at).unwrap());
+        if let Some(seq) = s.seq {
+            let word = pack_state(seq, s.committed_bytes, true);
+            bytes[at..at + 8].copy_from_slice(&word.to_le_bytes());
+        }
+    }
+    bytes
+}
+
+/// A chunk of the middle zeroed: its thread has a gap and restarts from the next snapshot.
+fn lost_chunk(mut bytes: Vec<u8>) -> Vec<u8> {
+    let s = slots(&bytes);
+    let size = u32::from_le_bytes(bytes[H_CHUNK_SIZE..H_CHUNK_SIZE + 4].try_into().unwrap());
+    if let Some(&at) = s.get(s.len() / 2) {
+        bytes[at..at + size as usize].fill(0);
+    }
+    bytes
+}
+
+fn main() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let repo = root.join("../..");
+    let out = |target: &str| -> PathBuf {
+        let d = root.join("seeds").join(target);
+        fs::create_dir_all(&d).unwrap();
+        d
+    };
+    let (bin_dir, jsonl_dir) = (out("binary"), out("jsonl"));
+    let mut written = 0;
+    let mut put = |dir: &Path, name: String, bytes: &[u8]| {
+        fs::write(dir.join(name), bytes).unwrap();
+        written += 1;
+    };
+    let mut samples: Vec<_> = fs::read_dir(repo.join("sample-traces"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "bin"))
+        .collect();
+    samples.sort();
+    for path in samples {
+        let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
+        let bytes = fs::read(&path).unwrap();
+        let (threads, names) = read_sample(&bytes);
+        for (label, n_threads, skip, per_thread) in [
+            ("head", 3, 0, 40),
+            ("middle", 4, 500, 120),
+            ("wide", 8, 0, 12),
+        ] {
+            let events = pick(&threads, n_threads, skip, per_thread);
+            if events.is_empty() {
+                continue;
+            }
+            let b = binary(&events, &names);
+            put(
+                &jsonl_dir,
+                format!("{stem}-{label}.jsonl"),
+                jsonl(&events, &names).as_bytes(),
+            );
+            put(
+                &bin_dir,
+                format!("{stem}-{label}-unfinished.bin"),
+                &unfinished(b.clone()),
+            );
+            put(
+                &bin_dir,
+                format!("{stem}-{label}-lost.bin"),
+                &lost_chunk(b.clone()),
+            );
+            put(&bin_dir, format!("{stem}-{label}.bin"), &b);
+        }
+        // The recorder's own layout: header, metadata, the first two chunks.
+        let f = TraceFile::parse(&bytes).unwrap();
+        let h = f.header();
+        let cut = (h.chunks_offset + 2 * h.chunk_size as u64).min(bytes.len() as u64);
+        let meta_end = (h.meta_offset + h.meta_len).min(bytes.len() as u64);
+        put(
+            &bin_dir,
+            format!("{stem}-cut.bin"),
+            &bytes[..cut.max(meta_end) as usize],
+        );
+    }
+    for entry in fs::read_dir(repo.join("tests/e2e/vectors")).unwrap() {
+        let p = entry.unwrap().path();
+        if p.extension().is_some_and(|x| x == "jsonl") {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            put(&jsonl_dir, name, &fs::read(&p).unwrap());
+        }
+    }
+    let regressions = repo.join("crates/mtanalyze/tests/regressions");
+    if let Ok(list) = fs::read_dir(&regressions) {
+        for entry in list {
+            let p = entry.unwrap().path();
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            if name.ends_with(".md") {
+                continue;
+            }
+            let b = fs::read(&p).unwrap();
+            let dir = if b.starts_with(b"MTRACE") {
+                &bin_dir
+            } else {
+                &jsonl_dir
+            };
+            put(dir, name, &b);
+        }
+    }
+    println!(
+        "wrote {written} seeds under {}",
+        root.join("seeds").display()
+    );
+}
