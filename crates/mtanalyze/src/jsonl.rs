@@ -156,6 +156,7 @@ fn write(events: &[Line], names: &[(u64, String)]) -> Result<Vec<u8>, JsonlError
     };
     let options = WriterOptions {
         clock,
+        chunk_size: chunk_size_for(events),
         ..Default::default()
     };
     let io = |e: mtrace_format::WriteError| JsonlError {
@@ -224,6 +225,27 @@ fn write(events: &[Line], names: &[(u64, String)]) -> Result<Vec<u8>, JsonlError
     Ok(w.finish(None).map_err(io)?.into_inner())
 }
 
+/// Every thread of the output fills at least one whole chunk, so a file of
+/// one-line threads would turn each ~40-byte line into a 64 KiB chunk (and
+/// a writer buffer as large). Up to 1024 threads keep the default chunk
+/// size; beyond, chunks shrink so the threads' chunks stay within 64 MiB,
+/// down to the format's 1 KiB minimum: memory and output grow with the
+/// input, never with what it claims.
+fn chunk_size_for(events: &[Line]) -> usize {
+    use mtrace_format::layout::{DEFAULT_CHUNK_SIZE, MIN_CHUNK_SIZE};
+    const BUDGET: usize = 64 << 20;
+    let mut tids: Vec<u64> = events.iter().map(|e| e.tid).collect();
+    tids.sort_unstable();
+    tids.dedup();
+    let fit = BUDGET / tids.len().max(1);
+    if fit >= DEFAULT_CHUNK_SIZE {
+        DEFAULT_CHUNK_SIZE
+    } else {
+        // The largest power of two that fits (a multiple of 64 from 1 KiB on).
+        (1usize << fit.max(1).ilog2()).max(MIN_CHUNK_SIZE)
+    }
+}
+
 #[derive(Clone, PartialEq, Eq, Hash)]
 enum StackKey {
     Own(u64),
@@ -269,6 +291,22 @@ mod tests {
         // The exit names no file but closes the frame entered with one.
         assert!(evs.contains(&(2, 9, EventKind::Exit(FunctionId(1)))));
         assert!(evs.contains(&(1, 9, EventKind::Switch(StackId(1)))));
+    }
+
+    #[test]
+    fn many_one_line_threads_get_small_chunks() {
+        let text: String = (1..=5000)
+            .map(|t| format!("{{\"ts\": {t}, \"tid\": {t}, \"ev\": \"enter\", \"fn\": \"f\"}}\n"))
+            .collect();
+        let bytes = to_binary(&text).unwrap();
+        let t = TraceFile::parse(&bytes).unwrap();
+        assert_eq!(t.header().chunk_size, 8192);
+        assert!(bytes.len() < 50 << 20, "{} bytes", bytes.len());
+        assert_eq!(events_of(&bytes).len(), 5000);
+        // A few threads keep the default.
+        let few = to_binary("{\"ts\": 1, \"tid\": 1, \"ev\": \"enter\", \"fn\": \"f\"}").unwrap();
+        let t = TraceFile::parse(&few).unwrap();
+        assert_eq!(t.header().chunk_size, 65536);
     }
 
     #[test]
