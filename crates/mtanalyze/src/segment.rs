@@ -113,7 +113,10 @@ impl SegmentList {
     /// Appends a segment.
     pub fn push(&mut self, s: Segment) {
         if self.blocks.last().is_none_or(|b| b.len() == BLOCK) {
-            self.blocks.push(Vec::with_capacity(BLOCK));
+            // The first block grows as a Vec does: a trace of many threads
+            // with a few segments each must not cost a whole block per thread.
+            let capacity = if self.blocks.is_empty() { 0 } else { BLOCK };
+            self.blocks.push(Vec::with_capacity(capacity));
         }
         if let Some(b) = self.blocks.last_mut() {
             b.push(s);
