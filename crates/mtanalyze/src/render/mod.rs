@@ -5,6 +5,7 @@
 //! * [`json`]: `--format json` of the report and of `check`.
 //! * [`check`]: the human form of `mtanalyze check`.
 //! * [`diff`]: every output of `mtanalyze diff` (table, JSON, folded).
+//! * [`pstats`]: `--format pstats`, the marshal file Python's `pstats` loads.
 //!
 //! Renderers write to any [`std::io::Write`] and return its errors, so the
 //! command can tell a closed pipe from a real failure.
@@ -12,6 +13,7 @@
 pub mod check;
 pub mod diff;
 pub mod json;
+pub mod pstats;
 pub mod table;
 
 use crate::report::Warning;
