@@ -16,6 +16,7 @@ mod errors;
 mod json;
 mod options;
 mod pipe;
+mod robustness;
 mod schema;
 mod util;
 mod vectors;
