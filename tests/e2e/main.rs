@@ -16,6 +16,7 @@ mod errors;
 mod json;
 mod options;
 mod pipe;
+mod pstats;
 mod robustness;
 mod schema;
 mod util;

@@ -66,6 +66,8 @@ enum Format {
     Table,
     /// One JSON object (integer nanoseconds).
     Json,
+    /// A file Python's `pstats.Stats` loads (snakeviz, gprof2dot); needs `-o FILE`.
+    Pstats,
 }
 
 #[derive(Args, Debug)]
@@ -100,6 +102,9 @@ struct ReportArgs {
     /// Only this stack, by id (`thread:3`, `stack:7`) or name (repeatable).
     #[arg(long = "stack", value_name = "ID")]
     stack_ids: Vec<String>,
+    /// Where --format pstats writes its file.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    output: Option<PathBuf>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     format: Format,
@@ -258,7 +263,13 @@ fn report(args: &ReportArgs, out: &mut dyn Write) -> Result<(), Failure> {
         limit: args.limit,
         filter: args.filter.clone(),
     };
+    if args.output.is_some() != (args.format == Format::Pstats) {
+        return Err(Failure::Message(
+            "--format pstats writes a file: give it with -o FILE (-o is for pstats only)".into(),
+        ));
+    }
     match args.format {
+        Format::Pstats => write_pstats(args, &report)?,
         Format::Json => {
             let edges = EdgeSelection {
                 callers_of: args.callers.clone(),
@@ -379,12 +390,29 @@ fn diff(args: &DiffArgs, out: &mut dyn Write) -> Result<(), Failure> {
     Ok(())
 }
 
+/// `--format pstats -o FILE`: the marshal file Python's `pstats` loads.
+fn write_pstats(args: &ReportArgs, report: &mtanalyze::Report) -> Result<(), Failure> {
+    let Some(output) = args.output.as_deref() else {
+        return Ok(());
+    };
+    if args.trace.as_deref().is_some_and(|t| same_file(t, output)) {
+        return Err(Failure::Message(format!(
+            "{}: input and output are the same file",
+            output.display()
+        )));
+    }
+    let mut bytes = Vec::new();
+    render::pstats::pstats(&mut bytes, report)?;
+    std::fs::write(output, bytes).map_err(|e| message(format!("{}: {e}", output.display())))
+}
+
 fn check(args: &CheckArgs, out: &mut dyn Write) -> Result<(), Failure> {
     let trace = load(&args.trace)?;
     let check = mtanalyze::check(&trace).map_err(message)?;
     match args.format {
         Format::Json => render::json::check(out, &check)?,
         Format::Table => render::check::human(out, &check)?,
+        Format::Pstats => return Err(Failure::Message("check has no pstats format".into())),
     }
     Ok(())
 }
