@@ -1,0 +1,309 @@
+"""Tests of the Python binding against cProfile, through the real
+``python -m mtrace``, ``mtanalyze`` and ``pstats``.
+
+Run with ``crates/mtrace-python/run-tests.sh`` (builds everything into a
+virtual environment), or, with the module installed and ``MTANALYZE`` naming
+the analyzer binary, ``python -m unittest discover -s crates/mtrace-python/tests -v``.
+"""
+
+import json
+import os
+import pstats
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
+
+
+def mtanalyze_binary():
+    """The analyzer: $MTANALYZE, else a built one under the cargo target dir."""
+    if os.environ.get("MTANALYZE"):
+        return os.environ["MTANALYZE"]
+    target = os.environ.get("CARGO_TARGET_DIR", os.path.join(REPO, "target"))
+    for profile in ("release", "debug"):
+        path = os.path.join(target, profile, "mtanalyze")
+        if os.path.exists(path):
+            return path
+    raise unittest.SkipTest("no mtanalyze binary: set MTANALYZE or run run-tests.sh")
+
+
+def run(args, **kw):
+    done = subprocess.run(args, capture_output=True, text=True, **kw)
+    if done.returncode != 0:
+        raise AssertionError(
+            f"{' '.join(map(str, args))} exited {done.returncode}\n"
+            f"stdout:\n{done.stdout}\nstderr:\n{done.stderr}")
+    return done
+
+
+def norm(key):
+    """pstats keys from both profilers made comparable: Python functions by
+    (file, line) (mtrace names them by qualified name, cProfile by co_name),
+    C functions by cProfile's name."""
+    file, line, name = key
+    return ("~", name) if file == "~" else (file, line)
+
+
+def load(path):
+    """{key: (cc, nc, {caller: (nc, cc)})} of a pstats file, keys normalized."""
+    stats = pstats.Stats(path).stats
+    return {norm(f): (cc, nc, {norm(c): tuple(v[:2]) for c, v in callers.items()})
+            for f, (cc, nc, _tt, _ct, callers) in stats.items()}
+
+
+class Case(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="mtrace-py-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
+
+    def path(self, name):
+        return os.path.join(self.dir, name)
+
+    def script(self, name, text):
+        p = self.path(name)
+        with open(p, "w") as f:
+            f.write(textwrap.dedent(text))
+        return p
+
+    def mtrace(self, *args):
+        out = self.path("trace.bin")
+        run([sys.executable, "-m", "mtrace", "-o", out, *args], cwd=self.dir)
+        return out
+
+    def report(self, trace, *args):
+        return json.loads(run([mtanalyze_binary(), trace, "--format", "json", *args]).stdout)
+
+    def pstats_of(self, trace, *args):
+        out = self.path("mtrace.prof")
+        run([mtanalyze_binary(), trace, "--format", "pstats", "-o", out, *args])
+        return out
+
+
+SINGLE = """
+    import functools
+
+    def fib(n):
+        return n if n < 2 else fib(n - 1) + fib(n - 2)
+
+    def even(n):
+        return True if n == 0 else odd(n - 1)
+
+    def odd(n):
+        return False if n == 0 else even(n - 1)
+
+    class Tree:
+        def __init__(self, depth):
+            self.kids = [Tree(depth - 1) for _ in range(2)] if depth else []
+
+        def size(self):
+            return 1 + sum(k.size() for k in self.kids)
+
+    def gen(n):
+        for i in range(n):
+            yield i * i
+
+    def collect():
+        out = []
+        for x in gen(50):
+            out.append(x)
+        return len(out), sorted(out, reverse=True)[:3], max(out)
+
+    def fails():
+        raise ValueError("boom")
+
+    def main():
+        total = fib(18)
+        for n in range(30):
+            even(n)
+        total += Tree(6).size()
+        for _ in range(3):
+            collect()
+        try:
+            fails()
+        except ValueError:
+            pass
+        total += functools.reduce(lambda a, b: a + b, range(100))
+        print(total)
+
+    main()
+"""
+
+
+class SingleThread(Case):
+    def test_calls_primitive_calls_and_callers_equal_cprofiles(self):
+        script = self.script("single.py", SINGLE)
+        cprof = self.path("cprofile.prof")
+        run([sys.executable, "-m", "cProfile", "-o", cprof, script], cwd=self.dir)
+        trace = self.mtrace(script)
+        ours = load(self.pstats_of(trace))
+        theirs = load(cprof)
+        # What each profiler adds to the program: cProfile's disable(), mtrace's.
+        theirs = {k: v for k, v in theirs.items() if "_lsprof.Profiler" not in str(k[-1])}
+        compared = [k for k in theirs if k[0] == script or any(c[0] == script for c in theirs[k][2])]
+        self.assertGreater(len(compared), 15, compared)
+        for key in compared:
+            self.assertIn(key, ours, f"{key} is missing from mtrace's stats")
+            cc, nc, callers = theirs[key]
+            mcc, mnc, mcallers = ours[key]
+            self.assertEqual((mnc, mcc), (nc, cc),
+                             f"{key}: mtrace ncalls {mnc}/{mcc}, cProfile {nc}/{cc}")
+            self.assertEqual(mcallers, callers, f"{key}: callers (nc, cc) differ")
+        fib = ours[(script, 4)]
+        self.assertEqual(fib[:2], (1, 8361))
+
+
+THREADS = """
+    import sys, threading, time
+    THREADS, CALLS, DEPTH = 4, 5, 12
+
+    def rec(n):
+        if n:
+            time.sleep(0)  # lets another thread run in the middle of the recursion
+            rec(n - 1)
+
+    def worker(start):
+        start.wait()
+        for _ in range(CALLS):
+            rec(DEPTH)
+
+    def main(profiler=None):
+        start = threading.Event()
+        if profiler is not None:
+            # cProfile's one stack shared by every thread (its only way to see them).
+            threading.setprofile(lambda *a: profiler.enable())
+        threads = [threading.Thread(target=worker, args=(start,)) for _ in range(THREADS)]
+        for t in threads:
+            t.start()
+        start.set()
+        for t in threads:
+            t.join()
+
+    if __name__ == "__main__":
+        if sys.argv[1:] == ["cprofile"]:
+            import cProfile
+            p = cProfile.Profile()
+            main(p)
+            p.disable()
+            p.dump_stats(sys.argv[0] + ".cprofile")
+        else:
+            main()
+"""
+
+
+class Threads(Case):
+    def test_recursion_in_threads_at_once_is_exact_where_cprofile_is_not(self):
+        script = self.script("threads.py", THREADS)
+        run([sys.executable, script, "cprofile"], cwd=self.dir)
+        theirs = load(script + ".cprofile")[(script, 5)]
+        trace = self.mtrace(script)
+        ours = load(self.pstats_of(trace))[(script, 5)]
+        want = (4 * 5, 4 * 5 * 13)  # primitive calls, calls
+        message = (f"rec: primitive/total calls: exact {want[0]}/{want[1]}, "
+                   f"mtrace {ours[0]}/{ours[1]}, cProfile {theirs[0]}/{theirs[1]}")
+        print("\n" + message, file=sys.stderr)
+        self.assertEqual(ours[:2], want, message)
+        self.assertNotEqual(theirs[0], want[0], "cProfile was expected to be wrong: " + message)
+
+    def test_threads_started_after_profiling_began_are_recorded(self):
+        script = self.script("late.py", """
+            import threading, mtrace, sys
+
+            def late_work(n):
+                return sum(i * i for i in range(n))
+
+            def main():
+                with mtrace.profile(sys.argv[1]):
+                    ts = [threading.Thread(target=late_work, args=(1000,), name=f"late-{i}")
+                          for i in range(3)]
+                    for t in ts:
+                        t.start()
+                    for t in ts:
+                        t.join()
+
+            main()
+        """)
+        trace = self.path("late.bin")
+        run([sys.executable, script, trace], cwd=self.dir)
+        report = self.report(trace)
+        self.assertEqual(report["clock"], "gil", "the trace asks for the gil clock")
+        late = [f for f in report["functions"] if f["function"] == "late_work"]
+        self.assertEqual(len(late), 1, report["functions"])
+        self.assertEqual((late[0]["ncalls"], late[0]["primitive_calls"]), (3, 3))
+        stacks_running_late = {
+            s["id"] for s in report["stacks"] if s["id"].startswith("thread:")}
+        self.assertGreaterEqual(len(stacks_running_late), 4, report["stacks"])
+        genexpr = [f for f in report["functions"] if f["function"].endswith("<genexpr>")]
+        self.assertEqual(sum(f["ncalls"] for f in genexpr), 3 * 1001)
+
+    def test_enable_disable_and_asyncio_tasks_on_their_own_stacks(self):
+        script = self.script("tasks.py", """
+            import asyncio, sys, mtrace
+
+            async def step(n):
+                await asyncio.sleep(0)
+                return n
+
+            async def task(n):
+                total = 0
+                for i in range(n):
+                    total += await step(i)
+                return total
+
+            async def main():
+                await asyncio.gather(*(task(5) for _ in range(3)))
+
+            def current_task_id():
+                try:
+                    t = asyncio.current_task()
+                except RuntimeError:
+                    return None
+                return id(t) if t is not None else None
+
+            mtrace.set_context_id_callback(current_task_id)
+            mtrace.enable(sys.argv[1])
+            asyncio.run(main())
+            summary = mtrace.disable()
+            mtrace.set_context_id_callback(None)
+            assert summary["events"] > 0, summary
+        """)
+        trace = self.path("tasks.bin")
+        run([sys.executable, script, trace], cwd=self.dir)
+        report = self.report(trace)
+        logical = [s for s in report["stacks"] if s["id"].startswith("stack:")]
+        self.assertGreaterEqual(len(logical), 3, report["stacks"])
+        task = [f for f in report["functions"] if f["function"] == "task"]
+        self.assertEqual(len(task), 1)
+        # Each resumption of the coroutine is a call, as in cProfile; each
+        # task's first one is primitive on its own stack.
+        self.assertEqual((task[0]["ncalls"], task[0]["primitive_calls"]), (18, 18))
+
+
+class ReadmeFromCleanCheckout(Case):
+    """The README's Python section, run as written in a fresh clone (slow:
+    a full build; only when MTRACE_TEST_README=1)."""
+
+    @unittest.skipUnless(os.environ.get("MTRACE_TEST_README") == "1",
+                         "set MTRACE_TEST_README=1 to build a clean clone as the README says")
+    def test_readme_python_section_works_from_a_clean_checkout(self):
+        with open(os.path.join(REPO, "README.md")) as f:
+            readme = f.read()
+        section = readme.split("\n## Python", 1)[1].split("\n## ", 1)[0]
+        block = section.split("```sh\n", 1)[1].split("```", 1)[0]
+        clone = self.path("clone")
+        run(["git", "clone", "-q", REPO, clone])
+        env = dict(os.environ)
+        for var in ("VIRTUAL_ENV", "MTANALYZE", "CARGO_TARGET_DIR", "PYTHONPATH"):
+            env.pop(var, None)
+        env["CARGO_TARGET_DIR"] = self.path("target")
+        self.script("clone/myscript.py", "def f(n):\n    return n and f(n - 1)\nf(10)\n")
+        done = run(["bash", "-euxo", "pipefail", "-c", block], cwd=clone, env=env)
+        self.assertIn("f (myscript.py:1)", done.stdout, done.stdout + done.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
