@@ -29,6 +29,7 @@ pub mod render;
 pub mod replay;
 pub mod report;
 pub mod segment;
+pub mod timeline;
 pub mod view;
 pub mod warnings;
 
