@@ -22,7 +22,7 @@ pub struct ChunkIssue {
 pub struct CheckReport {
     /// The file.
     pub source: String,
-    /// `binary` or `jsonl`.
+    /// `binary`, `jsonl` or `chrome`.
     pub input_format: String,
     /// Binary format version.
     pub format_version: u32,

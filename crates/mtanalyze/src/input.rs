@@ -1,6 +1,14 @@
 //! Loading a trace: detect its kind from the content (never the file name),
 //! map binary traces (zero-copy), and convert other kinds to the binary
 //! layout in memory so the rest of the analyzer reads one format.
+//!
+//! ```text
+//! starts with the binary magic           -> binary (mapped)
+//! a JSON array                           -> Chrome Trace Event JSON (crate::import::chrome)
+//! a first JSON object with `traceEvents` -> Chrome Trace Event JSON
+//! any other JSON object                  -> JSON lines (crate::jsonl)
+//! anything else                          -> not a trace
+//! ```
 
 use std::fs::File;
 use std::path::Path;
@@ -14,6 +22,8 @@ pub enum InputFormat {
     Binary,
     /// JSON lines (`schemas/events-jsonl.md`).
     Jsonl,
+    /// Chrome Trace Event JSON (`schemas/chrome-import.md`).
+    Chrome,
 }
 
 impl InputFormat {
@@ -22,6 +32,7 @@ impl InputFormat {
         match self {
             InputFormat::Binary => "binary",
             InputFormat::Jsonl => "jsonl",
+            InputFormat::Chrome => "chrome",
         }
     }
 }
@@ -62,7 +73,9 @@ pub enum LoadError {
         source: std::io::Error,
     },
     /// The content is not a kind of trace this build reads.
-    #[error("{path}: not a trace (expected an mtrace binary trace or JSON lines)")]
+    #[error(
+        "{path}: not a trace (expected an mtrace binary trace, JSON lines or Chrome trace JSON)"
+    )]
     UnknownFormat {
         /// The file.
         path: String,
@@ -76,6 +89,14 @@ pub enum LoadError {
         line: usize,
         /// What is wrong.
         message: String,
+    },
+    /// A file of another tool's format could not be imported.
+    #[error("{path}: {source}")]
+    Import {
+        /// The file.
+        path: String,
+        /// What is wrong.
+        source: crate::import::ImportError,
     },
     /// The binary trace's header cannot be read.
     #[error("{path}: {source}")]
@@ -119,18 +140,66 @@ pub fn from_bytes(source: &str, bytes: Vec<u8>) -> Result<LoadedTrace, LoadError
     from_bytes_inner(source.to_owned(), &bytes)
 }
 
+/// What a text trace is, from its content: a JSON array, or a first JSON
+/// value that is an object with `traceEvents`, is Chrome Trace Event JSON;
+/// any other object starts JSON lines (whose reader reports what is wrong
+/// with it, line by line).
+fn detect_text(bytes: &[u8]) -> Option<InputFormat> {
+    match bytes.iter().find(|b| !b.is_ascii_whitespace())? {
+        b'[' => Some(InputFormat::Chrome),
+        b'{' => {
+            #[derive(serde::Deserialize)]
+            struct Probe {
+                #[serde(rename = "traceEvents")]
+                trace_events: Option<serde::de::IgnoredAny>,
+            }
+            let first = serde_json::Deserializer::from_slice(bytes)
+                .into_iter::<Probe>()
+                .next();
+            match first {
+                Some(Ok(Probe {
+                    trace_events: Some(_),
+                })) => Some(InputFormat::Chrome),
+                _ => Some(InputFormat::Jsonl),
+            }
+        }
+        _ => None,
+    }
+}
+
 fn from_bytes_inner(source: String, bytes: &[u8]) -> Result<LoadedTrace, LoadError> {
-    let first = bytes.iter().find(|b| !b.is_ascii_whitespace());
-    match first {
-        Some(b'{') => {
-            let text = std::str::from_utf8(bytes).map_err(|e| LoadError::Jsonl {
+    let Some(format) = detect_text(bytes) else {
+        return Err(LoadError::UnknownFormat { path: source });
+    };
+    let text = std::str::from_utf8(bytes).map_err(|e| {
+        let line = 1 + bytes[..e.valid_up_to()]
+            .iter()
+            .filter(|&&b| b == b'\n')
+            .count();
+        match format {
+            InputFormat::Chrome => LoadError::Import {
                 path: source.clone(),
-                line: 1 + bytes[..e.valid_up_to()]
-                    .iter()
-                    .filter(|&&b| b == b'\n')
-                    .count(),
+                source: crate::import::ImportError {
+                    message: format!("Chrome trace JSON: line {line}: not UTF-8"),
+                },
+            },
+            _ => LoadError::Jsonl {
+                path: source.clone(),
+                line,
                 message: "not UTF-8".into(),
-            })?;
+            },
+        }
+    })?;
+    match format {
+        InputFormat::Chrome => {
+            let converted =
+                crate::import::chrome::to_binary(text).map_err(|e| LoadError::Import {
+                    path: source.clone(),
+                    source: e,
+                })?;
+            finish(source, format, TraceBytes::Owned(converted))
+        }
+        _ => {
             let converted = crate::jsonl::to_binary(text).map_err(|e| LoadError::Jsonl {
                 path: source.clone(),
                 line: e.line,
@@ -138,7 +207,6 @@ fn from_bytes_inner(source: String, bytes: &[u8]) -> Result<LoadedTrace, LoadErr
             })?;
             finish(source, InputFormat::Jsonl, TraceBytes::Owned(converted))
         }
-        _ => Err(LoadError::UnknownFormat { path: source }),
     }
 }
 

@@ -22,6 +22,7 @@ pub mod clock;
 pub mod decode;
 pub mod diff;
 pub mod engine;
+pub mod import;
 pub mod input;
 pub mod jsonl;
 pub mod paths;

@@ -160,7 +160,7 @@ pub struct StackStats {
 pub struct TraceSummary {
     /// The file the trace was read from.
     pub source: String,
-    /// `binary` or `jsonl`.
+    /// `binary`, `jsonl` or `chrome`.
     pub input_format: String,
     /// Binary format version (JSONL input is converted to the current version).
     pub format_version: u32,
