@@ -4,8 +4,14 @@
 //! mtanalyze [OPTIONS] TRACE        report (the default command)
 //! mtanalyze check [--format F] TRACE
 //! mtanalyze convert IN OUT.bin
-//! mtanalyze diff [OPTIONS] BASE NEW
+//! mtanalyze diff [OPTIONS] BASE NEW [--flamegraph OUT.svg]
+//! mtanalyze flamegraph [OPTIONS] TRACE [-o OUT.svg]
+//! mtanalyze export --format chrome|speedscope|callgrind [OPTIONS] TRACE [-o OUT]
 //! ```
+//!
+//! Outputs without `-o` (or with `-o -`) go to stdout. A progress indicator
+//! appears on stderr when a run takes longer than a second, and only when
+//! stderr is a terminal.
 //!
 //! The first positional argument is a subcommand when it names one, else the
 //! trace of the default report. A trace file literally named like a
@@ -15,15 +21,19 @@
 //! status 2 (the status clap uses for usage errors). A closed stdout
 //! (`mtanalyze trace | head`) ends the run quietly with status 0.
 
-use std::io::{self, BufWriter, Write};
+use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use regex::Regex;
 
 use mtanalyze::diff::DiffOptions;
 use mtanalyze::render;
+use mtanalyze::timeline::Timelines;
 use mtanalyze::view::{
     self, DiffSortKey, DiffViewOptions, Direction, EdgeSelection, SortKey, ViewOptions,
 };
@@ -38,7 +48,8 @@ use mtanalyze::{AnalyzeOptions, Clock, PathMode};
     args_conflicts_with_subcommands = true,
     subcommand_negates_reqs = true,
     disable_help_subcommand = true,
-    after_help = "The first argument is a subcommand when it names one (check, convert, diff); \
+    after_help = "The first argument is a subcommand when it names one (check, convert, diff, \
+                  export, flamegraph); \
                   a trace file with such a name is reached with `mtanalyze -- check` or `./check`."
 )]
 struct Cli {
@@ -56,6 +67,10 @@ enum Command {
     Convert(ConvertArgs),
     /// Compare two traces: what got faster or slower, per function and per call edge.
     Diff(DiffArgs),
+    /// Draw a flame graph (SVG) of self time per call path.
+    Flamegraph(FlamegraphArgs),
+    /// Write a trace for other tools: Perfetto / chrome://tracing, speedscope, KCachegrind.
+    Export(ExportArgs),
 }
 
 /// Output format.
@@ -66,13 +81,15 @@ enum Format {
     Table,
     /// One JSON object (integer nanoseconds).
     Json,
+    /// One `root;...;leaf SELF_NS` line per call path (flame graph input).
+    Folded,
     /// A file Python's `pstats.Stats` loads (snakeviz, gprof2dot); needs `-o FILE`.
     Pstats,
 }
 
 #[derive(Args, Debug)]
 struct ReportArgs {
-    /// The trace: an mtrace binary trace or JSON lines (detected from the content).
+    /// The trace: an mtrace binary trace, JSON lines or Chrome trace JSON (detected from the content).
     #[arg(required = true, value_name = "TRACE")]
     trace: Option<PathBuf>,
     /// Which time counts as running [default: the trace's preferred clock, else stack].
@@ -108,6 +125,9 @@ struct ReportArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     format: Format,
+    /// With --format folded: each stack's paths apart, under the thread's or stack's name as the root frame.
+    #[arg(long)]
+    per_thread: bool,
 }
 
 #[derive(Args, Debug)]
@@ -116,8 +136,18 @@ struct CheckArgs {
     #[arg(value_name = "TRACE")]
     trace: PathBuf,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Table)]
-    format: Format,
+    #[arg(long, value_enum, default_value_t = CheckFormat::Table)]
+    format: CheckFormat,
+}
+
+/// Output format of `check`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+enum CheckFormat {
+    /// Aligned text.
+    #[default]
+    Table,
+    /// One JSON object.
+    Json,
 }
 
 #[derive(Args, Debug)]
@@ -165,6 +195,67 @@ struct DiffArgs {
     /// Output format (folded: `path BASE_NS NEW_NS` per call path, for differential flame graphs).
     #[arg(long, value_enum, default_value_t = DiffFormat::Table)]
     format: DiffFormat,
+    /// Also draw a differential flame graph (SVG) into FILE: widths are NEW's self time, red got slower, blue faster.
+    #[arg(long, value_name = "FILE")]
+    flamegraph: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+struct FlamegraphArgs {
+    /// The trace (binary, JSON lines or Chrome trace JSON, detected from the content).
+    #[arg(value_name = "TRACE")]
+    trace: PathBuf,
+    /// Where to write the SVG [default: stdout].
+    #[arg(short, long, value_name = "OUT.svg")]
+    output: Option<PathBuf>,
+    /// Which time counts as running [default: the trace's preferred clock, else stack].
+    #[arg(long, value_enum)]
+    clock: Option<Clock>,
+    /// One tower per thread or stack, under its name.
+    #[arg(long)]
+    per_thread: bool,
+    /// Only paths through a function whose name, or `file:line name`, matches REGEX.
+    #[arg(long, value_name = "REGEX", value_parser = parse_regex)]
+    filter: Option<Regex>,
+    /// Only stacks that ran on this thread (repeatable).
+    #[arg(long = "thread", value_name = "TID")]
+    threads: Vec<u64>,
+    /// Only this stack, by id (`thread:3`, `stack:7`) or name (repeatable).
+    #[arg(long = "stack", value_name = "ID")]
+    stack_ids: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+struct ExportArgs {
+    /// The trace (binary, JSON lines or Chrome trace JSON, detected from the content).
+    #[arg(value_name = "TRACE")]
+    trace: PathBuf,
+    /// What to write.
+    #[arg(long, value_enum)]
+    format: ExportFormat,
+    /// Where to write it [default: stdout].
+    #[arg(short, long, value_name = "OUT")]
+    output: Option<PathBuf>,
+    /// Which time counts as running, which decides the paused stretches [default: the trace's preferred clock, else stack].
+    #[arg(long, value_enum)]
+    clock: Option<Clock>,
+    /// Only stacks that ran on this thread (repeatable).
+    #[arg(long = "thread", value_name = "TID")]
+    threads: Vec<u64>,
+    /// Only this stack, by id (`thread:3`, `stack:7`) or name (repeatable).
+    #[arg(long = "stack", value_name = "ID")]
+    stack_ids: Vec<String>,
+}
+
+/// Output format of `export`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum ExportFormat {
+    /// Chrome Trace Event JSON (Perfetto UI, chrome://tracing, speedscope): one track per stack.
+    Chrome,
+    /// speedscope's own format: one evented profile per stack.
+    Speedscope,
+    /// The callgrind format (KCachegrind, QCachegrind): self and call-edge inclusive time in ns.
+    Callgrind,
 }
 
 /// Output format of `diff`.
@@ -237,6 +328,8 @@ fn run(cli: Cli, out: &mut dyn Write) -> Result<(), Failure> {
         Some(Command::Check(args)) => check(&args, out),
         Some(Command::Convert(args)) => convert(&args),
         Some(Command::Diff(args)) => diff(&args, out),
+        Some(Command::Flamegraph(args)) => flamegraph(&args, out),
+        Some(Command::Export(args)) => export(&args, out),
         None => report(&cli.report, out),
     }
 }
@@ -245,19 +338,45 @@ fn load(path: &Path) -> Result<mtanalyze::LoadedTrace, Failure> {
     mtanalyze::load(path).map_err(message)
 }
 
+/// Loads and analyzes one trace with a spinner for long runs.
+fn analyze(path: &Path, options: &AnalyzeOptions) -> Result<mtanalyze::Report, Failure> {
+    let progress = Progress::spinner(format!("analyzing {}", path.display()));
+    let report = mtanalyze::analyze(&load(path)?, options).map_err(message);
+    progress.finish();
+    report
+}
+
 fn report(args: &ReportArgs, out: &mut dyn Write) -> Result<(), Failure> {
     let path = args
         .trace
         .as_deref()
         .ok_or_else(|| Failure::Message("no trace given (see --help)".into()))?;
-    let trace = load(path)?;
+    let folded = args.format == Format::Folded;
+    let row_options = [
+        args.limit.is_some(),
+        args.callers.is_some(),
+        args.callees.is_some(),
+        args.stacks,
+    ];
+    if folded && row_options.contains(&true) {
+        return Err(Failure::Message(
+            "--format folded writes every call path: --limit, --callers, --callees and \
+             --stacks do not apply (--filter does)"
+                .into(),
+        ));
+    }
+    if args.per_thread && !folded {
+        return Err(Failure::Message(
+            "--per-thread applies to --format folded".into(),
+        ));
+    }
     let options = AnalyzeOptions {
         clock: args.clock,
         threads: args.threads.clone(),
         stacks: args.stack_ids.clone(),
-        ..AnalyzeOptions::default()
+        paths: path_mode(folded, args.per_thread),
     };
-    let report = mtanalyze::analyze(&trace, &options).map_err(message)?;
+    let report = analyze(path, &options)?;
     let view = ViewOptions {
         sort: args.sort,
         limit: args.limit,
@@ -270,6 +389,7 @@ fn report(args: &ReportArgs, out: &mut dyn Write) -> Result<(), Failure> {
     }
     match args.format {
         Format::Pstats => write_pstats(args, &report)?,
+        Format::Folded => render::folded::folded(out, &report, args.filter.as_ref())?,
         Format::Json => {
             let edges = EdgeSelection {
                 callers_of: args.callers.clone(),
@@ -328,19 +448,24 @@ fn diff(args: &DiffArgs, out: &mut dyn Write) -> Result<(), Failure> {
                 .into(),
         ));
     }
+    if let Some(svg) = &args.flamegraph {
+        refuse_to_overwrite(svg, &[&args.base, &args.new])?;
+    }
     let options = AnalyzeOptions {
         clock: args.clock,
-        paths: if folded {
-            PathMode::Merged
-        } else {
-            PathMode::Off
-        },
+        paths: path_mode(folded || args.flamegraph.is_some(), false),
         ..AnalyzeOptions::default()
     };
     let analyze = |path: &Path| -> Result<mtanalyze::Report, Failure> {
         mtanalyze::analyze(&load(path)?, &options).map_err(message)
     };
+    let progress = Progress::spinner(format!(
+        "analyzing {} and {}",
+        args.base.display(),
+        args.new.display()
+    ));
     let (base, new) = rayon::join(|| analyze(&args.base), || analyze(&args.new));
+    progress.finish();
     let (base, new) = (base?, new?);
     if base.clock != new.clock {
         return Err(Failure::Message(format!(
@@ -358,6 +483,16 @@ fn diff(args: &DiffArgs, out: &mut dyn Write) -> Result<(), Failure> {
             normalize: args.normalize,
         },
     );
+    // The picture first: a failure leaves no half-written output behind.
+    let svg = match &args.flamegraph {
+        Some(path) => {
+            let mut svg = Vec::new();
+            render::flamegraph::differential(&mut svg, &diff, args.filter.as_ref())
+                .map_err(|e| message(format!("{}: {e}", path.display())))?;
+            Some((path, svg))
+        }
+        None => None,
+    };
     let view = DiffViewOptions {
         sort: args.sort,
         limit: args.limit,
@@ -382,6 +517,9 @@ fn diff(args: &DiffArgs, out: &mut dyn Write) -> Result<(), Failure> {
         DiffFormat::Folded => render::diff::folded(out, &diff, args.filter.as_ref())?,
     }
     out.flush()?;
+    if let Some((path, svg)) = svg {
+        std::fs::write(path, svg).map_err(|e| message(format!("{}: {e}", path.display())))?;
+    }
     for report in [&base, &new] {
         if let Some(summary) = render::warnings_summary(&report.warnings) {
             say(&format!("{}: {summary}", report.trace.source));
@@ -410,9 +548,8 @@ fn check(args: &CheckArgs, out: &mut dyn Write) -> Result<(), Failure> {
     let trace = load(&args.trace)?;
     let check = mtanalyze::check(&trace).map_err(message)?;
     match args.format {
-        Format::Json => render::json::check(out, &check)?,
-        Format::Table => render::check::human(out, &check)?,
-        Format::Pstats => return Err(Failure::Message("check has no pstats format".into())),
+        CheckFormat::Json => render::json::check(out, &check)?,
+        CheckFormat::Table => render::check::human(out, &check)?,
     }
     Ok(())
 }
@@ -434,5 +571,187 @@ fn same_file(a: &Path, b: &Path) -> bool {
     match (a.canonicalize(), b.canonicalize()) {
         (Ok(a), Ok(b)) => a == b,
         _ => false,
+    }
+}
+
+/// Call paths for the folded and flame graph outputs.
+fn path_mode(paths: bool, per_thread: bool) -> PathMode {
+    match (paths, per_thread) {
+        (false, _) => PathMode::Off,
+        (true, false) => PathMode::Merged,
+        (true, true) => PathMode::PerStack,
+    }
+}
+
+fn flamegraph(args: &FlamegraphArgs, out: &mut dyn Write) -> Result<(), Failure> {
+    let target = Output::new(args.output.as_deref(), &[&args.trace])?;
+    let options = AnalyzeOptions {
+        clock: args.clock,
+        threads: args.threads.clone(),
+        stacks: args.stack_ids.clone(),
+        paths: path_mode(true, args.per_thread),
+    };
+    let report = analyze(&args.trace, &options)?;
+    let mut svg = Vec::new();
+    render::flamegraph::flamegraph(&mut svg, &report, args.filter.as_ref())
+        .map_err(|e| message(format!("{}: {e}", args.trace.display())))?;
+    target.write(out, |w| w.write_all(&svg))?;
+    out.flush()?;
+    if let Some(summary) = render::warnings_summary(&report.warnings) {
+        say(&summary);
+    }
+    Ok(())
+}
+
+fn export(args: &ExportArgs, out: &mut dyn Write) -> Result<(), Failure> {
+    let target = Output::new(args.output.as_deref(), &[&args.trace])?;
+    let options = AnalyzeOptions {
+        clock: args.clock,
+        threads: args.threads.clone(),
+        stacks: args.stack_ids.clone(),
+        ..AnalyzeOptions::default()
+    };
+    if args.format == ExportFormat::Callgrind {
+        let report = analyze(&args.trace, &options)?;
+        target.write(out, |w| render::callgrind::callgrind(w, &report))?;
+        out.flush()?;
+        if let Some(summary) = render::warnings_summary(&report.warnings) {
+            say(&summary);
+        }
+        return Ok(());
+    }
+    let progress = Progress::spinner(format!("reading {}", args.trace.display()));
+    let trace = load(&args.trace)?;
+    let timelines = Timelines::new(&trace, &options).map_err(message)?;
+    progress.finish();
+    let events = timelines.stacks().iter().map(|s| s.events).sum();
+    let progress = Progress::bar(events, format!("exporting {}", args.trace.display()));
+    let mut step = |n| progress.inc(n);
+    target.write(out, |w| match args.format {
+        ExportFormat::Speedscope => render::speedscope::speedscope(w, &timelines, &mut step),
+        _ => render::chrome::chrome(w, &timelines, &mut step),
+    })?;
+    progress.finish();
+    out.flush()?;
+    Ok(())
+}
+
+/// Where a command's output goes: stdout, or a file it must not share
+/// with an input.
+enum Output<'a> {
+    Stdout,
+    File(&'a Path),
+}
+
+impl<'a> Output<'a> {
+    fn new(path: Option<&'a Path>, inputs: &[&Path]) -> Result<Output<'a>, Failure> {
+        match path {
+            None => Ok(Output::Stdout),
+            Some(p) if p == Path::new("-") => Ok(Output::Stdout),
+            Some(p) => {
+                refuse_to_overwrite(p, inputs)?;
+                Ok(Output::File(p))
+            }
+        }
+    }
+
+    /// Runs `write` on stdout or on the file; a failed file is removed.
+    fn write(
+        &self,
+        stdout: &mut dyn Write,
+        write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+    ) -> Result<(), Failure> {
+        match self {
+            Output::Stdout => Ok(write(stdout)?),
+            Output::File(path) => {
+                let failed = |e: io::Error| message(format!("{}: {e}", path.display()));
+                let file = std::fs::File::create(path).map_err(failed)?;
+                let mut w = BufWriter::new(file);
+                let result = write(&mut w).and_then(|()| w.flush());
+                if let Err(e) = result {
+                    drop(w);
+                    let _ = std::fs::remove_file(path);
+                    return Err(failed(e));
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Refuses an output file that is one of the inputs (it would destroy it).
+fn refuse_to_overwrite(output: &Path, inputs: &[&Path]) -> Result<(), Failure> {
+    match inputs.iter().find(|i| same_file(i, output)) {
+        Some(_) => Err(Failure::Message(format!(
+            "{}: input and output are the same file",
+            output.display()
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// A progress indicator on stderr for runs that last: it appears only if
+/// the work is still going after a second, and only when stderr is a
+/// terminal. Finishing it clears it.
+struct Progress {
+    bar: ProgressBar,
+    state: Arc<Mutex<Shown>>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Shown {
+    Waiting,
+    Drawn,
+    Finished,
+}
+
+impl Progress {
+    /// An indicator without a known amount of work.
+    fn spinner(what: String) -> Progress {
+        let style = ProgressStyle::with_template("{spinner} {msg} ({elapsed})")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner());
+        Progress::start(None, style, what)
+    }
+
+    /// A bar over `total` units of work.
+    fn bar(total: u64, what: String) -> Progress {
+        let style = ProgressStyle::with_template("{msg} [{bar:30}] {percent}% ({eta} left)")
+            .unwrap_or_else(|_| ProgressStyle::default_bar())
+            .progress_chars("=> ");
+        Progress::start(Some(total), style, what)
+    }
+
+    fn start(total: Option<u64>, style: ProgressStyle, what: String) -> Progress {
+        let bar = ProgressBar::with_draw_target(total, ProgressDrawTarget::hidden())
+            .with_style(style)
+            .with_message(what);
+        let state = Arc::new(Mutex::new(Shown::Waiting));
+        if io::stderr().is_terminal() {
+            let (bar, state) = (bar.clone(), Arc::clone(&state));
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_secs(1));
+                if let Ok(mut s) = state.lock() {
+                    if *s == Shown::Waiting {
+                        bar.set_draw_target(ProgressDrawTarget::stderr());
+                        bar.enable_steady_tick(Duration::from_millis(120));
+                        *s = Shown::Drawn;
+                    }
+                }
+            });
+        }
+        Progress { bar, state }
+    }
+
+    fn inc(&self, n: u64) {
+        self.bar.inc(n);
+    }
+
+    fn finish(&self) {
+        if let Ok(mut s) = self.state.lock() {
+            if *s == Shown::Drawn {
+                self.bar.finish_and_clear();
+            }
+            *s = Shown::Finished;
+        }
     }
 }

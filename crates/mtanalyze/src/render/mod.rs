@@ -6,14 +6,24 @@
 //! * [`check`]: the human form of `mtanalyze check`.
 //! * [`diff`]: every output of `mtanalyze diff` (table, JSON, folded).
 //! * [`pstats`]: `--format pstats`, the marshal file Python's `pstats` loads.
+//! * [`folded`]: `--format folded`, one `root;...;leaf self_ns` line per call path.
+//! * [`flamegraph`]: flame graph SVGs (through `inferno`), plain and differential.
+//! * [`chrome`], [`speedscope`]: the timeline exports, from a
+//!   [`crate::timeline::Timelines`] rather than a report.
+//! * [`callgrind`]: the callgrind format for KCachegrind.
 //!
 //! Renderers write to any [`std::io::Write`] and return its errors, so the
 //! command can tell a closed pipe from a real failure.
 
+pub mod callgrind;
 pub mod check;
+pub mod chrome;
 pub mod diff;
+pub mod flamegraph;
+pub mod folded;
 pub mod json;
 pub mod pstats;
+pub mod speedscope;
 pub mod table;
 
 use crate::report::Warning;

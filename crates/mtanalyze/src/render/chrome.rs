@@ -1,0 +1,218 @@
+//! `export --format chrome`: Chrome Trace Event JSON for Perfetto UI,
+//! `chrome://tracing` and speedscope.
+//!
+//! ```text
+//! {"traceEvents": [
+//!   {"name": "thread_name", "ph": "M", "pid": 1, "tid": 3, "args": {"name": "task-1 (stack:1)"}},
+//!   {"name": "handler", "cat": "function", "ph": "X", "ts": 0.01, "dur": 0.07, "pid": 1, "tid": 3, ...},
+//!   {"name": "query", "cat": "function", "ph": "X", "ts": 0.02, "dur": 0.055, "pid": 1, "tid": 3, ...},
+//!   {"name": "paused", "cat": "mtrace.paused", "ph": "X", "ts": 0.03, "dur": 0.03, "pid": 1, "tid": 3, ...}
+//! ], "displayTimeUnit": "ns", "otherData": {...}}
+//! ```
+//!
+//! One track (a `tid` of one process) per logical stack, named after it;
+//! frames are properly nested `X` events; each stretch during which the
+//! stack did not run is a `paused` slice under the innermost open frame, so
+//! a viewer's self time (duration minus children) is the report's. Times
+//! are microseconds from the trace's time zero with nanosecond fractions.
+
+use std::io::{self, Write};
+
+use serde::Serialize;
+
+use crate::import::chrome::PAUSED_CATEGORY;
+use crate::timeline::{SliceKind, TimelineStack, Timelines};
+
+#[derive(Serialize)]
+struct Meta<'a, A: Serialize> {
+    name: &'a str,
+    ph: &'a str,
+    pid: u32,
+    tid: u64,
+    args: A,
+}
+
+#[derive(Serialize)]
+struct NameArg<'a> {
+    name: &'a str,
+}
+
+#[derive(Serialize)]
+struct SortArg {
+    sort_index: u64,
+}
+
+#[derive(Serialize)]
+struct Complete<'a> {
+    name: &'a str,
+    cat: &'a str,
+    ph: &'a str,
+    ts: f64,
+    dur: f64,
+    pid: u32,
+    tid: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cname: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    args: Option<Site<'a>>,
+}
+
+#[derive(Serialize)]
+struct Site<'a> {
+    file: &'a str,
+    line: u32,
+}
+
+#[derive(Serialize)]
+struct OtherData<'a> {
+    source: &'a str,
+    clock: String,
+    exporter: String,
+}
+
+/// Microseconds with the nanoseconds as a fraction: `ns / 1000` in an f64,
+/// which prints as the exact decimal (shortest round trip) below 2^53 ns.
+fn micros(ns: u64) -> f64 {
+    ns as f64 / 1000.0
+}
+
+/// The track name: the stack's name with its id, or the id alone.
+pub fn track_name(stack: &TimelineStack) -> String {
+    if stack.name.is_empty() {
+        stack.id.clone()
+    } else {
+        format!("{} ({})", stack.name, stack.id)
+    }
+}
+
+/// Writes the whole export. `progress` is called after each stack with the
+/// number of events its replay read.
+pub fn chrome(
+    out: &mut dyn Write,
+    t: &Timelines<'_>,
+    progress: &mut dyn FnMut(u64),
+) -> io::Result<()> {
+    let pid = if t.pid() == 0 { 1 } else { t.pid() };
+    let mut list = JsonList::new(b",\n");
+    let mut event = |out: &mut dyn Write, value: &dyn Erased| list.item(out, value);
+    out.write_all(b"{\"traceEvents\": [\n")?;
+    let process = format!("mtanalyze: {} (clock: {})", t.source(), t.clock());
+    event(
+        out,
+        &Meta {
+            name: "process_name",
+            ph: "M",
+            pid,
+            tid: 0,
+            args: NameArg { name: &process },
+        },
+    )?;
+    let functions = t.functions();
+    for (i, stack) in t.stacks().iter().enumerate() {
+        let tid = i as u64 + 1;
+        let name = track_name(stack);
+        event(
+            out,
+            &Meta {
+                name: "thread_name",
+                ph: "M",
+                pid,
+                tid,
+                args: NameArg { name: &name },
+            },
+        )?;
+        event(
+            out,
+            &Meta {
+                name: "thread_sort_index",
+                ph: "M",
+                pid,
+                tid,
+                args: SortArg {
+                    sort_index: i as u64,
+                },
+            },
+        )?;
+        for s in t.stack(i).slices {
+            let x = match s.kind {
+                SliceKind::Frame(f) => {
+                    let entry = functions.get(f as usize);
+                    let key = entry.map(|e| &e.key);
+                    Complete {
+                        name: key.map_or("?", |k| k.function.as_str()),
+                        cat: "function",
+                        ph: "X",
+                        ts: micros(s.start_ns),
+                        dur: micros(s.end_ns - s.start_ns),
+                        pid,
+                        tid,
+                        cname: None,
+                        args: key.filter(|k| !k.file.is_empty()).map(|k| Site {
+                            file: &k.file,
+                            line: k.line,
+                        }),
+                    }
+                }
+                SliceKind::Paused => Complete {
+                    name: "paused",
+                    cat: PAUSED_CATEGORY,
+                    ph: "X",
+                    ts: micros(s.start_ns),
+                    dur: micros(s.end_ns - s.start_ns),
+                    pid,
+                    tid,
+                    cname: Some("grey"),
+                    args: None,
+                },
+            };
+            event(out, &x)?;
+        }
+        progress(stack.events);
+    }
+    out.write_all(b"\n], \"displayTimeUnit\": \"ns\", \"otherData\": ")?;
+    let other = OtherData {
+        source: t.source(),
+        clock: t.clock().to_string(),
+        exporter: format!("mtanalyze {}", env!("CARGO_PKG_VERSION")),
+    };
+    json(out, &other)?;
+    out.write_all(b"}\n")
+}
+
+/// Writes one value as compact JSON.
+pub(crate) fn json<T: Serialize + ?Sized>(out: &mut dyn Write, value: &T) -> io::Result<()> {
+    serde_json::to_writer(out, value).map_err(io::Error::from)
+}
+
+/// Any serializable value, behind one pointer type.
+pub(crate) trait Erased {
+    fn write_json(&self, out: &mut dyn Write) -> io::Result<()>;
+}
+
+impl<T: Serialize> Erased for T {
+    fn write_json(&self, out: &mut dyn Write) -> io::Result<()> {
+        json(out, self)
+    }
+}
+
+/// The items of a JSON array written one at a time: separators between them.
+pub(crate) struct JsonList {
+    first: bool,
+    separator: &'static [u8],
+}
+
+impl JsonList {
+    pub(crate) fn new(separator: &'static [u8]) -> JsonList {
+        JsonList {
+            first: true,
+            separator,
+        }
+    }
+
+    pub(crate) fn item(&mut self, out: &mut dyn Write, value: &dyn Erased) -> io::Result<()> {
+        if !std::mem::take(&mut self.first) {
+            out.write_all(self.separator)?;
+        }
+        value.write_json(out)
+    }
+}
