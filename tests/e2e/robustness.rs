@@ -602,6 +602,13 @@ fn a_truncated_trace_keeps_every_whole_event_before_the_cut() {
         let problems = run_both(dir.path(), &path, "stack");
         assert!(problems.is_empty(), "{}", problems.join("\n"));
     }
+    // A cut inside a chunk: check names the chunk, and the slots beyond the file.
+    let mid = slots[slots.len() / 2] + 4000;
+    let c = check_json(&dir.write("mid.bin", &orig[..mid]));
+    let cut = c["chunks_cut"].as_array().unwrap();
+    assert_eq!(cut.len(), 1, "{cut:?}");
+    assert_eq!(cut[0]["index"].as_u64(), Some(slots.len() as u64 / 2));
+    assert!(c["chunk_slots"].as_u64() > c["chunk_slots_in_file"].as_u64());
     // Inside the header: unreadable, exit 2 with one line.
     let path = dir.write("cut-header.bin", &orig[..100]);
     let line = mtanalyze([path.as_os_str()]).fails_with_one_line();
@@ -714,6 +721,42 @@ fn a_killed_recording_closes_open_frames_at_the_last_timestamp() {
     let path = dir.write("workload-killed.bin", &real);
     let run = mtanalyze([path.as_os_str()]).success();
     assert!(run.stderr.contains("unfinished_trace x1"), "{}", run.stderr);
+}
+
+/// A stop-when-full file that filled up: the report says how many events were dropped.
+#[test]
+fn a_full_file_reports_its_dropped_events() {
+    let path = repo_file("sample-traces/workload-full.bin");
+    let run = mtanalyze([path.as_os_str()]).success();
+    let dropped = check_json(&path)["dropped_events"].as_u64().unwrap();
+    assert!(dropped > 0);
+    assert!(
+        run.stderr.contains(&format!("dropped_events x{dropped} ")),
+        "{}",
+        run.stderr
+    );
+}
+
+/// A ring that wrapped: the oldest chunks are gone; each thread restarts
+/// from the snapshot of its first surviving chunk.
+#[test]
+fn a_wrapped_ring_is_analyzed_from_its_snapshots() {
+    let path = repo_file("sample-traces/workload-ring.bin");
+    let c = check_json(&path);
+    assert_eq!(c["ring"], true);
+    assert!(c["chunks_lost"].as_u64().unwrap() > 0);
+    assert_eq!(c["chunks_damaged"].as_array().unwrap().len(), 0);
+    let run = mtanalyze([path.as_os_str(), "--format".as_ref(), "json".as_ref()]).success();
+    let r = run.json();
+    let kinds: Vec<&str> = r["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["kind"].as_str().unwrap())
+        .collect();
+    assert!(kinds.contains(&"lost_chunks"), "{kinds:?}");
+    assert!(kinds.contains(&"frames_from_snapshot"), "{kinds:?}");
+    assert!(r["functions"].as_array().unwrap().len() > 5);
 }
 
 #[test]
