@@ -15,8 +15,10 @@ use crate::clock::{Clock, GilTimeline};
 use crate::decode::{decode, Decoded, FunctionTable};
 use crate::input::LoadedTrace;
 use crate::paths::{ROOT, STACK_LABEL};
-use crate::replay::{replay_stack, stack_name, Acc, ReplayContext};
-use crate::report::{CallPath, EdgeStats, FunctionStats, Report, ThreadSummary, TraceSummary};
+use crate::replay::{replay_stack, stack_name, Acc, NoObserver, Observer, ReplayContext};
+use crate::report::{
+    CallPath, EdgeStats, FunctionStats, Report, StackStats, ThreadSummary, TraceSummary,
+};
 use crate::segment::{cut_thread, Segment, StackKey, ThreadPass};
 use crate::warnings::{Location, WarningKind, Warnings};
 
@@ -250,63 +252,151 @@ fn wanted(
     thread_ok && stack_ok
 }
 
+/// A trace decoded and segmented, with the stacks the options select,
+/// ready to replay stack by stack: [`analyze`] replays them all in
+/// parallel and sums; the timeline exports replay one at a time with an
+/// [`Observer`] that keeps every frame.
+pub struct Analysis<'a> {
+    prep: Prepared<'a>,
+    clock: Clock,
+    gil: Option<GilTimeline>,
+    order: Vec<SegmentHandle>,
+    /// Selected stacks, own stacks by thread id, then logical ones by id.
+    stacks: Vec<StackRange>,
+    /// All stacks in the trace, selected or not.
+    all_stacks: u64,
+}
+
+impl<'a> Analysis<'a> {
+    /// Decodes and segments `trace` and selects the stacks `opts` asks for.
+    pub fn new(trace: &'a LoadedTrace, opts: &AnalyzeOptions) -> Result<Self, AnalyzeError> {
+        let prep = prepare(trace)?;
+        let clock = opts
+            .clock
+            .unwrap_or(match prep.decoded.file.header().preferred_clock {
+                mtrace_format::PreferredClock::Gil => Clock::Gil,
+                mtrace_format::PreferredClock::Wall => Clock::Wall,
+                _ => Clock::Stack,
+            });
+        let (order, all) = prep.stack_order();
+        let all_stacks = all.len() as u64;
+        let stacks: Vec<_> = all
+            .into_iter()
+            .filter(|(k, range)| {
+                let segs = prep.segments(&order[range.clone()]);
+                wanted(k, &segs, &prep.decoded.stack_names, opts)
+            })
+            .collect();
+        let gil = (clock == Clock::Gil).then(|| GilTimeline::build(&prep.decoded, prep.end_tick));
+        Ok(Analysis {
+            prep,
+            clock,
+            gil,
+            order,
+            stacks,
+            all_stacks,
+        })
+    }
+
+    /// The clock in use.
+    pub fn clock(&self) -> Clock {
+        self.clock
+    }
+
+    /// The decoded trace.
+    pub fn decoded(&self) -> &Decoded<'a> {
+        &self.prep.decoded
+    }
+
+    /// Every function, by dense index.
+    pub fn functions(&self) -> &FunctionTable {
+        &self.prep.functions
+    }
+
+    /// The end of the trace, ns from time zero.
+    pub fn end_ns(&self) -> u64 {
+        self.prep.ns(self.prep.end_tick)
+    }
+
+    /// Number of selected stacks.
+    pub fn stack_count(&self) -> usize {
+        self.stacks.len()
+    }
+
+    /// Selected stack `i`.
+    pub fn stack_key(&self, i: usize) -> Option<StackKey> {
+        self.stacks.get(i).map(|(k, _)| *k)
+    }
+
+    /// The segments of selected stack `i`, in time order.
+    pub fn stack_segments(&self, i: usize) -> Vec<&Segment> {
+        self.stacks
+            .get(i)
+            .map(|(_, range)| self.prep.segments(&self.order[range.clone()]))
+            .unwrap_or_default()
+    }
+
+    /// Replays selected stack `i` into `acc` (made by [`Analysis::new_acc`]),
+    /// showing `observer` every frame and running stretch.
+    pub fn replay<O: Observer>(
+        &self,
+        i: usize,
+        acc: &mut Acc,
+        warnings: &mut Warnings,
+        paths_root: u32,
+        observer: &mut O,
+    ) -> Option<StackStats> {
+        let key = self.stack_key(i)?;
+        let ctx = ReplayContext {
+            decoded: &self.prep.decoded,
+            functions: &self.prep.functions,
+            clock: self.clock,
+            gil: self.gil.as_ref(),
+            end_tick: self.prep.end_tick,
+        };
+        let segs = self.stack_segments(i);
+        Some(replay_stack(
+            &ctx, key, &segs, acc, warnings, paths_root, observer,
+        ))
+    }
+
+    /// An empty accumulator for this trace's functions.
+    pub fn new_acc(&self, paths: bool) -> Acc {
+        Acc::new(self.prep.functions.entries().len(), paths)
+    }
+}
+
 /// Analyzes a loaded trace.
 pub fn analyze(trace: &LoadedTrace, opts: &AnalyzeOptions) -> Result<Report, AnalyzeError> {
-    let prep = prepare(trace)?;
-    let clock = opts
-        .clock
-        .unwrap_or(match prep.decoded.file.header().preferred_clock {
-            mtrace_format::PreferredClock::Gil => Clock::Gil,
-            mtrace_format::PreferredClock::Wall => Clock::Wall,
-            _ => Clock::Stack,
-        });
-    let (order, all_stacks) = prep.stack_order();
-    let stack_count = all_stacks.len() as u64;
-    let stacks: Vec<_> = all_stacks
-        .into_iter()
-        .filter(|(k, range)| {
-            wanted(
-                k,
-                &prep.segments(&order[range.clone()]),
-                &prep.decoded.stack_names,
-                opts,
-            )
-        })
-        .collect();
-    let gil = (clock == Clock::Gil).then(|| GilTimeline::build(&prep.decoded, prep.end_tick));
-    let ctx = ReplayContext {
-        decoded: &prep.decoded,
-        functions: &prep.functions,
-        clock,
-        gil: gil.as_ref(),
-        end_tick: prep.end_tick,
-    };
-    let n = prep.functions.entries().len();
+    let analysis = Analysis::new(trace, opts)?;
     let with_paths = opts.paths != PathMode::Off;
-    let (acc, mut stack_stats, replay_warnings) = stacks
-        .par_iter()
-        .enumerate()
+    let (acc, mut stack_stats, replay_warnings) = (0..analysis.stack_count())
+        .into_par_iter()
         .fold(
-            || (Acc::new(n, with_paths), Vec::new(), Warnings::default()),
-            |(mut acc, mut stats, mut warnings), (i, (key, range))| {
-                let segs = prep.segments(&order[range.clone()]);
+            || {
+                (
+                    analysis.new_acc(with_paths),
+                    Vec::new(),
+                    Warnings::default(),
+                )
+            },
+            |(mut acc, mut stats, mut warnings), i| {
                 let root = match opts.paths {
                     PathMode::PerStack => STACK_LABEL | i as u32,
                     _ => ROOT,
                 };
-                stats.push(replay_stack(
-                    &ctx,
-                    *key,
-                    &segs,
-                    &mut acc,
-                    &mut warnings,
-                    root,
-                ));
+                stats.extend(analysis.replay(i, &mut acc, &mut warnings, root, &mut NoObserver));
                 (acc, stats, warnings)
             },
         )
         .reduce(
-            || (Acc::new(n, with_paths), Vec::new(), Warnings::default()),
+            || {
+                (
+                    analysis.new_acc(with_paths),
+                    Vec::new(),
+                    Warnings::default(),
+                )
+            },
             |(mut a, mut sa, mut wa), (b, sb, wb)| {
                 a.merge(b);
                 sa.extend(sb);
@@ -314,6 +404,11 @@ pub fn analyze(trace: &LoadedTrace, opts: &AnalyzeOptions) -> Result<Report, Ana
                 (a, sa, wa)
             },
         );
+    let prep = &analysis.prep;
+    let clock = analysis.clock;
+    let n = prep.functions.entries().len();
+    let stack_count = analysis.all_stacks;
+    let stacks = &analysis.stacks;
     let mut warnings = prep.warnings.clone();
     warnings.merge(replay_warnings);
     stack_stats.sort_by_key(|s| stack_order(&s.id));

@@ -36,6 +36,6 @@ pub mod warnings;
 
 pub use check::{check, CheckReport};
 pub use clock::Clock;
-pub use engine::{analyze, AnalyzeError, AnalyzeOptions, PathMode};
+pub use engine::{analyze, Analysis, AnalyzeError, AnalyzeOptions, PathMode};
 pub use input::{load, InputFormat, LoadError, LoadedTrace};
 pub use report::Report;

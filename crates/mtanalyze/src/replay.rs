@@ -123,10 +123,30 @@ struct Frame {
     edge_recursive: bool,
 }
 
+/// Sees every frame and every running stretch of a stack as the replay
+/// finds them; the exports that draw timelines use it. The statistics never
+/// need it: [`NoObserver`] compiles to nothing.
+pub trait Observer {
+    /// A frame of `func` (dense index), with `depth` frames open below it,
+    /// was open from `enter_ns` to `exit_ns`.
+    fn frame(&mut self, _func: u32, _depth: u32, _enter_ns: u64, _exit_ns: u64) {}
+    /// The stack ran from `start_ns` to `end_ns` (stretches may touch or,
+    /// on broken input, overlap).
+    fn running(&mut self, _start_ns: u64, _end_ns: u64) {}
+    /// The stack lived from `start_ns` (its first stretch) to `end_ns` (its
+    /// last switch away, or the end of the trace if frames were open there).
+    fn life(&mut self, _start_ns: u64, _end_ns: u64) {}
+}
+
+/// Observes nothing.
+pub struct NoObserver;
+
+impl Observer for NoObserver {}
+
 /// The open frames of one stack and the counters that decide recursion.
 /// Edges are numbered per stack on first use, so entering a frame costs one
 /// hash lookup and leaving it none.
-pub struct FrameStack<'a> {
+pub struct FrameStack<'a, O: Observer = NoObserver> {
     frames: Vec<Frame>,
     fn_open: Vec<u32>,
     edge_index: FxHashMap<(u32, u32), u32>,
@@ -141,11 +161,12 @@ pub struct FrameStack<'a> {
     /// Where this stack's paths hang in the merged tree.
     paths_root: u32,
     acc: &'a mut Acc,
+    observer: &'a mut O,
     /// Deepest depth reached.
     pub max_depth: u32,
 }
 
-impl Drop for FrameStack<'_> {
+impl<O: Observer> Drop for FrameStack<'_, O> {
     fn drop(&mut self) {
         for (key, e) in self.edges.drain(..) {
             let a = self.acc.edges.entry(key).or_default();
@@ -164,11 +185,11 @@ impl Drop for FrameStack<'_> {
     }
 }
 
-impl<'a> FrameStack<'a> {
+impl<'a, O: Observer> FrameStack<'a, O> {
     /// An empty stack accumulating into `acc` (edges and paths are added
     /// when it is dropped). `paths_root`: [`ROOT`] to merge call paths of all
     /// stacks, or a `STACK_LABEL` node to keep this stack's apart.
-    pub fn new(acc: &'a mut Acc, paths_root: u32) -> FrameStack<'a> {
+    pub fn new(acc: &'a mut Acc, paths_root: u32, observer: &'a mut O) -> FrameStack<'a, O> {
         let n = acc.functions.len();
         let paths = acc.paths.is_some().then(PathTree::default);
         FrameStack {
@@ -181,6 +202,7 @@ impl<'a> FrameStack<'a> {
             paths,
             paths_root,
             acc,
+            observer,
             max_depth: 0,
         }
     }
@@ -291,6 +313,12 @@ impl<'a> FrameStack<'a> {
         let paused = ns.saturating_sub(f.enter_ns).saturating_sub(active);
         let self_ns = active.saturating_sub(f.child_active);
         self.fn_open[f.func as usize] -= 1;
+        self.observer.frame(
+            f.func,
+            self.frames.len() as u32,
+            f.enter_ns,
+            ns.max(f.enter_ns),
+        );
         if let Some(t) = &mut self.paths {
             t.record(f.node, self_ns);
         }
@@ -342,18 +370,21 @@ impl ReplayContext<'_, '_> {
     }
 }
 
-/// Replays one stack's segments (sorted by start) into `acc`; returns the
-/// stack's statistics and any problems.
-pub fn replay_stack(
+/// Replays one stack's segments (sorted by start) into `acc`, showing
+/// `observer` every frame and running stretch; returns the stack's
+/// statistics and any problems.
+#[allow(clippy::too_many_arguments)]
+pub fn replay_stack<O: Observer>(
     ctx: &ReplayContext<'_, '_>,
     key: StackKey,
     segments: &[&Segment],
     acc: &mut Acc,
     warnings: &mut Warnings,
     paths_root: u32,
+    observer: &mut O,
 ) -> StackStats {
     let end_ns = ctx.ns(ctx.end_tick);
-    let mut frames = FrameStack::new(acc, paths_root);
+    let mut frames = FrameStack::new(acc, paths_root, observer);
     let mut r = 0u64; // running clock (stack and gil clocks)
     let mut events = 0u64;
     let mut switches_in = 0u64;
@@ -407,7 +438,9 @@ pub fn replay_stack(
                 let ns = ctx.ns(tick);
                 let r_now = match (&mut gil, last) {
                     (Some(g), Some((lt, lns))) => {
-                        r = r.saturating_add(g.run_after(lt, lns, ns));
+                        let run = g.run_after(lt, lns, ns);
+                        frames.observer.running(lns, lns + run);
+                        r = r.saturating_add(run);
                         r
                     }
                     (Some(_), None) => r,
@@ -437,9 +470,18 @@ pub fn replay_stack(
         }
         // The stretch from the last event to the switch away (or the end).
         match (&mut gil, last) {
-            (Some(g), Some((lt, lns))) => r = r.saturating_add(g.run_after(lt, lns, seg_end_ns)),
+            (Some(g), Some((lt, lns))) => {
+                let run = g.run_after(lt, lns, seg_end_ns);
+                frames.observer.running(lns, lns + run);
+                r = r.saturating_add(run);
+            }
             (Some(_), None) => {}
-            (None, _) => r = r_at(seg_end_ns, r).max(r),
+            (None, _) => {
+                if ctx.clock == Clock::Stack {
+                    frames.observer.running(start_ns, seg_end_ns);
+                }
+                r = r_at(seg_end_ns, r).max(r);
+            }
         }
     }
     let r_end = if ctx.clock == Clock::Wall { end_ns } else { r };
@@ -450,6 +492,11 @@ pub fn replay_stack(
     // of the trace if frames were still open there.
     let last_ns = if open_at_end { end_ns } else { prev_end_ns };
     let lifetime = last_ns.saturating_sub(first_start_ns);
+    let life_end = last_ns.max(first_start_ns);
+    if ctx.clock == Clock::Wall {
+        frames.observer.running(first_start_ns, life_end);
+    }
+    frames.observer.life(first_start_ns, life_end);
     let running_ns = if ctx.clock == Clock::Wall {
         lifetime
     } else {
@@ -480,7 +527,7 @@ pub fn stack_name(decoded: &Decoded<'_>, key: StackKey) -> String {
 fn seed_frames(
     ctx: &ReplayContext<'_, '_>,
     seg: &Segment,
-    frames: &mut FrameStack<'_>,
+    frames: &mut FrameStack<'_, impl Observer>,
     ns: u64,
     r: u64,
     warnings: &mut Warnings,

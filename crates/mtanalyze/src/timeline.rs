@@ -17,22 +17,19 @@
 //! then shows this report's self time (`schemas/semantics.md`): the paused
 //! time is a child, not the frame's own.
 //!
-//! This is a second replay, separate from the engine's: it walks the same
-//! segments with the same repairs, but keeps every frame instead of summing.
-//! It runs only for the exports, one stack at a time, so memory grows with
-//! the largest stack, not the trace.
+//! The frames and stretches come from the engine's own replay, through an
+//! [`Observer`]; this module only lays them out. It runs only for the
+//! exports, one stack at a time, so memory grows with the largest stack,
+//! not the trace.
 
-use std::ops::Range;
-
-use rayon::prelude::*;
-
-use crate::clock::{Clock, GilTimeline};
-use crate::decode::{decode, Batches, Decoded, FunctionEntry, FunctionTable};
-use crate::engine::{AnalyzeError, AnalyzeOptions};
+use crate::clock::Clock;
+use crate::decode::{Decoded, FunctionEntry};
+use crate::engine::{Analysis, AnalyzeError, AnalyzeOptions};
 use crate::input::LoadedTrace;
-use crate::replay::stack_name;
-use crate::segment::{cut_thread, Seed, Segment, StackKey};
-use mtrace_format::{Event, EventKind};
+use crate::paths::ROOT;
+use crate::replay::{stack_name, Observer};
+use crate::segment::Segment;
+use crate::warnings::Warnings;
 
 /// What a slice stands for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,8 +77,6 @@ pub struct TimelineStack {
     pub threads: Vec<u64>,
     /// About how many events its replay reads (for progress).
     pub events: u64,
-    key: StackKey,
-    range: Range<usize>,
 }
 
 impl TimelineStack {
@@ -98,87 +93,38 @@ impl TimelineStack {
 /// A decoded, segmented trace ready to replay stack by stack.
 pub struct Timelines<'a> {
     source: String,
-    decoded: Decoded<'a>,
-    functions: FunctionTable,
-    segments: Vec<Segment>,
+    analysis: Analysis<'a>,
     stacks: Vec<TimelineStack>,
-    end_tick: u64,
-    clock: Clock,
-    gil: Option<GilTimeline>,
 }
 
 impl<'a> Timelines<'a> {
     /// Decodes and segments `trace`, keeping the stacks `opts` selects
     /// (`threads`, `stacks`) under `opts.clock` (default: the trace's
-    /// preferred clock, else `stack`), as [`crate::analyze`] does.
+    /// preferred clock, else `stack`), exactly as [`crate::analyze`] does.
     pub fn new(trace: &'a LoadedTrace, opts: &AnalyzeOptions) -> Result<Self, AnalyzeError> {
-        let decoded = decode(trace.bytes()).map_err(|error| AnalyzeError::Format {
-            source_name: trace.source.clone(),
-            error,
-        })?;
-        let passes: Vec<_> = (0..decoded.threads.len() as u32)
-            .into_par_iter()
-            .map(|i| cut_thread(&decoded, i))
+        let analysis = Analysis::new(trace, opts)?;
+        let stacks = (0..analysis.stack_count())
+            .filter_map(|i| {
+                let key = analysis.stack_key(i)?;
+                let segs = analysis.stack_segments(i);
+                let mut threads: Vec<u64> = segs.iter().map(|s| s.tid).collect();
+                threads.sort_unstable();
+                threads.dedup();
+                Some(TimelineStack {
+                    id: key.id_string(),
+                    name: stack_name(analysis.decoded(), key),
+                    threads,
+                    events: segs
+                        .iter()
+                        .map(|s| segment_events(analysis.decoded(), s))
+                        .sum(),
+                })
+            })
             .collect();
-        let mut functions = decoded.functions.clone();
-        let mut unknown: Vec<u32> = passes
-            .iter()
-            .flat_map(|p| p.unknown_functions.iter().copied())
-            .collect();
-        unknown.sort_unstable();
-        unknown.dedup();
-        for id in unknown {
-            functions.insert_unknown(id);
-        }
-        let h = decoded.file.header();
-        let last = passes.iter().filter_map(|p| p.last_tick).max();
-        let end_tick = match (h.end_tick, last) {
-            (Some(e), Some(l)) => e.max(l),
-            (Some(e), None) => e,
-            (None, l) => l.unwrap_or(h.clock.start_tick),
-        };
-        let clock = opts.clock.unwrap_or(match h.preferred_clock {
-            mtrace_format::PreferredClock::Gil => Clock::Gil,
-            mtrace_format::PreferredClock::Wall => Clock::Wall,
-            _ => Clock::Stack,
-        });
-        let mut segments: Vec<Segment> = passes.into_iter().flat_map(|p| p.segments).collect();
-        segments.sort_by_key(|s| (s.stack, s.start_tick, s.tid, s.start));
-        let mut stacks = Vec::new();
-        let mut i = 0;
-        while i < segments.len() {
-            let key = segments[i].stack;
-            let start = i;
-            while i < segments.len() && segments[i].stack == key {
-                i += 1;
-            }
-            let segs = &segments[start..i];
-            if !wanted(&decoded, key, segs, opts) {
-                continue;
-            }
-            let mut threads: Vec<u64> = segs.iter().map(|s| s.tid).collect();
-            threads.sort_unstable();
-            threads.dedup();
-            stacks.push(TimelineStack {
-                id: key.id_string(),
-                name: stack_name(&decoded, key),
-                threads,
-                events: segs.iter().map(|s| segment_events(&decoded, s)).sum(),
-                key,
-                range: start..i,
-            });
-        }
-        stacks.sort_by_key(|s| stack_order(s.key));
-        let gil = (clock == Clock::Gil).then(|| GilTimeline::build(&decoded, end_tick));
         Ok(Timelines {
             source: trace.source.clone(),
-            decoded,
-            functions,
-            segments,
+            analysis,
             stacks,
-            end_tick,
-            clock,
-            gil,
         })
     }
 
@@ -189,17 +135,17 @@ impl<'a> Timelines<'a> {
 
     /// The recorded process id (0 if unknown).
     pub fn pid(&self) -> u32 {
-        self.decoded.file.header().pid
+        self.analysis.decoded().file.header().pid
     }
 
     /// The clock that decides when stacks are paused.
     pub fn clock(&self) -> Clock {
-        self.clock
+        self.analysis.clock()
     }
 
     /// Every function, by the index [`SliceKind::Frame`] holds.
     pub fn functions(&self) -> &[FunctionEntry] {
-        self.functions.entries()
+        self.analysis.functions().entries()
     }
 
     /// The selected stacks: threads' own stacks by thread id, then logical
@@ -210,168 +156,56 @@ impl<'a> Timelines<'a> {
 
     /// The end of the trace, ns from time zero.
     pub fn end_ns(&self) -> u64 {
-        self.ns(self.end_tick)
+        self.analysis.end_ns()
     }
 
-    fn ns(&self, tick: u64) -> u64 {
-        self.decoded.scale.ns(tick)
-    }
-
-    /// Replays stack `index` of [`Timelines::stacks`] (an empty timeline
-    /// for an index out of range).
+    /// Replays stack `index` of [`Timelines::stacks`] through the engine,
+    /// keeping every frame and running stretch (an empty timeline for an
+    /// index out of range).
     pub fn stack(&self, index: usize) -> StackTimeline {
-        let Some(stack) = self.stacks.get(index) else {
+        let mut seen = Collect::default();
+        let mut acc = self.analysis.new_acc(false);
+        let mut warnings = Warnings::default();
+        if self
+            .analysis
+            .replay(index, &mut acc, &mut warnings, ROOT, &mut seen)
+            .is_none()
+        {
             return StackTimeline::default();
-        };
-        let segs = &self.segments[stack.range.clone()];
-        let end_ns = self.end_ns();
-        let mut open: Vec<(u32, u64)> = Vec::new(); // (function, enter ns)
-        let mut frames: Vec<Slice> = Vec::new();
-        let mut running: Vec<(u64, u64)> = Vec::new();
-        // Times never go backwards on one stack, even when its stretches
-        // overlap (a stack on two threads at once), so frames always nest.
-        let mut now = 0u64;
-        let mut prev_end_ns = 0u64;
-        let first_start = segs.first().map_or(end_ns, |s| self.ns(s.start_tick));
-        let close = |open: &mut Vec<(u32, u64)>, frames: &mut Vec<Slice>, at: u64| {
-            if let Some((func, start)) = open.pop() {
-                frames.push(Slice {
-                    kind: SliceKind::Frame(func),
-                    depth: open.len() as u32,
-                    start_ns: start,
-                    end_ns: at.max(start),
-                });
-            }
-        };
-        for seg in segs {
-            let start_ns = self.ns(seg.start_tick);
-            let seg_end_ns = seg.switched_away().map_or(end_ns, |t| self.ns(t));
-            prev_end_ns = prev_end_ns.max(seg_end_ns);
-            now = now.max(start_ns);
-            if seg.seed != Seed::None {
-                let truth = self.snapshot_frames(seg);
-                let common = open
-                    .iter()
-                    .zip(&truth)
-                    .take_while(|((f, _), t)| f == *t)
-                    .count();
-                while open.len() > common {
-                    close(&mut open, &mut frames, now);
-                }
-                open.extend(truth[common..].iter().map(|&f| (f, now)));
-            }
-            if self.clock == Clock::Stack {
-                running.push((start_ns, seg_end_ns));
-            }
-            let thread = &self.decoded.threads[seg.thread as usize];
-            let mut batches = Batches::new(
-                &self.decoded.file,
-                &thread.chunks,
-                seg.start,
-                seg.end,
-                seg.start_tick,
-            );
-            let mut gil = self.gil.as_ref().map(|g| g.cursor(seg.tid));
-            let mut last: Option<(u64, u64)> = None;
-            while let Some(batch) = batches.next_batch() {
-                for raw in batch.events() {
-                    // Damage was counted by the segment pass; stop where it did.
-                    let Ok(event) = Event::decode(raw) else { break };
-                    let (tick, _) = batches.clamp(event.tick);
-                    let ns = self.ns(tick);
-                    if let Some(g) = &mut gil {
-                        if let Some((lt, lns)) = last {
-                            let run = g.run_after(lt, lns, ns);
-                            running.push((lns, lns + run));
-                        }
-                        last = Some((tick, ns));
-                    }
-                    now = now.max(ns);
-                    match event.kind {
-                        EventKind::Enter(f) => {
-                            if let Some(d) = self.functions.get(f.0) {
-                                open.push((d, now));
-                            }
-                        }
-                        EventKind::Exit(f) => {
-                            let Some(d) = self.functions.get(f.0) else {
-                                continue;
-                            };
-                            // The engine's repairs: close down to the newest
-                            // open frame of the function; ignore the exit if
-                            // there is none.
-                            if let Some(pos) = open.iter().rposition(|(g, _)| *g == d) {
-                                while open.len() > pos {
-                                    close(&mut open, &mut frames, now);
-                                }
-                            }
-                        }
-                        _ => {}
-                    }
-                }
-            }
-            if let (Some(g), Some((lt, lns))) = (&mut gil, last) {
-                let run = g.run_after(lt, lns, seg_end_ns);
-                running.push((lns, lns + run));
-            }
         }
-        let open_at_end = !open.is_empty();
-        let end = end_ns.max(now);
-        while !open.is_empty() {
-            close(&mut open, &mut frames, end);
-        }
-        let last_ns = if open_at_end { end } else { prev_end_ns };
-        let life = (first_start, last_ns.max(first_start));
-        if self.clock == Clock::Wall {
-            running = vec![life];
-        }
-        let paused = gaps(running, life);
+        let paused = gaps(seen.running, seen.life);
         StackTimeline {
-            slices: nest(frames, paused),
-            start_ns: life.0,
-            end_ns: life.1,
+            slices: nest(seen.frames, paused),
+            start_ns: seen.life.0,
+            end_ns: seen.life.1,
         }
     }
-
-    /// The frames a segment starts with after lost chunks (its chunk's
-    /// snapshot), outermost first.
-    fn snapshot_frames(&self, seg: &Segment) -> Vec<u32> {
-        let thread = &self.decoded.threads[seg.thread as usize];
-        let Some(chunk) = thread
-            .chunks
-            .get(seg.start.chunk as usize)
-            .and_then(|c| self.decoded.file.chunk(c.slot).ok().flatten())
-        else {
-            return Vec::new();
-        };
-        let ids: Vec<_> = if seg.seed == Seed::Own {
-            chunk.snapshot.own_frames().collect()
-        } else {
-            chunk.snapshot.stack_frames().collect()
-        };
-        ids.iter()
-            .filter_map(|id| self.functions.get(id.0))
-            .collect()
-    }
 }
 
-/// The engine's `--thread` / `--stack` selection.
-fn wanted(decoded: &Decoded<'_>, key: StackKey, segs: &[Segment], opts: &AnalyzeOptions) -> bool {
-    let thread_ok = opts.threads.is_empty() || segs.iter().any(|s| opts.threads.contains(&s.tid));
-    let stack_ok = opts.stacks.is_empty()
-        || opts.stacks.iter().any(|want| {
-            *want == key.id_string()
-                || matches!(key, StackKey::Logical(id)
-                    if decoded.stack_names.get(&id).is_some_and(|n| n == want))
+/// Keeps what the replay shows.
+#[derive(Default)]
+struct Collect {
+    frames: Vec<Slice>,
+    running: Vec<(u64, u64)>,
+    life: (u64, u64),
+}
+
+impl Observer for Collect {
+    fn frame(&mut self, func: u32, depth: u32, enter_ns: u64, exit_ns: u64) {
+        self.frames.push(Slice {
+            kind: SliceKind::Frame(func),
+            depth,
+            start_ns: enter_ns,
+            end_ns: exit_ns,
         });
-    thread_ok && stack_ok
-}
+    }
 
-/// Own stacks by thread id, then logical stacks by id.
-fn stack_order(key: StackKey) -> (u8, u64) {
-    match key {
-        StackKey::Own(t) => (0, t),
-        StackKey::Logical(s) => (1, s),
+    fn running(&mut self, start_ns: u64, end_ns: u64) {
+        self.running.push((start_ns, end_ns));
+    }
+
+    fn life(&mut self, start_ns: u64, end_ns: u64) {
+        self.life = (start_ns, end_ns);
     }
 }
 
