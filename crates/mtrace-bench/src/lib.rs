@@ -1,0 +1,280 @@
+//! Recorder overhead, side by side: mtrace against the Rust instrumentation
+//! recorders people pick instead, on the same workloads, in one run.
+//!
+//! ```text
+//! cargo bench -p mtrace-bench                                   # everything, 3 rounds
+//! cargo bench -p mtrace-bench -- --rounds 5 --samples 31        # longer
+//! cargo bench -p mtrace-bench -- --peers mtrace,tracy --workloads loop-1t,async
+//! ```
+//!
+//! The bench binary is a parent that re-executes itself once per recorder
+//! and workload (`--child RECORDER WORKLOAD`), so that each recorder's
+//! process-wide state (threads, queues, a global subscriber) lives alone in
+//! its process and `VmHWM` is that workload's peak memory. Every child
+//! times, interleaved on the same threads, the floor, the uninstrumented
+//! workload and the instrumented one ([`workloads`]), asks the recorder
+//! what it kept ([`peers::TraceStats`]), and prints one `RESULT` line. The
+//! parent runs every child `--rounds` times, in a rotated order, and prints
+//! one table per workload of medians ([`report`]).
+//!
+//! Module map: `peers` (one file per recorder, behind the `Recorder`
+//! trait; Tracy's is the `tracy_peer` binary, since its client starts
+//! before `main` in any binary that links it), `workloads` (the workloads
+//! and their timing), `measure` (medians, the floor, `VmHWM`), `report`
+//! (children, tables, the ratio line). See the crate's README for how each
+//! recorder is set up.
+#![deny(missing_docs)]
+
+pub mod measure;
+pub mod peers;
+pub mod report;
+pub mod workloads;
+
+use peers::Recorder;
+use workloads::Workload;
+
+/// The recorders, by command-line name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Peer {
+    /// No recorder: the reference for peak memory.
+    None,
+    /// mtrace (this repository).
+    Mtrace,
+    /// Tracy through `tracy-client`.
+    Tracy,
+    /// fastrace.
+    Fastrace,
+    /// puffin.
+    Puffin,
+    /// `tracing` with `tracing-chrome`'s layer.
+    TracingChrome,
+    /// `tracing` with a minimal timing layer.
+    TracingTiming,
+}
+
+impl Peer {
+    /// Every recorder, in table order.
+    pub const ALL: [Peer; 7] = [
+        Peer::None,
+        Peer::Mtrace,
+        Peer::Tracy,
+        Peer::Fastrace,
+        Peer::Puffin,
+        Peer::TracingChrome,
+        Peer::TracingTiming,
+    ];
+
+    /// The command-line name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Peer::None => "none",
+            Peer::Mtrace => "mtrace",
+            Peer::Tracy => "tracy",
+            Peer::Fastrace => "fastrace",
+            Peer::Puffin => "puffin",
+            Peer::TracingChrome => "tracing-chrome",
+            Peer::TracingTiming => "tracing-timing",
+        }
+    }
+
+    /// By command-line name.
+    pub fn from_name(name: &str) -> Option<Peer> {
+        Peer::ALL.into_iter().find(|p| p.name() == name)
+    }
+}
+
+/// What one child measured.
+#[derive(Clone, Debug)]
+pub struct ChildResult {
+    /// Timing medians, ns per scope.
+    pub timing: workloads::Timing,
+    /// Events the workload recorded (two per scope or poll).
+    pub events: u64,
+    /// What the recorder says it kept.
+    pub trace: peers::TraceStats,
+    /// `VmHWM` at the end, KiB.
+    pub peak_kib: Option<u64>,
+}
+
+impl ChildResult {
+    /// The `RESULT` line a child prints (the note last: it may hold spaces).
+    pub fn to_line(&self, peer: Peer, workload: Workload) -> String {
+        let opt = |v: Option<u64>| v.map_or("-".to_owned(), |v| v.to_string());
+        format!(
+            "RESULT peer={} workload={} ns={:.4} base={:.4} floor={:.4} events={} trace_bytes={} trace_events={} peak_kib={} note={}",
+            peer.name(),
+            workload.name(),
+            self.timing.instrumented,
+            self.timing.baseline,
+            self.timing.floor,
+            self.events,
+            opt(self.trace.bytes),
+            opt(self.trace.events),
+            opt(self.peak_kib),
+            self.trace.note,
+        )
+    }
+
+    /// Parses a `RESULT` line back.
+    pub fn from_line(line: &str) -> Option<(Peer, Workload, ChildResult)> {
+        let rest = line.strip_prefix("RESULT ")?;
+        let (fields, note) = match rest.split_once(" note=") {
+            Some((fields, note)) => (fields, note.trim().to_owned()),
+            None => (rest, String::new()),
+        };
+        let get = |key: &str| {
+            fields
+                .split_whitespace()
+                .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+        };
+        let num = |key: &str| get(key)?.parse::<f64>().ok();
+        let int = |key: &str| get(key)?.parse::<u64>().ok();
+        Some((
+            Peer::from_name(get("peer")?)?,
+            Workload::from_name(get("workload")?)?,
+            ChildResult {
+                timing: workloads::Timing {
+                    instrumented: num("ns")?,
+                    baseline: num("base")?,
+                    floor: num("floor")?,
+                },
+                events: int("events")?,
+                trace: peers::TraceStats {
+                    bytes: int("trace_bytes"),
+                    events: int("trace_events"),
+                    note,
+                },
+                peak_kib: int("peak_kib"),
+            },
+        ))
+    }
+}
+
+/// Runs one workload under one recorder in this process (Tracy's runs in
+/// its own binary, `tracy_peer`: `None` here).
+pub fn run_child(peer: Peer, workload: Workload, samples: usize) -> Option<ChildResult> {
+    Some(match peer {
+        Peer::None => child::<peers::NoRecorder>(workload, samples),
+        Peer::Mtrace => child::<peers::mtrace::Mtrace>(workload, samples),
+        Peer::Tracy => return None,
+        Peer::Fastrace => child::<peers::fastrace::Fastrace>(workload, samples),
+        Peer::Puffin => child::<peers::puffin::Puffin>(workload, samples),
+        Peer::TracingChrome => child::<peers::tracing::TracingChrome>(workload, samples),
+        Peer::TracingTiming => child::<peers::tracing::TracingTiming>(workload, samples),
+    })
+}
+
+/// Runs `workload` under `R` in this process.
+pub fn child<R: Recorder>(workload: Workload, samples: usize) -> ChildResult {
+    let events = workload.events(samples);
+    let recorder = R::start(events);
+    let timing = workloads::run::<R>(workload, samples);
+    let mut trace = recorder.finish();
+    if let Some(kept) = trace.events.filter(|&kept| kept < events) {
+        // The recorder lost some (fastrace drops what its queues cannot take).
+        let kept = format!("kept {kept} of {events} events");
+        trace.note = [trace.note.as_str(), &kept]
+            .into_iter()
+            .filter(|s| !s.is_empty())
+            .collect::<Vec<_>>()
+            .join(", ");
+    }
+    ChildResult {
+        timing,
+        events,
+        trace,
+        peak_kib: measure::peak_rss_kib(),
+    }
+}
+
+/// A child's arguments: `--child RECORDER WORKLOAD [--samples N]`.
+fn child_args(args: &[String]) -> Option<(Peer, Workload, usize)> {
+    let at = args.iter().position(|a| a == "--child")?;
+    let peer = Peer::from_name(args.get(at + 1)?)?;
+    let workload = Workload::from_name(args.get(at + 2)?)?;
+    let samples = report::option(args, "--samples").unwrap_or(report::DEFAULT_SAMPLES);
+    Some((peer, workload, samples))
+}
+
+fn usage_exit() -> ! {
+    eprintln!("usage: --child RECORDER WORKLOAD [--samples N]");
+    std::process::exit(2);
+}
+
+/// `main` of a binary that runs only recorder `R` (as `peer`), as a child.
+pub fn child_main<R: Recorder>(peer: Peer) {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match child_args(&args) {
+        Some((p, workload, samples)) if p == peer => {
+            let result = child::<R>(workload, samples);
+            println!("{}", result.to_line(peer, workload));
+        }
+        _ => usage_exit(),
+    }
+}
+
+/// The bench binary's `main`: a child with `--child RECORDER WORKLOAD`,
+/// else the parent. `tracy_exe` is the binary that runs the Tracy child.
+pub fn main(tracy_exe: &std::path::Path) {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    // Tools that enumerate benchmarks run `--list`: there is nothing to list.
+    if args.iter().any(|a| a == "--list") {
+        return;
+    }
+    if args.iter().any(|a| a == "--child") {
+        let Some((peer, workload, samples)) = child_args(&args) else {
+            usage_exit();
+        };
+        match run_child(peer, workload, samples) {
+            Some(result) => println!("{}", result.to_line(peer, workload)),
+            None => usage_exit(),
+        }
+        return;
+    }
+    if let Err(message) = report::parent(&args, tracy_exe) {
+        eprintln!("mtrace-bench: {message}");
+        std::process::exit(2);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn result_line_round_trips() {
+        let result = ChildResult {
+            timing: workloads::Timing {
+                instrumented: 19.5,
+                baseline: 0.25,
+                floor: 18.75,
+            },
+            events: 1000,
+            trace: peers::TraceStats {
+                bytes: Some(16400),
+                events: None,
+                note: "dropped_events=3 wrapped=false".to_owned(),
+            },
+            peak_kib: Some(5120),
+        };
+        let line = result.to_line(Peer::TracingChrome, Workload::Async);
+        let (peer, workload, back) = ChildResult::from_line(&line).expect("parses");
+        assert_eq!((peer, workload), (Peer::TracingChrome, Workload::Async));
+        assert_eq!(back.timing.instrumented, 19.5);
+        assert_eq!(back.timing.floor, 18.75);
+        assert_eq!(back.trace.bytes, Some(16400));
+        assert_eq!(back.trace.events, None);
+        assert_eq!(back.trace.note, "dropped_events=3 wrapped=false");
+        assert_eq!(back.peak_kib, Some(5120));
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for p in Peer::ALL {
+            assert_eq!(Peer::from_name(p.name()), Some(p));
+        }
+        for w in Workload::ALL {
+            assert_eq!(Workload::from_name(w.name()), Some(w));
+        }
+    }
+}

@@ -1,0 +1,336 @@
+//! The parent process: runs one child per recorder and workload, `--rounds`
+//! times, and prints a table per workload of the medians, then the line
+//! `slowest_peer_over_mtrace_min: X`.
+//!
+//! Columns: `ns/scope` is the instrumented workload's time per scope (per
+//! poll for async); `overhead` subtracts the uninstrumented baseline timed
+//! in the same child; `vs mtrace` is that overhead over mtrace's (above 1:
+//! the peer costs more than mtrace); `trace B/event` is what the recorder
+//! keeps per event (file, records, stream: see each peer's module), or,
+//! marked `*`, its peak memory above the uninstrumented child per event,
+//! for a recorder that cannot say; `peak MiB` is the child's `VmHWM`.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::Command;
+use std::str::FromStr;
+
+use crate::measure::{cpu_model, median};
+use crate::workloads::{Workload, WARMUP};
+use crate::{ChildResult, Peer};
+
+/// Timed samples per child unless `--samples` says otherwise.
+pub const DEFAULT_SAMPLES: usize = 41;
+/// Children per recorder and workload unless `--rounds` says otherwise.
+pub const DEFAULT_ROUNDS: usize = 3;
+
+/// How each recorder was set up, printed under the tables.
+const SETUPS: &[(&str, &str)] = &[
+    ("mtrace", "scope!; tasks .on_logical_stack(); ring file on /dev/shm (tmpfs) sized to keep every event"),
+    ("tracy", "tracy-client 0.19, features = [enable] (collecting, not ondemand; no sampling, system tracing or broadcast); no profiler connected, so every zone stays queued in memory; a zone per poll"),
+    ("fastrace", "0.7 with `enable`; LocalSpan under a root Span per 4096 scopes; tasks in_span(root).enter_on_poll(); the reporter keeps every SpanRecord"),
+    ("puffin", "0.20, scopes on; profile_scope under a batch scope; a scope per poll; new_frame() per sample, a sink keeps every frame"),
+    ("tracing-chrome", "tracing 0.1 + tracing-chrome 0.7 ChromeLayer (defaults), JSON file on /dev/shm; tasks .instrument(span)"),
+    ("tracing-timing", "tracing 0.1 + a minimal Layer: rdtsc on enter/exit, 24-byte record per interval in a thread-local Vec"),
+];
+
+/// `--name VALUE` parsed, if present.
+pub fn option<T: FromStr>(args: &[String], name: &str) -> Option<T> {
+    let at = args.iter().position(|a| a == name)?;
+    args.get(at + 1)?.parse().ok()
+}
+
+/// `--name a,b,c` parsed with `parse`, or `all` if absent.
+fn list<T: Copy>(
+    args: &[String],
+    name: &str,
+    all: &[T],
+    parse: fn(&str) -> Option<T>,
+) -> Result<Vec<T>, String> {
+    let Some(at) = args.iter().position(|a| a == name) else {
+        return Ok(all.to_vec());
+    };
+    let value = args.get(at + 1).ok_or(format!("{name} needs a value"))?;
+    value
+        .split(',')
+        .map(|n| parse(n).ok_or(format!("{name}: unknown name {n:?}")))
+        .collect()
+}
+
+/// One child: its result, or why it failed.
+fn spawn(
+    peer: Peer,
+    workload: Workload,
+    samples: usize,
+    tracy_exe: &Path,
+) -> Result<ChildResult, String> {
+    let exe = if peer == Peer::Tracy {
+        tracy_exe.to_owned()
+    } else {
+        std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?
+    };
+    let output = Command::new(exe)
+        .args(["--child", peer.name(), workload.name(), "--samples"])
+        .arg(samples.to_string())
+        .env_remove("MTRACE_OUT")
+        .output()
+        .map_err(|e| format!("spawn: {e}"))?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    if !output.status.success() {
+        let last = stderr
+            .lines()
+            .rev()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("");
+        return Err(format!("{}: {last}", output.status));
+    }
+    stdout
+        .lines()
+        .find_map(ChildResult::from_line)
+        .map(|(_, _, r)| r)
+        .ok_or_else(|| "no RESULT line".to_owned())
+}
+
+/// One row of a table: medians over the rounds.
+struct Row {
+    ns: f64,
+    overhead: f64,
+    bytes_per_event: Option<(f64, bool)>,
+    peak_mib: Option<f64>,
+}
+
+fn row(results: &[ChildResult], none_peak_kib: Option<f64>) -> Row {
+    let ns = median(
+        &results
+            .iter()
+            .map(|r| r.timing.instrumented)
+            .collect::<Vec<_>>(),
+    );
+    let overhead = median(
+        &results
+            .iter()
+            .map(|r| r.timing.instrumented - r.timing.baseline)
+            .collect::<Vec<_>>(),
+    );
+    let peaks: Vec<f64> = results
+        .iter()
+        .filter_map(|r| r.peak_kib)
+        .map(|k| k as f64)
+        .collect();
+    let peak_kib = (!peaks.is_empty()).then(|| median(&peaks));
+    let reported: Vec<f64> = results
+        .iter()
+        .filter_map(|r| {
+            let bytes = r.trace.bytes? as f64;
+            let events = r.trace.events.unwrap_or(r.events).max(1) as f64;
+            Some(bytes / events)
+        })
+        .collect();
+    let bytes_per_event = if !reported.is_empty() {
+        Some((median(&reported), false))
+    } else {
+        match (peak_kib, none_peak_kib) {
+            (Some(peak), Some(none)) => {
+                let events = median(&results.iter().map(|r| r.events as f64).collect::<Vec<_>>());
+                Some(((peak - none).max(0.0) * 1024.0 / events.max(1.0), true))
+            }
+            _ => None,
+        }
+    };
+    Row {
+        ns,
+        overhead,
+        bytes_per_event,
+        peak_mib: peak_kib.map(|k| k / 1024.0),
+    }
+}
+
+/// Runs every child and prints the tables. Errors are bad arguments.
+pub fn parent(args: &[String], tracy_exe: &Path) -> Result<(), String> {
+    let rounds: usize = option(args, "--rounds").unwrap_or(DEFAULT_ROUNDS).max(1);
+    let samples: usize = option(args, "--samples").unwrap_or(DEFAULT_SAMPLES).max(1);
+    let peers = list(args, "--peers", &Peer::ALL, Peer::from_name)?;
+    let workloads = list(args, "--workloads", &Workload::ALL, Workload::from_name)?;
+
+    println!("mtrace-bench: recorder overhead on the same workloads, one process per recorder and workload");
+    println!(
+        "machine: {}, {} CPUs, {}; clock: {}",
+        cpu_model(),
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        memory_total(),
+        if mtrace::has_invariant_tsc() {
+            "invariant TSC"
+        } else {
+            "no invariant TSC"
+        }
+    );
+    println!(
+        "{rounds} rounds x {samples} timed samples per process (after {WARMUP} warm-up); medians of the per-process medians"
+    );
+
+    let mut results: HashMap<(Peer, Workload), Vec<ChildResult>> = HashMap::new();
+    let mut failures: HashMap<(Peer, Workload), String> = HashMap::new();
+    for round in 0..rounds {
+        for &workload in &workloads {
+            for k in 0..peers.len() {
+                let peer = peers[(k + round) % peers.len()];
+                eprintln!(
+                    "round {}/{rounds}: {} {}",
+                    round + 1,
+                    workload.name(),
+                    peer.name()
+                );
+                match spawn(peer, workload, samples, tracy_exe) {
+                    Ok(r) => results.entry((peer, workload)).or_default().push(r),
+                    Err(e) => {
+                        eprintln!("  failed: {e}");
+                        failures.insert((peer, workload), e);
+                    }
+                }
+            }
+        }
+    }
+
+    let mut slowest: Option<(f64, Peer, Workload)> = None;
+    for &workload in &workloads {
+        let all: Vec<&ChildResult> = peers
+            .iter()
+            .filter_map(|p| results.get(&(*p, workload)))
+            .flatten()
+            .collect();
+        if all.is_empty() {
+            continue;
+        }
+        let floor = median(&all.iter().map(|r| r.timing.floor).collect::<Vec<_>>());
+        let base = median(&all.iter().map(|r| r.timing.baseline).collect::<Vec<_>>());
+        let none_peak = results.get(&(Peer::None, workload)).map(|rs| {
+            median(
+                &rs.iter()
+                    .filter_map(|r| r.peak_kib)
+                    .map(|k| k as f64)
+                    .collect::<Vec<_>>(),
+            )
+        });
+        let mtrace = results
+            .get(&(Peer::Mtrace, workload))
+            .map(|rs| row(rs, none_peak));
+        println!();
+        println!("## {}", workload.title());
+        println!(
+            "{:<16} {:>9} {:>9} {:>9} {:>13} {:>9}",
+            "recorder", "ns/scope", "overhead", "vs mtrace", "trace B/event", "peak MiB"
+        );
+        println!(
+            "{:<16} {floor:>9.2}   (2 x (TSC read + 16-byte store), timed in the same processes)",
+            "floor"
+        );
+        println!("{:<16} {base:>9.2}", "uninstrumented");
+        for &peer in &peers {
+            let name = peer.name();
+            if let Some(reason) = failures.get(&(peer, workload)) {
+                if !results.contains_key(&(peer, workload)) {
+                    println!("{name:<16} failed: {reason}");
+                    continue;
+                }
+            }
+            let Some(rs) = results.get(&(peer, workload)) else {
+                continue;
+            };
+            let r = row(rs, none_peak);
+            let peak = r.peak_mib.map_or("-".to_owned(), |m| format!("{m:.1}"));
+            if peer == Peer::None {
+                println!(
+                    "{:<16} {:>9} {:>9} {:>9} {:>13} {peak:>9}",
+                    "(no recorder)", "", "", "", ""
+                );
+                continue;
+            }
+            let ratio = mtrace.as_ref().map(|m| r.overhead / m.overhead);
+            if let (Some(ratio), true) = (ratio, peer != Peer::Mtrace) {
+                if slowest.is_none_or(|(s, _, _)| ratio < s) {
+                    slowest = Some((ratio, peer, workload));
+                }
+            }
+            let bytes = match r.bytes_per_event {
+                Some((b, true)) => format!("{b:.1}*"),
+                Some((b, false)) => format!("{b:.1}"),
+                None => "-".to_owned(),
+            };
+            let notes: Vec<&str> = rs
+                .iter()
+                .map(|r| r.trace.note.as_str())
+                .filter(|n| !n.is_empty())
+                .collect();
+            println!(
+                "{name:<16} {:>9.2} {:>9.2} {:>9} {bytes:>13} {peak:>9}{}",
+                r.ns,
+                r.overhead,
+                ratio.map_or("-".to_owned(), |x| format!("{x:.2}")),
+                notes.first().map_or(String::new(), |n| format!("  ({n})")),
+            );
+        }
+    }
+
+    println!();
+    println!("* no byte count from the recorder: its peak memory above the no-recorder process, per event");
+    for (name, setup) in SETUPS {
+        if peers.iter().any(|p| p.name() == *name) {
+            println!("{name}: {setup}");
+        }
+    }
+    if let Some((ratio, peer, workload)) = slowest {
+        println!(
+            "slowest_peer_over_mtrace: {} on {}",
+            peer.name(),
+            workload.name()
+        );
+        println!("slowest_peer_over_mtrace_min: {ratio:.2}");
+    }
+    Ok(())
+}
+
+/// `MemTotal` from `/proc/meminfo`, as `N GiB`.
+fn memory_total() -> String {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find_map(|l| l.strip_prefix("MemTotal:"))
+                .and_then(|r| r.split_whitespace().next()?.parse::<u64>().ok())
+        })
+        .map_or("memory unknown".to_owned(), |kib| {
+            format!("{:.0} GiB", kib as f64 / (1 << 20) as f64)
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn options_and_lists() {
+        let a = args("--bench --rounds 5 --peers mtrace,tracy");
+        assert_eq!(option::<usize>(&a, "--rounds"), Some(5));
+        assert_eq!(option::<usize>(&a, "--samples"), None);
+        assert_eq!(
+            list(&a, "--peers", &Peer::ALL, Peer::from_name),
+            Ok(vec![Peer::Mtrace, Peer::Tracy])
+        );
+        assert_eq!(
+            list(&a, "--workloads", &Workload::ALL, Workload::from_name),
+            Ok(Workload::ALL.to_vec())
+        );
+        assert!(list(
+            &args("--peers nope"),
+            "--peers",
+            &Peer::ALL,
+            Peer::from_name
+        )
+        .is_err());
+    }
+}
