@@ -7,6 +7,9 @@
 //!   each real recorder file cut after its first two chunks.
 //! * `seeds/jsonl/`: the same events as JSON lines, and the semantics
 //!   vectors of `tests/e2e/vectors/`.
+//! * `seeds/chrome/`: the same traces exported as Chrome Trace Event JSON by
+//!   `mtanalyze`'s own exporter, and small files shaped like VizTracer's
+//!   and `tracing-chrome`'s output.
 //!
 //! Both also get the committed crash inputs of `crates/mtanalyze/tests/regressions/`.
 //!
@@ -226,6 +229,49 @@ fn serde_json_string(t: &str) -> String {
     s
 }
 
+/// A binary trace exported as Chrome JSON by mtanalyze's own exporter.
+fn chrome(binary: &[u8]) -> Vec<u8> {
+    let trace = mtanalyze::input::from_bytes("seed", binary.to_vec()).unwrap();
+    let t = mtanalyze::timeline::Timelines::new(&trace, &Default::default()).unwrap();
+    let mut out = Vec::new();
+    mtanalyze::render::chrome::chrome(&mut out, &t, &mut |_| {}).unwrap();
+    out
+}
+
+/// Chrome JSON as other tools write it (`schemas/chrome-import.md`).
+const CHROME_SHAPES: &[(&str, &str)] = &[
+    (
+        "viztracer.json",
+        r#"{"traceEvents": [
+{"ph": "M", "pid": 7, "tid": 7, "name": "process_name", "args": {"name": "python"}},
+{"ph": "M", "pid": 7, "tid": 7, "name": "thread_name", "args": {"name": "MainThread"}},
+{"ph": "X", "pid": 7, "tid": 7, "ts": 12.5, "dur": 3.25, "name": "parse (app/parse.py:10)", "cat": "FEE"},
+{"ph": "X", "pid": 7, "tid": 7, "ts": 10.0, "dur": 9.0, "name": "main (app/main.py:3)", "cat": "FEE"},
+{"ph": "X", "pid": 7, "tid": 8, "ts": 11.0, "dur": 2.0, "name": "worker (app/w.py:1)", "cat": "FEE"},
+{"ph": "i", "pid": 7, "tid": 7, "ts": 30.0, "name": "marker", "s": "t"}
+], "viztracer_metadata": {"version": "0.16.0"}}"#,
+    ),
+    (
+        "tracing-chrome.json",
+        r#"[
+{"ph":"B","pid":1,"tid":1,"ts":1.0,"name":"request","cat":"app","file":"src/main.rs","line":12,"args":{}},
+{"ph":"B","pid":1,"tid":1,"ts":2.5,"name":"query","cat":"db","args":{"[file]":"src/db.rs","[line]":40}},
+{"ph":"E","pid":1,"tid":1,"ts":7.0,"name":"query","cat":"db"},
+{"ph":"B","pid":1,"tid":2,"ts":3.0,"name":"flush","cat":"io"},
+{"ph":"E","pid":1,"tid":1,"ts":9.0},
+{"ph":"M","pid":1,"tid":2,"name":"thread_name","args":{"name":"io-worker"}},
+"#,
+    ),
+    (
+        "paused.json",
+        r#"{"traceEvents": [
+{"ph": "X", "pid": 1, "tid": 1, "ts": 0, "dur": 10, "name": "task", "args": {"file": "t.rs", "line": 2}},
+{"ph": "X", "pid": 1, "tid": 1, "ts": 4, "dur": 3, "name": "paused", "cat": "mtrace.paused"},
+{"ph": "X", "pid": 2, "tid": "worker", "ts": -5, "dur": 1e3, "name": "other"}
+]}"#,
+    ),
+];
+
 /// Chunk slot offsets of a trace written by [`binary`].
 fn slots(bytes: &[u8]) -> Vec<usize> {
     let f = TraceFile::parse(bytes).unwrap();
@@ -268,7 +314,7 @@ fn main() {
         fs::create_dir_all(&d).unwrap();
         d
     };
-    let (bin_dir, jsonl_dir) = (out("binary"), out("jsonl"));
+    let (bin_dir, jsonl_dir, chrome_dir) = (out("binary"), out("jsonl"), out("chrome"));
     let mut written = 0;
     let mut put = |dir: &Path, name: String, bytes: &[u8]| {
         fs::write(dir.join(name), bytes).unwrap();
@@ -309,6 +355,7 @@ fn main() {
                 format!("{stem}-{label}-lost.bin"),
                 &lost_chunk(b.clone()),
             );
+            put(&chrome_dir, format!("{stem}-{label}.json"), &chrome(&b));
             put(&bin_dir, format!("{stem}-{label}.bin"), &b);
         }
         // The recorder's own layout: header, metadata, the first two chunks.
@@ -329,6 +376,9 @@ fn main() {
             put(&jsonl_dir, name, &fs::read(&p).unwrap());
         }
     }
+    for (name, text) in CHROME_SHAPES {
+        put(&chrome_dir, (*name).to_owned(), text.as_bytes());
+    }
     let regressions = repo.join("crates/mtanalyze/tests/regressions");
     if let Ok(list) = fs::read_dir(&regressions) {
         for entry in list {
@@ -338,10 +388,11 @@ fn main() {
                 continue;
             }
             let b = fs::read(&p).unwrap();
-            let dir = if b.starts_with(b"MTRACE") {
-                &bin_dir
-            } else {
-                &jsonl_dir
+            let dir = match b.iter().find(|c| !c.is_ascii_whitespace()) {
+                _ if b.starts_with(b"MTRACE") => &bin_dir,
+                Some(b'[') => &chrome_dir,
+                _ if b.windows(11).any(|w| w == b"traceEvents") => &chrome_dir,
+                _ => &jsonl_dir,
             };
             put(dir, name, &b);
         }

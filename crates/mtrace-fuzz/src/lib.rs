@@ -7,12 +7,15 @@
 //!   chunk slot in the file (snapshot, events), slots outside the file, and
 //!   the metadata region.
 //! * [`analyzer`]: `mtanalyze::input::from_bytes`, then `analyze` with each
-//!   of the three clocks (and each call-path mode), `check`, and every
-//!   renderer the command uses, writing to a sink.
+//!   of the three clocks (and each call-path mode), `check`, `diff`, and
+//!   every renderer and export the command has (tables, JSON, callgrind,
+//!   folded stacks, flame graphs, the Chrome and speedscope timelines),
+//!   writing to a sink.
 #![deny(missing_docs)]
 
 use std::io::sink;
 
+use mtanalyze::timeline::Timelines;
 use mtanalyze::view::{self, EdgeSelection, SortKey, ViewOptions};
 use mtanalyze::{render, AnalyzeOptions, Clock, PathMode};
 use mtrace_format::layout::{EVENT_SIZE, HEADER_SIZE, META_ALIGN};
@@ -107,9 +110,18 @@ pub fn analyzer(data: &[u8]) {
         let _ = render::warnings_summary(&report.warnings);
         reports.push(report);
     }
-    if let [stack, .., wall] = &reports[..] {
+    if let [stack, gil, wall] = &reports[..] {
         let d = mtanalyze::diff::diff(stack, wall, Default::default());
         render::diff::json(&mut sink(), &d).unwrap();
+        // The other exports of a report: callgrind, folded stacks, flame graphs.
+        render::callgrind::callgrind(&mut sink(), wall).unwrap();
+        let _ = render::folded::lines(gil, None);
+        let _ = render::flamegraph::flamegraph(&mut sink(), gil, None);
+    }
+    // The timeline exports (`mtanalyze export`).
+    if let Ok(t) = Timelines::new(&trace, &AnalyzeOptions::default()) {
+        render::chrome::chrome(&mut sink(), &t, &mut |_| {}).unwrap();
+        render::speedscope::speedscope(&mut sink(), &t, &mut |_| {}).unwrap();
     }
     if let Ok(check) = mtanalyze::check(&trace) {
         render::check::human(&mut sink(), &check).unwrap();
