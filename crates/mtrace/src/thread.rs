@@ -10,6 +10,9 @@
 //! cold path:           register the thread, claim a chunk, count a drop
 //! ```
 //!
+//! A chunk's pages are mapped in one `madvise` call when its slot is first
+//! claimed, instead of by one page fault per 4 KiB as the events reach them.
+//!
 //! A chunk is claimed with one `fetch_add` on the header's `next_seq`
 //! (`slot = seq % chunk_count`); in ring mode the slot's state word is then
 //! won with a compare-and-swap, skipping slots a live writer still holds.
@@ -383,6 +386,10 @@ fn claim(l: &Local, shared: &Shared) -> bool {
         {
             dropped_chunks.fetch_add(1, Ordering::Relaxed);
             continue;
+        }
+        if seq < map.chunk_count {
+            // The slot's first use: its pages are not mapped yet.
+            map.populate(slot);
         }
         let chunk = map.chunk(slot);
         let chunk_no = l.next_chunk_no.get();
