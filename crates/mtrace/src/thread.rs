@@ -476,11 +476,46 @@ fn os_tid() -> u64 {
 
 // ---------------------------------------------------------------- stacks
 
+/// Records `Switch(id)` under generation `g` (not `GEN_OFF`): inline when
+/// the thread is bound to `g` with room, else through the cold path.
+/// Returns the generation the thread is bound to, or `None` when nothing
+/// can be recorded (then the caller must not swap frames).
+#[inline(always)]
+fn record_switch(l: &Local, g: u64, id: StackId) -> Option<u64> {
+    let cursor = l.cursor.get();
+    if l.gen.get() == g && cursor != l.end.get() {
+        let tick = clock::ticks(g & GEN_TSC != 0);
+        let event = Event {
+            tick,
+            kind: EventKind::Switch(id),
+        };
+        // SAFETY: as in `enter`.
+        unsafe { put(cursor, event.encode()) };
+        commit(l, cursor);
+        Some(g)
+    } else {
+        switch_cold(l, g, id)
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn switch_cold(l: &Local, g: u64, id: StackId) -> Option<u64> {
+    let g = bind(l, g)?;
+    emit(l, g, EventKind::Switch(id));
+    Some(g)
+}
+
 /// Switches the thread onto logical stack `id`, whose open frames are
 /// `frames` (valid for generation `*frames_gen`). The stack's frames become
 /// the thread's; `frames` is left holding what the thread must get back.
 /// Returns the stack the thread ran before and the generation it is bound
 /// to, or `None` when nothing is recorded (then nothing was swapped).
+///
+/// The vectors move by swapping, never by dropping: while the thread runs
+/// its own stack, `own_saved` is empty (and has no allocation), so the
+/// stack's `frames` holds that empty vector while it is switched in.
+#[inline]
 pub(crate) fn switch_in(
     id: StackId,
     frames: &mut Vec<u32>,
@@ -491,19 +526,16 @@ pub(crate) fn switch_in(
         return None;
     }
     LOCAL.with(|l| {
-        let g = bind(l, g)?;
+        let g = record_switch(l, g, id)?;
         if *frames_gen != g {
             frames.clear();
         }
-        emit(l, g, EventKind::Switch(id));
         let prev = StackId(l.current.get());
         // SAFETY: no other reference to the thread's vectors is live.
         unsafe {
+            mem::swap(l.frames(), frames);
             if prev == StackId::OWN {
-                let own = mem::replace(l.frames(), mem::take(frames));
-                *l.own_saved() = own;
-            } else {
-                mem::swap(l.frames(), frames);
+                mem::swap(l.own_saved(), frames);
             }
         }
         *frames_gen = g;
@@ -514,30 +546,45 @@ pub(crate) fn switch_in(
 
 /// Undoes [`switch_in`]: the thread goes back to `prev`, and `frames` gets
 /// the logical stack's open frames back.
+#[inline]
 pub(crate) fn switch_out(prev: StackId, frames: &mut Vec<u32>, frames_gen: &mut u64) {
     let _ = LOCAL.try_with(|l| {
         let bound = l.gen.get();
         let g = GEN.load(Ordering::Relaxed);
-        if g > GEN_OFF && bound == g && !l.exited.get() {
-            emit(l, g, EventKind::Switch(prev));
+        if g > GEN_OFF && bound == g {
+            // Bound to the running recording (an exited thread is bound to none).
+            let cursor = l.cursor.get();
+            if cursor != l.end.get() {
+                let tick = clock::ticks(g & GEN_TSC != 0);
+                let event = Event {
+                    tick,
+                    kind: EventKind::Switch(prev),
+                };
+                // SAFETY: as in `enter`.
+                unsafe { put(cursor, event.encode()) };
+                commit(l, cursor);
+            } else {
+                switch_out_cold(l, g, prev);
+            }
         }
         // SAFETY: no other reference to the thread's vectors is live.
         unsafe {
-            let stack_frames = mem::take(l.frames());
-            let back = if prev == StackId::OWN {
-                *frames = stack_frames;
-                mem::take(l.own_saved())
-            } else {
-                let mut back = mem::replace(frames, stack_frames);
-                if *frames_gen != bound {
-                    // The thread moved to a newer recording meanwhile.
-                    back.clear();
-                }
-                back
-            };
-            *l.frames() = back;
+            // The thread gets back what `frames` held; `frames` the stack's.
+            mem::swap(l.frames(), frames);
+            if prev == StackId::OWN {
+                mem::swap(l.frames(), l.own_saved());
+            } else if *frames_gen != bound {
+                // The thread moved to a newer recording meanwhile.
+                l.frames().clear();
+            }
         }
         *frames_gen = bound;
         l.current.set(prev.0);
     });
+}
+
+#[cold]
+#[inline(never)]
+fn switch_out_cold(l: &Local, g: u64, prev: StackId) {
+    emit(l, g, EventKind::Switch(prev));
 }

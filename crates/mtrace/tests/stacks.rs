@@ -100,3 +100,72 @@ fn nested_switches_return_to_the_previous_stack() {
         );
     }
 }
+
+#[test]
+fn switches_that_fill_chunks_keep_every_frame_where_it_belongs() {
+    let _serial = serial();
+    let trace = TempTrace::new("switch-chunk-ends");
+    let recording =
+        mtrace::start(Config::new(trace.path()).capacity(1 << 20).chunk_size(1024)).unwrap();
+    // 1 KiB chunks hold a few dozen events: some switches in and some
+    // switches out land on a chunk's last slot and claim the next chunk.
+    const ROUNDS: usize = 300;
+    let task_id = std::thread::Builder::new()
+        .name("switcher".into())
+        .spawn(|| {
+            let own = mtrace::register_function("own", file!(), 1, module_path!());
+            let step = mtrace::register_function("step", file!(), 2, module_path!());
+            let mut task = LogicalStack::new("task");
+            mtrace::enter(own);
+            for i in 0..ROUNDS {
+                let _on_task = task.enter();
+                if i % 2 == 0 {
+                    mtrace::enter(step);
+                } else {
+                    mtrace::exit(step);
+                }
+            }
+            mtrace::exit(own);
+            assert_eq!(task.open_frames(), &[] as &[u32]);
+            task.id()
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    recording.finish().unwrap();
+
+    let d = decode(trace.path());
+    let tid = d.tid("switcher");
+    let got = steps(&d, &d.events(tid));
+    let mut expected = vec![Step::Start, Step::Enter("own".into())];
+    for i in 0..ROUNDS {
+        expected.push(Step::Switch(task_id.0));
+        expected.push(if i % 2 == 0 {
+            Step::Enter("step".into())
+        } else {
+            Step::Exit("step".into())
+        });
+        expected.push(Step::Switch(StackId::OWN.0));
+    }
+    expected.extend([Step::Exit("own".into()), Step::End]);
+    assert_eq!(got, expected);
+
+    let chunks = &d.chunks[&tid];
+    assert!(chunks.len() > 10, "{} chunks", chunks.len());
+    let own = d.function("own").id.0;
+    for c in chunks.iter().skip(1) {
+        assert_eq!(
+            c.snapshot.own,
+            [own],
+            "the thread's own frame, whichever stack runs"
+        );
+    }
+    for pair in chunks.windows(2) {
+        let end = replay(&pair[0].snapshot, &pair[0].events);
+        assert!(
+            end.agrees_with(&pair[1].snapshot),
+            "{end:?} vs {:?}",
+            pair[1].snapshot
+        );
+    }
+}
