@@ -56,7 +56,10 @@ fn clean(s: &str) -> String {
 
 /// Writes the report's functions and edges in the callgrind format.
 pub fn callgrind(out: &mut dyn Write, report: &Report) -> io::Result<()> {
-    let total: u64 = report.functions.iter().map(|f| f.tottime_ns).sum();
+    let total = report
+        .functions
+        .iter()
+        .fold(0u64, |t, f| t.saturating_add(f.tottime_ns));
     writeln!(out, "# callgrind format")?;
     writeln!(out, "version: 1")?;
     writeln!(out, "creator: mtanalyze {}", env!("CARGO_PKG_VERSION"))?;

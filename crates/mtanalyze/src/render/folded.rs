@@ -56,7 +56,8 @@ pub fn lines(report: &Report, filter: Option<&Regex>) -> Vec<(String, u64)> {
             }
             text.push_str(&frame(&f.function));
         }
-        *merged.entry(text).or_default() += p.self_ns;
+        let n = merged.entry(text).or_default();
+        *n = n.saturating_add(p.self_ns);
     }
     merged.into_iter().collect()
 }
