@@ -5,8 +5,11 @@ yappi, measured in the same run.
 
 Two workloads: recursive ``fib`` on one thread, and four threads each
 running ``fib`` and a loop of small builtin calls. Each profiler is enabled
-before the workload and disabled after it; only the workload is timed (the
-best of ``--rounds`` rounds, profilers interleaved in every round). cProfile
+before the workload and disabled after it; only the workload is timed, in
+CPU time of the process (``time.process_time``: on a shared machine, time
+the process spends descheduled is not counted; the threads run one at a time
+under the GIL anyway), the best of ``--rounds`` rounds, profilers
+interleaved in every round. cProfile
 is made to profile every thread (``threading.setprofile`` enabling the one
 profiler in each new thread), otherwise it would not look at the workers.
 yappi (``pip install yappi``) is skipped when it is not installed. Prints the
@@ -114,9 +117,9 @@ def measure(workload, arg, profilers, rounds):
         order = profilers[r % len(profilers):] + profilers[:r % len(profilers)]
         for p in order:
             p.start()
-            t0 = time.perf_counter()
+            t0 = time.process_time()
             workload(arg)
-            elapsed = time.perf_counter() - t0
+            elapsed = time.process_time() - t0
             p.stop()
             best[p.name] = min(best[p.name], elapsed)
     return best
@@ -139,7 +142,7 @@ def main():
                                  workload_threads)]:
             best = measure(workload, args.fib, profilers, args.rounds)
             base = best["none"]
-            print(f"{label}: unprofiled {base * 1e3:.1f} ms (best of {args.rounds})")
+            print(f"{label}: unprofiled {base * 1e3:.1f} ms CPU (best of {args.rounds})")
             for p in profilers[1:]:
                 print(f"  {p.name:9} {best[p.name] * 1e3:8.1f} ms  slowdown x{best[p.name] / base:.2f}")
             ratio = best["mtrace"] / best["cProfile"]

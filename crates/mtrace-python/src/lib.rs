@@ -152,6 +152,9 @@ unsafe extern "C" fn profile(
     arg: *mut ffi::PyObject,
 ) -> c_int {
     if !ACTIVE.load(Ordering::Relaxed) {
+        // Nothing records: stop paying for profile events on this thread
+        // (allowed inside a profile function, as `sys.setprofile(None)` is).
+        ffi::PyEval_SetProfile(None, std::ptr::null_mut());
         return 0;
     }
     let _ = LOCAL.try_with(|l| {
@@ -161,6 +164,9 @@ unsafe extern "C" fn profile(
         }
         if !CONTEXTS.get().callback.is_null() {
             follow_context(l);
+        } else if l.context.get() != 0 {
+            // The callback was removed: back to the thread's own stack.
+            leave_context(l);
         }
         let shadow = &mut *l.shadow.get();
         match what {
