@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! cargo bench -p mtrace-bench                                   # everything, 3 rounds
-//! cargo bench -p mtrace-bench -- --rounds 5 --samples 31        # longer
+//! cargo bench -p mtrace-bench -- --rounds 9 --samples 61        # longer
 //! cargo bench -p mtrace-bench -- --peers mtrace,tracy --workloads loop-1t,async
 //! ```
 //!
