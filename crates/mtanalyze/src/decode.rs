@@ -224,7 +224,7 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded<'_>, FormatError> {
             Err(p) => damaged.push(p),
         }
     }
-    let mut lost = 0;
+    let mut lost = 0u64;
     let mut threads: Vec<ThreadChunks> = by_thread
         .into_iter()
         .map(|(tid, mut chunks)| {
@@ -235,9 +235,10 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded<'_>, FormatError> {
             for c in &mut chunks {
                 if c.thread_chunk_no != expected {
                     c.gap_before = true;
-                    lost += c.thread_chunk_no.saturating_sub(expected);
+                    // Chunk numbers are the file's claims: saturate.
+                    lost = lost.saturating_add(c.thread_chunk_no.saturating_sub(expected));
                 }
-                expected = c.thread_chunk_no + 1;
+                expected = c.thread_chunk_no.saturating_add(1);
             }
             ThreadChunks { tid, chunks }
         })
