@@ -242,7 +242,18 @@ fn generate(threads: u64, stacks: u64, functions: u8, steps: &[(u8, u8, u8)]) ->
                     continue;
                 }
                 current[t] = target;
-                reference::Ev::Switch(target.map(|s| format!("co{s}")))
+                // A switch gets a time of its own: with a tie, shuffling the
+                // threads' lines could put a hand-off's "take" line before
+                // its "leave" line, which is one stack on two threads at
+                // once, outside the contract the reference implements.
+                now += 1;
+                lines.push(reference::Line {
+                    tid,
+                    ts: now,
+                    ev: reference::Ev::Switch(target.map(|s| format!("co{s}"))),
+                });
+                now += 1;
+                continue;
             }
         };
         lines.push(reference::Line { tid, ts: now, ev });
