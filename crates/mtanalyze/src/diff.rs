@@ -89,11 +89,7 @@ pub struct FunctionDiff {
 impl FunctionDiff {
     /// The function's identity, as shown.
     pub fn key(&self) -> FunctionKey {
-        FunctionKey {
-            function: self.function.clone(),
-            file: self.file.clone(),
-            line: self.line,
-        }
+        FunctionKey::new(&self.function, &self.file, self.line)
     }
 }
 
@@ -189,20 +185,12 @@ pub struct DiffReport {
 impl EdgeDiff {
     /// The caller's identity, as shown.
     pub fn caller_key(&self) -> FunctionKey {
-        FunctionKey {
-            function: self.caller.clone(),
-            file: self.caller_file.clone(),
-            line: self.caller_line,
-        }
+        FunctionKey::new(&self.caller, &self.caller_file, self.caller_line)
     }
 
     /// The callee's identity, as shown.
     pub fn callee_key(&self) -> FunctionKey {
-        FunctionKey {
-            function: self.callee.clone(),
-            file: self.callee_file.clone(),
-            line: self.callee_line,
-        }
+        FunctionKey::new(&self.callee, &self.callee_file, self.callee_line)
     }
 }
 

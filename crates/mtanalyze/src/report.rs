@@ -54,6 +54,17 @@ pub struct FunctionKey {
     pub line: u32,
 }
 
+impl FunctionKey {
+    /// A key from its parts.
+    pub fn new(function: &str, file: &str, line: u32) -> FunctionKey {
+        FunctionKey {
+            function: function.to_owned(),
+            file: file.to_owned(),
+            line,
+        }
+    }
+}
+
 /// Statistics of one function over all stacks.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FunctionStats {
@@ -80,11 +91,7 @@ pub struct FunctionStats {
 impl FunctionStats {
     /// The function's identity.
     pub fn key(&self) -> FunctionKey {
-        FunctionKey {
-            function: self.function.clone(),
-            file: self.file.clone(),
-            line: self.line,
-        }
+        FunctionKey::new(&self.function, &self.file, self.line)
     }
 }
 
@@ -116,20 +123,12 @@ pub struct EdgeStats {
 impl EdgeStats {
     /// The caller's identity.
     pub fn caller_key(&self) -> FunctionKey {
-        FunctionKey {
-            function: self.caller.clone(),
-            file: self.caller_file.clone(),
-            line: self.caller_line,
-        }
+        FunctionKey::new(&self.caller, &self.caller_file, self.caller_line)
     }
 
     /// The callee's identity.
     pub fn callee_key(&self) -> FunctionKey {
-        FunctionKey {
-            function: self.callee.clone(),
-            file: self.callee_file.clone(),
-            line: self.callee_line,
-        }
+        FunctionKey::new(&self.callee, &self.callee_file, self.callee_line)
     }
 }
 
