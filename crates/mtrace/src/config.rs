@@ -190,7 +190,7 @@ impl Config {
     /// Checks the sizes and returns the number of chunks.
     pub(crate) fn chunk_count(&self) -> Result<u64, ConfigError> {
         let cs = self.chunk_size;
-        if !(MIN_CHUNK_SIZE..=MAX_CHUNK_SIZE).contains(&cs) || cs % 64 != 0 {
+        if !(MIN_CHUNK_SIZE..=MAX_CHUNK_SIZE).contains(&cs) || !cs.is_multiple_of(64) {
             return Err(ConfigError::BadChunkSize(cs));
         }
         let count = self.capacity / cs as u64;

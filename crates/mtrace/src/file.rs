@@ -153,7 +153,7 @@ impl TraceMap {
     /// The header counter at `offset` (one of the `H_*` counters).
     #[inline]
     pub fn counter(&self, offset: usize) -> &AtomicU64 {
-        debug_assert!(offset % 8 == 0 && offset + 8 <= HEADER_SIZE);
+        debug_assert!(offset.is_multiple_of(8) && offset + 8 <= HEADER_SIZE);
         // SAFETY: in bounds, 8-aligned (the map is page aligned), and only
         // ever accessed atomically while the recording runs.
         unsafe { &*(self.base.add(offset) as *const AtomicU64) }

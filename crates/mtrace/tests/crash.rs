@@ -53,7 +53,7 @@ fn crash_child() {
             mtrace::exit(id);
         }
         i += 1;
-        if i % 4096 == 0 {
+        if i.is_multiple_of(4096) {
             // Every event of iterations < i is committed before this line.
             println!("progress {i}");
         }

@@ -162,7 +162,7 @@ impl Pattern {
                         .get(&f.0)
                         .unwrap_or_else(|| panic!("chunk {}: event {k} enters {f:?}", c.chunk_no));
                     assert!(
-                        next.map_or(true, |n| n == x),
+                        next.is_none_or(|n| n == x),
                         "chunk {}: event {k} enters F[{x}], expected F[{next:?}]",
                         c.chunk_no
                     );

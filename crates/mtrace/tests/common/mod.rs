@@ -228,7 +228,7 @@ impl Replayed {
             && self
                 .stack_frames
                 .as_ref()
-                .map_or(true, |f| *f == next.stack_frames)
+                .is_none_or(|f| *f == next.stack_frames)
     }
 }
 
