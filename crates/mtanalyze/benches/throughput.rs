@@ -119,6 +119,21 @@ fn bench(path: &Path, runs: usize) {
     );
 }
 
+/// `cargo bench` runs in the crate's directory: a relative path that is
+/// not there is taken from the workspace root, where the README's commands run.
+fn workspace_path(p: &str) -> PathBuf {
+    let path = PathBuf::from(p);
+    if path.is_relative() && !path.exists() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../..")
+            .join(&path);
+        if root.exists() {
+            return root;
+        }
+    }
+    path
+}
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let mut events = 50_000_000u64;
@@ -135,7 +150,7 @@ fn main() {
                     .unwrap_or(runs)
                     .max(1)
             }
-            "--trace" => traces.extend(args.next().map(PathBuf::from)),
+            "--trace" => traces.extend(args.next().map(|p| workspace_path(&p))),
             "--synth-out" => synth_path = args.next().map(PathBuf::from).unwrap_or(synth_path),
             "--bench" => {} // passed by `cargo bench`
             other => eprintln!("ignoring argument {other:?}"),
