@@ -64,6 +64,7 @@ fn report_json_has_the_documented_fields_with_integer_ns() {
                 "line",
                 "module",
                 "ncalls",
+                "open_at_end",
                 "paused_ns",
                 "primitive_calls",
                 "tottime_ns"

@@ -704,6 +704,13 @@ fn a_killed_recording_closes_open_frames_at_the_last_timestamp() {
     );
     assert_eq!(f("spin")["cumtime_ns"], 40);
     assert_eq!(f("work")["cumtime_ns"], 30);
+    // Marked: main and spin were open when it died, work and idle were not.
+    let open: Vec<_> = ["main", "spin", "work", "idle"]
+        .map(|n| f(n)["open_at_end"].clone())
+        .into();
+    assert_eq!(open, vec![1, 1, 0, 0]);
+    let table = mtanalyze([path.as_os_str()]).success().stdout;
+    assert!(table.contains("frames open at the end: 2"), "{table}");
     let w = r["warnings"]
         .as_array()
         .unwrap()

@@ -430,6 +430,7 @@ pub fn analyze(trace: &LoadedTrace, opts: &AnalyzeOptions) -> Result<Report, Ana
                 tottime_ns: a.tottime_ns,
                 cumtime_ns: a.cumtime_ns,
                 paused_ns: a.paused_ns,
+                open_at_end: a.open_at_end,
             };
             (i, stats)
         })

@@ -43,6 +43,8 @@ pub struct FnAcc {
     pub cumtime_ns: u64,
     /// Sum of paused time of non-recursive frames.
     pub paused_ns: u64,
+    /// Frames still open at the end of the trace (closed there).
+    pub open_at_end: u64,
 }
 
 /// Totals of one caller -> callee edge.
@@ -92,6 +94,7 @@ impl Acc {
             a.tottime_ns = a.tottime_ns.saturating_add(b.tottime_ns);
             a.cumtime_ns = a.cumtime_ns.saturating_add(b.cumtime_ns);
             a.paused_ns = a.paused_ns.saturating_add(b.paused_ns);
+            a.open_at_end += b.open_at_end;
         }
         for (k, b) in other.edges {
             let a = self.edges.entry(k).or_default();
@@ -301,7 +304,8 @@ impl<'a, O: Observer> FrameStack<'a, O> {
 
     /// Closes every open frame at the end of the trace.
     pub fn close_all(&mut self, ns: u64, r: u64) {
-        while !self.frames.is_empty() {
+        while let Some(f) = self.frames.last() {
+            self.acc.functions[f.func as usize].open_at_end += 1;
             self.pop(ns, r);
         }
     }

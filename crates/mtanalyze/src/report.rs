@@ -86,6 +86,10 @@ pub struct FunctionStats {
     pub cumtime_ns: u64,
     /// Sum of paused time (the frame's stack was not running) over non-recursive frames.
     pub paused_ns: u64,
+    /// Frames still open at the end of the trace, closed there (their time
+    /// runs to the end: a killed recording, or code still running when it stopped).
+    #[serde(default)]
+    pub open_at_end: u64,
 }
 
 impl FunctionStats {

@@ -465,6 +465,7 @@ mod tests {
             tottime_ns: tottime,
             cumtime_ns: cumtime,
             paused_ns: paused,
+            open_at_end: 0,
         }
     }
 

@@ -594,3 +594,22 @@ fn lost_chunks_are_bridged_by_the_next_snapshot() {
     );
     assert_eq!(get("f").cumtime_ns, now - 10, "f spans the whole trace");
 }
+
+#[test]
+fn frames_still_open_at_the_end_are_counted_per_function() {
+    // Worked example 5: d on thread 1, and b inside a on thread 2, are open at the end.
+    let (_, text, _, _) = worked_examples()
+        .into_iter()
+        .find(|e| e.0 == "repairs")
+        .unwrap();
+    let r = run_jsonl(text, Clock::Stack);
+    let open: BTreeMap<&str, u64> = r
+        .functions
+        .iter()
+        .map(|f| (f.function.as_str(), f.open_at_end))
+        .collect();
+    assert_eq!(
+        open,
+        BTreeMap::from([("a", 1), ("b", 1), ("c", 0), ("d", 1)])
+    );
+}

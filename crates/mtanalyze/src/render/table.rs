@@ -62,6 +62,15 @@ pub fn header(out: &mut dyn Write, report: &Report) -> io::Result<()> {
     if !t.finished {
         damage.push("unfinished (the recorder did not close the file)".to_owned());
     }
+    let open_at_end = report
+        .functions
+        .iter()
+        .fold(0u64, |n, f| n.saturating_add(f.open_at_end));
+    if open_at_end > 0 && !t.finished {
+        damage.push(format!(
+            "frames open at the end: {open_at_end} (closed at the last event; open_at_end in --format json)"
+        ));
+    }
     if t.chunks_lost > 0 {
         damage.push(format!("lost chunks: {}", t.chunks_lost));
     }
