@@ -278,30 +278,18 @@ fn nest(frames: Vec<Slice>, paused: Vec<(u64, u64)>) -> Vec<Slice> {
     out
 }
 
+/// The worked examples of `schemas/semantics.md`, shared with the
+/// engine's integration tests.
+#[cfg(test)]
+#[path = "../tests/common/mod.rs"]
+mod test_common;
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::input::from_bytes;
 
-    const HANDOFF: &str = r#"{"ts": 0, "tid": 1, "ev": "enter", "fn": "main"}
-{"ts": 10, "tid": 1, "ev": "switch", "stack": "task-1"}
-{"ts": 10, "tid": 1, "ev": "enter", "fn": "handler"}
-{"ts": 20, "tid": 1, "ev": "enter", "fn": "query"}
-{"ts": 30, "tid": 1, "ev": "switch", "stack": null}
-{"ts": 40, "tid": 1, "ev": "exit", "fn": "main"}
-{"ts": 60, "tid": 2, "ev": "switch", "stack": "task-1"}
-{"ts": 75, "tid": 2, "ev": "exit", "fn": "query"}
-{"ts": 80, "tid": 2, "ev": "exit", "fn": "handler"}
-{"ts": 90, "tid": 2, "ev": "switch", "stack": null}
-"#;
-
-    const GIL_TURNS: &str = r#"{"ts": 0, "tid": 1, "ev": "enter", "fn": "work"}
-{"ts": 10, "tid": 2, "ev": "enter", "fn": "work"}
-{"ts": 25, "tid": 1, "ev": "enter", "fn": "io"}
-{"ts": 30, "tid": 1, "ev": "exit", "fn": "io"}
-{"ts": 40, "tid": 2, "ev": "exit", "fn": "work"}
-{"ts": 50, "tid": 1, "ev": "exit", "fn": "work"}
-"#;
+    use super::test_common::worked_examples::{FIBER_HANDOFF as HANDOFF, GIL_TURNS};
 
     /// (label, [(name or "paused", depth, start, end)]) per stack.
     type Shape = Vec<(String, Vec<(String, u32, u64, u64)>)>;
