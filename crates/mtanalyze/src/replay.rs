@@ -110,7 +110,74 @@ impl Acc {
 }
 
 const NO_PARENT: u32 = u32::MAX;
-const EDGE_CACHE: usize = 512;
+
+/// Numbers a stack's (caller, callee) edges on first use: open addressing
+/// with linear probing over 16-byte slots, kept at most half full, so a
+/// lookup is one multiply and (almost always) one load. A general hash map
+/// with a small cache in front missed on traces with thousands of edges.
+struct EdgeNumbers {
+    /// (caller << 32 | callee, number), or `EMPTY`.
+    slots: Vec<(u64, u32)>,
+    len: usize,
+    shift: u32,
+}
+
+impl EdgeNumbers {
+    const INITIAL_BITS: u32 = 6;
+    /// No edge has this key: dense function indices are below `u32::MAX`.
+    const EMPTY: u64 = u64::MAX;
+
+    fn new() -> EdgeNumbers {
+        EdgeNumbers {
+            slots: vec![(Self::EMPTY, 0); 1 << Self::INITIAL_BITS],
+            len: 0,
+            shift: 64 - Self::INITIAL_BITS,
+        }
+    }
+
+    #[inline(always)]
+    fn home(&self, key: u64) -> usize {
+        (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> self.shift) as usize
+    }
+
+    /// The number of edge (`caller`, `callee`), or `Err(next)` after
+    /// registering it as `next`, the count of edges before it.
+    #[inline(always)]
+    fn get_or_insert(&mut self, caller: u32, callee: u32) -> Result<u32, u32> {
+        let key = (caller as u64) << 32 | callee as u64;
+        let mask = self.slots.len() - 1;
+        let mut i = self.home(key);
+        loop {
+            match self.slots[i] {
+                (k, n) if k == key => return Ok(n),
+                (Self::EMPTY, _) => break,
+                _ => i = (i + 1) & mask,
+            }
+        }
+        let next = self.len as u32;
+        self.slots[i] = (key, next);
+        self.len += 1;
+        if self.len * 2 > self.slots.len() {
+            self.grow();
+        }
+        Err(next)
+    }
+
+    #[cold]
+    fn grow(&mut self) {
+        let doubled = vec![(Self::EMPTY, 0); self.slots.len() * 2];
+        let old = std::mem::replace(&mut self.slots, doubled);
+        self.shift -= 1;
+        let mask = self.slots.len() - 1;
+        for (key, n) in old.into_iter().filter(|&(k, _)| k != Self::EMPTY) {
+            let mut i = self.home(key);
+            while self.slots[i].0 != Self::EMPTY {
+                i = (i + 1) & mask;
+            }
+            self.slots[i] = (key, n);
+        }
+    }
+}
 
 #[derive(Clone, Copy, Debug)]
 struct Frame {
@@ -148,14 +215,11 @@ impl Observer for NoObserver {}
 
 /// The open frames of one stack and the counters that decide recursion.
 /// Edges are numbered per stack on first use, so entering a frame costs one
-/// hash lookup and leaving it none.
+/// table lookup and leaving it none.
 pub struct FrameStack<'a, O: Observer = NoObserver> {
     frames: Vec<Frame>,
     fn_open: Vec<u32>,
-    edge_index: FxHashMap<(u32, u32), u32>,
-    /// A direct-mapped cache in front of `edge_index`: loops call the same
-    /// few edges again and again.
-    edge_cache: Box<[(u64, u32); EDGE_CACHE]>,
+    edge_numbers: EdgeNumbers,
     /// Per edge of this stack: open frames (hot, so kept dense apart from
     /// the totals), then (caller, callee) and totals.
     edge_open: Vec<u32>,
@@ -198,8 +262,7 @@ impl<'a, O: Observer> FrameStack<'a, O> {
         FrameStack {
             frames: Vec::new(),
             fn_open: vec![0; n],
-            edge_index: FxHashMap::default(),
-            edge_cache: Box::new([(0, 0); EDGE_CACHE]),
+            edge_numbers: EdgeNumbers::new(),
             edge_open: Vec::new(),
             edges: Vec::new(),
             paths,
@@ -223,20 +286,12 @@ impl<'a, O: Observer> FrameStack<'a, O> {
         let (edge, edge_recursive) = match self.frames.last() {
             None => (NO_PARENT, false),
             Some(parent) => {
-                // Key 0 marks an empty cache entry; no real key is 0.
-                let key = ((parent.func as u64) << 32 | func as u64) + 1;
-                let line = (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 55) as usize % EDGE_CACHE;
-                let e = match self.edge_cache[line] {
-                    (k, e) if k == key => e,
-                    _ => {
-                        let next = self.edges.len() as u32;
-                        let e = *self.edge_index.entry((parent.func, func)).or_insert(next);
-                        if e == next {
-                            self.edges.push(((parent.func, func), EdgeAcc::default()));
-                            self.edge_open.push(0);
-                        }
-                        self.edge_cache[line] = (key, e);
-                        e
+                let e = match self.edge_numbers.get_or_insert(parent.func, func) {
+                    Ok(e) => e,
+                    Err(new) => {
+                        self.edges.push(((parent.func, func), EdgeAcc::default()));
+                        self.edge_open.push(0);
+                        new
                     }
                 };
                 let open = &mut self.edge_open[e as usize];
@@ -562,4 +617,40 @@ fn seed_frames(
             thread: seg.tid,
         },
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn edge_numbers_are_stable_across_growth() {
+        let mut numbers = EdgeNumbers::new();
+        let edges: Vec<(u32, u32)> = (0..5000u32)
+            .map(|i| (i % 97, i.wrapping_mul(2_654_435_761) % 1009))
+            .collect();
+        let mut first_seen = Vec::new();
+        for &(a, b) in &edges {
+            match numbers.get_or_insert(a, b) {
+                Ok(n) => assert_eq!(first_seen[n as usize], (a, b)),
+                Err(n) => {
+                    assert_eq!(n as usize, first_seen.len());
+                    first_seen.push((a, b));
+                }
+            }
+        }
+        assert!(first_seen.len() > 1000, "the table grew several times");
+        // Every edge keeps the number it was given; extreme keys are edges too.
+        for (n, &(a, b)) in first_seen.iter().enumerate() {
+            assert_eq!(numbers.get_or_insert(a, b), Ok(n as u32));
+        }
+        let (big, next) = (u32::MAX - 1, first_seen.len() as u32);
+        assert_eq!(numbers.get_or_insert(big, big), Err(next));
+        assert_eq!(numbers.get_or_insert(big, big), Ok(next));
+        assert_eq!(
+            numbers.get_or_insert(0, 0),
+            Ok(0),
+            "key 0 is an edge, not a hole"
+        );
+    }
 }
