@@ -116,6 +116,9 @@ pub struct ChunkRef {
     pub gap_before: bool,
     /// Committed event slots.
     pub events: u32,
+    /// File offset of the first event slot (the events are read from here
+    /// without decoding the chunk header again).
+    pub events_offset: u64,
     /// The writer still owned it (the recorder was killed or never released it).
     pub writing: bool,
 }
@@ -202,6 +205,7 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded<'_>, FormatError> {
                         seq: c.seq,
                         gap_before: false,
                         events: c.event_count() as u32,
+                        events_offset: c.events_offset(),
                         writing: c.writing,
                     };
                     (c.thread, r, c.cut)
@@ -396,38 +400,45 @@ impl<'a, 'd> Batches<'a, 'd> {
                 chunk: ci + 1,
                 event: 0,
             };
-            // The header decoded in `decode`, so it decodes again; a `None`
-            // here would mean the bytes changed under us: skip the chunk.
-            let Some(chunk) = self.file.chunk(r.slot).ok().flatten() else {
-                continue;
-            };
             let restart_here = first == 0
                 && (std::mem::take(&mut self.restart_pending)
                     || r.gap_before
                     || (ci == 0 && r.thread_chunk_no > 0));
-            let restart = restart_here.then(|| {
+            let restart = if restart_here {
+                // Only a restart needs the snapshot. The header decoded in
+                // `decode`, so it decodes again; a `None` here would mean
+                // the bytes changed under us: skip the chunk.
+                let Some(chunk) = self.file.chunk(r.slot).ok().flatten() else {
+                    continue;
+                };
                 let tick = chunk.snapshot.tick.max(self.prev_tick);
                 self.prev_tick = tick;
-                Restart {
+                Some(Restart {
                     tick,
                     current_stack: chunk.snapshot.current_stack,
-                }
-            });
-            let available = chunk.event_count() as u32;
-            let end = if ci == self.to.chunk {
-                self.to.event.min(available)
+                })
             } else {
-                available
+                None
             };
-            let first_byte = (first.min(end) as usize) * EVENT_SIZE;
-            let raw = &chunk.event_bytes()[first_byte..end as usize * EVENT_SIZE];
+            let end = if ci == self.to.chunk {
+                self.to.event.min(r.events)
+            } else {
+                r.events
+            };
+            let first = first.min(end);
+            // `decode` checked that the committed events lie in the file.
+            let from = r.events_offset as usize + first as usize * EVENT_SIZE;
+            let to = r.events_offset as usize + end as usize * EVENT_SIZE;
+            let Some(raw) = self.file.bytes().get(from..to) else {
+                continue;
+            };
             return Some(Batch {
                 chunk: ci,
                 first_event: first,
                 restart,
                 raw,
                 slot: r.slot,
-                offset: chunk.events_offset() + first_byte as u64,
+                offset: from as u64,
             });
         }
     }
