@@ -167,27 +167,87 @@ impl Prepared<'_> {
     /// Orders every segment by stack, then time, without moving them: an
     /// 8-byte (thread, index) handle per segment, grouped into one range per
     /// stack. Segments are most of the analyzer's heap, so they are not copied.
+    ///
+    /// Each thread's segments are already in time order, so a counting sort
+    /// by stack (stable, thread after thread) leaves every stack's range as
+    /// one sorted run per thread, which a stable sort merges cheaply.
     fn stack_order(&self) -> (Vec<SegmentHandle>, Vec<StackRange>) {
-        let total = self.passes.iter().map(|p| p.segments.len()).sum();
-        let mut order: Vec<(u32, u32)> = Vec::with_capacity(total);
-        for (t, p) in self.passes.iter().enumerate() {
-            order.extend((0..p.segments.len() as u32).map(|i| (t as u32, i)));
-        }
-        let seg = |&(t, i): &(u32, u32)| &self.passes[t as usize].segments[i as usize];
-        order.par_sort_unstable_by_key(|h| {
-            let s = seg(h);
-            (s.stack, s.start_tick, s.tid, s.start)
-        });
-        let mut ranges = Vec::new();
-        let mut i = 0;
-        while i < order.len() {
-            let key = seg(&order[i]).stack;
-            let start = i;
-            while i < order.len() && seg(&order[i]).stack == key {
-                i += 1;
+        // Per thread, in parallel: its stacks, and each segment's stack
+        // numbered locally.
+        let local: Vec<(Vec<StackKey>, Vec<u32>)> = self
+            .passes
+            .par_iter()
+            .map(|p| {
+                let mut keys: Vec<StackKey> = Vec::new();
+                let mut index: FxHashMap<StackKey, u32> = FxHashMap::default();
+                let mut last: Option<(StackKey, u32)> = None;
+                let numbers = p
+                    .segments
+                    .iter()
+                    .map(|s| match last {
+                        Some((k, n)) if k == s.stack => n,
+                        _ => {
+                            let n = *index.entry(s.stack).or_insert_with(|| {
+                                keys.push(s.stack);
+                                keys.len() as u32 - 1
+                            });
+                            last = Some((s.stack, n));
+                            n
+                        }
+                    })
+                    .collect();
+                (keys, numbers)
+            })
+            .collect();
+        // Stacks numbered in key order.
+        let mut stacks: Vec<StackKey> = local.iter().flat_map(|(k, _)| k.iter().copied()).collect();
+        stacks.sort_unstable();
+        stacks.dedup();
+        let global = |k: &StackKey| stacks.binary_search(k).unwrap_or(0) as u32;
+        let to_global: Vec<Vec<u32>> = local
+            .iter()
+            .map(|(keys, _)| keys.iter().map(global).collect())
+            .collect();
+        // Counting sort by stack.
+        let mut starts = vec![0usize; stacks.len() + 1];
+        for ((_, numbers), map) in local.iter().zip(&to_global) {
+            for &n in numbers {
+                starts[map[n as usize] as usize + 1] += 1;
             }
-            ranges.push((key, start..i));
         }
+        for i in 1..starts.len() {
+            starts[i] += starts[i - 1];
+        }
+        let mut order: Vec<SegmentHandle> = vec![(0, 0); starts[stacks.len()]];
+        let mut next = starts.clone();
+        for (t, ((_, numbers), map)) in local.iter().zip(&to_global).enumerate() {
+            for (i, &n) in numbers.iter().enumerate() {
+                let g = map[n as usize] as usize;
+                order[next[g]] = (t as u32, i as u32);
+                next[g] += 1;
+            }
+        }
+        drop(local);
+        // Merge each stack's per-thread runs by time.
+        let seg = |&(t, i): &SegmentHandle| &self.passes[t as usize].segments[i as usize];
+        let mut groups: Vec<&mut [SegmentHandle]> = Vec::with_capacity(stacks.len());
+        let mut rest: &mut [SegmentHandle] = &mut order;
+        for w in starts.windows(2) {
+            let (group, tail) = rest.split_at_mut(w[1] - w[0]);
+            groups.push(group);
+            rest = tail;
+        }
+        groups.into_par_iter().for_each(|g| {
+            g.sort_by_key(|h| {
+                let s = seg(h);
+                (s.start_tick, s.tid, s.start)
+            })
+        });
+        let ranges = stacks
+            .into_iter()
+            .zip(starts.windows(2))
+            .map(|(k, w)| (k, w[0]..w[1]))
+            .collect();
         (order, ranges)
     }
 
