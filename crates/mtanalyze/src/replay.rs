@@ -21,10 +21,11 @@
 use rustc_hash::FxHashMap;
 
 use mtrace_format::event::{raw_is_valid, raw_parts, KIND_ENTER, KIND_EXIT};
+use mtrace_format::layout::EVENT_SIZE;
 use mtrace_format::TraceFile;
 
-use crate::clock::{Clock, GilTimeline};
-use crate::decode::{Batches, Decoded, FunctionTable};
+use crate::clock::{Clock, GilCursor, GilTimeline};
+use crate::decode::{prefetch, Batches, Decoded, FunctionTable};
 use crate::paths::{PathTree, ROOT};
 use crate::report::StackStats;
 use crate::segment::{Seed, Segment, StackKey};
@@ -110,6 +111,8 @@ impl Acc {
 }
 
 const NO_PARENT: u32 = u32::MAX;
+/// How far ahead of the event being replayed its successors are prefetched.
+const PREFETCH_AHEAD: usize = 1024;
 
 /// Numbers a stack's (caller, callee) edges on first use: open addressing
 /// with linear probing over 16-byte slots, kept at most half full, so a
@@ -482,60 +485,43 @@ pub fn replay_stack<O: Observer>(
             seg.end,
             seg.start_tick,
         );
-        // gil: r advances after each event by the time until the next event
-        // of any thread (or this thread's next event).
-        let mut gil = ctx.gil.map(|g| g.cursor(seg.tid));
-        let mut last: Option<(u64, u64)> = None; // (tick, ns) of the previous event
-        while let Some(batch) = batches.next_batch() {
-            for ev in batch.events() {
-                let (kind, raw_tick, payload) = raw_parts(ev);
-                // Damage was counted by the segment pass; stop where it did.
-                if !raw_is_valid(kind, payload) {
-                    break;
-                }
-                let (tick, _) = batches.clamp(raw_tick);
-                let ns = ctx.ns(tick);
-                let r_now = match (&mut gil, last) {
-                    (Some(g), Some((lt, lns))) => {
-                        let run = g.run_after(lt, lns, ns);
-                        frames.observer.running(lns, lns + run);
-                        r = r.saturating_add(run);
-                        r
-                    }
-                    (Some(_), None) => r,
-                    (None, _) => r_at(ns, r),
+        // One loop per kind of clock, so the per-event code has no clock
+        // branches.
+        match ctx.gil {
+            Some(timeline) => {
+                // r advances after each event by the time until the next
+                // event of any thread (or this thread's next event).
+                let mut gil = GilRun {
+                    cursor: timeline.cursor(seg.tid),
+                    last: None,
+                    r,
                 };
-                if gil.is_some() {
-                    last = Some((tick, ns));
+                events +=
+                    replay_events(ctx, &mut batches, &mut gil, &mut frames, seg.tid, warnings);
+                // The stretch from the last event to the switch away (or the end).
+                if let Some((lt, lns)) = gil.last {
+                    let run = gil.cursor.run_after(lt, lns, seg_end_ns);
+                    frames.observer.running(lns, lns + run);
+                    gil.r = gil.r.saturating_add(run);
                 }
-                if kind == KIND_ENTER {
-                    events += 1;
-                    if let Some(d) = ctx.functions.get(payload as u32) {
-                        frames.enter(d, ns, r_now);
-                    }
-                } else if kind == KIND_EXIT {
-                    events += 1;
-                    if let Some(d) = ctx.functions.get(payload as u32) {
-                        if let Err(kind) = frames.exit(d, ns, r_now) {
-                            let at = Location::Time {
-                                ns,
-                                thread: seg.tid,
-                            };
-                            warnings.add(kind, at);
-                        }
-                    }
-                }
+                r = gil.r;
             }
-        }
-        // The stretch from the last event to the switch away (or the end).
-        match (&mut gil, last) {
-            (Some(g), Some((lt, lns))) => {
-                let run = g.run_after(lt, lns, seg_end_ns);
-                frames.observer.running(lns, lns + run);
-                r = r.saturating_add(run);
-            }
-            (Some(_), None) => {}
-            (None, _) => {
+            None => {
+                // stack and wall run linearly through the segment (ticks are
+                // clamped from its start, so `ns - start_ns` never underflows).
+                let offset = match ctx.clock {
+                    Clock::Wall => 0,
+                    _ => r.wrapping_sub(start_ns),
+                };
+                let mut linear = Linear { offset };
+                events += replay_events(
+                    ctx,
+                    &mut batches,
+                    &mut linear,
+                    &mut frames,
+                    seg.tid,
+                    warnings,
+                );
                 if ctx.clock == Clock::Stack {
                     frames.observer.running(start_ns, seg_end_ns);
                 }
@@ -572,6 +558,93 @@ pub fn replay_stack<O: Observer>(
         max_depth: frames.max_depth,
         events,
     }
+}
+
+/// How the running clock advances through one segment's events.
+trait SegmentClock {
+    /// The stack's running clock at its event at (`tick`, `ns`).
+    fn at<O: Observer>(&mut self, tick: u64, ns: u64, observer: &mut O) -> u64;
+}
+
+/// `stack` and `wall`: the running clock is wall time plus a constant.
+struct Linear {
+    offset: u64,
+}
+
+impl SegmentClock for Linear {
+    #[inline(always)]
+    fn at<O: Observer>(&mut self, _tick: u64, ns: u64, _observer: &mut O) -> u64 {
+        ns.wrapping_add(self.offset)
+    }
+}
+
+/// `gil`: the stack ran, after each event, until the next event of any thread.
+struct GilRun<'g> {
+    cursor: GilCursor<'g>,
+    /// (tick, ns) of the previous event.
+    last: Option<(u64, u64)>,
+    r: u64,
+}
+
+impl SegmentClock for GilRun<'_> {
+    #[inline]
+    fn at<O: Observer>(&mut self, tick: u64, ns: u64, observer: &mut O) -> u64 {
+        if let Some((lt, lns)) = self.last {
+            let run = self.cursor.run_after(lt, lns, ns);
+            observer.running(lns, lns + run);
+            self.r = self.r.saturating_add(run);
+        }
+        self.last = Some((tick, ns));
+        self.r
+    }
+}
+
+/// Replays the events `batches` yields (one segment) onto `frames`;
+/// returns how many enter and exit events there were.
+fn replay_events<C: SegmentClock, O: Observer>(
+    ctx: &ReplayContext<'_, '_>,
+    batches: &mut Batches<'_, '_>,
+    clock: &mut C,
+    frames: &mut FrameStack<'_, O>,
+    tid: u64,
+    warnings: &mut Warnings,
+) -> u64 {
+    let scale = ctx.decoded.scale;
+    let mut events = 0;
+    while let Some(batch) = batches.next_batch() {
+        for (i, ev) in batch.events().enumerate() {
+            if i % 4 == 0 {
+                prefetch(
+                    batch
+                        .raw
+                        .as_ptr()
+                        .wrapping_add(i * EVENT_SIZE + PREFETCH_AHEAD),
+                );
+            }
+            let (kind, raw_tick, payload) = raw_parts(ev);
+            // Damage was counted by the segment pass; stop where it did.
+            if !raw_is_valid(kind, payload) {
+                break;
+            }
+            let (tick, _) = batches.clamp(raw_tick);
+            let ns = scale.ns(tick);
+            let r = clock.at(tick, ns, frames.observer);
+            if kind == KIND_ENTER {
+                events += 1;
+                if let Some(d) = ctx.functions.get(payload as u32) {
+                    frames.enter(d, ns, r);
+                }
+            } else if kind == KIND_EXIT {
+                events += 1;
+                if let Some(d) = ctx.functions.get(payload as u32) {
+                    if let Err(kind) = frames.exit(d, ns, r) {
+                        warnings.add(kind, Location::Time { ns, thread: tid });
+                    }
+                }
+            }
+        }
+    }
+    events
 }
 
 /// The thread's or logical stack's recorded name ("" if none).
