@@ -384,23 +384,24 @@ impl<'a, O: Observer> FrameStack<'a, O> {
         if let Some(t) = &mut self.paths {
             t.record(f.node, self_ns);
         }
+        // Recursion is data: masks instead of branches, which mispredict
+        // whenever recursion comes and goes.
+        let primitive = !f.recursive as u64;
+        let keep = primitive.wrapping_neg();
         let a = &mut self.acc.functions[f.func as usize];
         a.ncalls += 1;
         a.tottime_ns = a.tottime_ns.saturating_add(self_ns);
-        if !f.recursive {
-            a.primitive_calls += 1;
-            a.cumtime_ns = a.cumtime_ns.saturating_add(active);
-            a.paused_ns = a.paused_ns.saturating_add(paused);
-        }
+        a.primitive_calls += primitive;
+        a.cumtime_ns = a.cumtime_ns.saturating_add(active & keep);
+        a.paused_ns = a.paused_ns.saturating_add(paused & keep);
         if f.edge != NO_PARENT {
             self.edge_open[f.edge as usize] -= 1;
+            let primitive = !f.edge_recursive as u64;
             let e = &mut self.edges[f.edge as usize].1;
             e.ncalls += 1;
             e.tottime_ns = e.tottime_ns.saturating_add(self_ns);
-            if !f.edge_recursive {
-                e.primitive_calls += 1;
-                e.cumtime_ns = e.cumtime_ns.saturating_add(active);
-            }
+            e.primitive_calls += primitive;
+            e.cumtime_ns = e.cumtime_ns.saturating_add(active & primitive.wrapping_neg());
         }
         if let Some(parent) = self.frames.last_mut() {
             parent.child_active = parent.child_active.saturating_add(active);
