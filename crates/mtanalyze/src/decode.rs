@@ -394,6 +394,19 @@ impl<'a, 'd> Batches<'a, 'd> {
         }
     }
 
+    /// Accepts, in one step, a run of events whose ticks the caller checked
+    /// never go backwards from [`Batches::floor`], the last being `last_tick`.
+    #[inline(always)]
+    pub fn accept_ordered(&mut self, last_tick: u64) {
+        self.prev_tick = last_tick;
+    }
+
+    /// The tick the next event must not be earlier than.
+    #[inline(always)]
+    pub fn floor(&self) -> u64 {
+        self.prev_tick
+    }
+
     /// Tells the walk that an event of the last batch was damaged: the
     /// rest of that chunk is dropped and the next one restarts from its snapshot.
     pub fn damaged(&mut self) {

@@ -14,6 +14,7 @@
 use rustc_hash::FxHashSet;
 
 use mtrace_format::event::{raw_is_valid, raw_parts, KIND_ENTER, KIND_EXIT, KIND_SWITCH};
+use mtrace_format::layout::EVENT_SIZE;
 use mtrace_format::StackId;
 
 use crate::decode::{Batches, Decoded, Pos, Restart};
@@ -228,8 +229,53 @@ pub fn cut_thread(decoded: &Decoded<'_>, index: u32) -> ThreadPass {
             open = Some(new_segment(stack, at, tick, false, seed));
             pass.first_tick.get_or_insert(tick);
         }
-        for (i, ev) in batch.events().enumerate() {
-            let (kind, raw_tick, payload) = raw_parts(ev);
+        let raw = batch.raw;
+        let n = raw.len() / EVENT_SIZE;
+        let event = |i: usize| -> (u64, u64, u64) {
+            raw.get(i * EVENT_SIZE..(i + 1) * EVENT_SIZE)
+                .and_then(|b| <&[u8; EVENT_SIZE]>::try_from(b).ok())
+                .map_or((u64::MAX, 0, 0), raw_parts)
+        };
+        let mut i = 0;
+        while i < n {
+            // Fast path: a run of enters and exits of known functions with
+            // ticks in order, the bulk of every trace. Nothing to decide per
+            // event but whether the run goes on.
+            let run_start = i;
+            let mut floor = batches.floor();
+            while i < n {
+                let (kind, tick, payload) = event(i);
+                let plain = (kind == KIND_ENTER || kind == KIND_EXIT)
+                    & (payload != 0)
+                    & (payload <= u32::MAX as u64)
+                    & (tick >= floor)
+                    && decoded.functions.get(payload as u32).is_some();
+                if !plain {
+                    break;
+                }
+                floor = tick;
+                i += 1;
+            }
+            if i > run_start {
+                batches.accept_ordered(floor);
+                let first = event(run_start).1;
+                pass.events += (i - run_start) as u64;
+                pass.first_tick.get_or_insert(first);
+                pass.last_tick = Some(floor);
+                if open.is_none() {
+                    let pos = Pos {
+                        chunk: batch.chunk,
+                        event: batch.first_event + run_start as u32,
+                    };
+                    open = Some(new_segment(stack, pos, first, true, Seed::None));
+                }
+            }
+            if i == n {
+                break;
+            }
+            // Slow path: one event that switches, is damaged, goes back in
+            // time or names an unknown function.
+            let (kind, raw_tick, payload) = event(i);
             if !raw_is_valid(kind, payload) {
                 let problem = batch.problem(i);
                 pass.warnings
@@ -252,8 +298,7 @@ pub fn cut_thread(decoded: &Decoded<'_>, index: u32) -> ThreadPass {
                 chunk: batch.chunk,
                 event: batch.first_event + i as u32,
             };
-            // Branches here are predictable: switches are rare, and enter
-            // and exit take the same path.
+            i += 1;
             if kind == KIND_SWITCH {
                 if open.is_none() && pass.segments.is_empty() {
                     // The thread started on its own stack and left it at
