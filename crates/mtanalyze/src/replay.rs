@@ -61,6 +61,16 @@ pub struct EdgeAcc {
     pub cumtime_ns: u64,
 }
 
+impl EdgeAcc {
+    /// Adds `other`'s totals.
+    pub fn add(&mut self, other: &EdgeAcc) {
+        self.ncalls += other.ncalls;
+        self.primitive_calls += other.primitive_calls;
+        self.tottime_ns = self.tottime_ns.saturating_add(other.tottime_ns);
+        self.cumtime_ns = self.cumtime_ns.saturating_add(other.cumtime_ns);
+    }
+}
+
 /// Statistics accumulated over any number of stacks. Sums only, so merging
 /// in any order gives the same result.
 #[derive(Clone, Debug, Default)]
@@ -98,11 +108,7 @@ impl Acc {
             a.open_at_end += b.open_at_end;
         }
         for (k, b) in other.edges {
-            let a = self.edges.entry(k).or_default();
-            a.ncalls += b.ncalls;
-            a.primitive_calls += b.primitive_calls;
-            a.tottime_ns = a.tottime_ns.saturating_add(b.tottime_ns);
-            a.cumtime_ns = a.cumtime_ns.saturating_add(b.cumtime_ns);
+            self.edges.entry(k).or_default().add(&b);
         }
         if let (Some(a), Some(b)) = (&mut self.paths, &other.paths) {
             a.merge_from(b, ROOT);
@@ -114,27 +120,39 @@ const NO_PARENT: u32 = u32::MAX;
 /// How far ahead of the event being replayed its successors are prefetched.
 const PREFETCH_AHEAD: usize = 1024;
 
-/// Numbers a stack's (caller, callee) edges on first use: open addressing
-/// with linear probing over 16-byte slots, kept at most half full, so a
-/// lookup is one multiply and (almost always) one load. A general hash map
-/// with a small cache in front missed on traces with thousands of edges.
-struct EdgeNumbers {
-    /// (caller << 32 | callee, number), or `EMPTY`.
-    slots: Vec<(u64, u32)>,
-    len: usize,
+/// A stack's (caller, callee) edges: numbered on first use, each with its
+/// open frames and totals in one entry, found through an open-addressing
+/// index of 4-byte numbers kept at most half full.
+///
+/// Entering a frame costs one multiply, a probe of the small index and the
+/// edge's entry; leaving it touches the same entry again. (A general hash
+/// map behind a small cache missed on traces with thousands of edges.)
+struct EdgeTable {
+    /// Edge numbers, or `VACANT`.
+    index: Vec<u32>,
     shift: u32,
+    /// By number.
+    entries: Vec<EdgeEntry>,
 }
 
-impl EdgeNumbers {
-    const INITIAL_BITS: u32 = 6;
-    /// No edge has this key: dense function indices are below `u32::MAX`.
-    const EMPTY: u64 = u64::MAX;
+#[derive(Clone, Copy, Debug, Default)]
+struct EdgeEntry {
+    /// `caller << 32 | callee`.
+    key: u64,
+    /// Frames of this edge open now.
+    open: u32,
+    totals: EdgeAcc,
+}
 
-    fn new() -> EdgeNumbers {
-        EdgeNumbers {
-            slots: vec![(Self::EMPTY, 0); 1 << Self::INITIAL_BITS],
-            len: 0,
+impl EdgeTable {
+    const INITIAL_BITS: u32 = 6;
+    const VACANT: u32 = u32::MAX;
+
+    fn new() -> EdgeTable {
+        EdgeTable {
+            index: vec![Self::VACANT; 1 << Self::INITIAL_BITS],
             shift: 64 - Self::INITIAL_BITS,
+            entries: Vec::new(),
         }
     }
 
@@ -143,49 +161,68 @@ impl EdgeNumbers {
         (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> self.shift) as usize
     }
 
-    /// The number of edge (`caller`, `callee`), or `Err(next)` after
-    /// registering it as `next`, the count of edges before it.
+    /// Opens a frame of edge (`caller`, `callee`); returns the edge's
+    /// number and whether a frame of it was already open.
     #[inline(always)]
-    fn get_or_insert(&mut self, caller: u32, callee: u32) -> Result<u32, u32> {
+    fn open(&mut self, caller: u32, callee: u32) -> (u32, bool) {
         let key = (caller as u64) << 32 | callee as u64;
-        let mask = self.slots.len() - 1;
+        let mask = self.index.len() - 1;
         let mut i = self.home(key);
-        loop {
-            match self.slots[i] {
-                (k, n) if k == key => return Ok(n),
-                (Self::EMPTY, _) => break,
+        let number = loop {
+            match self.index[i] {
+                Self::VACANT => break self.insert(i, key),
+                n if self.entries[n as usize].key == key => break n,
                 _ => i = (i + 1) & mask,
             }
-        }
-        let next = self.len as u32;
-        self.slots[i] = (key, next);
-        self.len += 1;
-        if self.len * 2 > self.slots.len() {
-            self.grow();
-        }
-        Err(next)
+        };
+        let e = &mut self.entries[number as usize];
+        e.open += 1;
+        (number, e.open > 1)
+    }
+
+    /// Closes a frame of edge `number`; returns the edge's totals.
+    #[inline(always)]
+    fn close(&mut self, number: u32) -> &mut EdgeAcc {
+        let e = &mut self.entries[number as usize];
+        e.open -= 1;
+        &mut e.totals
     }
 
     #[cold]
-    fn grow(&mut self) {
-        let doubled = vec![(Self::EMPTY, 0); self.slots.len() * 2];
-        let old = std::mem::replace(&mut self.slots, doubled);
-        self.shift -= 1;
-        let mask = self.slots.len() - 1;
-        for (key, n) in old.into_iter().filter(|&(k, _)| k != Self::EMPTY) {
-            let mut i = self.home(key);
-            while self.slots[i].0 != Self::EMPTY {
-                i = (i + 1) & mask;
+    fn insert(&mut self, at: usize, key: u64) -> u32 {
+        let number = self.entries.len() as u32;
+        self.entries.push(EdgeEntry {
+            key,
+            ..EdgeEntry::default()
+        });
+        self.index[at] = number;
+        if self.entries.len() * 2 > self.index.len() {
+            self.index = vec![Self::VACANT; self.index.len() * 2];
+            self.shift -= 1;
+            let mask = self.index.len() - 1;
+            for (n, e) in self.entries.iter().enumerate() {
+                let mut i = self.home(e.key);
+                while self.index[i] != Self::VACANT {
+                    i = (i + 1) & mask;
+                }
+                self.index[i] = n as u32;
             }
-            self.slots[i] = (key, n);
         }
+        number
+    }
+
+    /// Every edge with its totals, emptying the table.
+    fn drain(&mut self) -> impl Iterator<Item = ((u32, u32), EdgeAcc)> + '_ {
+        self.entries
+            .drain(..)
+            .map(|e| (((e.key >> 32) as u32, e.key as u32), e.totals))
     }
 }
 
 #[derive(Clone, Copy, Debug)]
 struct Frame {
     func: u32,
-    /// Index into `FrameStack::edges`, or `NO_PARENT` for a root frame.
+    /// Number in `FrameStack::edges`, or `NO_PARENT` for a root frame.
     edge: u32,
     /// Node in `FrameStack::paths` (unused when paths are off).
     node: u32,
@@ -222,11 +259,7 @@ impl Observer for NoObserver {}
 pub struct FrameStack<'a, O: Observer = NoObserver> {
     frames: Vec<Frame>,
     fn_open: Vec<u32>,
-    edge_numbers: EdgeNumbers,
-    /// Per edge of this stack: open frames (hot, so kept dense apart from
-    /// the totals), then (caller, callee) and totals.
-    edge_open: Vec<u32>,
-    edges: Vec<((u32, u32), EdgeAcc)>,
+    edges: EdgeTable,
     paths: Option<PathTree>,
     /// Where this stack's paths hang in the merged tree.
     paths_root: u32,
@@ -238,12 +271,8 @@ pub struct FrameStack<'a, O: Observer = NoObserver> {
 
 impl<O: Observer> Drop for FrameStack<'_, O> {
     fn drop(&mut self) {
-        for (key, e) in self.edges.drain(..) {
-            let a = self.acc.edges.entry(key).or_default();
-            a.ncalls += e.ncalls;
-            a.primitive_calls += e.primitive_calls;
-            a.tottime_ns = a.tottime_ns.saturating_add(e.tottime_ns);
-            a.cumtime_ns = a.cumtime_ns.saturating_add(e.cumtime_ns);
+        for (key, e) in self.edges.drain() {
+            self.acc.edges.entry(key).or_default().add(&e);
         }
         if let (Some(all), Some(mine)) = (&mut self.acc.paths, &self.paths) {
             let root = match self.paths_root {
@@ -265,9 +294,7 @@ impl<'a, O: Observer> FrameStack<'a, O> {
         FrameStack {
             frames: Vec::new(),
             fn_open: vec![0; n],
-            edge_numbers: EdgeNumbers::new(),
-            edge_open: Vec::new(),
-            edges: Vec::new(),
+            edges: EdgeTable::new(),
             paths,
             paths_root,
             acc,
@@ -288,19 +315,7 @@ impl<'a, O: Observer> FrameStack<'a, O> {
         self.fn_open[func as usize] += 1;
         let (edge, edge_recursive) = match self.frames.last() {
             None => (NO_PARENT, false),
-            Some(parent) => {
-                let e = match self.edge_numbers.get_or_insert(parent.func, func) {
-                    Ok(e) => e,
-                    Err(new) => {
-                        self.edges.push(((parent.func, func), EdgeAcc::default()));
-                        self.edge_open.push(0);
-                        new
-                    }
-                };
-                let open = &mut self.edge_open[e as usize];
-                *open += 1;
-                (e, *open > 1)
-            }
+            Some(parent) => self.edges.open(parent.func, func),
         };
         let node = match &mut self.paths {
             Some(t) => t.child(self.frames.last().map_or(ROOT, |p| p.node), func),
@@ -395,13 +410,14 @@ impl<'a, O: Observer> FrameStack<'a, O> {
         a.cumtime_ns = a.cumtime_ns.saturating_add(active & keep);
         a.paused_ns = a.paused_ns.saturating_add(paused & keep);
         if f.edge != NO_PARENT {
-            self.edge_open[f.edge as usize] -= 1;
             let primitive = !f.edge_recursive as u64;
-            let e = &mut self.edges[f.edge as usize].1;
+            let e = self.edges.close(f.edge);
             e.ncalls += 1;
             e.tottime_ns = e.tottime_ns.saturating_add(self_ns);
             e.primitive_calls += primitive;
-            e.cumtime_ns = e.cumtime_ns.saturating_add(active & primitive.wrapping_neg());
+            e.cumtime_ns = e
+                .cumtime_ns
+                .saturating_add(active & primitive.wrapping_neg());
         }
         if let Some(parent) = self.frames.last_mut() {
             parent.child_active = parent.child_active.saturating_add(active);
@@ -698,33 +714,42 @@ mod tests {
     use super::*;
 
     #[test]
-    fn edge_numbers_are_stable_across_growth() {
-        let mut numbers = EdgeNumbers::new();
+    fn edges_keep_their_numbers_and_open_counts_across_growth() {
+        let mut table = EdgeTable::new();
         let edges: Vec<(u32, u32)> = (0..5000u32)
             .map(|i| (i % 97, i.wrapping_mul(2_654_435_761) % 1009))
             .collect();
-        let mut first_seen = Vec::new();
+        let mut first_seen: Vec<(u32, u32)> = Vec::new();
+        let mut opened = Vec::new();
         for &(a, b) in &edges {
-            match numbers.get_or_insert(a, b) {
-                Ok(n) => assert_eq!(first_seen[n as usize], (a, b)),
-                Err(n) => {
-                    assert_eq!(n as usize, first_seen.len());
-                    first_seen.push((a, b));
-                }
+            let (n, recursive) = table.open(a, b);
+            opened.push(n);
+            if n as usize == first_seen.len() {
+                assert!(!recursive);
+                first_seen.push((a, b));
+            } else {
+                assert_eq!(first_seen[n as usize], (a, b));
+                assert!(recursive, "another frame of the edge is still open");
             }
         }
         assert!(first_seen.len() > 1000, "the table grew several times");
-        // Every edge keeps the number it was given; extreme keys are edges too.
-        for (n, &(a, b)) in first_seen.iter().enumerate() {
-            assert_eq!(numbers.get_or_insert(a, b), Ok(n as u32));
+        for &n in &opened {
+            table.close(n).ncalls += 1;
         }
+        // Nothing is open now: the next frame of any edge is not recursive.
+        for (n, &(a, b)) in first_seen.iter().enumerate() {
+            assert_eq!(table.open(a, b), (n as u32, false));
+        }
+        // Extreme keys are edges too.
         let (big, next) = (u32::MAX - 1, first_seen.len() as u32);
-        assert_eq!(numbers.get_or_insert(big, big), Err(next));
-        assert_eq!(numbers.get_or_insert(big, big), Ok(next));
-        assert_eq!(
-            numbers.get_or_insert(0, 0),
-            Ok(0),
-            "key 0 is an edge, not a hole"
-        );
+        assert_eq!(table.open(big, big), (next, false));
+        assert_eq!(table.open(big, big), (next, true));
+        assert_eq!(table.open(0, 0).0, 0, "key 0 is an edge, not a hole");
+        let totals: Vec<_> = table.drain().collect();
+        assert_eq!(totals.len(), first_seen.len() + 1);
+        let calls: u64 = totals.iter().map(|(_, t)| t.ncalls).sum();
+        assert_eq!(calls, edges.len() as u64);
+        assert_eq!(totals[0].0, first_seen[0]);
+        assert_eq!(totals[next as usize].0, (big, big));
     }
 }
