@@ -15,7 +15,7 @@ use crate::clock::{Clock, GilTimeline};
 use crate::decode::{decode, Decoded, FunctionTable};
 use crate::input::LoadedTrace;
 use crate::paths::{ROOT, STACK_LABEL};
-use crate::replay::{replay_stack, stack_name, Acc, NoObserver, Observer, ReplayContext};
+use crate::replay::{replay_stack, stack_name, NoObserver, Observer, ReplayContext, Tally};
 use crate::report::{
     CallPath, EdgeStats, FunctionStats, Report, StackStats, ThreadSummary, TraceSummary,
 };
@@ -396,12 +396,12 @@ impl<'a> Analysis<'a> {
             .unwrap_or_default()
     }
 
-    /// Replays selected stack `i` into `acc` (made by [`Analysis::new_acc`]),
+    /// Replays selected stack `i` into `tally` (made by [`Analysis::new_tally`]),
     /// showing `observer` every frame and running stretch.
     pub fn replay<O: Observer>(
         &self,
         i: usize,
-        acc: &mut Acc,
+        tally: &mut Tally,
         warnings: &mut Warnings,
         paths_root: u32,
         observer: &mut O,
@@ -416,13 +416,13 @@ impl<'a> Analysis<'a> {
         };
         let segs = self.stack_segments(i);
         Some(replay_stack(
-            &ctx, key, &segs, acc, warnings, paths_root, observer,
+            &ctx, key, &segs, tally, warnings, paths_root, observer,
         ))
     }
 
-    /// An empty accumulator for this trace's functions.
-    pub fn new_acc(&self, paths: bool) -> Acc {
-        Acc::new(self.prep.functions.entries().len(), paths)
+    /// An empty tally for this trace's functions.
+    pub fn new_tally(&self, paths: bool) -> Tally {
+        Tally::new(self.prep.functions.entries().len(), paths)
     }
 }
 
@@ -430,40 +430,41 @@ impl<'a> Analysis<'a> {
 pub fn analyze(trace: &LoadedTrace, opts: &AnalyzeOptions) -> Result<Report, AnalyzeError> {
     let analysis = Analysis::new(trace, opts)?;
     let with_paths = opts.paths != PathMode::Off;
-    let (acc, mut stack_stats, replay_warnings) = (0..analysis.stack_count())
+    let stacks = analysis.stack_count();
+    // Each fold job starts a tally (O(functions)); with thousands of short
+    // stacks, let every job take a run of them rather than one each.
+    let per_job = (stacks / (rayon::current_num_threads() * 16)).max(1);
+    let (acc, mut stack_stats, replay_warnings) = (0..stacks)
         .into_par_iter()
+        .with_min_len(per_job)
         .fold(
             || {
                 (
-                    analysis.new_acc(with_paths),
+                    analysis.new_tally(with_paths),
                     Vec::new(),
                     Warnings::default(),
                 )
             },
-            |(mut acc, mut stats, mut warnings), i| {
+            |(mut tally, mut stats, mut warnings), i| {
                 let root = match opts.paths {
                     PathMode::PerStack => STACK_LABEL | i as u32,
                     _ => ROOT,
                 };
-                stats.extend(analysis.replay(i, &mut acc, &mut warnings, root, &mut NoObserver));
-                (acc, stats, warnings)
+                stats.extend(analysis.replay(i, &mut tally, &mut warnings, root, &mut NoObserver));
+                (tally, stats, warnings)
             },
         )
-        .reduce(
-            || {
-                (
-                    analysis.new_acc(with_paths),
-                    Vec::new(),
-                    Warnings::default(),
-                )
-            },
-            |(mut a, mut sa, mut wa), (b, sb, wb)| {
-                a.merge(b);
-                sa.extend(sb);
-                wa.merge(wb);
-                (a, sa, wa)
-            },
-        );
+        .map(|(tally, stats, warnings)| (tally.into_acc(), stats, warnings))
+        .reduce_with(|(mut a, mut sa, mut wa), (b, sb, wb)| {
+            a.merge(b);
+            sa.extend(sb);
+            wa.merge(wb);
+            (a, sa, wa)
+        })
+        .unwrap_or_else(|| {
+            let empty = analysis.new_tally(with_paths).into_acc();
+            (empty, Vec::new(), Warnings::default())
+        });
     let prep = &analysis.prep;
     let clock = analysis.clock;
     let n = prep.functions.entries().len();

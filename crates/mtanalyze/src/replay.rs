@@ -257,24 +257,51 @@ impl Observer for NoObserver {}
 /// Edges are numbered per stack on first use, so entering a frame costs one
 /// table lookup and leaving it none.
 pub struct FrameStack<'a, O: Observer = NoObserver> {
-    frames: Vec<Frame>,
-    fn_open: Vec<u32>,
-    edges: EdgeTable,
+    t: &'a mut Tally,
     paths: Option<PathTree>,
     /// Where this stack's paths hang in the merged tree.
     paths_root: u32,
-    acc: &'a mut Acc,
     observer: &'a mut O,
     /// Deepest depth reached.
     pub max_depth: u32,
 }
 
-impl<O: Observer> Drop for FrameStack<'_, O> {
-    fn drop(&mut self) {
+/// What one replay worker accumulates, stack after stack: the statistics,
+/// and the scratch a stack's replay needs. Every replay ends with all its
+/// frames closed, which leaves the open-frame counters at zero for the next
+/// stack; allocating them per stack cost more than replaying a short async
+/// task. Edges keep their numbers across stacks and reach the statistics in
+/// [`Tally::into_acc`].
+pub struct Tally {
+    acc: Acc,
+    frames: Vec<Frame>,
+    fn_open: Vec<u32>,
+    edges: EdgeTable,
+}
+
+impl Tally {
+    /// An empty tally for `n` functions, with call paths or not.
+    pub fn new(n: usize, paths: bool) -> Tally {
+        Tally {
+            acc: Acc::new(n, paths),
+            frames: Vec::new(),
+            fn_open: vec![0; n],
+            edges: EdgeTable::new(),
+        }
+    }
+
+    /// The statistics of every stack replayed.
+    pub fn into_acc(mut self) -> Acc {
         for (key, e) in self.edges.drain() {
             self.acc.edges.entry(key).or_default().add(&e);
         }
-        if let (Some(all), Some(mine)) = (&mut self.acc.paths, &self.paths) {
+        self.acc
+    }
+}
+
+impl<O: Observer> Drop for FrameStack<'_, O> {
+    fn drop(&mut self) {
+        if let (Some(all), Some(mine)) = (&mut self.t.acc.paths, &self.paths) {
             let root = match self.paths_root {
                 ROOT => ROOT,
                 label => all.child(ROOT, label),
@@ -285,19 +312,17 @@ impl<O: Observer> Drop for FrameStack<'_, O> {
 }
 
 impl<'a, O: Observer> FrameStack<'a, O> {
-    /// An empty stack accumulating into `acc` (edges and paths are added
-    /// when it is dropped). `paths_root`: [`ROOT`] to merge call paths of all
-    /// stacks, or a `STACK_LABEL` node to keep this stack's apart.
-    pub fn new(acc: &'a mut Acc, paths_root: u32, observer: &'a mut O) -> FrameStack<'a, O> {
-        let n = acc.functions.len();
-        let paths = acc.paths.is_some().then(PathTree::default);
+    /// An empty stack replayed with `tally`'s scratch, into its statistics
+    /// (call paths are added when it is dropped). `paths_root`: [`ROOT`] to
+    /// merge call paths of all stacks, or a `STACK_LABEL` node to keep this
+    /// stack's apart.
+    pub fn new(tally: &'a mut Tally, paths_root: u32, observer: &'a mut O) -> FrameStack<'a, O> {
+        debug_assert!(tally.frames.is_empty(), "the last stack closed its frames");
+        let paths = tally.acc.paths.is_some().then(PathTree::default);
         FrameStack {
-            frames: Vec::new(),
-            fn_open: vec![0; n],
-            edges: EdgeTable::new(),
+            t: tally,
             paths,
             paths_root,
-            acc,
             observer,
             max_depth: 0,
         }
@@ -305,23 +330,23 @@ impl<'a, O: Observer> FrameStack<'a, O> {
 
     /// Frames open now.
     pub fn depth(&self) -> usize {
-        self.frames.len()
+        self.t.frames.len()
     }
 
     /// Pushes a frame of `func` at wall time `ns`, running clock `r`.
     #[inline]
     pub fn enter(&mut self, func: u32, ns: u64, r: u64) {
-        let recursive = self.fn_open[func as usize] > 0;
-        self.fn_open[func as usize] += 1;
-        let (edge, edge_recursive) = match self.frames.last() {
+        let recursive = self.t.fn_open[func as usize] > 0;
+        self.t.fn_open[func as usize] += 1;
+        let (edge, edge_recursive) = match self.t.frames.last() {
             None => (NO_PARENT, false),
-            Some(parent) => self.edges.open(parent.func, func),
+            Some(parent) => self.t.edges.open(parent.func, func),
         };
         let node = match &mut self.paths {
-            Some(t) => t.child(self.frames.last().map_or(ROOT, |p| p.node), func),
+            Some(t) => t.child(self.t.frames.last().map_or(ROOT, |p| p.node), func),
             None => 0,
         };
-        self.frames.push(Frame {
+        self.t.frames.push(Frame {
             func,
             edge,
             node,
@@ -331,23 +356,23 @@ impl<'a, O: Observer> FrameStack<'a, O> {
             recursive,
             edge_recursive,
         });
-        self.max_depth = self.max_depth.max(self.frames.len() as u32);
+        self.max_depth = self.max_depth.max(self.t.frames.len() as u32);
     }
 
     /// Pops the frame of `func` (repairing as `schemas/semantics.md` says).
     #[inline]
     pub fn exit(&mut self, func: u32, ns: u64, r: u64) -> Result<(), WarningKind> {
-        match self.frames.last() {
+        match self.t.frames.last() {
             None => Err(WarningKind::ExitOnEmpty),
             Some(top) if top.func == func => {
                 self.pop(ns, r);
                 Ok(())
             }
             Some(_) => {
-                let Some(pos) = self.frames.iter().rposition(|f| f.func == func) else {
+                let Some(pos) = self.t.frames.iter().rposition(|f| f.func == func) else {
                     return Err(WarningKind::ExitNotOpen);
                 };
-                while self.frames.len() > pos {
+                while self.t.frames.len() > pos {
                     self.pop(ns, r);
                 }
                 Err(WarningKind::ExitMismatch)
@@ -361,12 +386,13 @@ impl<'a, O: Observer> FrameStack<'a, O> {
     /// many were opened.
     pub fn reconcile(&mut self, truth: &[u32], ns: u64, r: u64) -> u64 {
         let common = self
+            .t
             .frames
             .iter()
             .zip(truth)
             .take_while(|(f, &t)| f.func == t)
             .count();
-        while self.frames.len() > common {
+        while self.t.frames.len() > common {
             self.pop(ns, r);
         }
         for &f in &truth[common..] {
@@ -377,22 +403,22 @@ impl<'a, O: Observer> FrameStack<'a, O> {
 
     /// Closes every open frame at the end of the trace.
     pub fn close_all(&mut self, ns: u64, r: u64) {
-        while let Some(f) = self.frames.last() {
-            self.acc.functions[f.func as usize].open_at_end += 1;
+        while let Some(f) = self.t.frames.last() {
+            self.t.acc.functions[f.func as usize].open_at_end += 1;
             self.pop(ns, r);
         }
     }
 
     #[inline]
     fn pop(&mut self, ns: u64, r: u64) {
-        let Some(f) = self.frames.pop() else { return };
+        let Some(f) = self.t.frames.pop() else { return };
         let active = r.saturating_sub(f.enter_r);
         let paused = ns.saturating_sub(f.enter_ns).saturating_sub(active);
         let self_ns = active.saturating_sub(f.child_active);
-        self.fn_open[f.func as usize] -= 1;
+        self.t.fn_open[f.func as usize] -= 1;
         self.observer.frame(
             f.func,
-            self.frames.len() as u32,
+            self.t.frames.len() as u32,
             f.enter_ns,
             ns.max(f.enter_ns),
         );
@@ -403,7 +429,7 @@ impl<'a, O: Observer> FrameStack<'a, O> {
         // whenever recursion comes and goes.
         let primitive = !f.recursive as u64;
         let keep = primitive.wrapping_neg();
-        let a = &mut self.acc.functions[f.func as usize];
+        let a = &mut self.t.acc.functions[f.func as usize];
         a.ncalls += 1;
         a.tottime_ns = a.tottime_ns.saturating_add(self_ns);
         a.primitive_calls += primitive;
@@ -411,7 +437,7 @@ impl<'a, O: Observer> FrameStack<'a, O> {
         a.paused_ns = a.paused_ns.saturating_add(paused & keep);
         if f.edge != NO_PARENT {
             let primitive = !f.edge_recursive as u64;
-            let e = self.edges.close(f.edge);
+            let e = self.t.edges.close(f.edge);
             e.ncalls += 1;
             e.tottime_ns = e.tottime_ns.saturating_add(self_ns);
             e.primitive_calls += primitive;
@@ -419,7 +445,7 @@ impl<'a, O: Observer> FrameStack<'a, O> {
                 .cumtime_ns
                 .saturating_add(active & primitive.wrapping_neg());
         }
-        if let Some(parent) = self.frames.last_mut() {
+        if let Some(parent) = self.t.frames.last_mut() {
             parent.child_active = parent.child_active.saturating_add(active);
         }
     }
@@ -457,13 +483,13 @@ pub fn replay_stack<O: Observer>(
     ctx: &ReplayContext<'_, '_>,
     key: StackKey,
     segments: &[&Segment],
-    acc: &mut Acc,
+    tally: &mut Tally,
     warnings: &mut Warnings,
     paths_root: u32,
     observer: &mut O,
 ) -> StackStats {
     let end_ns = ctx.ns(ctx.end_tick);
-    let mut frames = FrameStack::new(acc, paths_root, observer);
+    let mut frames = FrameStack::new(tally, paths_root, observer);
     let mut r = 0u64; // running clock (stack and gil clocks)
     let mut events = 0u64;
     let mut switches_in = 0u64;

@@ -164,11 +164,11 @@ impl<'a> Timelines<'a> {
     /// index out of range).
     pub fn stack(&self, index: usize) -> StackTimeline {
         let mut seen = Collect::default();
-        let mut acc = self.analysis.new_acc(false);
+        let mut tally = self.analysis.new_tally(false);
         let mut warnings = Warnings::default();
         if self
             .analysis
-            .replay(index, &mut acc, &mut warnings, ROOT, &mut seen)
+            .replay(index, &mut tally, &mut warnings, ROOT, &mut seen)
             .is_none()
         {
             return StackTimeline::default();
