@@ -497,6 +497,18 @@ pub fn replay_stack<O: Observer>(
     let mut prev_end_ns = 0u64;
     let first_start_ns = segments.first().map_or(end_ns, |s| ctx.ns(s.start_tick));
     for (i, seg) in segments.iter().enumerate() {
+        // Segments (and their events) are scattered: start loading the
+        // ones after this while it replays.
+        if let Some(&later) = segments.get(i + 2) {
+            prefetch((later as *const Segment).cast());
+        }
+        if let Some(next) = segments.get(i + 1) {
+            let chunks = &ctx.decoded.threads[next.thread as usize].chunks;
+            if let Some(c) = chunks.get(next.start.chunk as usize) {
+                let at = c.events_offset as usize + next.start.event as usize * EVENT_SIZE;
+                prefetch(ctx.file().bytes().as_ptr().wrapping_add(at));
+            }
+        }
         let start_ns = ctx.ns(seg.start_tick);
         let seg_end_ns = seg.switched_away().map_or(end_ns, |t| ctx.ns(t));
         if i > 0 && start_ns < prev_end_ns {
