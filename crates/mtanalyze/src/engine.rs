@@ -420,6 +420,23 @@ impl<'a> Analysis<'a> {
         ))
     }
 
+    /// About how many events selected stack `i` holds (from its segments'
+    /// positions; events cut by damage are counted), to schedule big
+    /// stacks first.
+    pub fn stack_weight(&self, i: usize) -> u64 {
+        self.stack_segments(i)
+            .iter()
+            .map(|s| {
+                let chunks = &self.prep.decoded.threads[s.thread as usize].chunks;
+                let spanned = chunks
+                    .get(s.start.chunk as usize..(s.end.chunk as usize).min(chunks.len()))
+                    .unwrap_or(&[]);
+                let whole: u64 = spanned.iter().map(|c| c.events as u64).sum();
+                (whole + s.end.event as u64).saturating_sub(s.start.event as u64)
+            })
+            .sum()
+    }
+
     /// An empty tally for this trace's functions.
     pub fn new_tally(&self, paths: bool) -> Tally {
         Tally::new(self.prep.functions.entries().len(), paths)
@@ -431,12 +448,23 @@ pub fn analyze(trace: &LoadedTrace, opts: &AnalyzeOptions) -> Result<Report, Ana
     let analysis = Analysis::new(trace, opts)?;
     let with_paths = opts.paths != PathMode::Off;
     let stacks = analysis.stack_count();
-    // Each fold job starts a tally (O(functions)); with thousands of short
-    // stacks, let every job take a run of them rather than one each.
-    let per_job = (stacks / (rayon::current_num_threads() * 16)).max(1);
-    let (acc, mut stack_stats, replay_warnings) = (0..stacks)
+    // Biggest stacks first: the last stacks replayed are then short ones,
+    // and all workers finish at about the same time.
+    let mut order: Vec<(u64, usize)> = (0..stacks)
         .into_par_iter()
+        .map(|i| (analysis.stack_weight(i), i))
+        .collect();
+    order.sort_unstable_by(|a, b| b.cmp(a));
+    // Each fold job starts a tally (O(functions)): with thousands of short
+    // stacks, every job takes a run of them rather than one each. Jobs are
+    // no longer than that either, so an idle worker always finds one to
+    // steal (rayon stops splitting a range once it runs).
+    let per_job = (stacks / (rayon::current_num_threads() * 16)).max(1);
+    let (acc, mut stack_stats, replay_warnings) = order
+        .into_par_iter()
+        .map(|(_, i)| i)
         .with_min_len(per_job)
+        .with_max_len(per_job)
         .fold(
             || {
                 (
