@@ -334,7 +334,7 @@ impl<'a, O: Observer> FrameStack<'a, O> {
     }
 
     /// Pushes a frame of `func` at wall time `ns`, running clock `r`.
-    #[inline]
+    #[inline(always)]
     pub fn enter(&mut self, func: u32, ns: u64, r: u64) {
         let recursive = self.t.fn_open[func as usize] > 0;
         self.t.fn_open[func as usize] += 1;
@@ -360,7 +360,7 @@ impl<'a, O: Observer> FrameStack<'a, O> {
     }
 
     /// Pops the frame of `func` (repairing as `schemas/semantics.md` says).
-    #[inline]
+    #[inline(always)]
     pub fn exit(&mut self, func: u32, ns: u64, r: u64) -> Result<(), WarningKind> {
         match self.t.frames.last() {
             None => Err(WarningKind::ExitOnEmpty),
@@ -409,7 +409,7 @@ impl<'a, O: Observer> FrameStack<'a, O> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn pop(&mut self, ns: u64, r: u64) {
         let Some(f) = self.t.frames.pop() else { return };
         let active = r.saturating_sub(f.enter_r);
