@@ -180,6 +180,11 @@ impl EdgeTable {
         (number, e.open > 1)
     }
 
+    /// Counts a frame of edge `number` open again (see `FrameStack::put_back`).
+    fn reopen(&mut self, number: u32) {
+        self.entries[number as usize].open += 1;
+    }
+
     /// Closes a frame of edge `number`; returns the edge's totals.
     #[inline(always)]
     fn close(&mut self, number: u32) -> &mut EdgeAcc {
@@ -401,6 +406,30 @@ impl<'a, O: Observer> FrameStack<'a, O> {
         (truth.len() - common) as u64
     }
 
+    /// Removes the open frames without accounting them, undoing their
+    /// counts (see [`StackReplay::suspend`]).
+    fn take_all(&mut self) -> Vec<Frame> {
+        let frames = std::mem::take(&mut self.t.frames);
+        for f in &frames {
+            self.t.fn_open[f.func as usize] -= 1;
+            if f.edge != NO_PARENT {
+                self.t.edges.close(f.edge);
+            }
+        }
+        frames
+    }
+
+    /// Puts back frames [`FrameStack::take_all`] removed from the same tally.
+    fn put_back(&mut self, frames: Vec<Frame>) {
+        for f in &frames {
+            self.t.fn_open[f.func as usize] += 1;
+            if f.edge != NO_PARENT {
+                self.t.edges.reopen(f.edge);
+            }
+        }
+        self.t.frames = frames;
+    }
+
     /// Closes every open frame at the end of the trace.
     pub fn close_all(&mut self, ns: u64, r: u64) {
         while let Some(f) = self.t.frames.last() {
@@ -475,7 +504,7 @@ impl ReplayContext<'_, '_> {
     }
 }
 
-/// Replays one stack's segments (sorted by start) into `acc`, showing
+/// Replays one stack's segments (sorted by start) into `tally`, showing
 /// `observer` every frame and running stretch; returns the stack's
 /// statistics and any problems.
 #[allow(clippy::too_many_arguments)]
@@ -489,13 +518,7 @@ pub fn replay_stack<O: Observer>(
     observer: &mut O,
 ) -> StackStats {
     let end_ns = ctx.ns(ctx.end_tick);
-    let mut frames = FrameStack::new(tally, paths_root, observer);
-    let mut r = 0u64; // running clock (stack and gil clocks)
-    let mut events = 0u64;
-    let mut switches_in = 0u64;
-    let mut threads: Vec<u64> = Vec::new();
-    let mut prev_end_ns = 0u64;
-    let first_start_ns = segments.first().map_or(end_ns, |s| ctx.ns(s.start_tick));
+    let mut stack = StackReplay::new(tally, paths_root, observer);
     for (i, seg) in segments.iter().enumerate() {
         // Segments (and their events) are scattered: start loading the
         // ones after this while it replays.
@@ -509,29 +532,8 @@ pub fn replay_stack<O: Observer>(
                 prefetch(ctx.file().bytes().as_ptr().wrapping_add(at));
             }
         }
-        let start_ns = ctx.ns(seg.start_tick);
         let seg_end_ns = seg.switched_away().map_or(end_ns, |t| ctx.ns(t));
-        if i > 0 && start_ns < prev_end_ns {
-            let at = Location::Time {
-                ns: start_ns,
-                thread: seg.tid,
-            };
-            warnings.add(WarningKind::StackOnTwoThreads, at);
-        }
-        prev_end_ns = prev_end_ns.max(seg_end_ns);
-        if !threads.contains(&seg.tid) {
-            threads.push(seg.tid);
-        }
-        switches_in += seg.switched_in as u64;
-        let r_at = |ns: u64, r_base: u64| -> u64 {
-            match ctx.clock {
-                Clock::Wall => ns,
-                _ => r_base.saturating_add(ns.saturating_sub(start_ns)),
-            }
-        };
-        if seg.seed != Seed::None {
-            seed_frames(ctx, seg, &mut frames, start_ns, r_at(start_ns, r), warnings);
-        }
+        let start_ns = stack.begin(ctx.decoded, ctx.functions, ctx.clock, seg, warnings);
         let thread = &ctx.decoded.threads[seg.thread as usize];
         let mut batches = Batches::new(
             ctx.file(),
@@ -549,69 +551,267 @@ pub fn replay_stack<O: Observer>(
                 let mut gil = GilRun {
                     cursor: timeline.cursor(seg.tid),
                     last: None,
-                    r,
+                    r: stack.r,
                 };
-                events +=
-                    replay_events(ctx, &mut batches, &mut gil, &mut frames, seg.tid, warnings);
-                // The stretch from the last event to the switch away (or the end).
-                if let Some((lt, lns)) = gil.last {
-                    let run = gil.cursor.run_after(lt, lns, seg_end_ns);
-                    frames.observer.running(lns, lns + run);
-                    gil.r = gil.r.saturating_add(run);
-                }
-                r = gil.r;
-            }
-            None => {
-                // stack and wall run linearly through the segment (ticks are
-                // clamped from its start, so `ns - start_ns` never underflows).
-                let offset = match ctx.clock {
-                    Clock::Wall => 0,
-                    _ => r.wrapping_sub(start_ns),
-                };
-                let mut linear = Linear { offset };
-                events += replay_events(
+                stack.events += replay_events(
                     ctx,
                     &mut batches,
-                    &mut linear,
-                    &mut frames,
+                    &mut gil,
+                    &mut stack.frames,
                     seg.tid,
                     warnings,
                 );
-                if ctx.clock == Clock::Stack {
-                    frames.observer.running(start_ns, seg_end_ns);
+                // The stretch from the last event to the switch away (or the end).
+                if let Some((lt, lns)) = gil.last {
+                    let run = gil.cursor.run_after(lt, lns, seg_end_ns);
+                    stack.frames.observer.running(lns, lns + run);
+                    gil.r = gil.r.saturating_add(run);
                 }
-                r = r_at(seg_end_ns, r).max(r);
+                stack.end_gil(gil.r, seg_end_ns);
+            }
+            None => {
+                let mut linear = Linear {
+                    offset: stack.offset(ctx.clock, start_ns),
+                };
+                stack.events += replay_events(
+                    ctx,
+                    &mut batches,
+                    &mut linear,
+                    &mut stack.frames,
+                    seg.tid,
+                    warnings,
+                );
+                stack.end_linear(ctx.clock, start_ns, seg_end_ns);
             }
         }
     }
-    let r_end = if ctx.clock == Clock::Wall { end_ns } else { r };
-    let open_at_end = frames.depth() > 0;
-    frames.close_all(end_ns, r_end);
-    // A stack lives from its first stretch to its last switch away (a task
-    // that finished is not "paused" for the rest of the trace), or to the end
-    // of the trace if frames were still open there.
-    let last_ns = if open_at_end { end_ns } else { prev_end_ns };
-    let lifetime = last_ns.saturating_sub(first_start_ns);
-    let life_end = last_ns.max(first_start_ns);
-    if ctx.clock == Clock::Wall {
-        frames.observer.running(first_start_ns, life_end);
+    stack.finish(ctx.decoded, ctx.clock, key, end_ns)
+}
+
+/// One stack's replay, segment after segment: [`replay_stack`] drives it
+/// from the stack's segments; the segment pass drives it for a thread's own
+/// stack while it reads the thread's events (one read instead of two).
+pub struct StackReplay<'a, O: Observer = NoObserver> {
+    frames: FrameStack<'a, O>,
+    /// The running clock at the end of the last segment.
+    r: u64,
+    events: u64,
+    switches_in: u64,
+    threads: Vec<u64>,
+    /// The latest end of a finished segment.
+    prev_end_ns: u64,
+    first_start_ns: Option<u64>,
+}
+
+/// A thread's own stack whose replay waits for the end of the trace (to
+/// close its open frames): everything [`StackReplay::resume`] needs, with
+/// the open frames taken off the tally they were replayed with.
+pub struct Suspended {
+    frames: Vec<Frame>,
+    r: u64,
+    events: u64,
+    switches_in: u64,
+    threads: Vec<u64>,
+    prev_end_ns: u64,
+    first_start_ns: Option<u64>,
+    max_depth: u32,
+    /// The segment still running at the thread's last event: its start.
+    running_since_ns: Option<u64>,
+}
+
+impl<'a, O: Observer> StackReplay<'a, O> {
+    /// An empty stack replayed with `tally` (see [`FrameStack::new`]).
+    pub fn new(tally: &'a mut Tally, paths_root: u32, observer: &'a mut O) -> Self {
+        StackReplay {
+            frames: FrameStack::new(tally, paths_root, observer),
+            r: 0,
+            events: 0,
+            switches_in: 0,
+            threads: Vec::new(),
+            prev_end_ns: 0,
+            first_start_ns: None,
+        }
     }
-    frames.observer.life(first_start_ns, life_end);
-    let running_ns = if ctx.clock == Clock::Wall {
-        lifetime
-    } else {
-        r
-    };
-    threads.sort_unstable();
-    StackStats {
-        id: key.id_string(),
-        name: stack_name(ctx.decoded, key),
-        threads,
-        running_ns,
-        paused_ns: lifetime.saturating_sub(running_ns),
-        switches_in,
-        max_depth: frames.max_depth,
-        events,
+
+    /// Starts segment `seg` (its end is not needed yet); returns its start
+    /// in ns. `functions` must know every function of the seed snapshot.
+    pub fn begin(
+        &mut self,
+        decoded: &Decoded<'_>,
+        functions: &FunctionTable,
+        clock: Clock,
+        seg: &Segment,
+        warnings: &mut Warnings,
+    ) -> u64 {
+        let start_ns = decoded.scale.ns(seg.start_tick);
+        if self.first_start_ns.is_some() && start_ns < self.prev_end_ns {
+            let at = Location::Time {
+                ns: start_ns,
+                thread: seg.tid,
+            };
+            warnings.add(WarningKind::StackOnTwoThreads, at);
+        }
+        self.first_start_ns.get_or_insert(start_ns);
+        if !self.threads.contains(&seg.tid) {
+            self.threads.push(seg.tid);
+        }
+        self.switches_in += seg.switched_in as u64;
+        if seg.seed != Seed::None {
+            let r = match clock {
+                Clock::Wall => start_ns,
+                _ => self.r,
+            };
+            seed_frames(
+                decoded,
+                functions,
+                seg,
+                &mut self.frames,
+                start_ns,
+                r,
+                warnings,
+            );
+        }
+        start_ns
+    }
+
+    /// `stack` and `wall`: the running clock during a segment that started
+    /// at `start_ns` is wall time plus this (ticks are clamped from the
+    /// segment's start, so `ns - start_ns` never underflows).
+    #[inline(always)]
+    pub fn offset(&self, clock: Clock, start_ns: u64) -> u64 {
+        match clock {
+            Clock::Wall => 0,
+            _ => self.r.wrapping_sub(start_ns),
+        }
+    }
+
+    /// Ends a `stack` or `wall` segment that ran from `start_ns` to `end_ns`.
+    pub fn end_linear(&mut self, clock: Clock, start_ns: u64, end_ns: u64) {
+        if clock == Clock::Stack {
+            self.frames.observer.running(start_ns, end_ns);
+        }
+        let r_end = match clock {
+            Clock::Wall => end_ns,
+            _ => self.r.saturating_add(end_ns.saturating_sub(start_ns)),
+        };
+        self.r = r_end.max(self.r);
+        self.prev_end_ns = self.prev_end_ns.max(end_ns);
+    }
+
+    /// Ends a `gil` segment at `end_ns`, the running clock then being `r`.
+    fn end_gil(&mut self, r: u64, end_ns: u64) {
+        self.r = r;
+        self.prev_end_ns = self.prev_end_ns.max(end_ns);
+    }
+
+    /// Replays one enter or exit event (a `stack` or `wall` segment, whose
+    /// running clock is `ns + offset`).
+    #[inline(always)]
+    pub fn event(
+        &mut self,
+        enter: bool,
+        func: u32,
+        ns: u64,
+        offset: u64,
+    ) -> Result<(), WarningKind> {
+        self.events += 1;
+        let r = ns.wrapping_add(offset);
+        if enter {
+            self.frames.enter(func, ns, r);
+            Ok(())
+        } else {
+            self.frames.exit(func, ns, r)
+        }
+    }
+
+    /// Closes the frames still open at the end of the trace (`end_ns`) and
+    /// returns the stack's statistics.
+    pub fn finish(
+        mut self,
+        decoded: &Decoded<'_>,
+        clock: Clock,
+        key: StackKey,
+        end_ns: u64,
+    ) -> StackStats {
+        let first_start_ns = self.first_start_ns.unwrap_or(end_ns);
+        let r_end = if clock == Clock::Wall { end_ns } else { self.r };
+        let open_at_end = self.frames.depth() > 0;
+        self.frames.close_all(end_ns, r_end);
+        // A stack lives from its first stretch to its last switch away (a
+        // task that finished is not "paused" for the rest of the trace), or
+        // to the end of the trace if frames were still open there.
+        let last_ns = if open_at_end {
+            end_ns
+        } else {
+            self.prev_end_ns
+        };
+        let lifetime = last_ns.saturating_sub(first_start_ns);
+        let life_end = last_ns.max(first_start_ns);
+        if clock == Clock::Wall {
+            self.frames.observer.running(first_start_ns, life_end);
+        }
+        self.frames.observer.life(first_start_ns, life_end);
+        let running_ns = if clock == Clock::Wall {
+            lifetime
+        } else {
+            self.r
+        };
+        self.threads.sort_unstable();
+        StackStats {
+            id: key.id_string(),
+            name: stack_name(decoded, key),
+            threads: std::mem::take(&mut self.threads),
+            running_ns,
+            paused_ns: lifetime.saturating_sub(running_ns),
+            switches_in: self.switches_in,
+            max_depth: self.frames.max_depth,
+            events: self.events,
+        }
+    }
+
+    /// Sets the replay aside until the end of the trace is known, taking
+    /// its open frames off the tally (whose counters are then all zero, as
+    /// the next stack needs them). `running_since_ns`: the start of the
+    /// segment still running, if the thread ended on this stack.
+    pub fn suspend(mut self, running_since_ns: Option<u64>) -> Suspended {
+        let frames = self.frames.take_all();
+        Suspended {
+            frames,
+            r: self.r,
+            events: self.events,
+            switches_in: self.switches_in,
+            threads: std::mem::take(&mut self.threads),
+            prev_end_ns: self.prev_end_ns,
+            first_start_ns: self.first_start_ns,
+            max_depth: self.frames.max_depth,
+            running_since_ns,
+        }
+    }
+
+    /// Takes up a suspended replay on the tally it was replayed with, ends
+    /// its running segment at `end_ns` and finishes it.
+    pub fn resume(
+        s: Suspended,
+        tally: &'a mut Tally,
+        observer: &'a mut O,
+        decoded: &Decoded<'_>,
+        clock: Clock,
+        key: StackKey,
+        end_ns: u64,
+    ) -> StackStats {
+        let mut stack = StackReplay::new(tally, ROOT, observer);
+        stack.frames.put_back(s.frames);
+        stack.frames.max_depth = s.max_depth;
+        stack.r = s.r;
+        stack.events = s.events;
+        stack.switches_in = s.switches_in;
+        stack.threads = s.threads;
+        stack.prev_end_ns = s.prev_end_ns;
+        stack.first_start_ns = s.first_start_ns;
+        if let Some(start_ns) = s.running_since_ns {
+            stack.end_linear(clock, start_ns, end_ns);
+        }
+        stack.finish(decoded, clock, key, end_ns)
     }
 }
 
@@ -712,30 +912,18 @@ pub fn stack_name(decoded: &Decoded<'_>, key: StackKey) -> String {
 }
 
 fn seed_frames(
-    ctx: &ReplayContext<'_, '_>,
+    decoded: &Decoded<'_>,
+    functions: &FunctionTable,
     seg: &Segment,
     frames: &mut FrameStack<'_, impl Observer>,
     ns: u64,
     r: u64,
     warnings: &mut Warnings,
 ) {
-    let thread = &ctx.decoded.threads[seg.thread as usize];
-    let Some(chunk) = thread
-        .chunks
-        .get(seg.start.chunk as usize)
-        .and_then(|c| ctx.file().chunk(c.slot).ok().flatten())
-    else {
+    let Some(snapshot) = seed_snapshot(decoded, seg) else {
         return;
     };
-    let ids: Vec<_> = if seg.seed == Seed::Own {
-        chunk.snapshot.own_frames().collect()
-    } else {
-        chunk.snapshot.stack_frames().collect()
-    };
-    let truth: Vec<u32> = ids
-        .iter()
-        .filter_map(|id| ctx.functions.get(id.0))
-        .collect();
+    let truth: Vec<u32> = snapshot.filter_map(|id| functions.get(id.0)).collect();
     let opened = frames.reconcile(&truth, ns, r);
     warnings.add_n(
         WarningKind::FramesFromSnapshot,
@@ -745,6 +933,24 @@ fn seed_frames(
             thread: seg.tid,
         },
     );
+}
+
+/// The frames a segment with a seed starts from (outermost first).
+pub fn seed_snapshot(
+    decoded: &Decoded<'_>,
+    seg: &Segment,
+) -> Option<impl Iterator<Item = mtrace_format::FunctionId>> {
+    let thread = &decoded.threads[seg.thread as usize];
+    let chunk = thread
+        .chunks
+        .get(seg.start.chunk as usize)
+        .and_then(|c| decoded.file.chunk(c.slot).ok().flatten())?;
+    let ids: Vec<_> = match seg.seed {
+        Seed::None => Vec::new(),
+        Seed::Own => chunk.snapshot.own_frames().collect(),
+        Seed::Logical => chunk.snapshot.stack_frames().collect(),
+    };
+    Some(ids.into_iter())
 }
 
 #[cfg(test)]
