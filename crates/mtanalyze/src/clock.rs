@@ -8,7 +8,7 @@
 //!
 //! `schemas/semantics.md` is the contract; the replay engine asks this module
 //! only one question: how long did the stack run after this event, before the
-//! next event of its segment (see [`RunModel`]).
+//! next event of its segment (the replay's `SegmentClock`).
 
 use serde::{Deserialize, Serialize};
 

@@ -1,6 +1,14 @@
 //! The pipeline: decode, segment (threads in parallel), group segments by
 //! stack, replay (stacks in parallel), merge into a [`Report`].
 //!
+//! A thread's own stack runs on that thread only, so [`analyze`] lets the
+//! segment pass replay it while reading the thread (one read of those
+//! events instead of two; with the `stack` and `wall` clocks, no call
+//! paths, and when a tally per thread fits `fusion_budget`); only its
+//! frames still open at the end wait for the end of the trace. Logical
+//! stacks, which move between threads, are replayed once all segments are
+//! known. The timeline exports replay every stack in the second pass.
+//!
 //! Every parallel stage produces values that are merged by summing or by
 //! sorting on stable keys, so the report is identical on every run and with
 //! any number of rayon threads.
@@ -15,11 +23,13 @@ use crate::clock::{Clock, GilTimeline};
 use crate::decode::{decode, Decoded, FunctionTable};
 use crate::input::LoadedTrace;
 use crate::paths::{ROOT, STACK_LABEL};
-use crate::replay::{replay_stack, stack_name, NoObserver, Observer, ReplayContext, Tally};
+use crate::replay::{
+    replay_stack, stack_name, FnAcc, NoObserver, Observer, ReplayContext, StackReplay, Tally,
+};
 use crate::report::{
     CallPath, EdgeStats, FunctionStats, Report, StackStats, ThreadSummary, TraceSummary,
 };
-use crate::segment::{cut_thread, Segment, StackKey, ThreadPass};
+use crate::segment::{cut_thread, OwnReplay, Segment, StackKey, ThreadPass};
 use crate::warnings::{Location, WarningKind, Warnings};
 
 /// What to analyze and how.
@@ -75,14 +85,48 @@ struct Prepared<'a> {
     warnings: Warnings,
 }
 
-fn prepare<'a>(trace: &'a LoadedTrace) -> Result<Prepared<'a>, AnalyzeError> {
+/// The clock `opts` asks for, else the one the trace prefers, else `stack`.
+fn resolve_clock(opts: &AnalyzeOptions, decoded: &Decoded<'_>) -> Clock {
+    opts.clock
+        .unwrap_or(match decoded.file.header().preferred_clock {
+            mtrace_format::PreferredClock::Gil => Clock::Gil,
+            mtrace_format::PreferredClock::Wall => Clock::Wall,
+            _ => Clock::Stack,
+        })
+}
+
+/// Heap the segment pass may spend on replaying own stacks (a tally per
+/// thread): a sixty-fourth of the file, or 4 MiB for small files.
+fn fusion_budget(file_len: usize) -> usize {
+    (file_len / 64).max(4 << 20)
+}
+
+/// Decodes and cuts `trace`; with `fuse`, the segment pass also replays the
+/// own stacks `fuse` selects, when its clock allows (`gil` needs every
+/// thread's events first) and the tallies fit [`fusion_budget`].
+fn prepare<'a>(
+    trace: &'a LoadedTrace,
+    fuse: Option<&AnalyzeOptions>,
+) -> Result<Prepared<'a>, AnalyzeError> {
     let decoded = decode(trace.bytes()).map_err(|error| AnalyzeError::Format {
         source_name: trace.source.clone(),
         error,
     })?;
-    let passes: Vec<ThreadPass> = (0..decoded.threads.len() as u32)
+    let threads = decoded.threads.len();
+    let tally_bytes = decoded.functions.entries().len() * std::mem::size_of::<(FnAcc, u32)>();
+    let fuse = fuse.and_then(|opts| {
+        let clock = resolve_clock(opts, &decoded);
+        let fits = threads.saturating_mul(tally_bytes) <= fusion_budget(trace.bytes().len());
+        let can = clock != Clock::Gil && opts.paths == PathMode::Off && fits;
+        can.then_some((clock, opts))
+    });
+    let passes: Vec<ThreadPass> = (0..threads as u32)
         .into_par_iter()
-        .map(|i| cut_thread(&decoded, i))
+        .map(|i| {
+            let tid = decoded.threads[i as usize].tid.0;
+            let clock = fuse.and_then(|(c, opts)| own_stack_wanted(tid, opts).then_some(c));
+            cut_thread(&decoded, i, clock)
+        })
         .collect();
     let mut warnings = Warnings::default();
     let mut functions = decoded.functions.clone();
@@ -303,6 +347,9 @@ fn wanted(
     names: &FxHashMap<u64, String>,
     opts: &AnalyzeOptions,
 ) -> bool {
+    if let StackKey::Own(tid) = key {
+        return own_stack_wanted(*tid, opts);
+    }
     let thread_ok = opts.threads.is_empty() || segs.iter().any(|s| opts.threads.contains(&s.tid));
     let stack_ok = opts.stacks.is_empty()
         || opts.stacks.iter().any(|want| {
@@ -310,6 +357,14 @@ fn wanted(
                 || matches!(key, StackKey::Logical(id) if names.get(id).is_some_and(|n| n == want))
         });
     thread_ok && stack_ok
+}
+
+/// Whether `opts` select the own stack of thread `tid` (it runs on that
+/// thread only, so this is known before its segments are).
+fn own_stack_wanted(tid: u64, opts: &AnalyzeOptions) -> bool {
+    let thread_ok = opts.threads.is_empty() || opts.threads.contains(&tid);
+    let id = StackKey::Own(tid).id_string();
+    thread_ok && (opts.stacks.is_empty() || opts.stacks.contains(&id))
 }
 
 /// A trace decoded and segmented, with the stacks the options select,
@@ -330,14 +385,18 @@ pub struct Analysis<'a> {
 impl<'a> Analysis<'a> {
     /// Decodes and segments `trace` and selects the stacks `opts` asks for.
     pub fn new(trace: &'a LoadedTrace, opts: &AnalyzeOptions) -> Result<Self, AnalyzeError> {
-        let prep = prepare(trace)?;
-        let clock = opts
-            .clock
-            .unwrap_or(match prep.decoded.file.header().preferred_clock {
-                mtrace_format::PreferredClock::Gil => Clock::Gil,
-                mtrace_format::PreferredClock::Wall => Clock::Wall,
-                _ => Clock::Stack,
-            });
+        Self::build(trace, opts, false)
+    }
+
+    /// With `fuse`, the segment pass replays the own stacks it can (see
+    /// [`prepare`]); [`analyze`] finishes them instead of replaying them.
+    fn build(
+        trace: &'a LoadedTrace,
+        opts: &AnalyzeOptions,
+        fuse: bool,
+    ) -> Result<Self, AnalyzeError> {
+        let prep = prepare(trace, fuse.then_some(opts))?;
+        let clock = resolve_clock(opts, &prep.decoded);
         let (order, all) = prep.stack_order();
         let all_stacks = all.len() as u64;
         let stacks: Vec<_> = all
@@ -445,13 +504,27 @@ impl<'a> Analysis<'a> {
 
 /// Analyzes a loaded trace.
 pub fn analyze(trace: &LoadedTrace, opts: &AnalyzeOptions) -> Result<Report, AnalyzeError> {
-    let analysis = Analysis::new(trace, opts)?;
+    let mut analysis = Analysis::build(trace, opts, true)?;
+    // Own stacks the segment pass replayed wait only for the end of the trace.
+    let fused: Vec<(u64, OwnReplay)> = {
+        let prep = &mut analysis.prep;
+        prep.passes
+            .iter_mut()
+            .zip(&prep.decoded.threads)
+            .filter_map(|(p, t)| Some((t.tid.0, p.own_replay.take()?)))
+            .collect()
+    };
+    let fused_tids: Vec<u64> = fused.iter().map(|(tid, _)| *tid).collect();
     let with_paths = opts.paths != PathMode::Off;
     let stacks = analysis.stack_count();
     // Biggest stacks first: the last stacks replayed are then short ones,
     // and all workers finish at about the same time.
     let mut order: Vec<(u64, usize)> = (0..stacks)
         .into_par_iter()
+        .filter(|&i| match analysis.stack_key(i) {
+            Some(StackKey::Own(tid)) => fused_tids.binary_search(&tid).is_err(),
+            _ => true,
+        })
         .map(|i| (analysis.stack_weight(i), i))
         .collect();
     order.sort_unstable_by(|a, b| b.cmp(a));
@@ -460,7 +533,7 @@ pub fn analyze(trace: &LoadedTrace, opts: &AnalyzeOptions) -> Result<Report, Ana
     // no longer than that either, so an idle worker always finds one to
     // steal (rayon stops splitting a range once it runs).
     let per_job = (stacks / (rayon::current_num_threads() * 16)).max(1);
-    let (acc, mut stack_stats, replay_warnings) = order
+    let (mut acc, mut stack_stats, mut replay_warnings) = order
         .into_par_iter()
         .map(|(_, i)| i)
         .with_min_len(per_job)
@@ -493,6 +566,27 @@ pub fn analyze(trace: &LoadedTrace, opts: &AnalyzeOptions) -> Result<Report, Ana
             let empty = analysis.new_tally(with_paths).into_acc();
             (empty, Vec::new(), Warnings::default())
         });
+    let end_ns = analysis.end_ns();
+    let finished: Vec<_> = fused
+        .into_par_iter()
+        .map(|(tid, mut own)| {
+            let stats = StackReplay::resume(
+                own.state,
+                &mut own.tally,
+                &mut NoObserver,
+                analysis.decoded(),
+                analysis.clock,
+                StackKey::Own(tid),
+                end_ns,
+            );
+            (own.tally.into_acc(), stats, own.warnings)
+        })
+        .collect();
+    for (a, stats, warnings) in finished {
+        acc.merge(a);
+        stack_stats.push(stats);
+        replay_warnings.merge(warnings);
+    }
     let prep = &analysis.prep;
     let clock = analysis.clock;
     let n = prep.functions.entries().len();
@@ -613,7 +707,7 @@ fn stack_order(id: &str) -> (u8, u64, String) {
 
 /// See [`crate::check::check`].
 pub(crate) fn check_impl(trace: &LoadedTrace) -> Result<CheckReport, AnalyzeError> {
-    let prep = prepare(trace)?;
+    let prep = prepare(trace, None)?;
     let stacks = prep.stack_order().1.len() as u64;
     let h = prep.decoded.file.header();
     let summary = prep.summary(trace, stacks);

@@ -12,7 +12,7 @@
 //!   -> render   (table, JSON, ...)
 //! ```
 //!
-//! [`analyze`] runs the pipeline; [`check`] stops after segmenting and
+//! [`analyze`] runs the pipeline; [`check()`] stops after segmenting and
 //! describes the file. The replay engine knows nothing about tables or
 //! command-line flags; `schemas/semantics.md` is its contract.
 #![deny(missing_docs)]

@@ -127,6 +127,7 @@ const PREFETCH_AHEAD: usize = 1024;
 /// Entering a frame costs one multiply, a probe of the small index and the
 /// edge's entry; leaving it touches the same entry again. (A general hash
 /// map behind a small cache missed on traces with thousands of edges.)
+#[derive(Debug)]
 struct EdgeTable {
     /// Edge numbers, or `VACANT`.
     index: Vec<u32>,
@@ -277,6 +278,7 @@ pub struct FrameStack<'a, O: Observer = NoObserver> {
 /// stack; allocating them per stack cost more than replaying a short async
 /// task. Edges keep their numbers across stacks and reach the statistics in
 /// [`Tally::into_acc`].
+#[derive(Debug)]
 pub struct Tally {
     acc: Acc,
     frames: Vec<Frame>,
@@ -606,6 +608,7 @@ pub struct StackReplay<'a, O: Observer = NoObserver> {
 /// A thread's own stack whose replay waits for the end of the trace (to
 /// close its open frames): everything [`StackReplay::resume`] needs, with
 /// the open frames taken off the tally they were replayed with.
+#[derive(Debug)]
 pub struct Suspended {
     frames: Vec<Frame>,
     r: u64,

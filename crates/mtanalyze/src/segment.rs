@@ -10,6 +10,9 @@
 //! It stores positions, not events, so memory grows with switches rather
 //! than events. Grouping the segments of one stack, in time order, gives
 //! everything the replay of that stack needs, whichever threads it ran on.
+//!
+//! The pass can also replay the thread's own stack as it goes (see
+//! [`OwnReplay`]): the same replay, fed the events the pass reads anyway.
 
 use rustc_hash::FxHashSet;
 
@@ -17,7 +20,10 @@ use mtrace_format::event::{raw_is_valid, raw_parts, KIND_ENTER, KIND_EXIT, KIND_
 use mtrace_format::layout::EVENT_SIZE;
 use mtrace_format::StackId;
 
+use crate::clock::Clock;
 use crate::decode::{Batches, Decoded, Pos, Restart};
+use crate::paths::ROOT;
+use crate::replay::{seed_snapshot, NoObserver, StackReplay, Suspended, Tally};
 use crate::warnings::{Location, WarningKind, Warnings};
 
 /// A stack: a thread's own, or a logical one.
@@ -159,7 +165,7 @@ impl IntoIterator for SegmentList {
 }
 
 /// What one pass over a thread found.
-#[derive(Clone, Debug, Default)]
+#[derive(Debug, Default)]
 pub struct ThreadPass {
     /// Its segments in order.
     pub segments: SegmentList,
@@ -173,33 +179,170 @@ pub struct ThreadPass {
     pub unknown_functions: FxHashSet<u32>,
     /// Problems found.
     pub warnings: Warnings,
+    /// The thread's own stack, replayed during the pass (if asked and
+    /// possible): it only needs the end of the trace.
+    pub own_replay: Option<OwnReplay>,
 }
 
-/// Cuts thread `index` of `decoded` into segments.
-pub fn cut_thread(decoded: &Decoded<'_>, index: u32) -> ThreadPass {
+/// A thread's own stack replayed by the segment pass, which reads its
+/// events anyway: a second read of them (most of a plain multi-threaded
+/// trace) is saved. The replay is the one [`crate::replay::replay_stack`]
+/// does, driven event by event; it waits for the end of the trace to close
+/// its open frames.
+#[derive(Debug)]
+pub struct OwnReplay {
+    /// The statistics, with the stack's open frames set aside.
+    pub tally: Tally,
+    /// The replay, suspended.
+    pub state: Suspended,
+    /// Problems the replay found.
+    pub warnings: Warnings,
+}
+
+/// The own stack's replay while the pass runs.
+struct OwnFusion<'t> {
+    replay: StackReplay<'t, NoObserver>,
+    clock: Clock,
+    warnings: Warnings,
+    /// (start, running-clock offset) of the own segment now running.
+    running: Option<(u64, u64)>,
+    /// Whether the thread ran its own stack at all.
+    began: bool,
+}
+
+/// The state of one thread's pass.
+struct Cutter<'d, 'a, 't> {
+    decoded: &'d Decoded<'a>,
+    index: u32,
+    tid: u64,
+    pass: ThreadPass,
+    /// The segment the thread is in.
+    open: Option<Segment>,
+    /// The stack the thread runs.
+    stack: StackKey,
+    own: Option<OwnFusion<'t>>,
+}
+
+impl Cutter<'_, '_, '_> {
+    fn new_segment(&self, start: Pos, start_tick: u64, switched_in: bool, seed: Seed) -> Segment {
+        Segment {
+            stack: self.stack,
+            thread: self.index,
+            tid: self.tid,
+            start,
+            end: start,
+            start_tick,
+            end_tick: RUNS_TO_END,
+            switched_in,
+            seed,
+        }
+    }
+
+    /// The thread is now in `seg`.
+    fn open_segment(&mut self, seg: Segment) {
+        if seg.stack == StackKey::Own(self.tid) {
+            self.begin_own(&seg);
+        }
+        self.open = Some(seg);
+    }
+
+    fn begin_own(&mut self, seg: &Segment) {
+        let decoded = self.decoded;
+        let Some(f) = &mut self.own else { return };
+        // The fused replay knows only the metadata's functions; a seed
+        // naming another leaves the stack to the replay pass.
+        if seg.seed != Seed::None
+            && seed_snapshot(decoded, seg)
+                .is_some_and(|mut ids| ids.any(|id| decoded.functions.get(id.0).is_none()))
+        {
+            self.own = None;
+            return;
+        }
+        let start_ns = f
+            .replay
+            .begin(decoded, &decoded.functions, f.clock, seg, &mut f.warnings);
+        f.running = Some((start_ns, f.replay.offset(f.clock, start_ns)));
+        f.began = true;
+    }
+
+    /// The thread leaves its segment before `end`, at `end_tick`.
+    fn close_segment(&mut self, end: Pos, end_tick: u64) {
+        let Some(mut s) = self.open.take() else {
+            return;
+        };
+        if let Some(f) = &mut self.own {
+            if let (StackKey::Own(_), Some((start_ns, _))) = (s.stack, f.running) {
+                let end_ns = self.decoded.scale.ns(end_tick);
+                f.replay.end_linear(f.clock, start_ns, end_ns);
+                f.running = None;
+            }
+        }
+        s.end = end;
+        s.end_tick = end_tick;
+        self.pass.segments.push(s);
+    }
+
+    /// Ends the pass: the last segment runs until the end of the trace, and
+    /// so does the own stack's replay if it is in it.
+    fn finish(mut self, end: Pos) -> (ThreadPass, Option<(Suspended, Warnings)>) {
+        let running_since = self
+            .own
+            .as_ref()
+            .and_then(|f| f.running)
+            .map(|(start, _)| start);
+        if let Some(mut s) = self.open.take() {
+            s.end = end;
+            self.pass.segments.push(s);
+        }
+        let own = self
+            .own
+            .filter(|f| f.began)
+            .map(|f| (f.replay.suspend(running_since), f.warnings));
+        (self.pass, own)
+    }
+
+    /// An enter or exit the own stack's replay has to see, if running.
+    #[inline(always)]
+    fn own_event(&mut self, enter: bool, func: u32, ns: u64) {
+        let Some(f) = &mut self.own else { return };
+        let Some((_, offset)) = f.running else { return };
+        if let Err(kind) = f.replay.event(enter, func, ns, offset) {
+            let at = Location::Time {
+                ns,
+                thread: self.tid,
+            };
+            f.warnings.add(kind, at);
+        }
+    }
+}
+
+/// Cuts thread `index` of `decoded` into segments. With `fuse` (the `stack`
+/// or `wall` clock), also replays the thread's own stack on the way, unless
+/// it meets a function the metadata does not name (see [`OwnReplay`]).
+pub fn cut_thread(decoded: &Decoded<'_>, index: u32, fuse: Option<Clock>) -> ThreadPass {
     let thread = &decoded.threads[index as usize];
     let tid = thread.tid.0;
-    let clock = decoded.scale;
-    let mut pass = ThreadPass::default();
-    let mut open: Option<Segment> = None;
-    let mut stack = StackKey::Own(tid);
-    let new_segment = |stack, start, start_tick, switched_in, seed| Segment {
-        stack,
-        thread: index,
-        tid,
-        start,
-        end: start,
-        start_tick,
-        end_tick: RUNS_TO_END,
-        switched_in,
-        seed,
+    let scale = decoded.scale;
+    let mut tally = fuse.map(|_| Tally::new(decoded.functions.entries().len(), false));
+    let mut observer = NoObserver;
+    let own = match (fuse, tally.as_mut()) {
+        (Some(clock), Some(t)) => Some(OwnFusion {
+            replay: StackReplay::new(t, ROOT, &mut observer),
+            clock,
+            warnings: Warnings::default(),
+            running: None,
+            began: false,
+        }),
+        _ => None,
     };
-    let close = |seg: Option<Segment>, end: Pos, end_tick: u64, out: &mut SegmentList| {
-        if let Some(mut s) = seg {
-            s.end = end;
-            s.end_tick = end_tick;
-            out.push(s);
-        }
+    let mut cut = Cutter {
+        decoded,
+        index,
+        tid,
+        pass: ThreadPass::default(),
+        open: None,
+        stack: StackKey::Own(tid),
+        own,
     };
     let mut batches = Batches::all(&decoded.file, &thread.chunks);
     while let Some(batch) = batches.next_batch() {
@@ -212,22 +355,24 @@ pub fn cut_thread(decoded: &Decoded<'_>, index: u32) -> ThreadPass {
                 chunk: batch.chunk,
                 event: 0,
             };
-            close(open.take(), at, tick, &mut pass.segments);
-            stack = StackKey::from_switch(tid, current_stack);
+            cut.close_segment(at, tick);
             if current_stack != StackId::OWN {
                 // The own stack is paused below the logical one: open its
                 // frames too, in a stretch that does not run.
-                let mut own = new_segment(StackKey::Own(tid), at, tick, false, Seed::Own);
-                own.end_tick = tick;
-                pass.segments.push(own);
+                cut.stack = StackKey::Own(tid);
+                let own = cut.new_segment(at, tick, false, Seed::Own);
+                cut.open_segment(own);
+                cut.close_segment(at, tick);
             }
+            cut.stack = StackKey::from_switch(tid, current_stack);
             let seed = if current_stack == StackId::OWN {
                 Seed::Own
             } else {
                 Seed::Logical
             };
-            open = Some(new_segment(stack, at, tick, false, seed));
-            pass.first_tick.get_or_insert(tick);
+            let seg = cut.new_segment(at, tick, false, seed);
+            cut.open_segment(seg);
+            cut.pass.first_tick.get_or_insert(tick);
         }
         let raw = batch.raw;
         let n = raw.len() / EVENT_SIZE;
@@ -236,39 +381,63 @@ pub fn cut_thread(decoded: &Decoded<'_>, index: u32) -> ThreadPass {
                 .and_then(|b| <&[u8; EVENT_SIZE]>::try_from(b).ok())
                 .map_or((u64::MAX, 0, 0), raw_parts)
         };
+        // An ordinary event: an enter or exit of a known function, its tick
+        // not going back. Its function's dense index if so.
+        let plain = |kind: u64, tick: u64, payload: u64, floor: u64| -> Option<u32> {
+            let ordinary = (kind == KIND_ENTER || kind == KIND_EXIT)
+                & (payload != 0)
+                & (payload <= u32::MAX as u64)
+                & (tick >= floor);
+            if ordinary {
+                decoded.functions.get(payload as u32)
+            } else {
+                None
+            }
+        };
         let mut i = 0;
         while i < n {
-            // Fast path: a run of enters and exits of known functions with
-            // ticks in order, the bulk of every trace. Nothing to decide per
-            // event but whether the run goes on.
+            // Fast path: a run of ordinary events, the bulk of every trace.
+            // Nothing to decide per event but whether the run goes on (and,
+            // on the own stack, to replay it).
             let run_start = i;
             let mut floor = batches.floor();
-            while i < n {
+            if cut.open.is_none() {
                 let (kind, tick, payload) = event(i);
-                let plain = (kind == KIND_ENTER || kind == KIND_EXIT)
-                    & (payload != 0)
-                    & (payload <= u32::MAX as u64)
-                    & (tick >= floor)
-                    && decoded.functions.get(payload as u32).is_some();
-                if !plain {
-                    break;
+                if plain(kind, tick, payload, floor).is_some() {
+                    let pos = Pos {
+                        chunk: batch.chunk,
+                        event: batch.first_event + i as u32,
+                    };
+                    let seg = cut.new_segment(pos, tick, true, Seed::None);
+                    cut.open_segment(seg);
                 }
-                floor = tick;
-                i += 1;
+            }
+            let replaying = cut.own.as_ref().is_some_and(|f| f.running.is_some());
+            if replaying {
+                while i < n {
+                    let (kind, tick, payload) = event(i);
+                    let Some(d) = plain(kind, tick, payload, floor) else {
+                        break;
+                    };
+                    cut.own_event(kind == KIND_ENTER, d, scale.ns(tick));
+                    floor = tick;
+                    i += 1;
+                }
+            } else {
+                while i < n {
+                    let (kind, tick, payload) = event(i);
+                    if plain(kind, tick, payload, floor).is_none() {
+                        break;
+                    }
+                    floor = tick;
+                    i += 1;
+                }
             }
             if i > run_start {
                 batches.accept_ordered(floor);
-                let first = event(run_start).1;
-                pass.events += (i - run_start) as u64;
-                pass.first_tick.get_or_insert(first);
-                pass.last_tick = Some(floor);
-                if open.is_none() {
-                    let pos = Pos {
-                        chunk: batch.chunk,
-                        event: batch.first_event + run_start as u32,
-                    };
-                    open = Some(new_segment(stack, pos, first, true, Seed::None));
-                }
+                cut.pass.events += (i - run_start) as u64;
+                cut.pass.first_tick.get_or_insert(event(run_start).1);
+                cut.pass.last_tick = Some(floor);
             }
             if i == n {
                 break;
@@ -278,7 +447,8 @@ pub fn cut_thread(decoded: &Decoded<'_>, index: u32) -> ThreadPass {
             let (kind, raw_tick, payload) = event(i);
             if !raw_is_valid(kind, payload) {
                 let problem = batch.problem(i);
-                pass.warnings
+                cut.pass
+                    .warnings
                     .add(WarningKind::DamagedEvent, Location::Byte(problem.offset));
                 batches.damaged();
                 break;
@@ -286,38 +456,48 @@ pub fn cut_thread(decoded: &Decoded<'_>, index: u32) -> ThreadPass {
             let (tick, clamped) = batches.clamp(raw_tick);
             if clamped {
                 let at = Location::Time {
-                    ns: clock.ns(tick),
+                    ns: scale.ns(tick),
                     thread: tid,
                 };
-                pass.warnings.add(WarningKind::ClockBackwards, at);
+                cut.pass.warnings.add(WarningKind::ClockBackwards, at);
             }
-            pass.events += 1;
-            pass.first_tick.get_or_insert(tick);
-            pass.last_tick = Some(tick);
+            cut.pass.events += 1;
+            cut.pass.first_tick.get_or_insert(tick);
+            cut.pass.last_tick = Some(tick);
             let pos = Pos {
                 chunk: batch.chunk,
                 event: batch.first_event + i as u32,
             };
             i += 1;
             if kind == KIND_SWITCH {
-                if open.is_none() && pass.segments.is_empty() {
+                if cut.open.is_none() && cut.pass.segments.is_empty() {
                     // The thread started on its own stack and left it at
                     // once: record that zero-length stretch, so the own
                     // stack's life starts with the thread's.
-                    open = Some(new_segment(stack, pos, tick, true, Seed::None));
+                    let seg = cut.new_segment(pos, tick, true, Seed::None);
+                    cut.open_segment(seg);
                 }
-                close(open.take(), pos, tick, &mut pass.segments);
-                stack = StackKey::from_switch(tid, StackId(payload));
-                open = Some(new_segment(stack, pos, tick, true, Seed::None));
+                cut.close_segment(pos, tick);
+                cut.stack = StackKey::from_switch(tid, StackId(payload));
+                let seg = cut.new_segment(pos, tick, true, Seed::None);
+                cut.open_segment(seg);
                 continue;
             }
-            if open.is_none() {
-                open = Some(new_segment(stack, pos, tick, true, Seed::None));
+            if cut.open.is_none() {
+                let seg = cut.new_segment(pos, tick, true, Seed::None);
+                cut.open_segment(seg);
             }
             if kind == KIND_ENTER || kind == KIND_EXIT {
                 let f = payload as u32;
-                if decoded.functions.get(f).is_none() {
-                    pass.unknown_functions.insert(f);
+                match decoded.functions.get(f) {
+                    Some(d) => cut.own_event(kind == KIND_ENTER, d, scale.ns(tick)),
+                    None => {
+                        cut.pass.unknown_functions.insert(f);
+                        if cut.stack == StackKey::Own(tid) {
+                            // Its dense index is settled after every pass.
+                            cut.own = None;
+                        }
+                    }
                 }
             }
         }
@@ -326,6 +506,13 @@ pub fn cut_thread(decoded: &Decoded<'_>, index: u32) -> ThreadPass {
         chunk: thread.chunks.len() as u32,
         event: 0,
     };
-    close(open.take(), end, RUNS_TO_END, &mut pass.segments);
+    let (mut pass, own) = cut.finish(end);
+    if let (Some((state, warnings)), Some(tally)) = (own, tally) {
+        pass.own_replay = Some(OwnReplay {
+            tally,
+            state,
+            warnings,
+        });
+    }
     pass
 }

@@ -613,3 +613,123 @@ fn frames_still_open_at_the_end_are_counted_per_function() {
         BTreeMap::from([("a", 1), ("b", 1), ("c", 0), ("d", 1)])
     );
 }
+
+/// The report of `bytes` under `clock`, the segment pass replaying own
+/// stacks (call paths off), and with every stack left to the replay pass
+/// (call paths on disable that), call paths dropped.
+fn fused_and_replayed(bytes: &[u8], clock: Clock) -> (Report, Report) {
+    let trace = from_bytes("test", bytes.to_vec()).expect("loads");
+    let run = |paths| {
+        let opts = AnalyzeOptions {
+            clock: Some(clock),
+            paths,
+            ..Default::default()
+        };
+        let mut r = analyze(&trace, &opts).expect("analyzes");
+        r.paths.clear();
+        r
+    };
+    (
+        run(mtanalyze::PathMode::Off),
+        run(mtanalyze::PathMode::Merged),
+    )
+}
+
+fn assert_fused_equals_replayed(bytes: &[u8]) {
+    for clock in [Clock::Stack, Clock::Wall] {
+        let (fused, replayed) = fused_and_replayed(bytes, clock);
+        assert_eq!(fused, replayed, "clock {clock}");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    /// The segment pass replays a thread's own stack as it reads the thread
+    /// (one read instead of two); the result is exactly the replay pass's.
+    #[test]
+    fn own_stacks_replayed_by_the_segment_pass_equal_the_replay_pass(
+        threads in 1u64..4, stacks in 0u64..4, functions in 1u8..5, steps in steps(),
+    ) {
+        let mut lines = generate(threads, stacks, functions, &steps).lines;
+        prop_assume!(!lines.is_empty());
+        lines.sort_by_key(|l| (l.ts, l.tid));
+        let bytes = to_binary_direct(&lines);
+        for clock in [Clock::Stack, Clock::Wall] {
+            let (fused, replayed) = fused_and_replayed(&bytes, clock);
+            prop_assert_eq!(fused, replayed, "clock {}", clock);
+        }
+    }
+}
+
+#[test]
+fn an_unknown_function_leaves_the_own_stack_to_the_replay_pass() {
+    let mut w = TraceWriter::new(Cursor::new(Vec::new()), WriterOptions::default()).unwrap();
+    let f = w.function("f", "", 0, "");
+    let stranger = mtrace_format::FunctionId(4242); // not in the metadata
+    let (t, co) = (ThreadId(1), w.stack("co"));
+    let events = [
+        (10, EventKind::Enter(f)),
+        (20, EventKind::Enter(stranger)),
+        (30, EventKind::Switch(co)),
+        (40, EventKind::Enter(f)),
+        (50, EventKind::Switch(StackId::OWN)),
+        (60, EventKind::Exit(stranger)),
+        (70, EventKind::Enter(f)),
+    ];
+    for (ts, e) in events {
+        w.event(t, ts, e).unwrap();
+    }
+    let bytes = w.finish(Some(100)).unwrap().into_inner();
+    assert_fused_equals_replayed(&bytes);
+    let r = run(bytes, Clock::Stack);
+    let stranger = r.functions.iter().find(|x| x.function == "fn#4242");
+    assert_eq!(stranger.map(|x| (x.ncalls, x.cumtime_ns)), Some((1, 20)));
+    assert_eq!(r.stacks.len(), 2);
+}
+
+#[test]
+fn lost_chunks_and_snapshots_replay_the_same_in_the_segment_pass() {
+    use mtrace_format::layout::{CHUNK_HEADER_SIZE, HEADER_SIZE};
+    let opts = WriterOptions {
+        chunk_size: 1024,
+        ..Default::default()
+    };
+    let mut w = TraceWriter::new(Cursor::new(Vec::new()), opts).unwrap();
+    let (f, g) = (w.function("f", "", 0, ""), w.function("g", "", 0, ""));
+    let co = w.stack("co");
+    let mut now = 0;
+    for round in 0..40u64 {
+        for t in [ThreadId(1), ThreadId(2)] {
+            let mut ev = |kind| {
+                now += 3;
+                w.event(t, now, kind).unwrap();
+            };
+            ev(EventKind::Enter(f));
+            if round % 3 == t.0 {
+                // A hand-off to the logical stack, with frames left open
+                // below it on the own stack.
+                ev(EventKind::Switch(co));
+                ev(EventKind::Enter(g));
+                ev(EventKind::Exit(g));
+                ev(EventKind::Switch(StackId::OWN));
+            }
+            ev(EventKind::Enter(g));
+            ev(EventKind::Exit(g));
+            if round % 2 == 0 {
+                ev(EventKind::Exit(f));
+            }
+        }
+    }
+    let mut bytes = w.finish(None).unwrap().into_inner();
+    // Lose a few chunks in the middle: the next chunks restart from their
+    // snapshots (own stacks seeded, some while on the logical stack).
+    for slot in [2, 5, 6] {
+        let at = HEADER_SIZE + slot * 1024;
+        bytes[at..at + CHUNK_HEADER_SIZE].fill(0);
+    }
+    let r = run(bytes.clone(), Clock::Stack);
+    assert!(r.warnings.iter().any(|w| w.kind == "lost_chunks"));
+    assert!(r.warnings.iter().any(|w| w.kind == "frames_from_snapshot"));
+    assert_fused_equals_replayed(&bytes);
+}
