@@ -97,8 +97,15 @@ impl GilTimeline {
                     ns: decoded.scale.ns(tick),
                 });
             }
-            if let Some(next) = streams[i].next() {
-                heap.push(Reverse((next, tid, i)));
+            // The thread keeps running while its events come before every
+            // other thread's next one: take them without the heap (runs
+            // are long, so the heap sees a run, not each event).
+            let other = heap.peek().map(|Reverse((t, id, _))| (*t, *id));
+            for next in streams[i].by_ref() {
+                if other.is_some_and(|o| (next, tid) > o) {
+                    heap.push(Reverse((next, tid, i)));
+                    break;
+                }
             }
         }
         GilTimeline {
