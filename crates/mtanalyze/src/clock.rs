@@ -59,9 +59,14 @@ use crate::decode::{Batches, Decoded};
 /// stored: memory grows with how often the running thread changes.
 #[derive(Clone, Debug, Default)]
 pub struct GilTimeline {
-    runs: Vec<Run>,
+    runs: GilRuns,
     end_ns: u64,
 }
+
+/// The run starts of a [`GilTimeline`], which does not need the end of the
+/// trace yet: they can be merged while the segment pass runs.
+#[derive(Clone, Debug, Default)]
+pub struct GilRuns(Vec<Run>);
 
 #[derive(Clone, Copy, Debug)]
 struct Run {
@@ -70,10 +75,10 @@ struct Run {
     ns: u64,
 }
 
-impl GilTimeline {
+impl GilRuns {
     /// Merges every thread's events (a sequential pass: the clock is a
     /// global order by definition).
-    pub fn build(decoded: &Decoded<'_>, end_tick: u64) -> GilTimeline {
+    pub fn build(decoded: &Decoded<'_>) -> GilRuns {
         let mut streams: Vec<_> = decoded
             .threads
             .iter()
@@ -108,10 +113,14 @@ impl GilTimeline {
                 }
             }
         }
-        GilTimeline {
-            runs,
-            end_ns: decoded.scale.ns(end_tick),
-        }
+        GilRuns(runs)
+    }
+}
+
+impl GilTimeline {
+    /// The timeline of `runs` in a trace that ends at `end_ns`.
+    pub fn new(runs: GilRuns, end_ns: u64) -> GilTimeline {
+        GilTimeline { runs, end_ns }
     }
 
     /// A cursor for walking one thread's events forward in time.
@@ -137,7 +146,7 @@ impl GilCursor<'_> {
     /// Calls must come in the thread's event order.
     #[inline]
     pub fn run_after(&mut self, tick: u64, ns: u64, next_own_ns: u64) -> u64 {
-        let runs = &self.timeline.runs;
+        let runs = &self.timeline.runs.0;
         let key = (tick, self.tid);
         let mut i = match self.run {
             Some(i) => i,

@@ -19,7 +19,7 @@ use rustc_hash::FxHashMap;
 use mtrace_format::FormatError;
 
 use crate::check::{CheckReport, ChunkIssue};
-use crate::clock::{Clock, GilTimeline};
+use crate::clock::{Clock, GilRuns, GilTimeline};
 use crate::decode::{decode, Decoded, FunctionTable};
 use crate::input::LoadedTrace;
 use crate::paths::{ROOT, STACK_LABEL};
@@ -83,6 +83,10 @@ struct Prepared<'a> {
     functions: FunctionTable,
     end_tick: u64,
     warnings: Warnings,
+    /// The clock the analysis asked for, resolved.
+    clock: Clock,
+    /// Merged if the clock is `gil`.
+    gil_runs: Option<GilRuns>,
 }
 
 /// The clock `opts` asks for, else the one the trace prefers, else `stack`.
@@ -101,33 +105,45 @@ fn fusion_budget(file_len: usize) -> usize {
     (file_len / 64).max(4 << 20)
 }
 
-/// Decodes and cuts `trace`; with `fuse`, the segment pass also replays the
-/// own stacks `fuse` selects, when its clock allows (`gil` needs every
-/// thread's events first) and the tallies fit [`fusion_budget`].
+/// Decodes and cuts `trace`, for an analysis with `opts` (none: `check`).
+/// The `gil` clock's runs are merged alongside the segment pass. With
+/// `fuse`, the segment pass also replays the own stacks `opts` select, when
+/// the clock allows (`gil` needs every thread's events first) and the
+/// tallies fit [`fusion_budget`].
 fn prepare<'a>(
     trace: &'a LoadedTrace,
-    fuse: Option<&AnalyzeOptions>,
+    opts: Option<&AnalyzeOptions>,
+    fuse: bool,
 ) -> Result<Prepared<'a>, AnalyzeError> {
     let decoded = decode(trace.bytes()).map_err(|error| AnalyzeError::Format {
         source_name: trace.source.clone(),
         error,
     })?;
     let threads = decoded.threads.len();
+    let clock = opts.map(|o| resolve_clock(o, &decoded));
     let tally_bytes = decoded.functions.entries().len() * std::mem::size_of::<(FnAcc, u32)>();
-    let fuse = fuse.and_then(|opts| {
-        let clock = resolve_clock(opts, &decoded);
+    let fuse = opts.filter(|_| fuse).and_then(|opts| {
+        let clock = clock?;
         let fits = threads.saturating_mul(tally_bytes) <= fusion_budget(trace.bytes().len());
         let can = clock != Clock::Gil && opts.paths == PathMode::Off && fits;
         can.then_some((clock, opts))
     });
-    let passes: Vec<ThreadPass> = (0..threads as u32)
-        .into_par_iter()
-        .map(|i| {
-            let tid = decoded.threads[i as usize].tid.0;
-            let clock = fuse.and_then(|(c, opts)| own_stack_wanted(tid, opts).then_some(c));
-            cut_thread(&decoded, i, clock)
-        })
-        .collect();
+    let cut = || -> Vec<ThreadPass> {
+        (0..threads as u32)
+            .into_par_iter()
+            .map(|i| {
+                let tid = decoded.threads[i as usize].tid.0;
+                let clock = fuse.and_then(|(c, opts)| own_stack_wanted(tid, opts).then_some(c));
+                cut_thread(&decoded, i, clock)
+            })
+            .collect()
+    };
+    let (passes, gil_runs) = if clock == Some(Clock::Gil) {
+        let (passes, runs) = rayon::join(cut, || GilRuns::build(&decoded));
+        (passes, Some(runs))
+    } else {
+        (cut(), None)
+    };
     let mut warnings = Warnings::default();
     let mut functions = decoded.functions.clone();
     let mut unknown: Vec<u32> = passes
@@ -178,6 +194,8 @@ fn prepare<'a>(
         functions,
         end_tick,
         warnings,
+        clock: clock.unwrap_or(Clock::Stack),
+        gil_runs,
     })
 }
 
@@ -395,8 +413,8 @@ impl<'a> Analysis<'a> {
         opts: &AnalyzeOptions,
         fuse: bool,
     ) -> Result<Self, AnalyzeError> {
-        let prep = prepare(trace, fuse.then_some(opts))?;
-        let clock = resolve_clock(opts, &prep.decoded);
+        let mut prep = prepare(trace, Some(opts), fuse)?;
+        let clock = prep.clock;
         let (order, all) = prep.stack_order();
         let all_stacks = all.len() as u64;
         let stacks: Vec<_> = all
@@ -406,7 +424,11 @@ impl<'a> Analysis<'a> {
                 wanted(k, &segs, &prep.decoded.stack_names, opts)
             })
             .collect();
-        let gil = (clock == Clock::Gil).then(|| GilTimeline::build(&prep.decoded, prep.end_tick));
+        let end_ns = prep.ns(prep.end_tick);
+        let gil = prep
+            .gil_runs
+            .take()
+            .map(|runs| GilTimeline::new(runs, end_ns));
         Ok(Analysis {
             prep,
             clock,
@@ -707,7 +729,7 @@ fn stack_order(id: &str) -> (u8, u64, String) {
 
 /// See [`crate::check::check`].
 pub(crate) fn check_impl(trace: &LoadedTrace) -> Result<CheckReport, AnalyzeError> {
-    let prep = prepare(trace, None)?;
+    let prep = prepare(trace, None, false)?;
     let stacks = prep.stack_order().1.len() as u64;
     let h = prep.decoded.file.header();
     let summary = prep.summary(trace, stacks);
