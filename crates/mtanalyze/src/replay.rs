@@ -553,9 +553,9 @@ pub fn replay_stack<O: Observer>(
                 let mut gil = GilRun {
                     cursor: timeline.cursor(seg.tid),
                     last: None,
-                    r: stack.r,
+                    r: stack.so_far.r,
                 };
-                stack.events += replay_events(
+                stack.so_far.events += replay_events(
                     ctx,
                     &mut batches,
                     &mut gil,
@@ -575,7 +575,7 @@ pub fn replay_stack<O: Observer>(
                 let mut linear = Linear {
                     offset: stack.offset(ctx.clock, start_ns),
                 };
-                stack.events += replay_events(
+                stack.so_far.events += replay_events(
                     ctx,
                     &mut batches,
                     &mut linear,
@@ -595,6 +595,12 @@ pub fn replay_stack<O: Observer>(
 /// stack while it reads the thread's events (one read instead of two).
 pub struct StackReplay<'a, O: Observer = NoObserver> {
     frames: FrameStack<'a, O>,
+    so_far: SoFar,
+}
+
+/// What a stack's replay has summed up besides its frames.
+#[derive(Debug, Default)]
+struct SoFar {
     /// The running clock at the end of the last segment.
     r: u64,
     events: u64,
@@ -611,12 +617,7 @@ pub struct StackReplay<'a, O: Observer = NoObserver> {
 #[derive(Debug)]
 pub struct Suspended {
     frames: Vec<Frame>,
-    r: u64,
-    events: u64,
-    switches_in: u64,
-    threads: Vec<u64>,
-    prev_end_ns: u64,
-    first_start_ns: Option<u64>,
+    so_far: SoFar,
     max_depth: u32,
     /// The segment still running at the thread's last event: its start.
     running_since_ns: Option<u64>,
@@ -627,12 +628,7 @@ impl<'a, O: Observer> StackReplay<'a, O> {
     pub fn new(tally: &'a mut Tally, paths_root: u32, observer: &'a mut O) -> Self {
         StackReplay {
             frames: FrameStack::new(tally, paths_root, observer),
-            r: 0,
-            events: 0,
-            switches_in: 0,
-            threads: Vec::new(),
-            prev_end_ns: 0,
-            first_start_ns: None,
+            so_far: SoFar::default(),
         }
     }
 
@@ -647,22 +643,22 @@ impl<'a, O: Observer> StackReplay<'a, O> {
         warnings: &mut Warnings,
     ) -> u64 {
         let start_ns = decoded.scale.ns(seg.start_tick);
-        if self.first_start_ns.is_some() && start_ns < self.prev_end_ns {
+        if self.so_far.first_start_ns.is_some() && start_ns < self.so_far.prev_end_ns {
             let at = Location::Time {
                 ns: start_ns,
                 thread: seg.tid,
             };
             warnings.add(WarningKind::StackOnTwoThreads, at);
         }
-        self.first_start_ns.get_or_insert(start_ns);
-        if !self.threads.contains(&seg.tid) {
-            self.threads.push(seg.tid);
+        self.so_far.first_start_ns.get_or_insert(start_ns);
+        if !self.so_far.threads.contains(&seg.tid) {
+            self.so_far.threads.push(seg.tid);
         }
-        self.switches_in += seg.switched_in as u64;
+        self.so_far.switches_in += seg.switched_in as u64;
         if seg.seed != Seed::None {
             let r = match clock {
                 Clock::Wall => start_ns,
-                _ => self.r,
+                _ => self.so_far.r,
             };
             seed_frames(
                 decoded,
@@ -684,7 +680,7 @@ impl<'a, O: Observer> StackReplay<'a, O> {
     pub fn offset(&self, clock: Clock, start_ns: u64) -> u64 {
         match clock {
             Clock::Wall => 0,
-            _ => self.r.wrapping_sub(start_ns),
+            _ => self.so_far.r.wrapping_sub(start_ns),
         }
     }
 
@@ -695,16 +691,19 @@ impl<'a, O: Observer> StackReplay<'a, O> {
         }
         let r_end = match clock {
             Clock::Wall => end_ns,
-            _ => self.r.saturating_add(end_ns.saturating_sub(start_ns)),
+            _ => self
+                .so_far
+                .r
+                .saturating_add(end_ns.saturating_sub(start_ns)),
         };
-        self.r = r_end.max(self.r);
-        self.prev_end_ns = self.prev_end_ns.max(end_ns);
+        self.so_far.r = r_end.max(self.so_far.r);
+        self.so_far.prev_end_ns = self.so_far.prev_end_ns.max(end_ns);
     }
 
     /// Ends a `gil` segment at `end_ns`, the running clock then being `r`.
     fn end_gil(&mut self, r: u64, end_ns: u64) {
-        self.r = r;
-        self.prev_end_ns = self.prev_end_ns.max(end_ns);
+        self.so_far.r = r;
+        self.so_far.prev_end_ns = self.so_far.prev_end_ns.max(end_ns);
     }
 
     /// Replays one enter or exit event (a `stack` or `wall` segment, whose
@@ -717,7 +716,7 @@ impl<'a, O: Observer> StackReplay<'a, O> {
         ns: u64,
         offset: u64,
     ) -> Result<(), WarningKind> {
-        self.events += 1;
+        self.so_far.events += 1;
         let r = ns.wrapping_add(offset);
         if enter {
             self.frames.enter(func, ns, r);
@@ -736,8 +735,12 @@ impl<'a, O: Observer> StackReplay<'a, O> {
         key: StackKey,
         end_ns: u64,
     ) -> StackStats {
-        let first_start_ns = self.first_start_ns.unwrap_or(end_ns);
-        let r_end = if clock == Clock::Wall { end_ns } else { self.r };
+        let first_start_ns = self.so_far.first_start_ns.unwrap_or(end_ns);
+        let r_end = if clock == Clock::Wall {
+            end_ns
+        } else {
+            self.so_far.r
+        };
         let open_at_end = self.frames.depth() > 0;
         self.frames.close_all(end_ns, r_end);
         // A stack lives from its first stretch to its last switch away (a
@@ -746,7 +749,7 @@ impl<'a, O: Observer> StackReplay<'a, O> {
         let last_ns = if open_at_end {
             end_ns
         } else {
-            self.prev_end_ns
+            self.so_far.prev_end_ns
         };
         let lifetime = last_ns.saturating_sub(first_start_ns);
         let life_end = last_ns.max(first_start_ns);
@@ -757,18 +760,18 @@ impl<'a, O: Observer> StackReplay<'a, O> {
         let running_ns = if clock == Clock::Wall {
             lifetime
         } else {
-            self.r
+            self.so_far.r
         };
-        self.threads.sort_unstable();
+        self.so_far.threads.sort_unstable();
         StackStats {
             id: key.id_string(),
             name: stack_name(decoded, key),
-            threads: std::mem::take(&mut self.threads),
+            threads: std::mem::take(&mut self.so_far.threads),
             running_ns,
             paused_ns: lifetime.saturating_sub(running_ns),
-            switches_in: self.switches_in,
+            switches_in: self.so_far.switches_in,
             max_depth: self.frames.max_depth,
-            events: self.events,
+            events: self.so_far.events,
         }
     }
 
@@ -777,15 +780,9 @@ impl<'a, O: Observer> StackReplay<'a, O> {
     /// the next stack needs them). `running_since_ns`: the start of the
     /// segment still running, if the thread ended on this stack.
     pub fn suspend(mut self, running_since_ns: Option<u64>) -> Suspended {
-        let frames = self.frames.take_all();
         Suspended {
-            frames,
-            r: self.r,
-            events: self.events,
-            switches_in: self.switches_in,
-            threads: std::mem::take(&mut self.threads),
-            prev_end_ns: self.prev_end_ns,
-            first_start_ns: self.first_start_ns,
+            frames: self.frames.take_all(),
+            so_far: std::mem::take(&mut self.so_far),
             max_depth: self.frames.max_depth,
             running_since_ns,
         }
@@ -805,12 +802,7 @@ impl<'a, O: Observer> StackReplay<'a, O> {
         let mut stack = StackReplay::new(tally, ROOT, observer);
         stack.frames.put_back(s.frames);
         stack.frames.max_depth = s.max_depth;
-        stack.r = s.r;
-        stack.events = s.events;
-        stack.switches_in = s.switches_in;
-        stack.threads = s.threads;
-        stack.prev_end_ns = s.prev_end_ns;
-        stack.first_start_ns = s.first_start_ns;
+        stack.so_far = s.so_far;
         if let Some(start_ns) = s.running_since_ns {
             stack.end_linear(clock, start_ns, end_ns);
         }

@@ -316,6 +316,19 @@ fn to_binary_direct(lines: &[reference::Line]) -> Vec<u8> {
     w.finish(None).unwrap().into_inner()
 }
 
+/// A generated trace's lines in (ts, tid) order: the order a binary trace
+/// gives equal timestamps of different threads.
+fn ordered_lines(
+    threads: u64,
+    stacks: u64,
+    functions: u8,
+    steps: &[(u8, u8, u8)],
+) -> Vec<reference::Line> {
+    let mut lines = generate(threads, stacks, functions, steps).lines;
+    lines.sort_by_key(|l| (l.ts, l.tid));
+    lines
+}
+
 fn steps() -> impl Strategy<Value = Vec<(u8, u8, u8)>> {
     proptest::collection::vec((any::<u8>(), any::<u8>(), any::<u8>()), 0..160)
 }
@@ -348,9 +361,8 @@ proptest! {
     ) {
         // Lines in (ts, tid) order so JSON-lines ties (line order) and binary
         // ties (thread id) mean the same thing.
-        let mut lines = generate(threads, stacks, functions, &steps).lines;
+        let lines = ordered_lines(threads, stacks, functions, &steps);
         prop_assume!(!lines.is_empty());
-        lines.sort_by_key(|l| (l.ts, l.tid));
         let text = to_jsonl(&lines);
         for clock in [Clock::Stack, Clock::Gil, Clock::Wall] {
             let mut a = run_jsonl(&text, clock);
@@ -651,9 +663,8 @@ proptest! {
     fn own_stacks_replayed_by_the_segment_pass_equal_the_replay_pass(
         threads in 1u64..4, stacks in 0u64..4, functions in 1u8..5, steps in steps(),
     ) {
-        let mut lines = generate(threads, stacks, functions, &steps).lines;
+        let lines = ordered_lines(threads, stacks, functions, &steps);
         prop_assume!(!lines.is_empty());
-        lines.sort_by_key(|l| (l.ts, l.tid));
         let bytes = to_binary_direct(&lines);
         for clock in [Clock::Stack, Clock::Wall] {
             let (fused, replayed) = fused_and_replayed(&bytes, clock);
