@@ -10,6 +10,7 @@
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
+use mtrace_format::event::raw_parts;
 use mtrace_format::layout::EVENT_SIZE;
 use mtrace_format::meta::MetaProblem;
 use mtrace_format::{
@@ -321,6 +322,27 @@ impl Batch<'_> {
         self.raw
             .chunks_exact(EVENT_SIZE)
             .map(|e| e.try_into().unwrap_or(&[0; EVENT_SIZE]))
+    }
+
+    /// Number of events.
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        self.raw.len() / EVENT_SIZE
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.raw.len() < EVENT_SIZE
+    }
+
+    /// The `i`-th event split by `event::raw_parts` into (kind, tick,
+    /// payload); past the end, a kind no event has.
+    #[inline(always)]
+    pub fn parts(&self, i: usize) -> (u64, u64, u64) {
+        self.raw
+            .get(i * EVENT_SIZE..(i + 1) * EVENT_SIZE)
+            .and_then(|b| <&[u8; EVENT_SIZE]>::try_from(b).ok())
+            .map_or((u64::MAX, 0, 0), raw_parts)
     }
 
     /// What is wrong with the `i`-th event of the batch, which the caller

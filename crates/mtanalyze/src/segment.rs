@@ -16,8 +16,7 @@
 
 use rustc_hash::FxHashSet;
 
-use mtrace_format::event::{raw_is_valid, raw_parts, KIND_ENTER, KIND_EXIT, KIND_SWITCH};
-use mtrace_format::layout::EVENT_SIZE;
+use mtrace_format::event::{raw_is_valid, KIND_ENTER, KIND_EXIT, KIND_SWITCH};
 use mtrace_format::StackId;
 
 use crate::clock::Clock;
@@ -374,13 +373,8 @@ pub fn cut_thread(decoded: &Decoded<'_>, index: u32, fuse: Option<Clock>) -> Thr
             cut.open_segment(seg);
             cut.pass.first_tick.get_or_insert(tick);
         }
-        let raw = batch.raw;
-        let n = raw.len() / EVENT_SIZE;
-        let event = |i: usize| -> (u64, u64, u64) {
-            raw.get(i * EVENT_SIZE..(i + 1) * EVENT_SIZE)
-                .and_then(|b| <&[u8; EVENT_SIZE]>::try_from(b).ok())
-                .map_or((u64::MAX, 0, 0), raw_parts)
-        };
+        let n = batch.len();
+        let event = |i: usize| batch.parts(i);
         // An ordinary event: an enter or exit of a known function, its tick
         // not going back. Its function's dense index if so.
         let plain = |kind: u64, tick: u64, payload: u64, floor: u64| -> Option<u32> {
