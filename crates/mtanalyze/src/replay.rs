@@ -17,6 +17,12 @@
 //! and per (caller, callee) edge: a frame is recursive iff its function's
 //! counter is non-zero when it is entered, which is exactly what a walk down
 //! the stack would find (a property test compares the two).
+//!
+//! Pieces: [`FrameStack`] (open frames, counters, totals of one stack) over a
+//! [`Tally`] (a worker's statistics and scratch, reused stack after stack);
+//! [`StackReplay`] (one stack, segment by segment), driven by
+//! [`replay_stack`] from the stack's segments or by the segment pass for a
+//! thread's own stack.
 
 use rustc_hash::FxHashMap;
 
