@@ -616,7 +616,8 @@ pub fn analyze(trace: &LoadedTrace, opts: &AnalyzeOptions) -> Result<Report, Ana
     let stacks = &analysis.stacks;
     let mut warnings = prep.warnings.clone();
     warnings.merge(replay_warnings);
-    stack_stats.sort_by_key(|s| stack_order(&s.id));
+    // Ids are unique: an unstable sort is deterministic (and needs no buffer).
+    stack_stats.sort_unstable_by(|a, b| stack_order(&a.id).cmp(&stack_order(&b.id)));
     let entries = prep.functions.entries();
     let mut functions: Vec<(usize, FunctionStats)> = acc
         .functions
@@ -717,14 +718,14 @@ pub fn analyze(trace: &LoadedTrace, opts: &AnalyzeOptions) -> Result<Report, Ana
 }
 
 /// Orders `thread:2` before `thread:10`, and own stacks before logical ones.
-fn stack_order(id: &str) -> (u8, u64, String) {
+fn stack_order(id: &str) -> (u8, u64, &str) {
     let (kind, rest) = id.split_once(':').unwrap_or((id, ""));
     let class = match kind {
         "thread" => 0,
         "stack" => 1,
         _ => 2,
     };
-    (class, rest.parse().unwrap_or(u64::MAX), id.to_owned())
+    (class, rest.parse().unwrap_or(u64::MAX), id)
 }
 
 /// See [`crate::check::check`].

@@ -113,7 +113,7 @@ pub struct SegmentList {
     len: usize,
 }
 
-const BLOCK: usize = 1024;
+const BLOCK: usize = 256;
 
 impl SegmentList {
     /// Appends a segment.
