@@ -110,6 +110,26 @@ pub fn analyzer(data: &[u8]) {
         let _ = render::warnings_summary(&report.warnings);
         reports.push(report);
     }
+    // With call paths off, the segment pass replays own stacks itself; its
+    // numbers must be the replay pass's (the `stack` report above has paths).
+    if let (Some(replayed), Ok(mut fused)) = (
+        reports.first().filter(|r| r.clock == Clock::Stack),
+        mtanalyze::analyze(
+            &trace,
+            &AnalyzeOptions {
+                clock: Some(Clock::Stack),
+                ..AnalyzeOptions::default()
+            },
+        ),
+    ) {
+        let mut replayed = replayed.clone();
+        replayed.paths.clear();
+        fused.paths.clear();
+        assert!(
+            fused == replayed,
+            "own stacks replayed by the segment pass differ"
+        );
+    }
     if let [stack, gil, wall] = &reports[..] {
         let d = mtanalyze::diff::diff(stack, wall, Default::default());
         render::diff::json(&mut sink(), &d).unwrap();
