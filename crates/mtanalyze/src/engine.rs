@@ -554,7 +554,7 @@ pub fn analyze(trace: &LoadedTrace, opts: &AnalyzeOptions) -> Result<Report, Ana
     // stacks, every job takes a run of them rather than one each. Jobs are
     // no longer than that either, so an idle worker always finds one to
     // steal (rayon stops splitting a range once it runs).
-    let per_job = (stacks / (rayon::current_num_threads() * 16)).max(1);
+    let per_job = (order.len() / (rayon::current_num_threads() * 16)).max(1);
     let (mut acc, mut stack_stats, mut replay_warnings) = order
         .into_par_iter()
         .map(|(_, i)| i)
