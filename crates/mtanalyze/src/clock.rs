@@ -124,11 +124,16 @@ impl GilTimeline {
     }
 
     /// A cursor for walking one thread's events forward in time.
-    pub fn cursor(&self, tid: u64) -> GilCursor<'_> {
+    /// `hint`: a run at or before the thread's next event (0, or the
+    /// [`GilCursor::position`] of a cursor that walked an earlier stretch of
+    /// the same stack): the first event is then found by galloping from it
+    /// rather than by a binary search of every run.
+    pub fn cursor(&self, tid: u64, hint: usize) -> GilCursor<'_> {
         GilCursor {
             timeline: self,
             tid,
             run: None,
+            hint,
         }
     }
 }
@@ -138,6 +143,7 @@ pub struct GilCursor<'g> {
     timeline: &'g GilTimeline,
     tid: u64,
     run: Option<usize>,
+    hint: usize,
 }
 
 impl GilCursor<'_> {
@@ -150,9 +156,7 @@ impl GilCursor<'_> {
         let key = (tick, self.tid);
         let mut i = match self.run {
             Some(i) => i,
-            None => runs
-                .partition_point(|r| (r.tick, r.tid) <= key)
-                .saturating_sub(1),
+            None => locate(runs, key, self.hint),
         };
         while runs.get(i + 1).is_some_and(|r| (r.tick, r.tid) <= key) {
             i += 1;
@@ -161,6 +165,30 @@ impl GilCursor<'_> {
         let next_foreign = runs.get(i + 1).map_or(self.timeline.end_ns, |r| r.ns);
         next_own_ns.min(next_foreign).saturating_sub(ns)
     }
+}
+
+impl GilCursor<'_> {
+    /// The run of the last event walked (or the hint): a hint for a cursor
+    /// over a later stretch of the same stack.
+    pub fn position(&self) -> usize {
+        self.run.unwrap_or(self.hint)
+    }
+}
+
+/// The last run starting at or before `key` (0 if none), searched forward
+/// from `hint` by doubling steps, or over all runs if `hint` is past it.
+fn locate(runs: &[Run], key: (u64, u64), hint: usize) -> usize {
+    let at_or_before = |r: &Run| (r.tick, r.tid) <= key;
+    if !runs.get(hint).is_some_and(at_or_before) {
+        return runs.partition_point(at_or_before).saturating_sub(1);
+    }
+    let (mut lo, mut step) = (hint, 1);
+    while runs.get(lo + step).is_some_and(at_or_before) {
+        lo += step;
+        step *= 2;
+    }
+    let end = (lo + step).min(runs.len());
+    lo + runs[lo + 1..end].partition_point(at_or_before)
 }
 
 /// A thread's clamped event ticks, in order (what the other passes see).
@@ -189,5 +217,45 @@ impl Iterator for Ticks<'_, '_> {
             let b = self.batches.next_batch()?;
             self.current = Some((b.raw, 0));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn galloping_from_any_hint_finds_what_a_binary_search_finds() {
+        // Runs at ticks 0, 3, 6, ... with equal ticks for some threads.
+        let runs: Vec<Run> = (0..500u64)
+            .map(|i| Run {
+                tick: i / 2 * 3,
+                tid: i % 2 + 1,
+                ns: i,
+            })
+            .collect();
+        let search = |key: (u64, u64)| {
+            runs.partition_point(|r| (r.tick, r.tid) <= key)
+                .saturating_sub(1)
+        };
+        for tick in 0..800 {
+            for tid in 1..=3 {
+                let key = (tick, tid);
+                let want = search(key);
+                for hint in [
+                    0,
+                    1,
+                    want / 2,
+                    want.saturating_sub(1),
+                    want,
+                    want + 1,
+                    499,
+                    10_000,
+                ] {
+                    assert_eq!(locate(&runs, key, hint), want, "key {key:?} hint {hint}");
+                }
+            }
+        }
+        assert_eq!(locate(&[], (5, 1), 0), 0);
     }
 }

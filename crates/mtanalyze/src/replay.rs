@@ -527,6 +527,8 @@ pub fn replay_stack<O: Observer>(
 ) -> StackStats {
     let end_ns = ctx.ns(ctx.end_tick);
     let mut stack = StackReplay::new(tally, paths_root, observer);
+    // Where the stack's last stretch left the gil timeline.
+    let mut gil_hint = 0;
     for (i, seg) in segments.iter().enumerate() {
         // Segments (and their events) are scattered: start loading the
         // ones after this while it replays.
@@ -557,7 +559,7 @@ pub fn replay_stack<O: Observer>(
                 // r advances after each event by the time until the next
                 // event of any thread (or this thread's next event).
                 let mut gil = GilRun {
-                    cursor: timeline.cursor(seg.tid),
+                    cursor: timeline.cursor(seg.tid, gil_hint),
                     last: None,
                     r: stack.so_far.r,
                 };
@@ -576,6 +578,7 @@ pub fn replay_stack<O: Observer>(
                     gil.r = gil.r.saturating_add(run);
                 }
                 stack.end_gil(gil.r, seg_end_ns);
+                gil_hint = gil.cursor.position();
             }
             None => {
                 let mut linear = Linear {
