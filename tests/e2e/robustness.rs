@@ -166,17 +166,7 @@ fn fused_replay_differs(bytes: &[u8], clock: &str) -> Option<String> {
         _ => return None, // gil never fuses
     };
     let trace = mtanalyze::input::from_bytes("mutated", bytes.to_vec()).ok()?;
-    let run = |paths| {
-        let options = AnalyzeOptions {
-            clock: Some(clock),
-            paths,
-            ..Default::default()
-        };
-        let mut r = mtanalyze::analyze(&trace, &options).ok()?;
-        r.paths.clear();
-        Some(r)
-    };
-    let (fused, replayed) = (run(PathMode::Off)?, run(PathMode::Merged)?);
+    let (fused, replayed) = crate::common::fusion::fused_and_replayed(&trace, clock)?;
     (fused != replayed)
         .then(|| format!("clock {clock}: own stacks replayed by the segment pass differ"))
 }

@@ -17,6 +17,11 @@
 //! command-line flags; `schemas/semantics.md` is its contract.
 #![deny(missing_docs)]
 
+// The shared test support (`tests/common`, also compiled into the unit
+// tests) names this crate as its integration tests see it.
+#[cfg(test)]
+extern crate self as mtanalyze;
+
 pub mod check;
 pub mod clock;
 pub mod decode;

@@ -626,25 +626,11 @@ fn frames_still_open_at_the_end_are_counted_per_function() {
     );
 }
 
-/// The report of `bytes` under `clock`, the segment pass replaying own
-/// stacks (call paths off), and with every stack left to the replay pass
-/// (call paths on disable that), call paths dropped.
+/// The report of `bytes` under `clock` with own stacks replayed by the
+/// segment pass, and by the replay pass.
 fn fused_and_replayed(bytes: &[u8], clock: Clock) -> (Report, Report) {
     let trace = from_bytes("test", bytes.to_vec()).expect("loads");
-    let run = |paths| {
-        let opts = AnalyzeOptions {
-            clock: Some(clock),
-            paths,
-            ..Default::default()
-        };
-        let mut r = analyze(&trace, &opts).expect("analyzes");
-        r.paths.clear();
-        r
-    };
-    (
-        run(mtanalyze::PathMode::Off),
-        run(mtanalyze::PathMode::Merged),
-    )
+    common::fusion::fused_and_replayed(&trace, clock).expect("analyzes")
 }
 
 fn assert_fused_equals_replayed(bytes: &[u8]) {

@@ -2,5 +2,6 @@
 //! `schemas/semantics.md` and its worked examples.
 #![allow(dead_code)]
 
+pub mod fusion;
 pub mod reference;
 pub mod worked_examples;

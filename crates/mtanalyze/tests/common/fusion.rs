@@ -1,0 +1,22 @@
+//! The two ways the analyzer can replay a thread's own stack, side by side.
+
+use mtanalyze::input::LoadedTrace;
+use mtanalyze::{analyze, AnalyzeOptions, Clock, PathMode, Report};
+
+/// The report of `trace` under `clock` with own stacks replayed by the
+/// segment pass (call paths off), and with every stack left to the replay
+/// pass (call paths on disable the other), call paths dropped; `None` if
+/// either analysis fails.
+pub fn fused_and_replayed(trace: &LoadedTrace, clock: Clock) -> Option<(Report, Report)> {
+    let run = |paths| {
+        let options = AnalyzeOptions {
+            clock: Some(clock),
+            paths,
+            ..Default::default()
+        };
+        let mut r = analyze(trace, &options).ok()?;
+        r.paths.clear();
+        Some(r)
+    };
+    Some((run(PathMode::Off)?, run(PathMode::Merged)?))
+}
