@@ -11,6 +11,13 @@
 //! are printed with events per second, the ratio to the floor, and the peak
 //! heap (counted by this binary's allocator, so the mapped file's pages are
 //! not included) as a share of the file size.
+//!
+//! A third pass, the replay floor, does a strict subset of what any correct
+//! replay must do: each chunk on its own, a stack of open frames, and
+//! per-function call counts and times in a dense array. No segments, no
+//! stack switches, no recursion, no edges, no paused time, no report. Its
+//! ratio to the floor bounds from below what any analyzer of this design can
+//! reach; the job's ratio to it is what the analysis itself costs on top.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::{Path, PathBuf};
@@ -68,6 +75,83 @@ fn floor_pass(path: &Path) -> u64 {
         .reduce(|| 0, u64::wrapping_add)
 }
 
+/// The least any replay does (see the module docs): per chunk, push on
+/// enter, pop on exit, add the frame's time to its function's totals.
+/// Returns a checksum so the work cannot be optimized away.
+fn replay_floor_pass(path: &Path) -> u64 {
+    use mtrace_format::event::{raw_parts, KIND_ENTER, KIND_EXIT};
+    use mtrace_format::layout::EVENT_SIZE;
+
+    /// Dense per-function totals: function ids are folded into this many slots.
+    const SLOTS: usize = 1024;
+    #[derive(Clone, Copy, Default)]
+    struct Totals {
+        calls: u64,
+        self_ticks: u64,
+        total_ticks: u64,
+    }
+    struct Open {
+        function: usize,
+        start: u64,
+        children: u64,
+    }
+
+    let file = std::fs::File::open(path).expect("open trace");
+    // SAFETY: read-only map of a file nobody modifies during the benchmark.
+    let map = unsafe { memmap2::Mmap::map(&file) }.expect("map trace");
+    let trace = mtrace_format::TraceFile::parse(&map).expect("parse trace");
+    (0..trace.chunk_slots() as usize)
+        .into_par_iter()
+        .with_min_len(64)
+        .fold(
+            || {
+                (
+                    vec![Totals::default(); SLOTS],
+                    Vec::<Open>::with_capacity(256),
+                )
+            },
+            |(mut totals, mut open), slot| {
+                let Ok(Some(chunk)) = trace.chunk(slot as u64) else {
+                    return (totals, open);
+                };
+                open.clear();
+                for bytes in chunk.event_bytes().chunks_exact(EVENT_SIZE) {
+                    let Ok(bytes) = bytes.try_into() else {
+                        continue;
+                    };
+                    let (kind, tick, payload) = raw_parts(bytes);
+                    if kind == KIND_ENTER {
+                        let function = payload as usize % SLOTS;
+                        open.push(Open {
+                            function,
+                            start: tick,
+                            children: 0,
+                        });
+                    } else if kind == KIND_EXIT {
+                        let Some(frame) = open.pop() else { continue };
+                        let elapsed = tick.wrapping_sub(frame.start);
+                        let t = &mut totals[frame.function];
+                        t.calls += 1;
+                        t.self_ticks = t
+                            .self_ticks
+                            .wrapping_add(elapsed.wrapping_sub(frame.children));
+                        t.total_ticks = t.total_ticks.wrapping_add(elapsed);
+                        if let Some(parent) = open.last_mut() {
+                            parent.children = parent.children.wrapping_add(elapsed);
+                        }
+                    }
+                }
+                (totals, open)
+            },
+        )
+        .map(|(totals, _)| {
+            totals
+                .iter()
+                .fold(0u64, |acc, t| acc ^ t.calls ^ t.self_ticks ^ t.total_ticks)
+        })
+        .reduce(|| 0, |a, b| a ^ b)
+}
+
 fn analyze_json(path: &Path) -> (u64, usize) {
     let trace = mtanalyze::load(path).expect("load trace");
     let report =
@@ -82,6 +166,7 @@ fn bench(path: &Path, runs: usize) {
     // Warm the page cache so both sides read from memory.
     std::hint::black_box(floor_pass(path));
     let mut floor = Vec::new();
+    let mut replay_floor = Vec::new();
     let mut job = Vec::new();
     let mut peak = 0usize;
     let mut events = 0u64;
@@ -89,6 +174,9 @@ fn bench(path: &Path, runs: usize) {
         let t = Instant::now();
         std::hint::black_box(floor_pass(path));
         floor.push(t.elapsed().as_secs_f64());
+        let t = Instant::now();
+        std::hint::black_box(replay_floor_pass(path));
+        replay_floor.push(t.elapsed().as_secs_f64());
         let base = LIVE.load(Ordering::Relaxed);
         PEAK.store(base, Ordering::Relaxed);
         let t = Instant::now();
@@ -97,7 +185,7 @@ fn bench(path: &Path, runs: usize) {
         peak = peak.max(PEAK.load(Ordering::Relaxed).saturating_sub(base));
         events = n;
     }
-    let (f, j) = (median(floor), median(job));
+    let (f, r, j) = (median(floor), median(replay_floor), median(job));
     println!(
         "trace: {} ({:.1} MB, {} events)",
         path.display(),
@@ -109,9 +197,15 @@ fn bench(path: &Path, runs: usize) {
         rayon::current_num_threads(),
         f
     );
+    println!(
+        "  replay floor (stack + function totals): median {:.3} s",
+        r
+    );
     println!("  mtanalyze --format json:          median {:.3} s", j);
     println!("  events_per_second: {:.1} M", events as f64 / j / 1e6);
     println!("  ratio_to_floor: {:.2}", j / f);
+    println!("  replay_floor_ratio_to_floor: {:.2}", r / f);
+    println!("  ratio_to_replay_floor: {:.2}", j / r);
     println!(
         "  peak_heap: {:.1} MB ({:.2}% of the file)",
         peak as f64 / 1e6,
