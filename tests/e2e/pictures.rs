@@ -166,6 +166,148 @@ fn folded_refuses_the_table_only_options() {
     assert!(line.contains("--per-thread"), "{line}");
 }
 
+/// `a` calls itself twice directly, then itself through `b`, which calls `c`.
+const RECURSIVE: &str = r#"{"ts": 0, "tid": 1, "ev": "enter", "fn": "a"}
+{"ts": 10, "tid": 1, "ev": "enter", "fn": "a"}
+{"ts": 20, "tid": 1, "ev": "enter", "fn": "a"}
+{"ts": 30, "tid": 1, "ev": "exit", "fn": "a"}
+{"ts": 40, "tid": 1, "ev": "exit", "fn": "a"}
+{"ts": 50, "tid": 1, "ev": "enter", "fn": "b"}
+{"ts": 60, "tid": 1, "ev": "enter", "fn": "a"}
+{"ts": 70, "tid": 1, "ev": "enter", "fn": "c"}
+{"ts": 80, "tid": 1, "ev": "exit", "fn": "c"}
+{"ts": 90, "tid": 1, "ev": "exit", "fn": "a"}
+{"ts": 100, "tid": 1, "ev": "exit", "fn": "b"}
+{"ts": 110, "tid": 1, "ev": "exit", "fn": "a"}
+"#;
+
+fn folded_with(trace: &Path, extra: &[&str]) -> Vec<(String, u64)> {
+    let mut args = vec![trace.as_os_str(), "--format".as_ref(), "folded".as_ref()];
+    args.extend(extra.iter().map(std::ffi::OsStr::new));
+    folded_lines(&run(&args).success().stdout)
+}
+
+fn owned(lines: &[(&str, u64)]) -> Vec<(String, u64)> {
+    lines.iter().map(|&(p, n)| (p.to_owned(), n)).collect()
+}
+
+#[test]
+fn collapse_recursion_moves_recursive_frames_onto_the_outer_frame() {
+    let dir = TempDir::new("folded-collapse");
+    let trace = dir.write("recursive.jsonl", RECURSIVE);
+    assert_eq!(
+        folded_with(&trace, &[]),
+        owned(&[
+            ("a", 30),
+            ("a;a", 20),
+            ("a;a;a", 10),
+            ("a;b", 20),
+            ("a;b;a", 20),
+            ("a;b;a;c", 10)
+        ])
+    );
+    assert_eq!(
+        folded_with(&trace, &["--collapse-recursion", "direct"]),
+        owned(&[("a", 60), ("a;b", 20), ("a;b;a", 20), ("a;b;a;c", 10)])
+    );
+    assert_eq!(
+        folded_with(&trace, &["--collapse-recursion", "all"]),
+        owned(&[("a", 80), ("a;b", 20), ("a;c", 10)])
+    );
+    let line = run(&[
+        trace.as_os_str(),
+        "--collapse-recursion".as_ref(),
+        "all".as_ref(),
+    ])
+    .fails_with_one_line();
+    assert!(line.contains("--collapse-recursion"), "{line}");
+    // diff collapses both sides alike.
+    let copy = dir.write("copy.jsonl", RECURSIVE);
+    let diff = run(&[
+        "diff".as_ref(),
+        trace.as_os_str(),
+        copy.as_os_str(),
+        "--format".as_ref(),
+        "folded".as_ref(),
+        "--collapse-recursion".as_ref(),
+        "all".as_ref(),
+    ])
+    .success();
+    assert_eq!(diff.stdout, "a 80 80\na;b 20 20\na;c 10 10\n");
+    let line = run(&[
+        "diff".as_ref(),
+        trace.as_os_str(),
+        copy.as_os_str(),
+        "--collapse-recursion".as_ref(),
+        "direct".as_ref(),
+    ])
+    .fails_with_one_line();
+    assert!(line.contains("--collapse-recursion"), "{line}");
+}
+
+#[test]
+fn collapsed_paths_keep_the_total_self_time_and_repeat_no_function() {
+    let dir = TempDir::new("folded-collapse-sum");
+    for trace in traces(&dir) {
+        for clock in CLOCKS {
+            let want = total_self(&report(&trace, clock));
+            for (mode, per_thread) in [("direct", false), ("all", false), ("all", true)] {
+                let mut extra = vec!["--clock", clock, "--collapse-recursion", mode];
+                if per_thread {
+                    extra.push("--per-thread");
+                }
+                let lines = folded_with(&trace, &extra);
+                let sum: u64 = lines.iter().map(|(_, n)| n).sum();
+                assert_eq!(sum, want, "{} {extra:?}", trace.display());
+                for (path, _) in &lines {
+                    let frames: Vec<&str> = path.split(';').collect();
+                    let repeats = if mode == "direct" {
+                        frames.windows(2).any(|w| w[0] == w[1])
+                    } else {
+                        let mut seen = frames.clone();
+                        seen.sort_unstable();
+                        seen.dedup();
+                        seen.len() != frames.len()
+                    };
+                    assert!(!repeats, "{path} after {mode} in {}", trace.display());
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn a_deep_recursion_collapses_to_one_flame() {
+    let dir = TempDir::new("flamegraph-deep");
+    let depth = 5000;
+    let mut text = String::new();
+    for i in 0..depth {
+        text += &format!("{{\"ts\": {i}, \"tid\": 1, \"ev\": \"enter\", \"fn\": \"walk\"}}\n");
+    }
+    for i in 0..depth {
+        let ts = depth + i;
+        text += &format!("{{\"ts\": {ts}, \"tid\": 1, \"ev\": \"exit\", \"fn\": \"walk\"}}\n");
+    }
+    let trace = dir.write("deep.jsonl", text);
+    assert_eq!(
+        folded_with(&trace, &["--collapse-recursion", "direct"]),
+        owned(&[("walk", 2 * depth as u64 - 1)])
+    );
+    let out = dir.join("deep.svg");
+    run(&[
+        "flamegraph".as_ref(),
+        trace.as_os_str(),
+        "--collapse-recursion".as_ref(),
+        "all".as_ref(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ])
+    .success();
+    let svg = std::fs::read_to_string(&out).expect("the SVG was written");
+    // One `walk` frame (its title) instead of one per level.
+    assert_eq!(svg.matches("<title>walk ").count(), 1, "{svg:.2000}");
+}
+
 /// Parses an SVG as XML; returns every text node.
 fn svg_texts(svg: &str) -> Vec<String> {
     use quick_xml::events::Event;

@@ -22,7 +22,7 @@ use crate::check::{CheckReport, ChunkIssue};
 use crate::clock::{Clock, GilRuns, GilTimeline};
 use crate::decode::{decode, Decoded, FunctionTable};
 use crate::input::LoadedTrace;
-use crate::paths::{ROOT, STACK_LABEL};
+use crate::paths::{RecursionCollapse, ROOT, STACK_LABEL};
 use crate::replay::{
     replay_stack, stack_name, FnAcc, NoObserver, Observer, ReplayContext, StackReplay, Tally,
 };
@@ -43,6 +43,10 @@ pub struct AnalyzeOptions {
     pub stacks: Vec<String>,
     /// Whether to collect call paths (for folded stacks and flame graphs).
     pub paths: PathMode,
+    /// Fold recursive frames of the call paths into their outer frame
+    /// (`None`: every frame on its own path). Function and edge statistics
+    /// are not affected.
+    pub collapse_recursion: Option<RecursionCollapse>,
 }
 
 /// Whether and how the report keeps call paths.
@@ -662,7 +666,10 @@ pub fn analyze(trace: &LoadedTrace, opts: &AnalyzeOptions) -> Result<Report, Ana
     let mut paths: Vec<CallPath> = acc
         .paths
         .as_ref()
-        .map(|t| t.paths())
+        .map(|t| match opts.collapse_recursion {
+            Some(mode) => t.collapse_recursion(mode).paths(),
+            None => t.paths(),
+        })
         .unwrap_or_default()
         .into_iter()
         .filter_map(|(path, ncalls, self_ns)| {

@@ -32,6 +32,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use regex::Regex;
 
 use mtanalyze::diff::DiffOptions;
+use mtanalyze::paths::RecursionCollapse;
 use mtanalyze::render;
 use mtanalyze::timeline::Timelines;
 use mtanalyze::view::{
@@ -128,6 +129,9 @@ struct ReportArgs {
     /// With --format folded: each stack's paths apart, under the thread's or stack's name as the root frame.
     #[arg(long)]
     per_thread: bool,
+    /// With --format folded: count recursive frames on the path of the outer frame of their function, so deep recursion stays one short path.
+    #[arg(long, value_enum, value_name = "WHICH")]
+    collapse_recursion: Option<RecursionCollapse>,
 }
 
 #[derive(Args, Debug)]
@@ -198,6 +202,9 @@ struct DiffArgs {
     /// Also draw a differential flame graph (SVG) into FILE: widths are NEW's self time, red got slower, blue faster.
     #[arg(long, value_name = "FILE")]
     flamegraph: Option<PathBuf>,
+    /// With --format folded or --flamegraph: count recursive frames on the path of the outer frame of their function.
+    #[arg(long, value_enum, value_name = "WHICH")]
+    collapse_recursion: Option<RecursionCollapse>,
 }
 
 #[derive(Args, Debug)]
@@ -223,6 +230,9 @@ struct FlamegraphArgs {
     /// Only this stack, by id (`thread:3`, `stack:7`) or name (repeatable).
     #[arg(long = "stack", value_name = "ID")]
     stack_ids: Vec<String>,
+    /// Count recursive frames on the path of the outer frame of their function, so deep recursion is one tower, not a spire.
+    #[arg(long, value_enum, value_name = "WHICH")]
+    collapse_recursion: Option<RecursionCollapse>,
 }
 
 #[derive(Args, Debug)]
@@ -370,11 +380,17 @@ fn report(args: &ReportArgs, out: &mut dyn Write) -> Result<(), Failure> {
             "--per-thread applies to --format folded".into(),
         ));
     }
+    if args.collapse_recursion.is_some() && !folded {
+        return Err(Failure::Message(
+            "--collapse-recursion applies to --format folded (and to flamegraph)".into(),
+        ));
+    }
     let options = AnalyzeOptions {
         clock: args.clock,
         threads: args.threads.clone(),
         stacks: args.stack_ids.clone(),
         paths: path_mode(folded, args.per_thread),
+        collapse_recursion: args.collapse_recursion,
     };
     let report = analyze(path, &options)?;
     let view = ViewOptions {
@@ -451,9 +467,16 @@ fn diff(args: &DiffArgs, out: &mut dyn Write) -> Result<(), Failure> {
     if let Some(svg) = &args.flamegraph {
         refuse_to_overwrite(svg, &[&args.base, &args.new])?;
     }
+    let paths = folded || args.flamegraph.is_some();
+    if args.collapse_recursion.is_some() && !paths {
+        return Err(Failure::Message(
+            "--collapse-recursion applies to --format folded and --flamegraph".into(),
+        ));
+    }
     let options = AnalyzeOptions {
         clock: args.clock,
-        paths: path_mode(folded || args.flamegraph.is_some(), false),
+        paths: path_mode(paths, false),
+        collapse_recursion: args.collapse_recursion,
         ..AnalyzeOptions::default()
     };
     let analyze = |path: &Path| -> Result<mtanalyze::Report, Failure> {
@@ -590,6 +613,7 @@ fn flamegraph(args: &FlamegraphArgs, out: &mut dyn Write) -> Result<(), Failure>
         threads: args.threads.clone(),
         stacks: args.stack_ids.clone(),
         paths: path_mode(true, args.per_thread),
+        collapse_recursion: args.collapse_recursion,
     };
     let report = analyze(&args.trace, &options)?;
     let mut svg = Vec::new();
