@@ -3,6 +3,7 @@
 //! ```text
 //! cargo bench -p mtanalyze --bench throughput                       # 50M-event synthetic trace
 //! cargo bench -p mtanalyze --bench throughput -- --events 5000000 --trace sample-traces/workload.bin
+//! cargo bench -p mtanalyze --bench throughput -- --clock gil        # another clock (default: the trace's)
 //! ```
 //!
 //! For each trace: the floor is one parallel pass that reads every byte of
@@ -152,16 +153,19 @@ fn replay_floor_pass(path: &Path) -> u64 {
         .reduce(|| 0, |a, b| a ^ b)
 }
 
-fn analyze_json(path: &Path) -> (u64, usize) {
+fn analyze_json(path: &Path, clock: Option<mtanalyze::Clock>) -> (u64, usize) {
     let trace = mtanalyze::load(path).expect("load trace");
-    let report =
-        mtanalyze::analyze(&trace, &mtanalyze::AnalyzeOptions::default()).expect("analyze");
+    let options = mtanalyze::AnalyzeOptions {
+        clock,
+        ..mtanalyze::AnalyzeOptions::default()
+    };
+    let report = mtanalyze::analyze(&trace, &options).expect("analyze");
     let mut sink = std::io::sink();
     serde_json::to_writer(&mut sink, &report).expect("serialize");
     (report.trace.events, report.functions.len())
 }
 
-fn bench(path: &Path, runs: usize) {
+fn bench(path: &Path, runs: usize, clock: Option<mtanalyze::Clock>) {
     let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
     // Warm the page cache so both sides read from memory.
     std::hint::black_box(floor_pass(path));
@@ -180,7 +184,7 @@ fn bench(path: &Path, runs: usize) {
         let base = LIVE.load(Ordering::Relaxed);
         PEAK.store(base, Ordering::Relaxed);
         let t = Instant::now();
-        let (n, _) = analyze_json(path);
+        let (n, _) = analyze_json(path, clock);
         job.push(t.elapsed().as_secs_f64());
         peak = peak.max(PEAK.load(Ordering::Relaxed).saturating_sub(base));
         events = n;
@@ -232,6 +236,7 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let mut events = 50_000_000u64;
     let mut runs = 5usize;
+    let mut clock: Option<mtanalyze::Clock> = None;
     let mut traces: Vec<PathBuf> = Vec::new();
     let mut synth_path = std::env::temp_dir().join("mtanalyze-bench-synth.bin");
     while let Some(a) = args.next() {
@@ -245,6 +250,11 @@ fn main() {
                     .max(1)
             }
             "--trace" => traces.extend(args.next().map(|p| workspace_path(&p))),
+            "--clock" => {
+                clock = args
+                    .next()
+                    .and_then(|v| <mtanalyze::Clock as clap::ValueEnum>::from_str(&v, true).ok())
+            }
             "--synth-out" => synth_path = args.next().map(PathBuf::from).unwrap_or(synth_path),
             "--bench" => {} // passed by `cargo bench`
             other => eprintln!("ignoring argument {other:?}"),
@@ -266,10 +276,10 @@ fn main() {
             synth_path.display(),
             t.elapsed().as_secs_f64()
         );
-        bench(&synth_path, runs);
+        bench(&synth_path, runs, clock);
         let _ = std::fs::remove_file(&synth_path);
     }
     for t in &traces {
-        bench(t, runs);
+        bench(t, runs, clock);
     }
 }
