@@ -8,6 +8,7 @@
 #[path = "../../crates/mtanalyze/tests/common/mod.rs"]
 mod common;
 
+mod async_tasks;
 mod check;
 mod cli;
 mod convert;
