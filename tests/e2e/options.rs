@@ -214,6 +214,39 @@ fn stacks_prints_the_per_stack_table() {
     assert_eq!(task[1..4], ["task-1", "1,2", "50ns"], "{}", run.stdout);
 }
 
+/// Stack ids in the order of the `--stacks` table's rows.
+fn stack_order(run: &Run) -> Vec<String> {
+    run.stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("id"))
+        .skip(2)
+        .filter_map(|l| l.split_whitespace().next().map(str::to_owned))
+        .collect()
+}
+
+#[test]
+fn stacks_obey_sort_and_limit() {
+    let f = fixture();
+    // Running: main-thread 70, task-1 50, worker-1 0; paused: 20, 30, 30
+    // (ties in the report's order); events: 2, 4, 0.
+    for (sort, want) in [
+        ("tottime", ["thread:1", "stack:1", "thread:2"]),
+        ("cumtime", ["thread:1", "stack:1", "thread:2"]),
+        ("paused", ["thread:2", "stack:1", "thread:1"]),
+        ("ncalls", ["stack:1", "thread:1", "thread:2"]),
+        ("name", ["thread:1", "stack:1", "thread:2"]),
+    ] {
+        let run = f.run(&["--stacks", "--sort", sort]);
+        assert_eq!(stack_order(&run), want, "--sort {sort}");
+        run.stdout_lacks("showing");
+    }
+    let run = f.run(&["--stacks", "--limit", "2"]);
+    assert_eq!(stack_order(&run), ["thread:1", "thread:2"]);
+    run.stdout_has("showing 2 of 3 stacks");
+    let run = f.run(&["--stacks", "--limit", "1", "--sort", "paused"]);
+    assert_eq!(stack_order(&run), ["thread:2"]);
+}
+
 #[test]
 fn thread_and_stack_select_the_replayed_stacks() {
     let f = fixture();

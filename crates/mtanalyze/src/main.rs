@@ -96,10 +96,10 @@ struct ReportArgs {
     /// Which time counts as running [default: the trace's preferred clock, else stack].
     #[arg(long, value_enum)]
     clock: Option<Clock>,
-    /// Order of the function rows (numbers largest first, names A to Z).
-    #[arg(long, value_enum, default_value_t = SortKey::Tottime)]
-    sort: SortKey,
-    /// Show at most N functions.
+    /// Order of the function rows (numbers largest first, names A to Z) [default: tottime]; with --stacks, of the stack rows (by running time, paused time, events or name) [default: by id].
+    #[arg(long, value_enum)]
+    sort: Option<SortKey>,
+    /// Show at most N functions (with --stacks: N stacks).
     #[arg(long, value_name = "N")]
     limit: Option<usize>,
     /// Only functions whose name, or `file:line name`, matches REGEX.
@@ -394,7 +394,7 @@ fn report(args: &ReportArgs, out: &mut dyn Write) -> Result<(), Failure> {
     };
     let report = analyze(path, &options)?;
     let view = ViewOptions {
-        sort: args.sort,
+        sort: args.sort.unwrap_or_default(),
         limit: args.limit,
         filter: args.filter.clone(),
     };
@@ -422,7 +422,8 @@ fn report(args: &ReportArgs, out: &mut dyn Write) -> Result<(), Failure> {
             };
             if args.stacks {
                 section(out)?;
-                render::table::stacks(out, &report.stacks)?;
+                let rows = view::stack_rows(&report, args.sort, args.limit);
+                render::table::stacks(out, &rows, report.stacks.len())?;
             }
             for (re, dir) in [
                 (&args.callers, Direction::Callers),

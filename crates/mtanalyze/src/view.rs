@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use regex::Regex;
 
 use crate::diff::{DiffReport, EdgeDiff, FunctionDiff};
-use crate::report::{CallPath, EdgeStats, FunctionKey, FunctionStats, Report};
+use crate::report::{CallPath, EdgeStats, FunctionKey, FunctionStats, Report, StackStats};
 
 /// The column the function rows are ordered by.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -90,6 +90,32 @@ pub fn function_indices(report: &Report, opts: &ViewOptions) -> Vec<usize> {
         .collect();
     rows.sort_by(|&a, &b| by_key(opts.sort, &fs[a], &fs[b]));
     if let Some(n) = opts.limit {
+        rows.truncate(n);
+    }
+    rows
+}
+
+/// The per-stack rows to show (`--stacks`): in the report's order (threads'
+/// own stacks, then logical stacks, by id) unless `sort` is given, which
+/// orders by the stack's column of the same meaning, largest first:
+/// `tottime` and `cumtime` by running time, `paused` by paused time,
+/// `ncalls` by events, `name` by name (ties keep the report's order).
+/// Then at most `limit` rows.
+pub fn stack_rows(
+    report: &Report,
+    sort: Option<SortKey>,
+    limit: Option<usize>,
+) -> Vec<&StackStats> {
+    let mut rows: Vec<&StackStats> = report.stacks.iter().collect();
+    if let Some(sort) = sort {
+        rows.sort_by(|a, b| match sort {
+            SortKey::Tottime | SortKey::Cumtime => b.running_ns.cmp(&a.running_ns),
+            SortKey::Paused => b.paused_ns.cmp(&a.paused_ns),
+            SortKey::Ncalls => b.events.cmp(&a.events),
+            SortKey::Name => a.name.cmp(&b.name),
+        });
+    }
+    if let Some(n) = limit {
         rows.truncate(n);
     }
     rows

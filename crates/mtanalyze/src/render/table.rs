@@ -115,8 +115,12 @@ pub fn functions(out: &mut dyn Write, rows: &[&FunctionStats], total: usize) -> 
     print(out, &table)
 }
 
-/// The per-stack table (`--stacks`).
-pub fn stacks(out: &mut dyn Write, stacks: &[StackStats]) -> io::Result<()> {
+/// The per-stack table (`--stacks`). `total` is how many stacks the report
+/// holds, so the reader learns when `--limit` hid some.
+pub fn stacks(out: &mut dyn Write, stacks: &[&StackStats], total: usize) -> io::Result<()> {
+    if stacks.len() < total {
+        writeln!(out, "showing {} of {} stacks", stacks.len(), total)?;
+    }
     let mut table = new_table(&[
         ("id", false),
         ("name", false),
