@@ -29,6 +29,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use mtanalyze::paths::RecursionCollapse;
 use mtanalyze::{AnalyzeOptions, Clock, PathMode};
 use mtrace_format::layout::*;
 use mtrace_format::{EventKind, FunctionId, StackId, ThreadId, TraceFile, TraceWriter};
@@ -945,14 +946,24 @@ fn fuzz_regressions_never_panic_in_the_library_or_the_binary() {
         let bytes = fs::read(&path).unwrap();
         let name = path.display().to_string();
         if let Ok(trace) = mtanalyze::input::from_bytes(&name, bytes) {
-            for (clock, paths) in [
-                (Clock::Stack, PathMode::PerStack),
-                (Clock::Gil, PathMode::Merged),
-                (Clock::Wall, PathMode::Off),
+            for (clock, paths, collapse) in [
+                (
+                    Clock::Stack,
+                    PathMode::PerStack,
+                    Some(RecursionCollapse::All),
+                ),
+                (
+                    Clock::Gil,
+                    PathMode::Merged,
+                    Some(RecursionCollapse::Direct),
+                ),
+                (Clock::Stack, PathMode::Merged, None),
+                (Clock::Wall, PathMode::Off, None),
             ] {
                 let options = AnalyzeOptions {
                     clock: Some(clock),
                     paths,
+                    collapse_recursion: collapse,
                     ..Default::default()
                 };
                 if let Ok(report) = mtanalyze::analyze(&trace, &options) {

@@ -15,6 +15,7 @@
 
 use std::io::sink;
 
+use mtanalyze::paths::RecursionCollapse;
 use mtanalyze::timeline::Timelines;
 use mtanalyze::view::{self, EdgeSelection, SortKey, ViewOptions};
 use mtanalyze::{render, AnalyzeOptions, Clock, PathMode};
@@ -84,14 +85,15 @@ pub fn analyzer(data: &[u8]) {
         filter: None,
     };
     let mut reports = Vec::new();
-    for (clock, paths) in [
-        (Clock::Stack, PathMode::PerStack),
-        (Clock::Gil, PathMode::Merged),
-        (Clock::Wall, PathMode::Off),
+    for (clock, paths, collapse) in [
+        (Clock::Stack, PathMode::PerStack, None),
+        (Clock::Gil, PathMode::Merged, Some(RecursionCollapse::All)),
+        (Clock::Wall, PathMode::Off, None),
     ] {
         let options = AnalyzeOptions {
             clock: Some(clock),
             paths,
+            collapse_recursion: collapse,
             ..AnalyzeOptions::default()
         };
         let Ok(report) = mtanalyze::analyze(&trace, &options) else {
@@ -101,7 +103,8 @@ pub fn analyzer(data: &[u8]) {
         render::table::header(out, &report).unwrap();
         let rows = view::function_rows(&report, &view);
         render::table::functions(out, &rows, report.functions.len()).unwrap();
-        render::table::stacks(out, &report.stacks).unwrap();
+        let stacks = view::stack_rows(&report, Some(SortKey::Paused), Some(20));
+        render::table::stacks(out, &stacks, report.stacks.len()).unwrap();
         let edges = EdgeSelection {
             callers_of: None,
             callees_of: None,
