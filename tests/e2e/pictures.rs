@@ -132,21 +132,37 @@ fn folded_counts_add_up_to_the_total_self_time_under_every_clock() {
     for trace in traces(&dir) {
         for clock in CLOCKS {
             let want = total_self(&report(&trace, clock));
-            for extra in [&[][..], &["--per-thread"][..]] {
-                let mut args = vec![
-                    trace.as_os_str(),
-                    "--clock".as_ref(),
-                    clock.as_ref(),
-                    "--format".as_ref(),
-                    "folded".as_ref(),
-                ];
-                args.extend(extra.iter().map(std::ffi::OsStr::new));
-                let lines = folded_lines(&run(&args).success().stdout);
+            for extra in [
+                &[][..],
+                &["--per-thread"],
+                &["--collapse-recursion", "direct"],
+                &["--collapse-recursion", "all"],
+                &["--collapse-recursion", "all", "--per-thread"],
+            ] {
+                let mut args = vec!["--clock", clock];
+                args.extend(extra);
+                let lines = folded_with(&trace, &args);
                 let sum: u64 = lines.iter().map(|(_, n)| n).sum();
-                assert_eq!(sum, want, "{} {clock} {extra:?}", trace.display());
+                assert_eq!(sum, want, "{} {args:?}", trace.display());
                 let mut paths: Vec<_> = lines.iter().map(|(p, _)| p).collect();
                 paths.dedup();
                 assert_eq!(paths.len(), lines.len(), "one line per path");
+                // Collapsed paths repeat no function in a row (direct) or
+                // at all (all).
+                for (path, _) in &lines {
+                    let frames: Vec<&str> = path.split(';').collect();
+                    let repeats = match extra.get(1) {
+                        Some(&"direct") => frames.windows(2).any(|w| w[0] == w[1]),
+                        Some(&"all") => {
+                            let mut seen = frames.clone();
+                            seen.sort_unstable();
+                            seen.dedup();
+                            seen.len() != frames.len()
+                        }
+                        _ => false,
+                    };
+                    assert!(!repeats, "{path} with {args:?} in {}", trace.display());
+                }
             }
         }
     }
@@ -243,37 +259,6 @@ fn collapse_recursion_moves_recursive_frames_onto_the_outer_frame() {
     ])
     .fails_with_one_line();
     assert!(line.contains("--collapse-recursion"), "{line}");
-}
-
-#[test]
-fn collapsed_paths_keep_the_total_self_time_and_repeat_no_function() {
-    let dir = TempDir::new("folded-collapse-sum");
-    for trace in traces(&dir) {
-        for clock in CLOCKS {
-            let want = total_self(&report(&trace, clock));
-            for (mode, per_thread) in [("direct", false), ("all", false), ("all", true)] {
-                let mut extra = vec!["--clock", clock, "--collapse-recursion", mode];
-                if per_thread {
-                    extra.push("--per-thread");
-                }
-                let lines = folded_with(&trace, &extra);
-                let sum: u64 = lines.iter().map(|(_, n)| n).sum();
-                assert_eq!(sum, want, "{} {extra:?}", trace.display());
-                for (path, _) in &lines {
-                    let frames: Vec<&str> = path.split(';').collect();
-                    let repeats = if mode == "direct" {
-                        frames.windows(2).any(|w| w[0] == w[1])
-                    } else {
-                        let mut seen = frames.clone();
-                        seen.sort_unstable();
-                        seen.dedup();
-                        seen.len() != frames.len()
-                    };
-                    assert!(!repeats, "{path} after {mode} in {}", trace.display());
-                }
-            }
-        }
-    }
 }
 
 #[test]
