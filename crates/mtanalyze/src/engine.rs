@@ -620,8 +620,14 @@ pub fn analyze(trace: &LoadedTrace, opts: &AnalyzeOptions) -> Result<Report, Ana
     let stacks = &analysis.stacks;
     let mut warnings = prep.warnings.clone();
     warnings.merge(replay_warnings);
-    // Ids are unique: an unstable sort is deterministic (and needs no buffer).
-    stack_stats.sort_unstable_by(|a, b| stack_order(&a.id).cmp(&stack_order(&b.id)));
+    // Ids are unique: an unstable sort is deterministic. Each id is parsed
+    // once, not once per comparison (traces can hold a million tasks).
+    let mut keyed: Vec<((u8, u64), StackStats)> = stack_stats
+        .into_iter()
+        .map(|s| (stack_order(&s.id), s))
+        .collect();
+    keyed.sort_unstable_by(|(a, sa), (b, sb)| a.cmp(b).then_with(|| sa.id.cmp(&sb.id)));
+    let stack_stats: Vec<StackStats> = keyed.into_iter().map(|(_, s)| s).collect();
     let entries = prep.functions.entries();
     let mut functions: Vec<(usize, FunctionStats)> = acc
         .functions
@@ -725,14 +731,14 @@ pub fn analyze(trace: &LoadedTrace, opts: &AnalyzeOptions) -> Result<Report, Ana
 }
 
 /// Orders `thread:2` before `thread:10`, and own stacks before logical ones.
-fn stack_order(id: &str) -> (u8, u64, &str) {
+fn stack_order(id: &str) -> (u8, u64) {
     let (kind, rest) = id.split_once(':').unwrap_or((id, ""));
     let class = match kind {
         "thread" => 0,
         "stack" => 1,
         _ => 2,
     };
-    (class, rest.parse().unwrap_or(u64::MAX), id)
+    (class, rest.parse().unwrap_or(u64::MAX))
 }
 
 /// See [`crate::check::check`].
