@@ -52,7 +52,9 @@ impl Default for Service {
 
 /// Runs `service` on a fresh runtime while recording into `out`.
 pub fn record(out: &Path, service: &Service) -> Result<mtrace::Summary, String> {
-    let config = mtrace::Config::new(out).capacity(16 << 20);
+    // Twelve 16-byte events a request, twice over for partly filled chunks.
+    let capacity = (service.requests * 12 * 16 * 2).max(16 << 20);
+    let config = mtrace::Config::new(out).capacity(capacity);
     let recording = mtrace::start(config).map_err(|e| format!("{}: {e}", out.display()))?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(service.workers.max(1))
