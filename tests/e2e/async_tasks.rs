@@ -120,3 +120,42 @@ fn without_logical_stacks_requests_look_recursive() {
     assert_eq!(handle.ncalls, service.requests);
     assert!(handle.primitive_calls < handle.ncalls, "{handle:?}");
 }
+
+#[test]
+fn names_that_did_not_fit_are_a_warning() {
+    let _one_at_a_time = RECORDER.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = TempDir::new("meta-dropped");
+    let path = dir.join("names.bin");
+    // Room for a few names only.
+    let config = mtrace::Config::new(&path)
+        .capacity(1 << 20)
+        .meta_capacity(4096);
+    let recording = mtrace::start(config).expect("recording");
+    for i in 0..500 {
+        let mut stack = mtrace::LogicalStack::new(format!("a task with a long name, number {i}"));
+        let _on = stack.enter();
+        let _frame = mtrace::scope!("step");
+    }
+    recording.finish().expect("finished");
+    let r = report(&path, Clock::Stack);
+    let dropped = r
+        .warnings
+        .iter()
+        .find(|w| w.kind == "dropped_metadata")
+        .unwrap_or_else(|| panic!("{:?}", r.warnings));
+    assert!(dropped.count > 0 && dropped.count < 500, "{dropped:?}");
+    // The stacks are all there, the unnamed ones by id.
+    let tasks = r
+        .stacks
+        .iter()
+        .filter(|s| s.id.starts_with("stack:"))
+        .count();
+    assert_eq!(tasks, 500);
+    assert!(r
+        .stacks
+        .iter()
+        .any(|s| s.id.starts_with("stack:") && s.name.is_empty()));
+    // The command says so on stderr.
+    let run = crate::util::mtanalyze([path.as_os_str()]).success();
+    assert!(run.stderr.contains("dropped_metadata x"), "{}", run.stderr);
+}

@@ -192,6 +192,11 @@ fn prepare<'a>(
         h.dropped_events,
         Location::Trace,
     );
+    warnings.add_n(
+        WarningKind::DroppedMetadata,
+        h.meta_dropped,
+        Location::Trace,
+    );
     Ok(Prepared {
         decoded,
         passes,

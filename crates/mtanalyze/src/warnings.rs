@@ -39,6 +39,9 @@ pub enum WarningKind {
     Unfinished,
     /// The recorder dropped events because the file was full.
     DroppedEvents,
+    /// The recorder dropped names (of functions, stacks, threads) because
+    /// its metadata region was full.
+    DroppedMetadata,
 }
 
 impl WarningKind {
@@ -59,6 +62,7 @@ impl WarningKind {
             WarningKind::DamagedMetadata => "damaged_metadata",
             WarningKind::Unfinished => "unfinished_trace",
             WarningKind::DroppedEvents => "dropped_events",
+            WarningKind::DroppedMetadata => "dropped_metadata",
         }
     }
 
@@ -79,6 +83,9 @@ impl WarningKind {
             WarningKind::DamagedMetadata => "kept the records before the damage",
             WarningKind::Unfinished => "closed open frames at the last timestamp",
             WarningKind::DroppedEvents => "none: the events are gone",
+            WarningKind::DroppedMetadata => {
+                "shown by id: stacks as stack:<id>, functions as fn#<id> (record with a larger metadata capacity)"
+            }
         }
     }
 }
