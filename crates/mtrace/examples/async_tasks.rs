@@ -54,7 +54,11 @@ impl Default for Service {
 pub fn record(out: &Path, service: &Service) -> Result<mtrace::Summary, String> {
     // Twelve 16-byte events a request, twice over for partly filled chunks.
     let capacity = (service.requests * 12 * 16 * 2).max(16 << 20);
-    let config = mtrace::Config::new(out).capacity(capacity);
+    // A name a request ("request-123456" and its record), 1 MiB at least.
+    let names = (service.requests as usize * 64).max(1 << 20);
+    let config = mtrace::Config::new(out)
+        .capacity(capacity)
+        .meta_capacity(names);
     let recording = mtrace::start(config).map_err(|e| format!("{}: {e}", out.display()))?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(service.workers.max(1))

@@ -131,6 +131,7 @@ impl Config {
     /// | `MTRACE_CAPACITY` | bytes of chunks, with an optional `K`, `M` or `G` suffix (powers of 1024) |
     /// | `MTRACE_MODE` | `ring` or `stop` |
     /// | `MTRACE_CHUNK_SIZE` | bytes per chunk, same syntax as the capacity |
+    /// | `MTRACE_META_CAPACITY` | bytes for names (functions, threads, stacks), same syntax |
     /// | `MTRACE_CLOCK` | `auto` or `monotonic` |
     pub fn from_env() -> Result<Config, ConfigError> {
         Config::from_vars(|name| std::env::var_os(name).map(|v| v.to_string_lossy().into_owned()))
@@ -142,21 +143,31 @@ impl Config {
             .filter(|p| !p.is_empty())
             .ok_or(ConfigError::NoOutput)?;
         let mut config = Config::new(path);
-        if let Some(v) = var("MTRACE_CAPACITY") {
-            config.capacity = parse_bytes(&v).ok_or(ConfigError::BadValue {
-                variable: "MTRACE_CAPACITY",
-                value: v,
-                expected: "a byte count such as 65536, 512K, 64M or 1G",
-            })?;
+        // A byte count, if the variable is set.
+        let bytes = |variable: &'static str, expected: &'static str| {
+            var(variable)
+                .map(|v| {
+                    parse_bytes(&v).and_then(|n| usize::try_from(n).ok()).ok_or(
+                        ConfigError::BadValue {
+                            variable,
+                            value: v,
+                            expected,
+                        },
+                    )
+                })
+                .transpose()
+        };
+        if let Some(n) = bytes(
+            "MTRACE_CAPACITY",
+            "a byte count such as 65536, 512K, 64M or 1G",
+        )? {
+            config.capacity = n as u64;
         }
-        if let Some(v) = var("MTRACE_CHUNK_SIZE") {
-            config.chunk_size = parse_bytes(&v)
-                .and_then(|n| usize::try_from(n).ok())
-                .ok_or(ConfigError::BadValue {
-                    variable: "MTRACE_CHUNK_SIZE",
-                    value: v,
-                    expected: "a byte count such as 65536 or 64K",
-                })?;
+        if let Some(n) = bytes("MTRACE_CHUNK_SIZE", "a byte count such as 65536 or 64K")? {
+            config.chunk_size = n;
+        }
+        if let Some(n) = bytes("MTRACE_META_CAPACITY", "a byte count such as 1M or 16M")? {
+            config.meta_capacity = n;
         }
         if let Some(v) = var("MTRACE_MODE") {
             config.mode = match v.trim().to_ascii_lowercase().as_str() {
@@ -255,12 +266,14 @@ mod tests {
             ("MTRACE_OUT", "/tmp/x.mtrace"),
             ("MTRACE_CAPACITY", "8M"),
             ("MTRACE_MODE", "ring"),
+            ("MTRACE_META_CAPACITY", "16M"),
         ]))
         .unwrap();
         assert_eq!(c.path, PathBuf::from("/tmp/x.mtrace"));
         assert_eq!(c.capacity, 8 << 20);
         assert_eq!(c.mode, Mode::Ring);
         assert_eq!(c.chunk_size, DEFAULT_CHUNK_SIZE);
+        assert_eq!(c.meta_capacity, 16 << 20);
     }
 
     #[test]
@@ -281,6 +294,18 @@ mod tests {
             err,
             ConfigError::BadValue {
                 variable: "MTRACE_CAPACITY",
+                ..
+            }
+        ));
+        let err = Config::from_vars(vars(&[
+            ("MTRACE_OUT", "x"),
+            ("MTRACE_META_CAPACITY", "lots"),
+        ]))
+        .unwrap_err();
+        assert!(matches!(
+            err,
+            ConfigError::BadValue {
+                variable: "MTRACE_META_CAPACITY",
                 ..
             }
         ));
