@@ -625,14 +625,7 @@ pub fn analyze(trace: &LoadedTrace, opts: &AnalyzeOptions) -> Result<Report, Ana
     let stacks = &analysis.stacks;
     let mut warnings = prep.warnings.clone();
     warnings.merge(replay_warnings);
-    // Ids are unique: an unstable sort is deterministic. Each id is parsed
-    // once, not once per comparison (traces can hold a million tasks).
-    let mut keyed: Vec<((u8, u64), StackStats)> = stack_stats
-        .into_iter()
-        .map(|s| (stack_order(&s.id), s))
-        .collect();
-    keyed.sort_unstable_by(|(a, sa), (b, sb)| a.cmp(b).then_with(|| sa.id.cmp(&sb.id)));
-    let stack_stats: Vec<StackStats> = keyed.into_iter().map(|(_, s)| s).collect();
+    sort_stacks(&mut stack_stats);
     let entries = prep.functions.entries();
     let mut functions: Vec<(usize, FunctionStats)> = acc
         .functions
@@ -735,6 +728,42 @@ pub fn analyze(trace: &LoadedTrace, opts: &AnalyzeOptions) -> Result<Report, Ana
     })
 }
 
+/// Sorts the report's stacks by [`stack_order`] (ids are unique, so the
+/// order is deterministic). Each id is parsed once, not once per
+/// comparison, and the stacks are moved in place: a trace can hold a
+/// million tasks, and a sorted copy of their statistics would add to the
+/// peak heap.
+fn sort_stacks(stacks: &mut [StackStats]) {
+    let mut keys: Vec<(u8, u64, u32)> = stacks
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            let (class, n) = stack_order(&s.id);
+            (class, n, i as u32)
+        })
+        .collect();
+    keys.sort_unstable_by(|a, b| {
+        (a.0, a.1)
+            .cmp(&(b.0, b.1))
+            .then_with(|| stacks[a.2 as usize].id.cmp(&stacks[b.2 as usize].id))
+    });
+    // Position i takes the stack now at from[i]: follow each cycle of the
+    // permutation once, swapping along it.
+    let mut from: Vec<u32> = keys.into_iter().map(|k| k.2).collect();
+    for i in 0..from.len() {
+        let mut at = i;
+        loop {
+            let next = from[at] as usize;
+            from[at] = at as u32;
+            if next == i {
+                break;
+            }
+            stacks.swap(at, next);
+            at = next;
+        }
+    }
+}
+
 /// Orders `thread:2` before `thread:10`, and own stacks before logical ones.
 fn stack_order(id: &str) -> (u8, u64) {
     let (kind, rest) = id.split_once(':').unwrap_or((id, ""));
@@ -799,4 +828,54 @@ pub(crate) fn check_impl(trace: &LoadedTrace) -> Result<CheckReport, AnalyzeErro
         stacks,
         warnings: prep.warnings.to_report(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::strategy::Strategy;
+
+    fn stack(id: &str) -> StackStats {
+        StackStats {
+            id: id.to_owned(),
+            name: String::new(),
+            threads: Vec::new(),
+            running_ns: 0,
+            paused_ns: 0,
+            switches_in: 0,
+            max_depth: 0,
+            events: 0,
+        }
+    }
+
+    proptest::proptest! {
+        /// The in-place sort gives what sorting by the parsed key and the id does.
+        #[test]
+        fn stacks_sort_in_place_as_by_key(
+            ids in proptest::sample::subsequence(
+                vec!["thread:1", "thread:2", "thread:10", "stack:1", "stack:2",
+                     "stack:10", "stack:99999", "stack:x", "thread:", "odd", "zzz"],
+                0..=11,
+            ).prop_shuffle(),
+        ) {
+            let mut got: Vec<StackStats> = ids.iter().map(|id| stack(id)).collect();
+            let mut want = got.clone();
+            want.sort_by(|a, b| {
+                (stack_order(&a.id), &a.id).cmp(&(stack_order(&b.id), &b.id))
+            });
+            sort_stacks(&mut got);
+            proptest::prop_assert_eq!(got, want);
+        }
+    }
+
+    #[test]
+    fn numbers_order_numerically_and_threads_come_first() {
+        let mut s: Vec<StackStats> = ["stack:10", "odd", "thread:10", "stack:2", "thread:2"]
+            .iter()
+            .map(|id| stack(id))
+            .collect();
+        sort_stacks(&mut s);
+        let ids: Vec<&str> = s.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(ids, ["thread:2", "thread:10", "stack:2", "stack:10", "odd"]);
+    }
 }
