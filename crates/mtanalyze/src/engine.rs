@@ -425,7 +425,13 @@ impl<'a> Analysis<'a> {
         let mut prep = prepare(trace, Some(opts), fuse)?;
         let clock = prep.clock;
         let (order, all) = prep.stack_order();
-        let all_stacks = all.len() as u64;
+        // Own stacks the segment pass replayed left no segments behind.
+        let fused = prep
+            .passes
+            .iter()
+            .filter(|p| p.own_replay.is_some())
+            .count();
+        let all_stacks = (all.len() + fused) as u64;
         let stacks: Vec<_> = all
             .into_iter()
             .filter(|(k, range)| {
@@ -545,17 +551,13 @@ pub fn analyze(trace: &LoadedTrace, opts: &AnalyzeOptions) -> Result<Report, Ana
             .filter_map(|(p, t)| Some((t.tid.0, p.own_replay.take()?)))
             .collect()
     };
-    let fused_tids: Vec<u64> = fused.iter().map(|(tid, _)| *tid).collect();
     let with_paths = opts.paths != PathMode::Off;
     let stacks = analysis.stack_count();
     // Biggest stacks first: the last stacks replayed are then short ones,
-    // and all workers finish at about the same time.
+    // and all workers finish at about the same time. (The fused own stacks
+    // have no segments, so they are not among these.)
     let mut order: Vec<(u64, usize)> = (0..stacks)
         .into_par_iter()
-        .filter(|&i| match analysis.stack_key(i) {
-            Some(StackKey::Own(tid)) => fused_tids.binary_search(&tid).is_err(),
-            _ => true,
-        })
         .map(|i| (analysis.stack_weight(i), i))
         .collect();
     order.sort_unstable_by(|a, b| b.cmp(a));

@@ -13,6 +13,8 @@
 //!
 //! The pass can also replay the thread's own stack as it goes (see
 //! [`OwnReplay`]): the same replay, fed the events the pass reads anyway.
+//! The own stack's segments are then not kept: in a program that polls
+//! many tasks they are half of all segments (one between every two polls).
 
 use rustc_hash::FxHashSet;
 
@@ -146,6 +148,28 @@ impl SegmentList {
     }
 }
 
+impl SegmentList {
+    /// The segments of `self` and `first` (each in thread order) in thread
+    /// order; at one position, `first`'s segment comes first (a thread's
+    /// own stack is entered before the stack it switches to there).
+    fn merge(self, first: SegmentList) -> SegmentList {
+        let mut out = SegmentList::default();
+        let mut a = self.into_iter().peekable();
+        let mut b = first.into_iter().peekable();
+        loop {
+            let take_b = match (a.peek(), b.peek()) {
+                (Some(x), Some(y)) => y.start <= x.start,
+                (None, Some(_)) => true,
+                (_, None) => false,
+            };
+            match if take_b { b.next() } else { a.next() } {
+                Some(s) => out.push(s),
+                None => return out,
+            }
+        }
+    }
+}
+
 impl std::ops::Index<usize> for SegmentList {
     type Output = Segment;
 
@@ -179,7 +203,8 @@ pub struct ThreadPass {
     /// Problems found.
     pub warnings: Warnings,
     /// The thread's own stack, replayed during the pass (if asked and
-    /// possible): it only needs the end of the trace.
+    /// possible): it only needs the end of the trace. Its segments are
+    /// then not in `segments`.
     pub own_replay: Option<OwnReplay>,
 }
 
@@ -220,6 +245,9 @@ struct Cutter<'d, 'a, 't> {
     /// The stack the thread runs.
     stack: StackKey,
     own: Option<OwnFusion<'t>>,
+    /// Own-stack segments closed while `own` replayed them: dropped if the
+    /// replay lasts the pass, merged back into the segments if it stops.
+    own_segments: SegmentList,
 }
 
 impl Cutter<'_, '_, '_> {
@@ -278,7 +306,16 @@ impl Cutter<'_, '_, '_> {
         }
         s.end = end;
         s.end_tick = end_tick;
-        self.pass.segments.push(s);
+        self.keep(s);
+    }
+
+    /// Stores a finished segment (see `own_segments`).
+    fn keep(&mut self, s: Segment) {
+        if self.own.is_some() && s.stack == StackKey::Own(self.tid) {
+            self.own_segments.push(s);
+        } else {
+            self.pass.segments.push(s);
+        }
     }
 
     /// Ends the pass: the last segment runs until the end of the trace, and
@@ -291,12 +328,17 @@ impl Cutter<'_, '_, '_> {
             .map(|(start, _)| start);
         if let Some(mut s) = self.open.take() {
             s.end = end;
-            self.pass.segments.push(s);
+            self.keep(s);
         }
         let own = self
             .own
             .filter(|f| f.began)
             .map(|f| (f.replay.suspend(running_since), f.warnings));
+        if own.is_none() {
+            let own_segments = std::mem::take(&mut self.own_segments);
+            let segments = std::mem::take(&mut self.pass.segments);
+            self.pass.segments = segments.merge(own_segments);
+        }
         (self.pass, own)
     }
 
@@ -342,6 +384,7 @@ pub fn cut_thread(decoded: &Decoded<'_>, index: u32, fuse: Option<Clock>) -> Thr
         open: None,
         stack: StackKey::Own(tid),
         own,
+        own_segments: SegmentList::default(),
     };
     let mut batches = Batches::all(&decoded.file, &thread.chunks);
     while let Some(batch) = batches.next_batch() {

@@ -686,6 +686,38 @@ fn an_unknown_function_leaves_the_own_stack_to_the_replay_pass() {
 }
 
 #[test]
+fn an_unknown_function_after_a_switch_brings_back_the_own_segments_set_aside() {
+    // The own stack's first segment ends (switch to `co`) while the pass
+    // still replays it, so it is set aside; the stranger in its second
+    // segment hands the stack to the replay pass, which needs both.
+    let mut w = TraceWriter::new(Cursor::new(Vec::new()), WriterOptions::default()).unwrap();
+    let f = w.function("f", "", 0, "");
+    let stranger = mtrace_format::FunctionId(4242); // not in the metadata
+    let (t, co) = (ThreadId(1), w.stack("co"));
+    let events = [
+        (10, EventKind::Enter(f)),
+        (30, EventKind::Switch(co)),
+        (40, EventKind::Enter(f)),
+        (50, EventKind::Switch(StackId::OWN)),
+        (60, EventKind::Enter(stranger)),
+        (70, EventKind::Exit(stranger)),
+        (80, EventKind::Exit(f)),
+    ];
+    for (ts, e) in events {
+        w.event(t, ts, e).unwrap();
+    }
+    let bytes = w.finish(Some(100)).unwrap().into_inner();
+    assert_fused_equals_replayed(&bytes);
+    let r = run(bytes, Clock::Stack);
+    let own = r.stacks.iter().find(|s| s.id == "thread:1").unwrap();
+    // Ran 10..30 and 50..100; paused 30..50.
+    assert_eq!(
+        (own.running_ns, own.paused_ns, own.switches_in),
+        (70, 20, 2)
+    );
+}
+
+#[test]
 fn lost_chunks_and_snapshots_replay_the_same_in_the_segment_pass() {
     use mtrace_format::layout::{CHUNK_HEADER_SIZE, HEADER_SIZE};
     let opts = WriterOptions {
