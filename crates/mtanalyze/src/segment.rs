@@ -334,7 +334,7 @@ impl Cutter<'_, '_, '_> {
             .own
             .filter(|f| f.began)
             .map(|f| (f.replay.suspend(running_since), f.warnings));
-        if own.is_none() {
+        if own.is_none() && !self.own_segments.is_empty() {
             let own_segments = std::mem::take(&mut self.own_segments);
             let segments = std::mem::take(&mut self.pass.segments);
             self.pass.segments = segments.merge(own_segments);
