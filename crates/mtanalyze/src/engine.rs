@@ -658,8 +658,12 @@ pub fn analyze(trace: &LoadedTrace, opts: &AnalyzeOptions) -> Result<Report, Ana
         position[*dense] = pos as u32;
     }
     let functions: Vec<FunctionStats> = functions.into_iter().map(|(_, f)| f).collect();
+    // Root labels of per-stack call paths (a million tasks make a million
+    // names: only made when paths are kept per stack).
+    let per_stack = opts.paths == PathMode::PerStack && acc.paths.is_some();
     let labels: Vec<String> = stacks
         .iter()
+        .filter(|_| per_stack)
         .map(|(key, _)| {
             let name = stack_name(&prep.decoded, *key);
             if name.is_empty() {
