@@ -15,7 +15,7 @@ use common::worked_examples::worked_examples;
 use mtanalyze::input::from_bytes;
 use mtanalyze::warnings::WarningKind;
 use mtanalyze::{analyze, AnalyzeOptions, Clock, Report};
-use mtrace_format::{EventKind, StackId, ThreadId, TraceWriter, WriterOptions};
+use mtrace_format::{EventKind, FunctionId, StackId, ThreadId, TraceWriter, WriterOptions};
 use proptest::prelude::*;
 
 fn engine_clock(c: RefClock) -> Clock {
@@ -659,26 +659,37 @@ proptest! {
     }
 }
 
-#[test]
-fn an_unknown_function_leaves_the_own_stack_to_the_replay_pass() {
+/// A one-thread trace of `events` (from `f`, a function id the metadata
+/// does not name, and a stack `co`), ending at 100; checked to analyze the
+/// same with own stacks replayed by either pass.
+fn trace_with_a_stranger(
+    events: impl Fn(FunctionId, FunctionId, StackId) -> Vec<(u64, EventKind)>,
+) -> Vec<u8> {
     let mut w = TraceWriter::new(Cursor::new(Vec::new()), WriterOptions::default()).unwrap();
     let f = w.function("f", "", 0, "");
-    let stranger = mtrace_format::FunctionId(4242); // not in the metadata
-    let (t, co) = (ThreadId(1), w.stack("co"));
-    let events = [
-        (10, EventKind::Enter(f)),
-        (20, EventKind::Enter(stranger)),
-        (30, EventKind::Switch(co)),
-        (40, EventKind::Enter(f)),
-        (50, EventKind::Switch(StackId::OWN)),
-        (60, EventKind::Exit(stranger)),
-        (70, EventKind::Enter(f)),
-    ];
-    for (ts, e) in events {
-        w.event(t, ts, e).unwrap();
+    let stranger = FunctionId(4242);
+    let co = w.stack("co");
+    for (ts, e) in events(f, stranger, co) {
+        w.event(ThreadId(1), ts, e).unwrap();
     }
     let bytes = w.finish(Some(100)).unwrap().into_inner();
     assert_fused_equals_replayed(&bytes);
+    bytes
+}
+
+#[test]
+fn an_unknown_function_leaves_the_own_stack_to_the_replay_pass() {
+    let bytes = trace_with_a_stranger(|f, stranger, co| {
+        vec![
+            (10, EventKind::Enter(f)),
+            (20, EventKind::Enter(stranger)),
+            (30, EventKind::Switch(co)),
+            (40, EventKind::Enter(f)),
+            (50, EventKind::Switch(StackId::OWN)),
+            (60, EventKind::Exit(stranger)),
+            (70, EventKind::Enter(f)),
+        ]
+    });
     let r = run(bytes, Clock::Stack);
     let stranger = r.functions.iter().find(|x| x.function == "fn#4242");
     assert_eq!(stranger.map(|x| (x.ncalls, x.cumtime_ns)), Some((1, 20)));
@@ -690,24 +701,17 @@ fn an_unknown_function_after_a_switch_brings_back_the_own_segments_set_aside() {
     // The own stack's first segment ends (switch to `co`) while the pass
     // still replays it, so it is set aside; the stranger in its second
     // segment hands the stack to the replay pass, which needs both.
-    let mut w = TraceWriter::new(Cursor::new(Vec::new()), WriterOptions::default()).unwrap();
-    let f = w.function("f", "", 0, "");
-    let stranger = mtrace_format::FunctionId(4242); // not in the metadata
-    let (t, co) = (ThreadId(1), w.stack("co"));
-    let events = [
-        (10, EventKind::Enter(f)),
-        (30, EventKind::Switch(co)),
-        (40, EventKind::Enter(f)),
-        (50, EventKind::Switch(StackId::OWN)),
-        (60, EventKind::Enter(stranger)),
-        (70, EventKind::Exit(stranger)),
-        (80, EventKind::Exit(f)),
-    ];
-    for (ts, e) in events {
-        w.event(t, ts, e).unwrap();
-    }
-    let bytes = w.finish(Some(100)).unwrap().into_inner();
-    assert_fused_equals_replayed(&bytes);
+    let bytes = trace_with_a_stranger(|f, stranger, co| {
+        vec![
+            (10, EventKind::Enter(f)),
+            (30, EventKind::Switch(co)),
+            (40, EventKind::Enter(f)),
+            (50, EventKind::Switch(StackId::OWN)),
+            (60, EventKind::Enter(stranger)),
+            (70, EventKind::Exit(stranger)),
+            (80, EventKind::Exit(f)),
+        ]
+    });
     let r = run(bytes, Clock::Stack);
     let own = r.stacks.iter().find(|s| s.id == "thread:1").unwrap();
     // Ran 10..30 and 50..100; paused 30..50.
