@@ -502,6 +502,20 @@ impl<'a> Analysis<'a> {
         paths_root: u32,
         observer: &mut O,
     ) -> Option<StackStats> {
+        let mut stats = self.replay_unnamed(i, tally, warnings, paths_root, observer)?;
+        stats.name = stack_name(&self.prep.decoded, self.stack_key(i)?);
+        Some(stats)
+    }
+
+    /// [`Analysis::replay`] without the stack's name.
+    fn replay_unnamed<O: Observer>(
+        &self,
+        i: usize,
+        tally: &mut Tally,
+        warnings: &mut Warnings,
+        paths_root: u32,
+        observer: &mut O,
+    ) -> Option<StackStats> {
         let key = self.stack_key(i)?;
         let ctx = ReplayContext {
             decoded: &self.prep.decoded,
@@ -584,7 +598,13 @@ pub fn analyze(trace: &LoadedTrace, opts: &AnalyzeOptions) -> Result<Report, Ana
                     PathMode::PerStack => STACK_LABEL | i as u32,
                     _ => ROOT,
                 };
-                stats.extend(analysis.replay(i, &mut tally, &mut warnings, root, &mut NoObserver));
+                stats.extend(analysis.replay_unnamed(
+                    i,
+                    &mut tally,
+                    &mut warnings,
+                    root,
+                    &mut NoObserver,
+                ));
                 (tally, stats, warnings)
             },
         )
@@ -607,7 +627,6 @@ pub fn analyze(trace: &LoadedTrace, opts: &AnalyzeOptions) -> Result<Report, Ana
                 own.state,
                 &mut own.tally,
                 &mut NoObserver,
-                analysis.decoded(),
                 analysis.clock,
                 StackKey::Own(tid),
                 end_ns,
@@ -723,8 +742,10 @@ pub fn analyze(trace: &LoadedTrace, opts: &AnalyzeOptions) -> Result<Report, Ana
         })
         .collect();
     edges.sort_by_key(|e| (e.caller_key(), e.callee_key()));
+    let summary = prep.summary(trace, stack_count);
+    name_stacks(&mut stack_stats, &mut analysis.prep.decoded);
     Ok(Report {
-        trace: prep.summary(trace, stack_count),
+        trace: summary,
         clock,
         functions,
         edges,
@@ -732,6 +753,21 @@ pub fn analyze(trace: &LoadedTrace, opts: &AnalyzeOptions) -> Result<Report, Ana
         warnings: warnings.to_report(),
         paths,
     })
+}
+
+/// Names the report's stacks, moving the names out of the metadata: a
+/// trace of a million tasks has a million names, not worth copying.
+fn name_stacks(stacks: &mut [StackStats], decoded: &mut Decoded<'_>) {
+    let mut stack_names = std::mem::take(&mut decoded.stack_names);
+    let mut thread_names = std::mem::take(&mut decoded.thread_names);
+    for s in stacks {
+        s.name = match stack_order(&s.id) {
+            (0, tid) => thread_names.remove(&tid).map(|(name, _)| name),
+            (1, id) => stack_names.remove(&id),
+            _ => None,
+        }
+        .unwrap_or_default();
+    }
 }
 
 /// Sorts the report's stacks by [`stack_order`] (ids are unique, so the

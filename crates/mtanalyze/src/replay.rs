@@ -514,7 +514,7 @@ impl ReplayContext<'_, '_> {
 
 /// Replays one stack's segments (sorted by start) into `tally`, showing
 /// `observer` every frame and running stretch; returns the stack's
-/// statistics and any problems.
+/// statistics (unnamed: see [`stack_name`]) and any problems.
 #[allow(clippy::too_many_arguments)]
 pub fn replay_stack<O: Observer>(
     ctx: &ReplayContext<'_, '_>,
@@ -596,7 +596,7 @@ pub fn replay_stack<O: Observer>(
             }
         }
     }
-    stack.finish(ctx.decoded, ctx.clock, key, end_ns)
+    stack.finish(ctx.clock, key, end_ns)
 }
 
 /// One stack's replay, segment after segment: [`replay_stack`] drives it
@@ -736,14 +736,8 @@ impl<'a, O: Observer> StackReplay<'a, O> {
     }
 
     /// Closes the frames still open at the end of the trace (`end_ns`) and
-    /// returns the stack's statistics.
-    pub fn finish(
-        mut self,
-        decoded: &Decoded<'_>,
-        clock: Clock,
-        key: StackKey,
-        end_ns: u64,
-    ) -> StackStats {
+    /// returns the stack's statistics (with an empty name).
+    pub fn finish(mut self, clock: Clock, key: StackKey, end_ns: u64) -> StackStats {
         let first_start_ns = self.so_far.first_start_ns.unwrap_or(end_ns);
         let r_end = if clock == Clock::Wall {
             end_ns
@@ -774,7 +768,9 @@ impl<'a, O: Observer> StackReplay<'a, O> {
         self.so_far.threads.sort_unstable();
         StackStats {
             id: key.id_string(),
-            name: stack_name(decoded, key),
+            // Named by the caller: a report of a million tasks moves the
+            // names out of the metadata instead of copying each here.
+            name: String::new(),
             threads: std::mem::take(&mut self.so_far.threads),
             running_ns,
             paused_ns: lifetime.saturating_sub(running_ns),
@@ -803,7 +799,6 @@ impl<'a, O: Observer> StackReplay<'a, O> {
         s: Suspended,
         tally: &'a mut Tally,
         observer: &'a mut O,
-        decoded: &Decoded<'_>,
         clock: Clock,
         key: StackKey,
         end_ns: u64,
@@ -815,7 +810,7 @@ impl<'a, O: Observer> StackReplay<'a, O> {
         if let Some(start_ns) = s.running_since_ns {
             stack.end_linear(clock, start_ns, end_ns);
         }
-        stack.finish(decoded, clock, key, end_ns)
+        stack.finish(clock, key, end_ns)
     }
 }
 
