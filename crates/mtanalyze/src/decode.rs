@@ -143,7 +143,7 @@ pub struct Decoded<'a> {
     /// Functions by dense index (unknown ids are added by the segment pass).
     pub functions: FunctionTable,
     /// Names of logical stacks.
-    pub stack_names: FxHashMap<u64, String>,
+    pub stack_names: StackNames,
     /// Names and OS ids of threads.
     pub thread_names: FxHashMap<u64, (String, u64)>,
     /// Threads ascending by id, each with its chunks in order.
@@ -162,12 +162,49 @@ pub struct Decoded<'a> {
     pub meta_problem: Option<MetaProblem>,
 }
 
+/// Logical stacks' names, sorted by stack id. The recorder numbers stacks
+/// in the order it names them, so the records usually come sorted: a
+/// million names cost no hashing, and the report takes them in one
+/// sequential pass ([`StackNames::into_sorted`]).
+#[derive(Clone, Debug, Default)]
+pub struct StackNames(Vec<(u64, String)>);
+
+impl StackNames {
+    /// From metadata records in file order; a later record for the same id
+    /// wins, as it would in a map.
+    pub fn new(mut names: Vec<(u64, String)>) -> StackNames {
+        if !names.is_sorted_by_key(|(id, _)| *id) {
+            names.sort_by_key(|(id, _)| *id); // stable: file order within an id
+        }
+        // `dedup_by` keeps the first of equal ids: hand it the later name.
+        names.dedup_by(|later, kept| {
+            let same = later.0 == kept.0;
+            if same {
+                std::mem::swap(&mut later.1, &mut kept.1);
+            }
+            same
+        });
+        StackNames(names)
+    }
+
+    /// The name of stack `id`.
+    pub fn get(&self, id: u64) -> Option<&str> {
+        let i = self.0.binary_search_by_key(&id, |(k, _)| *k).ok()?;
+        Some(&self.0[i].1)
+    }
+
+    /// (id, name) pairs, ascending by id.
+    pub fn into_sorted(self) -> Vec<(u64, String)> {
+        self.0
+    }
+}
+
 /// Decodes chunk headers (in parallel) and metadata.
 pub fn decode(bytes: &[u8]) -> Result<Decoded<'_>, FormatError> {
     let file = TraceFile::parse(bytes)?;
     let (records, meta_problem) = file.metadata();
     let mut functions = FunctionTable::default();
-    let mut stack_names = FxHashMap::default();
+    let mut stack_names = Vec::new();
     let mut thread_names = FxHashMap::default();
     let meta_records = records.len() as u64;
     for r in records {
@@ -185,9 +222,7 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded<'_>, FormatError> {
                     },
                 );
             }
-            MetaRecord::Stack { id, name } => {
-                stack_names.insert(id.0, name);
-            }
+            MetaRecord::Stack { id, name } => stack_names.push((id.0, name)),
             MetaRecord::Thread { tid, os_tid, name } => {
                 thread_names.insert(tid.0, (name, os_tid));
             }
@@ -253,7 +288,7 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded<'_>, FormatError> {
         scale: file.header().clock.scale(),
         file,
         functions,
-        stack_names,
+        stack_names: StackNames::new(stack_names),
         thread_names,
         threads,
         damaged,
@@ -491,5 +526,34 @@ impl<'a, 'd> Batches<'a, 'd> {
                 offset: from as u64,
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(pairs: &[(u64, &str)]) -> StackNames {
+        StackNames::new(pairs.iter().map(|&(id, n)| (id, n.to_owned())).collect())
+    }
+
+    #[test]
+    fn stack_names_sort_by_id_and_a_later_record_wins() {
+        let n = names(&[
+            (5, "e"),
+            (2, "b"),
+            (9, "old"),
+            (1, "a"),
+            (9, "new"),
+            (2, "b2"),
+        ]);
+        assert_eq!(n.get(9), Some("new"));
+        assert_eq!(n.get(2), Some("b2"));
+        assert_eq!(n.get(3), None);
+        let ids: Vec<u64> = n.into_sorted().into_iter().map(|(id, _)| id).collect();
+        assert_eq!(ids, [1, 2, 5, 9]);
+        // Already sorted (the recorder's order), with a repeat.
+        let n = names(&[(1, "a"), (2, "b"), (2, "c"), (3, "d")]);
+        assert_eq!((n.get(2), n.get(3)), (Some("c"), Some("d")));
     }
 }

@@ -20,7 +20,7 @@ use mtrace_format::FormatError;
 
 use crate::check::{CheckReport, ChunkIssue};
 use crate::clock::{Clock, GilRuns, GilTimeline};
-use crate::decode::{decode, Decoded, FunctionTable};
+use crate::decode::{decode, Decoded, FunctionTable, StackNames};
 use crate::input::LoadedTrace;
 use crate::paths::{RecursionCollapse, ROOT, STACK_LABEL};
 use crate::replay::{
@@ -368,20 +368,20 @@ impl Prepared<'_> {
     }
 }
 
-fn wanted(
+fn wanted<'s>(
     key: &StackKey,
-    segs: &[&Segment],
-    names: &FxHashMap<u64, String>,
+    segs: impl FnOnce() -> Vec<&'s Segment>,
+    names: &StackNames,
     opts: &AnalyzeOptions,
 ) -> bool {
     if let StackKey::Own(tid) = key {
         return own_stack_wanted(*tid, opts);
     }
-    let thread_ok = opts.threads.is_empty() || segs.iter().any(|s| opts.threads.contains(&s.tid));
+    let thread_ok = opts.threads.is_empty() || segs().iter().any(|s| opts.threads.contains(&s.tid));
     let stack_ok = opts.stacks.is_empty()
         || opts.stacks.iter().any(|want| {
             *want == key.id_string()
-                || matches!(key, StackKey::Logical(id) if names.get(id).is_some_and(|n| n == want))
+                || matches!(key, StackKey::Logical(id) if names.get(*id).is_some_and(|n| n == want))
         });
     thread_ok && stack_ok
 }
@@ -435,8 +435,8 @@ impl<'a> Analysis<'a> {
         let stacks: Vec<_> = all
             .into_iter()
             .filter(|(k, range)| {
-                let segs = prep.segments(&order[range.clone()]);
-                wanted(k, &segs, &prep.decoded.stack_names, opts)
+                let segs = || prep.segments(&order[range.clone()]);
+                wanted(k, segs, &prep.decoded.stack_names, opts)
             })
             .collect();
         let end_ns = prep.ns(prep.end_tick);
@@ -534,8 +534,12 @@ impl<'a> Analysis<'a> {
     /// positions; events cut by damage are counted), to schedule big
     /// stacks first.
     pub fn stack_weight(&self, i: usize) -> u64 {
-        self.stack_segments(i)
+        let Some((_, range)) = self.stacks.get(i) else {
+            return 0;
+        };
+        self.order[range.clone()]
             .iter()
+            .map(|&(t, j)| &self.prep.passes[t as usize].segments[j as usize])
             .map(|s| {
                 let chunks = &self.prep.decoded.threads[s.thread as usize].chunks;
                 let spanned = chunks
@@ -757,13 +761,21 @@ pub fn analyze(trace: &LoadedTrace, opts: &AnalyzeOptions) -> Result<Report, Ana
 
 /// Names the report's stacks, moving the names out of the metadata: a
 /// trace of a million tasks has a million names, not worth copying.
+/// `stacks` are in report order, logical ones ascending by id like the
+/// names, so one forward walk over the names finds every logical stack's.
 fn name_stacks(stacks: &mut [StackStats], decoded: &mut Decoded<'_>) {
-    let mut stack_names = std::mem::take(&mut decoded.stack_names);
+    let mut stack_names = std::mem::take(&mut decoded.stack_names)
+        .into_sorted()
+        .into_iter()
+        .peekable();
     let mut thread_names = std::mem::take(&mut decoded.thread_names);
     for s in stacks {
         s.name = match stack_order(&s.id) {
             (0, tid) => thread_names.remove(&tid).map(|(name, _)| name),
-            (1, id) => stack_names.remove(&id),
+            (1, id) => {
+                while stack_names.next_if(|(k, _)| *k < id).is_some() {}
+                stack_names.next_if(|(k, _)| *k == id).map(|(_, name)| name)
+            }
             _ => None,
         }
         .unwrap_or_default();

@@ -905,7 +905,7 @@ fn replay_events<C: SegmentClock, O: Observer>(
 pub fn stack_name(decoded: &Decoded<'_>, key: StackKey) -> String {
     let name = match key {
         StackKey::Own(t) => decoded.thread_names.get(&t).map(|n| n.0.clone()),
-        StackKey::Logical(s) => decoded.stack_names.get(&s).cloned(),
+        StackKey::Logical(s) => decoded.stack_names.get(s).map(str::to_owned),
     };
     name.unwrap_or_default()
 }
