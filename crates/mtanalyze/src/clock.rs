@@ -46,6 +46,7 @@ use std::collections::BinaryHeap;
 
 use mtrace_format::event::{raw_is_valid, raw_parts};
 use mtrace_format::layout::EVENT_SIZE;
+use mtrace_format::TickScale;
 
 use crate::decode::{Batches, Decoded};
 
@@ -56,23 +57,35 @@ use crate::decode::{Batches, Decoded};
 /// one thread. After an event, its thread runs until the next event in the
 /// sequence, so within a run a thread runs until its own next event and at
 /// the end of its run until the next run's first event. Only run starts are
-/// stored: memory grows with how often the running thread changes.
-#[derive(Clone, Debug, Default)]
+/// stored: memory grows with how often the running thread changes (12 bytes
+/// a run).
+#[derive(Clone, Debug)]
 pub struct GilTimeline {
     runs: GilRuns,
     end_ns: u64,
+    scale: TickScale,
 }
 
 /// The run starts of a [`GilTimeline`], which does not need the end of the
-/// trace yet: they can be merged while the segment pass runs.
+/// trace yet: they can be merged while the segment pass runs. Threads are
+/// named by their index in [`Decoded::threads`], which lists them by
+/// ascending id, so (tick, index) orders runs as (tick, thread id) does.
 #[derive(Clone, Debug, Default)]
-pub struct GilRuns(Vec<Run>);
+pub struct GilRuns {
+    ticks: Vec<u64>,
+    threads: Vec<u32>,
+}
 
-#[derive(Clone, Copy, Debug)]
-struct Run {
-    tick: u64,
-    tid: u64,
-    ns: u64,
+impl GilRuns {
+    fn len(&self) -> usize {
+        self.ticks.len()
+    }
+
+    /// (tick, thread index) of run `i`.
+    #[inline(always)]
+    fn key(&self, i: usize) -> Option<(u64, u32)> {
+        Some((*self.ticks.get(i)?, *self.threads.get(i)?))
+    }
 }
 
 impl GilRuns {
@@ -87,51 +100,55 @@ impl GilRuns {
                 current: None,
             })
             .collect();
+        // (tick, thread index): the index orders threads as their ids do.
         let mut heap = BinaryHeap::new();
         for (i, s) in streams.iter_mut().enumerate() {
             if let Some(tick) = s.next() {
-                heap.push(Reverse((tick, decoded.threads[i].tid.0, i)));
+                heap.push(Reverse((tick, i as u32)));
             }
         }
-        let mut runs: Vec<Run> = Vec::new();
-        while let Some(Reverse((tick, tid, i))) = heap.pop() {
-            if runs.last().is_none_or(|r| r.tid != tid) {
-                runs.push(Run {
-                    tick,
-                    tid,
-                    ns: decoded.scale.ns(tick),
-                });
+        let mut runs = GilRuns::default();
+        while let Some(Reverse((tick, i))) = heap.pop() {
+            if runs.threads.last() != Some(&i) {
+                runs.ticks.push(tick);
+                runs.threads.push(i);
             }
             // The thread keeps running while its events come before every
             // other thread's next one: take them without the heap (runs
             // are long, so the heap sees a run, not each event).
-            let other = heap.peek().map(|Reverse((t, id, _))| (*t, *id));
-            for next in streams[i].by_ref() {
-                if other.is_some_and(|o| (next, tid) > o) {
-                    heap.push(Reverse((next, tid, i)));
+            let other = heap.peek().map(|Reverse(key)| *key);
+            for next in streams[i as usize].by_ref() {
+                if other.is_some_and(|o| (next, i) > o) {
+                    heap.push(Reverse((next, i)));
                     break;
                 }
             }
         }
-        GilRuns(runs)
+        runs
     }
 }
 
 impl GilTimeline {
-    /// The timeline of `runs` in a trace that ends at `end_ns`.
-    pub fn new(runs: GilRuns, end_ns: u64) -> GilTimeline {
-        GilTimeline { runs, end_ns }
+    /// The timeline of `runs` in a trace that ends at `end_ns`, converting
+    /// ticks with `scale`.
+    pub fn new(runs: GilRuns, end_ns: u64, scale: TickScale) -> GilTimeline {
+        GilTimeline {
+            runs,
+            end_ns,
+            scale,
+        }
     }
 
-    /// A cursor for walking one thread's events forward in time.
+    /// A cursor for walking the events of thread `thread` (its index in
+    /// [`Decoded::threads`]) forward in time.
     /// `hint`: a run at or before the thread's next event (0, or the
     /// [`GilCursor::position`] of a cursor that walked an earlier stretch of
     /// the same stack): the first event is then found by galloping from it
     /// rather than by a binary search of every run.
-    pub fn cursor(&self, tid: u64, hint: usize) -> GilCursor<'_> {
+    pub fn cursor(&self, thread: u32, hint: usize) -> GilCursor<'_> {
         GilCursor {
             timeline: self,
-            tid,
+            thread,
             run: None,
             hint,
         }
@@ -141,7 +158,7 @@ impl GilTimeline {
 /// Walks one thread's events through a [`GilTimeline`].
 pub struct GilCursor<'g> {
     timeline: &'g GilTimeline,
-    tid: u64,
+    thread: u32,
     run: Option<usize>,
     hint: usize,
 }
@@ -152,17 +169,20 @@ impl GilCursor<'_> {
     /// Calls must come in the thread's event order.
     #[inline]
     pub fn run_after(&mut self, tick: u64, ns: u64, next_own_ns: u64) -> u64 {
-        let runs = &self.timeline.runs.0;
-        let key = (tick, self.tid);
+        let runs = &self.timeline.runs;
+        let key = (tick, self.thread);
         let mut i = match self.run {
             Some(i) => i,
             None => locate(runs, key, self.hint),
         };
-        while runs.get(i + 1).is_some_and(|r| (r.tick, r.tid) <= key) {
+        while runs.key(i + 1).is_some_and(|r| r <= key) {
             i += 1;
         }
         self.run = Some(i);
-        let next_foreign = runs.get(i + 1).map_or(self.timeline.end_ns, |r| r.ns);
+        let next_foreign = match runs.ticks.get(i + 1) {
+            Some(&t) => self.timeline.scale.ns(t),
+            None => self.timeline.end_ns,
+        };
         next_own_ns.min(next_foreign).saturating_sub(ns)
     }
 }
@@ -177,18 +197,30 @@ impl GilCursor<'_> {
 
 /// The last run starting at or before `key` (0 if none), searched forward
 /// from `hint` by doubling steps, or over all runs if `hint` is past it.
-fn locate(runs: &[Run], key: (u64, u64), hint: usize) -> usize {
-    let at_or_before = |r: &Run| (r.tick, r.tid) <= key;
-    if !runs.get(hint).is_some_and(at_or_before) {
-        return runs.partition_point(at_or_before).saturating_sub(1);
+fn locate(runs: &GilRuns, key: (u64, u32), hint: usize) -> usize {
+    let at_or_before = |i: usize| runs.key(i).is_some_and(|r| r <= key);
+    // First index in lo..hi whose run starts after `key` (runs are sorted).
+    let first_after = |mut lo: usize, mut hi: usize| {
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if at_or_before(mid) {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
+    };
+    if !at_or_before(hint) {
+        return first_after(0, runs.len()).saturating_sub(1);
     }
     let (mut lo, mut step) = (hint, 1);
-    while runs.get(lo + step).is_some_and(at_or_before) {
+    while at_or_before(lo + step) {
         lo += step;
         step *= 2;
     }
     let end = (lo + step).min(runs.len());
-    lo + runs[lo + 1..end].partition_point(at_or_before)
+    first_after(lo + 1, end) - 1
 }
 
 /// A thread's clamped event ticks, in order (what the other passes see).
@@ -227,20 +259,15 @@ mod tests {
     #[test]
     fn galloping_from_any_hint_finds_what_a_binary_search_finds() {
         // Runs at ticks 0, 3, 6, ... with equal ticks for some threads.
-        let runs: Vec<Run> = (0..500u64)
-            .map(|i| Run {
-                tick: i / 2 * 3,
-                tid: i % 2 + 1,
-                ns: i,
-            })
-            .collect();
-        let search = |key: (u64, u64)| {
-            runs.partition_point(|r| (r.tick, r.tid) <= key)
-                .saturating_sub(1)
+        let keys: Vec<(u64, u32)> = (0..500u64).map(|i| (i / 2 * 3, (i % 2) as u32)).collect();
+        let runs = GilRuns {
+            ticks: keys.iter().map(|k| k.0).collect(),
+            threads: keys.iter().map(|k| k.1).collect(),
         };
+        let search = |key: (u64, u32)| keys.partition_point(|&k| k <= key).saturating_sub(1);
         for tick in 0..800 {
-            for tid in 1..=3 {
-                let key = (tick, tid);
+            for thread in 0..=2 {
+                let key = (tick, thread);
                 let want = search(key);
                 for hint in [
                     0,
@@ -256,6 +283,6 @@ mod tests {
                 }
             }
         }
-        assert_eq!(locate(&[], (5, 1), 0), 0);
+        assert_eq!(locate(&GilRuns::default(), (5, 1), 0), 0);
     }
 }

@@ -443,7 +443,7 @@ impl<'a> Analysis<'a> {
         let gil = prep
             .gil_runs
             .take()
-            .map(|runs| GilTimeline::new(runs, end_ns));
+            .map(|runs| GilTimeline::new(runs, end_ns, prep.decoded.scale));
         Ok(Analysis {
             prep,
             clock,

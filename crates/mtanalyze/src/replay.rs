@@ -559,7 +559,7 @@ pub fn replay_stack<O: Observer>(
                 // r advances after each event by the time until the next
                 // event of any thread (or this thread's next event).
                 let mut gil = GilRun {
-                    cursor: timeline.cursor(seg.tid, gil_hint),
+                    cursor: timeline.cursor(seg.thread, gil_hint),
                     last: None,
                     r: stack.so_far.r,
                 };
