@@ -86,9 +86,7 @@ impl GilRuns {
     fn key(&self, i: usize) -> Option<(u64, u32)> {
         Some((*self.ticks.get(i)?, *self.threads.get(i)?))
     }
-}
 
-impl GilRuns {
     /// Merges every thread's events (a sequential pass: the clock is a
     /// global order by definition).
     pub fn build(decoded: &Decoded<'_>) -> GilRuns {
