@@ -247,6 +247,62 @@ fn stacks_obey_sort_and_limit() {
     assert_eq!(stack_order(&run), ["thread:2"]);
 }
 
+/// Two workers run three tasks; the names differ only in their numbers.
+const TASKS: &str = r#"{"ev": "thread", "tid": 1, "name": "worker-1"}
+{"ev": "thread", "tid": 2, "name": "worker-2"}
+{"ts": 0, "tid": 1, "ev": "switch", "stack": "task-1"}
+{"ts": 10, "tid": 1, "ev": "enter", "fn": "f"}
+{"ts": 20, "tid": 1, "ev": "exit", "fn": "f"}
+{"ts": 30, "tid": 1, "ev": "switch", "stack": null}
+{"ts": 40, "tid": 1, "ev": "switch", "stack": "task-2"}
+{"ts": 50, "tid": 1, "ev": "enter", "fn": "f"}
+{"ts": 60, "tid": 1, "ev": "exit", "fn": "f"}
+{"ts": 70, "tid": 1, "ev": "switch", "stack": null}
+{"ts": 0, "tid": 2, "ev": "switch", "stack": "task-3"}
+{"ts": 5, "tid": 2, "ev": "enter", "fn": "f"}
+{"ts": 25, "tid": 2, "ev": "exit", "fn": "f"}
+{"ts": 35, "tid": 2, "ev": "switch", "stack": null}
+"#;
+
+#[test]
+fn stacks_group_sums_stacks_whose_names_differ_in_numbers() {
+    let dir = TempDir::new("stack-groups");
+    let trace = dir.write("tasks.jsonl", TASKS);
+    let rows = |extra: &[&str]| -> Vec<Vec<String>> {
+        let mut args = vec![trace.as_os_str(), "--stacks".as_ref(), "--group".as_ref()];
+        args.extend(extra.iter().map(OsStr::new));
+        mtanalyze(args)
+            .success()
+            .stdout
+            .lines()
+            .skip_while(|l| !l.starts_with("stacks"))
+            .skip(2)
+            .map(|l| l.split_whitespace().map(str::to_owned).collect())
+            .collect()
+    };
+    // stacks, threads, running, per stack, paused, per stack, switches in,
+    // max depth, events, name. The tasks ran 30 + 30 + 35 ns; the workers'
+    // own stacks 10 + 35 ns, paused 60 + 35 ns.
+    assert_eq!(
+        rows(&[]),
+        [
+            ["2", "2", "45ns", "22.5ns", "95ns", "47.5ns", "5", "0", "0", "worker-#"],
+            ["3", "2", "95ns", "31.7ns", "0ns", "0ns", "3", "1", "6", "task-#"],
+        ]
+    );
+    let names = |extra: &[&str]| -> Vec<String> {
+        rows(extra)
+            .into_iter()
+            .filter_map(|r| r.last().cloned())
+            .collect()
+    };
+    assert_eq!(names(&["--sort", "tottime"]), ["task-#", "worker-#"]);
+    assert_eq!(names(&["--sort", "paused"]), ["worker-#", "task-#"]);
+    assert_eq!(names(&["--sort", "ncalls", "--limit", "1"]), ["task-#"]);
+    let run = mtanalyze([trace.as_os_str(), "--group".as_ref()]);
+    assert_eq!(run.code, Some(2), "--group needs --stacks: {}", run.stderr);
+}
+
 #[test]
 fn thread_and_stack_select_the_replayed_stacks() {
     let f = fixture();

@@ -114,6 +114,9 @@ struct ReportArgs {
     /// Show the per-stack table (instead of the function table).
     #[arg(long)]
     stacks: bool,
+    /// With --stacks: one row per stack name, its numbers counted as one (`request-17` and `request-18` are `request-#`), with totals and per-stack means.
+    #[arg(long, requires = "stacks")]
+    group: bool,
     /// Only stacks that ran on this thread (repeatable).
     #[arg(long = "thread", value_name = "TID")]
     threads: Vec<u64>,
@@ -420,7 +423,12 @@ fn report(args: &ReportArgs, out: &mut dyn Write) -> Result<(), Failure> {
                 sections += 1;
                 writeln!(out)
             };
-            if args.stacks {
+            if args.stacks && args.group {
+                section(out)?;
+                let total = view::stack_groups(&report, None, None).len();
+                let groups = view::stack_groups(&report, args.sort, args.limit);
+                render::table::stack_groups(out, &groups, total)?;
+            } else if args.stacks {
                 section(out)?;
                 let rows = view::stack_rows(&report, args.sort, args.limit);
                 render::table::stacks(out, &rows, report.stacks.len())?;

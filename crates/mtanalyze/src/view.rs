@@ -8,7 +8,7 @@
 //! thing in every output format.
 
 use std::cmp::Ordering;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use regex::Regex;
 
@@ -119,6 +119,99 @@ pub fn stack_rows(
         rows.truncate(n);
     }
     rows
+}
+
+/// Stacks whose names differ only in their numbers, summed: one row of
+/// `--stacks --group`. A service that names each task after its request
+/// (`request-17`, `request-18`) has one group (`request-#`) however many
+/// tasks it ran.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StackGroup {
+    /// The stacks' name with every run of digits written `#`; for unnamed
+    /// stacks, their id so written (`stack:#`, `thread:#`).
+    pub name: String,
+    /// Stacks in the group.
+    pub stacks: u64,
+    /// Threads any of them ran on, ascending.
+    pub threads: Vec<u64>,
+    /// Their running time, summed.
+    pub running_ns: u64,
+    /// Their paused time, summed.
+    pub paused_ns: u64,
+    /// Times they were switched in, summed.
+    pub switches_in: u64,
+    /// The deepest any of them went.
+    pub max_depth: u32,
+    /// Their enter and exit events, summed.
+    pub events: u64,
+}
+
+/// The group a stack belongs to (see [`StackGroup::name`]).
+pub fn group_name(s: &StackStats) -> String {
+    let name = if s.name.is_empty() { &s.id } else { &s.name };
+    let mut out = String::with_capacity(name.len());
+    let mut in_number = false;
+    for c in name.chars() {
+        let digit = c.is_ascii_digit();
+        if !digit {
+            out.push(c);
+        } else if !in_number {
+            out.push('#');
+        }
+        in_number = digit;
+    }
+    out
+}
+
+/// The `--stacks --group` rows: groups in the order of their first stack
+/// in the report unless `sort` is given, which orders them largest first
+/// by running time (`tottime`, `cumtime`), paused time (`paused`), number
+/// of stacks (`ncalls`), or by name. Then at most `limit` groups.
+pub fn stack_groups(
+    report: &Report,
+    sort: Option<SortKey>,
+    limit: Option<usize>,
+) -> Vec<StackGroup> {
+    let mut groups: Vec<StackGroup> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
+    for s in &report.stacks {
+        let name = group_name(s);
+        let i = *index.entry(name).or_insert_with_key(|name| {
+            groups.push(StackGroup {
+                name: name.clone(),
+                ..StackGroup::default()
+            });
+            groups.len() - 1
+        });
+        let g = &mut groups[i];
+        g.stacks += 1;
+        g.threads.extend(&s.threads);
+        g.running_ns = g.running_ns.saturating_add(s.running_ns);
+        g.paused_ns = g.paused_ns.saturating_add(s.paused_ns);
+        g.switches_in = g.switches_in.saturating_add(s.switches_in);
+        g.max_depth = g.max_depth.max(s.max_depth);
+        g.events = g.events.saturating_add(s.events);
+        if g.threads.len() > 64 {
+            g.threads.sort_unstable();
+            g.threads.dedup();
+        }
+    }
+    for g in &mut groups {
+        g.threads.sort_unstable();
+        g.threads.dedup();
+    }
+    if let Some(sort) = sort {
+        groups.sort_by(|a, b| match sort {
+            SortKey::Tottime | SortKey::Cumtime => b.running_ns.cmp(&a.running_ns),
+            SortKey::Paused => b.paused_ns.cmp(&a.paused_ns),
+            SortKey::Ncalls => b.stacks.cmp(&a.stacks),
+            SortKey::Name => a.name.cmp(&b.name),
+        });
+    }
+    if let Some(n) = limit {
+        groups.truncate(n);
+    }
+    groups
 }
 
 /// Which side of an edge a [`EdgeGroup`] lists.
@@ -645,5 +738,27 @@ mod tests {
             into_beta.edges,
             vec![edge("alpha", "beta"), edge("gamma", "beta")]
         );
+    }
+
+    #[test]
+    fn group_names_write_each_number_as_one_hash() {
+        let stack = |id: &str, name: &str| StackStats {
+            id: id.to_owned(),
+            name: name.to_owned(),
+            threads: vec![],
+            running_ns: 0,
+            paused_ns: 0,
+            switches_in: 0,
+            max_depth: 0,
+            events: 0,
+        };
+        assert_eq!(group_name(&stack("stack:7", "request-1234")), "request-#");
+        assert_eq!(
+            group_name(&stack("stack:7", "conn 12 req 3")),
+            "conn # req #"
+        );
+        assert_eq!(group_name(&stack("stack:7", "h2c")), "h#c");
+        assert_eq!(group_name(&stack("stack:17", "")), "stack:#");
+        assert_eq!(group_name(&stack("thread:3", "main")), "main");
     }
 }

@@ -18,7 +18,7 @@ use prettytable::{Cell, Row, Table};
 
 use super::{calls, duration};
 use crate::report::{FunctionKey, FunctionStats, Report, StackStats};
-use crate::view::{Direction, EdgeGroup};
+use crate::view::{Direction, EdgeGroup, StackGroup};
 
 /// `name (file:line)`, or the bare name when the site is unknown.
 pub fn function_label(key: &FunctionKey) -> String {
@@ -142,6 +142,41 @@ pub fn stacks(out: &mut dyn Write, stacks: &[&StackStats], total: usize) -> io::
             num(s.switches_in.to_string()),
             num(s.max_depth.to_string()),
             num(s.events.to_string()),
+        ]));
+    }
+    print(out, &table)
+}
+
+/// The grouped per-stack table (`--stacks --group`). `total` is how many
+/// groups there are, so the reader learns when `--limit` hid some.
+pub fn stack_groups(out: &mut dyn Write, groups: &[StackGroup], total: usize) -> io::Result<()> {
+    if groups.len() < total {
+        writeln!(out, "showing {} of {} groups", groups.len(), total)?;
+    }
+    let mut table = new_table(&[
+        ("stacks", true),
+        ("threads", true),
+        ("running", true),
+        ("per stack", true),
+        ("paused", true),
+        ("per stack", true),
+        ("switches in", true),
+        ("max depth", true),
+        ("events", true),
+        ("name (numbers as #)", false),
+    ]);
+    for g in groups {
+        table.add_row(Row::new(vec![
+            num(g.stacks.to_string()),
+            num(g.threads.len().to_string()),
+            num(duration(g.running_ns as f64)),
+            num(per(g.running_ns, g.stacks)),
+            num(duration(g.paused_ns as f64)),
+            num(per(g.paused_ns, g.stacks)),
+            num(g.switches_in.to_string()),
+            num(g.max_depth.to_string()),
+            num(g.events.to_string()),
+            Cell::new(&g.name),
         ]));
     }
     print(out, &table)
