@@ -425,8 +425,9 @@ fn report(args: &ReportArgs, out: &mut dyn Write) -> Result<(), Failure> {
             };
             if args.stacks && args.group {
                 section(out)?;
-                let total = view::stack_groups(&report, None, None).len();
-                let groups = view::stack_groups(&report, args.sort, args.limit);
+                let mut groups = view::stack_groups(&report, args.sort);
+                let total = groups.len();
+                groups.truncate(args.limit.unwrap_or(total));
                 render::table::stack_groups(out, &groups, total)?;
             } else if args.stacks {
                 section(out)?;

@@ -8,7 +8,7 @@
 //! thing in every output format.
 
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use regex::Regex;
 
@@ -166,39 +166,31 @@ pub fn group_name(s: &StackStats) -> String {
 /// The `--stacks --group` rows: groups in the order of their first stack
 /// in the report unless `sort` is given, which orders them largest first
 /// by running time (`tottime`, `cumtime`), paused time (`paused`), number
-/// of stacks (`ncalls`), or by name. Then at most `limit` groups.
-pub fn stack_groups(
-    report: &Report,
-    sort: Option<SortKey>,
-    limit: Option<usize>,
-) -> Vec<StackGroup> {
+/// of stacks (`ncalls`), or by name.
+pub fn stack_groups(report: &Report, sort: Option<SortKey>) -> Vec<StackGroup> {
     let mut groups: Vec<StackGroup> = Vec::new();
+    let mut threads: Vec<BTreeSet<u64>> = Vec::new();
     let mut index: HashMap<String, usize> = HashMap::new();
     for s in &report.stacks {
-        let name = group_name(s);
-        let i = *index.entry(name).or_insert_with_key(|name| {
+        let i = *index.entry(group_name(s)).or_insert_with_key(|name| {
             groups.push(StackGroup {
                 name: name.clone(),
                 ..StackGroup::default()
             });
+            threads.push(BTreeSet::new());
             groups.len() - 1
         });
         let g = &mut groups[i];
         g.stacks += 1;
-        g.threads.extend(&s.threads);
         g.running_ns = g.running_ns.saturating_add(s.running_ns);
         g.paused_ns = g.paused_ns.saturating_add(s.paused_ns);
         g.switches_in = g.switches_in.saturating_add(s.switches_in);
         g.max_depth = g.max_depth.max(s.max_depth);
         g.events = g.events.saturating_add(s.events);
-        if g.threads.len() > 64 {
-            g.threads.sort_unstable();
-            g.threads.dedup();
-        }
+        threads[i].extend(&s.threads);
     }
-    for g in &mut groups {
-        g.threads.sort_unstable();
-        g.threads.dedup();
+    for (g, t) in groups.iter_mut().zip(threads) {
+        g.threads = t.into_iter().collect();
     }
     if let Some(sort) = sort {
         groups.sort_by(|a, b| match sort {
@@ -207,9 +199,6 @@ pub fn stack_groups(
             SortKey::Ncalls => b.stacks.cmp(&a.stacks),
             SortKey::Name => a.name.cmp(&b.name),
         });
-    }
-    if let Some(n) = limit {
-        groups.truncate(n);
     }
     groups
 }

@@ -105,7 +105,7 @@ pub fn analyzer(data: &[u8]) {
         render::table::functions(out, &rows, report.functions.len()).unwrap();
         let stacks = view::stack_rows(&report, Some(SortKey::Paused), Some(20));
         render::table::stacks(out, &stacks, report.stacks.len()).unwrap();
-        let groups = view::stack_groups(&report, Some(SortKey::Ncalls), Some(20));
+        let groups = view::stack_groups(&report, Some(SortKey::Ncalls));
         render::table::stack_groups(out, &groups, groups.len()).unwrap();
         let edges = EdgeSelection {
             callers_of: None,
