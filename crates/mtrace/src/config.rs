@@ -143,30 +143,25 @@ impl Config {
             .filter(|p| !p.is_empty())
             .ok_or(ConfigError::NoOutput)?;
         let mut config = Config::new(path);
-        // A byte count, if the variable is set.
-        let bytes = |variable: &'static str, expected: &'static str| {
-            var(variable)
-                .map(|v| {
-                    parse_bytes(&v).and_then(|n| usize::try_from(n).ok()).ok_or(
-                        ConfigError::BadValue {
-                            variable,
-                            value: v,
-                            expected,
-                        },
-                    )
-                })
-                .transpose()
-        };
-        if let Some(n) = bytes(
+        if let Some(n) = byte_var(
+            &var,
             "MTRACE_CAPACITY",
             "a byte count such as 65536, 512K, 64M or 1G",
         )? {
-            config.capacity = n as u64;
+            config.capacity = n;
         }
-        if let Some(n) = bytes("MTRACE_CHUNK_SIZE", "a byte count such as 65536 or 64K")? {
+        if let Some(n) = byte_var(
+            &var,
+            "MTRACE_CHUNK_SIZE",
+            "a byte count such as 65536 or 64K",
+        )? {
             config.chunk_size = n;
         }
-        if let Some(n) = bytes("MTRACE_META_CAPACITY", "a byte count such as 1M or 16M")? {
+        if let Some(n) = byte_var(
+            &var,
+            "MTRACE_META_CAPACITY",
+            "a byte count such as 1M or 16M",
+        )? {
             config.meta_capacity = n;
         }
         if let Some(v) = var("MTRACE_MODE") {
@@ -231,6 +226,26 @@ pub fn parse_bytes(text: &str) -> Option<u64> {
     };
     let n: u64 = digits.trim().parse().ok()?;
     n.checked_mul(1u64 << shift)
+}
+
+/// The byte count in environment variable `variable` (looked up by `var`),
+/// if it is set; an error if it is not a byte count that fits `T`.
+fn byte_var<T: TryFrom<u64>>(
+    var: &impl Fn(&str) -> Option<String>,
+    variable: &'static str,
+    expected: &'static str,
+) -> Result<Option<T>, ConfigError> {
+    var(variable)
+        .map(|value| {
+            parse_bytes(&value)
+                .and_then(|n| T::try_from(n).ok())
+                .ok_or(ConfigError::BadValue {
+                    variable,
+                    value,
+                    expected,
+                })
+        })
+        .transpose()
 }
 
 #[cfg(test)]
