@@ -33,7 +33,7 @@ fn report(path: &std::path::Path, clock: Clock) -> Report {
     analyze(&trace, &options).expect("analyze")
 }
 
-fn function<'r>(report: &'r Report, name: &str) -> &'r mtanalyze::report::FunctionStats {
+fn function<'r>(report: &'r Report, name: &str) -> &'r mtanalyze::FunctionStats {
     report
         .functions
         .iter()

@@ -5,9 +5,6 @@
 //! `vectors/` holds the shared semantics vectors (`NAME.jsonl` with the
 //! expected `NAME.CLOCK.json`).
 
-#[path = "../../crates/mtanalyze/tests/common/mod.rs"]
-mod common;
-
 mod async_tasks;
 mod check;
 mod cli;
@@ -16,6 +13,7 @@ mod diff;
 mod errors;
 mod import;
 mod json;
+mod layout;
 mod options;
 mod pictures;
 mod pipe;

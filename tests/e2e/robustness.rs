@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use mtanalyze::paths::RecursionCollapse;
+use mtanalyze::RecursionCollapse;
 use mtanalyze::{AnalyzeOptions, Clock, PathMode};
 use mtrace_format::layout::*;
 use mtrace_format::{EventKind, FunctionId, StackId, ThreadId, TraceFile, TraceWriter};
@@ -166,8 +166,8 @@ fn fused_replay_differs(bytes: &[u8], clock: &str) -> Option<String> {
         "wall" => Clock::Wall,
         _ => return None, // gil never fuses
     };
-    let trace = mtanalyze::input::from_bytes("mutated", bytes.to_vec()).ok()?;
-    let (fused, replayed) = crate::common::fusion::fused_and_replayed(&trace, clock)?;
+    let trace = mtanalyze::from_bytes("mutated", bytes.to_vec()).ok()?;
+    let (fused, replayed) = mtanalyze_testkit::fusion::fused_and_replayed(&trace, clock)?;
     (fused != replayed)
         .then(|| format!("clock {clock}: own stacks replayed by the segment pass differ"))
 }
@@ -693,7 +693,7 @@ fn a_killed_recording_closes_open_frames_at_the_last_timestamp() {
 {"ts": 0, "tid": 2, "ev": "enter", "fn": "idle"}
 {"ts": 90, "tid": 2, "ev": "exit", "fn": "idle"}
 "#;
-    let finished = mtanalyze::jsonl::to_binary(text).unwrap();
+    let finished = mtanalyze::jsonl_to_binary(text).unwrap();
     // What SIGKILL leaves: FINISHED clear (no end tick) and chunks still owned.
     let mut bytes = finished.clone();
     let flags = u32::from_le_bytes(bytes[H_FLAGS..H_FLAGS + 4].try_into().unwrap());
@@ -945,7 +945,7 @@ fn fuzz_regressions_never_panic_in_the_library_or_the_binary() {
     for path in files {
         let bytes = fs::read(&path).unwrap();
         let name = path.display().to_string();
-        if let Ok(trace) = mtanalyze::input::from_bytes(&name, bytes) {
+        if let Ok(trace) = mtanalyze::from_bytes(&name, bytes) {
             for (clock, paths, collapse) in [
                 (
                     Clock::Stack,

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Worked examples 4 (recursion) and 5 (four repaired lines) of
 /// `schemas/semantics.md`, shared with the engine's tests.
-pub use crate::common::worked_examples::{RECURSION, REPAIRS};
+pub use mtanalyze_testkit::worked_examples::{RECURSION, REPAIRS};
 
 /// A directory under the system temp dir, removed when dropped.
 pub struct TempDir {

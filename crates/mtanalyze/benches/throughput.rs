@@ -27,8 +27,7 @@ use std::time::Instant;
 
 use rayon::prelude::*;
 
-#[path = "../examples/common/synth_gen.rs"]
-mod synth_gen;
+use mtanalyze_testkit::synth as synth_gen;
 
 /// Counts live and peak heap bytes.
 struct Counting;
@@ -250,11 +249,7 @@ fn main() {
                     .max(1)
             }
             "--trace" => traces.extend(args.next().map(|p| workspace_path(&p))),
-            "--clock" => {
-                clock = args
-                    .next()
-                    .and_then(|v| <mtanalyze::Clock as clap::ValueEnum>::from_str(&v, true).ok())
-            }
+            "--clock" => clock = args.next().and_then(|v| v.parse::<mtanalyze::Clock>().ok()),
             "--synth-out" => synth_path = args.next().map(PathBuf::from).unwrap_or(synth_path),
             "--bench" => {} // passed by `cargo bench`
             other => eprintln!("ignoring argument {other:?}"),

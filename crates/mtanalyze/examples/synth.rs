@@ -1,5 +1,5 @@
 //! Writes a large, realistic synthetic trace through the format crate's
-//! writer (see `common/synth_gen.rs` for what it contains).
+//! writer (see `mtanalyze_testkit::synth` for what it contains).
 //!
 //! ```text
 //! cargo run --release -p mtanalyze --example synth -- \
@@ -10,8 +10,7 @@ use std::path::PathBuf;
 
 use clap::Parser;
 
-#[path = "common/synth_gen.rs"]
-mod synth_gen;
+use mtanalyze_testkit::synth as synth_gen;
 
 #[derive(Parser)]
 #[command(about = "Write a synthetic mtrace trace")]

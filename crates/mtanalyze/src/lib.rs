@@ -1,46 +1,55 @@
 //! mtanalyze: turns an mtrace trace into cProfile-style statistics that stay
 //! correct when work is spread over many threads, fibers and async tasks.
 //!
-//! Data flows one way:
+//! Data flows one way, one folder a stage:
 //!
 //! ```text
-//! input (load: binary map | JSON lines -> binary)
-//!   -> decode   (chunks in parallel -> each thread's chunk sequence, names)
-//!   -> segment  (each thread's events cut into stretches on one stack)
-//!   -> replay   (stacks in parallel: frames, recursion, clock-model time)
-//!   -> Report   (one value)
-//!   -> render   (table, JSON, ...)
+//! input/     load: binary map | JSON lines | Chrome JSON -> binary layout
+//! analysis/  decode -> cut into segments -> group by stack -> replay
+//!            (stacks in parallel: frames, recursion, clock-model time)
+//! model/     Report (one value), CheckReport, DiffReport, warnings
+//! view/      sort, filter, limit, group the rows a user asked for
+//! render/    table, JSON, folded, flame graphs, pstats, chrome, ...
 //! ```
 //!
-//! [`analyze`] runs the pipeline; [`check()`] stops after segmenting and
-//! describes the file. The replay engine knows nothing about tables or
-//! command-line flags; `schemas/semantics.md` is its contract.
+//! [`analyze`] runs the pipeline; [`check()`] stops after the segment pass
+//! and describes the file; [`diff()`] compares two reports. The analysis
+//! knows nothing about tables or command-line flags (the `mtanalyze`
+//! binary's `cli` module maps its flags to [`AnalyzeOptions`]);
+//! `schemas/semantics.md` is its contract.
+//!
+//! ```no_run
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let trace = mtanalyze::load(std::path::Path::new("app.mtrace"))?;
+//! let report = mtanalyze::analyze(&trace, &mtanalyze::AnalyzeOptions::default())?;
+//! for f in &report.functions {
+//!     println!("{} {} {}ns", f.function, f.ncalls, f.tottime_ns);
+//! }
+//! mtanalyze::render::table::header(&mut std::io::stdout(), &report)?;
+//! # Ok(())
+//! # }
+//! ```
 #![deny(missing_docs)]
+#![warn(unreachable_pub)]
 
-// The shared test support (`tests/common`, also compiled into the unit
-// tests) names this crate as its integration tests see it.
-#[cfg(test)]
-extern crate self as mtanalyze;
-
-pub mod check;
-pub mod clock;
-pub mod decode;
-pub mod diff;
-pub mod engine;
-pub mod import;
-pub mod input;
-pub mod jsonl;
-pub mod paths;
+mod analysis;
+mod input;
+mod model;
 pub mod render;
-pub mod replay;
-pub mod report;
-pub mod segment;
-pub mod timeline;
 pub mod view;
-pub mod warnings;
 
-pub use check::{check, CheckReport};
-pub use clock::Clock;
-pub use engine::{analyze, Analysis, AnalyzeError, AnalyzeOptions, PathMode};
-pub use input::{load, InputFormat, LoadError, LoadedTrace};
-pub use report::Report;
+pub use analysis::timeline::Timelines;
+pub use analysis::{analyze, check, AnalyzeError, AnalyzeOptions, PathMode, RecursionCollapse};
+pub use input::chrome::ImportError;
+pub use input::jsonl::{to_binary as jsonl_to_binary, JsonlError};
+pub use input::{from_bytes, load, InputFormat, LoadError, LoadedTrace};
+pub use model::check::{CheckReport, ChunkIssue};
+pub use model::diff::{
+    diff, DiffOptions, DiffReport, EdgeDelta, EdgeDiff, EdgeSide, FunctionDelta, FunctionDiff,
+    FunctionSide, Match, PathDiff,
+};
+pub use model::report::{
+    CallPath, Clock, EdgeStats, FunctionKey, FunctionStats, Report, StackStats, ThreadSummary,
+    TraceSummary, Warning,
+};
+pub use model::warnings::WarningKind;

@@ -2,9 +2,9 @@
 
 use std::io::Cursor;
 
-use mtanalyze::diff::{diff, DiffOptions, Match};
-use mtanalyze::input::from_bytes;
+use mtanalyze::from_bytes;
 use mtanalyze::{analyze, AnalyzeOptions, Clock, PathMode, Report};
+use mtanalyze::{diff, DiffOptions, Match};
 use mtrace_format::{EventKind, ThreadId, TraceWriter, WriterOptions};
 use proptest::prelude::*;
 
@@ -163,7 +163,7 @@ proptest! {
     fn deltas_are_the_difference_of_the_two_reports(a in calls(), b in calls()) {
         let (base, new) = (build(&a), build(&b));
         let dr = diff(&base, &new, DiffOptions::default());
-        let find = |r: &Report, f: &mtanalyze::diff::FunctionDiff| {
+        let find = |r: &Report, f: &mtanalyze::FunctionDiff| {
             r.functions.iter().find(|x| x.function == f.function && x.file == f.file && x.line == f.line).cloned()
         };
         let mut seen_base = 0;

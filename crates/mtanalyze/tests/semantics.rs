@@ -1,20 +1,18 @@
 //! The engine against the contract: the shared vectors, the worked examples
 //! of `schemas/semantics.md`, and random traces checked against the literal
-//! reference implementation in `tests/common/reference.rs`.
-
-mod common;
+//! reference implementation in `mtanalyze-testkit` (`crates/mtanalyze-testkit/src/reference.rs`).
 
 use std::collections::BTreeMap;
 use std::io::Cursor;
 use std::path::PathBuf;
 
-use common::reference::{
+use mtanalyze::from_bytes;
+use mtanalyze::WarningKind;
+use mtanalyze::{analyze, AnalyzeOptions, Clock, Report};
+use mtanalyze_testkit::reference::{
     self, Clock as RefClock, EdgeStats as RefEdge, FnStats as RefFn, RefReport,
 };
-use common::worked_examples::worked_examples;
-use mtanalyze::input::from_bytes;
-use mtanalyze::warnings::WarningKind;
-use mtanalyze::{analyze, AnalyzeOptions, Clock, Report};
+use mtanalyze_testkit::worked_examples::worked_examples;
 use mtrace_format::{EventKind, FunctionId, StackId, ThreadId, TraceWriter, WriterOptions};
 use proptest::prelude::*;
 
@@ -630,7 +628,7 @@ fn frames_still_open_at_the_end_are_counted_per_function() {
 /// segment pass, and by the replay pass.
 fn fused_and_replayed(bytes: &[u8], clock: Clock) -> (Report, Report) {
     let trace = from_bytes("test", bytes.to_vec()).expect("loads");
-    common::fusion::fused_and_replayed(&trace, clock).expect("analyzes")
+    mtanalyze_testkit::fusion::fused_and_replayed(&trace, clock).expect("analyzes")
 }
 
 fn assert_fused_equals_replayed(bytes: &[u8]) {

@@ -6,7 +6,7 @@
 //! * [`format`]: `mtrace_format::TraceFile` directly: the header, every
 //!   chunk slot in the file (snapshot, events), slots outside the file, and
 //!   the metadata region.
-//! * [`analyzer`]: `mtanalyze::input::from_bytes`, then `analyze` with each
+//! * [`analyzer`]: `mtanalyze::from_bytes`, then `analyze` with each
 //!   of the three clocks (and each call-path mode), `check`, `diff`, and
 //!   every renderer and export the command has (tables, JSON, callgrind,
 //!   folded stacks, flame graphs, the Chrome and speedscope timelines),
@@ -15,8 +15,8 @@
 
 use std::io::sink;
 
-use mtanalyze::paths::RecursionCollapse;
-use mtanalyze::timeline::Timelines;
+use mtanalyze::RecursionCollapse;
+use mtanalyze::Timelines;
 use mtanalyze::view::{self, EdgeSelection, SortKey, ViewOptions};
 use mtanalyze::{render, AnalyzeOptions, Clock, PathMode};
 use mtrace_format::layout::{EVENT_SIZE, HEADER_SIZE, META_ALIGN};
@@ -74,7 +74,7 @@ pub fn format(data: &[u8]) {
 
 /// Loads `data` as `mtanalyze` would a file and runs every command on it.
 pub fn analyzer(data: &[u8]) {
-    let Ok(trace) = mtanalyze::input::from_bytes("fuzz", data.to_vec()) else {
+    let Ok(trace) = mtanalyze::from_bytes("fuzz", data.to_vec()) else {
         return;
     };
     // The converted JSON lines are a binary trace too.
@@ -136,7 +136,7 @@ pub fn analyzer(data: &[u8]) {
         );
     }
     if let [stack, gil, wall] = &reports[..] {
-        let d = mtanalyze::diff::diff(stack, wall, Default::default());
+        let d = mtanalyze::diff(stack, wall, Default::default());
         render::diff::json(&mut sink(), &d).unwrap();
         // The other exports of a report: callgrind, folded stacks, flame graphs.
         render::callgrind::callgrind(&mut sink(), wall).unwrap();

@@ -54,6 +54,7 @@ mod future;
 mod meta;
 mod recording;
 mod scope;
+mod shared;
 mod stack;
 mod thread;
 
@@ -131,8 +132,8 @@ pub fn register_function(name: &str, file: &str, line: u32, module: &str) -> Fun
 /// Id 0 (never registered) is ignored.
 #[inline]
 pub fn enter(function: FunctionId) {
-    let g = recording::GEN.load(Ordering::Relaxed);
-    if g == recording::GEN_OFF {
+    let g = shared::GEN.load(Ordering::Relaxed);
+    if g == shared::GEN_OFF {
         return;
     }
     if function.0 != 0 {
@@ -143,8 +144,8 @@ pub fn enter(function: FunctionId) {
 /// Records that `function` was left on the current thread's current stack.
 #[inline]
 pub fn exit(function: FunctionId) {
-    let g = recording::GEN.load(Ordering::Relaxed);
-    if g == recording::GEN_OFF {
+    let g = shared::GEN.load(Ordering::Relaxed);
+    if g == shared::GEN_OFF {
         return;
     }
     if function.0 != 0 {

@@ -12,13 +12,7 @@ use std::sync::{LazyLock, Mutex};
 
 use mtrace_format::{FunctionId, FunctionMeta, MetaRecord};
 
-use crate::recording::{self, lock, Shared};
-
-/// The committed length of a recording's metadata region (under its lock).
-#[derive(Debug, Default)]
-pub(crate) struct MetaRegion {
-    pub len: usize,
-}
+use crate::shared::{current, lock, Shared};
 
 #[derive(Default)]
 struct Registry {
@@ -44,7 +38,7 @@ pub(crate) fn register(name: &str, file: &str, line: u32, module: &str) -> Funct
         line,
         module: key.3.clone(),
     };
-    if let Some(shared) = recording::current() {
+    if let Some(shared) = current() {
         shared.write_meta(&MetaRecord::Function(meta.clone()));
     }
     registry.functions.push(meta);

@@ -1,155 +1,32 @@
-//! Starting and finishing a recording, and the one global word the hot path reads.
-//!
-//! `GEN` tells every instrumentation point what to do with a single relaxed
-//! load and one comparison:
-//!
-//! ```text
-//! GEN = 0          environment not checked yet: take the cold path once
-//! GEN = 1          not recording: return
-//! GEN = 2n | tsc   recording number n (n >= 1); bit 0 says the clock is the TSC
-//! ```
-//!
-//! A thread remembers the generation it is bound to; a different value sends
-//! it down the cold path, which registers it with the new recording. Old
-//! recordings stay mapped (see [`crate::file`]), so a thread still holding
-//! pointers into one writes harmlessly.
+//! Starting and finishing a recording: the file, the generation the hot
+//! path sees (`shared.rs`), the automatic recording that `MTRACE_OUT`
+//! starts on the process's first event and finishes at exit, and the fork
+//! handler's registration.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::ptr;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard, Once};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Mutex, Once};
 use std::time::{Duration, Instant};
 
 use mtrace_format::layout::*;
-use mtrace_format::{MetaRecord, StackId};
 
 use crate::clock::RunClock;
 use crate::config::{Config, Mode};
 use crate::error::{FinishError, StartError};
 use crate::file::TraceMap;
-use crate::meta::{self, MetaRegion};
+use crate::meta;
+use crate::shared::{
+    self, current, lock, MetaRegion, Shared, CURRENT, GEN, GEN_OFF, GEN_TSC, GEN_UNCHECKED,
+};
 
-/// `GEN`: the environment has not been checked for `MTRACE_OUT` yet.
-pub(crate) const GEN_UNCHECKED: u64 = 0;
-/// `GEN`: no recording.
-pub(crate) const GEN_OFF: u64 = 1;
-/// Bit of a recording's generation: ticks come from the TSC.
-pub(crate) const GEN_TSC: u64 = 1;
-
-/// The hot path's word; see the module doc.
-pub(crate) static GEN: AtomicU64 = AtomicU64::new(GEN_UNCHECKED);
-/// The running recording (null when none). Recordings are leaked, so a
-/// pointer read from here stays valid forever.
-static CURRENT: AtomicPtr<Shared> = AtomicPtr::new(ptr::null_mut());
 /// Serialises start and finish; holds the last generation number used.
 static CONTROL: Mutex<u64> = Mutex::new(0);
 /// The recording started from the environment, finished at process exit.
 static AUTO: Mutex<Option<Recording>> = Mutex::new(None);
 static ENV_CHECK: Once = Once::new();
 static AT_FORK: Once = Once::new();
-
-/// Locks a mutex, ignoring poisoning (the recorder never panics while holding one).
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Everything threads share about one recording. Leaked at start, never freed.
-pub(crate) struct Shared {
-    /// This recording's generation (`GEN` while it runs).
-    pub gen: u64,
-    pub map: TraceMap,
-    pub mode: Mode,
-    pub clock: RunClock,
-    /// The last trace thread id handed out.
-    pub threads: AtomicU64,
-    pub meta: Mutex<MetaRegion>,
-    finished: AtomicBool,
-    started: Instant,
-    /// The process that owns the file (a forked child must not touch it).
-    pid: u32,
-}
-
-impl Shared {
-    /// Appends a metadata record; counts it in `meta_dropped` if the region is full.
-    pub fn write_meta(&self, record: &MetaRecord) {
-        let mut bytes = Vec::with_capacity(64);
-        record.encode(&mut bytes);
-        let mut region = lock(&self.meta);
-        if region.len + bytes.len() > self.map.meta_capacity {
-            self.map
-                .counter(H_META_DROPPED)
-                .fetch_add(1, Ordering::Relaxed);
-            return;
-        }
-        self.map.write(self.map.meta_offset + region.len, &bytes);
-        region.len += bytes.len();
-        self.map
-            .counter(H_META_LEN)
-            .store(region.len as u64, Ordering::Release);
-    }
-
-    /// Counts what the file holds. Exact once the writing threads have
-    /// stopped; a thread still writing may add events after the count.
-    fn summary(&self) -> Summary {
-        let map = &self.map;
-        let next_seq = map.counter(H_NEXT_SEQ).load(Ordering::Relaxed);
-        let mut events = 0;
-        let mut chunks = 0;
-        // Slots past `next_seq` were never claimed (and may never have been touched).
-        for slot in 0..next_seq.min(map.chunk_count) {
-            let state = unpack_state(map.state(slot).load(Ordering::Acquire));
-            if state.seq.is_none() || state.committed_bytes < SNAPSHOT_FIXED {
-                continue;
-            }
-            chunks += 1;
-            let body = map.chunks_offset + slot as usize * map.chunk_size + CHUNK_HEADER_SIZE;
-            let own = map.read_u32(body + 4) as usize;
-            let stack = map.read_u32(body + 16) as usize;
-            let snap = snapshot_size(own, stack);
-            events += (state.committed_bytes.saturating_sub(snap) / EVENT_SIZE) as u64;
-        }
-        Summary {
-            path: map.path.clone(),
-            events,
-            chunks,
-            chunk_count: map.chunk_count,
-            wrapped: self.mode == Mode::Ring && next_seq > map.chunk_count,
-            dropped_events: map.counter(H_DROPPED_EVENTS).load(Ordering::Relaxed),
-            dropped_chunks: map.counter(H_DROPPED_CHUNKS).load(Ordering::Relaxed),
-            threads: self.threads.load(Ordering::Relaxed),
-            meta_bytes: map.counter(H_META_LEN).load(Ordering::Relaxed),
-            meta_dropped: map.counter(H_META_DROPPED).load(Ordering::Relaxed),
-            duration: self.started.elapsed(),
-        }
-    }
-}
-
-/// The running recording, if any.
-#[inline]
-pub(crate) fn current() -> Option<&'static Shared> {
-    // SAFETY: non-null pointers stored here come from `Box::leak`.
-    unsafe { CURRENT.load(Ordering::Acquire).as_ref() }
-}
-
-/// The running recording if it has generation `gen`.
-pub(crate) fn current_with_gen(gen: u64) -> Option<&'static Shared> {
-    current().filter(|s| s.gen == gen)
-}
-
-/// Writes a stack's name into recording `gen`; false if it is not running.
-pub(crate) fn name_stack(gen: u64, id: StackId, name: &str) -> bool {
-    match current_with_gen(gen) {
-        Some(s) => {
-            s.write_meta(&MetaRecord::Stack {
-                id,
-                name: name.to_owned(),
-            });
-            true
-        }
-        None => false,
-    }
-}
 
 /// What a finished recording holds.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -186,15 +63,6 @@ pub struct Summary {
 pub struct Recording {
     shared: &'static Shared,
     done: bool,
-}
-
-impl std::fmt::Debug for Shared {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Shared")
-            .field("gen", &self.gen)
-            .field("path", &self.map.path)
-            .finish_non_exhaustive()
-    }
 }
 
 impl Recording {
@@ -262,7 +130,7 @@ pub fn start(config: Config) -> Result<Recording, StartError> {
             libc::pthread_atfork(
                 None,
                 None,
-                Some(after_fork_in_child as unsafe extern "C" fn()),
+                Some(shared::after_fork_in_child as unsafe extern "C" fn()),
             )
         };
     });
@@ -274,6 +142,41 @@ pub fn start(config: Config) -> Result<Recording, StartError> {
         shared,
         done: false,
     })
+}
+
+/// Counts what the file holds. Exact once the writing threads have
+/// stopped; a thread still writing may add events after the count.
+fn summarize(shared: &Shared) -> Summary {
+    let map = &shared.map;
+    let next_seq = map.counter(H_NEXT_SEQ).load(Ordering::Relaxed);
+    let mut events = 0;
+    let mut chunks = 0;
+    // Slots past `next_seq` were never claimed (and may never have been touched).
+    for slot in 0..next_seq.min(map.chunk_count) {
+        let state = unpack_state(map.state(slot).load(Ordering::Acquire));
+        if state.seq.is_none() || state.committed_bytes < SNAPSHOT_FIXED {
+            continue;
+        }
+        chunks += 1;
+        let body = map.chunks_offset + slot as usize * map.chunk_size + CHUNK_HEADER_SIZE;
+        let own = map.read_u32(body + 4) as usize;
+        let stack = map.read_u32(body + 16) as usize;
+        let snap = snapshot_size(own, stack);
+        events += (state.committed_bytes.saturating_sub(snap) / EVENT_SIZE) as u64;
+    }
+    Summary {
+        path: map.path.clone(),
+        events,
+        chunks,
+        chunk_count: map.chunk_count,
+        wrapped: shared.mode == Mode::Ring && next_seq > map.chunk_count,
+        dropped_events: map.counter(H_DROPPED_EVENTS).load(Ordering::Relaxed),
+        dropped_chunks: map.counter(H_DROPPED_CHUNKS).load(Ordering::Relaxed),
+        threads: shared.threads.load(Ordering::Relaxed),
+        meta_bytes: map.counter(H_META_LEN).load(Ordering::Relaxed),
+        meta_dropped: map.counter(H_META_DROPPED).load(Ordering::Relaxed),
+        duration: shared.started.elapsed(),
+    }
 }
 
 fn finish(shared: &'static Shared) -> Result<Summary, FinishError> {
@@ -296,7 +199,7 @@ fn finish(shared: &'static Shared) -> Result<Summary, FinishError> {
     map.write(H_CALIB_NS, &calib_ns.to_le_bytes());
     let flags = map.read_u32(H_FLAGS) | FLAG_FINISHED;
     map.write(H_FLAGS, &flags.to_le_bytes());
-    let summary = shared.summary();
+    let summary = summarize(shared);
     map.flush().map_err(|source| FinishError::Sync {
         path: map.path.clone(),
         source,
@@ -328,16 +231,6 @@ pub(crate) fn check_env() {
         }
         let _ = GEN.compare_exchange(GEN_UNCHECKED, GEN_OFF, Ordering::Relaxed, Ordering::Relaxed);
     });
-}
-
-/// In a child made by `fork`: the parent's recording is mapped shared, so
-/// the child must never write into it. Stop recording (the child may start
-/// its own recording) and forget the forking thread's chunk. Only atomics and
-/// a const thread-local are touched, as a fork handler must.
-extern "C" fn after_fork_in_child() {
-    GEN.store(GEN_OFF, Ordering::Relaxed);
-    CURRENT.store(ptr::null_mut(), Ordering::Relaxed);
-    crate::thread::forget_after_fork();
 }
 
 extern "C" fn finish_at_exit() {

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use mtrace_format::FunctionId;
 
-use crate::recording::{GEN, GEN_OFF};
+use crate::shared::{GEN, GEN_OFF};
 use crate::{meta, thread};
 
 /// A named place in the source, usually a `static` made by [`scope!`](crate::scope!)

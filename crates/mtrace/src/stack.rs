@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use mtrace_format::StackId;
 
-use crate::recording::{self, GEN_OFF};
+use crate::shared::{self, GEN_OFF};
 use crate::thread;
 
 static NEXT_STACK_ID: AtomicU64 = AtomicU64::new(1);
@@ -56,7 +56,7 @@ impl LogicalStack {
     pub fn new(name: impl Into<String>) -> LogicalStack {
         let mut stack = LogicalStack::anonymous();
         stack.name = Some(name.into().into_boxed_str());
-        let g = recording::GEN.load(Ordering::Relaxed);
+        let g = shared::GEN.load(Ordering::Relaxed);
         stack.name_in(g);
         stack
     }
@@ -108,7 +108,7 @@ impl LogicalStack {
     fn name_in(&mut self, g: u64) {
         if g > GEN_OFF && self.named_in != g {
             if let Some(name) = &self.name {
-                if recording::name_stack(g, self.id, name) {
+                if shared::name_stack(g, self.id, name) {
                     self.named_in = g;
                 }
             }

@@ -37,7 +37,8 @@ use mtrace_format::{Event, EventKind, FunctionId, MetaRecord, StackId, ThreadId}
 
 use crate::clock;
 use crate::config::Mode;
-use crate::recording::{self, Shared, GEN, GEN_OFF, GEN_TSC, GEN_UNCHECKED};
+use crate::recording;
+use crate::shared::{current_with_gen, Shared, FORK_EPOCH, GEN, GEN_OFF, GEN_TSC, GEN_UNCHECKED};
 
 /// The state word grows by this much per committed event.
 const UNIT: u64 = 1 << STATE_UNITS_SHIFT;
@@ -71,6 +72,9 @@ struct Local {
     own_saved: UnsafeCell<ManuallyDrop<Vec<u32>>>,
     /// The thread-exit hook ran: record nothing more.
     exited: Cell<bool>,
+    /// `FORK_EPOCH` when the thread bound: another value means the process
+    /// forked since, and the chunk held belongs to the parent.
+    fork_epoch: Cell<u64>,
 }
 
 impl Local {
@@ -89,6 +93,7 @@ impl Local {
             current: Cell::new(0),
             own_saved: UnsafeCell::new(ManuallyDrop::new(Vec::new())),
             exited: Cell::new(false),
+            fork_epoch: Cell::new(0),
         }
     }
 
@@ -325,7 +330,7 @@ fn bind(l: &Local, mut g: u64) -> Option<u64> {
     if l.gen.get() == g {
         return Some(g);
     }
-    let shared = recording::current_with_gen(g)?;
+    let shared = current_with_gen(g)?;
     // Registering the exit hook fails while the thread is being torn down:
     // such a thread records nothing.
     EXIT_HOOK.try_with(|_| ()).ok()?;
@@ -342,6 +347,7 @@ fn bind(l: &Local, mut g: u64) -> Option<u64> {
     l.next_chunk_no.set(0);
     l.full.set(false);
     l.gen.set(g);
+    l.fork_epoch.set(FORK_EPOCH.load(Ordering::Relaxed));
     let name = std::thread::current().name().unwrap_or("").to_owned();
     shared.write_meta(&MetaRecord::Thread {
         tid: ThreadId(tid),
@@ -428,7 +434,10 @@ fn claim(l: &Local, shared: &Shared) -> bool {
 /// Gives up the current chunk: stores its state without the writing bit.
 fn release_chunk(l: &Local) {
     let word = l.state_word.replace(ptr::null());
-    if !word.is_null() {
+    // After a fork, in the child, the chunk is the parent's (the map is
+    // shared with it): drop the hold without writing to it.
+    let same_process = l.fork_epoch.get() == FORK_EPOCH.load(Ordering::Relaxed);
+    if !word.is_null() && same_process {
         // SAFETY: the chunk's map is never unmapped.
         unsafe { (*word).store(l.state.get() & !STATE_WRITING, Ordering::Release) };
     }
@@ -449,17 +458,6 @@ fn thread_exit(l: &Local) {
         drop(mem::take(l.frames()));
         drop(mem::take(l.own_saved()));
     }
-}
-
-/// After `fork`, in the child: drop the forking thread's hold on the
-/// parent's chunk without writing to it (the map is shared with the parent).
-pub(crate) fn forget_after_fork() {
-    let _ = LOCAL.try_with(|l| {
-        l.state_word.set(ptr::null());
-        l.cursor.set(ptr::null_mut());
-        l.end.set(ptr::null_mut());
-        l.gen.set(GEN_OFF);
-    });
 }
 
 fn os_tid() -> u64 {

@@ -30,7 +30,7 @@
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Write};
 
-use crate::report::{FunctionKey, Report};
+use crate::model::report::{FunctionKey, Report};
 
 /// Numbers names the first time they are written (`fl=(1) a.rs`, then `fl=(1)`).
 #[derive(Default)]

@@ -17,7 +17,7 @@ use prettytable::format::FormatBuilder;
 use prettytable::{Cell, Row, Table};
 
 use super::duration;
-use crate::check::{CheckReport, ChunkIssue};
+use crate::model::check::{CheckReport, ChunkIssue};
 
 fn yes_no(b: bool) -> &'static str {
     if b {
@@ -154,7 +154,7 @@ fn issues(out: &mut dyn Write, label: &str, list: &[ChunkIssue]) -> io::Result<(
 }
 
 /// `YYYY-MM-DD hh:mm:ss.fffffffff UTC` for a date in ns since the Unix epoch.
-pub fn utc(unix_ns: u64) -> String {
+pub(crate) fn utc(unix_ns: u64) -> String {
     let secs = unix_ns / 1_000_000_000;
     let (days, rem) = (secs / 86_400, secs % 86_400);
     let (y, m, d) = civil_from_days(days as i64);

@@ -20,8 +20,8 @@ use std::io::{self, Write};
 
 use serde::Serialize;
 
-use crate::import::chrome::PAUSED_CATEGORY;
-use crate::timeline::{SliceKind, TimelineStack, Timelines};
+use crate::analysis::timeline::{SliceKind, TimelineStack, Timelines};
+use crate::input::chrome::PAUSED_CATEGORY;
 
 #[derive(Serialize)]
 struct Meta<'a, A: Serialize> {
@@ -77,7 +77,7 @@ fn micros(ns: u64) -> f64 {
 }
 
 /// The track name: the stack's name with its id, or the id alone.
-pub fn track_name(stack: &TimelineStack) -> String {
+pub(crate) fn track_name(stack: &TimelineStack) -> String {
     if stack.name.is_empty() {
         stack.id.clone()
     } else {

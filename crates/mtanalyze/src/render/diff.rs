@@ -25,8 +25,8 @@ use regex::Regex;
 
 use super::table::{function_label, new_table, num, print};
 use super::{calls, duration};
-use crate::diff::{DiffReport, EdgeSide, FunctionDiff, FunctionSide, Match};
-use crate::report::TraceSummary;
+use crate::model::diff::{DiffReport, EdgeSide, FunctionDiff, FunctionSide, Match};
+use crate::model::report::TraceSummary;
 use crate::view::{
     diff_edge_groups, diff_function_rows, DiffEdgeGroup, DiffViewOptions, Direction,
 };
@@ -70,7 +70,7 @@ pub fn table(
 
 /// The lines above the tables: both traces, the clock, the total change,
 /// how the functions matched, and whether the base was normalized.
-pub fn header(out: &mut dyn Write, diff: &DiffReport) -> io::Result<()> {
+pub(crate) fn header(out: &mut dyn Write, diff: &DiffReport) -> io::Result<()> {
     side(out, "base: ", &diff.base)?;
     side(out, "new:  ", &diff.new)?;
     let change = delta(diff.new_total_ns, diff.base_total_ns);
@@ -129,7 +129,11 @@ fn side(out: &mut dyn Write, label: &str, t: &TraceSummary) -> io::Result<()> {
 
 /// The function table. `total` is how many functions the diff holds, so
 /// the reader learns when `--filter`, `--min-change` or `--limit` hid some.
-pub fn functions(out: &mut dyn Write, rows: &[&FunctionDiff], total: usize) -> io::Result<()> {
+pub(crate) fn functions(
+    out: &mut dyn Write,
+    rows: &[&FunctionDiff],
+    total: usize,
+) -> io::Result<()> {
     if rows.len() < total {
         writeln!(out, "showing {} of {} functions", rows.len(), total)?;
     }
@@ -179,7 +183,11 @@ pub fn functions(out: &mut dyn Write, rows: &[&FunctionDiff], total: usize) -> i
 /// The caller or callee tables of a diff (`--callers`, `--callees`): each
 /// selected function once, followed by one row per edge with both sides'
 /// calls, self and cumulative time, and the changes.
-pub fn edges(out: &mut dyn Write, groups: &[DiffEdgeGroup<'_>], dir: Direction) -> io::Result<()> {
+pub(crate) fn edges(
+    out: &mut dyn Write,
+    groups: &[DiffEdgeGroup<'_>],
+    dir: Direction,
+) -> io::Result<()> {
     let other = match dir {
         Direction::Callers => "was called by",
         Direction::Callees => "called",

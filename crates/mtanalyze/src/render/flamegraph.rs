@@ -12,8 +12,8 @@ use std::io::{self, Write};
 use inferno::flamegraph::{from_lines, Options};
 use regex::Regex;
 
-use crate::diff::DiffReport;
-use crate::report::Report;
+use crate::model::diff::DiffReport;
+use crate::model::report::Report;
 
 /// Why no picture was drawn.
 #[derive(Debug, thiserror::Error)]

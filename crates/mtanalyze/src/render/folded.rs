@@ -17,12 +17,12 @@ use std::io::{self, Write};
 
 use regex::Regex;
 
-use crate::report::Report;
+use crate::model::report::Report;
 use crate::view::matches;
 
 /// A function or stack name as one folded frame: `;` separates frames and a
 /// line ends the record, so both are replaced (`[u8; 4]` becomes `[u8: 4]`).
-pub fn frame(name: &str) -> Cow<'_, str> {
+pub(crate) fn frame(name: &str) -> Cow<'_, str> {
     if name.contains([';', '\n', '\r']) {
         Cow::Owned(name.replace(';', ":").replace(['\n', '\r'], " "))
     } else {

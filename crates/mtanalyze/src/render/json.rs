@@ -7,8 +7,8 @@ use std::io::{self, Write};
 
 use serde::Serialize;
 
-use crate::check::CheckReport;
-use crate::report::Report;
+use crate::model::check::CheckReport;
+use crate::model::report::Report;
 
 /// Writes the report as one pretty-printed JSON object and a newline.
 pub fn report(out: &mut dyn Write, report: &Report) -> io::Result<()> {

@@ -9,7 +9,7 @@
 //! * [`folded`]: `--format folded`, one `root;...;leaf self_ns` line per call path.
 //! * [`flamegraph`]: flame graph SVGs (through `inferno`), plain and differential.
 //! * [`chrome`], [`speedscope`]: the timeline exports, from a
-//!   [`crate::timeline::Timelines`] rather than a report.
+//!   [`crate::analysis::timeline::Timelines`] rather than a report.
 //! * [`callgrind`]: the callgrind format for KCachegrind.
 //!
 //! Renderers write to any [`std::io::Write`] and return its errors, so the
@@ -26,13 +26,13 @@ pub mod pstats;
 pub mod speedscope;
 pub mod table;
 
-use crate::report::Warning;
+use crate::model::report::Warning;
 
 /// A duration in nanoseconds for humans: three significant digits in the
 /// largest unit that keeps the number at least 1 (`812ns`, `12.3µs`,
 /// `4.56ms`, `1.20s`). Whole numbers of nanoseconds print without decimals;
 /// fractions (averages) print with three significant digits (`3.33ns`).
-pub fn duration(ns: f64) -> String {
+pub(crate) fn duration(ns: f64) -> String {
     if !ns.is_finite() || ns <= 0.0 {
         return "0ns".to_owned();
     }
@@ -68,7 +68,7 @@ fn three_digits(v: f64) -> (String, f64) {
 }
 
 /// `total/primitive` when they differ (like pstats), else `total`.
-pub fn calls(total: u64, primitive: u64) -> String {
+pub(crate) fn calls(total: u64, primitive: u64) -> String {
     if total == primitive {
         total.to_string()
     } else {

@@ -21,7 +21,7 @@
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 
-use crate::report::Report;
+use crate::model::report::Report;
 
 /// A pstats function key: (file, line, name).
 type Key = (String, u32, String);

@@ -19,10 +19,10 @@ use std::io::{self, Write};
 use serde::Serialize;
 
 use super::chrome::{json, track_name, JsonList};
-use crate::timeline::{SliceKind, Timelines};
+use crate::analysis::timeline::{SliceKind, Timelines};
 
 /// The name of the frame that stands for a paused stretch.
-pub const PAUSED_FRAME: &str = "[paused]";
+pub(crate) const PAUSED_FRAME: &str = "[paused]";
 
 #[derive(Serialize)]
 struct Frame<'a> {

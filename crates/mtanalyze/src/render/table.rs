@@ -8,7 +8,7 @@
 //!     3/1    812ns    271ns   4.56ms   4.56ms   1.20ms  parse (src/p.rs:10)
 //! ```
 //!
-//! Numbers are right-aligned, times use [`super::duration`]. The rows come
+//! Numbers are right-aligned, times use `super::duration`. The rows come
 //! from [`crate::view`]; this file only lays them out.
 
 use std::io::{self, Write};
@@ -17,11 +17,11 @@ use prettytable::format::{FormatBuilder, LinePosition, LineSeparator};
 use prettytable::{Cell, Row, Table};
 
 use super::{calls, duration};
-use crate::report::{FunctionKey, FunctionStats, Report, StackStats};
+use crate::model::report::{FunctionKey, FunctionStats, Report, StackStats};
 use crate::view::{Direction, EdgeGroup, StackGroup};
 
 /// `name (file:line)`, or the bare name when the site is unknown.
-pub fn function_label(key: &FunctionKey) -> String {
+pub(crate) fn function_label(key: &FunctionKey) -> String {
     if key.file.is_empty() {
         key.function.clone()
     } else {

@@ -12,8 +12,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
-use crate::clock::Clock;
-use crate::report::{EdgeStats, FunctionKey, FunctionStats, Report, TraceSummary};
+use crate::model::report::Clock;
+use crate::model::report::{EdgeStats, FunctionKey, FunctionStats, Report, TraceSummary};
 
 /// How to compare.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

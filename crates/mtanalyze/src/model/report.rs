@@ -8,8 +8,6 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::clock::Clock;
-
 /// A whole analysis.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Report {
@@ -28,6 +26,47 @@ pub struct Report {
     /// Call paths with their self time, when asked for (`AnalyzeOptions::paths`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub paths: Vec<CallPath>,
+}
+
+/// Which stretches of time count as running.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Clock {
+    /// Stacks on different threads run in parallel; a switched-out stack is paused.
+    Stack,
+    /// One thread runs at a time (an interpreter lock).
+    Gil,
+    /// Everything always runs; nothing is subtracted.
+    Wall,
+}
+
+impl Clock {
+    /// The name used on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Clock::Stack => "stack",
+            Clock::Gil => "gil",
+            Clock::Wall => "wall",
+        }
+    }
+}
+
+impl std::str::FromStr for Clock {
+    type Err = String;
+
+    /// A clock by its name (`stack`, `gil`, `wall`), any case.
+    fn from_str(s: &str) -> Result<Clock, String> {
+        [Clock::Stack, Clock::Gil, Clock::Wall]
+            .into_iter()
+            .find(|c| c.name().eq_ignore_ascii_case(s))
+            .ok_or_else(|| format!("unknown clock {s:?} (expected stack, gil or wall)"))
+    }
+}
+
+impl std::fmt::Display for Clock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// Calls and self time of one distinct root-to-leaf path of functions.

@@ -6,9 +6,7 @@
 //! Keep this file and `schemas/semantics.md` in step: the same events, the
 //! same numbers.
 
-#![allow(dead_code)]
-
-use super::reference::{Clock, EdgeStats, FnStats, RefReport};
+use crate::reference::{Clock, EdgeStats, FnStats, RefReport};
 
 /// Per-function row: ncalls, primitive_calls, tottime_ns, cumtime_ns, paused_ns.
 fn function(name: &str, row: [u64; 5]) -> (String, FnStats) {

@@ -22,18 +22,20 @@
 //! exports, one stack at a time, so memory grows with the largest stack,
 //! not the trace.
 
-use crate::clock::Clock;
-use crate::decode::{Decoded, FunctionEntry};
-use crate::engine::{Analysis, AnalyzeError, AnalyzeOptions};
+use crate::analysis::decode::{Decoded, FunctionEntry};
+use crate::analysis::frames::Observer;
+use crate::analysis::options::{AnalyzeError, AnalyzeOptions};
+use crate::analysis::paths::ROOT;
+use crate::analysis::replay::stack_name;
+use crate::analysis::segment::Segment;
+use crate::analysis::stacks::Analysis;
 use crate::input::LoadedTrace;
-use crate::paths::ROOT;
-use crate::replay::{stack_name, Observer};
-use crate::segment::Segment;
-use crate::warnings::Warnings;
+use crate::model::report::Clock;
+use crate::model::warnings::Warnings;
 
 /// What a slice stands for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum SliceKind {
+pub(crate) enum SliceKind {
     /// A frame of the function with this index in [`Timelines::functions`].
     Frame(u32),
     /// A stretch during which the stack did not run.
@@ -42,7 +44,7 @@ pub enum SliceKind {
 
 /// One interval on a stack's timeline.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Slice {
+pub(crate) struct Slice {
     /// A frame or a paused stretch.
     pub kind: SliceKind,
     /// Slices open around it (0: a root).
@@ -57,7 +59,7 @@ pub struct Slice {
 /// before the slices inside it. Slices nest properly: each lies within the
 /// nearest earlier slice of smaller depth.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct StackTimeline {
+pub(crate) struct StackTimeline {
     /// The slices.
     pub slices: Vec<Slice>,
     /// When the stack first ran.
@@ -68,20 +70,19 @@ pub struct StackTimeline {
 
 /// A stack the timelines cover.
 #[derive(Clone, Debug)]
-pub struct TimelineStack {
+pub(crate) struct TimelineStack {
     /// `thread:<tid>` or `stack:<id>`.
     pub id: String,
     /// Its recorded name ("" if none).
     pub name: String,
-    /// Threads it ran on, ascending.
-    pub threads: Vec<u64>,
     /// About how many events its replay reads (for progress).
     pub events: u64,
 }
 
 impl TimelineStack {
     /// The name if there is one, else the id (what reports call a stack).
-    pub fn label(&self) -> &str {
+    #[cfg(test)]
+    pub(crate) fn label(&self) -> &str {
         if self.name.is_empty() {
             &self.id
         } else {
@@ -107,13 +108,9 @@ impl<'a> Timelines<'a> {
             .filter_map(|i| {
                 let key = analysis.stack_key(i)?;
                 let segs = analysis.stack_segments(i);
-                let mut threads: Vec<u64> = segs.iter().map(|s| s.tid).collect();
-                threads.sort_unstable();
-                threads.dedup();
                 Some(TimelineStack {
                     id: key.id_string(),
                     name: stack_name(analysis.decoded(), key),
-                    threads,
                     events: segs
                         .iter()
                         .map(|s| segment_events(analysis.decoded(), s))
@@ -128,41 +125,42 @@ impl<'a> Timelines<'a> {
         })
     }
 
+    /// Events in the selected stacks (a progress bar's total: the exports
+    /// report every stack's events as they write it).
+    pub fn events(&self) -> u64 {
+        self.stacks().iter().map(|s| s.events).sum()
+    }
+
     /// Where the trace came from (a path).
-    pub fn source(&self) -> &str {
+    pub(crate) fn source(&self) -> &str {
         &self.source
     }
 
     /// The recorded process id (0 if unknown).
-    pub fn pid(&self) -> u32 {
+    pub(crate) fn pid(&self) -> u32 {
         self.analysis.decoded().file.header().pid
     }
 
     /// The clock that decides when stacks are paused.
-    pub fn clock(&self) -> Clock {
+    pub(crate) fn clock(&self) -> Clock {
         self.analysis.clock()
     }
 
     /// Every function, by the index [`SliceKind::Frame`] holds.
-    pub fn functions(&self) -> &[FunctionEntry] {
+    pub(crate) fn functions(&self) -> &[FunctionEntry] {
         self.analysis.functions().entries()
     }
 
     /// The selected stacks: threads' own stacks by thread id, then logical
     /// stacks by id (the order of [`crate::Report::stacks`]).
-    pub fn stacks(&self) -> &[TimelineStack] {
+    pub(crate) fn stacks(&self) -> &[TimelineStack] {
         &self.stacks
-    }
-
-    /// The end of the trace, ns from time zero.
-    pub fn end_ns(&self) -> u64 {
-        self.analysis.end_ns()
     }
 
     /// Replays stack `index` of [`Timelines::stacks`] through the engine,
     /// keeping every frame and running stretch (an empty timeline for an
     /// index out of range).
-    pub fn stack(&self, index: usize) -> StackTimeline {
+    pub(crate) fn stack(&self, index: usize) -> StackTimeline {
         let mut seen = Collect::default();
         let mut tally = self.analysis.new_tally(false);
         let mut warnings = Warnings::default();
@@ -278,24 +276,18 @@ fn nest(frames: Vec<Slice>, paused: Vec<(u64, u64)>) -> Vec<Slice> {
     out
 }
 
-/// The worked examples of `schemas/semantics.md`, shared with the
-/// engine's integration tests.
-#[cfg(test)]
-#[path = "../tests/common/mod.rs"]
-mod test_common;
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::input::from_bytes;
 
-    use super::test_common::worked_examples::{FIBER_HANDOFF as HANDOFF, GIL_TURNS};
+    use mtanalyze_testkit::worked_examples::{FIBER_HANDOFF as HANDOFF, GIL_TURNS};
 
     /// (label, [(name or "paused", depth, start, end)]) per stack.
     type Shape = Vec<(String, Vec<(String, u32, u64, u64)>)>;
 
     fn shape(jsonl: &str, clock: Clock) -> Shape {
-        let bytes = crate::jsonl::to_binary(jsonl).unwrap();
+        let bytes = crate::input::jsonl::to_binary(jsonl).unwrap();
         let trace = from_bytes("t", bytes).unwrap();
         let opts = AnalyzeOptions {
             clock: Some(clock),

@@ -1,6 +1,6 @@
 //! The two ways the analyzer can replay a thread's own stack, side by side.
 
-use mtanalyze::input::LoadedTrace;
+use mtanalyze::LoadedTrace;
 use mtanalyze::{analyze, AnalyzeOptions, Clock, PathMode, Report};
 
 /// The report of `trace` under `clock` with own stacks replayed by the

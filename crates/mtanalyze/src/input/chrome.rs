@@ -33,12 +33,25 @@ use mtrace_format::{
     ClockInfo, EventKind, FunctionId, StackId, ThreadId, TraceWriter, WriterOptions,
 };
 
-use super::ImportError;
+/// Why a file could not be imported.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImportError {
+    /// What is wrong, with the place in the file when known (`line 3 column 7: ...`).
+    pub message: String,
+}
+
+impl std::fmt::Display for ImportError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for ImportError {}
 
 /// The `cat` of the slices `mtanalyze export --format chrome` writes for a
 /// stack's paused stretches: imported as a switch away from the thread's
 /// stack and back, so an exported trace reads back with the same numbers.
-pub const PAUSED_CATEGORY: &str = "mtrace.paused";
+pub(crate) const PAUSED_CATEGORY: &str = "mtrace.paused";
 
 #[derive(Deserialize)]
 struct ObjectForm {
@@ -139,7 +152,7 @@ enum Step {
 }
 
 /// Parses Chrome Trace Event JSON and writes the same frames as a binary trace.
-pub fn to_binary(text: &str) -> Result<Vec<u8>, ImportError> {
+pub(crate) fn to_binary(text: &str) -> Result<Vec<u8>, ImportError> {
     convert(parse(text)?)
 }
 

@@ -1,22 +1,16 @@
-//! What the user asked to see: sorting, filtering and limiting a report's
-//! (or a diff's) rows before a renderer prints them.
-//!
-//! Everything here is a pure function of a [`Report`] and a [`ViewOptions`]
-//! (of a [`DiffReport`] and a [`DiffViewOptions`]): no printing, no
-//! recomputation of statistics. The table and JSON renderers both go through
-//! it, so `--sort`, `--filter`, `--limit` and `--min-change` mean the same
-//! thing in every output format.
+//! Views of one report: function rows, stack rows and groups, caller and
+//! callee edges, and the report filtered as the JSON output writes it.
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use regex::Regex;
 
-use crate::diff::{DiffReport, EdgeDiff, FunctionDiff};
-use crate::report::{CallPath, EdgeStats, FunctionKey, FunctionStats, Report, StackStats};
+use super::matches;
+use crate::model::report::{CallPath, EdgeStats, FunctionKey, FunctionStats, Report, StackStats};
 
 /// The column the function rows are ordered by.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum SortKey {
     /// Self time, largest first.
     #[default]
@@ -42,23 +36,6 @@ pub struct ViewOptions {
     pub filter: Option<Regex>,
 }
 
-/// `file:line name` when the definition site is known, else the name:
-/// what `--filter`, `--callers` and `--callees` match against (besides the
-/// bare name) and what the table prints in its last column.
-pub fn site_label(key: &FunctionKey) -> String {
-    if key.file.is_empty() {
-        key.function.clone()
-    } else {
-        format!("{}:{} {}", key.file, key.line, key.function)
-    }
-}
-
-/// Whether `re` selects the function: it matches the bare name or the
-/// `file:line name` label.
-pub fn matches(re: &Regex, key: &FunctionKey) -> bool {
-    re.is_match(&key.function) || (!key.file.is_empty() && re.is_match(&site_label(key)))
-}
-
 fn by_key(sort: SortKey, a: &FunctionStats, b: &FunctionStats) -> Ordering {
     let primary = match sort {
         SortKey::Tottime => b.tottime_ns.cmp(&a.tottime_ns),
@@ -79,7 +56,7 @@ pub fn function_rows<'r>(report: &'r Report, opts: &ViewOptions) -> Vec<&'r Func
 }
 
 /// [`function_rows`] as indices into `report.functions`.
-pub fn function_indices(report: &Report, opts: &ViewOptions) -> Vec<usize> {
+fn function_indices(report: &Report, opts: &ViewOptions) -> Vec<usize> {
     let fs = &report.functions;
     let mut rows: Vec<usize> = (0..fs.len())
         .filter(|&i| {
@@ -147,7 +124,7 @@ pub struct StackGroup {
 }
 
 /// The group a stack belongs to (see [`StackGroup::name`]).
-pub fn group_name(s: &StackStats) -> String {
+fn group_name(s: &StackStats) -> String {
     let name = if s.name.is_empty() { &s.id } else { &s.name };
     let mut out = String::with_capacity(name.len());
     let mut in_number = false;
@@ -336,224 +313,11 @@ pub fn filtered_report(report: &Report, opts: &ViewOptions, edges: &EdgeSelectio
     }
 }
 
-/// The column the rows of a diff are ordered by: the size of the change,
-/// whichever its sign, so the biggest movers either way come first.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum DiffSortKey {
-    /// Absolute change of self time, largest first.
-    #[default]
-    Tottime,
-    /// Absolute change of cumulative time, largest first.
-    Cumtime,
-    /// Absolute change of the number of calls, largest first.
-    Ncalls,
-    /// Absolute change of paused time, largest first.
-    Paused,
-    /// Function name, A to Z.
-    Name,
-}
-
-impl DiffSortKey {
-    /// The change `--min-change` weighs for a function row: the sorted
-    /// time column (self time for `ncalls` and `name`).
-    pub fn function_change(self, f: &FunctionDiff) -> u64 {
-        match self {
-            DiffSortKey::Cumtime => f.delta.cumtime_ns.unsigned_abs(),
-            DiffSortKey::Paused => f.delta.paused_ns.unsigned_abs(),
-            _ => f.delta.tottime_ns.unsigned_abs(),
-        }
-    }
-
-    /// The change `--min-change` weighs for an edge row (edges have no
-    /// paused time: self time stands in for it).
-    pub fn edge_change(self, e: &EdgeDiff) -> u64 {
-        match self {
-            DiffSortKey::Cumtime => e.delta.cumtime_ns.unsigned_abs(),
-            _ => e.delta.tottime_ns.unsigned_abs(),
-        }
-    }
-}
-
-/// How to select and order the rows of a diff.
-#[derive(Clone, Debug, Default)]
-pub struct DiffViewOptions {
-    /// Order of the rows (ties: name, file, line ascending).
-    pub sort: DiffSortKey,
-    /// Keep only the first this many function rows (after filtering).
-    pub limit: Option<usize>,
-    /// Keep only functions whose name, or `file:line name`, matches.
-    pub filter: Option<Regex>,
-    /// Hide rows whose change (see [`DiffSortKey::function_change`]) is
-    /// below this percentage of the larger of the two traces' total self
-    /// time (the base's after normalizing).
-    pub min_change_pct: Option<f64>,
-}
-
-impl DiffViewOptions {
-    /// The smallest change shown, in ns (0 without `--min-change`).
-    pub fn min_change_ns(&self, diff: &DiffReport) -> f64 {
-        let total = diff.base_total_ns.max(diff.new_total_ns) as f64;
-        self.min_change_pct.map_or(0.0, |pct| pct / 100.0 * total)
-    }
-}
-
-/// Orders by the size of a change, larger first, whichever its sign.
-fn larger_change(a: i64, b: i64) -> Ordering {
-    b.unsigned_abs().cmp(&a.unsigned_abs())
-}
-
-fn diff_order(sort: DiffSortKey, a: &FunctionDiff, b: &FunctionDiff) -> Ordering {
-    let primary = match sort {
-        DiffSortKey::Tottime => larger_change(a.delta.tottime_ns, b.delta.tottime_ns),
-        DiffSortKey::Cumtime => larger_change(a.delta.cumtime_ns, b.delta.cumtime_ns),
-        DiffSortKey::Ncalls => larger_change(a.delta.ncalls, b.delta.ncalls),
-        DiffSortKey::Paused => larger_change(a.delta.paused_ns, b.delta.paused_ns),
-        DiffSortKey::Name => Ordering::Equal,
-    };
-    primary.then_with(|| (&a.function, &a.file, a.line).cmp(&(&b.function, &b.file, b.line)))
-}
-
-fn diff_edge_order(sort: DiffSortKey, a: &EdgeDiff, b: &EdgeDiff) -> Ordering {
-    let primary = match sort {
-        DiffSortKey::Cumtime => larger_change(a.delta.cumtime_ns, b.delta.cumtime_ns),
-        DiffSortKey::Ncalls => larger_change(a.delta.ncalls, b.delta.ncalls),
-        DiffSortKey::Tottime | DiffSortKey::Paused => {
-            larger_change(a.delta.tottime_ns, b.delta.tottime_ns)
-        }
-        DiffSortKey::Name => Ordering::Equal,
-    };
-    primary.then_with(|| (a.caller_key(), a.callee_key()).cmp(&(b.caller_key(), b.callee_key())))
-}
-
-/// The function rows of a diff to show: filtered by `--filter` and
-/// `--min-change`, sorted, then limited.
-pub fn diff_function_rows<'d>(
-    diff: &'d DiffReport,
-    opts: &DiffViewOptions,
-) -> Vec<&'d FunctionDiff> {
-    let min = opts.min_change_ns(diff);
-    let mut rows: Vec<&FunctionDiff> = diff
-        .functions
-        .iter()
-        .filter(|f| opts.filter.as_ref().is_none_or(|re| matches(re, &f.key())))
-        .filter(|f| opts.sort.function_change(f) as f64 >= min)
-        .collect();
-    rows.sort_by(|a, b| diff_order(opts.sort, a, b));
-    if let Some(n) = opts.limit {
-        rows.truncate(n);
-    }
-    rows
-}
-
-/// One selected function of a diff with its edge rows, like [`EdgeGroup`].
-#[derive(Clone, Debug)]
-pub struct DiffEdgeGroup<'d> {
-    /// The selected function.
-    pub function: &'d FunctionDiff,
-    /// Its edges (into it for callers, out of it for callees), ordered by
-    /// the other end's name, file and line.
-    pub edges: Vec<&'d EdgeDiff>,
-}
-
-/// For every function of the diff matching `re` (and `--filter`), in
-/// `--sort` order and at most `--limit` of them, its caller or callee edges
-/// whose change reaches `--min-change`. A function whose every edge is
-/// below `--min-change` is left out; one with no edges at all is kept.
-pub fn diff_edge_groups<'d>(
-    diff: &'d DiffReport,
-    opts: &DiffViewOptions,
-    re: &Regex,
-    dir: Direction,
-) -> Vec<DiffEdgeGroup<'d>> {
-    let mut by_function: BTreeMap<FunctionKey, Vec<&'d EdgeDiff>> = BTreeMap::new();
-    for e in &diff.edges {
-        let this = match dir {
-            Direction::Callers => e.callee_key(),
-            Direction::Callees => e.caller_key(),
-        };
-        by_function.entry(this).or_default().push(e);
-    }
-    let other_end = |e: &EdgeDiff| match dir {
-        Direction::Callers => e.caller_key(),
-        Direction::Callees => e.callee_key(),
-    };
-    let min = opts.min_change_ns(diff);
-    let mut selected: Vec<&FunctionDiff> = diff
-        .functions
-        .iter()
-        .filter(|f| opts.filter.as_ref().is_none_or(|r| matches(r, &f.key())))
-        .filter(|f| matches(re, &f.key()))
-        .collect();
-    selected.sort_by(|a, b| diff_order(opts.sort, a, b));
-    selected
-        .into_iter()
-        .take(opts.limit.unwrap_or(usize::MAX))
-        .filter_map(|f| {
-            let all = by_function.get(&f.key()).cloned().unwrap_or_default();
-            let had_edges = !all.is_empty();
-            let mut edges: Vec<&EdgeDiff> = all
-                .into_iter()
-                .filter(|e| opts.sort.edge_change(e) as f64 >= min)
-                .collect();
-            edges.sort_by_cached_key(|e| other_end(e));
-            (!had_edges || !edges.is_empty()).then_some(DiffEdgeGroup { function: f, edges })
-        })
-        .collect()
-}
-
-/// The diff as the user asked to see it, for the JSON renderer:
-///
-/// * `functions`: [`diff_function_rows`] (filtered, sorted, limited);
-/// * `edges`: those with the caller or the callee among the kept functions
-///   (all edges when no function was left out), further restricted by
-///   `--callers` (callee matches) and `--callees` (caller matches) and by
-///   `--min-change`; in `--sort` order;
-/// * everything else (summaries, totals, call paths) unchanged.
-pub fn filtered_diff(
-    diff: &DiffReport,
-    opts: &DiffViewOptions,
-    edges: &EdgeSelection,
-) -> DiffReport {
-    let functions: Vec<FunctionDiff> = diff_function_rows(diff, opts)
-        .into_iter()
-        .cloned()
-        .collect();
-    let everything = functions.len() == diff.functions.len();
-    let kept: std::collections::BTreeSet<FunctionKey> =
-        functions.iter().map(FunctionDiff::key).collect();
-    let min = opts.min_change_ns(diff);
-    let mut kept_edges: Vec<EdgeDiff> = diff
-        .edges
-        .iter()
-        .filter(|e| everything || kept.contains(&e.caller_key()) || kept.contains(&e.callee_key()))
-        .filter(|e| {
-            edges
-                .callers_of
-                .as_ref()
-                .is_none_or(|re| matches(re, &e.callee_key()))
-        })
-        .filter(|e| {
-            edges
-                .callees_of
-                .as_ref()
-                .is_none_or(|re| matches(re, &e.caller_key()))
-        })
-        .filter(|e| opts.sort.edge_change(e) as f64 >= min)
-        .cloned()
-        .collect();
-    kept_edges.sort_by(|a, b| diff_edge_order(opts.sort, a, b));
-    DiffReport {
-        functions,
-        edges: kept_edges,
-        ..diff.clone()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::clock::Clock;
-    use crate::report::TraceSummary;
+    use crate::model::report::Clock;
+    use crate::model::report::TraceSummary;
 
     fn f(
         name: &str,

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::report::Warning;
+use crate::model::report::Warning;
 
 /// A kind of problem.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -92,7 +92,7 @@ impl WarningKind {
 
 /// Where a problem happened, ordered so the earliest comes first.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Location {
+pub(crate) enum Location {
     /// A byte offset in the file.
     Byte(u64),
     /// A time on a thread.
@@ -118,13 +118,13 @@ impl std::fmt::Display for Location {
 
 /// Counts of each kind with their first location.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Warnings {
+pub(crate) struct Warnings {
     map: BTreeMap<WarningKind, (u64, Location)>,
 }
 
 impl Warnings {
     /// Records `n` occurrences of `kind` at `at`.
-    pub fn add_n(&mut self, kind: WarningKind, n: u64, at: Location) {
+    pub(crate) fn add_n(&mut self, kind: WarningKind, n: u64, at: Location) {
         if n == 0 {
             return;
         }
@@ -137,29 +137,25 @@ impl Warnings {
     }
 
     /// Records one occurrence.
-    pub fn add(&mut self, kind: WarningKind, at: Location) {
+    pub(crate) fn add(&mut self, kind: WarningKind, at: Location) {
         self.add_n(kind, 1, at);
     }
 
     /// Adds another accumulator's counts.
-    pub fn merge(&mut self, other: Warnings) {
+    pub(crate) fn merge(&mut self, other: Warnings) {
         for (kind, (n, at)) in other.map {
             self.add_n(kind, n, at);
         }
     }
 
     /// How many of `kind`.
-    pub fn count(&self, kind: WarningKind) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn count(&self, kind: WarningKind) -> u64 {
         self.map.get(&kind).map_or(0, |e| e.0)
     }
 
-    /// Total over all kinds.
-    pub fn total(&self) -> u64 {
-        self.map.values().fold(0, |n, e| n.saturating_add(e.0))
-    }
-
     /// The report's form, in a fixed order.
-    pub fn to_report(&self) -> Vec<Warning> {
+    pub(crate) fn to_report(&self) -> Vec<Warning> {
         self.map
             .iter()
             .map(|(kind, (count, at))| Warning {

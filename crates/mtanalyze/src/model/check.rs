@@ -1,10 +1,9 @@
-//! `mtanalyze check`: what a trace file holds, chunk by chunk, without replaying it.
+//! What `check` finds in a trace file, chunk by chunk, without replaying it
+//! (computed by `crate::analysis::check`).
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::AnalyzeError;
-use crate::input::LoadedTrace;
-use crate::report::{ThreadSummary, Warning};
+use crate::model::report::{ThreadSummary, Warning};
 
 /// A chunk that could not be used, with where it is.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -82,9 +81,4 @@ pub struct CheckReport {
     pub stacks: u64,
     /// Warnings.
     pub warnings: Vec<Warning>,
-}
-
-/// Describes a trace without replaying it.
-pub fn check(trace: &LoadedTrace) -> Result<CheckReport, AnalyzeError> {
-    crate::engine::check_impl(trace)
 }

@@ -4,11 +4,14 @@
 //!
 //! ```text
 //! starts with the binary magic           -> binary (mapped)
-//! a JSON array                           -> Chrome Trace Event JSON (crate::import::chrome)
+//! a JSON array                           -> Chrome Trace Event JSON (crate::input::chrome)
 //! a first JSON object with `traceEvents` -> Chrome Trace Event JSON
 //! any other JSON object                  -> JSON lines (crate::jsonl)
 //! anything else                          -> not a trace
 //! ```
+
+pub(crate) mod chrome;
+pub(crate) mod jsonl;
 
 use std::fs::File;
 use std::path::Path;
@@ -96,7 +99,7 @@ pub enum LoadError {
         /// The file.
         path: String,
         /// What is wrong.
-        source: crate::import::ImportError,
+        source: crate::input::chrome::ImportError,
     },
     /// The binary trace's header cannot be read.
     #[error("{path}: {source}")]
@@ -179,7 +182,7 @@ fn from_bytes_inner(source: String, bytes: &[u8]) -> Result<LoadedTrace, LoadErr
         match format {
             InputFormat::Chrome => LoadError::Import {
                 path: source.clone(),
-                source: crate::import::ImportError {
+                source: crate::input::chrome::ImportError {
                     message: format!("Chrome trace JSON: line {line}: not UTF-8"),
                 },
             },
@@ -193,14 +196,14 @@ fn from_bytes_inner(source: String, bytes: &[u8]) -> Result<LoadedTrace, LoadErr
     match format {
         InputFormat::Chrome => {
             let converted =
-                crate::import::chrome::to_binary(text).map_err(|e| LoadError::Import {
+                crate::input::chrome::to_binary(text).map_err(|e| LoadError::Import {
                     path: source.clone(),
                     source: e,
                 })?;
             finish(source, format, TraceBytes::Owned(converted))
         }
         _ => {
-            let converted = crate::jsonl::to_binary(text).map_err(|e| LoadError::Jsonl {
+            let converted = crate::input::jsonl::to_binary(text).map_err(|e| LoadError::Jsonl {
                 path: source.clone(),
                 line: e.line,
                 message: e.message,

@@ -14,12 +14,12 @@
 use rustc_hash::FxHashMap;
 
 /// The parent of root frames.
-pub const ROOT: u32 = u32::MAX;
+pub(crate) const ROOT: u32 = u32::MAX;
 /// Marks a node that stands for a stack (per-stack trees), not a function.
-pub const STACK_LABEL: u32 = 1 << 31;
+pub(crate) const STACK_LABEL: u32 = 1 << 31;
 
-/// Which recursive frames [`PathTree::collapse_recursion`] folds into an outer frame.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+/// Which recursive frames fold into an outer frame on call paths ([`crate::AnalyzeOptions::collapse_recursion`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RecursionCollapse {
     /// A frame whose caller is the same function: `a;a;a;b` becomes `a;b`.
     Direct,
@@ -30,7 +30,7 @@ pub enum RecursionCollapse {
 
 /// One distinct path: its last function, its parent path, and totals.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PathNode {
+pub(crate) struct PathNode {
     /// Parent node, or [`ROOT`].
     pub parent: u32,
     /// Dense function index, or `STACK_LABEL | stack index`.
@@ -43,7 +43,7 @@ pub struct PathNode {
 
 /// A tree of call paths.
 #[derive(Clone, Debug, Default)]
-pub struct PathTree {
+pub(crate) struct PathTree {
     index: FxHashMap<(u32, u32), u32>,
     nodes: Vec<PathNode>,
 }
@@ -51,7 +51,7 @@ pub struct PathTree {
 impl PathTree {
     /// The node for `func` called from `parent` (created on first use).
     #[inline]
-    pub fn child(&mut self, parent: u32, func: u32) -> u32 {
+    pub(crate) fn child(&mut self, parent: u32, func: u32) -> u32 {
         let next = self.nodes.len() as u32;
         let id = *self.index.entry((parent, func)).or_insert(next);
         if id == next {
@@ -67,7 +67,7 @@ impl PathTree {
 
     /// Adds one finished frame on path `node`.
     #[inline]
-    pub fn record(&mut self, node: u32, self_ns: u64) {
+    pub(crate) fn record(&mut self, node: u32, self_ns: u64) {
         let n = &mut self.nodes[node as usize];
         n.ncalls += 1;
         n.self_ns = n.self_ns.saturating_add(self_ns);
@@ -75,7 +75,7 @@ impl PathTree {
 
     /// Adds every path of `other` into `self`, with `other`'s roots hung
     /// under `root` ([`ROOT`], or a stack label node of `self`).
-    pub fn merge_from(&mut self, other: &PathTree, root: u32) {
+    pub(crate) fn merge_from(&mut self, other: &PathTree, root: u32) {
         // Parents are always created before their children, so one pass in
         // creation order can map every node.
         let mut map = Vec::with_capacity(other.nodes.len());
@@ -97,7 +97,7 @@ impl PathTree {
     /// `mode` folds is counted on the outer frame's path. No path of the
     /// result has a function twice in a row (`Direct`) or at all (`All`).
     /// Stack label roots are never folded.
-    pub fn collapse_recursion(&self, mode: RecursionCollapse) -> PathTree {
+    pub(crate) fn collapse_recursion(&self, mode: RecursionCollapse) -> PathTree {
         let mut out = PathTree::default();
         // Parents come before their children: one pass in creation order.
         let mut map: Vec<u32> = Vec::with_capacity(self.nodes.len());
@@ -143,7 +143,7 @@ impl PathTree {
     }
 
     /// Every path with at least one call: (functions from the root, calls, self ns).
-    pub fn paths(&self) -> Vec<(Vec<u32>, u64, u64)> {
+    pub(crate) fn paths(&self) -> Vec<(Vec<u32>, u64, u64)> {
         let mut out = Vec::new();
         for (i, n) in self.nodes.iter().enumerate() {
             if n.ncalls == 0 {

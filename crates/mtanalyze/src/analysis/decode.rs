@@ -18,11 +18,11 @@ use mtrace_format::{
     TickScale, TraceFile,
 };
 
-use crate::report::FunctionKey;
+use crate::model::report::FunctionKey;
 
 /// One function of the report: its identity and module.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FunctionEntry {
+pub(crate) struct FunctionEntry {
     /// Name, file and line.
     pub key: FunctionKey,
     /// Module path ("" if unknown).
@@ -33,7 +33,7 @@ pub struct FunctionEntry {
 /// (name, file, line), so recursion and statistics are per function as the
 /// user sees it even if two ids name the same site.
 #[derive(Clone, Debug, Default)]
-pub struct FunctionTable {
+pub(crate) struct FunctionTable {
     entries: Vec<FunctionEntry>,
     by_key: FxHashMap<FunctionKey, u32>,
     /// Small ids (every writer numbers from 1) index this directly; the
@@ -49,7 +49,7 @@ const NONE: u32 = u32::MAX;
 impl FunctionTable {
     /// The dense index of a function id, if known.
     #[inline]
-    pub fn get(&self, id: u32) -> Option<u32> {
+    pub(crate) fn get(&self, id: u32) -> Option<u32> {
         match self.by_small_id.get(id as usize) {
             Some(&NONE) => None,
             Some(&d) => Some(d),
@@ -59,7 +59,7 @@ impl FunctionTable {
     }
 
     /// Registers `id` with this identity (ids seen twice keep the first).
-    pub fn insert(&mut self, id: u32, entry: FunctionEntry) -> u32 {
+    pub(crate) fn insert(&mut self, id: u32, entry: FunctionEntry) -> u32 {
         if let Some(dense) = self.get(id) {
             return dense;
         }
@@ -84,7 +84,7 @@ impl FunctionTable {
     }
 
     /// Registers an id that appears in events but not in the metadata.
-    pub fn insert_unknown(&mut self, id: u32) -> u32 {
+    pub(crate) fn insert_unknown(&mut self, id: u32) -> u32 {
         self.insert(
             id,
             FunctionEntry {
@@ -99,14 +99,14 @@ impl FunctionTable {
     }
 
     /// All functions, by dense index.
-    pub fn entries(&self) -> &[FunctionEntry] {
+    pub(crate) fn entries(&self) -> &[FunctionEntry] {
         &self.entries
     }
 }
 
 /// A chunk's place in its thread's sequence.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ChunkRef {
+pub(crate) struct ChunkRef {
     /// Slot index in the file.
     pub slot: u64,
     /// Position among the thread's chunks.
@@ -126,7 +126,7 @@ pub struct ChunkRef {
 
 /// One thread's chunks, in order.
 #[derive(Clone, Debug)]
-pub struct ThreadChunks {
+pub(crate) struct ThreadChunks {
     /// The thread.
     pub tid: ThreadId,
     /// Its chunks in order.
@@ -134,7 +134,7 @@ pub struct ThreadChunks {
 }
 
 /// A trace whose chunk headers and metadata have been read.
-pub struct Decoded<'a> {
+pub(crate) struct Decoded<'a> {
     /// The file.
     pub file: TraceFile<'a>,
     /// Ticks to nanoseconds, for every stage (one converter, so all stages
@@ -167,12 +167,12 @@ pub struct Decoded<'a> {
 /// million names cost no hashing, and the report takes them in one
 /// sequential pass ([`StackNames::into_sorted`]).
 #[derive(Clone, Debug, Default)]
-pub struct StackNames(Vec<(u64, String)>);
+pub(crate) struct StackNames(Vec<(u64, String)>);
 
 impl StackNames {
     /// From metadata records in file order; a later record for the same id
     /// wins, as it would in a map.
-    pub fn new(mut names: Vec<(u64, String)>) -> StackNames {
+    pub(crate) fn new(mut names: Vec<(u64, String)>) -> StackNames {
         if !names.is_sorted_by_key(|(id, _)| *id) {
             names.sort_by_key(|(id, _)| *id); // stable: file order within an id
         }
@@ -188,19 +188,19 @@ impl StackNames {
     }
 
     /// The name of stack `id`.
-    pub fn get(&self, id: u64) -> Option<&str> {
+    pub(crate) fn get(&self, id: u64) -> Option<&str> {
         let i = self.0.binary_search_by_key(&id, |(k, _)| *k).ok()?;
         Some(&self.0[i].1)
     }
 
     /// (id, name) pairs, ascending by id.
-    pub fn into_sorted(self) -> Vec<(u64, String)> {
+    pub(crate) fn into_sorted(self) -> Vec<(u64, String)> {
         self.0
     }
 }
 
 /// Decodes chunk headers (in parallel) and metadata.
-pub fn decode(bytes: &[u8]) -> Result<Decoded<'_>, FormatError> {
+pub(crate) fn decode(bytes: &[u8]) -> Result<Decoded<'_>, FormatError> {
     let file = TraceFile::parse(bytes)?;
     let (records, meta_problem) = file.metadata();
     let mut functions = FunctionTable::default();
@@ -304,7 +304,7 @@ pub fn decode(bytes: &[u8]) -> Result<Decoded<'_>, FormatError> {
 /// short runs of events scattered over the file (a fiber's stretch is a few
 /// cache lines), too short for the hardware prefetcher to pick up.
 #[inline(always)]
-pub fn prefetch(p: *const u8) {
+pub(crate) fn prefetch(p: *const u8) {
     // SAFETY: a prefetch is a hint that never faults, whatever `p` is;
     // SSE is part of the x86_64 baseline.
     #[cfg(target_arch = "x86_64")]
@@ -317,7 +317,7 @@ pub fn prefetch(p: *const u8) {
 
 /// Where an event sits in its thread's stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Default)]
-pub struct Pos {
+pub(crate) struct Pos {
     /// Index into the thread's chunk list.
     pub chunk: u32,
     /// Index of the event within the chunk.
@@ -326,7 +326,7 @@ pub struct Pos {
 
 /// A chunk that follows missing or damaged chunks: its snapshot tells what was open.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Restart {
+pub(crate) struct Restart {
     /// The snapshot's tick, clamped.
     pub tick: u64,
     /// The stack the thread was running.
@@ -337,7 +337,7 @@ pub struct Restart {
 /// 16-byte slots: the hot loops split them with `event::raw_parts` and
 /// branch on the kind themselves (an `Event` enum match compiles to an
 /// indirect jump that mispredicts on every enter/exit alternation).
-pub struct Batch<'a> {
+pub(crate) struct Batch<'a> {
     /// Index of the chunk in the thread's list.
     pub chunk: u32,
     /// Index (in the chunk) of the first event in `raw`.
@@ -353,7 +353,7 @@ pub struct Batch<'a> {
 impl Batch<'_> {
     /// The events in range.
     #[inline]
-    pub fn events(&self) -> impl Iterator<Item = &[u8; EVENT_SIZE]> + '_ {
+    pub(crate) fn events(&self) -> impl Iterator<Item = &[u8; EVENT_SIZE]> + '_ {
         self.raw
             .chunks_exact(EVENT_SIZE)
             .map(|e| e.try_into().unwrap_or(&[0; EVENT_SIZE]))
@@ -361,19 +361,14 @@ impl Batch<'_> {
 
     /// Number of events.
     #[inline(always)]
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.raw.len() / EVENT_SIZE
-    }
-
-    /// Whether there are none.
-    pub fn is_empty(&self) -> bool {
-        self.raw.len() < EVENT_SIZE
     }
 
     /// The `i`-th event split by `event::raw_parts` into (kind, tick,
     /// payload); past the end, a kind no event has.
     #[inline(always)]
-    pub fn parts(&self, i: usize) -> (u64, u64, u64) {
+    pub(crate) fn parts(&self, i: usize) -> (u64, u64, u64) {
         self.raw
             .get(i * EVENT_SIZE..(i + 1) * EVENT_SIZE)
             .and_then(|b| <&[u8; EVENT_SIZE]>::try_from(b).ok())
@@ -382,7 +377,7 @@ impl Batch<'_> {
 
     /// What is wrong with the `i`-th event of the batch, which the caller
     /// found invalid (`event::raw_is_valid`).
-    pub fn problem(&self, i: usize) -> ChunkProblem {
+    pub(crate) fn problem(&self, i: usize) -> ChunkProblem {
         let at = i * EVENT_SIZE;
         let bad = self
             .raw
@@ -402,7 +397,7 @@ impl Batch<'_> {
 /// chunk at a time. Callers decode the batch's events in a tight loop and
 /// pass every tick through [`Batches::clamp`], so all passes over a thread
 /// see the same events with the same clamped ticks.
-pub struct Batches<'a, 'd> {
+pub(crate) struct Batches<'a, 'd> {
     file: &'d TraceFile<'a>,
     chunks: &'d [ChunkRef],
     next: Pos,
@@ -413,7 +408,7 @@ pub struct Batches<'a, 'd> {
 
 impl<'a, 'd> Batches<'a, 'd> {
     /// Events of `chunks` in `[from, to)`, clamping from `floor_tick`.
-    pub fn new(
+    pub(crate) fn new(
         file: &'d TraceFile<'a>,
         chunks: &'d [ChunkRef],
         from: Pos,
@@ -431,7 +426,7 @@ impl<'a, 'd> Batches<'a, 'd> {
     }
 
     /// The whole stream of a thread.
-    pub fn all(file: &'d TraceFile<'a>, chunks: &'d [ChunkRef]) -> Self {
+    pub(crate) fn all(file: &'d TraceFile<'a>, chunks: &'d [ChunkRef]) -> Self {
         let end = Pos {
             chunk: chunks.len() as u32,
             event: 0,
@@ -442,7 +437,7 @@ impl<'a, 'd> Batches<'a, 'd> {
     /// Clamps a tick so the thread's ticks never go backwards; returns the
     /// clamped tick and whether it had to be clamped.
     #[inline(always)]
-    pub fn clamp(&mut self, tick: u64) -> (u64, bool) {
+    pub(crate) fn clamp(&mut self, tick: u64) -> (u64, bool) {
         if tick < self.prev_tick {
             (self.prev_tick, true)
         } else {
@@ -454,24 +449,24 @@ impl<'a, 'd> Batches<'a, 'd> {
     /// Accepts, in one step, a run of events whose ticks the caller checked
     /// never go backwards from [`Batches::floor`], the last being `last_tick`.
     #[inline(always)]
-    pub fn accept_ordered(&mut self, last_tick: u64) {
+    pub(crate) fn accept_ordered(&mut self, last_tick: u64) {
         self.prev_tick = last_tick;
     }
 
     /// The tick the next event must not be earlier than.
     #[inline(always)]
-    pub fn floor(&self) -> u64 {
+    pub(crate) fn floor(&self) -> u64 {
         self.prev_tick
     }
 
     /// Tells the walk that an event of the last batch was damaged: the
     /// rest of that chunk is dropped and the next one restarts from its snapshot.
-    pub fn damaged(&mut self) {
+    pub(crate) fn damaged(&mut self) {
         self.restart_pending = true;
     }
 
     /// The next chunk's batch.
-    pub fn next_batch(&mut self) -> Option<Batch<'a>> {
+    pub(crate) fn next_batch(&mut self) -> Option<Batch<'a>> {
         loop {
             if self.next >= self.to {
                 return None;

@@ -10,37 +10,6 @@
 //! only one question: how long did the stack run after this event, before the
 //! next event of its segment (the replay's `SegmentClock`).
 
-use serde::{Deserialize, Serialize};
-
-/// Which stretches of time count as running.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum Clock {
-    /// Stacks on different threads run in parallel; a switched-out stack is paused.
-    Stack,
-    /// One thread runs at a time (an interpreter lock).
-    Gil,
-    /// Everything always runs; nothing is subtracted.
-    Wall,
-}
-
-impl Clock {
-    /// The name used on the command line and in reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            Clock::Stack => "stack",
-            Clock::Gil => "gil",
-            Clock::Wall => "wall",
-        }
-    }
-}
-
-impl std::fmt::Display for Clock {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
@@ -48,7 +17,7 @@ use mtrace_format::event::{raw_is_valid, raw_parts};
 use mtrace_format::layout::EVENT_SIZE;
 use mtrace_format::TickScale;
 
-use crate::decode::{Batches, Decoded};
+use crate::analysis::decode::{Batches, Decoded};
 
 /// The `gil` clock's view of the whole trace: who ran when.
 ///
@@ -60,7 +29,7 @@ use crate::decode::{Batches, Decoded};
 /// stored: memory grows with how often the running thread changes (12 bytes
 /// a run).
 #[derive(Clone, Debug)]
-pub struct GilTimeline {
+pub(crate) struct GilTimeline {
     runs: GilRuns,
     end_ns: u64,
     scale: TickScale,
@@ -71,7 +40,7 @@ pub struct GilTimeline {
 /// named by their index in [`Decoded::threads`], which lists them by
 /// ascending id, so (tick, index) orders runs as (tick, thread id) does.
 #[derive(Clone, Debug, Default)]
-pub struct GilRuns {
+pub(crate) struct GilRuns {
     ticks: Vec<u64>,
     threads: Vec<u32>,
 }
@@ -89,7 +58,7 @@ impl GilRuns {
 
     /// Merges every thread's events (a sequential pass: the clock is a
     /// global order by definition).
-    pub fn build(decoded: &Decoded<'_>) -> GilRuns {
+    pub(crate) fn build(decoded: &Decoded<'_>) -> GilRuns {
         let mut streams: Vec<_> = decoded
             .threads
             .iter()
@@ -129,7 +98,7 @@ impl GilRuns {
 impl GilTimeline {
     /// The timeline of `runs` in a trace that ends at `end_ns`, converting
     /// ticks with `scale`.
-    pub fn new(runs: GilRuns, end_ns: u64, scale: TickScale) -> GilTimeline {
+    pub(crate) fn new(runs: GilRuns, end_ns: u64, scale: TickScale) -> GilTimeline {
         GilTimeline {
             runs,
             end_ns,
@@ -143,7 +112,7 @@ impl GilTimeline {
     /// [`GilCursor::position`] of a cursor that walked an earlier stretch of
     /// the same stack): the first event is then found by galloping from it
     /// rather than by a binary search of every run.
-    pub fn cursor(&self, thread: u32, hint: usize) -> GilCursor<'_> {
+    pub(crate) fn cursor(&self, thread: u32, hint: usize) -> GilCursor<'_> {
         GilCursor {
             timeline: self,
             thread,
@@ -154,7 +123,7 @@ impl GilTimeline {
 }
 
 /// Walks one thread's events through a [`GilTimeline`].
-pub struct GilCursor<'g> {
+pub(crate) struct GilCursor<'g> {
     timeline: &'g GilTimeline,
     thread: u32,
     run: Option<usize>,
@@ -166,7 +135,7 @@ impl GilCursor<'_> {
     /// its own next event (or the end of its stretch) is at `next_own_ns`.
     /// Calls must come in the thread's event order.
     #[inline]
-    pub fn run_after(&mut self, tick: u64, ns: u64, next_own_ns: u64) -> u64 {
+    pub(crate) fn run_after(&mut self, tick: u64, ns: u64, next_own_ns: u64) -> u64 {
         let runs = &self.timeline.runs;
         let key = (tick, self.thread);
         let mut i = match self.run {
@@ -188,7 +157,7 @@ impl GilCursor<'_> {
 impl GilCursor<'_> {
     /// The run of the last event walked (or the hint): a hint for a cursor
     /// over a later stretch of the same stack.
-    pub fn position(&self) -> usize {
+    pub(crate) fn position(&self) -> usize {
         self.run.unwrap_or(self.hint)
     }
 }

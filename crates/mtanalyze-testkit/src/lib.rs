@@ -1,0 +1,21 @@
+//! Test support for `mtanalyze`, shared by its unit tests, its integration
+//! tests, the end-to-end tests in the repository's `tests/` folder and its
+//! benchmark:
+//!
+//! * [`reference`]: the literal reference implementation of
+//!   `schemas/semantics.md` (obviously correct, not fast), which the
+//!   property tests compare the engine against;
+//! * [`worked_examples`]: the document's worked examples as data;
+//! * [`fusion`]: the two ways the analyzer replays a thread's own stack,
+//!   side by side;
+//! * [`synth`]: the deterministic synthetic trace generator (the `synth`
+//!   example and the throughput benchmark).
+//!
+//! `mtanalyze`'s own unit tests use this crate too (a dev-dependency cycle
+//! cargo allows); they take only plain data from it (JSON-lines text), since
+//! its `mtanalyze` types are those of a separate build of the crate.
+
+pub mod fusion;
+pub mod reference;
+pub mod synth;
+pub mod worked_examples;

@@ -1,0 +1,257 @@
+//! The last step of [`crate::analyze`]: the statistics summed over every
+//! stack become the [`Report`]: function and edge rows with their keys,
+//! call paths with their frames as report positions, stacks in id order
+//! with their names, and every warning.
+
+use crate::analysis::decode::{Decoded, FunctionEntry};
+use crate::analysis::frames::Acc;
+use crate::analysis::options::{AnalyzeOptions, PathMode};
+use crate::analysis::paths::{ROOT, STACK_LABEL};
+use crate::analysis::replay::stack_name;
+use crate::analysis::segment::StackKey;
+use crate::analysis::stacks::Analysis;
+use crate::input::LoadedTrace;
+use crate::model::report::{CallPath, EdgeStats, FunctionStats, Report, StackStats};
+use crate::model::warnings::Warnings;
+
+/// Builds the report from the statistics `acc` of all stacks, each stack's
+/// own (`stacks`, in any order) and the problems the replays found.
+pub(super) fn assemble(
+    trace: &LoadedTrace,
+    mut analysis: Analysis<'_>,
+    opts: &AnalyzeOptions,
+    acc: Acc,
+    mut stacks: Vec<(StackKey, StackStats)>,
+    replay_warnings: Warnings,
+) -> Report {
+    let prep = &analysis.prep;
+    let entries = prep.functions.entries();
+    let (functions, position) = function_rows(&acc, entries);
+    let labels = match opts.paths {
+        PathMode::PerStack if acc.paths.is_some() => path_labels(&analysis),
+        _ => Vec::new(),
+    };
+    let paths = call_paths(&acc, opts, &labels, &position);
+    let edges = edge_rows(&acc, entries);
+    let mut warnings = prep.warnings.clone();
+    warnings.merge(replay_warnings);
+    let summary = prep.summary(trace, analysis.all_stacks);
+    // Own stacks before logical ones, each by number; keys are unique, so
+    // the order is deterministic. In place: a trace can hold a million
+    // tasks, and a sorted copy of their statistics would add to the peak heap.
+    stacks.sort_unstable_by_key(|(key, _)| *key);
+    name_stacks(&mut stacks, &mut analysis.prep.decoded);
+    // Collected in place (same allocation): the keys are dropped, not copied.
+    let stacks: Vec<StackStats> = stacks.into_iter().map(|(_, s)| s).collect();
+    Report {
+        trace: summary,
+        clock: analysis.clock,
+        functions,
+        edges,
+        stacks,
+        warnings: warnings.to_report(),
+        paths,
+    }
+}
+
+/// The functions that were called, sorted by key, and for each dense index
+/// its position among them (`u32::MAX`: never called).
+fn function_rows(acc: &Acc, entries: &[FunctionEntry]) -> (Vec<FunctionStats>, Vec<u32>) {
+    let mut functions: Vec<(usize, FunctionStats)> = acc
+        .functions
+        .iter()
+        .enumerate()
+        .filter(|(_, a)| a.ncalls > 0)
+        .map(|(i, a)| {
+            let e = &entries[i];
+            let stats = FunctionStats {
+                function: e.key.function.clone(),
+                file: e.key.file.clone(),
+                line: e.key.line,
+                module: e.module.clone(),
+                ncalls: a.ncalls,
+                primitive_calls: a.primitive_calls,
+                tottime_ns: a.tottime_ns,
+                cumtime_ns: a.cumtime_ns,
+                paused_ns: a.paused_ns,
+                open_at_end: a.open_at_end,
+            };
+            (i, stats)
+        })
+        .collect();
+    functions.sort_by_key(|(_, f)| f.key());
+    let mut position = vec![u32::MAX; entries.len()];
+    for (pos, (dense, _)) in functions.iter().enumerate() {
+        position[*dense] = pos as u32;
+    }
+    (functions.into_iter().map(|(_, f)| f).collect(), position)
+}
+
+/// Root labels of per-stack call paths, by selected stack (a million tasks
+/// make a million names: only made when paths are kept per stack).
+fn path_labels(analysis: &Analysis<'_>) -> Vec<String> {
+    analysis
+        .stacks
+        .iter()
+        .map(|(key, _)| {
+            let name = stack_name(&analysis.prep.decoded, *key);
+            if name.is_empty() {
+                key.id_string()
+            } else {
+                name
+            }
+        })
+        .collect()
+}
+
+/// The call paths of `acc`'s tree (recursion collapsed if asked), with
+/// frames as report positions, sorted by stack and frames.
+fn call_paths(
+    acc: &Acc,
+    opts: &AnalyzeOptions,
+    labels: &[String],
+    position: &[u32],
+) -> Vec<CallPath> {
+    let mut paths: Vec<CallPath> = acc
+        .paths
+        .as_ref()
+        .map(|t| match opts.collapse_recursion {
+            Some(mode) => t.collapse_recursion(mode).paths(),
+            None => t.paths(),
+        })
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|(path, ncalls, self_ns)| {
+            let (stack, funcs) = match path.split_first() {
+                Some((&first, rest)) if first & STACK_LABEL != 0 && first != ROOT => (
+                    labels
+                        .get((first & !STACK_LABEL) as usize)
+                        .cloned()
+                        .unwrap_or_default(),
+                    rest,
+                ),
+                _ => (String::new(), &path[..]),
+            };
+            let frames: Vec<u32> = funcs.iter().map(|&d| position[d as usize]).collect();
+            (!frames.is_empty()).then_some(CallPath {
+                stack,
+                frames,
+                ncalls,
+                self_ns,
+            })
+        })
+        .collect();
+    paths.sort_by(|a, b| (&a.stack, &a.frames).cmp(&(&b.stack, &b.frames)));
+    paths
+}
+
+/// Every caller -> callee edge with its keys, sorted by caller then callee.
+fn edge_rows(acc: &Acc, entries: &[FunctionEntry]) -> Vec<EdgeStats> {
+    let mut edges: Vec<EdgeStats> = acc
+        .edges
+        .iter()
+        .map(|(&(caller, callee), a)| {
+            let (c, d) = (&entries[caller as usize].key, &entries[callee as usize].key);
+            EdgeStats {
+                caller: c.function.clone(),
+                caller_file: c.file.clone(),
+                caller_line: c.line,
+                callee: d.function.clone(),
+                callee_file: d.file.clone(),
+                callee_line: d.line,
+                ncalls: a.ncalls,
+                primitive_calls: a.primitive_calls,
+                tottime_ns: a.tottime_ns,
+                cumtime_ns: a.cumtime_ns,
+            }
+        })
+        .collect();
+    edges.sort_by_key(|e| (e.caller_key(), e.callee_key()));
+    edges
+}
+
+/// Names the report's stacks, moving the names out of the metadata: a
+/// trace of a million tasks has a million names, not worth copying.
+/// `stacks` are sorted by key, logical ones ascending by id like the names,
+/// so one forward walk over the names finds every logical stack's.
+fn name_stacks(stacks: &mut [(StackKey, StackStats)], decoded: &mut Decoded<'_>) {
+    let mut stack_names = std::mem::take(&mut decoded.stack_names)
+        .into_sorted()
+        .into_iter()
+        .peekable();
+    let mut thread_names = std::mem::take(&mut decoded.thread_names);
+    for (key, s) in stacks {
+        s.name = match *key {
+            StackKey::Own(tid) => thread_names.remove(&tid).map(|(name, _)| name),
+            StackKey::Logical(id) => {
+                while stack_names.next_if(|(k, _)| *k < id).is_some() {}
+                stack_names.next_if(|(k, _)| *k == id).map(|(_, name)| name)
+            }
+        }
+        .unwrap_or_default();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::strategy::Strategy;
+
+    fn stack(key: StackKey) -> (StackKey, StackStats) {
+        let stats = StackStats {
+            id: key.id_string(),
+            name: String::new(),
+            threads: Vec::new(),
+            running_ns: 0,
+            paused_ns: 0,
+            switches_in: 0,
+            max_depth: 0,
+            events: 0,
+        };
+        (key, stats)
+    }
+
+    /// What the report promises of its stack order, by id alone.
+    fn id_order(id: &str) -> (u8, u64) {
+        let (kind, n) = id.split_once(':').unwrap_or((id, ""));
+        let class = if kind == "thread" { 0 } else { 1 };
+        (class, n.parse().unwrap_or(u64::MAX))
+    }
+
+    proptest::proptest! {
+        /// Sorting by key orders the ids as the report promises: own stacks
+        /// first, then logical ones, each by number, not as text.
+        #[test]
+        fn stacks_sort_by_key_as_their_ids_read(
+            keys in proptest::sample::subsequence(
+                vec![StackKey::Own(1), StackKey::Own(2), StackKey::Own(10),
+                     StackKey::Logical(1), StackKey::Logical(2), StackKey::Logical(10),
+                     StackKey::Logical(99999), StackKey::Own(u64::MAX)],
+                0..=8,
+            ).prop_shuffle(),
+        ) {
+            let mut got: Vec<(StackKey, StackStats)> = keys.into_iter().map(stack).collect();
+            let mut want: Vec<String> = got.iter().map(|(_, s)| s.id.clone()).collect();
+            want.sort_by_key(|id| id_order(id));
+            got.sort_unstable_by_key(|(key, _)| *key);
+            let got: Vec<String> = got.into_iter().map(|(_, s)| s.id).collect();
+            proptest::prop_assert_eq!(got, want);
+        }
+    }
+
+    #[test]
+    fn numbers_order_numerically_and_threads_come_first() {
+        let mut s: Vec<_> = [
+            StackKey::Logical(10),
+            StackKey::Own(10),
+            StackKey::Logical(2),
+            StackKey::Own(2),
+        ]
+        .into_iter()
+        .map(stack)
+        .collect();
+        s.sort_unstable_by_key(|(key, _)| *key);
+        let ids: Vec<&str> = s.iter().map(|(_, s)| s.id.as_str()).collect();
+        assert_eq!(ids, ["thread:2", "thread:10", "stack:2", "stack:10"]);
+    }
+}

@@ -1,0 +1,436 @@
+//! The segment pass: each thread's events, read once in order, cut into
+//! [`Segment`]s at every stack switch (threads in parallel, one pass each).
+//!
+//! The pass also clamps ticks that go back, counts damage, and notes the
+//! function ids the metadata does not name. It can replay the thread's own
+//! stack as it goes (see [`OwnReplay`]): the same replay `replay.rs` does,
+//! fed the events the pass reads anyway. The own stack's segments are then
+//! not kept: in a program that polls many tasks they are half of all
+//! segments (one between every two polls).
+
+use rustc_hash::FxHashSet;
+
+use mtrace_format::event::{raw_is_valid, KIND_ENTER, KIND_EXIT, KIND_SWITCH};
+use mtrace_format::StackId;
+
+use crate::analysis::decode::{Batch, Batches, Decoded, FunctionTable, Pos, Restart};
+use crate::analysis::frames::{NoObserver, Tally};
+use crate::analysis::paths::ROOT;
+use crate::analysis::replay::{seed_snapshot, StackReplay, Suspended};
+use crate::analysis::segment::{Seed, Segment, SegmentList, StackKey, RUNS_TO_END};
+use crate::model::report::Clock;
+use crate::model::warnings::{Location, WarningKind, Warnings};
+
+/// What one pass over a thread found.
+#[derive(Debug, Default)]
+pub(super) struct ThreadPass {
+    /// Its segments in order.
+    pub segments: SegmentList,
+    /// Events decoded.
+    pub events: u64,
+    /// First and last clamped ticks.
+    pub first_tick: Option<u64>,
+    /// Last clamped tick.
+    pub last_tick: Option<u64>,
+    /// Function ids used but not in the metadata.
+    pub unknown_functions: FxHashSet<u32>,
+    /// Problems found.
+    pub warnings: Warnings,
+    /// The thread's own stack, replayed during the pass (if asked and
+    /// possible): it only needs the end of the trace. Its segments are
+    /// then not in `segments`.
+    pub own_replay: Option<OwnReplay>,
+}
+
+/// A thread's own stack replayed by the segment pass, which reads its
+/// events anyway: a second read of them (most of a plain multi-threaded
+/// trace) is saved. The replay is the one `replay::replay_stack`
+/// does, driven event by event; it waits for the end of the trace to close
+/// its open frames.
+#[derive(Debug)]
+pub(super) struct OwnReplay {
+    /// The statistics, with the stack's open frames set aside.
+    pub tally: Tally,
+    /// The replay, suspended.
+    pub state: Suspended,
+    /// Problems the replay found.
+    pub warnings: Warnings,
+}
+
+/// The own stack's replay while the pass runs.
+struct OwnFusion<'t> {
+    replay: StackReplay<'t, NoObserver>,
+    clock: Clock,
+    warnings: Warnings,
+    /// (start, running-clock offset) of the own segment now running.
+    running: Option<(u64, u64)>,
+    /// Whether the thread ran its own stack at all.
+    began: bool,
+}
+
+/// The state of one thread's pass.
+struct Cutter<'d, 'a, 't> {
+    decoded: &'d Decoded<'a>,
+    index: u32,
+    tid: u64,
+    pass: ThreadPass,
+    /// The segment the thread is in.
+    open: Option<Segment>,
+    /// The stack the thread runs.
+    stack: StackKey,
+    own: Option<OwnFusion<'t>>,
+    /// Own-stack segments closed while `own` replayed them: dropped if the
+    /// replay lasts the pass, merged back into the segments if it stops.
+    own_segments: SegmentList,
+}
+
+impl Cutter<'_, '_, '_> {
+    fn new_segment(&self, start: Pos, start_tick: u64, switched_in: bool, seed: Seed) -> Segment {
+        Segment {
+            stack: self.stack,
+            thread: self.index,
+            tid: self.tid,
+            start,
+            end: start,
+            start_tick,
+            end_tick: RUNS_TO_END,
+            switched_in,
+            seed,
+        }
+    }
+
+    /// The thread is now in `seg`.
+    fn open_segment(&mut self, seg: Segment) {
+        if seg.stack == StackKey::Own(self.tid) {
+            self.begin_own(&seg);
+        }
+        self.open = Some(seg);
+    }
+
+    fn begin_own(&mut self, seg: &Segment) {
+        let decoded = self.decoded;
+        let Some(f) = &mut self.own else { return };
+        // The fused replay knows only the metadata's functions; a seed
+        // naming another leaves the stack to the replay pass.
+        if seg.seed != Seed::None
+            && seed_snapshot(decoded, seg)
+                .is_some_and(|mut ids| ids.any(|id| decoded.functions.get(id.0).is_none()))
+        {
+            self.own = None;
+            return;
+        }
+        let start_ns = f
+            .replay
+            .begin(decoded, &decoded.functions, f.clock, seg, &mut f.warnings);
+        f.running = Some((start_ns, f.replay.offset(f.clock, start_ns)));
+        f.began = true;
+    }
+
+    /// The thread leaves its segment before `end`, at `end_tick`.
+    fn close_segment(&mut self, end: Pos, end_tick: u64) {
+        let Some(mut s) = self.open.take() else {
+            return;
+        };
+        if let Some(f) = &mut self.own {
+            if let (StackKey::Own(_), Some((start_ns, _))) = (s.stack, f.running) {
+                let end_ns = self.decoded.scale.ns(end_tick);
+                f.replay.end_linear(f.clock, start_ns, end_ns);
+                f.running = None;
+            }
+        }
+        s.end = end;
+        s.end_tick = end_tick;
+        self.keep(s);
+    }
+
+    /// Stores a finished segment (see `own_segments`).
+    fn keep(&mut self, s: Segment) {
+        if self.own.is_some() && s.stack == StackKey::Own(self.tid) {
+            self.own_segments.push(s);
+        } else {
+            self.pass.segments.push(s);
+        }
+    }
+
+    /// Ends the pass: the last segment runs until the end of the trace, and
+    /// so does the own stack's replay if it is in it.
+    fn finish(mut self, end: Pos) -> (ThreadPass, Option<(Suspended, Warnings)>) {
+        let running_since = self
+            .own
+            .as_ref()
+            .and_then(|f| f.running)
+            .map(|(start, _)| start);
+        if let Some(mut s) = self.open.take() {
+            s.end = end;
+            self.keep(s);
+        }
+        let own = self
+            .own
+            .filter(|f| f.began)
+            .map(|f| (f.replay.suspend(running_since), f.warnings));
+        if own.is_none() && !self.own_segments.is_empty() {
+            let own_segments = std::mem::take(&mut self.own_segments);
+            let segments = std::mem::take(&mut self.pass.segments);
+            self.pass.segments = segments.merge(own_segments);
+        }
+        (self.pass, own)
+    }
+
+    /// An enter or exit the own stack's replay has to see, if running.
+    #[inline(always)]
+    fn own_event(&mut self, enter: bool, func: u32, ns: u64) {
+        let Some(f) = &mut self.own else { return };
+        let Some((_, offset)) = f.running else { return };
+        if let Err(kind) = f.replay.event(enter, func, ns, offset) {
+            let at = Location::Time {
+                ns,
+                thread: self.tid,
+            };
+            f.warnings.add(kind, at);
+        }
+    }
+
+    /// The thread's history before this chunk is missing (lost chunks): it
+    /// resumes at `tick` on `current_stack`, whose open frames the chunk's
+    /// snapshot gives (the segments opened here carry that seed).
+    fn restart(
+        &mut self,
+        chunk: u32,
+        Restart {
+            tick,
+            current_stack,
+        }: Restart,
+    ) {
+        let tid = self.tid;
+        let at = Pos { chunk, event: 0 };
+        self.close_segment(at, tick);
+        if current_stack != StackId::OWN {
+            // The own stack is paused below the logical one: open its
+            // frames too, in a stretch that does not run.
+            self.stack = StackKey::Own(tid);
+            let own = self.new_segment(at, tick, false, Seed::Own);
+            self.open_segment(own);
+            self.close_segment(at, tick);
+        }
+        self.stack = StackKey::from_switch(tid, current_stack);
+        let seed = if current_stack == StackId::OWN {
+            Seed::Own
+        } else {
+            Seed::Logical
+        };
+        let seg = self.new_segment(at, tick, false, seed);
+        self.open_segment(seg);
+        self.pass.first_tick.get_or_insert(tick);
+    }
+
+    /// Cuts one batch: runs of ordinary events on the fast path, every
+    /// other event on its own. A damaged event ends the batch.
+    fn batch(&mut self, batch: &Batch<'_>, batches: &mut Batches<'_, '_>) {
+        let n = batch.len();
+        let mut i = 0;
+        while i < n {
+            i = self.ordinary_run(batch, batches, i);
+            if i == n || !self.special_event(batch, batches, i) {
+                break;
+            }
+            i += 1;
+        }
+    }
+
+    /// The fast path: the run of ordinary events (see [`ordinary`]) from
+    /// event `start` of the batch, the bulk of every trace. Nothing to
+    /// decide per event but whether the run goes on (and, on the own stack,
+    /// to replay it). Returns where the run stopped.
+    #[inline(always)]
+    fn ordinary_run(
+        &mut self,
+        batch: &Batch<'_>,
+        batches: &mut Batches<'_, '_>,
+        start: usize,
+    ) -> usize {
+        let functions = &self.decoded.functions;
+        let scale = self.decoded.scale;
+        let n = batch.len();
+        let mut floor = batches.floor();
+        if self.open.is_none() {
+            let (kind, tick, payload) = batch.parts(start);
+            if ordinary(functions, kind, tick, payload, floor).is_some() {
+                let pos = Pos {
+                    chunk: batch.chunk,
+                    event: batch.first_event + start as u32,
+                };
+                let seg = self.new_segment(pos, tick, true, Seed::None);
+                self.open_segment(seg);
+            }
+        }
+        let mut i = start;
+        let replaying = self.own.as_ref().is_some_and(|f| f.running.is_some());
+        if replaying {
+            while i < n {
+                let (kind, tick, payload) = batch.parts(i);
+                let Some(d) = ordinary(functions, kind, tick, payload, floor) else {
+                    break;
+                };
+                self.own_event(kind == KIND_ENTER, d, scale.ns(tick));
+                floor = tick;
+                i += 1;
+            }
+        } else {
+            while i < n {
+                let (kind, tick, payload) = batch.parts(i);
+                if ordinary(functions, kind, tick, payload, floor).is_none() {
+                    break;
+                }
+                floor = tick;
+                i += 1;
+            }
+        }
+        if i > start {
+            batches.accept_ordered(floor);
+            self.pass.events += (i - start) as u64;
+            self.pass.first_tick.get_or_insert(batch.parts(start).1);
+            self.pass.last_tick = Some(floor);
+        }
+        i
+    }
+
+    /// The slow path: event `i` of the batch switches stacks, is damaged,
+    /// goes back in time or names an unknown function. Returns false if it
+    /// is damaged (the rest of the chunk is not read).
+    fn special_event(
+        &mut self,
+        batch: &Batch<'_>,
+        batches: &mut Batches<'_, '_>,
+        i: usize,
+    ) -> bool {
+        let tid = self.tid;
+        let scale = self.decoded.scale;
+        let (kind, raw_tick, payload) = batch.parts(i);
+        if !raw_is_valid(kind, payload) {
+            let problem = batch.problem(i);
+            self.pass
+                .warnings
+                .add(WarningKind::DamagedEvent, Location::Byte(problem.offset));
+            batches.damaged();
+            return false;
+        }
+        let (tick, clamped) = batches.clamp(raw_tick);
+        if clamped {
+            let at = Location::Time {
+                ns: scale.ns(tick),
+                thread: tid,
+            };
+            self.pass.warnings.add(WarningKind::ClockBackwards, at);
+        }
+        self.pass.events += 1;
+        self.pass.first_tick.get_or_insert(tick);
+        self.pass.last_tick = Some(tick);
+        let pos = Pos {
+            chunk: batch.chunk,
+            event: batch.first_event + i as u32,
+        };
+        if kind == KIND_SWITCH {
+            if self.open.is_none() && self.pass.segments.is_empty() {
+                // The thread started on its own stack and left it at
+                // once: record that zero-length stretch, so the own
+                // stack's life starts with the thread's.
+                let seg = self.new_segment(pos, tick, true, Seed::None);
+                self.open_segment(seg);
+            }
+            self.close_segment(pos, tick);
+            self.stack = StackKey::from_switch(tid, StackId(payload));
+            let seg = self.new_segment(pos, tick, true, Seed::None);
+            self.open_segment(seg);
+            return true;
+        }
+        if self.open.is_none() {
+            let seg = self.new_segment(pos, tick, true, Seed::None);
+            self.open_segment(seg);
+        }
+        if kind == KIND_ENTER || kind == KIND_EXIT {
+            let f = payload as u32;
+            match self.decoded.functions.get(f) {
+                Some(d) => self.own_event(kind == KIND_ENTER, d, scale.ns(tick)),
+                None => {
+                    self.pass.unknown_functions.insert(f);
+                    if self.stack == StackKey::Own(tid) {
+                        // Its dense index is settled after every pass.
+                        self.own = None;
+                    }
+                }
+            }
+        }
+        true
+    }
+}
+
+/// An ordinary event: an enter or exit of a known function, its tick not
+/// going back from `floor`. Its function's dense index if so.
+#[inline(always)]
+fn ordinary(
+    functions: &FunctionTable,
+    kind: u64,
+    tick: u64,
+    payload: u64,
+    floor: u64,
+) -> Option<u32> {
+    let ordinary = (kind == KIND_ENTER || kind == KIND_EXIT)
+        & (payload != 0)
+        & (payload <= u32::MAX as u64)
+        & (tick >= floor);
+    if ordinary {
+        functions.get(payload as u32)
+    } else {
+        None
+    }
+}
+
+/// Cuts thread `index` of `decoded` into segments. With `fuse` (the `stack`
+/// or `wall` clock), also replays the thread's own stack on the way, unless
+/// it meets a function the metadata does not name (see [`OwnReplay`]).
+pub(crate) fn cut_thread(decoded: &Decoded<'_>, index: u32, fuse: Option<Clock>) -> ThreadPass {
+    let thread = &decoded.threads[index as usize];
+    let tid = thread.tid.0;
+    let mut tally = fuse.map(|_| Tally::new(decoded.functions.entries().len(), false));
+    let mut observer = NoObserver;
+    let own = match (fuse, tally.as_mut()) {
+        (Some(clock), Some(t)) => Some(OwnFusion {
+            replay: StackReplay::new(t, ROOT, &mut observer),
+            clock,
+            warnings: Warnings::default(),
+            running: None,
+            began: false,
+        }),
+        _ => None,
+    };
+    let mut cut = Cutter {
+        decoded,
+        index,
+        tid,
+        pass: ThreadPass::default(),
+        open: None,
+        stack: StackKey::Own(tid),
+        own,
+        own_segments: SegmentList::default(),
+    };
+    let mut batches = Batches::all(&decoded.file, &thread.chunks);
+    while let Some(batch) = batches.next_batch() {
+        if let Some(restart) = batch.restart {
+            cut.restart(batch.chunk, restart);
+        }
+        cut.batch(&batch, &mut batches);
+    }
+    let end = Pos {
+        chunk: thread.chunks.len() as u32,
+        event: 0,
+    };
+    let (mut pass, own) = cut.finish(end);
+    if let (Some((state, warnings)), Some(tally)) = (own, tally) {
+        pass.own_replay = Some(OwnReplay {
+            tally,
+            state,
+            warnings,
+        });
+    }
+    pass
+}

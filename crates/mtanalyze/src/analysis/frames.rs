@@ -1,0 +1,516 @@
+//! One stack's open frames and what closing them adds up: the recursion
+//! rule, self/cumulative/paused time, per function and per call edge.
+//!
+//! Recursion is decided per stack with counters of open frames per function
+//! and per (caller, callee) edge: a frame is recursive iff its function's
+//! counter is non-zero when it is entered, which is exactly what a walk down
+//! the stack would find (a property test compares the two).
+//!
+//! Pieces: [`FrameStack`] (open frames, counters, totals of one stack) over
+//! a [`Tally`] (a worker's statistics and scratch, reused stack after
+//! stack), summed into an [`Acc`]. An [`Observer`] sees every frame; the
+//! statistics use [`NoObserver`], which compiles to nothing.
+
+use rustc_hash::FxHashMap;
+
+use crate::analysis::paths::{PathTree, ROOT};
+use crate::model::warnings::WarningKind;
+
+/// Totals of one function.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct FnAcc {
+    /// Frames.
+    pub ncalls: u64,
+    /// Non-recursive frames.
+    pub primitive_calls: u64,
+    /// Sum of self time.
+    pub tottime_ns: u64,
+    /// Sum of active time of non-recursive frames.
+    pub cumtime_ns: u64,
+    /// Sum of paused time of non-recursive frames.
+    pub paused_ns: u64,
+    /// Frames still open at the end of the trace (closed there).
+    pub open_at_end: u64,
+}
+
+/// Totals of one caller -> callee edge.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct EdgeAcc {
+    /// Frames.
+    pub ncalls: u64,
+    /// Frames whose edge is not recursive.
+    pub primitive_calls: u64,
+    /// Sum of self time.
+    pub tottime_ns: u64,
+    /// Sum of active time of non-recursive edge frames.
+    pub cumtime_ns: u64,
+}
+
+impl EdgeAcc {
+    /// Adds `other`'s totals.
+    pub(super) fn add(&mut self, other: &EdgeAcc) {
+        self.ncalls += other.ncalls;
+        self.primitive_calls += other.primitive_calls;
+        self.tottime_ns = self.tottime_ns.saturating_add(other.tottime_ns);
+        self.cumtime_ns = self.cumtime_ns.saturating_add(other.cumtime_ns);
+    }
+}
+
+/// Statistics accumulated over any number of stacks. Sums only, so merging
+/// in any order gives the same result.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Acc {
+    /// By dense function index.
+    pub functions: Vec<FnAcc>,
+    /// By (caller, callee) dense indices.
+    pub edges: FxHashMap<(u32, u32), EdgeAcc>,
+    /// Call paths, when asked for.
+    pub paths: Option<PathTree>,
+}
+
+impl Acc {
+    /// An empty accumulator for `n` functions.
+    pub(super) fn new(n: usize, paths: bool) -> Acc {
+        Acc {
+            functions: vec![FnAcc::default(); n],
+            edges: FxHashMap::default(),
+            paths: paths.then(PathTree::default),
+        }
+    }
+
+    /// Adds `other` into `self`.
+    pub(super) fn merge(&mut self, other: Acc) {
+        if self.functions.len() < other.functions.len() {
+            self.functions
+                .resize(other.functions.len(), FnAcc::default());
+        }
+        for (a, b) in self.functions.iter_mut().zip(other.functions) {
+            a.ncalls += b.ncalls;
+            a.primitive_calls += b.primitive_calls;
+            a.tottime_ns = a.tottime_ns.saturating_add(b.tottime_ns);
+            a.cumtime_ns = a.cumtime_ns.saturating_add(b.cumtime_ns);
+            a.paused_ns = a.paused_ns.saturating_add(b.paused_ns);
+            a.open_at_end += b.open_at_end;
+        }
+        for (k, b) in other.edges {
+            self.edges.entry(k).or_default().add(&b);
+        }
+        if let (Some(a), Some(b)) = (&mut self.paths, &other.paths) {
+            a.merge_from(b, ROOT);
+        }
+    }
+}
+
+const NO_PARENT: u32 = u32::MAX;
+
+/// A stack's (caller, callee) edges: numbered on first use, each with its
+/// open frames and totals in one entry, found through an open-addressing
+/// index of 4-byte numbers kept at most half full.
+///
+/// Entering a frame costs one multiply, a probe of the small index and the
+/// edge's entry; leaving it touches the same entry again. (A general hash
+/// map behind a small cache missed on traces with thousands of edges.)
+#[derive(Debug)]
+struct EdgeTable {
+    /// Edge numbers, or `VACANT`.
+    index: Vec<u32>,
+    shift: u32,
+    /// By number.
+    entries: Vec<EdgeEntry>,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct EdgeEntry {
+    /// `caller << 32 | callee`.
+    key: u64,
+    /// Frames of this edge open now.
+    open: u32,
+    totals: EdgeAcc,
+}
+
+impl EdgeTable {
+    const INITIAL_BITS: u32 = 6;
+    const VACANT: u32 = u32::MAX;
+
+    fn new() -> EdgeTable {
+        EdgeTable {
+            index: vec![Self::VACANT; 1 << Self::INITIAL_BITS],
+            shift: 64 - Self::INITIAL_BITS,
+            entries: Vec::new(),
+        }
+    }
+
+    #[inline(always)]
+    fn home(&self, key: u64) -> usize {
+        (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> self.shift) as usize
+    }
+
+    /// Opens a frame of edge (`caller`, `callee`); returns the edge's
+    /// number and whether a frame of it was already open.
+    #[inline(always)]
+    fn open(&mut self, caller: u32, callee: u32) -> (u32, bool) {
+        let key = (caller as u64) << 32 | callee as u64;
+        let mask = self.index.len() - 1;
+        let mut i = self.home(key);
+        let number = loop {
+            match self.index[i] {
+                Self::VACANT => break self.insert(i, key),
+                n if self.entries[n as usize].key == key => break n,
+                _ => i = (i + 1) & mask,
+            }
+        };
+        let e = &mut self.entries[number as usize];
+        e.open += 1;
+        (number, e.open > 1)
+    }
+
+    /// Counts a frame of edge `number` open again (see `FrameStack::put_back`).
+    fn reopen(&mut self, number: u32) {
+        self.entries[number as usize].open += 1;
+    }
+
+    /// Closes a frame of edge `number`; returns the edge's totals.
+    #[inline(always)]
+    fn close(&mut self, number: u32) -> &mut EdgeAcc {
+        let e = &mut self.entries[number as usize];
+        e.open -= 1;
+        &mut e.totals
+    }
+
+    #[cold]
+    fn insert(&mut self, at: usize, key: u64) -> u32 {
+        let number = self.entries.len() as u32;
+        self.entries.push(EdgeEntry {
+            key,
+            ..EdgeEntry::default()
+        });
+        self.index[at] = number;
+        if self.entries.len() * 2 > self.index.len() {
+            self.index = vec![Self::VACANT; self.index.len() * 2];
+            self.shift -= 1;
+            let mask = self.index.len() - 1;
+            for (n, e) in self.entries.iter().enumerate() {
+                let mut i = self.home(e.key);
+                while self.index[i] != Self::VACANT {
+                    i = (i + 1) & mask;
+                }
+                self.index[i] = n as u32;
+            }
+        }
+        number
+    }
+
+    /// Every edge with its totals, emptying the table.
+    fn drain(&mut self) -> impl Iterator<Item = ((u32, u32), EdgeAcc)> + '_ {
+        self.entries
+            .drain(..)
+            .map(|e| (((e.key >> 32) as u32, e.key as u32), e.totals))
+    }
+}
+
+/// An open frame.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Frame {
+    func: u32,
+    /// Number in `FrameStack::edges`, or `NO_PARENT` for a root frame.
+    edge: u32,
+    /// Node in `FrameStack::paths` (unused when paths are off).
+    node: u32,
+    enter_ns: u64,
+    enter_r: u64,
+    child_active: u64,
+    recursive: bool,
+    edge_recursive: bool,
+}
+
+/// Sees every frame and every running stretch of a stack as the replay
+/// finds them; the exports that draw timelines use it. The statistics never
+/// need it: [`NoObserver`] compiles to nothing.
+pub(super) trait Observer {
+    /// A frame of `func` (dense index), with `depth` frames open below it,
+    /// was open from `enter_ns` to `exit_ns`.
+    fn frame(&mut self, _func: u32, _depth: u32, _enter_ns: u64, _exit_ns: u64) {}
+    /// The stack ran from `start_ns` to `end_ns` (stretches may touch or,
+    /// on broken input, overlap).
+    fn running(&mut self, _start_ns: u64, _end_ns: u64) {}
+    /// The stack lived from `start_ns` (its first stretch) to `end_ns` (its
+    /// last switch away, or the end of the trace if frames were open there).
+    fn life(&mut self, _start_ns: u64, _end_ns: u64) {}
+}
+
+/// Observes nothing.
+pub(super) struct NoObserver;
+
+impl Observer for NoObserver {}
+
+/// The open frames of one stack and the counters that decide recursion.
+/// Edges are numbered per stack on first use, so entering a frame costs one
+/// table lookup and leaving it none.
+pub(super) struct FrameStack<'a, O: Observer = NoObserver> {
+    t: &'a mut Tally,
+    paths: Option<PathTree>,
+    /// Where this stack's paths hang in the merged tree.
+    paths_root: u32,
+    pub(crate) observer: &'a mut O,
+    /// Deepest depth reached.
+    pub max_depth: u32,
+}
+
+/// What one replay worker accumulates, stack after stack: the statistics,
+/// and the scratch a stack's replay needs. Every replay ends with all its
+/// frames closed, which leaves the open-frame counters at zero for the next
+/// stack; allocating them per stack cost more than replaying a short async
+/// task. Edges keep their numbers across stacks and reach the statistics in
+/// [`Tally::into_acc`].
+#[derive(Debug)]
+pub(super) struct Tally {
+    acc: Acc,
+    frames: Vec<Frame>,
+    fn_open: Vec<u32>,
+    edges: EdgeTable,
+}
+
+impl Tally {
+    /// An empty tally for `n` functions, with call paths or not.
+    pub(super) fn new(n: usize, paths: bool) -> Tally {
+        Tally {
+            acc: Acc::new(n, paths),
+            frames: Vec::new(),
+            fn_open: vec![0; n],
+            edges: EdgeTable::new(),
+        }
+    }
+
+    /// The statistics of every stack replayed.
+    pub(super) fn into_acc(mut self) -> Acc {
+        for (key, e) in self.edges.drain() {
+            self.acc.edges.entry(key).or_default().add(&e);
+        }
+        self.acc
+    }
+}
+
+impl<'a, O: Observer> FrameStack<'a, O> {
+    /// An empty stack replayed with `tally`'s scratch, into its statistics
+    /// (its call paths are added by [`FrameStack::merge_paths`]). `paths_root`: [`ROOT`] to
+    /// merge call paths of all stacks, or a `STACK_LABEL` node to keep this
+    /// stack's apart.
+    pub(super) fn new(
+        tally: &'a mut Tally,
+        paths_root: u32,
+        observer: &'a mut O,
+    ) -> FrameStack<'a, O> {
+        debug_assert!(tally.frames.is_empty(), "the last stack closed its frames");
+        let paths = tally.acc.paths.is_some().then(PathTree::default);
+        FrameStack {
+            t: tally,
+            paths,
+            paths_root,
+            observer,
+            max_depth: 0,
+        }
+    }
+
+    /// Adds this stack's call paths to the tally's tree, under its
+    /// `paths_root`. Called once, when the stack's replay ends or is set aside.
+    pub(crate) fn merge_paths(&mut self) {
+        if let (Some(all), Some(mine)) = (&mut self.t.acc.paths, self.paths.take()) {
+            let root = match self.paths_root {
+                ROOT => ROOT,
+                label => all.child(ROOT, label),
+            };
+            all.merge_from(&mine, root);
+        }
+    }
+
+    /// Frames open now.
+    pub(super) fn depth(&self) -> usize {
+        self.t.frames.len()
+    }
+
+    /// Pushes a frame of `func` at wall time `ns`, running clock `r`.
+    #[inline(always)]
+    pub(super) fn enter(&mut self, func: u32, ns: u64, r: u64) {
+        let recursive = self.t.fn_open[func as usize] > 0;
+        self.t.fn_open[func as usize] += 1;
+        let (edge, edge_recursive) = match self.t.frames.last() {
+            None => (NO_PARENT, false),
+            Some(parent) => self.t.edges.open(parent.func, func),
+        };
+        let node = match &mut self.paths {
+            Some(t) => t.child(self.t.frames.last().map_or(ROOT, |p| p.node), func),
+            None => 0,
+        };
+        self.t.frames.push(Frame {
+            func,
+            edge,
+            node,
+            enter_ns: ns,
+            enter_r: r,
+            child_active: 0,
+            recursive,
+            edge_recursive,
+        });
+        self.max_depth = self.max_depth.max(self.t.frames.len() as u32);
+    }
+
+    /// Pops the frame of `func` (repairing as `schemas/semantics.md` says).
+    #[inline(always)]
+    pub(super) fn exit(&mut self, func: u32, ns: u64, r: u64) -> Result<(), WarningKind> {
+        match self.t.frames.last() {
+            None => Err(WarningKind::ExitOnEmpty),
+            Some(top) if top.func == func => {
+                self.pop(ns, r);
+                Ok(())
+            }
+            Some(_) => {
+                let Some(pos) = self.t.frames.iter().rposition(|f| f.func == func) else {
+                    return Err(WarningKind::ExitNotOpen);
+                };
+                while self.t.frames.len() > pos {
+                    self.pop(ns, r);
+                }
+                Err(WarningKind::ExitMismatch)
+            }
+        }
+    }
+
+    /// Makes the open frames equal `truth` (outermost first), after events
+    /// were lost: frames that match from the bottom stay open, the rest are
+    /// closed at `ns`, and the missing ones are opened at `ns`. Returns how
+    /// many were opened.
+    pub(super) fn reconcile(&mut self, truth: &[u32], ns: u64, r: u64) -> u64 {
+        let common = self
+            .t
+            .frames
+            .iter()
+            .zip(truth)
+            .take_while(|(f, &t)| f.func == t)
+            .count();
+        while self.t.frames.len() > common {
+            self.pop(ns, r);
+        }
+        for &f in &truth[common..] {
+            self.enter(f, ns, r);
+        }
+        (truth.len() - common) as u64
+    }
+
+    /// Removes the open frames without accounting them, undoing their
+    /// counts (see [`StackReplay::suspend`]).
+    pub(crate) fn take_all(&mut self) -> Vec<Frame> {
+        let frames = std::mem::take(&mut self.t.frames);
+        for f in &frames {
+            self.t.fn_open[f.func as usize] -= 1;
+            if f.edge != NO_PARENT {
+                self.t.edges.close(f.edge);
+            }
+        }
+        frames
+    }
+
+    /// Puts back frames [`FrameStack::take_all`] removed from the same tally.
+    pub(crate) fn put_back(&mut self, frames: Vec<Frame>) {
+        for f in &frames {
+            self.t.fn_open[f.func as usize] += 1;
+            if f.edge != NO_PARENT {
+                self.t.edges.reopen(f.edge);
+            }
+        }
+        self.t.frames = frames;
+    }
+
+    /// Closes every open frame at the end of the trace.
+    pub(super) fn close_all(&mut self, ns: u64, r: u64) {
+        while let Some(f) = self.t.frames.last() {
+            self.t.acc.functions[f.func as usize].open_at_end += 1;
+            self.pop(ns, r);
+        }
+    }
+
+    #[inline(always)]
+    fn pop(&mut self, ns: u64, r: u64) {
+        let Some(f) = self.t.frames.pop() else { return };
+        let active = r.saturating_sub(f.enter_r);
+        let paused = ns.saturating_sub(f.enter_ns).saturating_sub(active);
+        let self_ns = active.saturating_sub(f.child_active);
+        self.t.fn_open[f.func as usize] -= 1;
+        self.observer.frame(
+            f.func,
+            self.t.frames.len() as u32,
+            f.enter_ns,
+            ns.max(f.enter_ns),
+        );
+        if let Some(t) = &mut self.paths {
+            t.record(f.node, self_ns);
+        }
+        // Recursion is data: masks instead of branches, which mispredict
+        // whenever recursion comes and goes.
+        let primitive = !f.recursive as u64;
+        let keep = primitive.wrapping_neg();
+        let a = &mut self.t.acc.functions[f.func as usize];
+        a.ncalls += 1;
+        a.tottime_ns = a.tottime_ns.saturating_add(self_ns);
+        a.primitive_calls += primitive;
+        a.cumtime_ns = a.cumtime_ns.saturating_add(active & keep);
+        a.paused_ns = a.paused_ns.saturating_add(paused & keep);
+        if f.edge != NO_PARENT {
+            let primitive = !f.edge_recursive as u64;
+            let e = self.t.edges.close(f.edge);
+            e.ncalls += 1;
+            e.tottime_ns = e.tottime_ns.saturating_add(self_ns);
+            e.primitive_calls += primitive;
+            e.cumtime_ns = e
+                .cumtime_ns
+                .saturating_add(active & primitive.wrapping_neg());
+        }
+        if let Some(parent) = self.t.frames.last_mut() {
+            parent.child_active = parent.child_active.saturating_add(active);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn edges_keep_their_numbers_and_open_counts_across_growth() {
+        let mut table = EdgeTable::new();
+        let edges: Vec<(u32, u32)> = (0..5000u32)
+            .map(|i| (i % 97, i.wrapping_mul(2_654_435_761) % 1009))
+            .collect();
+        let mut first_seen: Vec<(u32, u32)> = Vec::new();
+        let mut opened = Vec::new();
+        for &(a, b) in &edges {
+            let (n, recursive) = table.open(a, b);
+            opened.push(n);
+            if n as usize == first_seen.len() {
+                assert!(!recursive);
+                first_seen.push((a, b));
+            } else {
+                assert_eq!(first_seen[n as usize], (a, b));
+                assert!(recursive, "another frame of the edge is still open");
+            }
+        }
+        assert!(first_seen.len() > 1000, "the table grew several times");
+        for &n in &opened {
+            table.close(n).ncalls += 1;
+        }
+        // Nothing is open now: the next frame of any edge is not recursive.
+        for (n, &(a, b)) in first_seen.iter().enumerate() {
+            assert_eq!(table.open(a, b), (n as u32, false));
+        }
+        // Extreme keys are edges too.
+        let (big, next) = (u32::MAX - 1, first_seen.len() as u32);
+        assert_eq!(table.open(big, big), (next, false));
+        assert_eq!(table.open(big, big), (next, true));
+        assert_eq!(table.open(0, 0).0, 0, "key 0 is an edge, not a hole");
+        let totals: Vec<_> = table.drain().collect();
+        assert_eq!(totals.len(), first_seen.len() + 1);
+        let calls: u64 = totals.iter().map(|(_, t)| t.ncalls).sum();
+        assert_eq!(calls, edges.len() as u64);
+        assert_eq!(totals[0].0, first_seen[0]);
+        assert_eq!(totals[next as usize].0, (big, big));
+    }
+}

@@ -1,0 +1,46 @@
+//! The analysis: from a loaded trace to a [`Report`].
+//!
+//! ```text
+//! decode    chunks -> each thread's ordered chunk sequence, names    decode.rs
+//! cut       each thread's events -> segments (threads in parallel)   cut.rs, segment.rs
+//! prepare   the above, the complete function table, file warnings    prepare.rs
+//! group     segments by stack, in time order; select stacks          stacks.rs
+//! replay    each stack (stacks in parallel): frames, recursion,      replay.rs, frames.rs,
+//!           time by the clock model                                  clock.rs
+//! assemble  the summed statistics -> Report                          assemble.rs
+//! ```
+//!
+//! A thread's own stack runs on that thread only, so [`analyze`] lets the
+//! segment pass replay it while reading the thread (one read of those
+//! events instead of two; with the `stack` and `wall` clocks, no call
+//! paths, and when a tally per thread fits the budget in `prepare.rs`);
+//! only its frames still open at the end wait for the end of the trace.
+//! Logical stacks, which move between threads, are replayed once all
+//! segments are known. The timeline exports (`timeline.rs`) replay every
+//! stack in the second pass, one at a time, keeping every frame; `check`
+//! (`check.rs`) stops after the segment pass.
+//!
+//! Every parallel stage produces values that are merged by summing or by
+//! sorting on stable keys, so the report is identical on every run and with
+//! any number of rayon threads. This module knows nothing about tables or
+//! command-line flags; `schemas/semantics.md` is its contract.
+
+mod assemble;
+mod check;
+pub(crate) mod clock;
+mod cut;
+pub(crate) mod decode;
+mod frames;
+mod options;
+pub(crate) mod paths;
+mod pipeline;
+mod prepare;
+mod replay;
+pub(crate) mod segment;
+mod stacks;
+pub(crate) mod timeline;
+
+pub use check::check;
+pub use options::{AnalyzeError, AnalyzeOptions, PathMode};
+pub use paths::RecursionCollapse;
+pub use pipeline::analyze;

@@ -1,0 +1,108 @@
+//! [`analyze`]: every stage in order, the stacks replayed in parallel.
+
+use rayon::prelude::*;
+
+use crate::analysis::assemble::assemble;
+use crate::analysis::cut::OwnReplay;
+use crate::analysis::frames::{Acc, NoObserver};
+use crate::analysis::options::{AnalyzeError, AnalyzeOptions, PathMode};
+use crate::analysis::paths::{ROOT, STACK_LABEL};
+use crate::analysis::replay::StackReplay;
+use crate::analysis::segment::StackKey;
+use crate::analysis::stacks::Analysis;
+use crate::input::LoadedTrace;
+use crate::model::report::{Report, StackStats};
+use crate::model::warnings::Warnings;
+
+/// Analyzes a loaded trace.
+pub fn analyze(trace: &LoadedTrace, opts: &AnalyzeOptions) -> Result<Report, AnalyzeError> {
+    let mut analysis = Analysis::build(trace, opts, true)?;
+    // Own stacks the segment pass replayed wait only for the end of the trace.
+    let fused: Vec<(u64, OwnReplay)> = {
+        let prep = &mut analysis.prep;
+        prep.passes
+            .iter_mut()
+            .zip(&prep.decoded.threads)
+            .filter_map(|(p, t)| Some((t.tid.0, p.own_replay.take()?)))
+            .collect()
+    };
+    let (mut acc, mut stacks, mut warnings) = replay_stacks(&analysis, opts.paths);
+    let end_ns = analysis.end_ns();
+    let finished: Vec<_> = fused
+        .into_par_iter()
+        .map(|(tid, mut own)| {
+            let key = StackKey::Own(tid);
+            let stats = StackReplay::resume(
+                own.state,
+                &mut own.tally,
+                &mut NoObserver,
+                analysis.clock,
+                key,
+                end_ns,
+            );
+            (own.tally.into_acc(), (key, stats), own.warnings)
+        })
+        .collect();
+    for (a, stats, w) in finished {
+        acc.merge(a);
+        stacks.push(stats);
+        warnings.merge(w);
+    }
+    Ok(assemble(trace, analysis, opts, acc, stacks, warnings))
+}
+
+/// Replays every selected stack that has segments, in parallel; returns
+/// the summed statistics, each stack's own and the problems found.
+fn replay_stacks(
+    analysis: &Analysis<'_>,
+    paths: PathMode,
+) -> (Acc, Vec<(StackKey, StackStats)>, Warnings) {
+    let with_paths = paths != PathMode::Off;
+    // Biggest stacks first: the last stacks replayed are then short ones,
+    // and all workers finish at about the same time. (The fused own stacks
+    // have no segments, so they are not among these.)
+    let mut order: Vec<(u64, usize)> = (0..analysis.stack_count())
+        .into_par_iter()
+        .map(|i| (analysis.stack_weight(i), i))
+        .collect();
+    order.sort_unstable_by(|a, b| b.cmp(a));
+    // Each fold job starts a tally (O(functions)): with thousands of short
+    // stacks, every job takes a run of them rather than one each. Jobs are
+    // no longer than that either, so an idle worker always finds one to
+    // steal (rayon stops splitting a range once it runs).
+    let per_job = (order.len() / (rayon::current_num_threads() * 16)).max(1);
+    order
+        .into_par_iter()
+        .map(|(_, i)| i)
+        .with_min_len(per_job)
+        .with_max_len(per_job)
+        .fold(
+            || {
+                (
+                    analysis.new_tally(with_paths),
+                    Vec::new(),
+                    Warnings::default(),
+                )
+            },
+            |(mut tally, mut stats, mut warnings), i| {
+                let root = match paths {
+                    PathMode::PerStack => STACK_LABEL | i as u32,
+                    _ => ROOT,
+                };
+                let replayed = analysis.replay(i, &mut tally, &mut warnings, root, &mut NoObserver);
+                stats.extend(replayed);
+                (tally, stats, warnings)
+            },
+        )
+        .map(|(tally, stats, warnings)| (tally.into_acc(), stats, warnings))
+        .reduce_with(|(mut a, mut sa, mut wa), (b, sb, wb)| {
+            a.merge(b);
+            sa.extend(sb);
+            wa.merge(wb);
+            (a, sa, wa)
+        })
+        .unwrap_or_else(|| {
+            let empty = analysis.new_tally(with_paths).into_acc();
+            (empty, Vec::new(), Warnings::default())
+        })
+}

@@ -1,0 +1,240 @@
+//! The stages every command shares, before any stack is replayed: decode
+//! the chunks, cut every thread into segments (threads in parallel; the
+//! `gil` clock's runs are merged alongside), complete the function table
+//! with the ids no metadata names, and gather the trace-level warnings.
+//!
+//! `check` stops here; `analyze` and the timeline exports go on to group
+//! the segments by stack ([`super::stacks`]).
+
+use rayon::prelude::*;
+
+use crate::analysis::clock::GilRuns;
+use crate::analysis::cut::{cut_thread, ThreadPass};
+use crate::analysis::decode::{decode, Decoded, FunctionTable};
+use crate::analysis::frames::FnAcc;
+use crate::analysis::options::{own_stack_wanted, AnalyzeError, AnalyzeOptions, PathMode};
+use crate::input::LoadedTrace;
+use crate::model::report::{Clock, ThreadSummary, TraceSummary};
+use crate::model::warnings::{Location, WarningKind, Warnings};
+
+/// The stages every command shares: decoded chunks, the per-thread passes,
+/// the complete function table and the end of the trace.
+pub(crate) struct Prepared<'a> {
+    pub(crate) decoded: Decoded<'a>,
+    pub(crate) passes: Vec<ThreadPass>,
+    /// The metadata's functions, and the ids the passes met that it does not name.
+    pub(crate) functions: FunctionTable,
+    pub(crate) end_tick: u64,
+    /// Problems of the file and of its threads' passes.
+    pub(crate) warnings: Warnings,
+    /// The clock the analysis asked for, resolved.
+    pub(crate) clock: Clock,
+    /// Merged if the clock is `gil`.
+    pub(crate) gil_runs: Option<GilRuns>,
+}
+
+/// The clock `opts` asks for, else the one the trace prefers, else `stack`.
+fn resolve_clock(opts: &AnalyzeOptions, decoded: &Decoded<'_>) -> Clock {
+    opts.clock
+        .unwrap_or(match decoded.file.header().preferred_clock {
+            mtrace_format::PreferredClock::Gil => Clock::Gil,
+            mtrace_format::PreferredClock::Wall => Clock::Wall,
+            _ => Clock::Stack,
+        })
+}
+
+/// Heap the segment pass may spend on replaying own stacks (a tally per
+/// thread): a sixty-fourth of the file, or 4 MiB for small files.
+fn fusion_budget(file_len: usize) -> usize {
+    (file_len / 64).max(4 << 20)
+}
+
+/// Decodes and cuts `trace`, for an analysis with `opts` (none: `check`).
+/// The `gil` clock's runs are merged alongside the segment pass. With
+/// `fuse`, the segment pass also replays the own stacks `opts` select, when
+/// the clock allows (`gil` needs every thread's events first) and the
+/// tallies fit [`fusion_budget`].
+pub(crate) fn prepare<'a>(
+    trace: &'a LoadedTrace,
+    opts: Option<&AnalyzeOptions>,
+    fuse: bool,
+) -> Result<Prepared<'a>, AnalyzeError> {
+    let decoded = decode(trace.bytes()).map_err(|error| AnalyzeError::Format {
+        source_name: trace.source.clone(),
+        error,
+    })?;
+    let clock = opts.map(|o| resolve_clock(o, &decoded));
+    let fuse = opts.filter(|_| fuse).and_then(|opts| {
+        let clock = clock?;
+        let can = clock != Clock::Gil
+            && opts.paths == PathMode::Off
+            && tallies_fit(&decoded, trace.bytes().len());
+        can.then_some((clock, opts))
+    });
+    let cut = || cut_threads(&decoded, fuse);
+    let (passes, gil_runs) = if clock == Some(Clock::Gil) {
+        let (passes, runs) = rayon::join(cut, || GilRuns::build(&decoded));
+        (passes, Some(runs))
+    } else {
+        (cut(), None)
+    };
+    let (functions, unknown) = complete_functions(&decoded, &passes);
+    let end_tick = end_tick(&decoded, &passes);
+    let warnings = trace_warnings(&decoded, &passes, unknown);
+    Ok(Prepared {
+        decoded,
+        passes,
+        functions,
+        end_tick,
+        warnings,
+        clock: clock.unwrap_or(Clock::Stack),
+        gil_runs,
+    })
+}
+
+/// Whether a replay tally per thread fits [`fusion_budget`].
+fn tallies_fit(decoded: &Decoded<'_>, file_len: usize) -> bool {
+    let tally_bytes = decoded.functions.entries().len() * std::mem::size_of::<(FnAcc, u32)>();
+    decoded.threads.len().saturating_mul(tally_bytes) <= fusion_budget(file_len)
+}
+
+/// The segment pass over every thread, in parallel. With `fuse` (a clock
+/// and the options), each selected own stack is replayed on the way.
+fn cut_threads(decoded: &Decoded<'_>, fuse: Option<(Clock, &AnalyzeOptions)>) -> Vec<ThreadPass> {
+    (0..decoded.threads.len() as u32)
+        .into_par_iter()
+        .map(|i| {
+            let tid = decoded.threads[i as usize].tid.0;
+            let clock = fuse.and_then(|(c, opts)| own_stack_wanted(tid, opts).then_some(c));
+            cut_thread(decoded, i, clock)
+        })
+        .collect()
+}
+
+/// The metadata's function table with every id the passes met and the
+/// metadata does not name (their dense indices follow the named ones), and
+/// how many such ids there were.
+fn complete_functions(decoded: &Decoded<'_>, passes: &[ThreadPass]) -> (FunctionTable, u64) {
+    let mut functions = decoded.functions.clone();
+    let mut unknown: Vec<u32> = passes
+        .iter()
+        .flat_map(|p| p.unknown_functions.iter().copied())
+        .collect();
+    unknown.sort_unstable();
+    unknown.dedup();
+    for &id in &unknown {
+        functions.insert_unknown(id);
+    }
+    (functions, unknown.len() as u64)
+}
+
+/// The end of the trace: the end marker or the last event, whichever is later.
+fn end_tick(decoded: &Decoded<'_>, passes: &[ThreadPass]) -> u64 {
+    let h = decoded.file.header();
+    let last = passes.iter().filter_map(|p| p.last_tick).max();
+    match (h.end_tick, last) {
+        (Some(e), Some(l)) => e.max(l),
+        (Some(e), None) => e,
+        (None, l) => l.unwrap_or(h.clock.start_tick),
+    }
+}
+
+/// The file's problems (damage, losses, an unfinished or full recording)
+/// and those the threads' passes found.
+fn trace_warnings(decoded: &Decoded<'_>, passes: &[ThreadPass], unknown: u64) -> Warnings {
+    let mut warnings = Warnings::default();
+    warnings.add_n(WarningKind::UnknownFunction, unknown, Location::Trace);
+    for p in passes {
+        warnings.merge(p.warnings.clone());
+    }
+    for d in &decoded.damaged {
+        warnings.add(WarningKind::DamagedChunk, Location::Byte(d.offset));
+    }
+    for c in &decoded.cut {
+        warnings.add(WarningKind::TruncatedChunk, Location::Byte(c.offset));
+    }
+    warnings.add_n(WarningKind::LostChunks, decoded.lost, Location::Trace);
+    if let Some(m) = &decoded.meta_problem {
+        warnings.add(WarningKind::DamagedMetadata, Location::Byte(m.offset));
+    }
+    let h = decoded.file.header();
+    if !h.finished() {
+        warnings.add(WarningKind::Unfinished, Location::Trace);
+    }
+    warnings.add_n(
+        WarningKind::DroppedEvents,
+        h.dropped_events,
+        Location::Trace,
+    );
+    warnings.add_n(
+        WarningKind::DroppedMetadata,
+        h.meta_dropped,
+        Location::Trace,
+    );
+    warnings
+}
+
+impl Prepared<'_> {
+    pub(crate) fn ns(&self, tick: u64) -> u64 {
+        self.decoded.scale.ns(tick)
+    }
+
+    fn thread_summaries(&self) -> Vec<ThreadSummary> {
+        self.decoded
+            .threads
+            .iter()
+            .zip(&self.passes)
+            .map(|(t, p)| {
+                let (name, os_tid) = self
+                    .decoded
+                    .thread_names
+                    .get(&t.tid.0)
+                    .cloned()
+                    .unwrap_or_default();
+                ThreadSummary {
+                    tid: t.tid.0,
+                    name,
+                    os_tid,
+                    events: p.events,
+                }
+            })
+            .collect()
+    }
+
+    pub(crate) fn summary(&self, trace: &LoadedTrace, stacks: u64) -> TraceSummary {
+        let h = self.decoded.file.header();
+        let first = self.passes.iter().filter_map(|p| p.first_tick).min();
+        let first_ns = first.map_or(0, |t| self.ns(t));
+        let end_ns = self.ns(self.end_tick);
+        TraceSummary {
+            source: trace.source.clone(),
+            input_format: trace.format.name().to_owned(),
+            format_version: h.version,
+            clock_source: match h.clock.kind {
+                mtrace_format::ClockKind::Nanoseconds => "ns".into(),
+                mtrace_format::ClockKind::Tsc => "tsc".into(),
+            },
+            ticks_per_second: h.clock.ticks_per_second().round() as u64,
+            pid: h.pid,
+            cmdline: h.args().into_iter().map(str::to_owned).collect(),
+            start_unix_ns: h.clock.start_unix_ns,
+            first_event_ns: first_ns,
+            end_ns,
+            duration_ns: end_ns.saturating_sub(first_ns),
+            finished: h.finished(),
+            ring: h.ring(),
+            threads: self.thread_summaries(),
+            stacks,
+            events: self.passes.iter().map(|p| p.events).sum(),
+            chunks: self
+                .decoded
+                .threads
+                .iter()
+                .map(|t| t.chunks.len() as u64)
+                .sum(),
+            chunks_lost: self.decoded.lost,
+            chunks_damaged: self.decoded.damaged.len() as u64,
+            dropped_events: h.dropped_events,
+        }
+    }
+}

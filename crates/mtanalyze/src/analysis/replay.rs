@@ -1,0 +1,501 @@
+//! Replaying one stack, segment by segment: time with the paused stretches
+//! cut out (the frames and recursion rule are in `frames.rs`).
+//!
+//! The clock model supplies `r`, the stack's *running clock*: how long the
+//! stack had run, in total, at each event. A frame's active time is then
+//! `r(exit) - r(enter)`; its paused time is the rest of its wall span.
+//!
+//! ```text
+//! time      0    10   20   30   40   50   60   70   80   90
+//! stack S   [====running====)              [===running===)     S switched out at 30, in at 60
+//! frame f        [enter=12 ........................ exit=75]
+//! r(t)      0    10   20   30   30   30   30   40   50   60
+//! active(f) = r(75) - r(12) = 45 - 12 = 33;  paused(f) = (75 - 12) - 33 = 30
+//! ```
+//!
+//! [`StackReplay`] is one stack's replay, driven by [`replay_stack`] from
+//! the stack's segments, or by the segment pass (`cut.rs`) for a thread's
+//! own stack while it reads the thread's events. Anything added to the
+//! per-segment logic belongs in `StackReplay`'s methods, so both drivers
+//! keep doing the same replay.
+
+use mtrace_format::event::{raw_is_valid, raw_parts, KIND_ENTER, KIND_EXIT};
+use mtrace_format::layout::EVENT_SIZE;
+use mtrace_format::TraceFile;
+
+use crate::analysis::clock::{GilCursor, GilTimeline};
+use crate::analysis::decode::{prefetch, Batches, Decoded, FunctionTable};
+use crate::analysis::frames::{Frame, FrameStack, NoObserver, Observer, Tally};
+use crate::analysis::paths::ROOT;
+use crate::analysis::segment::{Seed, Segment, StackKey};
+use crate::model::report::{Clock, StackStats};
+use crate::model::warnings::{Location, WarningKind, Warnings};
+
+/// How far ahead of the event being replayed its successors are prefetched.
+const PREFETCH_AHEAD: usize = 1024;
+
+/// Everything a stack's replay needs besides its segments.
+pub(super) struct ReplayContext<'d, 'a> {
+    /// The decoded trace.
+    pub decoded: &'d Decoded<'a>,
+    /// Function ids to dense indices (complete: unknown ids added).
+    pub functions: &'d FunctionTable,
+    /// The clock.
+    pub clock: Clock,
+    /// The `gil` clock's timeline (only for `Clock::Gil`).
+    pub gil: Option<&'d GilTimeline>,
+    /// End of the trace, in ticks.
+    pub end_tick: u64,
+}
+
+impl ReplayContext<'_, '_> {
+    fn file(&self) -> &TraceFile<'_> {
+        &self.decoded.file
+    }
+
+    fn ns(&self, tick: u64) -> u64 {
+        self.decoded.scale.ns(tick)
+    }
+}
+
+/// Replays one stack's segments (sorted by start) into `tally`, showing
+/// `observer` every frame and running stretch; returns the stack's
+/// statistics (unnamed: see [`stack_name`]) and any problems.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn replay_stack<O: Observer>(
+    ctx: &ReplayContext<'_, '_>,
+    key: StackKey,
+    segments: &[&Segment],
+    tally: &mut Tally,
+    warnings: &mut Warnings,
+    paths_root: u32,
+    observer: &mut O,
+) -> StackStats {
+    let end_ns = ctx.ns(ctx.end_tick);
+    let mut stack = StackReplay::new(tally, paths_root, observer);
+    // Where the stack's last stretch left the gil timeline.
+    let mut gil_hint = 0;
+    for (i, seg) in segments.iter().enumerate() {
+        // Segments (and their events) are scattered: start loading the
+        // ones after this while it replays.
+        if let Some(&later) = segments.get(i + 2) {
+            prefetch((later as *const Segment).cast());
+        }
+        if let Some(next) = segments.get(i + 1) {
+            let chunks = &ctx.decoded.threads[next.thread as usize].chunks;
+            if let Some(c) = chunks.get(next.start.chunk as usize) {
+                let at = c.events_offset as usize + next.start.event as usize * EVENT_SIZE;
+                prefetch(ctx.file().bytes().as_ptr().wrapping_add(at));
+            }
+        }
+        let seg_end_ns = seg.switched_away().map_or(end_ns, |t| ctx.ns(t));
+        let start_ns = stack.begin(ctx.decoded, ctx.functions, ctx.clock, seg, warnings);
+        let thread = &ctx.decoded.threads[seg.thread as usize];
+        let mut batches = Batches::new(
+            ctx.file(),
+            &thread.chunks,
+            seg.start,
+            seg.end,
+            seg.start_tick,
+        );
+        // One loop per kind of clock, so the per-event code has no clock
+        // branches.
+        match ctx.gil {
+            Some(timeline) => {
+                // r advances after each event by the time until the next
+                // event of any thread (or this thread's next event).
+                let mut gil = GilRun {
+                    cursor: timeline.cursor(seg.thread, gil_hint),
+                    last: None,
+                    r: stack.so_far.r,
+                };
+                stack.so_far.events += replay_events(
+                    ctx,
+                    &mut batches,
+                    &mut gil,
+                    &mut stack.frames,
+                    seg.tid,
+                    warnings,
+                );
+                // The stretch from the last event to the switch away (or the end).
+                if let Some((lt, lns)) = gil.last {
+                    let run = gil.cursor.run_after(lt, lns, seg_end_ns);
+                    stack.frames.observer.running(lns, lns + run);
+                    gil.r = gil.r.saturating_add(run);
+                }
+                stack.end_gil(gil.r, seg_end_ns);
+                gil_hint = gil.cursor.position();
+            }
+            None => {
+                let mut linear = Linear {
+                    offset: stack.offset(ctx.clock, start_ns),
+                };
+                stack.so_far.events += replay_events(
+                    ctx,
+                    &mut batches,
+                    &mut linear,
+                    &mut stack.frames,
+                    seg.tid,
+                    warnings,
+                );
+                stack.end_linear(ctx.clock, start_ns, seg_end_ns);
+            }
+        }
+    }
+    stack.finish(ctx.clock, key, end_ns)
+}
+
+/// One stack's replay, segment after segment: [`replay_stack`] drives it
+/// from the stack's segments; the segment pass drives it for a thread's own
+/// stack while it reads the thread's events (one read instead of two).
+pub(super) struct StackReplay<'a, O: Observer = NoObserver> {
+    frames: FrameStack<'a, O>,
+    so_far: SoFar,
+}
+
+/// What a stack's replay has summed up besides its frames.
+#[derive(Debug, Default)]
+struct SoFar {
+    /// The running clock at the end of the last segment.
+    r: u64,
+    events: u64,
+    switches_in: u64,
+    threads: Vec<u64>,
+    /// The latest end of a finished segment.
+    prev_end_ns: u64,
+    first_start_ns: Option<u64>,
+}
+
+/// A thread's own stack whose replay waits for the end of the trace (to
+/// close its open frames): everything [`StackReplay::resume`] needs, with
+/// the open frames taken off the tally they were replayed with.
+#[derive(Debug)]
+pub(super) struct Suspended {
+    frames: Vec<Frame>,
+    so_far: SoFar,
+    max_depth: u32,
+    /// The segment still running at the thread's last event: its start.
+    running_since_ns: Option<u64>,
+}
+
+impl<'a, O: Observer> StackReplay<'a, O> {
+    /// An empty stack replayed with `tally` (see [`FrameStack::new`]).
+    pub(super) fn new(tally: &'a mut Tally, paths_root: u32, observer: &'a mut O) -> Self {
+        StackReplay {
+            frames: FrameStack::new(tally, paths_root, observer),
+            so_far: SoFar::default(),
+        }
+    }
+
+    /// Starts segment `seg` (its end is not needed yet); returns its start
+    /// in ns. `functions` must know every function of the seed snapshot.
+    pub(super) fn begin(
+        &mut self,
+        decoded: &Decoded<'_>,
+        functions: &FunctionTable,
+        clock: Clock,
+        seg: &Segment,
+        warnings: &mut Warnings,
+    ) -> u64 {
+        let start_ns = decoded.scale.ns(seg.start_tick);
+        if self.so_far.first_start_ns.is_some() && start_ns < self.so_far.prev_end_ns {
+            let at = Location::Time {
+                ns: start_ns,
+                thread: seg.tid,
+            };
+            warnings.add(WarningKind::StackOnTwoThreads, at);
+        }
+        self.so_far.first_start_ns.get_or_insert(start_ns);
+        if !self.so_far.threads.contains(&seg.tid) {
+            self.so_far.threads.push(seg.tid);
+        }
+        self.so_far.switches_in += seg.switched_in as u64;
+        if seg.seed != Seed::None {
+            let r = match clock {
+                Clock::Wall => start_ns,
+                _ => self.so_far.r,
+            };
+            seed_frames(
+                decoded,
+                functions,
+                seg,
+                &mut self.frames,
+                start_ns,
+                r,
+                warnings,
+            );
+        }
+        start_ns
+    }
+
+    /// `stack` and `wall`: the running clock during a segment that started
+    /// at `start_ns` is wall time plus this (ticks are clamped from the
+    /// segment's start, so `ns - start_ns` never underflows).
+    #[inline(always)]
+    pub(super) fn offset(&self, clock: Clock, start_ns: u64) -> u64 {
+        match clock {
+            Clock::Wall => 0,
+            _ => self.so_far.r.wrapping_sub(start_ns),
+        }
+    }
+
+    /// Ends a `stack` or `wall` segment that ran from `start_ns` to `end_ns`.
+    pub(super) fn end_linear(&mut self, clock: Clock, start_ns: u64, end_ns: u64) {
+        if clock == Clock::Stack {
+            self.frames.observer.running(start_ns, end_ns);
+        }
+        let r_end = match clock {
+            Clock::Wall => end_ns,
+            _ => self
+                .so_far
+                .r
+                .saturating_add(end_ns.saturating_sub(start_ns)),
+        };
+        self.so_far.r = r_end.max(self.so_far.r);
+        self.so_far.prev_end_ns = self.so_far.prev_end_ns.max(end_ns);
+    }
+
+    /// Ends a `gil` segment at `end_ns`, the running clock then being `r`.
+    fn end_gil(&mut self, r: u64, end_ns: u64) {
+        self.so_far.r = r;
+        self.so_far.prev_end_ns = self.so_far.prev_end_ns.max(end_ns);
+    }
+
+    /// Replays one enter or exit event (a `stack` or `wall` segment, whose
+    /// running clock is `ns + offset`).
+    #[inline(always)]
+    pub(super) fn event(
+        &mut self,
+        enter: bool,
+        func: u32,
+        ns: u64,
+        offset: u64,
+    ) -> Result<(), WarningKind> {
+        self.so_far.events += 1;
+        let r = ns.wrapping_add(offset);
+        if enter {
+            self.frames.enter(func, ns, r);
+            Ok(())
+        } else {
+            self.frames.exit(func, ns, r)
+        }
+    }
+
+    /// Closes the frames still open at the end of the trace (`end_ns`) and
+    /// returns the stack's statistics (with an empty name).
+    pub(super) fn finish(mut self, clock: Clock, key: StackKey, end_ns: u64) -> StackStats {
+        let first_start_ns = self.so_far.first_start_ns.unwrap_or(end_ns);
+        let r_end = if clock == Clock::Wall {
+            end_ns
+        } else {
+            self.so_far.r
+        };
+        let open_at_end = self.frames.depth() > 0;
+        self.frames.close_all(end_ns, r_end);
+        self.frames.merge_paths();
+        // A stack lives from its first stretch to its last switch away (a
+        // task that finished is not "paused" for the rest of the trace), or
+        // to the end of the trace if frames were still open there.
+        let last_ns = if open_at_end {
+            end_ns
+        } else {
+            self.so_far.prev_end_ns
+        };
+        let lifetime = last_ns.saturating_sub(first_start_ns);
+        let life_end = last_ns.max(first_start_ns);
+        if clock == Clock::Wall {
+            self.frames.observer.running(first_start_ns, life_end);
+        }
+        self.frames.observer.life(first_start_ns, life_end);
+        let running_ns = if clock == Clock::Wall {
+            lifetime
+        } else {
+            self.so_far.r
+        };
+        self.so_far.threads.sort_unstable();
+        StackStats {
+            id: key.id_string(),
+            // Named by the caller: a report of a million tasks moves the
+            // names out of the metadata instead of copying each here.
+            name: String::new(),
+            threads: std::mem::take(&mut self.so_far.threads),
+            running_ns,
+            paused_ns: lifetime.saturating_sub(running_ns),
+            switches_in: self.so_far.switches_in,
+            max_depth: self.frames.max_depth,
+            events: self.so_far.events,
+        }
+    }
+
+    /// Sets the replay aside until the end of the trace is known, taking
+    /// its open frames off the tally (whose counters are then all zero, as
+    /// the next stack needs them). `running_since_ns`: the start of the
+    /// segment still running, if the thread ended on this stack.
+    pub(super) fn suspend(mut self, running_since_ns: Option<u64>) -> Suspended {
+        self.frames.merge_paths();
+        Suspended {
+            frames: self.frames.take_all(),
+            so_far: std::mem::take(&mut self.so_far),
+            max_depth: self.frames.max_depth,
+            running_since_ns,
+        }
+    }
+
+    /// Takes up a suspended replay on the tally it was replayed with, ends
+    /// its running segment at `end_ns` and finishes it.
+    pub(super) fn resume(
+        s: Suspended,
+        tally: &'a mut Tally,
+        observer: &'a mut O,
+        clock: Clock,
+        key: StackKey,
+        end_ns: u64,
+    ) -> StackStats {
+        let mut stack = StackReplay::new(tally, ROOT, observer);
+        stack.frames.put_back(s.frames);
+        stack.frames.max_depth = s.max_depth;
+        stack.so_far = s.so_far;
+        if let Some(start_ns) = s.running_since_ns {
+            stack.end_linear(clock, start_ns, end_ns);
+        }
+        stack.finish(clock, key, end_ns)
+    }
+}
+
+/// How the running clock advances through one segment's events.
+trait SegmentClock {
+    /// The stack's running clock at its event at (`tick`, `ns`).
+    fn at<O: Observer>(&mut self, tick: u64, ns: u64, observer: &mut O) -> u64;
+}
+
+/// `stack` and `wall`: the running clock is wall time plus a constant.
+struct Linear {
+    offset: u64,
+}
+
+impl SegmentClock for Linear {
+    #[inline(always)]
+    fn at<O: Observer>(&mut self, _tick: u64, ns: u64, _observer: &mut O) -> u64 {
+        ns.wrapping_add(self.offset)
+    }
+}
+
+/// `gil`: the stack ran, after each event, until the next event of any thread.
+struct GilRun<'g> {
+    cursor: GilCursor<'g>,
+    /// (tick, ns) of the previous event.
+    last: Option<(u64, u64)>,
+    r: u64,
+}
+
+impl SegmentClock for GilRun<'_> {
+    #[inline]
+    fn at<O: Observer>(&mut self, tick: u64, ns: u64, observer: &mut O) -> u64 {
+        if let Some((lt, lns)) = self.last {
+            let run = self.cursor.run_after(lt, lns, ns);
+            observer.running(lns, lns + run);
+            self.r = self.r.saturating_add(run);
+        }
+        self.last = Some((tick, ns));
+        self.r
+    }
+}
+
+/// Replays the events `batches` yields (one segment) onto `frames`;
+/// returns how many enter and exit events there were.
+fn replay_events<C: SegmentClock, O: Observer>(
+    ctx: &ReplayContext<'_, '_>,
+    batches: &mut Batches<'_, '_>,
+    clock: &mut C,
+    frames: &mut FrameStack<'_, O>,
+    tid: u64,
+    warnings: &mut Warnings,
+) -> u64 {
+    let scale = ctx.decoded.scale;
+    let mut events = 0;
+    while let Some(batch) = batches.next_batch() {
+        for (i, ev) in batch.events().enumerate() {
+            if i % 4 == 0 {
+                prefetch(
+                    batch
+                        .raw
+                        .as_ptr()
+                        .wrapping_add(i * EVENT_SIZE + PREFETCH_AHEAD),
+                );
+            }
+            let (kind, raw_tick, payload) = raw_parts(ev);
+            // Damage was counted by the segment pass; stop where it did.
+            if !raw_is_valid(kind, payload) {
+                break;
+            }
+            let (tick, _) = batches.clamp(raw_tick);
+            let ns = scale.ns(tick);
+            let r = clock.at(tick, ns, frames.observer);
+            if kind == KIND_ENTER {
+                events += 1;
+                if let Some(d) = ctx.functions.get(payload as u32) {
+                    frames.enter(d, ns, r);
+                }
+            } else if kind == KIND_EXIT {
+                events += 1;
+                if let Some(d) = ctx.functions.get(payload as u32) {
+                    if let Err(kind) = frames.exit(d, ns, r) {
+                        warnings.add(kind, Location::Time { ns, thread: tid });
+                    }
+                }
+            }
+        }
+    }
+    events
+}
+
+/// The thread's or logical stack's recorded name ("" if none).
+pub(super) fn stack_name(decoded: &Decoded<'_>, key: StackKey) -> String {
+    let name = match key {
+        StackKey::Own(t) => decoded.thread_names.get(&t).map(|n| n.0.clone()),
+        StackKey::Logical(s) => decoded.stack_names.get(s).map(str::to_owned),
+    };
+    name.unwrap_or_default()
+}
+
+fn seed_frames(
+    decoded: &Decoded<'_>,
+    functions: &FunctionTable,
+    seg: &Segment,
+    frames: &mut FrameStack<'_, impl Observer>,
+    ns: u64,
+    r: u64,
+    warnings: &mut Warnings,
+) {
+    let Some(snapshot) = seed_snapshot(decoded, seg) else {
+        return;
+    };
+    let truth: Vec<u32> = snapshot.filter_map(|id| functions.get(id.0)).collect();
+    let opened = frames.reconcile(&truth, ns, r);
+    warnings.add_n(
+        WarningKind::FramesFromSnapshot,
+        opened,
+        Location::Time {
+            ns,
+            thread: seg.tid,
+        },
+    );
+}
+
+/// The frames a segment with a seed starts from (outermost first).
+pub(super) fn seed_snapshot(
+    decoded: &Decoded<'_>,
+    seg: &Segment,
+) -> Option<impl Iterator<Item = mtrace_format::FunctionId>> {
+    let thread = &decoded.threads[seg.thread as usize];
+    let chunk = thread
+        .chunks
+        .get(seg.start.chunk as usize)
+        .and_then(|c| decoded.file.chunk(c.slot).ok().flatten())?;
+    let ids: Vec<_> = match seg.seed {
+        Seed::None => Vec::new(),
+        Seed::Own => chunk.snapshot.own_frames().collect(),
+        Seed::Logical => chunk.snapshot.stack_frames().collect(),
+    };
+    Some(ids.into_iter())
+}

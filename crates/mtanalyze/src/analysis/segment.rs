@@ -1,0 +1,171 @@
+//! Segments: maximal stretches during which one thread ran one stack.
+//!
+//! ```text
+//! thread 1:  e e e S(task-7) e e e S(own) e e        (S = switch)
+//! segments:  [own......)[task-7.......)[own.....)    end of trace
+//! ```
+//! A segment begins with the event that put the thread on the stack (its
+//! first event, or the switch onto it) and ends just before the switch away.
+//! It stores positions, not events, so memory grows with switches rather
+//! than events. Grouping the segments of one stack, in time order, gives
+//! everything the replay of that stack needs, whichever threads it ran on.
+//! The segment pass that cuts them is in `cut.rs`.
+
+use mtrace_format::StackId;
+
+use crate::analysis::decode::Pos;
+
+/// A stack: a thread's own, or a logical one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum StackKey {
+    /// The own stack of the thread with this id.
+    Own(u64),
+    /// The logical stack with this id.
+    Logical(u64),
+}
+
+impl StackKey {
+    /// The stack a thread runs after switching to `id`.
+    pub(crate) fn from_switch(tid: u64, id: StackId) -> StackKey {
+        if id == StackId::OWN {
+            StackKey::Own(tid)
+        } else {
+            StackKey::Logical(id.0)
+        }
+    }
+
+    /// `thread:<tid>` or `stack:<id>`.
+    pub(crate) fn id_string(&self) -> String {
+        match self {
+            StackKey::Own(t) => format!("thread:{t}"),
+            StackKey::Logical(s) => format!("stack:{s}"),
+        }
+    }
+}
+
+/// Where a segment's stack gets the frames that were open before its first
+/// surviving event (after lost chunks): the snapshot of the chunk the
+/// segment starts in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Seed {
+    /// Nothing to open.
+    None,
+    /// The snapshot's own-stack frames.
+    Own,
+    /// The snapshot's logical-stack frames.
+    Logical,
+}
+
+/// One stretch of one thread running one stack. Kept small (64 bytes):
+/// segments are most of the analyzer's heap.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Segment {
+    /// The stack.
+    pub stack: StackKey,
+    /// Index of the thread in [`Decoded::threads`].
+    pub thread: u32,
+    /// The thread's id.
+    pub tid: u64,
+    /// First event (inclusive).
+    pub start: Pos,
+    /// End (exclusive): the switch away, or the end of the thread's stream.
+    pub end: Pos,
+    /// When the stack started running here. Also the floor for clamping the
+    /// segment's ticks: the first event's clamped tick is this one, so
+    /// clamping from it gives the ticks the thread pass saw.
+    pub start_tick: u64,
+    /// When the thread switched away; [`RUNS_TO_END`]: it ran until the end of the trace.
+    pub end_tick: u64,
+    /// It began with a switch onto the stack (or the thread's first event).
+    pub switched_in: bool,
+    /// Frames to open first if the stack is empty.
+    pub seed: Seed,
+}
+
+const _: () = assert!(std::mem::size_of::<Segment>() <= 64);
+
+/// `Segment::end_tick` of a stretch that lasted until the end of the trace.
+pub(crate) const RUNS_TO_END: u64 = u64::MAX;
+
+impl Segment {
+    /// When the thread switched away, if it did.
+    pub(crate) fn switched_away(&self) -> Option<u64> {
+        (self.end_tick != RUNS_TO_END).then_some(self.end_tick)
+    }
+}
+
+/// A thread's segments, stored in fixed blocks: growing never copies and
+/// wastes at most one partly filled block (a plain `Vec` doubles, and its
+/// slack and copies were the analyzer's peak heap).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct SegmentList {
+    blocks: Vec<Vec<Segment>>,
+    len: usize,
+}
+
+const BLOCK: usize = 256;
+
+impl SegmentList {
+    /// Appends a segment.
+    pub(crate) fn push(&mut self, s: Segment) {
+        if self.blocks.last().is_none_or(|b| b.len() == BLOCK) {
+            // The first block grows as a Vec does: a trace of many threads
+            // with a few segments each must not cost a whole block per thread.
+            let capacity = if self.blocks.is_empty() { 0 } else { BLOCK };
+            self.blocks.push(Vec::with_capacity(capacity));
+        }
+        if let Some(b) = self.blocks.last_mut() {
+            b.push(s);
+        }
+        self.len += 1;
+    }
+
+    /// No segments.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The segments in order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Segment> {
+        self.blocks.iter().flatten()
+    }
+}
+
+impl SegmentList {
+    /// The segments of `self` and `first` (each in thread order) in thread
+    /// order; at one position, `first`'s segment comes first (a thread's
+    /// own stack is entered before the stack it switches to there).
+    pub(crate) fn merge(self, first: SegmentList) -> SegmentList {
+        let mut out = SegmentList::default();
+        let mut a = self.into_iter().peekable();
+        let mut b = first.into_iter().peekable();
+        loop {
+            let take_b = match (a.peek(), b.peek()) {
+                (Some(x), Some(y)) => y.start <= x.start,
+                (None, Some(_)) => true,
+                (_, None) => false,
+            };
+            match if take_b { b.next() } else { a.next() } {
+                Some(s) => out.push(s),
+                None => return out,
+            }
+        }
+    }
+}
+
+impl std::ops::Index<usize> for SegmentList {
+    type Output = Segment;
+
+    fn index(&self, i: usize) -> &Segment {
+        &self.blocks[i / BLOCK][i % BLOCK]
+    }
+}
+
+impl IntoIterator for SegmentList {
+    type Item = Segment;
+    type IntoIter = std::iter::Flatten<std::vec::IntoIter<Vec<Segment>>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.blocks.into_iter().flatten()
+    }
+}

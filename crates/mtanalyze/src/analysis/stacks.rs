@@ -1,0 +1,272 @@
+//! Stacks: every segment grouped by the stack it ran, the stacks the
+//! options select, and [`Analysis`], which replays them one at a time.
+//!
+//! A stack's segments come from every thread it ran on; grouped in time
+//! order they are everything its replay needs. Nothing is copied: a stack
+//! is a range of 8-byte handles into the threads' segment lists.
+
+use rayon::prelude::*;
+use rustc_hash::FxHashMap;
+
+use crate::analysis::clock::GilTimeline;
+use crate::analysis::cut::ThreadPass;
+use crate::analysis::decode::{Decoded, FunctionTable};
+use crate::analysis::frames::{Observer, Tally};
+use crate::analysis::options::{wanted, AnalyzeError, AnalyzeOptions};
+use crate::analysis::prepare::{prepare, Prepared};
+use crate::analysis::replay::{replay_stack, ReplayContext};
+use crate::analysis::segment::{Segment, StackKey};
+use crate::input::LoadedTrace;
+use crate::model::report::{Clock, StackStats};
+use crate::model::warnings::Warnings;
+
+/// (thread pass, index in its segments).
+pub(crate) type SegmentHandle = (u32, u32);
+/// A stack and the range of its segments' handles.
+pub(crate) type StackRange = (StackKey, std::ops::Range<usize>);
+
+/// Orders every segment by stack, then time, without moving them: an
+/// 8-byte (thread, index) handle per segment, grouped into one range per
+/// stack. Segments are most of the analyzer's heap, so they are not copied.
+///
+/// Each thread's segments are already in time order, so a counting sort
+/// by stack (stable, thread after thread) leaves every stack's range as
+/// one sorted run per thread, which a stable sort merges cheaply.
+pub(crate) fn group_by_stack(passes: &[ThreadPass]) -> (Vec<SegmentHandle>, Vec<StackRange>) {
+    // Per thread, in parallel: its stacks, and each segment's stack
+    // numbered locally.
+    let local: Vec<(Vec<StackKey>, Vec<u32>)> = passes
+        .par_iter()
+        .map(|p| {
+            let mut keys: Vec<StackKey> = Vec::new();
+            let mut index: FxHashMap<StackKey, u32> = FxHashMap::default();
+            let mut last: Option<(StackKey, u32)> = None;
+            let numbers = p
+                .segments
+                .iter()
+                .map(|s| match last {
+                    Some((k, n)) if k == s.stack => n,
+                    _ => {
+                        let n = *index.entry(s.stack).or_insert_with(|| {
+                            keys.push(s.stack);
+                            keys.len() as u32 - 1
+                        });
+                        last = Some((s.stack, n));
+                        n
+                    }
+                })
+                .collect();
+            (keys, numbers)
+        })
+        .collect();
+    // Stacks numbered in key order.
+    let mut stacks: Vec<StackKey> = local.iter().flat_map(|(k, _)| k.iter().copied()).collect();
+    stacks.sort_unstable();
+    stacks.dedup();
+    let global = |k: &StackKey| stacks.binary_search(k).unwrap_or(0) as u32;
+    let to_global: Vec<Vec<u32>> = local
+        .iter()
+        .map(|(keys, _)| keys.iter().map(global).collect())
+        .collect();
+    // Counting sort by stack.
+    let mut starts = vec![0usize; stacks.len() + 1];
+    for ((_, numbers), map) in local.iter().zip(&to_global) {
+        for &n in numbers {
+            starts[map[n as usize] as usize + 1] += 1;
+        }
+    }
+    for i in 1..starts.len() {
+        starts[i] += starts[i - 1];
+    }
+    let mut order: Vec<SegmentHandle> = vec![(0, 0); starts[stacks.len()]];
+    let mut next = starts.clone();
+    for (t, ((_, numbers), map)) in local.iter().zip(&to_global).enumerate() {
+        for (i, &n) in numbers.iter().enumerate() {
+            let g = map[n as usize] as usize;
+            order[next[g]] = (t as u32, i as u32);
+            next[g] += 1;
+        }
+    }
+    drop(local);
+    // Merge each stack's per-thread runs by time.
+    let seg = |&(t, i): &SegmentHandle| &passes[t as usize].segments[i as usize];
+    let mut groups: Vec<&mut [SegmentHandle]> = Vec::with_capacity(stacks.len());
+    let mut rest: &mut [SegmentHandle] = &mut order;
+    for w in starts.windows(2) {
+        let (group, tail) = rest.split_at_mut(w[1] - w[0]);
+        groups.push(group);
+        rest = tail;
+    }
+    groups.into_par_iter().for_each(|g| {
+        g.sort_by_key(|h| {
+            let s = seg(h);
+            (s.start_tick, s.tid, s.start)
+        })
+    });
+    let ranges = stacks
+        .into_iter()
+        .zip(starts.windows(2))
+        .map(|(k, w)| (k, w[0]..w[1]))
+        .collect();
+    (order, ranges)
+}
+
+/// The segments behind a range of handles from [`group_by_stack`].
+pub(crate) fn segments_of<'s>(
+    passes: &'s [ThreadPass],
+    handles: &[SegmentHandle],
+) -> Vec<&'s Segment> {
+    handles
+        .iter()
+        .map(|&(t, i)| &passes[t as usize].segments[i as usize])
+        .collect()
+}
+
+/// A trace decoded and segmented, with the stacks the options select,
+/// ready to replay stack by stack: [`crate::analyze`] replays them all in
+/// parallel and sums; the timeline exports replay one at a time with an
+/// [`Observer`] that keeps every frame.
+pub(crate) struct Analysis<'a> {
+    pub(crate) prep: Prepared<'a>,
+    pub(crate) clock: Clock,
+    gil: Option<GilTimeline>,
+    order: Vec<SegmentHandle>,
+    /// Selected stacks, own stacks by thread id, then logical ones by id.
+    pub(crate) stacks: Vec<StackRange>,
+    /// All stacks in the trace, selected or not.
+    pub(crate) all_stacks: u64,
+}
+
+impl<'a> Analysis<'a> {
+    /// Decodes and segments `trace` and selects the stacks `opts` asks for.
+    pub(crate) fn new(trace: &'a LoadedTrace, opts: &AnalyzeOptions) -> Result<Self, AnalyzeError> {
+        Self::build(trace, opts, false)
+    }
+
+    /// With `fuse`, the segment pass replays the own stacks it can (see
+    /// [`prepare`](crate::analysis::prepare::prepare)); [`crate::analyze`] finishes them instead of replaying them.
+    pub(crate) fn build(
+        trace: &'a LoadedTrace,
+        opts: &AnalyzeOptions,
+        fuse: bool,
+    ) -> Result<Self, AnalyzeError> {
+        let mut prep = prepare(trace, Some(opts), fuse)?;
+        let clock = prep.clock;
+        let (order, all) = group_by_stack(&prep.passes);
+        // Own stacks the segment pass replayed left no segments behind.
+        let fused = prep
+            .passes
+            .iter()
+            .filter(|p| p.own_replay.is_some())
+            .count();
+        let all_stacks = (all.len() + fused) as u64;
+        let stacks: Vec<_> = all
+            .into_iter()
+            .filter(|(k, range)| {
+                let segs = || segments_of(&prep.passes, &order[range.clone()]);
+                wanted(k, segs, &prep.decoded.stack_names, opts)
+            })
+            .collect();
+        let end_ns = prep.ns(prep.end_tick);
+        let gil = prep
+            .gil_runs
+            .take()
+            .map(|runs| GilTimeline::new(runs, end_ns, prep.decoded.scale));
+        Ok(Analysis {
+            prep,
+            clock,
+            gil,
+            order,
+            stacks,
+            all_stacks,
+        })
+    }
+
+    /// The clock in use.
+    pub(crate) fn clock(&self) -> Clock {
+        self.clock
+    }
+
+    /// The decoded trace.
+    pub(crate) fn decoded(&self) -> &Decoded<'a> {
+        &self.prep.decoded
+    }
+
+    /// Every function, by dense index.
+    pub(crate) fn functions(&self) -> &FunctionTable {
+        &self.prep.functions
+    }
+
+    /// The end of the trace, ns from time zero.
+    pub(crate) fn end_ns(&self) -> u64 {
+        self.prep.ns(self.prep.end_tick)
+    }
+
+    /// Number of selected stacks.
+    pub(crate) fn stack_count(&self) -> usize {
+        self.stacks.len()
+    }
+
+    /// Selected stack `i`.
+    pub(crate) fn stack_key(&self, i: usize) -> Option<StackKey> {
+        self.stacks.get(i).map(|(k, _)| *k)
+    }
+
+    /// The segments of selected stack `i`, in time order.
+    pub(crate) fn stack_segments(&self, i: usize) -> Vec<&Segment> {
+        self.stacks
+            .get(i)
+            .map(|(_, range)| segments_of(&self.prep.passes, &self.order[range.clone()]))
+            .unwrap_or_default()
+    }
+
+    /// Replays selected stack `i` into `tally` (made by [`Analysis::new_tally`]),
+    /// showing `observer` every frame and running stretch. The statistics
+    /// come unnamed (see `assemble.rs`, which moves the names in).
+    pub(crate) fn replay<O: Observer>(
+        &self,
+        i: usize,
+        tally: &mut Tally,
+        warnings: &mut Warnings,
+        paths_root: u32,
+        observer: &mut O,
+    ) -> Option<(StackKey, StackStats)> {
+        let key = self.stack_key(i)?;
+        let ctx = ReplayContext {
+            decoded: &self.prep.decoded,
+            functions: &self.prep.functions,
+            clock: self.clock,
+            gil: self.gil.as_ref(),
+            end_tick: self.prep.end_tick,
+        };
+        let segs = self.stack_segments(i);
+        let stats = replay_stack(&ctx, key, &segs, tally, warnings, paths_root, observer);
+        Some((key, stats))
+    }
+
+    /// About how many events selected stack `i` holds (from its segments'
+    /// positions; events cut by damage are counted), to schedule big
+    /// stacks first.
+    pub(crate) fn stack_weight(&self, i: usize) -> u64 {
+        let Some((_, range)) = self.stacks.get(i) else {
+            return 0;
+        };
+        self.order[range.clone()]
+            .iter()
+            .map(|&(t, j)| &self.prep.passes[t as usize].segments[j as usize])
+            .map(|s| {
+                let chunks = &self.prep.decoded.threads[s.thread as usize].chunks;
+                let spanned = chunks
+                    .get(s.start.chunk as usize..(s.end.chunk as usize).min(chunks.len()))
+                    .unwrap_or(&[]);
+                let whole: u64 = spanned.iter().map(|c| c.events as u64).sum();
+                (whole + s.end.event as u64).saturating_sub(s.start.event as u64)
+            })
+            .sum()
+    }
+
+    /// An empty tally for this trace's functions.
+    pub(crate) fn new_tally(&self, paths: bool) -> Tally {
+        Tally::new(self.prep.functions.entries().len(), paths)
+    }
+}

@@ -1,0 +1,376 @@
+//! The command line's shape: clap types only, and the one place they turn
+//! into the library's options ([`analyze_options`]). Argument groups that
+//! several commands share are declared once and flattened in.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use regex::Regex;
+
+use mtanalyze::view::{DiffSortKey, SortKey};
+use mtanalyze::{AnalyzeOptions, Clock, PathMode, RecursionCollapse};
+
+/// Offline analyzer for mtrace traces: cProfile-style statistics that stay
+/// correct when work moves between threads, fibers and async tasks.
+#[derive(Parser, Debug)]
+#[command(
+    name = "mtanalyze",
+    version,
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true,
+    disable_help_subcommand = true,
+    after_help = "The first argument is a subcommand when it names one (check, convert, diff, \
+                  export, flamegraph); \
+                  a trace file with such a name is reached with `mtanalyze -- check` or `./check`."
+)]
+pub(crate) struct Cli {
+    #[command(subcommand)]
+    pub(crate) command: Option<Command>,
+    #[command(flatten)]
+    pub(crate) report: ReportArgs,
+}
+
+#[derive(Subcommand, Debug)]
+pub(crate) enum Command {
+    /// Describe a trace file chunk by chunk, without replaying it.
+    Check(CheckArgs),
+    /// Write any trace (binary or JSON lines) as a binary trace.
+    Convert(ConvertArgs),
+    /// Compare two traces: what got faster or slower, per function and per call edge.
+    Diff(DiffArgs),
+    /// Draw a flame graph (SVG) of self time per call path.
+    Flamegraph(FlamegraphArgs),
+    /// Write a trace for other tools: Perfetto / chrome://tracing, speedscope, KCachegrind.
+    Export(ExportArgs),
+}
+
+/// Which time counts as running (`schemas/semantics.md`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum ClockArg {
+    /// Stacks on different threads run in parallel; a switched-out stack is paused.
+    Stack,
+    /// One thread runs at a time (an interpreter lock).
+    Gil,
+    /// Everything always runs; nothing is subtracted.
+    Wall,
+}
+
+impl From<ClockArg> for Clock {
+    fn from(c: ClockArg) -> Clock {
+        match c {
+            ClockArg::Stack => Clock::Stack,
+            ClockArg::Gil => Clock::Gil,
+            ClockArg::Wall => Clock::Wall,
+        }
+    }
+}
+
+/// Which recursive frames fold into their outer frame on call paths.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum CollapseArg {
+    /// A frame whose caller is the same function: `a;a;a;b` becomes `a;b`.
+    Direct,
+    /// A frame whose function is anywhere on the path above it, with every
+    /// frame in between: `a;b;a;c` becomes `a;c` (`a;b` stays).
+    All,
+}
+
+impl From<CollapseArg> for RecursionCollapse {
+    fn from(c: CollapseArg) -> RecursionCollapse {
+        match c {
+            CollapseArg::Direct => RecursionCollapse::Direct,
+            CollapseArg::All => RecursionCollapse::All,
+        }
+    }
+}
+
+/// The column rows are ordered by.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum SortArg {
+    /// Self time (with --stacks: running time), largest first.
+    Tottime,
+    /// Cumulative time, largest first.
+    Cumtime,
+    /// Number of calls (with --stacks: events), most first.
+    Ncalls,
+    /// Paused time, largest first.
+    Paused,
+    /// Function (or stack) name, A to Z.
+    Name,
+}
+
+impl From<SortArg> for SortKey {
+    fn from(s: SortArg) -> SortKey {
+        match s {
+            SortArg::Tottime => SortKey::Tottime,
+            SortArg::Cumtime => SortKey::Cumtime,
+            SortArg::Ncalls => SortKey::Ncalls,
+            SortArg::Paused => SortKey::Paused,
+            SortArg::Name => SortKey::Name,
+        }
+    }
+}
+
+/// The column a diff's rows are ordered by: the size of its change, either way.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub(crate) enum DiffSortArg {
+    /// Absolute change of self time, largest first.
+    #[default]
+    Tottime,
+    /// Absolute change of cumulative time, largest first.
+    Cumtime,
+    /// Absolute change of the number of calls, largest first.
+    Ncalls,
+    /// Absolute change of paused time, largest first.
+    Paused,
+    /// Function name, A to Z.
+    Name,
+}
+
+impl From<DiffSortArg> for DiffSortKey {
+    fn from(s: DiffSortArg) -> DiffSortKey {
+        match s {
+            DiffSortArg::Tottime => DiffSortKey::Tottime,
+            DiffSortArg::Cumtime => DiffSortKey::Cumtime,
+            DiffSortArg::Ncalls => DiffSortKey::Ncalls,
+            DiffSortArg::Paused => DiffSortKey::Paused,
+            DiffSortArg::Name => DiffSortKey::Name,
+        }
+    }
+}
+
+/// Which stacks to replay, and with which clock: shared by every command
+/// that analyzes one trace.
+#[derive(Args, Debug)]
+pub(crate) struct SelectArgs {
+    /// Which time counts as running [default: the trace's preferred clock, else stack].
+    #[arg(long, value_enum)]
+    pub(crate) clock: Option<ClockArg>,
+    /// Only stacks that ran on this thread (repeatable).
+    #[arg(long = "thread", value_name = "TID")]
+    pub(crate) threads: Vec<u64>,
+    /// Only this stack, by id (`thread:3`, `stack:7`) or name (repeatable).
+    #[arg(long = "stack", value_name = "ID")]
+    pub(crate) stack_ids: Vec<String>,
+}
+
+/// `--collapse-recursion`, for the outputs made of call paths.
+#[derive(Args, Debug)]
+pub(crate) struct CollapseArgs {
+    /// With call paths (--format folded, flame graphs): count recursive frames on the path of the outer frame of their function, so deep recursion stays one short path.
+    #[arg(long = "collapse-recursion", value_enum, value_name = "WHICH")]
+    pub(crate) recursion: Option<CollapseArg>,
+}
+
+/// The library's options from the command line's: the one place they are
+/// built. `select`: none for `diff`, which compares whole traces.
+pub(crate) fn analyze_options(
+    clock: Option<ClockArg>,
+    select: Option<&SelectArgs>,
+    paths: PathMode,
+    collapse: Option<CollapseArg>,
+) -> AnalyzeOptions {
+    AnalyzeOptions {
+        clock: clock.map(Clock::from),
+        threads: select.map(|s| s.threads.clone()).unwrap_or_default(),
+        stacks: select.map(|s| s.stack_ids.clone()).unwrap_or_default(),
+        paths,
+        collapse_recursion: collapse.map(RecursionCollapse::from),
+    }
+}
+
+/// Output format of the report.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub(crate) enum Format {
+    /// Aligned text tables.
+    #[default]
+    Table,
+    /// One JSON object (integer nanoseconds).
+    Json,
+    /// One `root;...;leaf SELF_NS` line per call path (flame graph input).
+    Folded,
+    /// A file Python's `pstats.Stats` loads (snakeviz, gprof2dot); needs `-o FILE`.
+    Pstats,
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct ReportArgs {
+    /// The trace: an mtrace binary trace, JSON lines or Chrome trace JSON (detected from the content).
+    #[arg(required = true, value_name = "TRACE")]
+    pub(crate) trace: Option<PathBuf>,
+    #[command(flatten)]
+    pub(crate) select: SelectArgs,
+    /// Order of the function rows (numbers largest first, names A to Z) [default: tottime]; with --stacks, of the stack rows (by running time, paused time, events or name) [default: by id].
+    #[arg(long, value_enum)]
+    pub(crate) sort: Option<SortArg>,
+    /// Show at most N functions (with --stacks: N stacks).
+    #[arg(long, value_name = "N")]
+    pub(crate) limit: Option<usize>,
+    /// Only functions whose name, or `file:line name`, matches REGEX.
+    #[arg(long, value_name = "REGEX", value_parser = parse_regex)]
+    pub(crate) filter: Option<Regex>,
+    /// For each function matching REGEX, the functions that called it (instead of the function table).
+    #[arg(long, value_name = "REGEX", value_parser = parse_regex)]
+    pub(crate) callers: Option<Regex>,
+    /// For each function matching REGEX, the functions it called (instead of the function table).
+    #[arg(long, value_name = "REGEX", value_parser = parse_regex)]
+    pub(crate) callees: Option<Regex>,
+    /// Show the per-stack table (instead of the function table).
+    #[arg(long)]
+    pub(crate) stacks: bool,
+    /// With --stacks: one row per stack name, its numbers counted as one (`request-17` and `request-18` are `request-#`), with totals and per-stack means.
+    #[arg(long, requires = "stacks")]
+    pub(crate) group: bool,
+    /// Where --format pstats writes its file.
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub(crate) output: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub(crate) format: Format,
+    /// With --format folded: each stack's paths apart, under the thread's or stack's name as the root frame.
+    #[arg(long)]
+    pub(crate) per_thread: bool,
+    #[command(flatten)]
+    pub(crate) collapse: CollapseArgs,
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct CheckArgs {
+    /// The trace file.
+    #[arg(value_name = "TRACE")]
+    pub(crate) trace: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = CheckFormat::Table)]
+    pub(crate) format: CheckFormat,
+}
+
+/// Output format of `check`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub(crate) enum CheckFormat {
+    /// Aligned text.
+    #[default]
+    Table,
+    /// One JSON object.
+    Json,
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct ConvertArgs {
+    /// The input trace (any kind, detected from the content).
+    #[arg(value_name = "IN")]
+    pub(crate) input: PathBuf,
+    /// Where to write the binary trace.
+    #[arg(value_name = "OUT.bin")]
+    pub(crate) output: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct DiffArgs {
+    /// The trace before the change (binary or JSON lines, detected from the content).
+    #[arg(value_name = "BASE")]
+    pub(crate) base: PathBuf,
+    /// The trace after the change.
+    #[arg(value_name = "NEW")]
+    pub(crate) new: PathBuf,
+    /// Which time counts as running, for both traces [default: the traces' preferred clock, else stack].
+    #[arg(long, value_enum)]
+    pub(crate) clock: Option<ClockArg>,
+    /// Order of the rows: by the size of a column's change, either way, largest first (names A to Z).
+    #[arg(long, value_enum, default_value_t = DiffSortArg::Tottime)]
+    pub(crate) sort: DiffSortArg,
+    /// Show at most N functions.
+    #[arg(long, value_name = "N")]
+    pub(crate) limit: Option<usize>,
+    /// Only functions whose name, or `file:line name`, matches REGEX (folded: paths through one).
+    #[arg(long, value_name = "REGEX", value_parser = parse_regex)]
+    pub(crate) filter: Option<Regex>,
+    /// Scale BASE's times so its total self time equals NEW's before subtracting (runs of different length).
+    #[arg(long)]
+    pub(crate) normalize: bool,
+    /// Hide rows whose change (of the --sort time column; self time for ncalls and name) is below PCT percent of the larger of the two total self times.
+    #[arg(long, value_name = "PCT", value_parser = parse_percent)]
+    pub(crate) min_change: Option<f64>,
+    /// For each function matching REGEX, the change of each edge into it (instead of the function table).
+    #[arg(long, value_name = "REGEX", value_parser = parse_regex)]
+    pub(crate) callers: Option<Regex>,
+    /// For each function matching REGEX, the change of each edge out of it (instead of the function table).
+    #[arg(long, value_name = "REGEX", value_parser = parse_regex)]
+    pub(crate) callees: Option<Regex>,
+    /// Output format (folded: `path BASE_NS NEW_NS` per call path, for differential flame graphs).
+    #[arg(long, value_enum, default_value_t = DiffFormat::Table)]
+    pub(crate) format: DiffFormat,
+    /// Also draw a differential flame graph (SVG) into FILE: widths are NEW's self time, red got slower, blue faster.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) flamegraph: Option<PathBuf>,
+    #[command(flatten)]
+    pub(crate) collapse: CollapseArgs,
+}
+
+/// Output format of `diff`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub(crate) enum DiffFormat {
+    /// Aligned text tables.
+    #[default]
+    Table,
+    /// One JSON object (integer nanoseconds).
+    Json,
+    /// Two-column folded stacks: `root;child;leaf BASE_NS NEW_NS`.
+    Folded,
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct FlamegraphArgs {
+    /// The trace (binary, JSON lines or Chrome trace JSON, detected from the content).
+    #[arg(value_name = "TRACE")]
+    pub(crate) trace: PathBuf,
+    /// Where to write the SVG [default: stdout].
+    #[arg(short, long, value_name = "OUT.svg")]
+    pub(crate) output: Option<PathBuf>,
+    #[command(flatten)]
+    pub(crate) select: SelectArgs,
+    /// One tower per thread or stack, under its name.
+    #[arg(long)]
+    pub(crate) per_thread: bool,
+    /// Only paths through a function whose name, or `file:line name`, matches REGEX.
+    #[arg(long, value_name = "REGEX", value_parser = parse_regex)]
+    pub(crate) filter: Option<Regex>,
+    #[command(flatten)]
+    pub(crate) collapse: CollapseArgs,
+}
+
+#[derive(Args, Debug)]
+pub(crate) struct ExportArgs {
+    /// The trace (binary, JSON lines or Chrome trace JSON, detected from the content).
+    #[arg(value_name = "TRACE")]
+    pub(crate) trace: PathBuf,
+    /// What to write.
+    #[arg(long, value_enum)]
+    pub(crate) format: ExportFormat,
+    /// Where to write it [default: stdout].
+    #[arg(short, long, value_name = "OUT")]
+    pub(crate) output: Option<PathBuf>,
+    #[command(flatten)]
+    pub(crate) select: SelectArgs,
+}
+
+/// Output format of `export`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum ExportFormat {
+    /// Chrome Trace Event JSON (Perfetto UI, chrome://tracing, speedscope): one track per stack.
+    Chrome,
+    /// speedscope's own format: one evented profile per stack.
+    Speedscope,
+    /// The callgrind format (KCachegrind, QCachegrind): self and call-edge inclusive time in ns.
+    Callgrind,
+}
+
+fn parse_percent(s: &str) -> Result<f64, String> {
+    match s.trim_end_matches('%').parse::<f64>() {
+        Ok(p) if p.is_finite() && p >= 0.0 => Ok(p),
+        _ => Err("expected a percentage, a number >= 0 (like 1 or 0.5)".into()),
+    }
+}
+
+fn parse_regex(s: &str) -> Result<Regex, regex::Error> {
+    Regex::new(s)
+}

@@ -1,0 +1,114 @@
+//! `diff BASE NEW`: what got faster or slower, as a table, JSON, folded
+//! paths, and optionally a differential flame graph.
+
+use std::io::Write;
+use std::path::Path;
+
+use crate::cli::args::{analyze_options, DiffArgs, DiffFormat};
+use crate::cli::output::{message, Failure, Output};
+use crate::cli::progress::Progress;
+use crate::cli::{load, say_warnings};
+use mtanalyze::view::{self, DiffViewOptions, EdgeSelection};
+use mtanalyze::{render, DiffOptions, PathMode, Report};
+
+pub(crate) fn diff(args: &DiffArgs, out: &mut dyn Write) -> Result<(), Failure> {
+    let folded = args.format == DiffFormat::Folded;
+    let row_options = [
+        args.limit.is_some(),
+        args.min_change.is_some(),
+        args.callers.is_some(),
+        args.callees.is_some(),
+    ];
+    if folded && row_options.contains(&true) {
+        return Err(Failure::Message(
+            "--format folded writes every call path: --limit, --min-change, --callers and \
+             --callees do not apply (--filter does)"
+                .into(),
+        ));
+    }
+    let svg_target = args
+        .flamegraph
+        .as_deref()
+        .map(|svg| Output::new(Some(svg), &[&args.base, &args.new]))
+        .transpose()?;
+    let paths = folded || args.flamegraph.is_some();
+    if args.collapse.recursion.is_some() && !paths {
+        return Err(Failure::Message(
+            "--collapse-recursion applies to --format folded and --flamegraph".into(),
+        ));
+    }
+    let paths = if paths {
+        PathMode::Merged
+    } else {
+        PathMode::Off
+    };
+    let options = analyze_options(args.clock, None, paths, args.collapse.recursion);
+    let analyze = |path: &Path| -> Result<Report, Failure> {
+        mtanalyze::analyze(&load(path)?, &options).map_err(message)
+    };
+    let progress = Progress::spinner(format!(
+        "analyzing {} and {}",
+        args.base.display(),
+        args.new.display()
+    ));
+    let (base, new) = rayon::join(|| analyze(&args.base), || analyze(&args.new));
+    progress.finish();
+    let (base, new) = (base?, new?);
+    if base.clock != new.clock {
+        return Err(Failure::Message(format!(
+            "the traces prefer different clocks ({}: {}, {}: {}); choose one with --clock",
+            args.base.display(),
+            base.clock,
+            args.new.display(),
+            new.clock
+        )));
+    }
+    let diff = mtanalyze::diff(
+        &base,
+        &new,
+        DiffOptions {
+            normalize: args.normalize,
+        },
+    );
+    // The picture first: a failure leaves no half-written output behind.
+    let svg = match &args.flamegraph {
+        Some(path) => {
+            let mut svg = Vec::new();
+            render::flamegraph::differential(&mut svg, &diff, args.filter.as_ref())
+                .map_err(|e| message(format!("{}: {e}", path.display())))?;
+            Some(svg)
+        }
+        None => None,
+    };
+    let view = DiffViewOptions {
+        sort: args.sort.into(),
+        limit: args.limit,
+        filter: args.filter.clone(),
+        min_change_pct: args.min_change,
+    };
+    match args.format {
+        DiffFormat::Table => {
+            let sections = render::diff::TableSections {
+                callers: args.callers.clone(),
+                callees: args.callees.clone(),
+            };
+            render::diff::table(out, &diff, &view, &sections)?;
+        }
+        DiffFormat::Json => {
+            let edges = EdgeSelection {
+                callers_of: args.callers.clone(),
+                callees_of: args.callees.clone(),
+            };
+            render::diff::json(out, &view::filtered_diff(&diff, &view, &edges))?;
+        }
+        DiffFormat::Folded => render::diff::folded(out, &diff, args.filter.as_ref())?,
+    }
+    out.flush()?;
+    if let (Some(target), Some(svg)) = (svg_target, svg) {
+        target.write(out, |w| w.write_all(&svg))?;
+    }
+    for report in [&base, &new] {
+        say_warnings(report, Some(&report.trace.source));
+    }
+    Ok(())
+}

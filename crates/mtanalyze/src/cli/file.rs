@@ -1,0 +1,24 @@
+//! `check` (what a trace file holds) and `convert` (any trace as a binary one).
+
+use std::io::Write;
+
+use crate::cli::args::{CheckArgs, CheckFormat, ConvertArgs};
+use crate::cli::load;
+use crate::cli::output::{message, Failure, Output};
+use mtanalyze::render;
+
+pub(crate) fn check(args: &CheckArgs, out: &mut dyn Write) -> Result<(), Failure> {
+    let trace = load(&args.trace)?;
+    let check = mtanalyze::check(&trace).map_err(message)?;
+    match args.format {
+        CheckFormat::Json => render::json::check(out, &check)?,
+        CheckFormat::Table => render::check::human(out, &check)?,
+    }
+    Ok(())
+}
+
+pub(crate) fn convert(args: &ConvertArgs, out: &mut dyn Write) -> Result<(), Failure> {
+    let target = Output::new(Some(&args.output), &[&args.input])?;
+    let trace = load(&args.input)?;
+    target.write(out, |w| w.write_all(trace.bytes()))
+}

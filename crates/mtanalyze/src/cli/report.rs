@@ -1,0 +1,125 @@
+//! The default command: the report of one trace as a table, JSON, folded
+//! call paths or a pstats file.
+
+use std::io::Write;
+
+use crate::cli::args::{analyze_options, Format, ReportArgs};
+use crate::cli::output::{Failure, Output};
+use crate::cli::{analyze, say_warnings};
+use mtanalyze::render;
+use mtanalyze::view::{self, Direction, EdgeSelection, ViewOptions};
+use mtanalyze::{PathMode, Report};
+
+pub(crate) fn report(args: &ReportArgs, out: &mut dyn Write) -> Result<(), Failure> {
+    let path = args
+        .trace
+        .as_deref()
+        .ok_or_else(|| Failure::Message("no trace given (see --help)".into()))?;
+    let folded = args.format == Format::Folded;
+    let row_options = [
+        args.limit.is_some(),
+        args.callers.is_some(),
+        args.callees.is_some(),
+        args.stacks,
+    ];
+    if folded && row_options.contains(&true) {
+        return Err(Failure::Message(
+            "--format folded writes every call path: --limit, --callers, --callees and \
+             --stacks do not apply (--filter does)"
+                .into(),
+        ));
+    }
+    if args.per_thread && !folded {
+        return Err(Failure::Message(
+            "--per-thread applies to --format folded".into(),
+        ));
+    }
+    if args.collapse.recursion.is_some() && !folded {
+        return Err(Failure::Message(
+            "--collapse-recursion applies to --format folded (and to flamegraph)".into(),
+        ));
+    }
+    if args.output.is_some() != (args.format == Format::Pstats) {
+        return Err(Failure::Message(
+            "--format pstats writes a file: give it with -o FILE (-o is for pstats only)".into(),
+        ));
+    }
+    let target = Output::new(args.output.as_deref(), &[path])?;
+    let paths = match (folded, args.per_thread) {
+        (false, _) => PathMode::Off,
+        (true, false) => PathMode::Merged,
+        (true, true) => PathMode::PerStack,
+    };
+    let options = analyze_options(
+        args.select.clock,
+        Some(&args.select),
+        paths,
+        args.collapse.recursion,
+    );
+    let report = analyze(path, &options)?;
+    match args.format {
+        Format::Pstats => target.write(out, |w| render::pstats::pstats(w, &report))?,
+        Format::Folded => render::folded::folded(out, &report, args.filter.as_ref())?,
+        Format::Json => {
+            let view = view_options(args);
+            let edges = EdgeSelection {
+                callers_of: args.callers.clone(),
+                callees_of: args.callees.clone(),
+            };
+            render::json::report(out, &view::filtered_report(&report, &view, &edges))?;
+        }
+        Format::Table => table(args, &report, out)?,
+    }
+    // The summary follows the output: flush it first so the two do not interleave.
+    out.flush()?;
+    say_warnings(&report, None);
+    Ok(())
+}
+
+fn view_options(args: &ReportArgs) -> ViewOptions {
+    ViewOptions {
+        sort: args.sort.map(Into::into).unwrap_or_default(),
+        limit: args.limit,
+        filter: args.filter.clone(),
+    }
+}
+
+/// The header, then the sections asked for (stacks, their groups, callers,
+/// callees), or else the function table.
+fn table(args: &ReportArgs, report: &Report, out: &mut dyn Write) -> Result<(), Failure> {
+    let view = view_options(args);
+    let sort = args.sort.map(Into::into);
+    render::table::header(out, report)?;
+    let mut sections = 0;
+    let mut section = |out: &mut dyn Write| {
+        sections += 1;
+        writeln!(out)
+    };
+    if args.stacks && args.group {
+        section(out)?;
+        let mut groups = view::stack_groups(report, sort);
+        let total = groups.len();
+        groups.truncate(args.limit.unwrap_or(total));
+        render::table::stack_groups(out, &groups, total)?;
+    } else if args.stacks {
+        section(out)?;
+        let rows = view::stack_rows(report, sort, args.limit);
+        render::table::stacks(out, &rows, report.stacks.len())?;
+    }
+    for (re, dir) in [
+        (&args.callers, Direction::Callers),
+        (&args.callees, Direction::Callees),
+    ] {
+        if let Some(re) = re {
+            section(out)?;
+            let groups = view::edge_groups(report, &view, re, dir);
+            render::table::edges(out, &groups, dir)?;
+        }
+    }
+    if sections == 0 {
+        writeln!(out)?;
+        let rows = view::function_rows(report, &view);
+        render::table::functions(out, &rows, report.functions.len())?;
+    }
+    Ok(())
+}

@@ -1,0 +1,10 @@
+//! The values the analysis produces and every renderer reads: the
+//! [`report::Report`] of one trace, the [`check::CheckReport`] of a file,
+//! the [`diff::DiffReport`] of two reports, and the warnings about damaged
+//! or unusual input. Plain data with serde shapes (`schemas/`), plus the
+//! diff of two reports, which needs nothing else.
+
+pub(crate) mod check;
+pub(crate) mod diff;
+pub(crate) mod report;
+pub(crate) mod warnings;

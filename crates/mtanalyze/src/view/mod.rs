@@ -1,0 +1,42 @@
+//! What the user asked to see: sorting, filtering and limiting a report's
+//! (or a diff's) rows before a renderer prints them.
+//!
+//! Everything here is a pure function of a [`Report`](crate::Report) and a
+//! [`ViewOptions`] (of a [`DiffReport`](crate::DiffReport) and a
+//! [`DiffViewOptions`]): no printing, no recomputation of statistics. The
+//! table and JSON renderers both go through it, so `--sort`, `--filter`,
+//! `--limit` and `--min-change` mean the same thing in every output format.
+//! `report.rs` holds the report's views, `diff.rs` the diff's.
+
+mod diff;
+mod report;
+
+use regex::Regex;
+
+use crate::model::report::FunctionKey;
+
+pub use diff::{
+    diff_edge_groups, diff_function_rows, filtered_diff, DiffEdgeGroup, DiffSortKey,
+    DiffViewOptions,
+};
+pub use report::{
+    edge_groups, filtered_report, function_rows, stack_groups, stack_rows, Direction, EdgeGroup,
+    EdgeSelection, SortKey, StackGroup, ViewOptions,
+};
+
+/// `file:line name` when the definition site is known, else the name:
+/// what `--filter`, `--callers` and `--callees` match against (besides the
+/// bare name) and what the table prints in its last column.
+pub(crate) fn site_label(key: &FunctionKey) -> String {
+    if key.file.is_empty() {
+        key.function.clone()
+    } else {
+        format!("{}:{} {}", key.file, key.line, key.function)
+    }
+}
+
+/// Whether `re` selects the function: it matches the bare name or the
+/// `file:line name` label.
+pub(crate) fn matches(re: &Regex, key: &FunctionKey) -> bool {
+    re.is_match(&key.function) || (!key.file.is_empty() && re.is_match(&site_label(key)))
+}

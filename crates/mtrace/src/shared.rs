@@ -1,0 +1,143 @@
+//! What every thread shares with the running recording: the one global
+//! word the hot path reads, the recording itself ([`Shared`]), and the
+//! fork epoch.
+//!
+//! `GEN` tells every instrumentation point what to do with a single relaxed
+//! load and one comparison:
+//!
+//! ```text
+//! GEN = 0          environment not checked yet: take the cold path once
+//! GEN = 1          not recording: return
+//! GEN = 2n | tsc   recording number n (n >= 1); bit 0 says the clock is the TSC
+//! ```
+//!
+//! A thread remembers the generation it is bound to; a different value sends
+//! it down the cold path, which registers it with the new recording. Old
+//! recordings stay mapped (see [`crate::file`]), so a thread still holding
+//! pointers into one writes harmlessly. Starting and finishing recordings is
+//! `recording.rs`'s job.
+
+use std::ptr;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Instant;
+
+use mtrace_format::layout::*;
+use mtrace_format::{MetaRecord, StackId};
+
+use crate::clock::RunClock;
+use crate::config::Mode;
+use crate::file::TraceMap;
+
+/// `GEN`: the environment has not been checked for `MTRACE_OUT` yet.
+pub(crate) const GEN_UNCHECKED: u64 = 0;
+/// `GEN`: no recording.
+pub(crate) const GEN_OFF: u64 = 1;
+/// Bit of a recording's generation: ticks come from the TSC.
+pub(crate) const GEN_TSC: u64 = 1;
+
+/// The hot path's word; see the module doc.
+pub(crate) static GEN: AtomicU64 = AtomicU64::new(GEN_UNCHECKED);
+/// The running recording (null when none). Recordings are leaked, so a
+/// pointer read from here stays valid forever.
+pub(crate) static CURRENT: AtomicPtr<Shared> = AtomicPtr::new(ptr::null_mut());
+
+/// The committed length of a recording's metadata region (under its lock).
+#[derive(Debug, Default)]
+pub(crate) struct MetaRegion {
+    pub len: usize,
+}
+
+/// Bumped in a child process by the fork handler: a thread bound in an
+/// older epoch holds a chunk of the parent's recording (mapped shared with
+/// the parent), which it must drop without writing to it.
+pub(crate) static FORK_EPOCH: AtomicU64 = AtomicU64::new(0);
+
+/// Locks a mutex, ignoring poisoning (the recorder never panics while holding one).
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Everything threads share about one recording. Leaked at start, never freed.
+pub(crate) struct Shared {
+    /// This recording's generation (`GEN` while it runs).
+    pub gen: u64,
+    pub map: TraceMap,
+    pub mode: Mode,
+    pub clock: RunClock,
+    /// The last trace thread id handed out.
+    pub threads: AtomicU64,
+    pub meta: Mutex<MetaRegion>,
+    pub(crate) finished: AtomicBool,
+    pub(crate) started: Instant,
+    /// The process that owns the file (a forked child must not touch it).
+    pub(crate) pid: u32,
+}
+
+impl Shared {
+    /// Appends a metadata record; counts it in `meta_dropped` if the region is full.
+    pub fn write_meta(&self, record: &MetaRecord) {
+        let mut bytes = Vec::with_capacity(64);
+        record.encode(&mut bytes);
+        let mut region = lock(&self.meta);
+        if region.len + bytes.len() > self.map.meta_capacity {
+            self.map
+                .counter(H_META_DROPPED)
+                .fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        self.map.write(self.map.meta_offset + region.len, &bytes);
+        region.len += bytes.len();
+        self.map
+            .counter(H_META_LEN)
+            .store(region.len as u64, Ordering::Release);
+    }
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("gen", &self.gen)
+            .field("path", &self.map.path)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The running recording, if any.
+#[inline]
+pub(crate) fn current() -> Option<&'static Shared> {
+    // SAFETY: non-null pointers stored here come from `Box::leak`.
+    unsafe { CURRENT.load(Ordering::Acquire).as_ref() }
+}
+
+/// The running recording if it has generation `gen`.
+pub(crate) fn current_with_gen(gen: u64) -> Option<&'static Shared> {
+    current().filter(|s| s.gen == gen)
+}
+
+/// Writes a stack's name into recording `gen`; false if it is not running.
+pub(crate) fn name_stack(gen: u64, id: StackId, name: &str) -> bool {
+    match current_with_gen(gen) {
+        Some(s) => {
+            s.write_meta(&MetaRecord::Stack {
+                id,
+                name: name.to_owned(),
+            });
+            true
+        }
+        None => false,
+    }
+}
+
+/// In a child made by `fork`: the parent's recording is mapped shared, so
+/// the child must never write into it. Stop recording (the child may start
+/// its own recording) and start a new fork epoch, so the forking thread drops
+/// its chunk without writing to it. Only atomics are touched, as a fork
+/// handler must.
+pub(crate) extern "C" fn after_fork_in_child() {
+    GEN.store(GEN_OFF, Ordering::Relaxed);
+    CURRENT.store(ptr::null_mut(), Ordering::Relaxed);
+    // Each thread notices at its next release of a chunk and forgets it
+    // instead of writing to it (see `thread.rs`).
+    FORK_EPOCH.fetch_add(1, Ordering::Relaxed);
+}
