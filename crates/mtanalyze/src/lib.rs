@@ -38,6 +38,11 @@ mod model;
 pub mod render;
 pub mod view;
 
+/// The README's Rust examples, compiled as doctests.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
+
 pub use analysis::timeline::Timelines;
 pub use analysis::{analyze, check, AnalyzeError, AnalyzeOptions, PathMode, RecursionCollapse};
 pub use input::chrome::ImportError;
