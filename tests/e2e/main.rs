@@ -15,6 +15,7 @@ mod import;
 mod json;
 mod layout;
 mod options;
+mod output;
 mod pictures;
 mod pipe;
 mod pstats;

@@ -221,7 +221,7 @@ pub(crate) struct ReportArgs {
     /// With --stacks: one row per stack name, its numbers counted as one (`request-17` and `request-18` are `request-#`), with totals and per-stack means.
     #[arg(long, requires = "stacks")]
     pub(crate) group: bool,
-    /// Where --format pstats writes its file.
+    /// Where to write the output [default: stdout; --format pstats needs a file].
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub(crate) output: Option<PathBuf>,
     /// Output format.
@@ -242,6 +242,9 @@ pub(crate) struct CheckArgs {
     /// Output format.
     #[arg(long, value_enum, default_value_t = CheckFormat::Table)]
     pub(crate) format: CheckFormat,
+    /// Where to write it [default: stdout].
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub(crate) output: Option<PathBuf>,
 }
 
 /// Output format of `check`.
@@ -299,6 +302,9 @@ pub(crate) struct DiffArgs {
     /// Output format (folded: `path BASE_NS NEW_NS` per call path, for differential flame graphs).
     #[arg(long, value_enum, default_value_t = DiffFormat::Table)]
     pub(crate) format: DiffFormat,
+    /// Where to write the output [default: stdout].
+    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    pub(crate) output: Option<PathBuf>,
     /// Also draw a differential flame graph (SVG) into FILE: widths are NEW's self time, red got slower, blue faster.
     #[arg(long, value_name = "FILE")]
     pub(crate) flamegraph: Option<PathBuf>,

@@ -26,6 +26,12 @@ pub(crate) fn diff(args: &DiffArgs, out: &mut dyn Write) -> Result<(), Failure> 
                 .into(),
         ));
     }
+    if args.output.is_some() && args.output == args.flamegraph {
+        return Err(Failure::Message(
+            "-o and --flamegraph name the same file".into(),
+        ));
+    }
+    let target = Output::new(args.output.as_deref(), &[&args.base, &args.new])?;
     let svg_target = args
         .flamegraph
         .as_deref()
@@ -86,23 +92,23 @@ pub(crate) fn diff(args: &DiffArgs, out: &mut dyn Write) -> Result<(), Failure> 
         filter: args.filter.clone(),
         min_change_pct: args.min_change,
     };
-    match args.format {
+    target.write(out, |w| match args.format {
         DiffFormat::Table => {
             let sections = render::diff::TableSections {
                 callers: args.callers.clone(),
                 callees: args.callees.clone(),
             };
-            render::diff::table(out, &diff, &view, &sections)?;
+            render::diff::table(w, &diff, &view, &sections)
         }
         DiffFormat::Json => {
             let edges = EdgeSelection {
                 callers_of: args.callers.clone(),
                 callees_of: args.callees.clone(),
             };
-            render::diff::json(out, &view::filtered_diff(&diff, &view, &edges))?;
+            render::diff::json(w, &view::filtered_diff(&diff, &view, &edges))
         }
-        DiffFormat::Folded => render::diff::folded(out, &diff, args.filter.as_ref())?,
-    }
+        DiffFormat::Folded => render::diff::folded(w, &diff, args.filter.as_ref()),
+    })?;
     out.flush()?;
     if let (Some(target), Some(svg)) = (svg_target, svg) {
         target.write(out, |w| w.write_all(&svg))?;

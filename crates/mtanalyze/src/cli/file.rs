@@ -8,13 +8,13 @@ use crate::cli::output::{message, Failure, Output};
 use mtanalyze::render;
 
 pub(crate) fn check(args: &CheckArgs, out: &mut dyn Write) -> Result<(), Failure> {
+    let target = Output::new(args.output.as_deref(), &[&args.trace])?;
     let trace = load(&args.trace)?;
     let check = mtanalyze::check(&trace).map_err(message)?;
-    match args.format {
-        CheckFormat::Json => render::json::check(out, &check)?,
-        CheckFormat::Table => render::check::human(out, &check)?,
-    }
-    Ok(())
+    target.write(out, |w| match args.format {
+        CheckFormat::Json => render::json::check(w, &check),
+        CheckFormat::Table => render::check::human(w, &check),
+    })
 }
 
 pub(crate) fn convert(args: &ConvertArgs, out: &mut dyn Write) -> Result<(), Failure> {

@@ -1,7 +1,7 @@
 //! The default command: the report of one trace as a table, JSON, folded
 //! call paths or a pstats file.
 
-use std::io::Write;
+use std::io::{self, Write};
 
 use crate::cli::args::{analyze_options, Format, ReportArgs};
 use crate::cli::output::{Failure, Output};
@@ -39,12 +39,12 @@ pub(crate) fn report(args: &ReportArgs, out: &mut dyn Write) -> Result<(), Failu
             "--collapse-recursion applies to --format folded (and to flamegraph)".into(),
         ));
     }
-    if args.output.is_some() != (args.format == Format::Pstats) {
+    let target = Output::new(args.output.as_deref(), &[path])?;
+    if args.format == Format::Pstats && matches!(target, Output::Stdout) {
         return Err(Failure::Message(
-            "--format pstats writes a file: give it with -o FILE (-o is for pstats only)".into(),
+            "--format pstats writes a binary file: give it with -o FILE".into(),
         ));
     }
-    let target = Output::new(args.output.as_deref(), &[path])?;
     let paths = match (folded, args.per_thread) {
         (false, _) => PathMode::Off,
         (true, false) => PathMode::Merged,
@@ -57,19 +57,19 @@ pub(crate) fn report(args: &ReportArgs, out: &mut dyn Write) -> Result<(), Failu
         args.collapse.recursion,
     );
     let report = analyze(path, &options)?;
-    match args.format {
-        Format::Pstats => target.write(out, |w| render::pstats::pstats(w, &report))?,
-        Format::Folded => render::folded::folded(out, &report, args.filter.as_ref())?,
+    target.write(out, |w| match args.format {
+        Format::Pstats => render::pstats::pstats(w, &report),
+        Format::Folded => render::folded::folded(w, &report, args.filter.as_ref()),
         Format::Json => {
             let view = view_options(args);
             let edges = EdgeSelection {
                 callers_of: args.callers.clone(),
                 callees_of: args.callees.clone(),
             };
-            render::json::report(out, &view::filtered_report(&report, &view, &edges))?;
+            render::json::report(w, &view::filtered_report(&report, &view, &edges))
         }
-        Format::Table => table(args, &report, out)?,
-    }
+        Format::Table => table(args, &report, w),
+    })?;
     // The summary follows the output: flush it first so the two do not interleave.
     out.flush()?;
     say_warnings(&report, None);
@@ -86,7 +86,7 @@ fn view_options(args: &ReportArgs) -> ViewOptions {
 
 /// The header, then the sections asked for (stacks, their groups, callers,
 /// callees), or else the function table.
-fn table(args: &ReportArgs, report: &Report, out: &mut dyn Write) -> Result<(), Failure> {
+fn table(args: &ReportArgs, report: &Report, out: &mut dyn Write) -> io::Result<()> {
     let view = view_options(args);
     let sort = args.sort.map(Into::into);
     render::table::header(out, report)?;
