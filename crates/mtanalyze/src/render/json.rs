@@ -1,6 +1,6 @@
 //! `--format json`: one JSON object per run, the `serde_json` form of a
-//! [`Report`] (after [`crate::view::filtered_report`]) or of a
-//! [`CheckReport`]. Times are integer nanoseconds. The shapes are documented
+//! report (a [`ReportView`]: the whole [`crate::Report`] or what
+//! [`crate::view::filtered_report`] keeps of it) or of a [`CheckReport`]. Times are integer nanoseconds. The shapes are documented
 //! by `schemas/report.schema.json` and `schemas/check.schema.json`.
 
 use std::io::{self, Write};
@@ -8,10 +8,11 @@ use std::io::{self, Write};
 use serde::Serialize;
 
 use crate::model::check::CheckReport;
-use crate::model::report::Report;
+use crate::view::ReportView;
 
-/// Writes the report as one pretty-printed JSON object and a newline.
-pub fn report(out: &mut dyn Write, report: &Report) -> io::Result<()> {
+/// Writes the report as one pretty-printed JSON object and a newline
+/// (`ReportView::from(&report)` for a whole report).
+pub fn report(out: &mut dyn Write, report: &ReportView<'_>) -> io::Result<()> {
     write(out, report)
 }
 
