@@ -302,6 +302,39 @@ class Threads(Case):
         self.assertEqual((task[0]["ncalls"], task[0]["primitive_calls"]), (18, 18))
 
 
+class SamePathTwice(Case):
+    def test_recording_twice_to_one_path_keeps_only_the_second_recording(self):
+        script = self.script("twice.py", """
+            import json, sys, threading, mtrace
+
+            def f(n):
+                return n and f(n - 1)
+
+            def work():
+                for _ in range(100):
+                    f(10)
+
+            summaries = []
+            for _ in range(2):
+                mtrace.enable(sys.argv[1])
+                work()
+                t = threading.Thread(target=work)
+                t.start()
+                t.join()
+                summaries.append(mtrace.disable())
+            print(json.dumps(summaries))
+        """)
+        trace = self.path("twice.bin")
+        summaries = json.loads(run([sys.executable, script, trace], cwd=self.dir).stdout)
+        check = json.loads(run([mtanalyze_binary(), "check", trace, "--format", "json"]).stdout)
+        self.assertEqual(check["chunks_damaged"], [], "damaged chunks")
+        self.assertEqual(check["dropped_chunks"], 0)
+        # The recorder's count is the file's: nothing of the first recording.
+        self.assertEqual(summaries[1]["events"], check["events"])
+        f = [x for x in self.report(trace)["functions"] if x["function"] == "f"]
+        self.assertEqual(f[0]["ncalls"], 2 * 100 * 11)
+
+
 class ReadmeFromCleanCheckout(Case):
     """The README's Python section, run as written in a fresh clone (slow:
     a full build; only when MTRACE_TEST_README=1)."""

@@ -11,8 +11,10 @@
 //!
 //! A thread remembers the generation it is bound to; a different value sends
 //! it down the cold path, which registers it with the new recording. Old
-//! recordings stay mapped (see [`crate::file`]), so a thread still holding
-//! pointers into one writes harmlessly.
+//! recordings keep their address range (see [`crate::file`]), so a thread
+//! still holding pointers into one writes harmlessly; finishing remaps that
+//! range away from the file, so such writes never reach it (nor a next
+//! recording to the same path).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -297,7 +299,12 @@ fn finish(shared: &'static Shared) -> Result<Summary, FinishError> {
     let flags = map.read_u32(H_FLAGS) | FLAG_FINISHED;
     map.write(H_FLAGS, &flags.to_le_bytes());
     let summary = shared.summary();
-    map.flush().map_err(|source| FinishError::Sync {
+    let flushed = map.flush();
+    // Threads may still hold pointers into the map: from here on their
+    // writes must not reach the file, which a next recording to the same
+    // path would truncate and map again.
+    map.detach();
+    flushed.map_err(|source| FinishError::Sync {
         path: map.path.clone(),
         source,
     })?;
