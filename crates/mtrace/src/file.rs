@@ -147,6 +147,7 @@ impl TraceMap {
             header.flags |= FLAG_RING;
         }
         header.preferred_clock = config.preferred_clock;
+        header.producer = config.producer;
         header.pid = std::process::id();
         header.chunk_count = chunk_count;
         header.chunks_offset = chunks_offset as u64;
