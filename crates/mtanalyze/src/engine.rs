@@ -352,6 +352,11 @@ impl Prepared<'_> {
             duration_ns: end_ns.saturating_sub(first_ns),
             finished: h.finished(),
             ring: h.ring(),
+            producer: match h.producer {
+                mtrace_format::Producer::Python => crate::report::PRODUCER_PYTHON,
+                mtrace_format::Producer::Unspecified => crate::report::PRODUCER_UNSPECIFIED,
+            }
+            .to_owned(),
             threads: self.thread_summaries(),
             stacks,
             events: self.passes.iter().map(|p| p.events).sum(),

@@ -36,7 +36,9 @@ use std::os::raw::c_int;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use mtrace::{Config, FunctionId, LogicalStack, Mode, PreferredClock, Recording, SwitchGuard};
+use mtrace::{
+    Config, FunctionId, LogicalStack, Mode, PreferredClock, Producer, Recording, SwitchGuard,
+};
 use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -373,7 +375,8 @@ unsafe fn leave_context(l: &Local) {
     l.context.set(0);
 }
 
-/// Starts a recording into `path` (the header prefers the `gil` clock).
+/// Starts a recording into `path` (the header prefers the `gil` clock and
+/// names the Python producer).
 #[pyfunction]
 #[pyo3(signature = (path, capacity = None, ring = false, builtins = true))]
 fn start(path: &str, capacity: Option<&str>, ring: bool, builtins: bool) -> PyResult<()> {
@@ -381,7 +384,11 @@ fn start(path: &str, capacity: Option<&str>, ring: bool, builtins: bool) -> PyRe
     if slot.is_some() {
         return Err(PyRuntimeError::new_err("mtrace is already recording"));
     }
-    let mut config = Config::new(path).preferred_clock(PreferredClock::Gil);
+    // The producer tells mtanalyze the names are `co_qualname`s, so its
+    // pstats output can key them by `co_name` as cProfile does.
+    let mut config = Config::new(path)
+        .preferred_clock(PreferredClock::Gil)
+        .producer(Producer::Python);
     if let Some(text) = capacity {
         config = config.capacity(mtrace::parse_bytes(text).ok_or_else(|| {
             PyValueError::new_err(format!(

@@ -302,6 +302,149 @@ class Threads(Case):
         self.assertEqual((task[0]["ncalls"], task[0]["primitive_calls"]), (18, 18))
 
 
+KEYS = """
+    import cProfile, functools, sys, mtrace
+
+    class Tree:
+        def __init__(self, depth):
+            self.kids = [Tree(depth - 1) for _ in range(2)] if depth else []
+
+        def size(self):
+            return 1 + sum(k.size() for k in self.kids)
+
+        @staticmethod
+        def leaf():
+            return Tree(0)
+
+        @classmethod
+        def pair(cls):
+            return cls(1)
+
+    def outer(n):
+        def inner(k):
+            return k * 2
+        return [inner(i) for i in range(n)]
+
+    def squares(n):
+        for i in range(n):
+            yield i * i
+
+    def main():
+        total = Tree(5).size() + Tree.leaf().size() + Tree.pair().size()
+        total += sum(outer(10)) + sum(squares(20))
+        total += functools.reduce(lambda a, b: a + b, range(50))
+        by_length = lambda s: -len(s)
+        words = sorted(["a", "bbb", "cc"], key=by_length)
+
+        class Local:
+            def method(self):
+                return len(words)
+
+        total += Local().method()
+        total += max(x % 7 for x in range(30))
+        # Two code objects with one key (file, line, name): 1000 and 1010 calls.
+        plus, times = (lambda x: x + 1), (lambda x: x * 2)
+        for i in range(1000):
+            plus(i)
+        for i in range(1010):
+            times(i)
+        # Two code objects with one key but two qualified names: 20 calls each.
+        nested = lambda: (lambda: 0)
+        for _ in range(20):
+            nested()()
+        return total
+
+    if sys.argv[1] == "cprofile":
+        profiler = cProfile.Profile()
+        profiler.enable()
+        main()
+        profiler.disable()
+        profiler.dump_stats(sys.argv[2])
+    else:
+        mtrace.enable(sys.argv[2])
+        main()
+        mtrace.disable()
+"""
+
+
+def line_of(text, needle):
+    """The 1-based line of `text` (dedented, as `Case.script` writes it) holding `needle`."""
+    for number, line in enumerate(textwrap.dedent(text).splitlines(), 1):
+        if needle in line:
+            return number
+    raise AssertionError(f"{needle!r} is not in the script")
+
+
+def under(stats, root):
+    """The keys of `root` and of every function called (directly or not) under it."""
+    callees = {}
+    for key, (_cc, _nc, _tt, _ct, callers) in stats.items():
+        for caller in callers:
+            callees.setdefault(caller, set()).add(key)
+    seen, todo = set(), [root]
+    while todo:
+        key = todo.pop()
+        if key not in seen:
+            seen.add(key)
+            todo.extend(callees.get(key, ()))
+    return seen
+
+
+class PstatsKeys(Case):
+    """`--format pstats` of a Python trace keys functions as cProfile does:
+    (co_filename, co_firstlineno, co_name)."""
+
+    def stats_of_both(self):
+        script = self.script("keys.py", KEYS)
+        cprof = self.path("cprofile.prof")
+        run([sys.executable, script, "cprofile", cprof], cwd=self.dir)
+        trace = self.path("keys.bin")
+        run([sys.executable, script, "mtrace", trace], cwd=self.dir)
+        ours = pstats.Stats(self.pstats_of(trace)).stats
+        theirs = pstats.Stats(cprof).stats
+        return script, trace, ours, theirs
+
+    def test_keys_and_call_counts_under_main_equal_cprofiles(self):
+        script, trace, ours, theirs = self.stats_of_both()
+        main = (script, line_of(KEYS, "def main"), "main")
+        self.assertIn(main, theirs)
+        shared = (script, line_of(KEYS, "plus, times ="), "<lambda>")
+        nested = (script, line_of(KEYS, "nested = lambda"), "<lambda>")
+        theirs_under = under(theirs, main)
+        ours_under = under(ours, main)
+        # A method and a nested function: co_name, not Tree.size or outer.<locals>.inner.
+        self.assertIn((script, line_of(KEYS, "def size"), "size"), theirs_under)
+        self.assertIn((script, line_of(KEYS, "def inner"), "inner"), theirs_under)
+        self.assertIn(("~", 0, "<built-in method builtins.sorted>"), theirs_under)
+        self.assertGreater(len(theirs_under), 15, sorted(theirs_under))
+        self.assertEqual(sorted(ours_under), sorted(theirs_under), "keys under main()")
+        for key in theirs_under - {shared, nested}:
+            cc, nc = theirs[key][:2]
+            self.assertEqual(ours[key][:2], (cc, nc),
+                             f"{key}: mtrace primitive/total calls {ours[key][:2]}, "
+                             f"cProfile {(cc, nc)}")
+        # mtrace's own report keeps the qualified names.
+        names = {f["function"] for f in self.report(trace)["functions"]}
+        for qualname in ("Tree.size", "outer.<locals>.inner", "main.<locals>.Local.method",
+                         "main.<locals>.<lambda>", "Tree.size.<locals>.<genexpr>"):
+            self.assertIn(qualname, names)
+
+    def test_code_objects_sharing_a_key_are_summed_where_cprofile_keeps_one(self):
+        script, _trace, ours, theirs = self.stats_of_both()
+        shared = (script, line_of(KEYS, "plus, times ="), "<lambda>")
+        # cProfile writes one entry per code object under the same key, so the
+        # last one written wins; mtrace counts both.
+        self.assertIn(theirs[shared][1], (1000, 1010))
+        self.assertEqual(ours[shared][1], 2010)
+        # The trace names these two apart (main.<locals>.<lambda> and
+        # main.<locals>.<lambda>.<locals>.<lambda>); the pstats file sums them.
+        nested = (script, line_of(KEYS, "nested = lambda"), "<lambda>")
+        main = (script, line_of(KEYS, "def main"), "main")
+        self.assertEqual(theirs[nested][1], 20)
+        self.assertEqual(ours[nested][1], 40)
+        self.assertEqual(ours[nested][4][main][0], 40, "calls from main, summed")
+
+
 class SamePathTwice(Case):
     def test_recording_twice_to_one_path_keeps_only_the_second_recording(self):
         script = self.script("twice.py", """
