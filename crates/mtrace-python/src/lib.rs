@@ -37,7 +37,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use mtrace::{
-    Config, FunctionId, LogicalStack, Mode, PreferredClock, Producer, Recording, SwitchGuard,
+    Config, FunctionId, LogicalStack, Mode, PreferredClock, Producer, Recording, StartError,
+    SwitchGuard,
 };
 use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
 use pyo3::ffi;
@@ -376,7 +377,8 @@ unsafe fn leave_context(l: &Local) {
 }
 
 /// Starts a recording into `path` (the header prefers the `gil` clock and
-/// names the Python producer).
+/// names the Python producer). A bad capacity raises ValueError, a file that
+/// cannot be made OSError.
 #[pyfunction]
 #[pyo3(signature = (path, capacity = None, ring = false, builtins = true))]
 fn start(path: &str, capacity: Option<&str>, ring: bool, builtins: bool) -> PyResult<()> {
@@ -399,7 +401,11 @@ fn start(path: &str, capacity: Option<&str>, ring: bool, builtins: bool) -> PyRe
     if ring {
         config = config.mode(Mode::Ring);
     }
-    let recording = mtrace::start(config).map_err(|e| PyOSError::new_err(e.to_string()))?;
+    let recording = mtrace::start(config).map_err(|e| match e {
+        StartError::Config(_) => PyValueError::new_err(e.to_string()),
+        StartError::AlreadyRecording { .. } => PyRuntimeError::new_err(e.to_string()),
+        _ => PyOSError::new_err(e.to_string()),
+    })?;
     *slot = Some(recording);
     BUILTINS.store(builtins, Ordering::Relaxed);
     SESSION.fetch_add(1, Ordering::Relaxed);

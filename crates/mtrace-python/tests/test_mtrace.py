@@ -445,6 +445,72 @@ class PstatsKeys(Case):
         self.assertEqual(ours[nested][4][main][0], 40, "calls from main, summed")
 
 
+class Errors(Case):
+    """A bad option, an unwritable -o or a missing script: one line on stderr
+    and status 2, no traceback, the program not run. The program's own exit
+    status and exceptions pass through."""
+
+    def mtrace_fails(self, *args, output=None):
+        script = self.script("hello.py", "print('the script ran')\n")
+        out = output or self.path("trace.bin")
+        args = [a.replace("SCRIPT", script) for a in args] or [script]
+        done = subprocess.run([sys.executable, "-m", "mtrace", "-o", out, *args],
+                              capture_output=True, text=True, cwd=self.dir)
+        shown = f"exit {done.returncode}\nstdout:\n{done.stdout}\nstderr:\n{done.stderr}"
+        self.assertEqual(done.returncode, 2, shown)
+        self.assertNotIn("Traceback", done.stderr, shown)
+        lines = done.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, shown)
+        self.assertTrue(lines[0].startswith("python -m mtrace: "), shown)
+        self.assertNotIn("the script ran", done.stdout, shown)
+        return lines[0]
+
+    def test_capacity_that_is_not_a_byte_count(self):
+        line = self.mtrace_fails("--capacity", "banana", "SCRIPT")
+        self.assertIn("banana", line)
+        self.assertFalse(os.path.exists(self.path("trace.bin")))
+
+    def test_capacity_too_small_for_one_chunk(self):
+        self.assertIn("capacity 0", self.mtrace_fails("--capacity", "0", "SCRIPT"))
+
+    def test_unknown_option(self):
+        self.assertIn("--bogus", self.mtrace_fails("--bogus", "SCRIPT"))
+
+    def test_output_in_a_missing_folder(self):
+        out = os.path.join(self.dir, "no", "such", "dir", "x.bin")
+        self.assertIn(out, self.mtrace_fails(output=out))
+
+    def test_output_is_a_folder(self):
+        self.assertIn(self.dir, self.mtrace_fails(output=self.dir))
+
+    def test_missing_script(self):
+        missing = self.path("missing.py")
+        self.assertIn(missing, self.mtrace_fails(missing))
+
+    def test_missing_module(self):
+        self.assertIn("no_such_module_here", self.mtrace_fails("-m", "no_such_module_here"))
+
+    def test_the_scripts_exit_status_passes_through(self):
+        script = self.script("exits.py", "import sys\nprint('ran')\nsys.exit(3)\n")
+        out = self.path("trace.bin")
+        done = subprocess.run([sys.executable, "-m", "mtrace", "-o", out, script],
+                              capture_output=True, text=True, cwd=self.dir)
+        self.assertEqual((done.returncode, done.stdout), (3, "ran\n"), done.stderr)
+        self.assertNotIn("Traceback", done.stderr)
+        self.assertGreater(self.report(out)["trace"]["events"], 0)
+
+    def test_the_scripts_exception_is_reported_as_by_python(self):
+        script = self.script("raises.py", "def boom():\n    raise ValueError('boom')\nboom()\n")
+        out = self.path("trace.bin")
+        done = subprocess.run([sys.executable, "-m", "mtrace", "-o", out, script],
+                              capture_output=True, text=True, cwd=self.dir)
+        self.assertEqual(done.returncode, 1, done.stderr)
+        self.assertIn("Traceback", done.stderr)
+        self.assertTrue(done.stderr.rstrip().endswith("ValueError: boom")
+                        or "ValueError: boom" in done.stderr.splitlines()[-2], done.stderr)
+        self.assertGreater(self.report(out)["trace"]["events"], 0)
+
+
 class SamePathTwice(Case):
     def test_recording_twice_to_one_path_keeps_only_the_second_recording(self):
         script = self.script("twice.py", """
