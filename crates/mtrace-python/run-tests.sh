@@ -49,7 +49,11 @@ seen=" "
 for py in "${candidates[@]}"; do
     # The real version (a pyenv shim or a symlink says nothing), with the ABI
     # flags so a free-threaded 3.13t is not taken for 3.13.
-    version="$("$py" -c 'import sys; print(sys.implementation.name, "%d.%d.%d%s" % (sys.version_info[:3] + (sys.abiflags,)), int(sys.version_info >= (3, 11)))' 2>/dev/null)" || continue
+    if ! version="$("$py" -c 'import sys; print(sys.implementation.name, "%d.%d.%d%s" % (sys.version_info[:3] + (sys.abiflags,)), int(sys.version_info >= (3, 11)))' 2>/dev/null)"; then
+        # Not there (python3 missing from PATH is normal); say so only when asked for it.
+        [ -z "${MTRACE_PYTHONS:-}" ] || say "skipping $py: it does not run"
+        continue
+    fi
     read -r implementation version recent <<<"$version"
     case "$seen" in *" $version "*) continue ;; esac
     seen+="$version "
@@ -103,7 +107,11 @@ for i in "${!pythons[@]}"; do
     # unittest's own summary: "Ran N tests" and "OK (skipped=1)" / "FAILED (failures=2)".
     ran="$(grep -E '^Ran [0-9]+ tests?' "$log" | tail -n 1 || true)"
     outcome="$(grep -E '^(OK|FAILED)( |$)' "$log" | tail -n 1 || true)"
-    if [ "$status" -eq 0 ]; then
+    if [ "$status" -eq 0 ] && [[ "$ran" == "Ran 0 tests"* ]]; then
+        # unittest 3.12+ fails a run of no tests (exit 5); 3.11 does not: fail both alike.
+        failed=$((failed + 1))
+        results+=("CPython $version: FAILED, no tests ran; log: $log")
+    elif [ "$status" -eq 0 ]; then
         results+=("CPython $version: passed (${ran:-no tests ran}, ${outcome:-no summary})")
     else
         failed=$((failed + 1))
