@@ -5,8 +5,9 @@
 # distinct version. For each: a fresh virtual environment with the extension
 # installed (as the README's Python section does), clippy of the crate built
 # against that Python, and the unittest suite. mtanalyze is built once. Every
-# version runs even if an earlier one failed; the script fails if any did,
-# and its last lines say which versions ran and how each went.
+# version runs even if an earlier one failed; the script fails if any did
+# (a run of no tests fails too), and its last lines say which versions ran
+# and how each went.
 #
 #   crates/mtrace-python/run-tests.sh            # all tests, every version
 #   crates/mtrace-python/run-tests.sh -k Threads # unittest arguments pass through
