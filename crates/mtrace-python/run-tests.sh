@@ -1,25 +1,127 @@
 #!/usr/bin/env bash
-# Tests of the Python binding, from a clean checkout: builds and installs the
-# extension into a fresh virtual environment (as the README's Python section
-# does), builds mtanalyze, lints the crate, and runs the Python tests.
+# Tests of the Python binding, from a clean checkout, on every CPython 3.11+
+# this machine has: pyenv's versions (`pyenv root`, $PYENV_ROOT and
+# ~/.pyenv), then `python3` on PATH and /usr/bin/python3, one run per
+# distinct version. For each: a fresh virtual environment with the extension
+# installed (as the README's Python section does), clippy of the crate built
+# against that Python, and the unittest suite. mtanalyze is built once. Every
+# version runs even if an earlier one failed; the script fails if any did
+# (a run of no tests fails too), and its last lines say which versions ran
+# and how each went.
 #
-#   crates/mtrace-python/run-tests.sh            # all tests
+#   crates/mtrace-python/run-tests.sh            # all tests, every version
 #   crates/mtrace-python/run-tests.sh -k Threads # unittest arguments pass through
+#   MTRACE_PYTHONS="/usr/bin/python3.12 python3.13" crates/mtrace-python/run-tests.sh
 #
-# MTRACE_VENV picks the environment (default: target/mtrace-python-venv);
+# MTRACE_PYTHONS: the interpreters to test instead of those found (each still
+# checked for 3.11+). MTRACE_VENV: the folder holding one environment per
+# version, `$MTRACE_VENV/<version>` (default target/mtrace-python-venvs).
 # MTRACE_TEST_README=1 also builds a clean clone exactly as the README says.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
 target="${CARGO_TARGET_DIR:-$repo/target}"
-venv="${MTRACE_VENV:-$target/mtrace-python-venv}"
+venvs="${MTRACE_VENV:-$target/mtrace-python-venvs}"
+say() { echo "run-tests.sh: $*" >&2; }
 
-python3 -m venv "$venv"
-"$venv/bin/pip" install -q "$here"
+# Interpreters to try, in order of preference (a version found twice is run
+# once, from the first place it was found).
+candidates=()
+if [ -n "${MTRACE_PYTHONS:-}" ]; then
+    read -r -a candidates <<<"$MTRACE_PYTHONS"
+else
+    roots=()
+    if command -v pyenv >/dev/null 2>&1; then
+        roots+=("$(pyenv root 2>/dev/null || true)")
+    fi
+    roots+=("${PYENV_ROOT:-}" "$HOME/.pyenv")
+    for root in "${roots[@]}"; do
+        [ -n "$root" ] || continue
+        for py in "$root"/versions/*/bin/python3; do
+            [ -x "$py" ] && candidates+=("$py")
+        done
+    done
+    candidates+=(python3 /usr/bin/python3)
+fi
+
+pythons=()
+versions=()
+seen=" "
+for py in "${candidates[@]}"; do
+    # The real version (a pyenv shim or a symlink says nothing), with the ABI
+    # flags so a free-threaded 3.13t is not taken for 3.13.
+    if ! version="$("$py" -c 'import sys; print(sys.implementation.name, "%d.%d.%d%s" % (sys.version_info[:3] + (sys.abiflags,)), int(sys.version_info >= (3, 11)))' 2>/dev/null)"; then
+        # Not there (python3 missing from PATH is normal); say so only when asked for it.
+        [ -z "${MTRACE_PYTHONS:-}" ] || say "skipping $py: it does not run"
+        continue
+    fi
+    read -r implementation version recent <<<"$version"
+    case "$seen" in *" $version "*) continue ;; esac
+    seen+="$version "
+    if [ "$implementation" != cpython ]; then
+        say "skipping $py ($implementation $version): only CPython is supported"
+    elif [ "$recent" != 1 ]; then
+        say "skipping $py (CPython $version): mtrace needs CPython 3.11 or newer"
+    elif ! "$py" -c 'import venv, ensurepip' 2>/dev/null; then
+        say "skipping $py (CPython $version): it cannot make a virtual environment (no venv/ensurepip module)"
+    else
+        pythons+=("$py")
+        versions+=("$version")
+    fi
+done
+if [ "${#pythons[@]}" -eq 0 ]; then
+    say "no CPython 3.11+ found (looked in pyenv's versions, python3 on PATH, /usr/bin/python3; or set MTRACE_PYTHONS)"
+    exit 1
+fi
+say "testing with CPython ${versions[*]}"
+
 cargo fmt --manifest-path "$here/Cargo.toml" -- --check
-PYO3_PYTHON="$venv/bin/python" cargo clippy -q --manifest-path "$here/Cargo.toml" --all-targets -- -D warnings
 (cd "$repo" && cargo build -q --release -p mtanalyze)
 export MTANALYZE="$target/release/mtanalyze"
-# Outside the package sources, so `import mtrace` finds the installed module.
-cd "$target"
-"$venv/bin/python" -m unittest discover -s "$here/tests" -t "$here/tests" -v "$@"
+
+# One version: environment, install, lint, tests. Runs in a subshell with -e.
+test_one() {
+    local py="$1" version="$2"
+    shift 2
+    local venv="$venvs/$version"
+    "$py" -m venv "$venv"
+    "$venv/bin/pip" install -q --disable-pip-version-check "$here"
+    # The crate has version-dependent code (cfg(Py_3_12)): lint it for each version.
+    PYO3_PYTHON="$venv/bin/python" cargo clippy -q --manifest-path "$here/Cargo.toml" --all-targets -- -D warnings
+    # Outside the package sources, so `import mtrace` finds the installed module.
+    cd "$target"
+    "$venv/bin/python" -m unittest discover -s "$here/tests" -t "$here/tests" -v "$@"
+}
+
+mkdir -p "$venvs"
+results=()
+failed=0
+for i in "${!pythons[@]}"; do
+    py="${pythons[$i]}"
+    version="${versions[$i]}"
+    log="$venvs/$version.log"
+    say "=== CPython $version ($py)"
+    set +e
+    (set -e; test_one "$py" "$version" "$@") 2>&1 | tee "$log"
+    status="${PIPESTATUS[0]}"
+    set -e
+    # unittest's own summary: "Ran N tests" and "OK (skipped=1)" / "FAILED (failures=2)".
+    ran="$(grep -E '^Ran [0-9]+ tests?' "$log" | tail -n 1 || true)"
+    outcome="$(grep -E '^(OK|FAILED)( |$)' "$log" | tail -n 1 || true)"
+    if [ "$status" -eq 0 ] && [[ "$ran" == "Ran 0 tests"* ]]; then
+        # unittest 3.12+ fails a run of no tests (exit 5); 3.11 does not: fail both alike.
+        failed=$((failed + 1))
+        results+=("CPython $version: FAILED, no tests ran; log: $log")
+    elif [ "$status" -eq 0 ]; then
+        results+=("CPython $version: passed (${ran:-no tests ran}, ${outcome:-no summary})")
+    else
+        failed=$((failed + 1))
+        results+=("CPython $version: FAILED, exit $status (${ran:-tests did not run}${outcome:+, $outcome}); log: $log")
+    fi
+done
+
+for line in "${results[@]}"; do
+    say "$line"
+done
+say "$((${#pythons[@]} - failed)) of ${#pythons[@]} Python versions passed"
+[ "$failed" -eq 0 ]

@@ -4,6 +4,38 @@ use crate::clock::{ClockInfo, ClockKind, PreferredClock};
 use crate::error::FormatError;
 use crate::layout::*;
 
+/// Which recorder wrote the trace, when that changes what its names mean.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Producer {
+    /// Not said (the Rust recorder, a converted or imported trace): names
+    /// are whatever the instrumentation registered.
+    #[default]
+    Unspecified,
+    /// The Python binding: a Python function's name is its code object's
+    /// `co_qualname` (`Class.method`, `outer.<locals>.inner`), its file
+    /// `co_filename` and its line `co_firstlineno`; a C function has file
+    /// `~`, line 0 and the name cProfile gives it.
+    Python,
+}
+
+impl Producer {
+    /// The on-disk code.
+    pub fn code(self) -> u16 {
+        match self {
+            Producer::Unspecified => 0,
+            Producer::Python => 1,
+        }
+    }
+
+    /// Parses the on-disk code; unknown codes read as `Unspecified`.
+    pub fn from_code(code: u16) -> Producer {
+        match code {
+            1 => Producer::Python,
+            _ => Producer::Unspecified,
+        }
+    }
+}
+
 /// The decoded file header.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Header {
@@ -19,6 +51,8 @@ pub struct Header {
     pub clock: ClockInfo,
     /// The analysis clock that suits the trace.
     pub preferred_clock: PreferredClock,
+    /// Which recorder wrote the trace, when that changes what names mean.
+    pub producer: Producer,
     /// Number of chunk slots the file was laid out with.
     pub chunk_count: u64,
     /// File offset of chunk 0.
@@ -55,6 +89,7 @@ impl Header {
             chunk_size,
             clock,
             preferred_clock: PreferredClock::Unspecified,
+            producer: Producer::Unspecified,
             chunk_count: 0,
             chunks_offset: HEADER_SIZE as u64,
             meta_offset: HEADER_SIZE as u64,
@@ -101,6 +136,7 @@ impl Header {
             H_PREFERRED_CLOCK,
             &self.preferred_clock.code().to_le_bytes(),
         );
+        put(H_PRODUCER, &self.producer.code().to_le_bytes());
         put(H_CHUNK_COUNT, &self.chunk_count.to_le_bytes());
         put(H_CHUNKS_OFFSET, &self.chunks_offset.to_le_bytes());
         put(H_META_OFFSET, &self.meta_offset.to_le_bytes());
@@ -212,6 +248,7 @@ impl Header {
             preferred_clock: PreferredClock::from_code(
                 read_u16(bytes, H_PREFERRED_CLOCK).unwrap_or(0),
             ),
+            producer: Producer::from_code(read_u16(bytes, H_PRODUCER).unwrap_or(0)),
             chunk_count,
             chunks_offset: u64_at(H_CHUNKS_OFFSET)?,
             meta_offset: u64_at(H_META_OFFSET)?,
@@ -241,10 +278,19 @@ mod tests {
         h.chunk_count = 3;
         h.cmdline = "prog\0--flag\0x".into();
         h.preferred_clock = PreferredClock::Gil;
+        h.producer = Producer::Python;
         h.dropped_events = 5;
         let back = Header::decode(&h.encode()).expect("decodes");
         assert_eq!(back, h);
         assert_eq!(back.args(), vec!["prog", "--flag", "x"]);
+    }
+
+    #[test]
+    fn an_unknown_producer_reads_as_unspecified() {
+        let mut b = Header::new(ClockInfo::nanoseconds(), 65536).encode();
+        b[H_PRODUCER..H_PRODUCER + 2].copy_from_slice(&99u16.to_le_bytes());
+        let header = Header::decode(&b).expect("decodes");
+        assert_eq!(header.producer, Producer::Unspecified);
     }
 
     #[test]

@@ -44,6 +44,9 @@ pub const H_CALIB_NS: usize = 0x058;
 pub const H_END_TICK: usize = 0x060;
 pub const H_END_UNIX_NS: usize = 0x068;
 pub const H_CMDLINE_LEN: usize = 0x070;
+/// Which recorder wrote the trace, when the names' meaning depends on it
+/// (u16, [`crate::Producer`] codes).
+pub const H_PRODUCER: usize = 0x074;
 /// Atomic counter of chunk claims; on its own cache line because every
 /// thread touches it once per chunk.
 pub const H_NEXT_SEQ: usize = 0x080;

@@ -36,7 +36,10 @@ use std::os::raw::c_int;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use mtrace::{Config, FunctionId, LogicalStack, Mode, PreferredClock, Recording, SwitchGuard};
+use mtrace::{
+    Config, FunctionId, LogicalStack, Mode, PreferredClock, Producer, Recording, StartError,
+    SwitchGuard,
+};
 use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -373,7 +376,9 @@ unsafe fn leave_context(l: &Local) {
     l.context.set(0);
 }
 
-/// Starts a recording into `path` (the header prefers the `gil` clock).
+/// Starts a recording into `path` (the header prefers the `gil` clock and
+/// names the Python producer). A bad capacity raises ValueError, a file that
+/// cannot be made OSError.
 #[pyfunction]
 #[pyo3(signature = (path, capacity = None, ring = false, builtins = true))]
 fn start(path: &str, capacity: Option<&str>, ring: bool, builtins: bool) -> PyResult<()> {
@@ -381,7 +386,11 @@ fn start(path: &str, capacity: Option<&str>, ring: bool, builtins: bool) -> PyRe
     if slot.is_some() {
         return Err(PyRuntimeError::new_err("mtrace is already recording"));
     }
-    let mut config = Config::new(path).preferred_clock(PreferredClock::Gil);
+    // The producer tells mtanalyze the names are `co_qualname`s, so its
+    // pstats output can key them by `co_name` as cProfile does.
+    let mut config = Config::new(path)
+        .preferred_clock(PreferredClock::Gil)
+        .producer(Producer::Python);
     if let Some(text) = capacity {
         config = config.capacity(mtrace::parse_bytes(text).ok_or_else(|| {
             PyValueError::new_err(format!(
@@ -392,7 +401,11 @@ fn start(path: &str, capacity: Option<&str>, ring: bool, builtins: bool) -> PyRe
     if ring {
         config = config.mode(Mode::Ring);
     }
-    let recording = mtrace::start(config).map_err(|e| PyOSError::new_err(e.to_string()))?;
+    let recording = mtrace::start(config).map_err(|e| match e {
+        StartError::Config(_) => PyValueError::new_err(e.to_string()),
+        StartError::AlreadyRecording { .. } => PyRuntimeError::new_err(e.to_string()),
+        _ => PyOSError::new_err(e.to_string()),
+    })?;
     *slot = Some(recording);
     BUILTINS.store(builtins, Ordering::Relaxed);
     SESSION.fetch_add(1, Ordering::Relaxed);

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use mtrace_format::layout::{DEFAULT_CHUNK_SIZE, MAX_CHUNK_SIZE, MIN_CHUNK_SIZE};
-use mtrace_format::PreferredClock;
+use mtrace_format::{PreferredClock, Producer};
 
 use crate::error::ConfigError;
 
@@ -69,6 +69,9 @@ pub struct Config {
     /// `--clock` for this trace): [`PreferredClock::Gil`] for an interpreter
     /// with a global lock, such as the Python binding's traces.
     pub preferred_clock: PreferredClock,
+    /// Which recorder writes the trace, when that changes what its names
+    /// mean to the analyzer ([`Producer::Python`] for the Python binding).
+    pub producer: Producer,
 }
 
 impl Config {
@@ -84,6 +87,7 @@ impl Config {
             meta_capacity: DEFAULT_META_CAPACITY,
             clock: ClockSource::default(),
             preferred_clock: PreferredClock::Unspecified,
+            producer: Producer::Unspecified,
         }
     }
 
@@ -120,6 +124,12 @@ impl Config {
     /// Sets the analysis clock the trace's header recommends.
     pub fn preferred_clock(mut self, clock: PreferredClock) -> Config {
         self.preferred_clock = clock;
+        self
+    }
+
+    /// Sets the producer the trace's header names.
+    pub fn producer(mut self, producer: Producer) -> Config {
+        self.producer = producer;
         self
     }
 

@@ -10,12 +10,22 @@
 //! every chunk's state word are used as atomics in place: their offsets are
 //! multiples of 8 and the map is page aligned.
 //!
-//! **The mapping is never unmapped.** A thread that passed the "recording?"
-//! check just before [`crate::Recording::finish`] may still write one event
-//! afterwards; with the map leaked, that write lands harmlessly in the file
-//! (or, after the process closes it, in memory nobody reads) instead of
-//! faulting. Each recording therefore keeps its address range (not its
-//! memory: the kernel can drop clean pages) until the process exits.
+//! **The address range is never unmapped.** A thread that passed the
+//! "recording?" check just before [`crate::Recording::finish`] may still
+//! write one event afterwards, and a thread keeps a pointer to its chunk's
+//! state word until its next event or its exit, when it releases the chunk.
+//! With the range leaked, those writes land harmlessly instead of faulting.
+//!
+//! **But the file is let go of at finish** ([`TraceMap::detach`]): the range
+//! is remapped onto anonymous memory, so the late writes reach memory nobody
+//! reads, never the file. Otherwise a later recording to the same path, which
+//! truncates and maps the same file again, would get them: a thread's release
+//! of its old chunk would stamp the old chunk's state word (committed length,
+//! sequence number) on a slot of the new file, whose header and snapshot are
+//! zero (a damaged chunk of thread 0, its length counted as events, and the
+//! slot skipped by the new recording's claims). Each recording keeps its
+//! address range (not its memory: anonymous pages nobody touches cost
+//! nothing) until the process exits.
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -137,6 +147,7 @@ impl TraceMap {
             header.flags |= FLAG_RING;
         }
         header.preferred_clock = config.preferred_clock;
+        header.producer = config.producer;
         header.pid = std::process::id();
         header.chunk_count = chunk_count;
         header.chunks_offset = chunks_offset as u64;
@@ -221,6 +232,35 @@ impl TraceMap {
     /// Writes the map back to the file.
     pub fn flush(&self) -> io::Result<()> {
         self.map.flush()
+    }
+
+    /// Lets go of the file once the recording is finished (and flushed):
+    /// the same address range is mapped again, in place, onto private
+    /// anonymous memory, so a write through a stale pointer into the map
+    /// (see the module doc) can no longer reach the file. Nothing may read
+    /// the map afterwards. If the system refuses, the range stays on the file.
+    pub fn detach(&self) {
+        #[cfg(unix)]
+        {
+            #[cfg(target_os = "linux")]
+            let no_reserve = libc::MAP_NORESERVE;
+            #[cfg(not(target_os = "linux"))]
+            let no_reserve = 0;
+            // SAFETY: the range is exactly this map's, which stays reserved
+            // for the life of the process (the map is never dropped); MAP_FIXED
+            // replaces its pages atomically, so a concurrent store lands in
+            // either the file or the new memory, both writable.
+            unsafe {
+                libc::mmap(
+                    self.base as *mut libc::c_void,
+                    self.map.len(),
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANON | libc::MAP_FIXED | no_reserve,
+                    -1,
+                    0,
+                )
+            };
+        }
     }
 }
 

@@ -64,7 +64,7 @@ pub use clock::{has_invariant_tsc, read_tsc};
 pub use config::{parse_bytes, ClockSource, Config, Mode, DEFAULT_CAPACITY, DEFAULT_META_CAPACITY};
 pub use error::{ConfigError, FinishError, StartError};
 pub use future::{Instrumented, LogicalStackExt};
-pub use mtrace_format::{FunctionId, PreferredClock, StackId};
+pub use mtrace_format::{FunctionId, PreferredClock, Producer, StackId};
 pub use recording::{is_recording, start, Recording, Summary};
 pub use scope::{CallSite, ScopeGuard};
 pub use stack::{switch_to, LogicalStack, SwitchGuard};

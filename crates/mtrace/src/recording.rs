@@ -1,7 +1,9 @@
 //! Starting and finishing a recording: the file, the generation the hot
 //! path sees (`shared.rs`), the automatic recording that `MTRACE_OUT`
 //! starts on the process's first event and finishes at exit, and the fork
-//! handler's registration.
+//! handler's registration. Finishing remaps the recording's address range
+//! away from the file, so late writes of threads still holding pointers
+//! into it never reach it (nor a next recording to the same path).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -200,7 +202,12 @@ fn finish(shared: &'static Shared) -> Result<Summary, FinishError> {
     let flags = map.read_u32(H_FLAGS) | FLAG_FINISHED;
     map.write(H_FLAGS, &flags.to_le_bytes());
     let summary = summarize(shared);
-    map.flush().map_err(|source| FinishError::Sync {
+    let flushed = map.flush();
+    // Threads may still hold pointers into the map: from here on their
+    // writes must not reach the file, which a next recording to the same
+    // path would truncate and map again.
+    map.detach();
+    flushed.map_err(|source| FinishError::Sync {
         path: map.path.clone(),
         source,
     })?;

@@ -14,7 +14,9 @@ use crate::analysis::decode::{decode, Decoded, FunctionTable};
 use crate::analysis::frames::FnAcc;
 use crate::analysis::options::{own_stack_wanted, AnalyzeError, AnalyzeOptions, PathMode};
 use crate::input::LoadedTrace;
-use crate::model::report::{Clock, ThreadSummary, TraceSummary};
+use crate::model::report::{
+    Clock, ThreadSummary, TraceSummary, PRODUCER_PYTHON, PRODUCER_UNSPECIFIED,
+};
 use crate::model::warnings::{Location, WarningKind, Warnings};
 
 /// The stages every command shares: decoded chunks, the per-thread passes,
@@ -223,6 +225,11 @@ impl Prepared<'_> {
             duration_ns: end_ns.saturating_sub(first_ns),
             finished: h.finished(),
             ring: h.ring(),
+            producer: match h.producer {
+                mtrace_format::Producer::Python => PRODUCER_PYTHON,
+                mtrace_format::Producer::Unspecified => PRODUCER_UNSPECIFIED,
+            }
+            .to_owned(),
             threads: self.thread_summaries(),
             stacks,
             events: self.passes.iter().map(|p| p.events).sum(),

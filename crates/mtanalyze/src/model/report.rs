@@ -226,6 +226,10 @@ pub struct TraceSummary {
     pub finished: bool,
     /// The recorder ran as a ring and overwrote old chunks.
     pub ring: bool,
+    /// Which recorder wrote the trace, when that changes what names mean:
+    /// `python` (names are `co_qualname`s) or `unspecified`.
+    #[serde(default = "unspecified")]
+    pub producer: String,
     /// Threads, ascending by id.
     pub threads: Vec<ThreadSummary>,
     /// Number of stacks seen.
@@ -267,3 +271,13 @@ pub struct Warning {
     /// What the analyzer did about it.
     pub repair: String,
 }
+
+/// `TraceSummary::producer` of a report written before the field existed.
+fn unspecified() -> String {
+    PRODUCER_UNSPECIFIED.to_owned()
+}
+
+/// `TraceSummary::producer`: the header did not say.
+pub(crate) const PRODUCER_UNSPECIFIED: &str = "unspecified";
+/// `TraceSummary::producer`: the Python binding wrote the trace.
+pub(crate) const PRODUCER_PYTHON: &str = "python";

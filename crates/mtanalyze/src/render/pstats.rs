@@ -15,13 +15,27 @@
 //! entries from its edges (a root frame has no callers, as in cProfile).
 //! A function with no file gets pstats' built-in key `('~', line, name)`.
 //!
+//! **Keys of a Python trace** (`producer` `python`) are cProfile's, so the
+//! two profilers' files line up key by key: a Python function is keyed by
+//! `(co_filename, co_firstlineno, co_name)`, where the trace (and the
+//! report) name it by its `co_qualname` (`Tree.size`, `main.<locals>.<lambda>`).
+//! `co_name` is the qualified name's last `.`-separated part: CPython builds
+//! `co_qualname` as the enclosing scopes' names, each followed by a dot,
+//! then `co_name`, and `co_name` never holds a dot for code the compiler
+//! makes (only a hand-made code object, `code.replace(co_name=...)`, can
+//! break this). Built-ins (file `~`) keep their names, which are cProfile's
+//! already (`<method 'append' of 'list' objects>` has dots of its own).
+//! Functions that share a key (two generator expressions or two lambdas on
+//! one line, even nested ones whose qualified names differ) are summed,
+//! callers included; cProfile's own dump keeps only one of them.
+//!
 //! Only the marshal types this needs are encoded: dict, tuple, str, int
 //! and float (marshal version 2+ binary floats).
 
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 
-use crate::model::report::Report;
+use crate::model::report::{Report, PRODUCER_PYTHON};
 
 /// A pstats function key: (file, line, name).
 type Key = (String, u32, String);
@@ -44,23 +58,51 @@ impl Counts {
     }
 }
 
-fn key(function: &str, file: &str, line: u32) -> Key {
-    let file = if file.is_empty() { "~" } else { file };
+/// How the trace's names become key names.
+#[derive(Clone, Copy)]
+enum Names {
+    /// As they are.
+    AsRecorded,
+    /// A Python trace: qualified names of Python functions become `co_name`.
+    Python,
+}
+
+/// cProfile's `co_name` of a function a Python trace names by `co_qualname`.
+fn co_name(qualname: &str) -> &str {
+    qualname.rsplit_once('.').map_or(qualname, |(_, name)| name)
+}
+
+fn key(names: Names, function: &str, file: &str, line: u32) -> Key {
+    let function = match names {
+        Names::Python if file != BUILTIN_FILE => co_name(function),
+        _ => function,
+    };
+    let file = if file.is_empty() { BUILTIN_FILE } else { file };
     (file.to_owned(), line, function.to_owned())
 }
 
+/// The file of pstats' built-in keys (and of the Python binding's C functions).
+const BUILTIN_FILE: &str = "~";
+
 /// Writes the report as a pstats file (marshal bytes).
 pub fn pstats(out: &mut dyn Write, report: &Report) -> io::Result<()> {
+    let names = if report.trace.producer == PRODUCER_PYTHON {
+        Names::Python
+    } else {
+        Names::AsRecorded
+    };
     let mut stats: BTreeMap<Key, (Counts, BTreeMap<Key, Counts>)> = BTreeMap::new();
     for f in &report.functions {
-        let entry = stats.entry(key(&f.function, &f.file, f.line)).or_default();
+        let entry = stats
+            .entry(key(names, &f.function, &f.file, f.line))
+            .or_default();
         entry
             .0
             .add(f.primitive_calls, f.ncalls, f.tottime_ns, f.cumtime_ns);
     }
     for e in &report.edges {
-        let callee = key(&e.callee, &e.callee_file, e.callee_line);
-        let caller = key(&e.caller, &e.caller_file, e.caller_line);
+        let callee = key(names, &e.callee, &e.callee_file, e.callee_line);
+        let caller = key(names, &e.caller, &e.caller_file, e.caller_line);
         let entry = stats.entry(callee).or_default();
         entry.1.entry(caller).or_default().add(
             e.primitive_calls,
@@ -181,6 +223,29 @@ mod tests {
         // 2**40 = digits (15 bits each) 0, 0, 1024 -> 3 digits.
         want.extend_from_slice(&[b'l', 3, 0, 0, 0, 0, 0, 0, 0, 0, 4, b'0']);
         assert_eq!(m.bytes, want);
+    }
+
+    #[test]
+    fn python_keys_use_the_last_part_of_the_qualified_name() {
+        for (qualname, name) in [
+            ("main", "main"),
+            ("Tree.size", "size"),
+            ("main.<locals>.<lambda>", "<lambda>"),
+            ("Tree.size.<locals>.<genexpr>", "<genexpr>"),
+            ("Outer.Inner.__private", "__private"),
+            ("C.<generic parameters of m>", "<generic parameters of m>"),
+            ("<module>", "<module>"),
+        ] {
+            let got = key(Names::Python, qualname, "app.py", 3);
+            assert_eq!(got, ("app.py".into(), 3, name.into()), "{qualname}");
+        }
+        // A built-in keeps cProfile's name, dots and all.
+        let append = "<method 'append' of 'list' objects>";
+        let builtin = key(Names::Python, append, "~", 0);
+        assert_eq!(builtin, ("~".into(), 0, append.into()));
+        // Other traces keep their names.
+        let rust = key(Names::AsRecorded, "parser::Parser.parse", "p.rs", 9);
+        assert_eq!(rust.2, "parser::Parser.parse");
     }
 
     #[test]

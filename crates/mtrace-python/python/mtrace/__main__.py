@@ -3,6 +3,7 @@ run a program under the recorder, as ``python -m cProfile`` does."""
 
 import argparse
 import importlib.machinery
+import importlib.util
 import io
 import os
 import runpy
@@ -10,10 +11,26 @@ import sys
 
 import mtrace
 
+PROG = "python -m mtrace"
+#: The exit status of a usage error (a bad option, an unwritable trace file,
+#: a missing script), as Python's own command line and argparse use.
+USAGE_ERROR = 2
+
+
+def fail(message):
+    """A usage error: one line on stderr and exit status 2, no traceback."""
+    print(f"{PROG}: {message}", file=sys.stderr)
+    sys.exit(USAGE_ERROR)
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message):
+        fail(f"{message} (see {PROG} --help)")
+
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(
-        prog="python -m mtrace",
+    parser = Parser(
+        prog=PROG,
         usage="%(prog)s [-o trace.bin] [--capacity 256M] [--ring] [--no-builtins] "
         "(script.py | -m module) [args ...]",
         description="Record every thread of a Python program into an mtrace trace "
@@ -33,15 +50,28 @@ def main(argv=None):
     parser.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
     options = parser.parse_args(argv)
 
-    sys.argv[:] = [options.target] + options.args
     if options.module:
+        # Only the top-level package is looked up here: finding a submodule
+        # would import its parents, which belongs to the profiled run.
+        top = options.target.partition(".")[0]
+        try:
+            found = importlib.util.find_spec(top) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            fail(f"no module named {top!r}")
         code = "run_module(modname, run_name='__main__', alter_sys=True)"
         globs = {"run_module": runpy.run_module, "modname": options.target}
     else:
         progname = options.target
+        try:
+            with io.open_code(progname) as fp:
+                source = fp.read()
+        except OSError as e:
+            fail(f"can't open file {progname!r}: [Errno {e.errno}] {e.strerror}")
+        # A syntax error is the script's own: it reports as under plain python.
+        code = compile(source, progname, "exec")
         sys.path.insert(0, os.path.dirname(progname))
-        with io.open_code(progname) as fp:
-            code = compile(fp.read(), progname, "exec")
         spec = importlib.machinery.ModuleSpec(name="__main__", loader=None, origin=progname)
         globs = {
             "__spec__": spec,
@@ -50,8 +80,14 @@ def main(argv=None):
             "__package__": None,
             "__cached__": None,
         }
-    mtrace.enable(options.outfile, capacity=options.capacity, ring=options.ring,
-                  builtins=options.builtins)
+    try:
+        mtrace.enable(options.outfile, capacity=options.capacity, ring=options.ring,
+                      builtins=options.builtins)
+    except (ValueError, OSError, RuntimeError) as e:
+        # The recording could not start (bad --capacity, unwritable -o):
+        # the program has not run yet.
+        fail(e)
+    sys.argv[:] = [options.target] + options.args
     try:
         exec(code, globs, None)
     finally:
