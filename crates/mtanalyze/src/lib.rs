@@ -54,7 +54,7 @@ pub use model::diff::{
     FunctionSide, Match, PathDiff,
 };
 pub use model::report::{
-    CallPath, Clock, EdgeStats, FunctionKey, FunctionStats, Report, StackStats, ThreadSummary,
-    TraceSummary, Warning,
+    CallPath, Clock, EdgeStats, FunctionKey, FunctionStats, Report, StackKey, StackStats,
+    ThreadSummary, TraceSummary, Warning,
 };
 pub use model::warnings::WarningKind;

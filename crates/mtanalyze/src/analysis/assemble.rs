@@ -21,9 +21,10 @@ pub(super) fn assemble(
     mut analysis: Analysis<'_>,
     opts: &AnalyzeOptions,
     acc: Acc,
-    mut stacks: Vec<(StackKey, StackStats)>,
+    mut stacks: Vec<StackStats>,
     replay_warnings: Warnings,
 ) -> Report {
+    analysis.drop_segments();
     let prep = &analysis.prep;
     let entries = prep.functions.entries();
     let (functions, position) = function_rows(&acc, entries);
@@ -39,10 +40,8 @@ pub(super) fn assemble(
     // Own stacks before logical ones, each by number; keys are unique, so
     // the order is deterministic. In place: a trace can hold a million
     // tasks, and a sorted copy of their statistics would add to the peak heap.
-    stacks.sort_unstable_by_key(|(key, _)| *key);
+    stacks.sort_unstable_by_key(|s| s.id);
     name_stacks(&mut stacks, &mut analysis.prep.decoded);
-    // Collected in place (same allocation): the keys are dropped, not copied.
-    let stacks: Vec<StackStats> = stacks.into_iter().map(|(_, s)| s).collect();
     Report {
         trace: summary,
         clock: analysis.clock,
@@ -96,7 +95,7 @@ fn path_labels(analysis: &Analysis<'_>) -> Vec<String> {
         .map(|(key, _)| {
             let name = stack_name(&analysis.prep.decoded, *key);
             if name.is_empty() {
-                key.id_string()
+                key.to_string()
             } else {
                 name
             }
@@ -172,16 +171,16 @@ fn edge_rows(acc: &Acc, entries: &[FunctionEntry]) -> Vec<EdgeStats> {
 
 /// Names the report's stacks, moving the names out of the metadata: a
 /// trace of a million tasks has a million names, not worth copying.
-/// `stacks` are sorted by key, logical ones ascending by id like the names,
+/// `stacks` are sorted by id, logical ones ascending by number like the names,
 /// so one forward walk over the names finds every logical stack's.
-fn name_stacks(stacks: &mut [(StackKey, StackStats)], decoded: &mut Decoded<'_>) {
+fn name_stacks(stacks: &mut [StackStats], decoded: &mut Decoded<'_>) {
     let mut stack_names = std::mem::take(&mut decoded.stack_names)
         .into_sorted()
         .into_iter()
         .peekable();
     let mut thread_names = std::mem::take(&mut decoded.thread_names);
-    for (key, s) in stacks {
-        s.name = match *key {
+    for s in stacks {
+        s.name = match s.id {
             StackKey::Own(tid) => thread_names.remove(&tid).map(|(name, _)| name),
             StackKey::Logical(id) => {
                 while stack_names.next_if(|(k, _)| *k < id).is_some() {}
@@ -197,9 +196,9 @@ mod tests {
     use super::*;
     use proptest::strategy::Strategy;
 
-    fn stack(key: StackKey) -> (StackKey, StackStats) {
-        let stats = StackStats {
-            id: key.id_string(),
+    fn stack(id: StackKey) -> StackStats {
+        StackStats {
+            id,
             name: String::new(),
             threads: Vec::new(),
             running_ns: 0,
@@ -207,11 +206,10 @@ mod tests {
             switches_in: 0,
             max_depth: 0,
             events: 0,
-        };
-        (key, stats)
+        }
     }
 
-    /// What the report promises of its stack order, by id alone.
+    /// What the report promises of its stack order, by the written id alone.
     fn id_order(id: &str) -> (u8, u64) {
         let (kind, n) = id.split_once(':').unwrap_or((id, ""));
         let class = if kind == "thread" { 0 } else { 1 };
@@ -219,10 +217,10 @@ mod tests {
     }
 
     proptest::proptest! {
-        /// Sorting by key orders the ids as the report promises: own stacks
-        /// first, then logical ones, each by number, not as text.
+        /// Sorting by id orders the stacks as their written ids promise:
+        /// own stacks first, then logical ones, each by number, not as text.
         #[test]
-        fn stacks_sort_by_key_as_their_ids_read(
+        fn stacks_sort_by_id_as_their_ids_read(
             keys in proptest::sample::subsequence(
                 vec![StackKey::Own(1), StackKey::Own(2), StackKey::Own(10),
                      StackKey::Logical(1), StackKey::Logical(2), StackKey::Logical(10),
@@ -230,11 +228,11 @@ mod tests {
                 0..=8,
             ).prop_shuffle(),
         ) {
-            let mut got: Vec<(StackKey, StackStats)> = keys.into_iter().map(stack).collect();
-            let mut want: Vec<String> = got.iter().map(|(_, s)| s.id.clone()).collect();
+            let mut got: Vec<StackStats> = keys.into_iter().map(stack).collect();
+            let mut want: Vec<String> = got.iter().map(|s| s.id.to_string()).collect();
             want.sort_by_key(|id| id_order(id));
-            got.sort_unstable_by_key(|(key, _)| *key);
-            let got: Vec<String> = got.into_iter().map(|(_, s)| s.id).collect();
+            got.sort_unstable_by_key(|s| s.id);
+            let got: Vec<String> = got.into_iter().map(|s| s.id.to_string()).collect();
             proptest::prop_assert_eq!(got, want);
         }
     }
@@ -250,8 +248,24 @@ mod tests {
         .into_iter()
         .map(stack)
         .collect();
-        s.sort_unstable_by_key(|(key, _)| *key);
-        let ids: Vec<&str> = s.iter().map(|(_, s)| s.id.as_str()).collect();
+        s.sort_unstable_by_key(|s| s.id);
+        let ids: Vec<String> = s.iter().map(|s| s.id.to_string()).collect();
         assert_eq!(ids, ["thread:2", "thread:10", "stack:2", "stack:10"]);
+    }
+
+    #[test]
+    fn ids_read_back_and_nothing_else_does() {
+        for key in [StackKey::Own(3), StackKey::Logical(u64::MAX)] {
+            assert_eq!(key.to_string().parse::<StackKey>(), Ok(key));
+            let json = serde_json::to_string(&key).unwrap();
+            assert_eq!(serde_json::from_str::<StackKey>(&json).unwrap(), key);
+        }
+        assert_eq!(
+            serde_json::to_string(&StackKey::Own(3)).unwrap(),
+            "\"thread:3\""
+        );
+        for bad in ["thread:", "stack:x", "odd", "task:1", ""] {
+            assert!(bad.parse::<StackKey>().is_err(), "{bad}");
+        }
     }
 }

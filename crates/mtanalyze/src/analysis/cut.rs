@@ -17,7 +17,9 @@ use crate::analysis::decode::{Batch, Batches, Decoded, FunctionTable, Pos, Resta
 use crate::analysis::frames::{NoObserver, Tally};
 use crate::analysis::paths::ROOT;
 use crate::analysis::replay::{seed_snapshot, StackReplay, Suspended};
-use crate::analysis::segment::{Seed, Segment, SegmentList, StackKey, RUNS_TO_END};
+use crate::analysis::segment::{
+    stack_after_switch, Seed, Segment, SegmentList, StackKey, RUNS_TO_END,
+};
 use crate::model::report::Clock;
 use crate::model::warnings::{Location, WarningKind, Warnings};
 
@@ -212,7 +214,7 @@ impl Cutter<'_, '_, '_> {
             self.open_segment(own);
             self.close_segment(at, tick);
         }
-        self.stack = StackKey::from_switch(tid, current_stack);
+        self.stack = stack_after_switch(tid, current_stack);
         let seed = if current_stack == StackId::OWN {
             Seed::Own
         } else {
@@ -338,7 +340,7 @@ impl Cutter<'_, '_, '_> {
                 self.open_segment(seg);
             }
             self.close_segment(pos, tick);
-            self.stack = StackKey::from_switch(tid, StackId(payload));
+            self.stack = stack_after_switch(tid, StackId(payload));
             let seg = self.new_segment(pos, tick, true, Seed::None);
             self.open_segment(seg);
             return true;

@@ -63,7 +63,7 @@ pub(crate) fn wanted<'s>(
     let thread_ok = opts.threads.is_empty() || segs().iter().any(|s| opts.threads.contains(&s.tid));
     let stack_ok = opts.stacks.is_empty()
         || opts.stacks.iter().any(|want| {
-            *want == key.id_string()
+            *want == key.to_string()
                 || matches!(key, StackKey::Logical(id) if names.get(*id).is_some_and(|n| n == want))
         });
     thread_ok && stack_ok
@@ -73,6 +73,6 @@ pub(crate) fn wanted<'s>(
 /// thread only, so this is known before its segments are).
 pub(crate) fn own_stack_wanted(tid: u64, opts: &AnalyzeOptions) -> bool {
     let thread_ok = opts.threads.is_empty() || opts.threads.contains(&tid);
-    let id = StackKey::Own(tid).id_string();
+    let id = StackKey::Own(tid).to_string();
     thread_ok && (opts.stacks.is_empty() || opts.stacks.contains(&id))
 }

@@ -31,16 +31,15 @@ pub fn analyze(trace: &LoadedTrace, opts: &AnalyzeOptions) -> Result<Report, Ana
     let finished: Vec<_> = fused
         .into_par_iter()
         .map(|(tid, mut own)| {
-            let key = StackKey::Own(tid);
             let stats = StackReplay::resume(
                 own.state,
                 &mut own.tally,
                 &mut NoObserver,
                 analysis.clock,
-                key,
+                StackKey::Own(tid),
                 end_ns,
             );
-            (own.tally.into_acc(), (key, stats), own.warnings)
+            (own.tally.into_acc(), stats, own.warnings)
         })
         .collect();
     for (a, stats, w) in finished {
@@ -53,10 +52,7 @@ pub fn analyze(trace: &LoadedTrace, opts: &AnalyzeOptions) -> Result<Report, Ana
 
 /// Replays every selected stack that has segments, in parallel; returns
 /// the summed statistics, each stack's own and the problems found.
-fn replay_stacks(
-    analysis: &Analysis<'_>,
-    paths: PathMode,
-) -> (Acc, Vec<(StackKey, StackStats)>, Warnings) {
+fn replay_stacks(analysis: &Analysis<'_>, paths: PathMode) -> (Acc, Vec<StackStats>, Warnings) {
     let with_paths = paths != PathMode::Off;
     // Biggest stacks first: the last stacks replayed are then short ones,
     // and all workers finish at about the same time. (The fused own stacks
@@ -66,43 +62,42 @@ fn replay_stacks(
         .map(|i| (analysis.stack_weight(i), i))
         .collect();
     order.sort_unstable_by(|a, b| b.cmp(a));
+    // One slot per stack, in that order, filled where it lies: the
+    // statistics of half a million tasks are never moved from vector to
+    // growing vector (which doubled the peak heap while they were merged).
+    let mut slots: Vec<(usize, Option<StackStats>)> =
+        order.into_iter().map(|(_, i)| (i, None)).collect();
     // Each fold job starts a tally (O(functions)): with thousands of short
     // stacks, every job takes a run of them rather than one each. Jobs are
     // no longer than that either, so an idle worker always finds one to
     // steal (rayon stops splitting a range once it runs).
-    let per_job = (order.len() / (rayon::current_num_threads() * 16)).max(1);
-    order
-        .into_par_iter()
-        .map(|(_, i)| i)
+    let per_job = (slots.len() / (rayon::current_num_threads() * 16)).max(1);
+    let (acc, warnings) = slots
+        .par_iter_mut()
         .with_min_len(per_job)
         .with_max_len(per_job)
         .fold(
-            || {
-                (
-                    analysis.new_tally(with_paths),
-                    Vec::new(),
-                    Warnings::default(),
-                )
-            },
-            |(mut tally, mut stats, mut warnings), i| {
+            || (analysis.new_tally(with_paths), Warnings::default()),
+            |(mut tally, mut warnings), (i, slot)| {
                 let root = match paths {
-                    PathMode::PerStack => STACK_LABEL | i as u32,
+                    PathMode::PerStack => STACK_LABEL | *i as u32,
                     _ => ROOT,
                 };
-                let replayed = analysis.replay(i, &mut tally, &mut warnings, root, &mut NoObserver);
-                stats.extend(replayed);
-                (tally, stats, warnings)
+                *slot = analysis.replay(*i, &mut tally, &mut warnings, root, &mut NoObserver);
+                (tally, warnings)
             },
         )
-        .map(|(tally, stats, warnings)| (tally.into_acc(), stats, warnings))
-        .reduce_with(|(mut a, mut sa, mut wa), (b, sb, wb)| {
+        .map(|(tally, warnings)| (tally.into_acc(), warnings))
+        .reduce_with(|(mut a, mut wa), (b, wb)| {
             a.merge(b);
-            sa.extend(sb);
             wa.merge(wb);
-            (a, sa, wa)
+            (a, wa)
         })
         .unwrap_or_else(|| {
             let empty = analysis.new_tally(with_paths).into_acc();
-            (empty, Vec::new(), Warnings::default())
-        })
+            (empty, Warnings::default())
+        });
+    // In place: the statistics are smaller than the slots, so the allocation is reused.
+    let stacks = slots.into_iter().filter_map(|(_, s)| s).collect();
+    (acc, stacks, warnings)
 }

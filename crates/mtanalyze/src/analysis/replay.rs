@@ -314,7 +314,7 @@ impl<'a, O: Observer> StackReplay<'a, O> {
         };
         self.so_far.threads.sort_unstable();
         StackStats {
-            id: key.id_string(),
+            id: key,
             // Named by the caller: a report of a million tasks moves the
             // names out of the metadata instead of copying each here.
             name: String::new(),

@@ -14,32 +14,14 @@
 use mtrace_format::StackId;
 
 use crate::analysis::decode::Pos;
+pub(crate) use crate::model::report::StackKey;
 
-/// A stack: a thread's own, or a logical one.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub(crate) enum StackKey {
-    /// The own stack of the thread with this id.
-    Own(u64),
-    /// The logical stack with this id.
-    Logical(u64),
-}
-
-impl StackKey {
-    /// The stack a thread runs after switching to `id`.
-    pub(crate) fn from_switch(tid: u64, id: StackId) -> StackKey {
-        if id == StackId::OWN {
-            StackKey::Own(tid)
-        } else {
-            StackKey::Logical(id.0)
-        }
-    }
-
-    /// `thread:<tid>` or `stack:<id>`.
-    pub(crate) fn id_string(&self) -> String {
-        match self {
-            StackKey::Own(t) => format!("thread:{t}"),
-            StackKey::Logical(s) => format!("stack:{s}"),
-        }
+/// The stack a thread runs after switching to `id`.
+pub(crate) fn stack_after_switch(tid: u64, id: StackId) -> StackKey {
+    if id == StackId::OWN {
+        StackKey::Own(tid)
+    } else {
+        StackKey::Logical(id.0)
     }
 }
 

@@ -15,7 +15,7 @@ use crate::analysis::frames::{Observer, Tally};
 use crate::analysis::options::{wanted, AnalyzeError, AnalyzeOptions};
 use crate::analysis::prepare::{prepare, Prepared};
 use crate::analysis::replay::{replay_stack, ReplayContext};
-use crate::analysis::segment::{Segment, StackKey};
+use crate::analysis::segment::{Segment, SegmentList, StackKey};
 use crate::input::LoadedTrace;
 use crate::model::report::{Clock, StackStats};
 use crate::model::warnings::Warnings;
@@ -230,7 +230,7 @@ impl<'a> Analysis<'a> {
         warnings: &mut Warnings,
         paths_root: u32,
         observer: &mut O,
-    ) -> Option<(StackKey, StackStats)> {
+    ) -> Option<StackStats> {
         let key = self.stack_key(i)?;
         let ctx = ReplayContext {
             decoded: &self.prep.decoded,
@@ -240,8 +240,9 @@ impl<'a> Analysis<'a> {
             end_tick: self.prep.end_tick,
         };
         let segs = self.stack_segments(i);
-        let stats = replay_stack(&ctx, key, &segs, tally, warnings, paths_root, observer);
-        Some((key, stats))
+        Some(replay_stack(
+            &ctx, key, &segs, tally, warnings, paths_root, observer,
+        ))
     }
 
     /// About how many events selected stack `i` holds (from its segments'
@@ -263,6 +264,18 @@ impl<'a> Analysis<'a> {
                 (whole + s.end.event as u64).saturating_sub(s.start.event as u64)
             })
             .sum()
+    }
+
+    /// Frees every segment once the stacks are replayed (they are most of
+    /// the heap), keeping what the report still needs of the passes.
+    pub(crate) fn drop_segments(&mut self) {
+        for p in &mut self.prep.passes {
+            p.segments = SegmentList::default();
+        }
+        self.order = Vec::new();
+        for (_, range) in &mut self.stacks {
+            *range = 0..0;
+        }
     }
 
     /// An empty tally for this trace's functions.

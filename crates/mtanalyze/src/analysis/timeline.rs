@@ -109,7 +109,7 @@ impl<'a> Timelines<'a> {
                 let key = analysis.stack_key(i)?;
                 let segs = analysis.stack_segments(i);
                 Some(TimelineStack {
-                    id: key.id_string(),
+                    id: key.to_string(),
                     name: stack_name(analysis.decoded(), key),
                     events: segs
                         .iter()

@@ -69,6 +69,67 @@ impl std::fmt::Display for Clock {
     }
 }
 
+/// A stack: a thread's own, or a logical one. Written `thread:<tid>` or
+/// `stack:<id>` (its `Display`, `FromStr` and JSON form); ordered own
+/// stacks first, then logical ones, each by number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum StackKey {
+    /// The own stack of the thread with this id.
+    Own(u64),
+    /// The logical stack with this id.
+    Logical(u64),
+}
+
+impl std::fmt::Display for StackKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StackKey::Own(t) => write!(f, "thread:{t}"),
+            StackKey::Logical(s) => write!(f, "stack:{s}"),
+        }
+    }
+}
+
+impl std::str::FromStr for StackKey {
+    type Err = String;
+
+    /// `thread:<tid>` or `stack:<id>`.
+    fn from_str(s: &str) -> Result<StackKey, String> {
+        let bad = || format!("not a stack id: {s:?} (expected thread:N or stack:N)");
+        let (kind, n) = s.split_once(':').ok_or_else(bad)?;
+        let n: u64 = n.parse().map_err(|_| bad())?;
+        match kind {
+            "thread" => Ok(StackKey::Own(n)),
+            "stack" => Ok(StackKey::Logical(n)),
+            _ => Err(bad()),
+        }
+    }
+}
+
+impl PartialEq<str> for StackKey {
+    fn eq(&self, other: &str) -> bool {
+        other.parse::<StackKey>().is_ok_and(|k| k == *self)
+    }
+}
+
+impl PartialEq<&str> for StackKey {
+    fn eq(&self, other: &&str) -> bool {
+        *self == **other
+    }
+}
+
+impl Serialize for StackKey {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for StackKey {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<StackKey, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+        s.parse().map_err(serde::de::Error::custom)
+    }
+}
+
 /// Calls and self time of one distinct root-to-leaf path of functions.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CallPath {
@@ -178,8 +239,9 @@ impl EdgeStats {
 /// Statistics of one stack (a thread's own stack or a logical stack).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StackStats {
-    /// `thread:<tid>` for a thread's own stack, `stack:<id>` for a logical one.
-    pub id: String,
+    /// The stack (`thread:<tid>` for a thread's own stack, `stack:<id>`
+    /// for a logical one, in JSON and text).
+    pub id: StackKey,
     /// The thread's or logical stack's name ("" if none was recorded).
     pub name: String,
     /// Threads it ran on, ascending.

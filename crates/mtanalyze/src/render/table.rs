@@ -134,7 +134,7 @@ pub fn stacks(out: &mut dyn Write, stacks: &[&StackStats], total: usize) -> io::
     for s in stacks {
         let threads: Vec<String> = s.threads.iter().map(u64::to_string).collect();
         table.add_row(Row::new(vec![
-            Cell::new(&s.id),
+            Cell::new(&s.id.to_string()),
             Cell::new(&s.name),
             Cell::new(&threads.join(",")),
             num(duration(s.running_ns as f64)),

@@ -129,7 +129,13 @@ pub struct StackGroup {
 
 /// The group a stack belongs to (see [`StackGroup::name`]).
 fn group_name(s: &StackStats) -> String {
-    let name = if s.name.is_empty() { &s.id } else { &s.name };
+    let id;
+    let name = if s.name.is_empty() {
+        id = s.id.to_string();
+        &id
+    } else {
+        &s.name
+    };
     let mut out = String::with_capacity(name.len());
     let mut in_number = false;
     for c in name.chars() {
@@ -536,7 +542,7 @@ mod tests {
     #[test]
     fn group_names_write_each_number_as_one_hash() {
         let stack = |id: &str, name: &str| StackStats {
-            id: id.to_owned(),
+            id: id.parse().unwrap(),
             name: name.to_owned(),
             threads: vec![],
             running_ns: 0,
