@@ -328,3 +328,43 @@ pub fn generate_tasks(
     w.finish(Some(end + 1))?;
     Ok(written)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The many-task trace is what the benchmark claims it is: one stack
+    /// per task, polled two or three times by several workers, twelve
+    /// events a task plus four per middle poll, every frame closed, and
+    /// nothing for the analyzer to repair.
+    #[test]
+    fn tasks_are_short_lived_migrating_stacks_of_a_dozen_events() {
+        let path = std::env::temp_dir().join(format!("synth-tasks-{}.bin", std::process::id()));
+        let opts = TaskOptions {
+            tasks: 2_000,
+            ..TaskOptions::default()
+        };
+        let written = generate_tasks(&opts, &path, String::new()).unwrap();
+        let trace = mtanalyze::load(&path).unwrap();
+        let _ = std::fs::remove_file(&path);
+        let r = mtanalyze::analyze(&trace, &mtanalyze::AnalyzeOptions::default()).unwrap();
+        assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+        assert_eq!(r.trace.events, written);
+        let tasks: Vec<_> = r
+            .stacks
+            .iter()
+            .filter(|s| s.name.starts_with("request-"))
+            .collect();
+        assert_eq!(tasks.len(), 2_000);
+        assert_eq!(r.stacks.len(), 2_000 + opts.workers as usize);
+        let middle_polls: u64 = tasks.iter().map(|s| s.switches_in - 2).sum();
+        assert!(tasks.iter().all(|s| (2..=3).contains(&s.switches_in)));
+        assert!((300..700).contains(&middle_polls), "{middle_polls} of 2000");
+        assert_eq!(written, 2_000 * 12 + middle_polls * 4);
+        let migrated = tasks.iter().filter(|s| s.threads.len() > 1).count();
+        assert!(migrated > 1_000, "{migrated} of 2000 tasks changed workers");
+        assert!(r.functions.iter().all(|f| f.open_at_end == 0));
+        let handle = r.functions.iter().find(|f| f.function == "handle").unwrap();
+        assert_eq!(handle.ncalls, 2_000);
+    }
+}
