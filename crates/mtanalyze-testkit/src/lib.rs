@@ -8,7 +8,7 @@
 //! * [`worked_examples`]: the document's worked examples as data;
 //! * [`fusion`]: the two ways the analyzer replays a thread's own stack,
 //!   side by side;
-//! * [`synth`]: the deterministic synthetic trace generator (the `synth`
+//! * [`synth`]: the deterministic synthetic trace generators (the `synth`
 //!   example and the throughput benchmark).
 //!
 //! `mtanalyze`'s own unit tests use this crate too (a dev-dependency cycle

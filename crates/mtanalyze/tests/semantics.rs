@@ -301,7 +301,17 @@ fn shuffle_threads(lines: &[reference::Line], seed: u64) -> Vec<reference::Line>
 
 /// The same events written directly through the format crate's writer.
 fn to_binary_direct(lines: &[reference::Line]) -> Vec<u8> {
-    let mut w = TraceWriter::new(Cursor::new(Vec::new()), WriterOptions::default()).unwrap();
+    to_binary_in_chunks(lines, WriterOptions::default().chunk_size)
+}
+
+/// The same, in chunks of `chunk_size` bytes (small ones: every few dozen
+/// events a chunk ends and the next starts with a snapshot of open frames).
+fn to_binary_in_chunks(lines: &[reference::Line], chunk_size: usize) -> Vec<u8> {
+    let options = WriterOptions {
+        chunk_size,
+        ..Default::default()
+    };
+    let mut w = TraceWriter::new(Cursor::new(Vec::new()), options).unwrap();
     for l in lines {
         let kind = match &l.ev {
             reference::Ev::Enter(f) => EventKind::Enter(w.function(f, "", 0, "")),
@@ -763,4 +773,208 @@ fn lost_chunks_and_snapshots_replay_the_same_in_the_segment_pass() {
     assert!(r.warnings.iter().any(|w| w.kind == "lost_chunks"));
     assert!(r.warnings.iter().any(|w| w.kind == "frames_from_snapshot"));
     assert_fused_equals_replayed(&bytes);
+}
+
+// ---- many short stacks ----
+
+/// Turns random choices into a trace of many short logical stacks, as an
+/// async runtime or a fiber scheduler makes: `threads` workers switch onto
+/// tasks (`task-N`, up to `tasks` of them, started in order), call a little
+/// on them and switch back to their own stack, or straight onto another
+/// task, so each task is switched in and out many times and migrates
+/// between the workers. A task that finishes closes its frames and is
+/// never run again; tasks suspended with open frames, or still running,
+/// when the steps run out stay open at the end. Like [`generate`], a stack
+/// is current on one thread at a time, time only moves forward (ties
+/// except at switches), and a few exits are wrong on purpose.
+fn generate_many(threads: u64, tasks: u64, functions: u8, steps: &[(u8, u8, u8)]) -> Generated {
+    const NAMES: [&str; 5] = ["a", "b", "c", "d", "e"];
+    /// Frames a task may have open: short stacks, as a task's are.
+    const MAX_DEPTH: usize = 6;
+    let threads = threads.max(1) as usize;
+    let mut now = 0u64;
+    // Per thread: the task it runs (None: its own stack).
+    let mut current: Vec<Option<u64>> = vec![None; threads];
+    let mut own: Vec<Vec<&str>> = vec![Vec::new(); threads];
+    let mut task_frames: Vec<Vec<&str>> = vec![Vec::new(); tasks as usize];
+    let mut finished = vec![false; tasks as usize];
+    let mut started = 0u64;
+    let mut lines = Vec::new();
+    for &(who, what, dt) in steps {
+        now += (dt % 3) as u64; // 0 makes ties
+        let t = who as usize % threads;
+        let tid = t as u64 + 1;
+        let f = NAMES[(what / 16) as usize % functions.max(1) as usize];
+        // A switch gets a time of its own (see `generate`).
+        let switch = |lines: &mut Vec<reference::Line>, now: &mut u64, to: Option<u64>| {
+            *now += 1;
+            lines.push(reference::Line {
+                tid,
+                ts: *now,
+                ev: reference::Ev::Switch(to.map(|n| format!("task-{n}"))),
+            });
+            *now += 1;
+        };
+        // A task no thread runs: mostly one already started, sometimes a new one.
+        let pick = |current: &[Option<u64>], started: &mut u64| -> Option<u64> {
+            let waiting: Vec<u64> = (0..*started)
+                .filter(|&n| !finished[n as usize] && !current.contains(&Some(n)))
+                .collect();
+            if (waiting.is_empty() || what % 4 == 0) && *started < tasks {
+                *started += 1;
+                return Some(*started - 1);
+            }
+            (!waiting.is_empty()).then(|| waiting[(what as usize / 4) % waiting.len()])
+        };
+        let ev = match current[t] {
+            None => match what % 16 {
+                0..=9 => {
+                    let Some(n) = pick(&current, &mut started) else {
+                        continue;
+                    };
+                    current[t] = Some(n);
+                    switch(&mut lines, &mut now, Some(n));
+                    continue;
+                }
+                10..=12 if own[t].len() < MAX_DEPTH => {
+                    own[t].push(f);
+                    reference::Ev::Enter(f.into())
+                }
+                _ => match own[t].pop() {
+                    Some(top) => reference::Ev::Exit(top.into()),
+                    None => continue,
+                },
+            },
+            Some(n) => {
+                let frames = &mut task_frames[n as usize];
+                match what % 16 {
+                    0..=5 if frames.len() < MAX_DEPTH => {
+                        frames.push(f);
+                        reference::Ev::Enter(f.into())
+                    }
+                    0..=8 => match frames.pop() {
+                        Some(top) => reference::Ev::Exit(top.into()),
+                        None => continue,
+                    },
+                    9 => {
+                        // a wrong exit, closing what the repair closes
+                        if let Some(pos) = frames.iter().rposition(|x| *x == f) {
+                            frames.truncate(pos);
+                        }
+                        reference::Ev::Exit(f.into())
+                    }
+                    10..=12 => {
+                        // the task waits: back to the worker's own stack
+                        current[t] = None;
+                        switch(&mut lines, &mut now, None);
+                        continue;
+                    }
+                    13 => {
+                        // straight onto another task, as fibers do
+                        let Some(next) = pick(&current, &mut started) else {
+                            continue;
+                        };
+                        current[t] = Some(next);
+                        switch(&mut lines, &mut now, Some(next));
+                        continue;
+                    }
+                    _ => {
+                        // the task returns: its frames close, innermost first
+                        while let Some(top) = frames.pop() {
+                            now += (dt % 2) as u64;
+                            lines.push(reference::Line {
+                                tid,
+                                ts: now,
+                                ev: reference::Ev::Exit(top.into()),
+                            });
+                        }
+                        finished[n as usize] = true;
+                        current[t] = None;
+                        switch(&mut lines, &mut now, None);
+                        continue;
+                    }
+                }
+            }
+        };
+        lines.push(reference::Line { tid, ts: now, ev });
+    }
+    Generated { lines }
+}
+
+/// Enough steps for tens to hundreds of tasks, each switched in a few times.
+fn many_steps() -> impl Strategy<Value = Vec<(u8, u8, u8)>> {
+    proptest::collection::vec((any::<u8>(), any::<u8>(), any::<u8>()), 100..2000)
+}
+
+proptest! {
+    // Each case is a trace of up to ~2500 lines analyzed several times;
+    // these counts keep the two tests at a few seconds together.
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// Many short stacks migrating between threads: the engine equals the
+    /// literal reference under every clock, for any interleaving of the
+    /// threads' lines.
+    #[test]
+    fn many_short_stacks_engine_equals_literal_reference(
+        threads in 2u64..=4, tasks in 10u64..300, functions in 1u8..5, steps in many_steps(),
+        seed in any::<u64>(),
+    ) {
+        let g = generate_many(threads, tasks, functions, &steps);
+        prop_assume!(!g.lines.is_empty());
+        let lines = shuffle_threads(&g.lines, seed);
+        let text = to_jsonl(&lines);
+        for clock in [RefClock::Stack, RefClock::Gil, RefClock::Wall] {
+            let want = reference::reference(&lines, clock, None);
+            let got = as_ref_report(&run_jsonl(&text, engine_clock(clock)));
+            prop_assert_eq!(&got, &want, "clock {:?}\n{}", clock, text);
+        }
+    }
+
+    /// The same traces as binary files in 1 KiB chunks (a task's open
+    /// frames cross chunk boundaries, in snapshots): the engine equals the
+    /// reference, and own stacks replayed by the segment pass equal the
+    /// replay pass, under every clock.
+    #[test]
+    fn many_short_stacks_in_small_chunks_fused_and_replayed_equal_the_reference(
+        threads in 2u64..=4, tasks in 10u64..300, functions in 1u8..5, steps in many_steps(),
+    ) {
+        let mut lines = generate_many(threads, tasks, functions, &steps).lines;
+        prop_assume!(!lines.is_empty());
+        // The binary file's order of equal timestamps (see `ordered_lines`).
+        lines.sort_by_key(|l| (l.ts, l.tid));
+        let bytes = to_binary_in_chunks(&lines, mtrace_format::layout::MIN_CHUNK_SIZE);
+        for clock in [RefClock::Stack, RefClock::Gil, RefClock::Wall] {
+            let want = reference::reference(&lines, clock, None);
+            let (fused, replayed) = fused_and_replayed(&bytes, engine_clock(clock));
+            prop_assert_eq!(&as_ref_report(&replayed), &want, "clock {:?}", clock);
+            prop_assert_eq!(fused, replayed, "clock {:?}", clock);
+        }
+    }
+}
+
+#[test]
+fn many_short_stacks_are_many_finished_and_open_migrating_stacks() {
+    // The generator makes what its tests are about: one fixed input.
+    let steps: Vec<(u8, u8, u8)> = (0..1000u32)
+        .map(|i| ((i * 7 % 251) as u8, (i * 37 % 253) as u8, (i % 5) as u8))
+        .collect();
+    let g = generate_many(3, 100, 4, &steps);
+    let r = run_jsonl(&to_jsonl(&g.lines), Clock::Stack);
+    let tasks: Vec<_> = r
+        .stacks
+        .iter()
+        .filter(|s| s.name.starts_with("task-"))
+        .collect();
+    assert!(tasks.len() >= 30, "{} tasks", tasks.len());
+    let migrated = tasks.iter().filter(|s| s.threads.len() > 1).count();
+    assert!(
+        migrated >= 10,
+        "{migrated} tasks ran on more than one thread"
+    );
+    assert!(
+        tasks.iter().any(|s| s.switches_in >= 4),
+        "some task is switched in many times"
+    );
+    let open: u64 = r.functions.iter().map(|f| f.open_at_end).sum();
+    assert!(open > 0, "some frames stay open at the end");
 }

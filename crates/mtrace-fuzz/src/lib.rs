@@ -15,9 +15,9 @@
 
 use std::io::sink;
 
+use mtanalyze::view::{self, EdgeSelection, SortKey, ViewOptions};
 use mtanalyze::RecursionCollapse;
 use mtanalyze::Timelines;
-use mtanalyze::view::{self, EdgeSelection, SortKey, ViewOptions};
 use mtanalyze::{render, AnalyzeOptions, Clock, PathMode};
 use mtrace_format::layout::{EVENT_SIZE, HEADER_SIZE, META_ALIGN};
 use mtrace_format::TraceFile;
@@ -59,13 +59,18 @@ pub fn format(data: &[u8]) {
         let _ = c.events_from(usize::MAX).count();
     }
     assert!(events <= data.len() / EVENT_SIZE);
-    // Slots the file does not hold are errors, not panics.
+    // Slots the file does not hold are errors, not panics. The slot past
+    // the claimed count only exists below u64::MAX: a header may claim
+    // u64::MAX slots, and wrapping around would name slot 0, a real one.
     for i in [
-        slots,
-        h.chunk_count,
-        h.chunk_count.wrapping_add(1),
-        u64::MAX,
-    ] {
+        Some(slots),
+        Some(h.chunk_count),
+        h.chunk_count.checked_add(1),
+        Some(u64::MAX),
+    ]
+    .into_iter()
+    .flatten()
+    {
         assert!(file.chunk(i).is_err(), "slot {i} outside the file decoded");
     }
     let (records, _) = file.metadata();
@@ -151,5 +156,66 @@ pub fn analyzer(data: &[u8]) {
     if let Ok(check) = mtanalyze::check(&trace) {
         render::check::human(&mut sink(), &check).unwrap();
         render::json::check(&mut sink(), &check).unwrap();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Cursor;
+
+    use mtrace_format::layout::{H_CHUNK_COUNT, MIN_CHUNK_SIZE};
+    use mtrace_format::{EventKind, StackId, ThreadId, TraceWriter, WriterOptions};
+
+    use super::*;
+
+    /// A small valid trace (two threads handing a task over, in 1 KiB
+    /// chunks) whose header then claims `u64::MAX` chunk slots: the file
+    /// `crates/mtanalyze/tests/regressions/chunk-count-max.bin`.
+    fn claims_u64_max_slots() -> Vec<u8> {
+        let options = WriterOptions {
+            chunk_size: MIN_CHUNK_SIZE,
+            ..Default::default()
+        };
+        let mut w = TraceWriter::new(Cursor::new(Vec::new()), options).unwrap();
+        let (f, g) = (w.function("f", "", 0, ""), w.function("g", "", 0, ""));
+        let task = w.stack("task");
+        let mut now = 0;
+        for round in 0..50u64 {
+            let t = ThreadId(1 + round % 2);
+            for kind in [
+                EventKind::Enter(f),
+                EventKind::Switch(task),
+                EventKind::Enter(g),
+                EventKind::Exit(g),
+                EventKind::Switch(StackId::OWN),
+                EventKind::Exit(f),
+            ] {
+                now += 10;
+                w.event(t, now, kind).unwrap();
+            }
+        }
+        let mut bytes = w.finish(None).unwrap().into_inner();
+        bytes[H_CHUNK_COUNT..H_CHUNK_COUNT + 8].copy_from_slice(&u64::MAX.to_le_bytes());
+        bytes
+    }
+
+    /// Slot `chunk_count + 1` wraps to slot 0 when the header claims
+    /// `u64::MAX` slots; slot 0 is in the file and decodes, which is right.
+    #[test]
+    fn a_header_claiming_u64_max_slots_is_not_a_crash() {
+        let data = claims_u64_max_slots();
+        let file = TraceFile::parse(&data).expect("parses");
+        assert_eq!(file.header().chunk_count, u64::MAX);
+        assert!(file.chunk_slots() > 0);
+        assert!(file.chunk(0).is_ok(), "slot 0 is a real slot");
+        format(&data);
+        analyzer(&data);
+    }
+
+    /// The committed regression input is the same file.
+    #[test]
+    fn the_regression_input_is_this_header() {
+        let committed = include_bytes!("../../mtanalyze/tests/regressions/chunk-count-max.bin");
+        assert_eq!(&committed[..], &claims_u64_max_slots()[..]);
     }
 }
