@@ -31,7 +31,7 @@ mod legacy;
 #[cfg(Py_3_12)]
 mod monitoring;
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use mtrace::{Config, Mode, PreferredClock, Recording};
@@ -41,6 +41,8 @@ use pyo3::types::{PyDict, PyTuple};
 
 use crate::registry::lock;
 
+/// Greenlets given a stack so far (their names count up).
+static GREENLETS: AtomicU64 = AtomicU64::new(0);
 /// The running recording.
 static RECORDING: Mutex<Option<Recording>> = Mutex::new(None);
 
@@ -171,16 +173,9 @@ fn greenlet_trace(event: &str, args: &Bound<'_, PyAny>) -> PyResult<()> {
         .getattr("parent")
         .map(|p| p.is_none())
         .unwrap_or(true);
-    let name = || {
-        let run = target
-            .getattr("run")
-            .and_then(|r| r.getattr("__qualname__"))
-            .and_then(|q| q.extract::<String>());
-        match run {
-            Ok(q) => format!("greenlet {q}"),
-            Err(_) => format!("greenlet {:#x}", target.as_ptr() as usize),
-        }
-    };
+    // Named in the order greenlets first run: by the time the trace hook
+    // sees a greenlet, it no longer has its `run` to name it by.
+    let name = || format!("greenlet-{}", GREENLETS.fetch_add(1, Ordering::Relaxed) + 1);
     // SAFETY: attached; the addresses are only keys.
     unsafe {
         stacks::greenlet_switch(
