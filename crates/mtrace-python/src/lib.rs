@@ -60,16 +60,32 @@ fn preferred_clock() -> PreferredClock {
 /// Starts a recording into `path` and installs the backend: every thread
 /// of the interpreter is recorded from now on (on 3.11, threads started
 /// later need `install_current_thread`, which the Python package arranges).
+///
+/// `builtins`: True (C functions, as cProfile records them), False (none),
+/// or "fast" (3.12+: a call site seen calling a Python function is no
+/// longer watched for C calls; on 3.11 the same as True).
 #[pyfunction]
-#[pyo3(signature = (path, capacity = None, ring = false, builtins = true, tasks = true))]
+#[pyo3(signature = (path, capacity = None, ring = false, builtins = None, tasks = true))]
 fn start(
     py: Python<'_>,
     path: &str,
     capacity: Option<&str>,
     ring: bool,
-    builtins: bool,
+    builtins: Option<&Bound<'_, PyAny>>,
     tasks: bool,
 ) -> PyResult<()> {
+    let (builtins, fast_builtins) = match builtins {
+        None => (true, false),
+        Some(b) if b.extract::<String>().is_ok_and(|s| s == "fast") => (true, true),
+        Some(b) => match b.extract::<bool>() {
+            Ok(on) => (on, false),
+            Err(_) => {
+                return Err(PyValueError::new_err(
+                    "builtins: expected True, False or \"fast\"",
+                ))
+            }
+        },
+    };
     let mut slot = lock(&RECORDING);
     if slot.is_some() {
         return Err(PyRuntimeError::new_err("mtrace is already recording"));
@@ -89,9 +105,12 @@ fn start(
     stacks::start_session(tasks);
     stacks::ACTIVE.store(true, Ordering::Release);
     #[cfg(Py_3_12)]
-    let installed = monitoring::install(py, builtins);
+    let installed = monitoring::install(py, builtins, fast_builtins);
     #[cfg(not(Py_3_12))]
-    let installed = legacy::install_all(py, builtins);
+    let installed = {
+        let _ = fast_builtins;
+        legacy::install_all(py, builtins)
+    };
     if let Err(e) = installed {
         stacks::ACTIVE.store(false, Ordering::Release);
         drop(recording);

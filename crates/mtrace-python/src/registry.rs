@@ -143,6 +143,10 @@ pub(crate) unsafe fn cfunction_def(
     missing: *mut ffi::PyObject,
 ) -> Option<usize> {
     let ty = ffi::Py_TYPE(callable);
+    if ty == std::ptr::addr_of_mut!(ffi::PyFunction_Type) {
+        // Most calls: a Python function, whose own events follow.
+        return None;
+    }
     if ty == std::ptr::addr_of_mut!(ffi::PyCFunction_Type) || ffi::PyCFunction_Check(callable) != 0
     {
         return Some((*callable.cast::<ffi::PyCFunctionObject>()).m_ml as usize);

@@ -50,7 +50,7 @@
 
 use std::cell::UnsafeCell;
 use std::collections::HashMap;
-use std::mem;
+use std::mem::{self, ManuallyDrop};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use std::sync::Mutex;
 
@@ -141,19 +141,26 @@ pub(crate) struct Thread {
 }
 
 thread_local! {
-    static THREAD: UnsafeCell<Thread> = const {
-        UnsafeCell::new(Thread {
-            session: 0,
-            codes: HashMap::with_hasher(std::hash::BuildHasherDefault::new()),
-            cfuncs: HashMap::with_hasher(std::hash::BuildHasherDefault::new()),
-            shadow: Vec::new(),
-            ctx: None,
-            below_ctx: Vec::new(),
-            callback_value: 0,
-            task: None,
-            below_task: Vec::new(),
-        })
-    };
+    // No destructor, so the hot path reaches it without a registration
+    // check; `CLEANUP`, touched once per thread, frees its contents.
+    static THREAD: UnsafeCell<ManuallyDrop<Thread>> =
+        const { UnsafeCell::new(ManuallyDrop::new(Thread::empty())) };
+    static CLEANUP: Cleanup = const { Cleanup };
+}
+
+/// Frees a thread's state when the thread exits.
+struct Cleanup;
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let _ = THREAD.try_with(|cell| {
+            // SAFETY: the thread is exiting: no event callback runs on it any more.
+            let t = unsafe { &mut *cell.get() };
+            // Frames left open on a task or greenlet stay with its context.
+            unsafe { leave_ctx(t, false) };
+            drop(mem::replace(&mut **t, Thread::empty()));
+        });
+    }
 }
 
 /// Runs `f` on the calling thread's state (not at all while the thread is
@@ -186,6 +193,20 @@ unsafe fn with_thread(f: impl FnOnce(&mut Thread)) {
 }
 
 impl Thread {
+    const fn empty() -> Thread {
+        Thread {
+            session: 0,
+            codes: HashMap::with_hasher(std::hash::BuildHasherDefault::new()),
+            cfuncs: HashMap::with_hasher(std::hash::BuildHasherDefault::new()),
+            shadow: Vec::new(),
+            ctx: None,
+            below_ctx: Vec::new(),
+            callback_value: 0,
+            task: None,
+            below_task: Vec::new(),
+        }
+    }
+
     #[inline(always)]
     unsafe fn entry(&mut self, code: *mut ffi::PyObject) -> Entry {
         match self.codes.get(&(code as usize)) {
@@ -740,7 +761,10 @@ pub(crate) unsafe fn greenlet_switch(
 // ---------------------------------------------------------------- sessions
 
 /// The thread's first event of a session: forget the last session's frames.
+#[cold]
 unsafe fn reset_thread(t: &mut Thread, session: u64) {
+    // Registers the destructor that frees the state at thread exit.
+    let _ = CLEANUP.try_with(|_| ());
     leave_ctx(t, false);
     t.callback_value = 0;
     t.shadow.clear();
