@@ -13,7 +13,8 @@
 //! read off the frame, only for generators and coroutines: the instruction
 //! at `f_lasti` is `RESUME 0` at a start, `RESUME n` after a yield, anything
 //! else for a throw; `return` with no value is an unwind, at a
-//! `YIELD_VALUE` a yield.
+//! `YIELD_VALUE` a yield. The bytecode is read once per code object
+//! (`registry::Entry::bytecode`).
 //!
 //! Threads: the profile function is per thread. [`install_all`] sets it on
 //! every thread state of the interpreter (`PyInterpreterState_ThreadHead` /
@@ -28,6 +29,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use pyo3::ffi;
 use pyo3::prelude::*;
 
+use crate::registry::Entry;
 use crate::stacks::{self, Enter, Leave};
 
 /// C functions are recorded.
@@ -49,48 +51,29 @@ const YIELD_VALUE: u8 = 86;
 /// The opcode and argument of the instruction at the frame's `f_lasti`.
 unsafe fn instruction(
     frame: *mut ffi::PyFrameObject,
-    code: *mut ffi::PyObject,
+    (code, len): (*const u8, usize),
 ) -> Option<(u8, u8)> {
     let lasti = ffi::PyFrame_GetLasti(frame);
-    if lasti < 0 {
+    if lasti < 0 || code.is_null() || lasti as usize + 1 >= len {
         return None;
     }
-    // co_code is cached by the code object after its first use (3.11).
-    let bytes = ffi::PyObject_GetAttrString(code, c"co_code".as_ptr());
-    if bytes.is_null() {
-        ffi::PyErr_Clear();
-        return None;
-    }
-    let len = ffi::PyBytes_Size(bytes);
-    let data = ffi::PyBytes_AsString(bytes);
-    let at = lasti as isize;
-    let out = if data.is_null() || at + 1 >= len {
-        ffi::PyErr_Clear();
-        None
-    } else {
-        Some((*data.offset(at) as u8, *data.offset(at + 1) as u8))
-    };
-    ffi::Py_DECREF(bytes);
-    out
+    let at = lasti as usize;
+    Some((*code.add(at), *code.add(at + 1)))
 }
 
-unsafe fn enter_kind(frame: *mut ffi::PyFrameObject, code: *mut ffi::PyObject) -> Enter {
-    match instruction(frame, code) {
+unsafe fn enter_kind(frame: *mut ffi::PyFrameObject, e: Entry) -> Enter {
+    match instruction(frame, e.bytecode) {
         Some((RESUME, 0)) | None => Enter::Start,
         Some((RESUME, _)) => Enter::Resume,
         Some(_) => Enter::Throw,
     }
 }
 
-unsafe fn leave_kind(
-    frame: *mut ffi::PyFrameObject,
-    code: *mut ffi::PyObject,
-    arg: *mut ffi::PyObject,
-) -> Leave {
+unsafe fn leave_kind(frame: *mut ffi::PyFrameObject, e: Entry, arg: *mut ffi::PyObject) -> Leave {
     if arg.is_null() {
         return Leave::Unwind;
     }
-    match instruction(frame, code) {
+    match instruction(frame, e.bytecode) {
         Some((YIELD_VALUE, _)) => Leave::Yield,
         _ => Leave::Return,
     }
@@ -112,12 +95,12 @@ unsafe extern "C" fn profile(
     match what {
         ffi::PyTrace_CALL => {
             let code = ffi::PyFrame_GetCode(frame).cast::<ffi::PyObject>();
-            stacks::py_enter(code, || enter_kind(frame, code));
+            stacks::py_enter(code, |e| enter_kind(frame, e));
             ffi::Py_DECREF(code);
         }
         ffi::PyTrace_RETURN => {
             let code = ffi::PyFrame_GetCode(frame).cast::<ffi::PyObject>();
-            stacks::py_leave(code, || leave_kind(frame, code, arg));
+            stacks::py_leave(code, |e| leave_kind(frame, e, arg));
             ffi::Py_DECREF(code);
         }
         ffi::PyTrace_C_CALL if is_traced_cfunction(arg) => {

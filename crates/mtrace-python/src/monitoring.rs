@@ -66,7 +66,7 @@ unsafe extern "C" fn on_start(
     nargs: ffi::Py_ssize_t,
 ) -> *mut ffi::PyObject {
     if nargs >= 1 {
-        stacks::py_enter(*args, || Enter::Start);
+        stacks::py_enter(*args, |_| Enter::Start);
     }
     none()
 }
@@ -77,7 +77,7 @@ unsafe extern "C" fn on_resume(
     nargs: ffi::Py_ssize_t,
 ) -> *mut ffi::PyObject {
     if nargs >= 1 {
-        stacks::py_enter(*args, || Enter::Resume);
+        stacks::py_enter(*args, |_| Enter::Resume);
     }
     none()
 }
@@ -88,7 +88,7 @@ unsafe extern "C" fn on_throw(
     nargs: ffi::Py_ssize_t,
 ) -> *mut ffi::PyObject {
     if nargs >= 1 {
-        stacks::py_enter(*args, || Enter::Throw);
+        stacks::py_enter(*args, |_| Enter::Throw);
     }
     none()
 }
@@ -99,7 +99,7 @@ unsafe extern "C" fn on_return(
     nargs: ffi::Py_ssize_t,
 ) -> *mut ffi::PyObject {
     if nargs >= 1 {
-        stacks::py_leave(*args, || Leave::Return);
+        stacks::py_leave(*args, |_| Leave::Return);
     }
     none()
 }
@@ -110,7 +110,7 @@ unsafe extern "C" fn on_yield(
     nargs: ffi::Py_ssize_t,
 ) -> *mut ffi::PyObject {
     if nargs >= 1 {
-        stacks::py_leave(*args, || Leave::Yield);
+        stacks::py_leave(*args, |_| Leave::Yield);
     }
     none()
 }
@@ -121,7 +121,7 @@ unsafe extern "C" fn on_unwind(
     nargs: ffi::Py_ssize_t,
 ) -> *mut ffi::PyObject {
     if nargs >= 1 {
-        stacks::py_leave(*args, || Leave::Unwind);
+        stacks::py_leave(*args, |_| Leave::Unwind);
     }
     none()
 }

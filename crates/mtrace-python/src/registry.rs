@@ -36,7 +36,17 @@ pub(crate) struct Entry {
     pub resumable: bool,
     /// `CO_COROUTINE` (an `async def`): a task's frames are these.
     pub coroutine: bool,
+    /// 3.11, generators and coroutines: the bytecode (`co_code`, a bytes
+    /// object kept alive), to tell a start from a resumption and a yield
+    /// from a return by the instruction at `f_lasti` (see `legacy.rs`).
+    #[cfg(not(Py_3_12))]
+    pub bytecode: (*const u8, usize),
 }
+
+// SAFETY: the bytecode pointer points into a bytes object that is never
+// freed (its reference is leaked) and never written.
+#[cfg(not(Py_3_12))]
+unsafe impl Send for Entry {}
 
 /// A hasher for pointers: one multiply (keys are addresses, already unique).
 #[derive(Default)]
@@ -109,12 +119,18 @@ pub(crate) unsafe fn code_entry(code: *mut ffi::PyObject) -> Entry {
         ffi::PyErr_Clear();
     }
     let id = mtrace::register_function(&name, &file, line, "").0;
+    let resumable =
+        flags & (CO_GENERATOR | CO_COROUTINE | CO_ITERABLE_COROUTINE | CO_ASYNC_GENERATOR) != 0;
     let entry = Entry {
         id,
-        resumable: flags
-            & (CO_GENERATOR | CO_COROUTINE | CO_ITERABLE_COROUTINE | CO_ASYNC_GENERATOR)
-            != 0,
+        resumable,
         coroutine: flags & CO_COROUTINE != 0,
+        #[cfg(not(Py_3_12))]
+        bytecode: if resumable {
+            bytecode(code)
+        } else {
+            (std::ptr::null(), 0)
+        },
     };
     let mut codes = lock(&CODES);
     let map = codes.get_or_insert_with(ptr_map);
@@ -259,4 +275,18 @@ unsafe fn cfunction_name(py: Python<'_>, func: *mut ffi::PyObject) -> PyResult<S
 /// Locks a mutex, ignoring poisoning (nothing panics while holding these).
 pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// `co_code` of a code object as (pointer, length), its reference leaked so
+/// the buffer lives as long as the process; (null, 0) if it has none.
+#[cfg(not(Py_3_12))]
+unsafe fn bytecode(code: *mut ffi::PyObject) -> (*const u8, usize) {
+    let bytes = ffi::PyObject_GetAttrString(code, c"co_code".as_ptr());
+    if bytes.is_null() || ffi::PyBytes_Check(bytes) == 0 {
+        ffi::PyErr_Clear();
+        ffi::Py_XDECREF(bytes);
+        return (std::ptr::null(), 0);
+    }
+    let len = ffi::PyBytes_Size(bytes).max(0) as usize;
+    (ffi::PyBytes_AsString(bytes).cast::<u8>().cast_const(), len)
 }

@@ -270,12 +270,12 @@ impl Thread {
 /// # Safety
 /// Attached to the interpreter; `code` is a code object.
 #[inline(always)]
-pub(crate) unsafe fn py_enter(code: *mut ffi::PyObject, how: impl FnOnce() -> Enter) {
+pub(crate) unsafe fn py_enter(code: *mut ffi::PyObject, how: impl FnOnce(Entry) -> Enter) {
     with_thread(|t| {
         let e = t.entry(code);
         if let Some(c) = t.task_context() {
             if e.resumable {
-                let how = how();
+                let how = how(e);
                 if how != Enter::Start && c.suspended > 0 && c.pending == 0 {
                     // The next frame of the await chain the loop resumed.
                     c.suspended -= 1;
@@ -285,7 +285,7 @@ pub(crate) unsafe fn py_enter(code: *mut ffi::PyObject, how: impl FnOnce() -> En
             t.settle(c);
             t.push(e.id);
         } else if e.coroutine && tasks_on() {
-            let how = how();
+            let how = how(e);
             if !enter_task_for(t, e, how) {
                 t.push(e.id);
             }
@@ -301,17 +301,17 @@ pub(crate) unsafe fn py_enter(code: *mut ffi::PyObject, how: impl FnOnce() -> En
 /// # Safety
 /// Attached to the interpreter; `code` is a code object.
 #[inline(always)]
-pub(crate) unsafe fn py_leave(code: *mut ffi::PyObject, how: impl FnOnce() -> Leave) {
+pub(crate) unsafe fn py_leave(code: *mut ffi::PyObject, how: impl FnOnce(Entry) -> Leave) {
     with_thread(|t| {
         let e = t.entry(code);
         if let Some(c) = t.task_context() {
-            let how = if e.resumable { how() } else { Leave::Return };
+            let how = if e.resumable { how(e) } else { Leave::Return };
             leave_on_task(t, c, e, how);
         } else if !t.pop_if_top(e.id) && e.coroutine && tasks_on() {
             // 3.11 resumes a coroutine whose awaited coroutine returned after a
             // throw without reporting it: its return comes with the thread on
             // its own stack, the frame open on the task's.
-            let how = how();
+            let how = how(e);
             if how != Leave::Yield && enter_task_for_leave(t, e) {
                 if let Some(c) = t.task_context() {
                     leave_on_task(t, c, e, how);
