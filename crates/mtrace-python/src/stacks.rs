@@ -135,9 +135,10 @@ pub(crate) struct Thread {
     below_ctx: Vec<u32>,
     /// The callback's last answer (0: the thread's own stack).
     callback_value: u64,
-    /// Level 2, and the frames of the level below while it runs.
-    task: Option<Running>,
-    below_task: Vec<u32>,
+    /// Level 2: the tasks whose steps run, innermost last (a task started
+    /// eagerly runs its first step inside another task's step), each with
+    /// the frames of the stack below it.
+    tasks: Vec<(Running, Vec<u32>)>,
 }
 
 thread_local! {
@@ -202,8 +203,7 @@ impl Thread {
             ctx: None,
             below_ctx: Vec::new(),
             callback_value: 0,
-            task: None,
-            below_task: Vec::new(),
+            tasks: Vec::new(),
         }
     }
 
@@ -242,7 +242,7 @@ impl Thread {
     fn task_context(&mut self) -> Option<&'static mut Context> {
         // SAFETY: a busy context is only used by the thread running it, and
         // never removed from the table while busy.
-        self.task.as_ref().map(|r| unsafe { &mut *r.context })
+        self.tasks.last().map(|(r, _)| unsafe { &mut *r.context })
     }
 
     /// The frames that yielded to their caller, not to the loop: they left.
@@ -280,6 +280,12 @@ pub(crate) unsafe fn py_enter(code: *mut ffi::PyObject, how: impl FnOnce(Entry) 
                     // The next frame of the await chain the loop resumed.
                     c.suspended -= 1;
                     return;
+                }
+                if how == Enter::Start && e.coroutine && tasks_on() {
+                    t.settle(c);
+                    if enter_other_task(t, c, e) {
+                        return;
+                    }
                 }
             }
             t.settle(c);
@@ -398,6 +404,29 @@ unsafe fn enter_task_for(t: &mut Thread, e: Entry, how: Enter) -> bool {
     if task.is_null() {
         return false;
     }
+    enter_this_task(t, task, e, how)
+}
+
+/// A coroutine starts on a task's stack: if the current task is another
+/// one (a task started eagerly, whose first step runs inside this step),
+/// its stack goes on top until its first suspension. Costs a look-up of
+/// the current task per coroutine start on a task's stack.
+#[cold]
+unsafe fn enter_other_task(t: &mut Thread, running: &Context, e: Entry) -> bool {
+    let task = current_task();
+    if task.is_null() {
+        return false;
+    }
+    if running.key == (Kind::Task, task as usize) {
+        ffi::Py_DECREF(task);
+        return false;
+    }
+    enter_this_task(t, task, e, Enter::Start)
+}
+
+/// Switches onto `task`'s stack (a new reference, consumed) for a coroutine
+/// event; false if another thread runs it.
+unsafe fn enter_this_task(t: &mut Thread, task: *mut ffi::PyObject, e: Entry, how: Enter) -> bool {
     let context = acquire(Kind::Task, task as usize, how == Enter::Start, || {
         task_name(task)
     });
@@ -454,21 +483,23 @@ unsafe fn enter_task_for_leave(t: &mut Thread, e: Entry) -> bool {
 
 unsafe fn enter_task(t: &mut Thread, context: *mut Context) {
     let c = &mut *context;
-    t.below_task = mem::replace(&mut t.shadow, mem::take(&mut c.shadow));
+    let below = mem::replace(&mut t.shadow, mem::take(&mut c.shadow));
     // SAFETY: the context is boxed and stays in the table while busy; the
     // guard is dropped (in `leave_task`) before it is released.
     let stack: &'static mut LogicalStack = &mut *(&mut c.stack as *mut LogicalStack);
-    t.task = Some(Running {
+    let running = Running {
         context,
         guard: Some(stack.enter()),
-    });
+    };
+    t.tasks.push((running, below));
 }
 
+/// Leaves the innermost task's stack for the stack below it.
 unsafe fn leave_task(t: &mut Thread, finished: bool) {
-    if let Some(mut r) = t.task.take() {
+    if let Some((mut r, below)) = t.tasks.pop() {
         drop(r.guard.take());
         let c = &mut *r.context;
-        c.shadow = mem::replace(&mut t.shadow, mem::take(&mut t.below_task));
+        c.shadow = mem::replace(&mut t.shadow, below);
         release(r.context, finished);
     }
 }
@@ -674,7 +705,9 @@ unsafe fn enter_ctx(t: &mut Thread, context: *mut Context) {
 }
 
 unsafe fn leave_ctx(t: &mut Thread, finished: bool) {
-    leave_task(t, false);
+    while !t.tasks.is_empty() {
+        leave_task(t, false);
+    }
     if let Some(mut r) = t.ctx.take() {
         drop(r.guard.take());
         let c = &mut *r.context;
@@ -769,7 +802,6 @@ unsafe fn reset_thread(t: &mut Thread, session: u64) {
     t.callback_value = 0;
     t.shadow.clear();
     t.below_ctx.clear();
-    t.below_task.clear();
     t.session = session;
 }
 
@@ -790,8 +822,10 @@ pub(crate) unsafe fn close_calling_thread() {
             }
         };
         close(t);
-        leave_task(t, false);
-        close(t);
+        while !t.tasks.is_empty() {
+            leave_task(t, false);
+            close(t);
+        }
         leave_ctx(t, false);
         close(t);
     });

@@ -137,6 +137,37 @@ class AsyncioTasks(StackCase):
         self.assertEqual(main["ncalls"], 1, main)
         self.assertGreaterEqual(main["paused_ns"], d * 1e9, main)
 
+    @unittest.skipIf(sys.version_info < (3, 12), "eager tasks are 3.12+")
+    def test_eager_tasks_get_their_own_stacks_too(self):
+        # An eager task runs its first step inside its creator's step (as
+        # aiohttp's request handlers do): it must still be one call, on its
+        # own stack, paused while it sleeps.
+        n, d = 5, 0.02
+        report, _ = self.record("eager.py", """
+            import asyncio, sys, mtrace
+            N, D = int(sys.argv[2]), float(sys.argv[3])
+
+            async def fetch(i):
+                await asyncio.sleep(D)
+                return i
+
+            async def main():
+                asyncio.get_running_loop().set_task_factory(asyncio.eager_task_factory)
+                tasks = [asyncio.create_task(fetch(i), name=f"eager-{i}") for i in range(N)]
+                await asyncio.gather(*tasks)
+
+            mtrace.enable(sys.argv[1])
+            asyncio.run(main())
+            mtrace.disable()
+        """, str(n), str(d))
+        fetch = function(report, "fetch")
+        self.assertEqual((fetch["ncalls"], fetch["primitive_calls"]), (n, n), fetch)
+        self.assertGreaterEqual(fetch["paused_ns"], n * d * 1e9, fetch)
+        # One stack per task (create_task names an eager task only after
+        # its first step, so the stacks have the default Task-N names).
+        logical = [s for s in report["stacks"] if s["id"].startswith("stack:")]
+        self.assertGreaterEqual(len(logical), n + 1, report["stacks"])
+
     def test_tasks_off_counts_resumptions_as_cprofile_does(self):
         report, _ = self.record("off.py", """
             import asyncio, sys, mtrace
