@@ -611,10 +611,10 @@ pub(crate) unsafe fn text_of(obj: *mut ffi::PyObject) -> Option<String> {
 // ---------------------------------------------------------------- the table
 
 /// Takes the context of `key` for this thread (creating it, named by
-/// `name`, the first time). `fresh`: the context's first frame starts now,
-/// so open frames it still has belong to a dead owner whose address was
-/// reused (told apart by name), and it starts anew. None if another thread
-/// runs it.
+/// `name`, the first time). `fresh`: a coroutine starts on it, which may be
+/// the first one of a new owner at the address of a dead one (a task
+/// destroyed while pending): a context under another name is replaced. None
+/// if another thread runs it.
 unsafe fn acquire(
     kind: Kind,
     key: usize,
@@ -628,7 +628,7 @@ unsafe fn acquire(
             if c.busy {
                 return None;
             }
-            if !fresh || c.shadow.is_empty() {
+            if !fresh {
                 c.busy = true;
                 if c.session != session {
                     c.session = session;
@@ -650,11 +650,15 @@ unsafe fn acquire(
         if c.busy {
             return None;
         }
-        if c.name == name || c.shadow.is_empty() {
+        if c.name == name {
             c.busy = true;
             if c.session != session {
                 c.session = session;
                 c.shadow.clear();
+                c.anchor = 0;
+                c.suspended = 0;
+                c.pending = 0;
+                c.resume_at = 0;
             }
             return Some(&mut **c as *mut Context);
         }

@@ -180,20 +180,20 @@ def is_enabled():
 
 
 def set_context_id_callback(callback):
-    """Give each context its own stack in the trace, as yappi does.
+    """Give each context of another scheduler its own stack, as yappi does.
 
-    ``callback()`` returns an int naming the context that runs (a greenlet's
-    or an asyncio task's ``id``), or None for the thread's own stack. It is
-    called on every event, so it should be cheap; None removes it. Example::
+    asyncio tasks and greenlets get stacks of their own without this. For
+    other schedulers, ``callback()`` returns an int naming the context that
+    runs, or None for the thread's own stack. It is called on every event,
+    so it should be cheap; None removes it. While it is set, asyncio tasks
+    get no stacks of their own (the callback decides) and coroutines count
+    a call per resumption. Example::
 
-        def current_task_id():
-            try:
-                task = asyncio.current_task()
-            except RuntimeError:
-                return None
-            return id(task) if task is not None else None
+        def current_fiber_id():
+            fiber = my_scheduler.current()
+            return id(fiber) if fiber is not None else None
 
-        mtrace.set_context_id_callback(current_task_id)
+        mtrace.set_context_id_callback(current_fiber_id)
     """
     _mtrace.set_context_id_callback(callback)
 
