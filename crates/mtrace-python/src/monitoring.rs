@@ -25,10 +25,11 @@
 //! By default no callback returns `sys.monitoring.DISABLE`: every
 //! location's events are needed while recording (a call site may call a C
 //! function on one call and a Python one on the next). With
-//! `builtins="fast"`, a CALL whose callable is a Python function disables
-//! CALL (and so C_RETURN/C_RAISE) at that location: a third fewer
-//! callbacks in call-heavy Python code, at the price of the built-in calls
-//! such a site makes later. `disable()` calls `restart_events`.
+//! `builtins="fast"`, a CALL whose callable is a Python function (or a
+//! class) disables CALL (and so C_RETURN/C_RAISE) at that location: a
+//! third fewer callbacks in call-heavy Python code, at the price of the
+//! built-in calls such a site makes later. `disable()` calls
+//! `restart_events`.
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, Ordering};
 use std::sync::OnceLock;
@@ -135,15 +136,21 @@ unsafe extern "C" fn on_call(
         let (callable, self_arg) = (*args.add(2), *args.add(3));
         if let Some(def) = cfunction_def(callable, self_arg, MISSING.load(Ordering::Relaxed)) {
             stacks::c_enter(def, callable, self_arg);
-        } else if FAST_BUILTINS.load(Ordering::Relaxed)
-            && ffi::Py_TYPE(callable) == std::ptr::addr_of_mut!(ffi::PyFunction_Type)
-        {
-            // builtins="fast": this site calls Python functions; stop
-            // reporting its calls (a built-in it calls later goes unseen).
+        } else if FAST_BUILTINS.load(Ordering::Relaxed) && calls_python(callable) {
+            // builtins="fast": this site calls Python functions (or
+            // classes); stop reporting its calls (a built-in it calls later
+            // goes unseen).
             return disable();
         }
     }
     none()
+}
+
+/// A Python function or a class.
+#[inline(always)]
+unsafe fn calls_python(callable: *mut ffi::PyObject) -> bool {
+    ffi::Py_TYPE(callable) == std::ptr::addr_of_mut!(ffi::PyFunction_Type)
+        || ffi::PyType_Check(callable) != 0
 }
 
 /// `sys.monitoring.DISABLE`, a new reference.

@@ -339,6 +339,34 @@ class Greenlets(StackCase):
         self.assertGreater(ping["paused_ns"], 0, ping)
 
 
+class FastBuiltins(StackCase):
+    @unittest.skipIf(sys.version_info < (3, 12), "builtins='fast' is sys.monitoring's")
+    def test_fast_builtins_still_count_every_python_call_and_steady_builtins(self):
+        report, _ = self.record("fast.py", """
+            import sys, mtrace
+
+            class Box:
+                def __init__(self, items):
+                    self.items = items
+
+            def size(box):
+                return len(box.items)
+
+            def walk(n):
+                return 0 if n == 0 else size(Box([n])) + walk(n - 1)
+
+            mtrace.enable(sys.argv[1], builtins="fast")
+            for _ in range(10):
+                walk(50)
+            mtrace.disable()
+        """)
+        self.assertEqual(function(report, "walk")["ncalls"], 510)
+        self.assertEqual(function(report, "size")["ncalls"], 500)
+        self.assertEqual(function(report, "Box.__init__")["ncalls"], 500)
+        # The site in size() only ever calls len: every call is recorded.
+        self.assertEqual(function(report, "<built-in method builtins.len>")["ncalls"], 500)
+
+
 class NextToCProfile(StackCase):
     @unittest.skipIf(sys.version_info < (3, 12), "sys.monitoring is 3.12+")
     def test_mtrace_and_cprofile_run_in_one_process(self):
