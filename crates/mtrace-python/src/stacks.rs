@@ -334,7 +334,7 @@ unsafe fn leave_on_task(t: &mut Thread, c: &mut Context, e: Entry, how: Leave) {
         if len > c.pending && t.shadow[len - 1 - c.pending] == e.id {
             c.pending += 1;
         }
-        if len - c.pending <= c.anchor {
+        if len.saturating_sub(c.pending) <= c.anchor {
             // Every frame down to the anchor yielded: the task suspends to the loop.
             c.pending = 0;
             c.resume_at = c.anchor;
