@@ -390,9 +390,28 @@ class NextToCProfile(StackCase):
             print(tool, calls[0])
         """)
         tool, cprofile_calls = done.stdout.split()
+        self.assertEqual(report["warnings"], [])
         self.assertNotEqual(int(tool), 2, "mtrace must not take cProfile's tool id")
         self.assertEqual(int(cprofile_calls), 1973)
         self.assertEqual(function(report, "fib")["ncalls"], 1973)
+
+    @unittest.skipIf(sys.version_info < (3, 12), "sys.monitoring is 3.12+")
+    def test_no_free_tool_id_is_one_clear_error(self):
+        script = self.script("taken.py", """
+            import sys, mtrace
+            for tool in (0, 1, 3, 4, 5):
+                sys.monitoring.use_tool_id(tool, f"other-{tool}")
+            try:
+                mtrace.enable(sys.argv[1])
+            except RuntimeError as e:
+                print(e)
+            else:
+                raise SystemExit("enable() should have failed")
+            assert not mtrace.is_enabled()
+        """)
+        done = run([sys.executable, script, self.path("taken.bin")], cwd=self.dir)
+        self.assertIn("every one is taken", done.stdout)
+        self.assertIn("other-3", done.stdout)
 
 
 if __name__ == "__main__":
