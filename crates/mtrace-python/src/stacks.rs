@@ -281,7 +281,8 @@ pub(crate) unsafe fn py_enter(code: *mut ffi::PyObject, how: impl FnOnce(Entry) 
                     c.suspended -= 1;
                     return;
                 }
-                if how == Enter::Start && e.coroutine && tasks_on() {
+                // Eager tasks exist from 3.12 on.
+                if cfg!(Py_3_12) && how == Enter::Start && e.coroutine && tasks_on() {
                     t.settle(c);
                     if enter_other_task(t, c, e) {
                         return;
