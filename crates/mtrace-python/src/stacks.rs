@@ -50,6 +50,7 @@
 
 use std::cell::UnsafeCell;
 use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 use std::mem::{self, ManuallyDrop};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -57,7 +58,7 @@ use std::sync::Mutex;
 use mtrace::{FunctionId, LogicalStack, SwitchGuard};
 use pyo3::ffi;
 
-use crate::registry::{self, lock, Entry, PtrMap};
+use crate::registry::{self, lock, Entry, PtrHasher, PtrMap};
 
 /// Events are turned into trace events (a recording runs).
 pub(crate) static ACTIVE: AtomicBool = AtomicBool::new(false);
@@ -114,7 +115,8 @@ pub(crate) struct Context {
     resume_at: usize,
 }
 
-type Table = HashMap<(Kind, usize), Box<Context>>;
+/// Keyed by the owner's address (and kind), hashed as the code-object caches are.
+type Table = HashMap<(Kind, usize), Box<Context>, BuildHasherDefault<PtrHasher>>;
 static CONTEXTS: Mutex<Option<Table>> = Mutex::new(None);
 
 /// A context a thread runs.
@@ -625,7 +627,10 @@ unsafe fn acquire(
     let session = SESSION.load(Ordering::Relaxed);
     {
         let mut table = lock(&CONTEXTS);
-        if let Some(c) = table.get_or_insert_with(HashMap::new).get_mut(&(kind, key)) {
+        if let Some(c) = table
+            .get_or_insert_with(Table::default)
+            .get_mut(&(kind, key))
+        {
             if c.busy {
                 return None;
             }
@@ -646,7 +651,7 @@ unsafe fn acquire(
     // Named outside the lock: naming calls into Python.
     let name = name();
     let mut table = lock(&CONTEXTS);
-    let table = table.get_or_insert_with(HashMap::new);
+    let table = table.get_or_insert_with(Table::default);
     if let Some(c) = table.get_mut(&(kind, key)) {
         if c.busy {
             return None;
