@@ -1,9 +1,10 @@
 """mtrace for Python: a multi-thread-aware drop-in for cProfile.
 
 cProfile keeps one stack and profiles only the thread that enabled it. mtrace
-records every Python thread (including threads started later) into an mtrace
-trace file, each on its own stack, through a C-level profile function (the
-mechanism cProfile uses). ``mtanalyze TRACE`` reads the file (with the ``gil``
+records every Python thread into an mtrace trace file, each on its own stack,
+and each asyncio task and greenlet on a stack of its own, through C-level
+callbacks (``sys.monitoring`` on 3.12+, a profile function on 3.11).
+``mtanalyze TRACE`` reads the file (with the ``gil``
 clock, which the trace asks for), and ``mtanalyze TRACE --format pstats -o
 out.prof`` writes a file ``pstats.Stats``, snakeviz and gprof2dot load.
 
@@ -22,6 +23,7 @@ Or, from the shell, like ``python -m cProfile``::
     python -m mtrace -o trace.bin -m package.module args...
 """
 
+import _thread
 import contextlib
 import sys
 import threading
@@ -40,30 +42,135 @@ __all__ = [
 #: The trace file written when no path is given.
 DEFAULT_OUTPUT = "mtrace.bin"
 
+# 3.12+: sys.monitoring reports every thread to the native callbacks. 3.11:
+# the profile function is per thread; the native side sets it on the
+# threads that exist, and these reach the threads started later.
+_ALL_THREADS_NATIVE = _mtrace.BACKEND == "sys.monitoring"
+_START_NEW_THREAD = _thread.start_new_thread
 
-def enable(path=DEFAULT_OUTPUT, *, capacity=None, ring=False, builtins=True):
+
+def _start_new_thread_recorded(function, args, kwargs=None):
+    """``_thread.start_new_thread`` while recording on 3.11: the new thread
+    installs the profile function before it runs ``function``. (``threading``
+    keeps its own reference to the original and uses ``threading.setprofile``.)"""
+
+    def run(*a, **k):
+        _mtrace.install_current_thread()
+        return function(*a, **k)
+
+    return _START_NEW_THREAD(run, args, {} if kwargs is None else kwargs)
+
+
+# greenlet: each greenlet on a stack of its own, through greenlet.settrace.
+_greenlet_state = {"module": None, "previous": None, "watcher": None}
+
+
+def _greenlet_tracer(event, args):
+    _mtrace.greenlet_trace(event, args)
+    previous = _greenlet_state["previous"]
+    if previous is not None:
+        previous(event, args)
+
+
+def _trace_greenlets():
+    module = sys.modules.get("greenlet")
+    if module is not None:
+        _install_greenlet_tracer(module)
+    elif _greenlet_state["watcher"] is None:
+        # Not imported yet (python -m mtrace starts recording first): trace
+        # it as soon as the program imports it.
+        watcher = _GreenletImportWatcher()
+        _greenlet_state["watcher"] = watcher
+        sys.meta_path.insert(0, watcher)
+
+
+def _install_greenlet_tracer(module):
+    settrace = getattr(module, "settrace", None)
+    if settrace is None or _greenlet_state["module"] is not None:
+        return
+    _greenlet_state["previous"] = settrace(_greenlet_tracer)
+    _greenlet_state["module"] = module
+
+
+def _untrace_greenlets():
+    watcher = _greenlet_state["watcher"]
+    if watcher is not None:
+        _greenlet_state["watcher"] = None
+        if watcher in sys.meta_path:
+            sys.meta_path.remove(watcher)
+    module = _greenlet_state["module"]
+    if module is not None:
+        module.settrace(_greenlet_state["previous"])
+        _greenlet_state["module"] = None
+        _greenlet_state["previous"] = None
+
+
+class _GreenletImportWatcher:
+    """A meta path finder that only watches for ``import greenlet`` and
+    installs the tracer once the module has run."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "greenlet":
+            return None
+        import importlib.util
+
+        sys.meta_path.remove(self)
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            if _greenlet_state["watcher"] is self:
+                sys.meta_path.insert(0, self)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        loader = spec.loader
+        exec_module = loader.exec_module
+
+        class Loader:
+            def create_module(self, spec):
+                return loader.create_module(spec)
+
+            def exec_module(self, module):
+                exec_module(module)
+                if _greenlet_state["watcher"] is not None:
+                    _install_greenlet_tracer(module)
+
+        spec.loader = Loader()
+        return spec
+
+
+def enable(path=DEFAULT_OUTPUT, *, capacity=None, ring=False, builtins=True, tasks=True):
     """Start recording into ``path``.
 
-    Every thread started afterwards through ``threading`` is recorded, and so
-    is the calling thread. Threads already running are recorded too on Python
-    3.12+ (``PyEval_SetProfileAllThreads``); on older versions they are not
-    (there is no supported way to reach them).
+    Every thread is recorded: the calling thread, threads already running,
+    and threads started later (``threading`` or ``_thread``).
 
     ``capacity``: bytes for events (``"256M"`` by default; ``"1G"``...).
     ``ring``: keep the end of the run rather than its beginning when full.
-    ``builtins``: also record C functions called from Python, as cProfile does.
+    ``builtins``: also record C functions called from Python, as cProfile
+    does (True); False: not; ``"fast"`` (3.12+): a call site that called a
+    Python function is no longer watched for C calls, which saves a third
+    of the callbacks of call-heavy code but misses the built-ins such a site
+    calls later (a callback parameter that is sometimes a built-in).
+    ``tasks``: run each asyncio task on a stack of its own, named by the
+    task's name; a coroutine is then one call from its start to its return
+    (with ``tasks=False``, each resumption is a call, as in cProfile).
     """
-    _mtrace.start(str(path), capacity=capacity, ring=ring, builtins=builtins)
-    threading.setprofile(_mtrace.thread_hook)
-    _mtrace.install(all_threads=True)
+    _mtrace.start(str(path), capacity=capacity, ring=ring, builtins=builtins, tasks=tasks)
+    if not _ALL_THREADS_NATIVE:
+        threading.setprofile(_mtrace.thread_hook)
+        _thread.start_new_thread = _start_new_thread_recorded
+    _trace_greenlets()
 
 
 def disable():
     """Stop recording and finish the file; returns a summary dict
     (``path``, ``events``, ``dropped_events``, ``threads``), or None if
     nothing was recording."""
-    threading.setprofile(None)
-    _mtrace.uninstall(all_threads=True)
+    if not _ALL_THREADS_NATIVE:
+        threading.setprofile(None)
+        if _thread.start_new_thread is _start_new_thread_recorded:
+            _thread.start_new_thread = _START_NEW_THREAD
+    _untrace_greenlets()
     return _mtrace.stop()
 
 
@@ -73,20 +180,20 @@ def is_enabled():
 
 
 def set_context_id_callback(callback):
-    """Give each context its own stack in the trace, as yappi does.
+    """Give each context of another scheduler its own stack, as yappi does.
 
-    ``callback()`` returns an int naming the context that runs (a greenlet's
-    or an asyncio task's ``id``), or None for the thread's own stack. It is
-    called on every event, so it should be cheap; None removes it. Example::
+    asyncio tasks and greenlets get stacks of their own without this. For
+    other schedulers, ``callback()`` returns an int naming the context that
+    runs, or None for the thread's own stack. It is called on every event,
+    so it should be cheap; None removes it. While it is set, asyncio tasks
+    get no stacks of their own (the callback decides) and coroutines count
+    a call per resumption. Example::
 
-        def current_task_id():
-            try:
-                task = asyncio.current_task()
-            except RuntimeError:
-                return None
-            return id(task) if task is not None else None
+        def current_fiber_id():
+            fiber = my_scheduler.current()
+            return id(fiber) if fiber is not None else None
 
-        mtrace.set_context_id_callback(current_task_id)
+        mtrace.set_context_id_callback(current_fiber_id)
     """
     _mtrace.set_context_id_callback(callback)
 

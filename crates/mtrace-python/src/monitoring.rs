@@ -1,0 +1,315 @@
+//! The backend on Python 3.12+: `sys.monitoring` (PEP 669) callbacks that
+//! are C functions, as cProfile's own on 3.12+.
+//!
+//! `PyEval_SetProfile` still works on 3.12+, but through CPython's legacy
+//! shim on top of `sys.monitoring`, which builds a frame object and
+//! translates every event; registering callables of our own skips that.
+//! Each callback is a `PyCFunction` with `METH_FASTCALL`: CPython calls it
+//! through vectorcall with the event's arguments in a C array, so no tuple,
+//! no frame object and no Python code runs per event.
+//!
+//! ```text
+//! PY_START                    stacks::py_enter(code, Start)
+//! PY_RESUME / PY_THROW        stacks::py_enter(code, Resume / Throw)
+//! PY_RETURN / PY_YIELD        stacks::py_leave(code, Return / Yield)
+//! PY_UNWIND                   stacks::py_leave(code, Unwind)
+//! CALL (a C function)         stacks::c_enter(def)        (only with builtins)
+//! C_RETURN / C_RAISE          stacks::c_leave(def)        (only with builtins)
+//! ```
+//!
+//! `sys.monitoring` is process-wide: every thread, whenever and however it
+//! was started, reports to the same callbacks. mtrace takes a tool id of
+//! its own (3 or 4, the ones CPython names nothing; then 5, 1, 0), never
+//! cProfile's `PROFILER_ID` (2), so both can run in one process.
+//!
+//! By default no callback returns `sys.monitoring.DISABLE`: every
+//! location's events are needed while recording (a call site may call a C
+//! function on one call and a Python one on the next). With
+//! `builtins="fast"`, a CALL whose callable is a Python function (or a
+//! class) disables CALL (and so C_RETURN/C_RAISE) at that location: a
+//! third fewer callbacks in call-heavy Python code, at the price of the
+//! built-in calls such a site makes later. `disable()` calls
+//! `restart_events`.
+
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, Ordering};
+use std::sync::OnceLock;
+
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::ffi;
+use pyo3::prelude::*;
+
+use crate::registry::cfunction_def;
+use crate::stacks::{self, Enter, Leave};
+
+/// The tool id mtrace holds (-1: none).
+static TOOL: AtomicI64 = AtomicI64::new(-1);
+/// `sys.monitoring.MISSING`, the "no argument" value of CALL's `arg0`.
+static MISSING: AtomicPtr<ffi::PyObject> = AtomicPtr::new(std::ptr::null_mut());
+/// `sys.monitoring.DISABLE`.
+static DISABLE: AtomicPtr<ffi::PyObject> = AtomicPtr::new(std::ptr::null_mut());
+/// `builtins="fast"`: call sites that call a Python function stop
+/// reporting calls (one callback per Python call fewer).
+static FAST_BUILTINS: AtomicBool = AtomicBool::new(false);
+
+/// Tool ids to try, in order.
+const TOOL_IDS: [i64; 5] = [3, 4, 5, 1, 0];
+
+/// The callbacks' result. None is immortal on 3.12+: the reference needs
+/// no count (CPython's own `Py_RETURN_NONE` does not count it either).
+#[inline(always)]
+unsafe fn none() -> *mut ffi::PyObject {
+    ffi::Py_None()
+}
+
+unsafe extern "C" fn on_start(
+    _slf: *mut ffi::PyObject,
+    args: *mut *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+) -> *mut ffi::PyObject {
+    if nargs >= 1 {
+        stacks::py_enter(*args, |_| Enter::Start);
+    }
+    none()
+}
+
+unsafe extern "C" fn on_resume(
+    _slf: *mut ffi::PyObject,
+    args: *mut *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+) -> *mut ffi::PyObject {
+    if nargs >= 1 {
+        stacks::py_enter(*args, |_| Enter::Resume);
+    }
+    none()
+}
+
+unsafe extern "C" fn on_throw(
+    _slf: *mut ffi::PyObject,
+    args: *mut *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+) -> *mut ffi::PyObject {
+    if nargs >= 1 {
+        stacks::py_enter(*args, |_| Enter::Throw);
+    }
+    none()
+}
+
+unsafe extern "C" fn on_return(
+    _slf: *mut ffi::PyObject,
+    args: *mut *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+) -> *mut ffi::PyObject {
+    if nargs >= 1 {
+        stacks::py_leave(*args, |_| Leave::Return);
+    }
+    none()
+}
+
+unsafe extern "C" fn on_yield(
+    _slf: *mut ffi::PyObject,
+    args: *mut *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+) -> *mut ffi::PyObject {
+    if nargs >= 1 {
+        stacks::py_leave(*args, |_| Leave::Yield);
+    }
+    none()
+}
+
+unsafe extern "C" fn on_unwind(
+    _slf: *mut ffi::PyObject,
+    args: *mut *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+) -> *mut ffi::PyObject {
+    if nargs >= 1 {
+        stacks::py_leave(*args, |_| Leave::Unwind);
+    }
+    none()
+}
+
+unsafe extern "C" fn on_call(
+    _slf: *mut ffi::PyObject,
+    args: *mut *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+) -> *mut ffi::PyObject {
+    if nargs >= 4 {
+        let (callable, self_arg) = (*args.add(2), *args.add(3));
+        if let Some(def) = cfunction_def(callable, self_arg, MISSING.load(Ordering::Relaxed)) {
+            stacks::c_enter(def, callable, self_arg);
+        } else if FAST_BUILTINS.load(Ordering::Relaxed) && calls_python(callable) {
+            // builtins="fast": this site calls Python functions (or
+            // classes); stop reporting its calls (a built-in it calls later
+            // goes unseen).
+            return disable();
+        }
+    }
+    none()
+}
+
+/// A Python function or a class.
+#[inline(always)]
+unsafe fn calls_python(callable: *mut ffi::PyObject) -> bool {
+    ffi::Py_TYPE(callable) == std::ptr::addr_of_mut!(ffi::PyFunction_Type)
+        || ffi::PyType_Check(callable) != 0
+}
+
+/// `sys.monitoring.DISABLE`, a new reference.
+#[inline(always)]
+unsafe fn disable() -> *mut ffi::PyObject {
+    let d = DISABLE.load(Ordering::Relaxed);
+    if d.is_null() {
+        return none();
+    }
+    ffi::Py_INCREF(d);
+    d
+}
+
+unsafe extern "C" fn on_c_return(
+    _slf: *mut ffi::PyObject,
+    args: *mut *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+) -> *mut ffi::PyObject {
+    if nargs >= 4 {
+        let (callable, self_arg) = (*args.add(2), *args.add(3));
+        if let Some(def) = cfunction_def(callable, self_arg, MISSING.load(Ordering::Relaxed)) {
+            stacks::c_leave(def);
+        }
+    }
+    none()
+}
+
+type Callback = unsafe extern "C" fn(
+    *mut ffi::PyObject,
+    *mut *mut ffi::PyObject,
+    ffi::Py_ssize_t,
+) -> *mut ffi::PyObject;
+
+/// (event name in `sys.monitoring.events`, callback, only with builtins).
+const CALLBACKS: [(&str, &std::ffi::CStr, Callback, bool); 9] = [
+    ("PY_START", c"mtrace_py_start", on_start, false),
+    ("PY_RESUME", c"mtrace_py_resume", on_resume, false),
+    ("PY_THROW", c"mtrace_py_throw", on_throw, false),
+    ("PY_RETURN", c"mtrace_py_return", on_return, false),
+    ("PY_YIELD", c"mtrace_py_yield", on_yield, false),
+    ("PY_UNWIND", c"mtrace_py_unwind", on_unwind, false),
+    ("CALL", c"mtrace_call", on_call, true),
+    ("C_RETURN", c"mtrace_c_return", on_c_return, true),
+    ("C_RAISE", c"mtrace_c_raise", on_c_return, true),
+];
+
+/// The method definitions of the callbacks (CPython keeps pointers to them).
+struct Defs(Vec<ffi::PyMethodDef>);
+// SAFETY: written once, then only read (by CPython).
+unsafe impl Send for Defs {}
+unsafe impl Sync for Defs {}
+static DEFS: OnceLock<Defs> = OnceLock::new();
+
+fn defs() -> &'static Defs {
+    DEFS.get_or_init(|| {
+        Defs(
+            CALLBACKS
+                .iter()
+                .map(|&(_, name, f, _)| ffi::PyMethodDef {
+                    ml_name: name.as_ptr(),
+                    ml_meth: ffi::PyMethodDefPointer { PyCFunctionFast: f },
+                    ml_flags: ffi::METH_FASTCALL,
+                    ml_doc: std::ptr::null(),
+                })
+                .collect(),
+        )
+    })
+}
+
+/// Takes a tool id and registers the callbacks (the C ones only with
+/// `builtins`; `fast_builtins`: see [`FAST_BUILTINS`]).
+pub(crate) fn install(py: Python<'_>, builtins: bool, fast_builtins: bool) -> PyResult<()> {
+    if TOOL.load(Ordering::Relaxed) >= 0 {
+        return Ok(());
+    }
+    let mon = py.import("sys")?.getattr("monitoring")?;
+    let mut tool = None;
+    for id in TOOL_IDS {
+        if mon.call_method1("get_tool", (id,))?.is_none()
+            && mon.call_method1("use_tool_id", (id, "mtrace")).is_ok()
+        {
+            tool = Some(id);
+            break;
+        }
+    }
+    let Some(tool) = tool else {
+        let taken: Vec<String> = (0..6)
+            .map(|id| {
+                let name = mon
+                    .call_method1("get_tool", (id,))
+                    .and_then(|n| n.str().map(|s| s.to_string()))
+                    .unwrap_or_default();
+                format!("{id}: {name}")
+            })
+            .collect();
+        return Err(PyRuntimeError::new_err(format!(
+            "mtrace needs a sys.monitoring tool id, and every one is taken ({})",
+            taken.join(", ")
+        )));
+    };
+    MISSING.store(mon.getattr("MISSING")?.into_ptr(), Ordering::Relaxed);
+    DISABLE.store(mon.getattr("DISABLE")?.into_ptr(), Ordering::Relaxed);
+    FAST_BUILTINS.store(fast_builtins, Ordering::Relaxed);
+    let events = mon.getattr("events")?;
+    let mut mask: i64 = 0;
+    let result = (|| -> PyResult<()> {
+        for (def, &(event, _, _, c_only)) in defs().0.iter().zip(CALLBACKS.iter()) {
+            if c_only && !builtins {
+                continue;
+            }
+            // SAFETY: `def` is 'static; a PyCFunction without self or module.
+            let callable = unsafe {
+                Bound::from_owned_ptr_or_err(
+                    py,
+                    ffi::PyCFunction_NewEx(
+                        def as *const ffi::PyMethodDef as *mut ffi::PyMethodDef,
+                        std::ptr::null_mut(),
+                        std::ptr::null_mut(),
+                    ),
+                )?
+            };
+            let bit = events.getattr(event)?;
+            mon.call_method1("register_callback", (tool, &bit, callable))?;
+            mask |= bit.extract::<i64>()?;
+        }
+        mon.call_method1("set_events", (tool, mask))?;
+        Ok(())
+    })();
+    TOOL.store(tool, Ordering::Relaxed);
+    if let Err(e) = result {
+        uninstall(py)?;
+        return Err(e);
+    }
+    Ok(())
+}
+
+/// Unregisters the callbacks and frees the tool id.
+pub(crate) fn uninstall(py: Python<'_>) -> PyResult<()> {
+    let tool = TOOL.swap(-1, Ordering::Relaxed);
+    if tool < 0 {
+        return Ok(());
+    }
+    let mon = py.import("sys")?.getattr("monitoring")?;
+    mon.call_method1("set_events", (tool, 0))?;
+    let events = mon.getattr("events")?;
+    for &(event, _, _, _) in CALLBACKS.iter() {
+        mon.call_method1(
+            "register_callback",
+            (tool, events.getattr(event)?, py.None()),
+        )?;
+    }
+    // Sites disabled by builtins="fast" report again to the next tool.
+    mon.call_method0("restart_events")?;
+    mon.call_method1("free_tool_id", (tool,))?;
+    Ok(())
+}
+
+/// The tool id mtrace holds, if any.
+pub(crate) fn tool_id() -> Option<i64> {
+    let t = TOOL.load(Ordering::Relaxed);
+    (t >= 0).then_some(t)
+}

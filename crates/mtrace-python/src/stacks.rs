@@ -1,0 +1,867 @@
+//! Which stack an event belongs to, and the shadow stacks that keep the
+//! trace well nested. Both backends (`monitoring.rs` on 3.12+, `legacy.rs`
+//! on 3.11) turn CPython's events into the calls of this module:
+//!
+//! ```text
+//! py_enter(code, Start | Resume | Throw)    a Python frame starts or is resumed
+//! py_leave(code, Return | Yield | Unwind)   a Python frame returns, yields or unwinds
+//! c_enter(def) / c_leave(def)               a C function is called / returns or raises
+//! ```
+//!
+//! # Stacks
+//!
+//! A thread runs one of three levels of stack at a time:
+//!
+//! ```text
+//! level 0   the thread's own stack                      (always)
+//! level 1   a greenlet's, or a context-id callback's    (switched by greenlet.settrace / the callback)
+//! level 2   an asyncio task's                           (switched when the task's coroutine is resumed
+//!                                                         from the event loop, and when it suspends)
+//! ```
+//!
+//! Each level above 0 is an [`mtrace::LogicalStack`] held by a [`Context`]
+//! in a process-wide table; the thread keeps the shadow stack (function ids
+//! of the open frames) of the level it runs, and those of the levels below.
+//!
+//! # Conventions
+//!
+//! * A plain function is one call from its start to its return.
+//! * A generator's (and, outside a task, a coroutine's) every resumption is
+//!   a call of its own on the stack that resumes it, as cProfile counts it:
+//!   start/resume enter a frame, yield/return/unwind leave it.
+//! * On a task's stack, frames that suspend *to the event loop* stay open:
+//!   a coroutine is one call from its start to its return however often it
+//!   is resumed, and the time the task waits is `paused` of its frames. A
+//!   yield is only known to go to the loop when every frame down to the one
+//!   the loop resumed (the *anchor*) has yielded too; until then it is
+//!   *pending*, and the next other event makes the pending frames ordinary
+//!   exits (a generator or `async for` yielding to its caller inside the
+//!   task). When the loop resumes a task, the frames above the anchor get
+//!   their resume events one by one: those are not calls.
+//! * Returns whose call was not recorded (frames open when recording began)
+//!   are ignored, as cProfile ignores them.
+//!
+//! # Threads
+//!
+//! All per-thread state is thread-local, the tables are behind mutexes, and
+//! a [`Context`] is used by one thread at a time (`busy`, set under the
+//! table's lock): nothing here relies on the GIL, so the module can declare
+//! itself free-threading safe.
+
+use std::cell::UnsafeCell;
+use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
+use std::mem::{self, ManuallyDrop};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use mtrace::{FunctionId, LogicalStack, SwitchGuard};
+use pyo3::ffi;
+
+use crate::registry::{self, lock, Entry, PtrHasher, PtrMap};
+
+/// Events are turned into trace events (a recording runs).
+pub(crate) static ACTIVE: AtomicBool = AtomicBool::new(false);
+/// Asyncio tasks run on stacks of their own.
+pub(crate) static TASKS: AtomicBool = AtomicBool::new(true);
+/// Incremented by every start: a thread's state from an older session is
+/// cleared on its first event of the new one.
+pub(crate) static SESSION: AtomicU64 = AtomicU64::new(0);
+/// The context-id callback (null: none), a strong reference.
+pub(crate) static CALLBACK: AtomicPtr<ffi::PyObject> = AtomicPtr::new(std::ptr::null_mut());
+
+/// How a Python frame is entered.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Enter {
+    Start,
+    Resume,
+    Throw,
+}
+
+/// How a Python frame is left.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Leave {
+    Return,
+    Yield,
+    Unwind,
+}
+
+/// What a [`Context`] stands for (part of its key in the table).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub(crate) enum Kind {
+    Task,
+    Greenlet,
+    Callback,
+}
+
+/// A logical stack: an asyncio task's, a greenlet's or a callback context's.
+pub(crate) struct Context {
+    key: (Kind, usize),
+    name: String,
+    stack: LogicalStack,
+    /// Open frames while no thread runs it.
+    shadow: Vec<u32>,
+    /// A thread runs it (another thread asking for it stays where it is).
+    busy: bool,
+    session: u64,
+    /// Task stacks: the position of the frame the event loop resumed.
+    anchor: usize,
+    /// Frames above the running one still to get their resume events.
+    suspended: usize,
+    /// Frames on top that yielded, to their caller or (if the anchor
+    /// follows) to the loop.
+    pending: usize,
+    /// The position the loop's next resumption lands on.
+    resume_at: usize,
+}
+
+/// Keyed by the owner's address (and kind), hashed as the code-object caches are.
+type Table = HashMap<(Kind, usize), Box<Context>, BuildHasherDefault<PtrHasher>>;
+static CONTEXTS: Mutex<Option<Table>> = Mutex::new(None);
+
+/// A context a thread runs.
+struct Running {
+    context: *mut Context,
+    guard: Option<SwitchGuard<'static>>,
+}
+
+/// One thread's state.
+pub(crate) struct Thread {
+    session: u64,
+    codes: PtrMap<Entry>,
+    cfuncs: PtrMap<u32>,
+    /// Open frames of the stack the thread runs.
+    shadow: Vec<u32>,
+    /// Level 1, and the thread's own frames while it runs.
+    ctx: Option<Running>,
+    below_ctx: Vec<u32>,
+    /// The callback's last answer (0: the thread's own stack).
+    callback_value: u64,
+    /// Level 2: the tasks whose steps run, innermost last (a task started
+    /// eagerly runs its first step inside another task's step), each with
+    /// the frames of the stack below it.
+    tasks: Vec<(Running, Vec<u32>)>,
+}
+
+thread_local! {
+    // No destructor, so the hot path reaches it without a registration
+    // check; `CLEANUP`, touched once per thread, frees its contents.
+    static THREAD: UnsafeCell<ManuallyDrop<Thread>> =
+        const { UnsafeCell::new(ManuallyDrop::new(Thread::empty())) };
+    static CLEANUP: Cleanup = const { Cleanup };
+}
+
+/// Frees a thread's state when the thread exits.
+struct Cleanup;
+
+impl Drop for Cleanup {
+    fn drop(&mut self) {
+        let _ = THREAD.try_with(|cell| {
+            // SAFETY: the thread is exiting: no event callback runs on it any more.
+            let t = unsafe { &mut *cell.get() };
+            // Frames left open on a task or greenlet stay with its context.
+            unsafe { leave_ctx(t, false) };
+            drop(mem::replace(&mut **t, Thread::empty()));
+        });
+    }
+}
+
+/// Runs `f` on the calling thread's state (not at all while the thread is
+/// being torn down, nor when nothing records).
+///
+/// # Safety
+/// The thread must be attached to the interpreter; `f` must not re-enter.
+#[inline(always)]
+unsafe fn with_thread(f: impl FnOnce(&mut Thread)) {
+    if !ACTIVE.load(Ordering::Relaxed) {
+        return;
+    }
+    let _ = THREAD.try_with(|cell| {
+        // SAFETY: only this thread touches its state, and no caller holds a
+        // reference across a call back into this module (event callbacks do
+        // not nest: CPython does not report events while one runs).
+        let t = &mut *cell.get();
+        let session = SESSION.load(Ordering::Relaxed);
+        if t.session != session {
+            reset_thread(t, session);
+        }
+        if !CALLBACK.load(Ordering::Relaxed).is_null() {
+            follow_callback(t);
+        } else if t.callback_value != 0 {
+            leave_ctx(t, false);
+            t.callback_value = 0;
+        }
+        f(t)
+    });
+}
+
+impl Thread {
+    const fn empty() -> Thread {
+        Thread {
+            session: 0,
+            codes: HashMap::with_hasher(std::hash::BuildHasherDefault::new()),
+            cfuncs: HashMap::with_hasher(std::hash::BuildHasherDefault::new()),
+            shadow: Vec::new(),
+            ctx: None,
+            below_ctx: Vec::new(),
+            callback_value: 0,
+            tasks: Vec::new(),
+        }
+    }
+
+    #[inline(always)]
+    unsafe fn entry(&mut self, code: *mut ffi::PyObject) -> Entry {
+        match self.codes.get(&(code as usize)) {
+            Some(&e) => e,
+            None => {
+                let e = registry::code_entry(code);
+                self.codes.insert(code as usize, e);
+                e
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn push(&mut self, id: u32) {
+        self.shadow.push(id);
+        mtrace::enter(FunctionId(id));
+    }
+
+    /// Leaves the top frame if it is `id` (else the call was not recorded).
+    #[inline(always)]
+    fn pop_if_top(&mut self, id: u32) -> bool {
+        if self.shadow.last() == Some(&id) {
+            self.shadow.pop();
+            mtrace::exit(FunctionId(id));
+            true
+        } else {
+            false
+        }
+    }
+
+    /// The running task's context, if the thread runs one.
+    #[inline(always)]
+    fn task_context(&mut self) -> Option<&'static mut Context> {
+        // SAFETY: a busy context is only used by the thread running it, and
+        // never removed from the table while busy.
+        self.tasks.last().map(|(r, _)| unsafe { &mut *r.context })
+    }
+
+    /// The frames that yielded to their caller, not to the loop: they left.
+    #[inline(always)]
+    fn settle(&mut self, c: &mut Context) {
+        c.suspended = 0;
+        if c.pending != 0 {
+            self.settle_pending(c);
+        }
+    }
+
+    #[cold]
+    fn settle_pending(&mut self, c: &mut Context) {
+        for _ in 0..c.pending {
+            if let Some(id) = self.shadow.pop() {
+                mtrace::exit(FunctionId(id));
+            }
+        }
+        c.pending = 0;
+    }
+}
+
+/// A Python frame starts or resumes; `how` is asked only for generators and coroutines.
+///
+/// # Safety
+/// Attached to the interpreter; `code` is a code object.
+#[inline(always)]
+pub(crate) unsafe fn py_enter(code: *mut ffi::PyObject, how: impl FnOnce(Entry) -> Enter) {
+    with_thread(|t| {
+        let e = t.entry(code);
+        if let Some(c) = t.task_context() {
+            if e.resumable {
+                let how = how(e);
+                if how != Enter::Start && c.suspended > 0 && c.pending == 0 {
+                    // The next frame of the await chain the loop resumed.
+                    c.suspended -= 1;
+                    return;
+                }
+                // Eager tasks exist from 3.12 on.
+                if cfg!(Py_3_12) && how == Enter::Start && e.coroutine && tasks_on() {
+                    t.settle(c);
+                    if enter_other_task(t, c, e) {
+                        return;
+                    }
+                }
+            }
+            t.settle(c);
+            t.push(e.id);
+        } else if e.coroutine && tasks_on() {
+            let how = how(e);
+            if !enter_task_for(t, e, how) {
+                t.push(e.id);
+            }
+        } else {
+            t.push(e.id);
+        }
+    })
+}
+
+/// A Python frame returns, yields or unwinds; `how` is asked only for
+/// generators and coroutines.
+///
+/// # Safety
+/// Attached to the interpreter; `code` is a code object.
+#[inline(always)]
+pub(crate) unsafe fn py_leave(code: *mut ffi::PyObject, how: impl FnOnce(Entry) -> Leave) {
+    with_thread(|t| {
+        let e = t.entry(code);
+        if let Some(c) = t.task_context() {
+            let how = if e.resumable { how(e) } else { Leave::Return };
+            leave_on_task(t, c, e, how);
+        } else if !t.pop_if_top(e.id) && e.coroutine && tasks_on() {
+            // 3.11 resumes a coroutine whose awaited coroutine returned after a
+            // throw without reporting it: its return comes with the thread on
+            // its own stack, the frame open on the task's.
+            let how = how(e);
+            if how != Leave::Yield && enter_task_for_leave(t, e) {
+                if let Some(c) = t.task_context() {
+                    leave_on_task(t, c, e, how);
+                }
+            }
+        }
+    })
+}
+
+unsafe fn leave_on_task(t: &mut Thread, c: &mut Context, e: Entry, how: Leave) {
+    if how == Leave::Yield {
+        c.suspended = 0;
+        let len = t.shadow.len();
+        if len > c.pending && t.shadow[len - 1 - c.pending] == e.id {
+            c.pending += 1;
+        }
+        if len.saturating_sub(c.pending) <= c.anchor {
+            // Every frame down to the anchor yielded: the task suspends to the loop.
+            c.pending = 0;
+            c.resume_at = c.anchor;
+            leave_task(t, false);
+        }
+        return;
+    }
+    t.settle(c);
+    t.pop_if_top(e.id);
+    let len = t.shadow.len();
+    if len <= c.anchor {
+        c.resume_at = len.saturating_sub(1);
+        leave_task(t, len == 0);
+    }
+}
+
+/// A C function is called.
+///
+/// # Safety
+/// Attached; `def` from [`registry::cfunction_def`] for these arguments.
+#[inline(always)]
+pub(crate) unsafe fn c_enter(
+    def: usize,
+    callable: *mut ffi::PyObject,
+    self_arg: *mut ffi::PyObject,
+) {
+    with_thread(|t| {
+        let id = match t.cfuncs.get(&def) {
+            Some(&id) => id,
+            None => {
+                let id = registry::cfunction_id(def, callable, self_arg);
+                t.cfuncs.insert(def, id);
+                id
+            }
+        };
+        if let Some(c) = t.task_context() {
+            t.settle(c);
+        }
+        t.push(id);
+    })
+}
+
+/// A C function returns or raises.
+///
+/// # Safety
+/// Attached; `def` from [`registry::cfunction_def`].
+#[inline(always)]
+pub(crate) unsafe fn c_leave(def: usize) {
+    with_thread(|t| {
+        let Some(&id) = t.cfuncs.get(&def) else {
+            return;
+        };
+        if let Some(c) = t.task_context() {
+            t.settle(c);
+        }
+        t.pop_if_top(id);
+    })
+}
+
+// ---------------------------------------------------------------- tasks
+
+/// A coroutine starts or resumes on a thread that runs no task: if the
+/// event loop runs a task's step, switch onto the task's stack. False if
+/// no task runs (the caller records the event on the current stack).
+unsafe fn enter_task_for(t: &mut Thread, e: Entry, how: Enter) -> bool {
+    let task = current_task();
+    if task.is_null() {
+        return false;
+    }
+    enter_this_task(t, task, e, how)
+}
+
+/// A coroutine starts on a task's stack: if the current task is another
+/// one (a task started eagerly, whose first step runs inside this step),
+/// its stack goes on top until its first suspension. Costs a look-up of
+/// the current task per coroutine start on a task's stack.
+#[cold]
+unsafe fn enter_other_task(t: &mut Thread, running: &Context, e: Entry) -> bool {
+    let task = current_task();
+    if task.is_null() {
+        return false;
+    }
+    if running.key == (Kind::Task, task as usize) {
+        ffi::Py_DECREF(task);
+        return false;
+    }
+    enter_this_task(t, task, e, Enter::Start)
+}
+
+/// Switches onto `task`'s stack (a new reference, consumed) for a coroutine
+/// event; false if another thread runs it.
+unsafe fn enter_this_task(t: &mut Thread, task: *mut ffi::PyObject, e: Entry, how: Enter) -> bool {
+    let context = acquire(Kind::Task, task as usize, how == Enter::Start, || {
+        task_name(task)
+    });
+    ffi::Py_DECREF(task);
+    let Some(context) = context else {
+        return false;
+    };
+    enter_task(t, context);
+    let c = &mut *context;
+    let len = t.shadow.len();
+    let at = match how {
+        Enter::Start => None,
+        Enter::Resume if t.shadow.get(c.resume_at) == Some(&e.id) => Some(c.resume_at),
+        Enter::Resume | Enter::Throw => t.shadow.iter().rposition(|&f| f == e.id),
+    };
+    c.pending = 0;
+    match at {
+        Some(p) => {
+            c.anchor = p;
+            c.suspended = len - p - 1;
+        }
+        None => {
+            c.anchor = len;
+            c.suspended = 0;
+            t.push(e.id);
+        }
+    }
+    true
+}
+
+/// A coroutine returns on a thread that runs no task: switch onto the
+/// current task's stack if the frame is open on top of it.
+unsafe fn enter_task_for_leave(t: &mut Thread, e: Entry) -> bool {
+    let task = current_task();
+    if task.is_null() {
+        return false;
+    }
+    let context = acquire(Kind::Task, task as usize, false, || task_name(task));
+    ffi::Py_DECREF(task);
+    let Some(context) = context else {
+        return false;
+    };
+    if (*context).shadow.last() != Some(&e.id) {
+        release(context, false);
+        return false;
+    }
+    enter_task(t, context);
+    let c = &mut *context;
+    c.anchor = t.shadow.len() - 1;
+    c.suspended = 0;
+    c.pending = 0;
+    true
+}
+
+unsafe fn enter_task(t: &mut Thread, context: *mut Context) {
+    let c = &mut *context;
+    let below = mem::replace(&mut t.shadow, mem::take(&mut c.shadow));
+    // SAFETY: the context is boxed and stays in the table while busy; the
+    // guard is dropped (in `leave_task`) before it is released.
+    let stack: &'static mut LogicalStack = &mut *(&mut c.stack as *mut LogicalStack);
+    let running = Running {
+        context,
+        guard: Some(stack.enter()),
+    };
+    t.tasks.push((running, below));
+}
+
+/// Leaves the innermost task's stack for the stack below it.
+unsafe fn leave_task(t: &mut Thread, finished: bool) {
+    if let Some((mut r, below)) = t.tasks.pop() {
+        drop(r.guard.take());
+        let c = &mut *r.context;
+        c.shadow = mem::replace(&mut t.shadow, below);
+        release(r.context, finished);
+    }
+}
+
+/// The asyncio functions `_get_running_loop` and `current_task`, once
+/// asyncio is imported (strong references, kept for the process).
+static ASYNCIO: AtomicPtr<[*mut ffi::PyObject; 2]> = AtomicPtr::new(std::ptr::null_mut());
+
+/// The task whose step runs on this thread (a new reference), or null.
+unsafe fn current_task() -> *mut ffi::PyObject {
+    let mut funcs = ASYNCIO.load(Ordering::Acquire);
+    if funcs.is_null() {
+        funcs = find_asyncio();
+        if funcs.is_null() {
+            return std::ptr::null_mut();
+        }
+    }
+    let [get_loop, current] = *funcs;
+    let lp = ffi::PyObject_CallNoArgs(get_loop);
+    if lp.is_null() {
+        ffi::PyErr_Clear();
+        return std::ptr::null_mut();
+    }
+    if lp == ffi::Py_None() {
+        ffi::Py_DECREF(lp);
+        return std::ptr::null_mut();
+    }
+    let task = ffi::PyObject_CallOneArg(current, lp);
+    ffi::Py_DECREF(lp);
+    if task.is_null() {
+        ffi::PyErr_Clear();
+        return std::ptr::null_mut();
+    }
+    if task == ffi::Py_None() {
+        ffi::Py_DECREF(task);
+        return std::ptr::null_mut();
+    }
+    task
+}
+
+#[cold]
+unsafe fn find_asyncio() -> *mut [*mut ffi::PyObject; 2] {
+    let name = ffi::PyUnicode_FromString(c"asyncio".as_ptr());
+    if name.is_null() {
+        ffi::PyErr_Clear();
+        return std::ptr::null_mut();
+    }
+    let module = ffi::PyImport_GetModule(name);
+    ffi::Py_DECREF(name);
+    if module.is_null() {
+        ffi::PyErr_Clear();
+        return std::ptr::null_mut();
+    }
+    let get_loop = ffi::PyObject_GetAttrString(module, c"_get_running_loop".as_ptr());
+    let current = ffi::PyObject_GetAttrString(module, c"current_task".as_ptr());
+    ffi::Py_DECREF(module);
+    if get_loop.is_null() || current.is_null() {
+        ffi::PyErr_Clear();
+        ffi::Py_XDECREF(get_loop);
+        ffi::Py_XDECREF(current);
+        return std::ptr::null_mut();
+    }
+    let funcs = Box::into_raw(Box::new([get_loop, current]));
+    match ASYNCIO.compare_exchange(
+        std::ptr::null_mut(),
+        funcs,
+        Ordering::AcqRel,
+        Ordering::Acquire,
+    ) {
+        Ok(_) => funcs,
+        Err(theirs) => {
+            // Another thread found them first; ours are leaked (twice at most).
+            theirs
+        }
+    }
+}
+
+/// `task.get_name()`, or "task".
+unsafe fn task_name(task: *mut ffi::PyObject) -> String {
+    let name = ffi::PyObject_CallMethod(task, c"get_name".as_ptr(), std::ptr::null());
+    text_of(name).unwrap_or_else(|| "task".to_owned())
+}
+
+/// The str of a new reference (consumed), or None (error cleared).
+pub(crate) unsafe fn text_of(obj: *mut ffi::PyObject) -> Option<String> {
+    if obj.is_null() {
+        ffi::PyErr_Clear();
+        return None;
+    }
+    let s = ffi::PyObject_Str(obj);
+    ffi::Py_DECREF(obj);
+    if s.is_null() {
+        ffi::PyErr_Clear();
+        return None;
+    }
+    let mut size: ffi::Py_ssize_t = 0;
+    let data = ffi::PyUnicode_AsUTF8AndSize(s, &mut size);
+    let out = if data.is_null() {
+        ffi::PyErr_Clear();
+        None
+    } else {
+        let bytes = std::slice::from_raw_parts(data.cast::<u8>(), size.max(0) as usize);
+        Some(String::from_utf8_lossy(bytes).into_owned())
+    };
+    ffi::Py_DECREF(s);
+    out
+}
+
+// ---------------------------------------------------------------- the table
+
+/// Takes the context of `key` for this thread (creating it, named by
+/// `name`, the first time). `fresh`: a coroutine starts on it, which may be
+/// the first one of a new owner at the address of a dead one (a task
+/// destroyed while pending): a context under another name is replaced. None
+/// if another thread runs it.
+unsafe fn acquire(
+    kind: Kind,
+    key: usize,
+    fresh: bool,
+    name: impl FnOnce() -> String,
+) -> Option<*mut Context> {
+    let session = SESSION.load(Ordering::Relaxed);
+    {
+        let mut table = lock(&CONTEXTS);
+        if let Some(c) = table
+            .get_or_insert_with(Table::default)
+            .get_mut(&(kind, key))
+        {
+            if c.busy {
+                return None;
+            }
+            if !fresh {
+                c.busy = true;
+                if c.session != session {
+                    c.session = session;
+                    c.shadow.clear();
+                    c.anchor = 0;
+                    c.suspended = 0;
+                    c.pending = 0;
+                    c.resume_at = 0;
+                }
+                return Some(&mut **c as *mut Context);
+            }
+        }
+    }
+    // Named outside the lock: naming calls into Python.
+    let name = name();
+    let mut table = lock(&CONTEXTS);
+    let table = table.get_or_insert_with(Table::default);
+    if let Some(c) = table.get_mut(&(kind, key)) {
+        if c.busy {
+            return None;
+        }
+        if c.name == name {
+            c.busy = true;
+            if c.session != session {
+                c.session = session;
+                c.shadow.clear();
+                c.anchor = 0;
+                c.suspended = 0;
+                c.pending = 0;
+                c.resume_at = 0;
+            }
+            return Some(&mut **c as *mut Context);
+        }
+    }
+    let mut c = Box::new(Context {
+        key: (kind, key),
+        stack: LogicalStack::new(name.clone()),
+        name,
+        shadow: Vec::new(),
+        busy: true,
+        session,
+        anchor: 0,
+        suspended: 0,
+        pending: 0,
+        resume_at: 0,
+    });
+    let ptr = &mut *c as *mut Context;
+    // Replacing a stale context drops it: no thread runs it (not busy).
+    table.insert((kind, key), c);
+    Some(ptr)
+}
+
+/// Gives a context back; `finished` removes it from the table.
+unsafe fn release(context: *mut Context, finished: bool) {
+    let mut table = lock(&CONTEXTS);
+    let key = (*context).key;
+    if finished {
+        if let Some(t) = table.as_mut() {
+            t.remove(&key);
+        }
+    } else {
+        (*context).busy = false;
+    }
+}
+
+// ---------------------------------------------------------------- level 1
+
+unsafe fn enter_ctx(t: &mut Thread, context: *mut Context) {
+    leave_ctx(t, false);
+    let c = &mut *context;
+    t.below_ctx = mem::replace(&mut t.shadow, mem::take(&mut c.shadow));
+    // SAFETY: as in `enter_task`.
+    let stack: &'static mut LogicalStack = &mut *(&mut c.stack as *mut LogicalStack);
+    t.ctx = Some(Running {
+        context,
+        guard: Some(stack.enter()),
+    });
+}
+
+unsafe fn leave_ctx(t: &mut Thread, finished: bool) {
+    while !t.tasks.is_empty() {
+        leave_task(t, false);
+    }
+    if let Some(mut r) = t.ctx.take() {
+        drop(r.guard.take());
+        let c = &mut *r.context;
+        c.shadow = mem::replace(&mut t.shadow, mem::take(&mut t.below_ctx));
+        release(r.context, finished);
+    }
+}
+
+/// Asks the context-id callback which context runs, and switches the thread
+/// onto that context's stack when it changed.
+#[cold]
+unsafe fn follow_callback(t: &mut Thread) {
+    let callback = CALLBACK.load(Ordering::Acquire);
+    let result = ffi::PyObject_CallNoArgs(callback);
+    let value = if result.is_null() {
+        ffi::PyErr_Clear();
+        0
+    } else {
+        let v = if result == ffi::Py_None() {
+            0
+        } else {
+            ffi::PyLong_AsUnsignedLongLongMask(result)
+        };
+        ffi::Py_DECREF(result);
+        if !ffi::PyErr_Occurred().is_null() {
+            ffi::PyErr_Clear();
+        }
+        v as u64
+    };
+    if value == t.callback_value {
+        return;
+    }
+    leave_ctx(t, false);
+    t.callback_value = 0;
+    if value == 0 {
+        return;
+    }
+    if let Some(context) = acquire(Kind::Callback, value as usize, false, || {
+        format!("context {value}")
+    }) {
+        enter_ctx(t, context);
+        t.callback_value = value;
+    }
+}
+
+/// A greenlet switch (from greenlet's trace hook): the thread leaves the
+/// `origin` greenlet's stack for `target`'s (its own stack when `target`
+/// is a main greenlet). A dead `origin`'s stack is dropped.
+///
+/// # Safety
+/// Attached; the pointers are only used as keys.
+pub(crate) unsafe fn greenlet_switch(
+    origin: usize,
+    origin_dead: bool,
+    target: usize,
+    target_is_main: bool,
+    name: impl FnOnce() -> String,
+) {
+    with_thread(|t| {
+        let finished = origin_dead
+            && t.ctx
+                .as_ref()
+                .is_some_and(|r| (*r.context).key == (Kind::Greenlet, origin));
+        leave_ctx(t, finished);
+        if origin_dead && !finished {
+            let mut table = lock(&CONTEXTS);
+            if let Some(table) = table.as_mut() {
+                if table
+                    .get(&(Kind::Greenlet, origin))
+                    .is_some_and(|c| !c.busy)
+                {
+                    table.remove(&(Kind::Greenlet, origin));
+                }
+            }
+        }
+        if !target_is_main {
+            if let Some(context) = acquire(Kind::Greenlet, target, false, name) {
+                enter_ctx(t, context);
+            }
+        }
+    })
+}
+
+// ---------------------------------------------------------------- sessions
+
+/// The thread's first event of a session: forget the last session's frames.
+#[cold]
+unsafe fn reset_thread(t: &mut Thread, session: u64) {
+    // Registers the destructor that frees the state at thread exit.
+    let _ = CLEANUP.try_with(|_| ());
+    leave_ctx(t, false);
+    t.callback_value = 0;
+    t.shadow.clear();
+    t.below_ctx.clear();
+    t.session = session;
+}
+
+/// Closes the frames still open on the calling thread (every level it
+/// runs), as cProfile's `disable()` does, and takes it back to its own stack.
+///
+/// # Safety
+/// Attached to the interpreter.
+pub(crate) unsafe fn close_calling_thread() {
+    let _ = THREAD.try_with(|cell| {
+        let t = &mut *cell.get();
+        if t.session != SESSION.load(Ordering::Relaxed) {
+            return;
+        }
+        let close = |t: &mut Thread| {
+            while let Some(id) = t.shadow.pop() {
+                mtrace::exit(FunctionId(id));
+            }
+        };
+        close(t);
+        while !t.tasks.is_empty() {
+            leave_task(t, false);
+            close(t);
+        }
+        leave_ctx(t, false);
+        close(t);
+    });
+}
+
+/// Starts a session: asyncio tasks on stacks of their own or not.
+pub(crate) fn start_session(tasks: bool) {
+    TASKS.store(tasks, Ordering::Relaxed);
+    SESSION.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Sets the context-id callback (a new reference, or null), releasing the old one.
+///
+/// # Safety
+/// Attached to the interpreter.
+pub(crate) unsafe fn set_callback(callback: *mut ffi::PyObject) {
+    let old = CALLBACK.swap(callback, Ordering::AcqRel);
+    if !old.is_null() {
+        // Another thread may still be calling it: keep it alive (leaked).
+        let _ = old;
+    }
+}
+
+/// Asyncio tasks get stacks of their own: asked for, and no context-id
+/// callback set (a callback decides the stacks itself).
+#[inline(always)]
+fn tasks_on() -> bool {
+    TASKS.load(Ordering::Relaxed) && CALLBACK.load(Ordering::Relaxed).is_null()
+}

@@ -1,0 +1,418 @@
+"""Which stack each frame lands on: threads (also those running before
+``enable()``), asyncio tasks, greenlets, generators; and the ``sys.monitoring``
+backend living next to cProfile. Through the real ``mtrace`` module, the real
+``mtanalyze`` (``--format json``) and, for parity, the real cProfile.
+
+Run with ``crates/mtrace-python/run-tests.sh`` or, with the module installed
+and ``MTANALYZE`` naming the analyzer, ``python -m unittest discover -s
+crates/mtrace-python/tests -v``.
+"""
+
+import importlib
+import os
+import subprocess
+import sys
+import unittest
+
+from test_mtrace import Case, load, run
+
+
+def function(report, name):
+    """The one row of `name` in a report's function table."""
+    rows = [f for f in report["functions"] if f["function"] == name]
+    if len(rows) != 1:
+        raise AssertionError(f"{len(rows)} rows named {name!r}: {report['functions']}")
+    return rows[0]
+
+
+class StackCase(Case):
+    def record(self, name, text, *args):
+        """Runs a script that records itself into the path it gets as argv[1];
+        returns the JSON report (with its stacks)."""
+        script = self.script(name, text)
+        trace = self.path(name + ".bin")
+        done = run([sys.executable, script, trace, *args], cwd=self.dir)
+        report = self.report(trace)
+        self.assertEqual(report["warnings"], [], "the trace needed no repair")
+        return report, done
+
+
+class Threads(StackCase):
+    def test_threads_running_before_enable_are_recorded(self):
+        report, _ = self.record("early.py", """
+            import sys, threading, mtrace
+
+            def work(n):
+                return sum(i * i for i in range(n))
+
+            def worker(go, done):
+                go.wait()
+                work(2000)
+                done.wait()
+
+            go, done = threading.Event(), threading.Event()
+            threads = [threading.Thread(target=worker, args=(go, done), name=f"early-{i}")
+                       for i in range(3)]
+            for t in threads:
+                t.start()
+            mtrace.enable(sys.argv[1])   # the threads are already waiting
+            go.set()
+            work(10)
+            done.set()
+            for t in threads:
+                t.join()
+            mtrace.disable()
+        """)
+        work = function(report, "work")
+        self.assertEqual((work["ncalls"], work["primitive_calls"]), (4, 4), work)
+        threads = [s for s in report["stacks"] if s["id"].startswith("thread:")]
+        self.assertGreaterEqual(len(threads), 4, report["stacks"])
+
+    def test_threads_started_with__thread_are_recorded(self):
+        report, _ = self.record("raw.py", """
+            import sys, _thread, threading, mtrace
+
+            def work(n, done):
+                sum(i for i in range(n))
+                done.release()
+
+            mtrace.enable(sys.argv[1])
+            locks = []
+            for _ in range(2):
+                done = threading.Lock()
+                done.acquire()
+                locks.append(done)
+                _thread.start_new_thread(work, (1000, done))
+            for done in locks:
+                done.acquire()
+            mtrace.disable()
+        """)
+        work = function(report, "work")
+        self.assertEqual(work["ncalls"], 2, work)
+
+
+ASYNC_FETCH = """
+    import asyncio, sys, mtrace
+    N, D = int(sys.argv[2]), float(sys.argv[3])
+
+    async def fetch(i):
+        await asyncio.sleep(D)
+        await asyncio.sleep(0)
+        return i
+
+    async def main():
+        named = [asyncio.create_task(fetch(i), name=f"fetch-{i}") for i in range(N)]
+        unnamed = [asyncio.ensure_future(fetch(i)) for i in range(N)]
+        names = [t.get_name() for t in named + unnamed]
+        await asyncio.gather(*named, *unnamed)
+        return names
+
+    mtrace.enable(sys.argv[1])
+    names = asyncio.run(main())
+    mtrace.disable()
+    print(" ".join(names))
+"""
+
+
+class AsyncioTasks(StackCase):
+    def test_each_task_is_one_stack_and_each_coroutine_one_call(self):
+        n, d = 6, 0.03
+        report, done = self.record("fetch.py", ASYNC_FETCH, str(n), str(d))
+        fetch = function(report, "fetch")
+        # 2n tasks each call fetch once, however often it is resumed.
+        self.assertEqual((fetch["ncalls"], fetch["primitive_calls"]), (2 * n, 2 * n), fetch)
+        # Every task sleeps d at least: that is paused time of fetch.
+        self.assertGreaterEqual(fetch["paused_ns"], 2 * n * d * 1e9, fetch)
+        names = done.stdout.split()
+        self.assertEqual(len(names), 2 * n)
+        stacks = {s["name"]: s for s in report["stacks"] if s["id"].startswith("stack:")}
+        for name in names:
+            self.assertIn(name, stacks, f"no stack named {name!r}: {sorted(stacks)}")
+        self.assertTrue(any(name.startswith("Task-") for name in names), names)
+        # Each task's stack holds its own fetch only (depth: fetch, sleep, ...).
+        for name in names:
+            self.assertGreaterEqual(stacks[name]["switches_in"], 2, stacks[name])
+        # The task that ran main() awaited everything: main is one call too.
+        main = function(report, "main")
+        self.assertEqual(main["ncalls"], 1, main)
+        self.assertGreaterEqual(main["paused_ns"], d * 1e9, main)
+
+    @unittest.skipIf(sys.version_info < (3, 12), "eager tasks are 3.12+")
+    def test_eager_tasks_get_their_own_stacks_too(self):
+        # An eager task runs its first step inside its creator's step (as
+        # aiohttp's request handlers do): it must still be one call, on its
+        # own stack, paused while it sleeps.
+        n, d = 5, 0.02
+        report, _ = self.record("eager.py", """
+            import asyncio, sys, mtrace
+            N, D = int(sys.argv[2]), float(sys.argv[3])
+
+            async def fetch(i):
+                await asyncio.sleep(D)
+                return i
+
+            async def main():
+                asyncio.get_running_loop().set_task_factory(asyncio.eager_task_factory)
+                tasks = [asyncio.create_task(fetch(i), name=f"eager-{i}") for i in range(N)]
+                await asyncio.gather(*tasks)
+
+            mtrace.enable(sys.argv[1])
+            asyncio.run(main())
+            mtrace.disable()
+        """, str(n), str(d))
+        fetch = function(report, "fetch")
+        self.assertEqual((fetch["ncalls"], fetch["primitive_calls"]), (n, n), fetch)
+        self.assertGreaterEqual(fetch["paused_ns"], n * d * 1e9, fetch)
+        # One stack per task (create_task names an eager task only after
+        # its first step, so the stacks have the default Task-N names).
+        logical = [s for s in report["stacks"] if s["id"].startswith("stack:")]
+        self.assertGreaterEqual(len(logical), n + 1, report["stacks"])
+
+    def test_tasks_off_counts_resumptions_as_cprofile_does(self):
+        report, _ = self.record("off.py", """
+            import asyncio, sys, mtrace
+
+            async def step():
+                await asyncio.sleep(0)
+                await asyncio.sleep(0)
+
+            async def main():
+                await asyncio.gather(*(step() for _ in range(3)))
+
+            mtrace.enable(sys.argv[1], tasks=False)
+            asyncio.run(main())
+            mtrace.disable()
+        """)
+        step = function(report, "step")
+        # Started, resumed twice: three calls per coroutine.
+        self.assertEqual(step["ncalls"], 9, step)
+        logical = [s for s in report["stacks"] if s["id"].startswith("stack:")]
+        self.assertEqual(logical, [], "no task stacks with tasks=False")
+
+    def test_cancelled_tasks_and_async_generators_stay_well_nested(self):
+        report, _ = self.record("cancel.py", """
+            import asyncio, sys, mtrace
+
+            async def ticks(n):
+                for i in range(n):
+                    await asyncio.sleep(0)
+                    yield i
+
+            async def consume():
+                total = 0
+                async for i in ticks(3):
+                    total += i
+                return total
+
+            async def waits_forever():
+                try:
+                    await asyncio.sleep(60)
+                except asyncio.CancelledError:
+                    await asyncio.sleep(0)
+                    raise
+
+            async def main():
+                t = asyncio.create_task(waits_forever(), name="victim")
+                await asyncio.sleep(0)
+                t.cancel()
+                try:
+                    await t
+                except asyncio.CancelledError:
+                    pass
+                return await asyncio.gather(consume(), consume())
+
+            mtrace.enable(sys.argv[1])
+            asyncio.run(main())
+            mtrace.disable()
+        """)
+        self.assertEqual(function(report, "waits_forever")["ncalls"], 1)
+        self.assertEqual(function(report, "consume")["ncalls"], 2)
+        # An async generator follows the generator convention: a call per
+        # resumption (3 yields and the final StopAsyncIteration, plus the
+        # resumptions after each sleep), never left open.
+        ticks = function(report, "ticks")
+        self.assertGreaterEqual(ticks["ncalls"], 2 * 4, ticks)
+        victim = [s for s in report["stacks"] if s["name"] == "victim"]
+        self.assertEqual(len(victim), 1, report["stacks"])
+
+
+class Generators(StackCase):
+    GEN = """
+        import sys
+
+        def squares(n):
+            for i in range(n):
+                yield i * i
+
+        def consume():
+            total = 0
+            for x in squares(10):
+                total += x
+            g = squares(5)
+            next(g)
+            next(g)
+            g.close()
+            return total
+
+        def main():
+            for _ in range(3):
+                consume()
+
+        if sys.argv[1:] == ["cprofile"]:
+            import cProfile
+            cProfile.run("main()", sys.argv[0] + ".prof")
+        else:
+            import mtrace
+            with mtrace.profile(sys.argv[1]):
+                main()
+    """
+
+    def test_each_resumption_of_a_generator_is_a_call_as_in_cprofile(self):
+        report, _ = self.record("gen.py", self.GEN)
+        squares = function(report, "squares")
+        script = self.path("gen.py")
+        run([sys.executable, script, "cprofile"], cwd=self.dir)
+        theirs = {k: v for k, v in load(script + ".prof").items() if k[0] == script}
+        # Per consume(): 10 yields + the exhausting resumption = 11 calls,
+        # then 2 resumptions, and the close: a throw into the frame before
+        # 3.13, nothing from 3.13 on (a generator suspended outside any try
+        # block is closed without running it).
+        per_consume = 13 if sys.version_info >= (3, 13) else 14
+        self.assertEqual((squares["ncalls"], squares["primitive_calls"]),
+                         (3 * per_consume, 3 * per_consume), squares)
+        self.assertEqual(theirs[(script, 4)][:2], (3 * per_consume, 3 * per_consume),
+                         "cProfile counts the same")
+
+
+class Greenlets(StackCase):
+    @classmethod
+    def setUpClass(cls):
+        try:
+            importlib.import_module("greenlet")
+            return
+        except ImportError:
+            pass
+        done = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "greenlet"],
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            raise unittest.SkipTest(
+                "greenlet is not installed and `pip install greenlet` failed "
+                f"(the greenlet test did NOT run): {done.stderr.strip()[-300:]}")
+        importlib.invalidate_caches()
+
+    def test_each_greenlet_runs_on_a_stack_of_its_own(self):
+        report, _ = self.record("green.py", """
+            import sys, mtrace
+            mtrace.enable(sys.argv[1])   # before the import: the tracer waits for it
+            import greenlet
+
+            def ping(n):
+                for i in range(n):
+                    pong_g.switch(i)
+
+            def pong(_):
+                while True:
+                    answer(ping_g.switch())
+
+            def answer(i):
+                return i
+
+            ping_g = greenlet.greenlet(ping)
+            pong_g = greenlet.greenlet(pong)
+            ping_g.switch(5)
+            mtrace.disable()
+        """)
+        ping, pong = function(report, "ping"), function(report, "pong")
+        # Both stay one call however often they switch away and back.
+        self.assertEqual(ping["ncalls"], 1, ping)
+        self.assertEqual(pong["ncalls"], 1, pong)
+        self.assertGreater(pong["paused_ns"], 0, pong)
+        greenlets = [s for s in report["stacks"] if s["id"].startswith("stack:")]
+        self.assertEqual(sorted(s["name"] for s in greenlets), ["greenlet-1", "greenlet-2"],
+                         report["stacks"])
+        # ping -> switch, pong -> answer / switch: nothing of the switching
+        # machinery piles up on a greenlet's stack.
+        for s in greenlets:
+            self.assertLessEqual(s["max_depth"], 2, s)
+        # ping's frame stays open on its own stack while pong runs: its
+        # paused time covers pong's turns.
+        self.assertGreater(ping["paused_ns"], 0, ping)
+
+
+class FastBuiltins(StackCase):
+    @unittest.skipIf(sys.version_info < (3, 12), "builtins='fast' is sys.monitoring's")
+    def test_fast_builtins_still_count_every_python_call_and_steady_builtins(self):
+        report, _ = self.record("fast.py", """
+            import sys, mtrace
+
+            class Box:
+                def __init__(self, items):
+                    self.items = items
+
+            def size(box):
+                return len(box.items)
+
+            def walk(n):
+                return 0 if n == 0 else size(Box([n])) + walk(n - 1)
+
+            mtrace.enable(sys.argv[1], builtins="fast")
+            for _ in range(10):
+                walk(50)
+            mtrace.disable()
+        """)
+        self.assertEqual(function(report, "walk")["ncalls"], 510)
+        self.assertEqual(function(report, "size")["ncalls"], 500)
+        self.assertEqual(function(report, "Box.__init__")["ncalls"], 500)
+        # The site in size() only ever calls len: every call is recorded.
+        self.assertEqual(function(report, "<built-in method builtins.len>")["ncalls"], 500)
+
+
+class NextToCProfile(StackCase):
+    @unittest.skipIf(sys.version_info < (3, 12), "sys.monitoring is 3.12+")
+    def test_mtrace_and_cprofile_run_in_one_process(self):
+        report, done = self.record("both.py", """
+            import cProfile, pstats, sys, io, mtrace
+            from mtrace import _mtrace
+
+            def fib(n):
+                return n if n < 2 else fib(n - 1) + fib(n - 2)
+
+            mtrace.enable(sys.argv[1])
+            tool = _mtrace.tool_id()
+            p = cProfile.Profile()
+            p.enable()
+            fib(15)
+            p.disable()
+            mtrace.disable()
+            out = io.StringIO()
+            stats = pstats.Stats(p, stream=out).stats
+            calls = [v[1] for k, v in stats.items() if k[2] == "fib"]
+            print(tool, calls[0])
+        """)
+        tool, cprofile_calls = done.stdout.split()
+        self.assertEqual(report["warnings"], [])
+        self.assertNotEqual(int(tool), 2, "mtrace must not take cProfile's tool id")
+        self.assertEqual(int(cprofile_calls), 1973)
+        self.assertEqual(function(report, "fib")["ncalls"], 1973)
+
+    @unittest.skipIf(sys.version_info < (3, 12), "sys.monitoring is 3.12+")
+    def test_no_free_tool_id_is_one_clear_error(self):
+        script = self.script("taken.py", """
+            import sys, mtrace
+            for tool in (0, 1, 3, 4, 5):
+                sys.monitoring.use_tool_id(tool, f"other-{tool}")
+            try:
+                mtrace.enable(sys.argv[1])
+            except RuntimeError as e:
+                print(e)
+            else:
+                raise SystemExit("enable() should have failed")
+            assert not mtrace.is_enabled()
+        """)
+        done = run([sys.executable, script, self.path("taken.bin")], cwd=self.dir)
+        self.assertIn("every one is taken", done.stdout)
+        self.assertIn("other-3", done.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()
