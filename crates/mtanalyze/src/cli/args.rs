@@ -139,13 +139,17 @@ impl From<DiffSortArg> for DiffSortKey {
     }
 }
 
-/// Which stacks to replay, and with which clock: shared by every command
-/// that analyzes one trace.
+/// `--clock`, for every command that analyzes.
 #[derive(Args, Debug)]
-pub(crate) struct SelectArgs {
-    /// Which time counts as running [default: the trace's preferred clock, else stack].
+pub(crate) struct ClockArgs {
+    /// Which time counts as running [default: the trace's preferred clock (for diff: both traces'), else stack].
     #[arg(long, value_enum)]
     pub(crate) clock: Option<ClockArg>,
+}
+
+/// Which stacks to replay: shared by every command that analyzes one trace.
+#[derive(Args, Debug)]
+pub(crate) struct SelectArgs {
     /// Only stacks that ran on this thread (repeatable).
     #[arg(long = "thread", value_name = "TID")]
     pub(crate) threads: Vec<u64>,
@@ -165,13 +169,13 @@ pub(crate) struct CollapseArgs {
 /// The library's options from the command line's: the one place they are
 /// built. `select`: none for `diff`, which compares whole traces.
 pub(crate) fn analyze_options(
-    clock: Option<ClockArg>,
+    clock: &ClockArgs,
     select: Option<&SelectArgs>,
     paths: PathMode,
     collapse: Option<CollapseArg>,
 ) -> AnalyzeOptions {
     AnalyzeOptions {
-        clock: clock.map(Clock::from),
+        clock: clock.clock.map(Clock::from),
         threads: select.map(|s| s.threads.clone()).unwrap_or_default(),
         stacks: select.map(|s| s.stack_ids.clone()).unwrap_or_default(),
         paths,
@@ -198,6 +202,8 @@ pub(crate) struct ReportArgs {
     /// The trace: an mtrace binary trace, JSON lines or Chrome trace JSON (detected from the content).
     #[arg(required = true, value_name = "TRACE")]
     pub(crate) trace: Option<PathBuf>,
+    #[command(flatten)]
+    pub(crate) clock: ClockArgs,
     #[command(flatten)]
     pub(crate) select: SelectArgs,
     /// Order of the function rows (numbers largest first, names A to Z) [default: tottime]; with --stacks, of the stack rows (by running time, paused time, events or name) [default: by id].
@@ -275,9 +281,8 @@ pub(crate) struct DiffArgs {
     /// The trace after the change.
     #[arg(value_name = "NEW")]
     pub(crate) new: PathBuf,
-    /// Which time counts as running, for both traces [default: the traces' preferred clock, else stack].
-    #[arg(long, value_enum)]
-    pub(crate) clock: Option<ClockArg>,
+    #[command(flatten)]
+    pub(crate) clock: ClockArgs,
     /// Order of the rows: by the size of a column's change, either way, largest first (names A to Z).
     #[arg(long, value_enum, default_value_t = DiffSortArg::Tottime)]
     pub(crate) sort: DiffSortArg,
@@ -333,6 +338,8 @@ pub(crate) struct FlamegraphArgs {
     #[arg(short, long, value_name = "OUT.svg")]
     pub(crate) output: Option<PathBuf>,
     #[command(flatten)]
+    pub(crate) clock: ClockArgs,
+    #[command(flatten)]
     pub(crate) select: SelectArgs,
     /// One tower per thread or stack, under its name.
     #[arg(long)]
@@ -355,6 +362,8 @@ pub(crate) struct ExportArgs {
     /// Where to write it [default: stdout].
     #[arg(short, long, value_name = "OUT")]
     pub(crate) output: Option<PathBuf>,
+    #[command(flatten)]
+    pub(crate) clock: ClockArgs,
     #[command(flatten)]
     pub(crate) select: SelectArgs,
 }

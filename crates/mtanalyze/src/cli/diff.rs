@@ -48,7 +48,7 @@ pub(crate) fn diff(args: &DiffArgs, out: &mut dyn Write) -> Result<(), Failure> 
     } else {
         PathMode::Off
     };
-    let options = analyze_options(args.clock, None, paths, args.collapse.recursion);
+    let options = analyze_options(&args.clock, None, paths, args.collapse.recursion);
     let analyze = |path: &Path| -> Result<Report, Failure> {
         mtanalyze::analyze(&load(path)?, &options).map_err(message)
     };

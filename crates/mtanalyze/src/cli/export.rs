@@ -17,7 +17,7 @@ pub(crate) fn flamegraph(args: &FlamegraphArgs, out: &mut dyn Write) -> Result<(
         PathMode::Merged
     };
     let options = analyze_options(
-        args.select.clock,
+        &args.clock,
         Some(&args.select),
         paths,
         args.collapse.recursion,
@@ -34,7 +34,7 @@ pub(crate) fn flamegraph(args: &FlamegraphArgs, out: &mut dyn Write) -> Result<(
 
 pub(crate) fn export(args: &ExportArgs, out: &mut dyn Write) -> Result<(), Failure> {
     let target = Output::new(args.output.as_deref(), &[&args.trace])?;
-    let options = analyze_options(args.select.clock, Some(&args.select), PathMode::Off, None);
+    let options = analyze_options(&args.clock, Some(&args.select), PathMode::Off, None);
     if args.format == ExportFormat::Callgrind {
         let report = analyze(&args.trace, &options)?;
         target.write(out, |w| render::callgrind::callgrind(w, &report))?;

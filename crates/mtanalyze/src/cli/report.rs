@@ -51,7 +51,7 @@ pub(crate) fn report(args: &ReportArgs, out: &mut dyn Write) -> Result<(), Failu
         (true, true) => PathMode::PerStack,
     };
     let options = analyze_options(
-        args.select.clock,
+        &args.clock,
         Some(&args.select),
         paths,
         args.collapse.recursion,
