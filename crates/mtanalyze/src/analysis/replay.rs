@@ -58,14 +58,15 @@ impl ReplayContext<'_, '_> {
     }
 }
 
-/// Replays one stack's segments (sorted by start) into `tally`, showing
-/// `observer` every frame and running stretch; returns the stack's
-/// statistics (unnamed: see [`stack_name`]) and any problems.
+/// Replays one stack's segments (`segment(j)` is its `j`-th in start
+/// order, `None` past the last) into `tally`, showing `observer` every
+/// frame and running stretch; returns the stack's statistics (unnamed: see
+/// [`stack_name`]) and any problems.
 #[allow(clippy::too_many_arguments)]
-pub(super) fn replay_stack<O: Observer>(
+pub(super) fn replay_stack<'s, O: Observer>(
     ctx: &ReplayContext<'_, '_>,
     key: StackKey,
-    segments: &[&Segment],
+    segment: impl Fn(usize) -> Option<&'s Segment>,
     tally: &mut Tally,
     warnings: &mut Warnings,
     paths_root: u32,
@@ -75,13 +76,14 @@ pub(super) fn replay_stack<O: Observer>(
     let mut stack = StackReplay::new(tally, paths_root, observer);
     // Where the stack's last stretch left the gil timeline.
     let mut gil_hint = 0;
-    for (i, seg) in segments.iter().enumerate() {
+    let mut i = 0;
+    while let Some(seg) = segment(i) {
         // Segments (and their events) are scattered: start loading the
         // ones after this while it replays.
-        if let Some(&later) = segments.get(i + 2) {
+        if let Some(later) = segment(i + 2) {
             prefetch((later as *const Segment).cast());
         }
-        if let Some(next) = segments.get(i + 1) {
+        if let Some(next) = segment(i + 1) {
             let chunks = &ctx.decoded.threads[next.thread as usize].chunks;
             if let Some(c) = chunks.get(next.start.chunk as usize) {
                 let at = c.events_offset as usize + next.start.event as usize * EVENT_SIZE;
@@ -141,6 +143,7 @@ pub(super) fn replay_stack<O: Observer>(
                 stack.end_linear(ctx.clock, start_ns, seg_end_ns);
             }
         }
+        i += 1;
     }
     stack.finish(ctx.clock, key, end_ns)
 }

@@ -239,9 +239,16 @@ impl<'a> Analysis<'a> {
             gil: self.gil.as_ref(),
             end_tick: self.prep.end_tick,
         };
-        let segs = self.stack_segments(i);
+        // The segments through their handles: no list of them per stack
+        // (half a million tasks would make half a million small vectors).
+        let handles = &self.order[self.stacks.get(i)?.1.clone()];
+        let passes = &self.prep.passes;
+        let segment = |j: usize| {
+            let &(t, k) = handles.get(j)?;
+            Some(&passes[t as usize].segments[k as usize])
+        };
         Some(replay_stack(
-            &ctx, key, &segs, tally, warnings, paths_root, observer,
+            &ctx, key, segment, tally, warnings, paths_root, observer,
         ))
     }
 
