@@ -189,6 +189,28 @@ class AsyncioTasks(StackCase):
         logical = [s for s in report["stacks"] if s["id"].startswith("stack:")]
         self.assertEqual(logical, [], "no task stacks with tasks=False")
 
+    def test_the_command_line_takes_tasks_on_or_off(self):
+        # `python -m mtrace` records tasks as stacks by default; --no-tasks
+        # counts resumptions as cProfile does, with no task stacks.
+        script = self.script("cli_tasks.py", """
+            import asyncio
+
+            async def step():
+                await asyncio.sleep(0)
+                await asyncio.sleep(0)
+
+            async def main():
+                await asyncio.gather(*(step() for _ in range(3)))
+
+            asyncio.run(main())
+        """)
+        for flags, calls, task_stacks in (([], 3, True), (["--no-tasks"], 9, False)):
+            report = self.report(self.mtrace(*flags, script))
+            step = function(report, "step")
+            self.assertEqual(step["ncalls"], calls, (flags, step))
+            logical = [s for s in report["stacks"] if s["id"].startswith("stack:")]
+            self.assertEqual(bool(logical), task_stacks, (flags, report["stacks"]))
+
     def test_cancelled_tasks_and_async_generators_stay_well_nested(self):
         report, _ = self.record("cancel.py", """
             import asyncio, sys, mtrace
@@ -340,6 +362,30 @@ class Greenlets(StackCase):
 
 
 class FastBuiltins(StackCase):
+    def test_the_command_line_takes_fast_builtins(self):
+        # One call site calls a Python function first, then a built-in:
+        # --fast-builtins (3.12+) stops watching that site for C calls, so
+        # len goes unseen there; on 3.11 the flag records everything.
+        script = self.script("cli_fast.py", """
+            def f(x):
+                return 0
+
+            for h in [f, len] * 50:
+                h([1, 2])
+        """)
+        def len_calls(report):
+            return sum(r["ncalls"] for r in report["functions"]
+                       if r["function"] == "<built-in method builtins.len>")
+        default = self.report(self.mtrace(script))
+        fast = self.report(self.mtrace("--fast-builtins", script))
+        self.assertEqual(function(default, "f")["ncalls"], 50)
+        self.assertEqual(function(fast, "f")["ncalls"], 50)
+        self.assertEqual(len_calls(default), 50)
+        if sys.version_info >= (3, 12):
+            self.assertLess(len_calls(fast), 50)
+        else:
+            self.assertEqual(len_calls(fast), 50)
+
     @unittest.skipIf(sys.version_info < (3, 12), "builtins='fast' is sys.monitoring's")
     def test_fast_builtins_still_count_every_python_call_and_steady_builtins(self):
         report, _ = self.record("fast.py", """

@@ -31,7 +31,8 @@ class Parser(argparse.ArgumentParser):
 def main(argv=None):
     parser = Parser(
         prog=PROG,
-        usage="%(prog)s [-o trace.bin] [--capacity 256M] [--ring] [--no-builtins] "
+        usage="%(prog)s [-o trace.bin] [--capacity 256M] [--ring] "
+        "[--no-builtins | --fast-builtins] [--no-tasks] "
         "(script.py | -m module) [args ...]",
         description="Record every thread of a Python program into an mtrace trace "
         "(read it with `mtanalyze TRACE`, or `mtanalyze TRACE --format pstats -o out.prof`).",
@@ -44,8 +45,16 @@ def main(argv=None):
                         help="bytes of events, e.g. 64M or 1G (default 256M)")
     parser.add_argument("--ring", action="store_true",
                         help="keep the end of the run when the file is full (default: the beginning)")
-    parser.add_argument("--no-builtins", dest="builtins", action="store_false",
-                        help="do not record C functions")
+    builtins = parser.add_mutually_exclusive_group()
+    builtins.add_argument("--no-builtins", dest="builtins", action="store_false",
+                          help="do not record C functions")
+    builtins.add_argument("--fast-builtins", dest="builtins", action="store_const",
+                          const="fast",
+                          help="3.12+: stop watching a call site for C functions once it "
+                          "calls a Python function (fewer callbacks; may miss built-ins)")
+    parser.add_argument("--no-tasks", dest="tasks", action="store_false",
+                        help="asyncio coroutines counted as cProfile counts them "
+                        "(each resumption a call), no stack per task")
     parser.add_argument("target", help="the script (or, with -m, the module)")
     parser.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
     options = parser.parse_args(argv)
@@ -82,7 +91,7 @@ def main(argv=None):
         }
     try:
         mtrace.enable(options.outfile, capacity=options.capacity, ring=options.ring,
-                      builtins=options.builtins)
+                      builtins=options.builtins, tasks=options.tasks)
     except (ValueError, OSError, RuntimeError) as e:
         # The recording could not start (bad --capacity, unwritable -o):
         # the program has not run yet.
