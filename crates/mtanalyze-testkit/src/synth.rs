@@ -52,21 +52,34 @@ pub struct SynthOptions {
     pub seed: u64,
 }
 
-/// Writes the synthetic trace to `path`; returns the number of events.
-pub fn generate(
-    args: &SynthOptions,
+/// The generators' trace writer.
+type Writer = TraceWriter<BufWriter<File>>;
+
+/// A writer into a new file at `path` and the generator's random numbers
+/// for `seed`.
+fn start(
     path: &Path,
     cmdline: String,
-) -> Result<u64, Box<dyn std::error::Error>> {
+    seed: u64,
+) -> Result<(Writer, Rng), Box<dyn std::error::Error>> {
     let out = BufWriter::with_capacity(1 << 20, File::create(path)?);
-    let mut w = TraceWriter::new(
+    let w = TraceWriter::new(
         out,
         WriterOptions {
             cmdline,
             ..Default::default()
         },
     )?;
-    let mut rng = Rng(args.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+    Ok((w, Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1)))
+}
+
+/// Writes the synthetic trace to `path`; returns the number of events.
+pub fn generate(
+    args: &SynthOptions,
+    path: &Path,
+    cmdline: String,
+) -> Result<u64, Box<dyn std::error::Error>> {
+    let (mut w, mut rng) = start(path, cmdline, args.seed)?;
     let fns: Vec<FunctionId> = (0..args.functions.max(4))
         .map(|i| {
             let module = format!("app::m{}", i % 17);
@@ -220,15 +233,7 @@ pub fn generate_tasks(
     path: &Path,
     cmdline: String,
 ) -> Result<u64, Box<dyn std::error::Error>> {
-    let out = BufWriter::with_capacity(1 << 20, File::create(path)?);
-    let mut w = TraceWriter::new(
-        out,
-        WriterOptions {
-            cmdline,
-            ..Default::default()
-        },
-    )?;
-    let mut rng = Rng(args.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1);
+    let (mut w, mut rng) = start(path, cmdline, args.seed)?;
     // The example's functions, as the recorder names them.
     let file = "crates/mtrace/examples/async_tasks.rs";
     let module = "async_tasks";

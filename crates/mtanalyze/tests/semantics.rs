@@ -341,6 +341,18 @@ fn steps() -> impl Strategy<Value = Vec<(u8, u8, u8)>> {
     proptest::collection::vec((any::<u8>(), any::<u8>(), any::<u8>()), 0..160)
 }
 
+/// The engine, fed `lines` as JSON lines, gives the literal reference's
+/// report under every clock.
+fn engine_matches_reference(lines: &[reference::Line]) -> Result<(), TestCaseError> {
+    let text = to_jsonl(lines);
+    for clock in [RefClock::Stack, RefClock::Gil, RefClock::Wall] {
+        let want = reference::reference(lines, clock, None);
+        let got = as_ref_report(&run_jsonl(&text, engine_clock(clock)));
+        prop_assert_eq!(&got, &want, "clock {:?}\n{}", clock, text);
+    }
+    Ok(())
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
 
@@ -353,13 +365,7 @@ proptest! {
     ) {
         let g = generate(threads, stacks, functions, &steps);
         prop_assume!(!g.lines.is_empty());
-        let lines = shuffle_threads(&g.lines, seed);
-        let text = to_jsonl(&lines);
-        for clock in [RefClock::Stack, RefClock::Gil, RefClock::Wall] {
-            let want = reference::reference(&lines, clock, None);
-            let got = as_ref_report(&run_jsonl(&text, engine_clock(clock)));
-            prop_assert_eq!(&got, &want, "clock {:?}\n{}", clock, text);
-        }
+        engine_matches_reference(&shuffle_threads(&g.lines, seed))?;
     }
 
     /// Binary and JSON-lines input of the same events give the same report.
@@ -921,13 +927,7 @@ proptest! {
     ) {
         let g = generate_many(threads, tasks, functions, &steps);
         prop_assume!(!g.lines.is_empty());
-        let lines = shuffle_threads(&g.lines, seed);
-        let text = to_jsonl(&lines);
-        for clock in [RefClock::Stack, RefClock::Gil, RefClock::Wall] {
-            let want = reference::reference(&lines, clock, None);
-            let got = as_ref_report(&run_jsonl(&text, engine_clock(clock)));
-            prop_assert_eq!(&got, &want, "clock {:?}\n{}", clock, text);
-        }
+        engine_matches_reference(&shuffle_threads(&g.lines, seed))?;
     }
 
     /// The same traces as binary files in 1 KiB chunks (a task's open

@@ -61,71 +61,31 @@ unsafe fn none() -> *mut ffi::PyObject {
     ffi::Py_None()
 }
 
-unsafe extern "C" fn on_start(
-    _slf: *mut ffi::PyObject,
-    args: *mut *mut ffi::PyObject,
-    nargs: ffi::Py_ssize_t,
-) -> *mut ffi::PyObject {
-    if nargs >= 1 {
-        stacks::py_enter(*args, |_| Enter::Start);
-    }
-    none()
+/// A `sys.monitoring` callback (METH_FASTCALL) for a Python-frame event:
+/// its first argument is the code object, passed to `stacks::$handler`
+/// with what happened. Each must be a function of its own (one
+/// `PyMethodDef` per event).
+macro_rules! frame_callback {
+    ($name:ident, $handler:ident, $what:expr) => {
+        unsafe extern "C" fn $name(
+            _slf: *mut ffi::PyObject,
+            args: *mut *mut ffi::PyObject,
+            nargs: ffi::Py_ssize_t,
+        ) -> *mut ffi::PyObject {
+            if nargs >= 1 {
+                stacks::$handler(*args, |_| $what);
+            }
+            none()
+        }
+    };
 }
 
-unsafe extern "C" fn on_resume(
-    _slf: *mut ffi::PyObject,
-    args: *mut *mut ffi::PyObject,
-    nargs: ffi::Py_ssize_t,
-) -> *mut ffi::PyObject {
-    if nargs >= 1 {
-        stacks::py_enter(*args, |_| Enter::Resume);
-    }
-    none()
-}
-
-unsafe extern "C" fn on_throw(
-    _slf: *mut ffi::PyObject,
-    args: *mut *mut ffi::PyObject,
-    nargs: ffi::Py_ssize_t,
-) -> *mut ffi::PyObject {
-    if nargs >= 1 {
-        stacks::py_enter(*args, |_| Enter::Throw);
-    }
-    none()
-}
-
-unsafe extern "C" fn on_return(
-    _slf: *mut ffi::PyObject,
-    args: *mut *mut ffi::PyObject,
-    nargs: ffi::Py_ssize_t,
-) -> *mut ffi::PyObject {
-    if nargs >= 1 {
-        stacks::py_leave(*args, |_| Leave::Return);
-    }
-    none()
-}
-
-unsafe extern "C" fn on_yield(
-    _slf: *mut ffi::PyObject,
-    args: *mut *mut ffi::PyObject,
-    nargs: ffi::Py_ssize_t,
-) -> *mut ffi::PyObject {
-    if nargs >= 1 {
-        stacks::py_leave(*args, |_| Leave::Yield);
-    }
-    none()
-}
-
-unsafe extern "C" fn on_unwind(
-    _slf: *mut ffi::PyObject,
-    args: *mut *mut ffi::PyObject,
-    nargs: ffi::Py_ssize_t,
-) -> *mut ffi::PyObject {
-    if nargs >= 1 {
-        stacks::py_leave(*args, |_| Leave::Unwind);
-    }
-    none()
-}
+frame_callback!(on_start, py_enter, Enter::Start);
+frame_callback!(on_resume, py_enter, Enter::Resume);
+frame_callback!(on_throw, py_enter, Enter::Throw);
+frame_callback!(on_return, py_leave, Leave::Return);
+frame_callback!(on_yield, py_leave, Leave::Yield);
+frame_callback!(on_unwind, py_leave, Leave::Unwind);
 
 unsafe extern "C" fn on_call(
     _slf: *mut ffi::PyObject,

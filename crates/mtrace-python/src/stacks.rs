@@ -115,6 +115,22 @@ pub(crate) struct Context {
     resume_at: usize,
 }
 
+impl Context {
+    /// Takes the context into recording `session`: what an older recording
+    /// left open on it (its frames, the task bookkeeping) does not belong
+    /// to this one.
+    fn begin_session(&mut self, session: u64) {
+        if self.session != session {
+            self.session = session;
+            self.shadow.clear();
+            self.anchor = 0;
+            self.suspended = 0;
+            self.pending = 0;
+            self.resume_at = 0;
+        }
+    }
+}
+
 /// Keyed by the owner's address (and kind), hashed as the code-object caches are.
 type Table = HashMap<(Kind, usize), Box<Context>, BuildHasherDefault<PtrHasher>>;
 static CONTEXTS: Mutex<Option<Table>> = Mutex::new(None);
@@ -636,14 +652,7 @@ unsafe fn acquire(
             }
             if !fresh {
                 c.busy = true;
-                if c.session != session {
-                    c.session = session;
-                    c.shadow.clear();
-                    c.anchor = 0;
-                    c.suspended = 0;
-                    c.pending = 0;
-                    c.resume_at = 0;
-                }
+                c.begin_session(session);
                 return Some(&mut **c as *mut Context);
             }
         }
@@ -658,14 +667,7 @@ unsafe fn acquire(
         }
         if c.name == name {
             c.busy = true;
-            if c.session != session {
-                c.session = session;
-                c.shadow.clear();
-                c.anchor = 0;
-                c.suspended = 0;
-                c.pending = 0;
-                c.resume_at = 0;
-            }
+            c.begin_session(session);
             return Some(&mut **c as *mut Context);
         }
     }
