@@ -58,3 +58,70 @@ fn a_forked_child_leaves_the_parents_trace_alone() {
         ]
     );
 }
+
+#[test]
+fn a_child_recording_of_its_own_never_writes_into_the_parents_chunk() {
+    let _serial = serial();
+    let trace = TempTrace::new("fork-parent");
+    let child_trace = TempTrace::new("fork-child");
+    let recording =
+        mtrace::start(Config::new(trace.path()).capacity(1 << 20).chunk_size(4096)).unwrap();
+    let f = mtrace::register_function("parent-work", file!(), 1, module_path!());
+    mtrace::enter(f);
+    let mut go = [0 as libc::c_int; 2];
+    // SAFETY: a pipe into a valid two-int array.
+    assert_eq!(unsafe { libc::pipe(go.as_mut_ptr()) }, 0);
+    // SAFETY: the child waits on the pipe, records into a file of its own
+    // (the recorder is safe to start after fork: the parent's handler ran)
+    // and leaves with `_exit`.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0);
+    if pid == 0 {
+        let mut byte = 0u8;
+        // SAFETY: reading one byte from our end of the pipe.
+        unsafe { libc::read(go[0], (&mut byte as *mut u8).cast(), 1) };
+        // The forking thread still holds a chunk of the parent's file: a
+        // recording of its own must drop that hold without writing to it,
+        // though the parent has finished its file meanwhile.
+        let code = match mtrace::start(Config::new(child_trace.path()).capacity(1 << 20)) {
+            Ok(child) => {
+                for _ in 0..100 {
+                    mtrace::enter(f);
+                    mtrace::exit(f);
+                }
+                i32::from(child.finish().is_err())
+            }
+            Err(_) => 4,
+        };
+        // SAFETY: ends the child without running the parent's exit handlers.
+        unsafe { libc::_exit(code) };
+    }
+    // The parent goes on in its chunk and finishes before the child starts.
+    for _ in 0..50 {
+        mtrace::enter(f);
+        mtrace::exit(f);
+    }
+    mtrace::exit(f);
+    recording.finish().unwrap();
+    // SAFETY: one byte into our end of the pipe.
+    assert_eq!(unsafe { libc::write(go[1], [1u8].as_ptr().cast(), 1) }, 1);
+    let mut status = 0;
+    // SAFETY: waiting for our own child.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    assert!(libc::WIFEXITED(status));
+    assert_eq!(
+        libc::WEXITSTATUS(status),
+        0,
+        "the child recorded into its own file"
+    );
+
+    let d = decode(trace.path());
+    assert!(d.header.finished());
+    let tid = d.tid("a_child_recording_of_its_own_never_writes_into_the_parents_chunk");
+    let events = steps(&d, &d.events(tid));
+    // Start, the outer enter, 50 enter/exit pairs, the outer exit: all of
+    // them, whatever the child did after the parent finished.
+    assert_eq!(events.len(), 1 + 1 + 100 + 1, "{events:?}");
+    let child = decode(child_trace.path());
+    assert!(child.header.finished());
+}
