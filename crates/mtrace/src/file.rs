@@ -44,6 +44,8 @@ use crate::error::StartError;
 pub(crate) struct TraceMap {
     /// Kept (never dropped: the owner is leaked) so the range stays mapped.
     map: MmapMut,
+    /// The file, kept to cut off its unused end at finish.
+    file: File,
     base: *mut u8,
     pub chunks_offset: usize,
     pub meta_offset: usize,
@@ -125,6 +127,7 @@ impl TraceMap {
         let base = map.as_mut_ptr();
         let this = TraceMap {
             map,
+            file,
             base,
             chunks_offset,
             meta_offset,
@@ -238,8 +241,9 @@ impl TraceMap {
     /// the same address range is mapped again, in place, onto private
     /// anonymous memory, so a write through a stale pointer into the map
     /// (see the module doc) can no longer reach the file. Nothing may read
-    /// the map afterwards. If the system refuses, the range stays on the file.
-    pub fn detach(&self) {
+    /// the map afterwards. If the system refuses, the range stays on the
+    /// file: returns whether it let go.
+    pub fn detach(&self) -> bool {
         #[cfg(unix)]
         {
             #[cfg(target_os = "linux")]
@@ -250,7 +254,7 @@ impl TraceMap {
             // for the life of the process (the map is never dropped); MAP_FIXED
             // replaces its pages atomically, so a concurrent store lands in
             // either the file or the new memory, both writable.
-            unsafe {
+            let remapped = unsafe {
                 libc::mmap(
                     self.base as *mut libc::c_void,
                     self.map.len(),
@@ -260,7 +264,19 @@ impl TraceMap {
                     0,
                 )
             };
+            remapped != libc::MAP_FAILED
         }
+        #[cfg(not(unix))]
+        false
+    }
+
+    /// Cuts the file after its first `slots` chunk slots. Only once the map
+    /// is detached ([`TraceMap::detach`]): a write into the map past the
+    /// new end of the file would fault.
+    pub fn shrink_to(&self, slots: u64) -> io::Result<()> {
+        let len = (self.chunks_offset as u64)
+            .saturating_add(slots.saturating_mul(self.chunk_size as u64));
+        self.file.set_len(len)
     }
 }
 

@@ -201,16 +201,34 @@ fn finish(shared: &'static Shared) -> Result<Summary, FinishError> {
     map.write(H_CALIB_NS, &calib_ns.to_le_bytes());
     let flags = map.read_u32(H_FLAGS) | FLAG_FINISHED;
     map.write(H_FLAGS, &flags.to_le_bytes());
-    let summary = summarize(shared);
+    // A run that stopped before the file filled leaves no unused slots on
+    // disk: the header claims the slots chunks were claimed in (from 0, in
+    // claim order), and the file ends after them. A ring keeps its size:
+    // it is a fixed buffer. A claim racing with this lands past the new
+    // count, where readers do not look.
+    let used = (shared.mode == Mode::StopWhenFull).then(|| {
+        let claimed = map.counter(H_NEXT_SEQ).load(Ordering::Acquire);
+        claimed.min(map.chunk_count)
+    });
+    if let Some(used) = used {
+        map.write(H_CHUNK_COUNT, &used.to_le_bytes());
+    }
+    let mut summary = summarize(shared);
     let flushed = map.flush();
     // Threads may still hold pointers into the map: from here on their
     // writes must not reach the file, which a next recording to the same
     // path would truncate and map again.
-    map.detach();
+    let detached = map.detach();
     flushed.map_err(|source| FinishError::Sync {
         path: map.path.clone(),
         source,
     })?;
+    if let (Some(used), true) = (used, detached) {
+        // Best effort: a file left longer holds the same trace.
+        if map.shrink_to(used).is_ok() {
+            summary.chunk_count = used;
+        }
+    }
     Ok(summary)
 }
 
