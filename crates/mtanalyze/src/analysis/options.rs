@@ -51,16 +51,16 @@ pub enum AnalyzeError {
     },
 }
 
-pub(crate) fn wanted<'s>(
+pub(crate) fn wanted<'s, I: Iterator<Item = &'s Segment>>(
     key: &StackKey,
-    segs: impl FnOnce() -> Vec<&'s Segment>,
+    segs: impl FnOnce() -> I,
     names: &StackNames,
     opts: &AnalyzeOptions,
 ) -> bool {
     if let StackKey::Own(tid) = key {
         return own_stack_wanted(*tid, opts);
     }
-    let thread_ok = opts.threads.is_empty() || segs().iter().any(|s| opts.threads.contains(&s.tid));
+    let thread_ok = opts.threads.is_empty() || segs().any(|s| opts.threads.contains(&s.tid));
     let stack_ok = opts.stacks.is_empty()
         || opts.stacks.iter().any(|want| {
             *want == key.to_string()

@@ -13,7 +13,7 @@
 
 use mtrace_format::StackId;
 
-use crate::analysis::decode::Pos;
+use crate::analysis::decode::{ChunkRef, Pos};
 pub(crate) use crate::model::report::StackKey;
 
 /// The stack a thread runs after switching to `id`.
@@ -70,6 +70,21 @@ const _: () = assert!(std::mem::size_of::<Segment>() <= 64);
 pub(crate) const RUNS_TO_END: u64 = u64::MAX;
 
 impl Segment {
+    /// How many event slots the segment spans in its thread's `chunks`
+    /// (events cut by damage are counted): how much replaying it reads.
+    pub(crate) fn events(&self, chunks: &[ChunkRef]) -> u64 {
+        let (s, e) = (self.start, self.end);
+        let count = |c: u32| chunks.get(c as usize).map_or(0, |r| r.events as u64);
+        if s.chunk == e.chunk {
+            return (e.event as u64).saturating_sub(s.event as u64);
+        }
+        let mut n = count(s.chunk).saturating_sub(s.event as u64);
+        for c in s.chunk + 1..e.chunk {
+            n += count(c);
+        }
+        n + (e.event as u64).min(count(e.chunk))
+    }
+
     /// When the thread switched away, if it did.
     pub(crate) fn switched_away(&self) -> Option<u64> {
         (self.end_tick != RUNS_TO_END).then_some(self.end_tick)

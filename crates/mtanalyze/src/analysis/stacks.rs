@@ -89,7 +89,6 @@ pub(crate) fn group_by_stack(passes: &[ThreadPass]) -> (Vec<SegmentHandle>, Vec<
     }
     drop(local);
     // Merge each stack's per-thread runs by time.
-    let seg = |&(t, i): &SegmentHandle| &passes[t as usize].segments[i as usize];
     let mut groups: Vec<&mut [SegmentHandle]> = Vec::with_capacity(stacks.len());
     let mut rest: &mut [SegmentHandle] = &mut order;
     for w in starts.windows(2) {
@@ -99,7 +98,7 @@ pub(crate) fn group_by_stack(passes: &[ThreadPass]) -> (Vec<SegmentHandle>, Vec<
     }
     groups.into_par_iter().for_each(|g| {
         g.sort_by_key(|h| {
-            let s = seg(h);
+            let s = segment(passes, *h);
             (s.start_tick, s.tid, s.start)
         })
     });
@@ -111,15 +110,9 @@ pub(crate) fn group_by_stack(passes: &[ThreadPass]) -> (Vec<SegmentHandle>, Vec<
     (order, ranges)
 }
 
-/// The segments behind a range of handles from [`group_by_stack`].
-pub(crate) fn segments_of<'s>(
-    passes: &'s [ThreadPass],
-    handles: &[SegmentHandle],
-) -> Vec<&'s Segment> {
-    handles
-        .iter()
-        .map(|&(t, i)| &passes[t as usize].segments[i as usize])
-        .collect()
+/// The segment behind a handle from [`group_by_stack`].
+fn segment(passes: &[ThreadPass], (t, i): SegmentHandle) -> &Segment {
+    &passes[t as usize].segments[i as usize]
 }
 
 /// A trace decoded and segmented, with the stacks the options select,
@@ -163,7 +156,11 @@ impl<'a> Analysis<'a> {
         let stacks: Vec<_> = all
             .into_iter()
             .filter(|(k, range)| {
-                let segs = || segments_of(&prep.passes, &order[range.clone()]);
+                let segs = || {
+                    order[range.clone()]
+                        .iter()
+                        .map(|&h| segment(&prep.passes, h))
+                };
                 wanted(k, segs, &prep.decoded.stack_names, opts)
             })
             .collect();
@@ -212,12 +209,11 @@ impl<'a> Analysis<'a> {
         self.stacks.get(i).map(|(k, _)| *k)
     }
 
-    /// The segments of selected stack `i`, in time order.
-    pub(crate) fn stack_segments(&self, i: usize) -> Vec<&Segment> {
+    /// The handles of selected stack `i`'s segments, in time order.
+    fn handles(&self, i: usize) -> &[SegmentHandle] {
         self.stacks
             .get(i)
-            .map(|(_, range)| segments_of(&self.prep.passes, &self.order[range.clone()]))
-            .unwrap_or_default()
+            .map_or(&[], |(_, range)| &self.order[range.clone()])
     }
 
     /// Replays selected stack `i` into `tally` (made by [`Analysis::new_tally`]),
@@ -241,34 +237,22 @@ impl<'a> Analysis<'a> {
         };
         // The segments through their handles: no list of them per stack
         // (half a million tasks would make half a million small vectors).
-        let handles = &self.order[self.stacks.get(i)?.1.clone()];
-        let passes = &self.prep.passes;
-        let segment = |j: usize| {
-            let &(t, k) = handles.get(j)?;
-            Some(&passes[t as usize].segments[k as usize])
-        };
+        let handles = self.handles(i);
+        let nth = |j: usize| Some(segment(&self.prep.passes, *handles.get(j)?));
         Some(replay_stack(
-            &ctx, key, segment, tally, warnings, paths_root, observer,
+            &ctx, key, nth, tally, warnings, paths_root, observer,
         ))
     }
 
-    /// About how many events selected stack `i` holds (from its segments'
-    /// positions; events cut by damage are counted), to schedule big
-    /// stacks first.
+    /// How many event slots selected stack `i`'s segments span (events cut
+    /// by damage are counted): to schedule big stacks first, and the
+    /// exports' progress.
     pub(crate) fn stack_weight(&self, i: usize) -> u64 {
-        let Some((_, range)) = self.stacks.get(i) else {
-            return 0;
-        };
-        self.order[range.clone()]
+        self.handles(i)
             .iter()
-            .map(|&(t, j)| &self.prep.passes[t as usize].segments[j as usize])
-            .map(|s| {
-                let chunks = &self.prep.decoded.threads[s.thread as usize].chunks;
-                let spanned = chunks
-                    .get(s.start.chunk as usize..(s.end.chunk as usize).min(chunks.len()))
-                    .unwrap_or(&[]);
-                let whole: u64 = spanned.iter().map(|c| c.events as u64).sum();
-                (whole + s.end.event as u64).saturating_sub(s.start.event as u64)
+            .map(|&h| {
+                let s = segment(&self.prep.passes, h);
+                s.events(&self.prep.decoded.threads[s.thread as usize].chunks)
             })
             .sum()
     }

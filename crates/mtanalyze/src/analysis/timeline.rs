@@ -22,12 +22,11 @@
 //! exports, one stack at a time, so memory grows with the largest stack,
 //! not the trace.
 
-use crate::analysis::decode::{Decoded, FunctionEntry};
+use crate::analysis::decode::FunctionEntry;
 use crate::analysis::frames::Observer;
 use crate::analysis::options::{AnalyzeError, AnalyzeOptions};
 use crate::analysis::paths::ROOT;
 use crate::analysis::replay::stack_name;
-use crate::analysis::segment::Segment;
 use crate::analysis::stacks::Analysis;
 use crate::input::LoadedTrace;
 use crate::model::report::Clock;
@@ -107,14 +106,10 @@ impl<'a> Timelines<'a> {
         let stacks = (0..analysis.stack_count())
             .filter_map(|i| {
                 let key = analysis.stack_key(i)?;
-                let segs = analysis.stack_segments(i);
                 Some(TimelineStack {
                     id: key.to_string(),
                     name: stack_name(analysis.decoded(), key),
-                    events: segs
-                        .iter()
-                        .map(|s| segment_events(analysis.decoded(), s))
-                        .sum(),
+                    events: analysis.stack_weight(i),
                 })
             })
             .collect();
@@ -205,22 +200,6 @@ impl Observer for Collect {
     fn life(&mut self, start_ns: u64, end_ns: u64) {
         self.life = (start_ns, end_ns);
     }
-}
-
-/// About how many events a segment covers (chunk event counts between its
-/// start and end positions).
-fn segment_events(decoded: &Decoded<'_>, seg: &Segment) -> u64 {
-    let chunks = &decoded.threads[seg.thread as usize].chunks;
-    let (s, e) = (seg.start, seg.end);
-    let count = |c: u32| chunks.get(c as usize).map_or(0, |r| r.events as u64);
-    if s.chunk == e.chunk {
-        return (e.event as u64).saturating_sub(s.event as u64);
-    }
-    let mut n = count(s.chunk).saturating_sub(s.event as u64);
-    for c in s.chunk + 1..e.chunk {
-        n += count(c);
-    }
-    n + (e.event as u64).min(count(e.chunk))
 }
 
 /// The parts of `life` not covered by any of `running`.
