@@ -805,7 +805,10 @@ fn traces_preferring_different_clocks_need_clock() {
 
 #[test]
 fn diff_json_validates_against_its_schema() {
-    assert_documented("diff.schema.json", &["$.paths"]);
+    assert_documented(
+        "diff.schema.json",
+        &["$.paths", "ThreadSummary.lost_from_ns"],
+    );
     let dir = TempDir::new("diff-schema");
     let (base, new) = known(&dir);
     let random = dir.write("random.jsonl", random_trace(3));

@@ -59,6 +59,7 @@ fn report_json_has_the_documented_fields_with_integer_ns() {
             keys(f),
             [
                 "cumtime_ns",
+                "cut_short",
                 "file",
                 "function",
                 "line",
