@@ -226,8 +226,10 @@ fn gaps(mut running: Vec<(u64, u64)>, life: (u64, u64)) -> Vec<(u64, u64)> {
 /// cross its parent's end (only possible on broken input) is cut there.
 fn nest(frames: Vec<Slice>, paused: Vec<(u64, u64)>) -> Vec<Slice> {
     // Frames were collected as they closed, innermost first; their depth
-    // orders equal starts so parents come first. Paused stretches go last
-    // among equal intervals: they are always innermost.
+    // orders equal starts so parents come first. Paused stretches go after
+    // every frame that starts with them: they are always innermost, and a
+    // frame that begins (and perhaps ends) at the instant the stack is
+    // switched out ran before the switch, outside the pause.
     let mut all: Vec<(Slice, u32)> = frames.into_iter().map(|f| (f, f.depth)).collect();
     all.extend(paused.into_iter().map(|(s, e)| {
         let slice = Slice {
@@ -238,7 +240,10 @@ fn nest(frames: Vec<Slice>, paused: Vec<(u64, u64)>) -> Vec<Slice> {
         };
         (slice, u32::MAX)
     }));
-    all.sort_by_key(|(s, order)| (s.start_ns, std::cmp::Reverse(s.end_ns), *order));
+    all.sort_by_key(|(s, order)| {
+        let paused = *order == u32::MAX;
+        (s.start_ns, paused, std::cmp::Reverse(s.end_ns), *order)
+    });
     let mut out = Vec::with_capacity(all.len());
     let mut ends: Vec<u64> = Vec::new();
     for (mut s, _) in all {

@@ -139,7 +139,7 @@ struct Interval {
 struct Thread {
     intervals: Vec<Interval>,
     /// `B` and `E` events in file order: (ns, order, is a `B`, function).
-    begin_end: Vec<(i64, usize, bool, usize)>,
+    begin_end: Vec<(i64, usize, bool, usize, bool)>,
 }
 
 /// What the sweep writes for a thread, in time order.
@@ -301,7 +301,8 @@ fn convert(events: Vec<RawEvent>) -> Result<Vec<u8>, ImportError> {
             }
             _ => {
                 let f = intern(function_of(e));
-                thread.begin_end.push((start, order, ph == "B", f));
+                let paused = e.cat.as_deref() == Some(PAUSED_CATEGORY);
+                thread.begin_end.push((start, order, ph == "B", f, paused));
             }
         }
     }
@@ -393,18 +394,18 @@ fn sweep(mut thread: Thread) -> Vec<(i64, Step)> {
     // the newest open B, as in the format's definition.
     thread
         .begin_end
-        .sort_by_key(|&(ns, order, _, _)| (ns, order));
-    let mut open_b: Vec<(i64, usize, usize)> = Vec::new();
+        .sort_by_key(|&(ns, order, _, _, _)| (ns, order));
+    let mut open_b: Vec<(i64, usize, usize, bool)> = Vec::new();
     let mut stray_exits: Vec<(i64, usize)> = Vec::new();
-    for (ns, order, begin, func) in thread.begin_end {
+    for (ns, order, begin, func, paused) in thread.begin_end {
         match begin {
-            true => open_b.push((ns, func, order)),
+            true => open_b.push((ns, func, order, paused)),
             false => match open_b.pop() {
-                Some((start, f, order)) => thread.intervals.push(Interval {
+                Some((start, f, order, paused)) => thread.intervals.push(Interval {
                     start,
                     end: Some(ns),
                     func: f,
-                    paused: false,
+                    paused,
                     order,
                 }),
                 // An E with nothing open: kept (as an exit of the
@@ -413,12 +414,12 @@ fn sweep(mut thread: Thread) -> Vec<(i64, Step)> {
             },
         }
     }
-    for (start, func, order) in open_b {
+    for (start, func, order, paused) in open_b {
         thread.intervals.push(Interval {
             start,
             end: None,
             func,
-            paused: false,
+            paused,
             order,
         });
     }

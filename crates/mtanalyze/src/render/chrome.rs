@@ -4,17 +4,34 @@
 //! ```text
 //! {"traceEvents": [
 //!   {"name": "thread_name", "ph": "M", "pid": 1, "tid": 3, "args": {"name": "task-1 (stack:1)"}},
-//!   {"name": "handler", "cat": "function", "ph": "X", "ts": 0.01, "dur": 0.07, "pid": 1, "tid": 3, ...},
-//!   {"name": "query", "cat": "function", "ph": "X", "ts": 0.02, "dur": 0.055, "pid": 1, "tid": 3, ...},
-//!   {"name": "paused", "cat": "mtrace.paused", "ph": "X", "ts": 0.03, "dur": 0.03, "pid": 1, "tid": 3, ...}
+//!   {"name": "handler", "cat": "function", "ph": "B", "ts": 0.01, "pid": 1, "tid": 3, ".file": "src/h.rs", ".line": 12},
+//!   {"name": "query", "cat": "function", "ph": "B", "ts": 0.02, "pid": 1, "tid": 3, ...},
+//!   {"name": "paused", "cat": "mtrace.paused", "ph": "B", "ts": 0.03, "pid": 1, "tid": 3, "cname": "grey"},
+//!   {"name": "paused", "cat": "mtrace.paused", "ph": "E", "ts": 0.06, "pid": 1, "tid": 3},
+//!   {"name": "query", "cat": "function", "ph": "E", "ts": 0.075, "pid": 1, "tid": 3},
+//!   {"name": "handler", "cat": "function", "ph": "E", "ts": 0.08, "pid": 1, "tid": 3}
 //! ], "displayTimeUnit": "ns", "otherData": {...}}
 //! ```
 //!
 //! One track (a `tid` of one process) per logical stack, named after it;
-//! frames are properly nested `X` events; each stretch during which the
-//! stack did not run is a `paused` slice under the innermost open frame, so
-//! a viewer's self time (duration minus children) is the report's. Times
-//! are microseconds from the trace's time zero with nanosecond fractions.
+//! frames are properly nested begin/end (`B`/`E`) pairs; each stretch
+//! during which the stack did not run is a `paused` slice under the
+//! innermost open frame, so a viewer's self time (duration minus children)
+//! is the report's. Times are microseconds from the trace's time zero with
+//! nanosecond fractions.
+//!
+//! Why `B`/`E` and not `X` (`ts` + `dur`): viewers compute an `X` slice's
+//! end as `ts + dur` in float64, where a child that ends at the same
+//! nanosecond as its parent can end a hair later (`28501.113 + 0.361 =
+//! 28501.474000000002` against `28501.103 + 0.371 = 28501.474`), which
+//! breaks the nesting: speedscope reports "Tried to end X when Y was on the
+//! top of the stack" and draws a staircase. No choice of `dur` avoids it
+//! every time (for `ts` 2.044 no double lands on 7.04). A `B`/`E` time is
+//! one division, `ns / 1000`, and rounding is monotone: equal nanoseconds
+//! give equal times and ordered ones ordered times in every float64 reader,
+//! and the file lists events in nesting order for readers that keep it at
+//! equal times. Source locations go in tracing-chrome's top-level `.file`
+//! and `.line` fields, not in `args`, which speedscope appends to names.
 
 use std::io::{self, Write};
 
@@ -42,25 +59,21 @@ struct SortArg {
     sort_index: u64,
 }
 
+/// A `B` (begin) or `E` (end) event.
 #[derive(Serialize)]
-struct Complete<'a> {
+struct Edge<'a> {
     name: &'a str,
     cat: &'a str,
     ph: &'a str,
     ts: f64,
-    dur: f64,
     pid: u32,
     tid: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     cname: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    args: Option<Site<'a>>,
-}
-
-#[derive(Serialize)]
-struct Site<'a> {
-    file: &'a str,
-    line: u32,
+    #[serde(rename = ".file", skip_serializing_if = "Option::is_none")]
+    file: Option<&'a str>,
+    #[serde(rename = ".line", skip_serializing_if = "Option::is_none")]
+    line: Option<u32>,
 }
 
 #[derive(Serialize)]
@@ -72,6 +85,7 @@ struct OtherData<'a> {
 
 /// Microseconds with the nanoseconds as a fraction: `ns / 1000` in an f64,
 /// which prints as the exact decimal (shortest round trip) below 2^53 ns.
+/// Rounding is monotone, so ordered nanoseconds give ordered microseconds.
 fn micros(ns: u64) -> f64 {
     ns as f64 / 1000.0
 }
@@ -133,39 +147,57 @@ pub fn chrome(
                 },
             },
         )?;
-        for s in t.stack(i).slices {
-            let x = match s.kind {
+        // Slices come in pre-order with their depth: the open ones end
+        // before a slice at their depth or above begins.
+        let mut open: Vec<Edge<'_>> = Vec::new();
+        let timeline = t.stack(i);
+        for s in &timeline.slices {
+            while open.len() > s.depth as usize {
+                if let Some(e) = open.pop() {
+                    event(out, &e)?;
+                }
+            }
+            let begin = match s.kind {
                 SliceKind::Frame(f) => {
-                    let entry = functions.get(f as usize);
-                    let key = entry.map(|e| &e.key);
-                    Complete {
+                    let key = functions.get(f as usize).map(|e| &e.key);
+                    let site = key.filter(|k| !k.file.is_empty());
+                    Edge {
                         name: key.map_or("?", |k| k.function.as_str()),
                         cat: "function",
-                        ph: "X",
+                        ph: "B",
                         ts: micros(s.start_ns),
-                        dur: micros(s.end_ns.saturating_sub(s.start_ns)),
                         pid,
                         tid,
                         cname: None,
-                        args: key.filter(|k| !k.file.is_empty()).map(|k| Site {
-                            file: &k.file,
-                            line: k.line,
-                        }),
+                        file: site.map(|k| k.file.as_str()),
+                        line: site.map(|k| k.line),
                     }
                 }
-                SliceKind::Paused => Complete {
+                SliceKind::Paused => Edge {
                     name: "paused",
                     cat: PAUSED_CATEGORY,
-                    ph: "X",
+                    ph: "B",
                     ts: micros(s.start_ns),
-                    dur: micros(s.end_ns.saturating_sub(s.start_ns)),
                     pid,
                     tid,
                     cname: Some("grey"),
-                    args: None,
+                    file: None,
+                    line: None,
                 },
             };
-            event(out, &x)?;
+            let end = Edge {
+                ph: "E",
+                ts: micros(s.end_ns.max(s.start_ns)),
+                cname: None,
+                file: None,
+                line: None,
+                ..begin
+            };
+            event(out, &begin)?;
+            open.push(end);
+        }
+        while let Some(e) = open.pop() {
+            event(out, &e)?;
         }
         progress(stack.events);
     }
