@@ -555,7 +555,7 @@ fn chrome_export_nests_in_float64_and_names_are_function_names() {
         type Track = (Vec<(f64, String)>, Vec<(f64, String)>, f64);
         let mut tracks: BTreeMap<u64, Track> = BTreeMap::new();
         let events = v["traceEvents"].as_array().expect("traceEvents");
-        for (i, e) in events.iter().enumerate() {
+        for e in events {
             let ph = e["ph"].as_str().unwrap_or_default();
             if ph != "B" && ph != "E" {
                 continue;
