@@ -410,6 +410,49 @@ fn diff_draws_a_differential_flamegraph_besides_its_table() {
     assert!(svg.contains("handler (40 ns, 66.67%; -5.00%)"), "{svg}");
 }
 
+/// The fill of the first frame whose tooltip starts with `title`, as (r, g, b).
+fn fill_of(svg: &str, title: &str) -> (u8, u8, u8) {
+    let at = svg
+        .find(&format!("<title>{title}"))
+        .unwrap_or_else(|| panic!("no frame titled {title}"));
+    let fill = svg[at..].split("fill=\"rgb(").nth(1).expect("a fill");
+    let rgb: Vec<u8> = fill
+        .split(')')
+        .next()
+        .unwrap_or_default()
+        .split(',')
+        .map(|c| c.trim().parse::<u8>().expect("a color channel"))
+        .collect();
+    (rgb[0], rgb[1], rgb[2])
+}
+
+/// Issue 17: the README's differential flame graph (the workload sample
+/// against its ring recording, which lacks the early paths) draws
+/// `parse_term`'s +47% strongly red: the paths the ring lost (-1.85 s, not
+/// drawn) no longer set the color scale and wash every frame out to white.
+#[test]
+fn a_differential_flamegraph_colors_the_visible_changes() {
+    let dir = TempDir::new("diff-flamegraph-colors");
+    let out = dir.join("diff.svg");
+    run(&[
+        "diff".as_ref(),
+        crate::util::repo_file("sample-traces/workload.bin").as_os_str(),
+        crate::util::repo_file("sample-traces/workload-ring.bin").as_os_str(),
+        "--flamegraph".as_ref(),
+        out.as_os_str(),
+    ])
+    .success();
+    let svg = std::fs::read_to_string(&out).expect("the SVG was written");
+    let (r, g, b) = fill_of(&svg, "parse_term (24,129,637 ns, 47.99%; +47.40%)");
+    assert!(
+        r == 255 && g <= 120 && b <= 120,
+        "parse_term is rgb({r},{g},{b})"
+    );
+    // A frame that barely changed stays near white.
+    let (r, g, b) = fill_of(&svg, "parse_term (24,239,927 ns, 48.21%; -0.06%)");
+    assert!(r >= 240 && g >= 240 && b == 255, "rgb({r},{g},{b})");
+}
+
 /// A parsed Chrome trace: per track, its name and its complete events as
 /// (name, category, start ns, end ns), in file order.
 type Tracks = BTreeMap<u64, (String, Vec<(String, String, u64, u64)>)>;

@@ -5,7 +5,8 @@
 //!   clock, so paused time is not drawn as if the frame ran.
 //! * `mtanalyze diff BASE NEW --flamegraph`: a differential flame graph;
 //!   widths are the new trace's times, red frames got slower, blue faster
-//!   (inferno's reading of two-column folded lines).
+//!   (inferno's reading of two-column folded lines), on a scale set by the
+//!   paths both traces have (see [`color_scaled`]).
 
 use std::io::{self, Write};
 
@@ -69,6 +70,35 @@ pub fn flamegraph(
     draw(out, options(title, subtitle), &lines)
 }
 
+/// The paths to draw, each with the base value to give inferno. inferno
+/// colors a frame by `new - base` over the largest such change of any
+/// line, drawn or not, so one path that is gone (not drawn: its width is
+/// the new time, 0) or new would wash out every other frame to near white.
+/// Gone paths are left out, and a new path's change is capped at the
+/// largest change of a path both traces have, so it shows as strongly red
+/// without setting the scale. (The diff's tables keep the true numbers.)
+fn color_scaled<'d>(
+    paths: &[&'d crate::model::diff::PathDiff],
+) -> Vec<(&'d crate::model::diff::PathDiff, u64)> {
+    let drawn = paths.iter().copied().filter(|p| p.new_ns > 0);
+    let common = drawn.clone().filter(|p| p.base_ns > 0);
+    let cap = common
+        .map(|p| p.new_ns.abs_diff(p.base_ns))
+        .max()
+        .filter(|&c| c > 0)
+        .unwrap_or(u64::MAX);
+    drawn
+        .map(|p| {
+            let base = if p.base_ns == 0 {
+                p.new_ns - p.new_ns.min(cap)
+            } else {
+                p.base_ns
+            };
+            (p, base)
+        })
+        .collect()
+}
+
 /// The differential flame graph of a diff with call paths.
 pub fn differential(
     out: &mut dyn Write,
@@ -84,11 +114,11 @@ pub fn differential(
     if kept.iter().all(|p| p.new_ns == 0) {
         return Err(FlamegraphError::Empty);
     }
-    let lines: Vec<String> = kept
-        .iter()
-        .map(|p| {
+    let lines: Vec<String> = color_scaled(&kept)
+        .into_iter()
+        .map(|(p, base)| {
             let path: Vec<_> = p.path.split(';').map(super::folded::frame).collect();
-            format!("{} {} {}", path.join(";"), p.base_ns, p.new_ns)
+            format!("{} {} {}", path.join(";"), base, p.new_ns)
         })
         .collect();
     let title = format!(
