@@ -861,7 +861,7 @@ fn callgrind_costs_are_the_reports_self_and_edge_times() {
                 out.as_os_str(),
             ])
             .success();
-            let cg = parse_callgrind(&std::fs::read_to_string(&out).expect("written"));
+            let mut cg = parse_callgrind(&std::fs::read_to_string(&out).expect("written"));
             let rep = report(&trace, clock);
             let what = format!("{} --clock {clock}", trace.display());
             let total = total_self(&rep);
@@ -875,9 +875,111 @@ fn callgrind_costs_are_the_reports_self_and_edge_times() {
                 );
                 let v: &mut (u64, u64) = edges.entry(key).or_default();
                 v.0 += e["ncalls"].as_u64().unwrap_or_default();
-                v.1 += e["cumtime_ns"].as_u64().unwrap_or_default();
+                v.1 += e["callee_cumtime_ns"].as_u64().unwrap_or_default();
             }
+            // Root frames are calls from `(root)`: the rest of each cumtime.
+            let mut roots = BTreeMap::new();
+            cg.calls.retain(|(caller, callee), (_, cost)| {
+                if caller != "(root)" {
+                    return true;
+                }
+                roots.insert(callee.clone(), *cost);
+                false
+            });
             assert_eq!(cg.calls, edges, "{what}");
+            for f in rep["functions"].as_array().into_iter().flatten() {
+                let name = f["function"].as_str().unwrap_or_default();
+                let into: u64 = edges
+                    .iter()
+                    .filter(|((_, callee), _)| callee == name)
+                    .map(|(_, (_, cost))| cost)
+                    .sum();
+                let root = roots.get(name).copied().unwrap_or_default();
+                assert_eq!(
+                    root + into,
+                    f["cumtime_ns"].as_u64().unwrap_or(0),
+                    "{what}: {name}"
+                );
+            }
+        }
+    }
+}
+
+/// Issue 17: valgrind's own reader takes the export without a warning, and
+/// its inclusive cost of every function is the report's cumtime, recursion
+/// included (a called function's inclusive cost is the sum of the calls
+/// into it). Skips, saying so, where valgrind is not installed (`.ci/run`
+/// installs it).
+#[test]
+fn callgrind_annotate_reads_the_export_and_its_inclusive_costs_are_the_cumtimes() {
+    if std::process::Command::new("callgrind_annotate")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        eprintln!("skipped: callgrind_annotate (valgrind) is not installed");
+        return;
+    }
+    let dir = TempDir::new("callgrind-annotate");
+    let mut traces = traces(&dir);
+    traces.push(crate::util::repo_file("sample-traces/workload.bin"));
+    for trace in traces {
+        for clock in CLOCKS {
+            let out = dir.join("callgrind.out");
+            run(&[
+                "export".as_ref(),
+                trace.as_os_str(),
+                "--format".as_ref(),
+                "callgrind".as_ref(),
+                "--clock".as_ref(),
+                clock.as_ref(),
+                "-o".as_ref(),
+                out.as_os_str(),
+            ])
+            .success();
+            let annotate = std::process::Command::new("callgrind_annotate")
+                .args(["--inclusive=yes", "--threshold=100", "--auto=no"])
+                .arg(&out)
+                .output()
+                .expect("callgrind_annotate runs");
+            let what = format!("{} --clock {clock}", trace.display());
+            let text = String::from_utf8_lossy(&annotate.stdout);
+            let errors = String::from_utf8_lossy(&annotate.stderr);
+            assert!(annotate.status.success(), "{what}: {errors}");
+            assert!(
+                !text.contains("WARNING") && !errors.contains("WARNING"),
+                "{what}: {text}{errors}"
+            );
+            // `  1,234 (12.34%)  file:function` after the `file:function` heading.
+            let mut inclusive: BTreeMap<String, u64> = BTreeMap::new();
+            for line in text
+                .lines()
+                .skip_while(|l| !l.ends_with("file:function"))
+                .skip(2)
+            {
+                let Some((cost, rest)) = line.trim().split_once(' ') else {
+                    break;
+                };
+                let Ok(cost) = cost.replace(',', "").parse::<u64>() else {
+                    break;
+                };
+                let site = rest.split_once(")  ").map_or(rest, |(_, s)| s);
+                let function = site.split_once(':').map_or(site, |(_, f)| f);
+                if function != "(root)" {
+                    *inclusive.entry(function.to_owned()).or_default() += cost;
+                }
+            }
+            let rep = report(&trace, clock);
+            let mut want: BTreeMap<String, u64> = BTreeMap::new();
+            for f in rep["functions"].as_array().into_iter().flatten() {
+                let cum = f["cumtime_ns"].as_u64().unwrap_or_default();
+                if cum > 0 {
+                    *want
+                        .entry(f["function"].as_str().unwrap_or_default().to_owned())
+                        .or_default() += cum;
+                }
+            }
+            assert_eq!(inclusive, want, "{what}");
         }
     }
 }

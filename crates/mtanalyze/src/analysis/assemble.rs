@@ -163,6 +163,7 @@ fn edge_rows(acc: &Acc, entries: &[FunctionEntry]) -> Vec<EdgeStats> {
                 primitive_calls: a.primitive_calls,
                 tottime_ns: a.tottime_ns,
                 cumtime_ns: a.cumtime_ns,
+                callee_cumtime_ns: a.callee_cumtime_ns,
             }
         })
         .collect();

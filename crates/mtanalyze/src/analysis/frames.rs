@@ -46,6 +46,9 @@ pub(super) struct EdgeAcc {
     pub tottime_ns: u64,
     /// Sum of active time of non-recursive edge frames.
     pub cumtime_ns: u64,
+    /// Sum of active time of the frames that are not recursive calls of
+    /// the callee (see `EdgeStats::callee_cumtime_ns`).
+    pub callee_cumtime_ns: u64,
 }
 
 impl EdgeAcc {
@@ -55,6 +58,9 @@ impl EdgeAcc {
         self.primitive_calls += other.primitive_calls;
         self.tottime_ns = self.tottime_ns.saturating_add(other.tottime_ns);
         self.cumtime_ns = self.cumtime_ns.saturating_add(other.cumtime_ns);
+        self.callee_cumtime_ns = self
+            .callee_cumtime_ns
+            .saturating_add(other.callee_cumtime_ns);
     }
 }
 
@@ -475,6 +481,7 @@ impl<'a, O: Observer> FrameStack<'a, O> {
             e.cumtime_ns = e
                 .cumtime_ns
                 .saturating_add(active & primitive.wrapping_neg());
+            e.callee_cumtime_ns = e.callee_cumtime_ns.saturating_add(active & keep);
         }
         if let Some(parent) = self.t.frames.last_mut() {
             parent.child_active = parent.child_active.saturating_add(active);

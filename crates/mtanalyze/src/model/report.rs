@@ -227,6 +227,12 @@ pub struct EdgeStats {
     pub tottime_ns: u64,
     /// Sum of active time over non-recursive edge frames.
     pub cumtime_ns: u64,
+    /// Sum of active time over the frames that are not recursive calls of
+    /// the callee (no callee frame open below them): the callee's
+    /// `cumtime_ns` split by caller, its root frames making up the rest.
+    /// What a call costs in a callgrind file.
+    #[serde(default)]
+    pub callee_cumtime_ns: u64,
 }
 
 impl EdgeStats {

@@ -6,8 +6,8 @@
 //! version: 1
 //! creator: mtanalyze 0.1.0
 //! positions: line
-//! events: ns
 //! event: ns : Time (ns, clock stack)
+//! events: ns
 //! summary: 120
 //!
 //! fl=(1) src/h.rs
@@ -20,9 +20,17 @@
 //! ```
 //!
 //! Costs are nanoseconds under the report's clock. A function's self cost
-//! is its `tottime`; a call edge's inclusive cost is the edge's `cumtime`
-//! (recursive calls are counted once, as `schemas/semantics.md` says), so
-//! the file's total is the report's total self time. The trace records no
+//! is its `tottime`, so the file's total is the report's total self time.
+//! A call's cost is the callee's inclusive time from that caller: readers
+//! (`callgrind_annotate --inclusive=yes`, KCachegrind) take a called
+//! function's inclusive cost as the sum of the costs of the calls into it,
+//! so that sum must be its `cumtime`. Each call therefore costs the edge's
+//! `callee_cumtime_ns`, the active time of the callee's frames there that
+//! are not recursive calls of it: a recursive `fib`'s calls of itself cost
+//! nothing (their time is already in the outer `fib`), where the edge's
+//! `cumtime` would count it twice (`fib` showed twice its cumtime).
+//! Root frames (no caller) are calls from a function named `(root)`, which
+//! costs nothing itself. The trace records no
 //! call sites: every cost sits at the caller's definition line. Unknown
 //! files are `???`, as valgrind writes them; functions that share a name
 //! are told apart by their `(file:line)`.
@@ -31,6 +39,9 @@ use std::collections::{HashMap, HashSet};
 use std::io::{self, Write};
 
 use crate::model::report::{FunctionKey, Report};
+
+/// The caller of every root frame.
+pub const ROOT: &str = "(root)";
 
 /// Numbers names the first time they are written (`fl=(1) a.rs`, then `fl=(1)`).
 #[derive(Default)]
@@ -73,8 +84,10 @@ pub fn callgrind(out: &mut dyn Write, report: &Report) -> io::Result<()> {
         writeln!(out, "pid: {}", report.trace.pid)?;
     }
     writeln!(out, "positions: line")?;
-    writeln!(out, "events: ns")?;
+    // The event's description before the list that uses it:
+    // callgrind_annotate rejects `event:` after `events:`.
     writeln!(out, "event: ns : Time (ns, clock {})", report.clock)?;
+    writeln!(out, "events: ns")?;
     writeln!(out, "summary: {total}")?;
 
     // Names that two functions share get their site added.
@@ -103,8 +116,37 @@ pub fn callgrind(out: &mut dyn Write, report: &Report) -> io::Result<()> {
     let mut files = Names::default();
     let mut fns = Names::default();
     let mut callees: HashMap<FunctionKey, Vec<usize>> = HashMap::new();
+    // What reaches each function from no caller: its root frames.
+    let mut called: HashMap<FunctionKey, (u64, u64)> = HashMap::new();
     for (i, e) in report.edges.iter().enumerate() {
         callees.entry(e.caller_key()).or_default().push(i);
+        let c = called.entry(e.callee_key()).or_default();
+        c.0 += e.ncalls;
+        c.1 = c.1.saturating_add(e.callee_cumtime_ns);
+    }
+    // Root frames are calls from a `(root)` function, so that a function
+    // that is both a root somewhere and called elsewhere still has its
+    // cumtime as the sum of the calls into it.
+    let roots: Vec<_> = report
+        .functions
+        .iter()
+        .filter_map(|f| {
+            let (calls, cost) = called.get(&f.key()).copied().unwrap_or_default();
+            let calls = f.ncalls.saturating_sub(calls);
+            (calls > 0).then(|| (f, calls, f.cumtime_ns.saturating_sub(cost)))
+        })
+        .collect();
+    if !roots.is_empty() {
+        writeln!(out)?;
+        writeln!(out, "fl={}", files.get("???"))?;
+        writeln!(out, "fn={}", fns.get(ROOT))?;
+        for (f, calls, cost) in roots {
+            let key = f.key();
+            writeln!(out, "cfl={}", files.get(&file(&key)))?;
+            writeln!(out, "cfn={}", fns.get(&label(&key)))?;
+            writeln!(out, "calls={calls} {}", f.line)?;
+            writeln!(out, "0 {cost}")?;
+        }
     }
     for f in &report.functions {
         let key = f.key();
@@ -118,7 +160,7 @@ pub fn callgrind(out: &mut dyn Write, report: &Report) -> io::Result<()> {
             writeln!(out, "cfl={}", files.get(&file(&callee)))?;
             writeln!(out, "cfn={}", fns.get(&label(&callee)))?;
             writeln!(out, "calls={} {}", e.ncalls, e.callee_line)?;
-            writeln!(out, "{} {}", f.line, e.cumtime_ns)?;
+            writeln!(out, "{} {}", f.line, e.callee_cumtime_ns)?;
         }
     }
     writeln!(out)?;

@@ -410,6 +410,7 @@ mod tests {
             primitive_calls: 1,
             tottime_ns: 1,
             cumtime_ns: 1,
+            callee_cumtime_ns: 1,
         }
     }
 
