@@ -24,3 +24,4 @@ mod robustness;
 mod schema;
 mod util;
 mod vectors;
+mod width;

@@ -968,7 +968,7 @@ fn fuzz_regressions_never_panic_in_the_library_or_the_binary() {
                 };
                 if let Ok(report) = mtanalyze::analyze(&trace, &options) {
                     let mut out = Vec::new();
-                    mtanalyze::render::table::header(&mut out, &report).unwrap();
+                    mtanalyze::render::table::header(&mut out, &report, Some(40)).unwrap();
                     mtanalyze::render::json::report(&mut out, &(&report).into()).unwrap();
                     mtanalyze::render::callgrind::callgrind(&mut out, &report).unwrap();
                     let _ = mtanalyze::render::folded::lines(&report, None);

@@ -25,7 +25,8 @@
 //! for f in &report.functions {
 //!     println!("{} {} {}ns", f.function, f.ncalls, f.tottime_ns);
 //! }
-//! mtanalyze::render::table::header(&mut std::io::stdout(), &report)?;
+//! // The header lines, fitted to 80 columns (`None`: full width).
+//! mtanalyze::render::table::header(&mut std::io::stdout(), &report, Some(80))?;
 //! # Ok(())
 //! # }
 //! ```

@@ -105,13 +105,15 @@ pub fn analyzer(data: &[u8]) {
             continue;
         };
         let out = &mut sink();
-        render::table::header(out, &report).unwrap();
+        // Full width and a narrow terminal's (names and paths shortened).
+        let width = [None, Some(40)][reports.len() % 2];
+        render::table::header(out, &report, width).unwrap();
         let rows = view::function_rows(&report, &view);
-        render::table::functions(out, &rows, report.functions.len()).unwrap();
+        render::table::functions(out, &rows, report.functions.len(), width).unwrap();
         let stacks = view::stack_rows(&report, Some(SortKey::Paused), Some(20));
-        render::table::stacks(out, &stacks, report.stacks.len()).unwrap();
+        render::table::stacks(out, &stacks, report.stacks.len(), width).unwrap();
         let groups = view::stack_groups(&report, Some(SortKey::Ncalls));
-        render::table::stack_groups(out, &groups, groups.len()).unwrap();
+        render::table::stack_groups(out, &groups, groups.len(), width).unwrap();
         let edges = EdgeSelection {
             callers_of: None,
             callees_of: None,

@@ -236,6 +236,9 @@ pub(crate) struct ReportArgs {
     /// With --format folded: each stack's paths apart, under the thread's or stack's name as the root frame.
     #[arg(long)]
     pub(crate) per_thread: bool,
+    /// Fit tables in N columns, shortening paths and names and hiding spare columns (0: never) [default: the terminal's width when stdout is one (COLUMNS if set), else full names].
+    #[arg(long, value_name = "N")]
+    pub(crate) width: Option<usize>,
     #[command(flatten)]
     pub(crate) collapse: CollapseArgs,
 }
@@ -313,6 +316,9 @@ pub(crate) struct DiffArgs {
     /// Also draw a differential flame graph (SVG) into FILE: widths are NEW's self time, red got slower, blue faster.
     #[arg(long, value_name = "FILE")]
     pub(crate) flamegraph: Option<PathBuf>,
+    /// Fit tables in N columns, shortening paths and names and hiding spare columns (0: never) [default: the terminal's width when stdout is one (COLUMNS if set), else full names].
+    #[arg(long, value_name = "N")]
+    pub(crate) width: Option<usize>,
     #[command(flatten)]
     pub(crate) collapse: CollapseArgs,
 }

@@ -97,6 +97,7 @@ pub(crate) fn diff(args: &DiffArgs, out: &mut dyn Write) -> Result<(), Failure> 
             let sections = render::diff::TableSections {
                 callers: args.callers.clone(),
                 callees: args.callees.clone(),
+                width: target.table_width(args.width),
             };
             render::diff::table(w, &diff, &view, &sections)
         }

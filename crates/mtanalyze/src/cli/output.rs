@@ -4,7 +4,7 @@
 //! path that is one of the inputs (writing would destroy it) and removes a
 //! half-written file when writing fails.
 
-use std::io::{self, BufWriter, Write};
+use std::io::{self, BufWriter, IsTerminal, Write};
 use std::path::Path;
 
 /// Why a run failed.
@@ -54,6 +54,29 @@ impl<'a> Output<'a> {
                 Ok(Output::File(p))
             }
         }
+    }
+
+    /// The width tables fit in: `--width N` (0: any), else the terminal's
+    /// when the output is one (`COLUMNS` if set, else the window size),
+    /// else any width: a file or a pipe gets the full names.
+    pub(crate) fn table_width(&self, arg: Option<usize>) -> Option<usize> {
+        if let Some(n) = arg {
+            return (n > 0).then_some(n);
+        }
+        if !matches!(self, Output::Stdout) || !io::stdout().is_terminal() {
+            return None;
+        }
+        let columns = std::env::var("COLUMNS")
+            .ok()
+            .and_then(|c| c.trim().parse().ok());
+        columns
+            .filter(|&c: &usize| c > 0)
+            .or_else(|| {
+                console::Term::stdout()
+                    .size_checked()
+                    .map(|(_, w)| w as usize)
+            })
+            .or(Some(80))
     }
 
     /// Runs `write` on stdout or on the file; a failed file is removed.

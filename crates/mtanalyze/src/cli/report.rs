@@ -40,6 +40,7 @@ pub(crate) fn report(args: &ReportArgs, out: &mut dyn Write) -> Result<(), Failu
         ));
     }
     let target = Output::new(args.output.as_deref(), &[path])?;
+    let width = target.table_width(args.width);
     if args.format == Format::Pstats && matches!(target, Output::Stdout) {
         return Err(Failure::Message(
             "--format pstats writes a binary file: give it with -o FILE".into(),
@@ -68,7 +69,7 @@ pub(crate) fn report(args: &ReportArgs, out: &mut dyn Write) -> Result<(), Failu
             };
             render::json::report(w, &view::filtered_report(&report, &view, &edges))
         }
-        Format::Table => table(args, &report, w),
+        Format::Table => table(args, &report, width, w),
     })?;
     // The summary follows the output: flush it first so the two do not interleave.
     out.flush()?;
@@ -86,10 +87,15 @@ fn view_options(args: &ReportArgs) -> ViewOptions {
 
 /// The header, then the sections asked for (stacks, their groups, callers,
 /// callees), or else the function table.
-fn table(args: &ReportArgs, report: &Report, out: &mut dyn Write) -> io::Result<()> {
+fn table(
+    args: &ReportArgs,
+    report: &Report,
+    width: Option<usize>,
+    out: &mut dyn Write,
+) -> io::Result<()> {
     let view = view_options(args);
     let sort = args.sort.map(Into::into);
-    render::table::header(out, report)?;
+    render::table::header(out, report, width)?;
     let mut sections = 0;
     let mut section = |out: &mut dyn Write| {
         sections += 1;
@@ -100,11 +106,11 @@ fn table(args: &ReportArgs, report: &Report, out: &mut dyn Write) -> io::Result<
         let mut groups = view::stack_groups(report, sort);
         let total = groups.len();
         groups.truncate(args.limit.unwrap_or(total));
-        render::table::stack_groups(out, &groups, total)?;
+        render::table::stack_groups(out, &groups, total, width)?;
     } else if args.stacks {
         section(out)?;
         let rows = view::stack_rows(report, sort, args.limit);
-        render::table::stacks(out, &rows, report.stacks.len())?;
+        render::table::stacks(out, &rows, report.stacks.len(), width)?;
     }
     for (re, dir) in [
         (&args.callers, Direction::Callers),
@@ -113,13 +119,13 @@ fn table(args: &ReportArgs, report: &Report, out: &mut dyn Write) -> io::Result<
         if let Some(re) = re {
             section(out)?;
             let groups = view::edge_groups(report, &view, re, dir);
-            render::table::edges(out, &groups, dir)?;
+            render::table::edges(out, &groups, dir, width)?;
         }
     }
     if sections == 0 {
         writeln!(out)?;
         let rows = view::function_rows(report, &view);
-        render::table::functions(out, &rows, report.functions.len())?;
+        render::table::functions(out, &rows, report.functions.len(), width)?;
     }
     Ok(())
 }

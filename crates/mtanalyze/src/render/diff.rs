@@ -20,13 +20,13 @@
 
 use std::io::{self, Write};
 
-use prettytable::{Cell, Row};
 use regex::Regex;
 
-use super::table::{function_label, new_table, num, print};
+use super::fit::{wrap_items, Column, Give, Text};
+use super::table::{column, print_fitted, text_column, trace_line, LABEL_MIN};
 use super::{calls, duration};
 use crate::model::diff::{DiffReport, EdgeSide, FunctionDiff, FunctionSide, Match};
-use crate::model::report::TraceSummary;
+use crate::model::report::{FunctionKey, TraceSummary};
 use crate::view::{
     diff_edge_groups, diff_function_rows, DiffEdgeGroup, DiffViewOptions, Direction,
 };
@@ -38,6 +38,8 @@ pub struct TableSections {
     pub callers: Option<Regex>,
     /// `--callees REGEX`: the callee edges of the matching functions.
     pub callees: Option<Regex>,
+    /// The columns to fit the tables in (`None`: any width).
+    pub width: Option<usize>,
 }
 
 /// The whole table output: the header, then the edge tables when asked
@@ -48,7 +50,8 @@ pub fn table(
     view: &DiffViewOptions,
     sections: &TableSections,
 ) -> io::Result<()> {
-    header(out, diff)?;
+    let width = sections.width;
+    header(out, diff, width)?;
     let mut shown = false;
     for (re, dir) in [
         (&sections.callers, Direction::Callers),
@@ -56,42 +59,56 @@ pub fn table(
     ] {
         if let Some(re) = re {
             writeln!(out)?;
-            edges(out, &diff_edge_groups(diff, view, re, dir), dir)?;
+            edges(out, &diff_edge_groups(diff, view, re, dir), dir, width)?;
             shown = true;
         }
     }
     if !shown {
         writeln!(out)?;
         let rows = diff_function_rows(diff, view);
-        functions(out, &rows, diff.functions.len())?;
+        functions(out, &rows, diff.functions.len(), width)?;
     }
     Ok(())
 }
 
 /// The lines above the tables: both traces, the clock, the total change,
 /// how the functions matched, and whether the base was normalized.
-pub(crate) fn header(out: &mut dyn Write, diff: &DiffReport) -> io::Result<()> {
-    side(out, "base: ", &diff.base)?;
-    side(out, "new:  ", &diff.new)?;
+pub(crate) fn header(
+    out: &mut dyn Write,
+    diff: &DiffReport,
+    width: Option<usize>,
+) -> io::Result<()> {
+    side(out, "base: ", &diff.base, width)?;
+    side(out, "new:  ", &diff.new, width)?;
     let change = delta(diff.new_total_ns, diff.base_total_ns);
-    writeln!(
-        out,
-        "clock: {}  total self time: {} -> {}  change: {} ({})",
-        diff.clock,
-        duration(diff.base_total_ns as f64),
-        duration(diff.new_total_ns as f64),
-        signed(change),
-        percent(change, diff.base_total_ns),
-    )?;
+    let items = [
+        format!("clock: {}", diff.clock),
+        format!(
+            "total self time: {} -> {}",
+            duration(diff.base_total_ns as f64),
+            duration(diff.new_total_ns as f64)
+        ),
+        format!(
+            "change: {} ({})",
+            signed(change),
+            percent(change, diff.base_total_ns)
+        ),
+    ];
+    for line in wrap_items(&items, width) {
+        writeln!(out, "{line}")?;
+    }
     let count = |m: Match| diff.functions.iter().filter(|f| f.matched == m).count();
-    writeln!(
-        out,
-        "functions: {} in both ({} matched by name only), {} new, {} gone",
-        count(Match::Site) + count(Match::Name),
-        diff.matched_by_name,
-        count(Match::New),
-        count(Match::Gone),
-    )?;
+    let items = [
+        format!(
+            "functions: {} in both ({} matched by name only),",
+            count(Match::Site) + count(Match::Name),
+            diff.matched_by_name
+        ),
+        format!("{} new, {} gone", count(Match::New), count(Match::Gone)),
+    ];
+    let lines = wrap_items(&items, width);
+    // One line as before when it fits: `..., N new, M gone`.
+    writeln!(out, "{}", lines.join("\n").replace(",  ", ", "))?;
     if diff.normalized {
         writeln!(
             out,
@@ -102,18 +119,20 @@ pub(crate) fn header(out: &mut dyn Write, diff: &DiffReport) -> io::Result<()> {
     Ok(())
 }
 
-fn side(out: &mut dyn Write, label: &str, t: &TraceSummary) -> io::Result<()> {
-    let mut line = format!(
-        "{label}{} ({}, format {})  duration: {}  events: {}  stacks: {}",
-        t.source,
-        t.input_format,
-        t.format_version,
-        duration(t.duration_ns as f64),
-        t.events,
-        t.stacks
-    );
+fn side(
+    out: &mut dyn Write,
+    label: &str,
+    t: &TraceSummary,
+    width: Option<usize>,
+) -> io::Result<()> {
+    let mut items = vec![
+        trace_line(label, t, width),
+        format!("duration: {}", duration(t.duration_ns as f64)),
+        format!("events: {}", t.events),
+        format!("stacks: {}", t.stacks),
+    ];
     if !t.finished {
-        line.push_str("  unfinished");
+        items.push("unfinished".to_owned());
     }
     for (what, n) in [
         ("lost chunks", t.chunks_lost),
@@ -121,10 +140,13 @@ fn side(out: &mut dyn Write, label: &str, t: &TraceSummary) -> io::Result<()> {
         ("dropped events", t.dropped_events),
     ] {
         if n > 0 {
-            line.push_str(&format!("  {what}: {n}"));
+            items.push(format!("{what}: {n}"));
         }
     }
-    writeln!(out, "{line}")
+    for line in wrap_items(&items, width) {
+        writeln!(out, "{line}")?;
+    }
+    Ok(())
 }
 
 /// The function table. `total` is how many functions the diff holds, so
@@ -133,20 +155,25 @@ pub(crate) fn functions(
     out: &mut dyn Write,
     rows: &[&FunctionDiff],
     total: usize,
+    width: Option<usize>,
 ) -> io::Result<()> {
     if rows.len() < total {
         writeln!(out, "showing {} of {} functions", rows.len(), total)?;
     }
-    let titles = [
-        ("tottime (base -> new)", true),
-        ("change", true),
-        ("%", true),
-        ("cumtime (base -> new)", true),
-        ("change", true),
-        ("%", true),
-        ("ncalls (base -> new)", true),
-        ("paused change", true),
-        ("function (file:line)", false),
+    let columns = [
+        pair_column("tottime", Give::Hide(6)),
+        column("change", Give::Nothing)
+            .named("tottime change")
+            .short("tot change"),
+        column("%", Give::Nothing).named("tottime %"),
+        pair_column("cumtime", Give::Hide(2)),
+        column("change", Give::Hide(5))
+            .named("cumtime change")
+            .short("cum change"),
+        column("%", Give::Hide(3)).named("cumtime %"),
+        pair_column("ncalls", Give::Hide(4)),
+        column("paused change", Give::Hide(1)),
+        text_column("function (file:line)", LABEL_MIN),
     ];
     let body = rows
         .iter()
@@ -173,11 +200,11 @@ pub(crate) fn functions(
                 Col::Right(pct(f.delta.cumtime_ns, |s| s.cumtime_ns)),
                 ncalls,
                 Col::Right(signed(f.delta.paused_ns)),
-                Col::Left(format!("{}{}", function_label(&f.key()), marker(f.matched))),
+                Col::Label(f.key(), marker(f.matched)),
             ]
         })
         .collect();
-    layout(out, &titles, body)
+    layout(out, &columns, body, width)
 }
 
 /// The caller or callee tables of a diff (`--callers`, `--callees`): each
@@ -187,30 +214,32 @@ pub(crate) fn edges(
     out: &mut dyn Write,
     groups: &[DiffEdgeGroup<'_>],
     dir: Direction,
+    width: Option<usize>,
 ) -> io::Result<()> {
     let other = match dir {
         Direction::Callers => "was called by",
         Direction::Callees => "called",
     };
-    let titles = [
-        ("function (file:line)", false),
-        (other, false),
-        ("ncalls (base -> new)", true),
-        ("tottime (base -> new)", true),
-        ("change", true),
-        ("cumtime (base -> new)", true),
-        ("change", true),
+    let columns = [
+        text_column("function (file:line)", LABEL_MIN),
+        text_column(other, LABEL_MIN),
+        pair_column("ncalls", Give::Hide(2)),
+        pair_column("tottime", Give::Hide(3)),
+        column("change", Give::Nothing)
+            .named("tottime change")
+            .short("tot change"),
+        pair_column("cumtime", Give::Hide(1)),
+        column("change", Give::Nothing)
+            .named("cumtime change")
+            .short("cum change"),
     ];
     let mut body = Vec::new();
     for g in groups {
-        let mut first = format!(
-            "{}{}",
-            function_label(&g.function.key()),
-            marker(g.function.matched)
-        );
+        let mut first = Some(Col::Label(g.function.key(), marker(g.function.matched)));
+        let blank = || Col::Left(String::new());
         if g.edges.is_empty() {
-            let mut row = vec![Col::Left(first.clone()), Col::Left("-".into())];
-            row.extend((0..5).map(|_| Col::Left(String::new())));
+            let mut row = vec![first.take().unwrap_or_else(blank), Col::Left("-".into())];
+            row.extend((0..5).map(|_| blank()));
             body.push(row);
         }
         for e in &g.edges {
@@ -230,8 +259,8 @@ pub(crate) fn edges(
                 )
             };
             body.push(vec![
-                Col::Left(std::mem::take(&mut first)),
-                Col::Left(format!("{}{}", function_label(&key), marker(m))),
+                first.take().unwrap_or_else(blank),
+                Col::Label(key, marker(m)),
                 pair_of(
                     e.base.map(|s| calls(s.ncalls, s.primitive_calls)),
                     e.new.map(|s| calls(s.ncalls, s.primitive_calls)),
@@ -243,7 +272,7 @@ pub(crate) fn edges(
             ]);
         }
     }
-    layout(out, &titles, body)
+    layout(out, &columns, body, width)
 }
 
 /// `--format json`: the (filtered) diff as one pretty-printed JSON object
@@ -304,12 +333,19 @@ fn percent(change: i64, base: u64) -> String {
     }
 }
 
+/// A `base -> new` column of `what`, titled `what b -> n` when narrow.
+fn pair_column(what: &str, give: Give) -> Column {
+    column(&format!("{what} (base -> new)"), give).short(&format!("{what} b -> n"))
+}
+
 /// A table cell before layout.
 enum Col {
     Left(String),
     Right(String),
     /// `base -> new`, each side right-aligned to its widest in the column.
     Pair(String, String),
+    /// A function's label and its match marker.
+    Label(FunctionKey, &'static str),
 }
 
 fn pair_of(base: Option<String>, new: Option<String>) -> Col {
@@ -317,34 +353,40 @@ fn pair_of(base: Option<String>, new: Option<String>) -> Col {
     Col::Pair(base.unwrap_or_else(dash), new.unwrap_or_else(dash))
 }
 
-/// Lays the rows out under `titles` (text, right-aligned) and prints them.
-fn layout(out: &mut dyn Write, titles: &[(&str, bool)], rows: Vec<Vec<Col>>) -> io::Result<()> {
-    let width = |s: &str| s.chars().count();
-    let mut widths = vec![(0, 0); titles.len()];
+/// Aligns the pairs of each column, then fits and prints the rows.
+fn layout(
+    out: &mut dyn Write,
+    columns: &[Column],
+    rows: Vec<Vec<Col>>,
+    width: Option<usize>,
+) -> io::Result<()> {
+    let w = |s: &str| s.chars().count();
+    let mut widths = vec![(0, 0); columns.len()];
     for row in &rows {
         for (i, c) in row.iter().enumerate() {
             if let Col::Pair(b, n) = c {
-                widths[i] = (widths[i].0.max(width(b)), widths[i].1.max(width(n)));
+                widths[i] = (widths[i].0.max(w(b)), widths[i].1.max(w(n)));
             }
         }
     }
-    let mut table = new_table(titles);
-    for row in rows {
-        let cells = row
-            .into_iter()
-            .enumerate()
-            .map(|(i, c)| match c {
-                Col::Left(s) => Cell::new(&s),
-                Col::Right(s) => num(s),
-                Col::Pair(b, n) => {
-                    let (wb, wn) = widths[i];
-                    num(format!("{b:>wb$} -> {n:>wn$}"))
-                }
-            })
-            .collect();
-        table.add_row(Row::new(cells));
-    }
-    print(out, &table)
+    let body: Vec<Vec<Text>> = rows
+        .into_iter()
+        .map(|row| {
+            row.into_iter()
+                .enumerate()
+                .map(|(i, c)| match c {
+                    Col::Left(s) => Text::Plain(s),
+                    Col::Right(s) => Text::Number(s),
+                    Col::Pair(b, n) => {
+                        let (wb, wn) = widths[i];
+                        Text::Number(format!("{b:>wb$} -> {n:>wn$}"))
+                    }
+                    Col::Label(k, m) => Text::Label(k, m.to_owned()),
+                })
+                .collect()
+        })
+        .collect();
+    print_fitted(out, columns, &body, width)
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@ pub mod callgrind;
 pub mod check;
 pub mod chrome;
 pub mod diff;
+pub(crate) mod fit;
 pub mod flamegraph;
 pub mod folded;
 pub mod json;

@@ -16,48 +16,50 @@ use std::io::{self, Write};
 use prettytable::format::{FormatBuilder, LinePosition, LineSeparator};
 use prettytable::{Cell, Row, Table};
 
+use super::fit::{elide_middle, fit, wrap_items, wrap_with, Column, Give, Text};
 use super::{calls, duration};
-use crate::model::report::{FunctionKey, FunctionStats, Report, StackStats};
+use crate::model::report::{FunctionStats, Report, StackStats};
 use crate::view::{Direction, EdgeGroup, StackGroup};
 
-/// `name (file:line)`, or the bare name when the site is unknown.
-pub(crate) fn function_label(key: &FunctionKey) -> String {
-    if key.file.is_empty() {
-        key.function.clone()
-    } else {
-        format!("{} ({}:{})", key.function, key.file, key.line)
-    }
+/// `{label}{source} ({format}, format N)`, the source's middle cut to fit `width`.
+pub(super) fn trace_line(
+    label: &str,
+    t: &crate::model::report::TraceSummary,
+    width: Option<usize>,
+) -> String {
+    let what = format!(" ({}, format {})", t.input_format, t.format_version);
+    let room = width.map_or(usize::MAX, |w| {
+        w.saturating_sub(label.chars().count() + what.chars().count())
+    });
+    format!("{label}{}{what}", elide_middle(&t.source, room.max(12)))
 }
 
 /// The lines above every table: what the trace is and how it was analyzed.
-pub fn header(out: &mut dyn Write, report: &Report) -> io::Result<()> {
+pub fn header(out: &mut dyn Write, report: &Report, width: Option<usize>) -> io::Result<()> {
     let t = &report.trace;
     // Counts the header claims (dropped events) can be anything: saturate.
     let warnings = report
         .warnings
         .iter()
         .fold(0u64, |n, w| n.saturating_add(w.count));
-    writeln!(
-        out,
-        "trace: {} ({}, format {})",
-        t.source, t.input_format, t.format_version
-    )?;
+    writeln!(out, "{}", trace_line("trace: ", t, width))?;
     // With --thread/--stack, say how many of the stacks were replayed.
     let stacks = if report.stacks.len() as u64 == t.stacks {
         t.stacks.to_string()
     } else {
         format!("{} of {}", report.stacks.len(), t.stacks)
     };
-    writeln!(
-        out,
-        "duration: {}  threads: {}  stacks: {}  events: {}  clock: {}  warnings: {}",
-        duration(t.duration_ns as f64),
-        t.threads.len(),
-        stacks,
-        t.events,
-        report.clock,
-        warnings
-    )?;
+    let items = [
+        format!("duration: {}", duration(t.duration_ns as f64)),
+        format!("threads: {}", t.threads.len()),
+        format!("stacks: {stacks}"),
+        format!("events: {}", t.events),
+        format!("clock: {}", report.clock),
+        format!("warnings: {warnings}"),
+    ];
+    for line in wrap_items(&items, width) {
+        writeln!(out, "{line}")?;
+    }
     let mut damage = Vec::new();
     if !t.finished {
         damage.push("unfinished (the recorder did not close the file)".to_owned());
@@ -90,146 +92,254 @@ pub fn header(out: &mut dyn Write, report: &Report) -> io::Result<()> {
         damage.push(format!("dropped events: {}", t.dropped_events));
     }
     if !damage.is_empty() {
-        writeln!(out, "{}", damage.join("  "))?;
+        for line in wrap_items(&damage, width) {
+            writeln!(out, "{line}")?;
+        }
     }
     Ok(())
 }
 
 /// The function table. `total` is how many functions the report holds, so
-/// the reader learns when `--filter` or `--limit` hid some.
-pub fn functions(out: &mut dyn Write, rows: &[&FunctionStats], total: usize) -> io::Result<()> {
+/// the reader learns when `--filter` or `--limit` hid some. `width`: the
+/// columns to fit in (see [`super::fit`]).
+pub fn functions(
+    out: &mut dyn Write,
+    rows: &[&FunctionStats],
+    total: usize,
+    width: Option<usize>,
+) -> io::Result<()> {
     if rows.len() < total {
         writeln!(out, "showing {} of {} functions", rows.len(), total)?;
     }
-    let mut table = new_table(&[
-        ("ncalls", true),
-        ("tottime", true),
-        ("percall", true),
-        ("cumtime", true),
-        ("percall", true),
-        ("paused", true),
-        ("function (file:line)", false),
-    ]);
-    for f in rows {
-        table.add_row(Row::new(vec![
-            num(calls(f.ncalls, f.primitive_calls)),
-            num(duration(f.tottime_ns as f64)),
-            num(per(f.tottime_ns, f.ncalls)),
-            num(duration(f.cumtime_ns as f64)),
-            num(per(f.cumtime_ns, f.primitive_calls)),
-            num(duration(f.paused_ns as f64)),
-            Cell::new(&function_label(&f.key())),
-        ]));
-    }
-    print(out, &table)
+    let columns = [
+        column("ncalls", Give::Nothing),
+        column("tottime", Give::Nothing),
+        column("percall", Give::Hide(2)).named("tottime percall"),
+        column("cumtime", Give::Nothing),
+        column("percall", Give::Hide(1)).named("cumtime percall"),
+        column("paused", Give::Hide(3)),
+        text_column("function (file:line)", LABEL_MIN),
+    ];
+    let body: Vec<Vec<Text>> = rows
+        .iter()
+        .map(|f| {
+            vec![
+                Text::Number(calls(f.ncalls, f.primitive_calls)),
+                Text::Number(duration(f.tottime_ns as f64)),
+                Text::Number(per(f.tottime_ns, f.ncalls)),
+                Text::Number(duration(f.cumtime_ns as f64)),
+                Text::Number(per(f.cumtime_ns, f.primitive_calls)),
+                Text::Number(duration(f.paused_ns as f64)),
+                Text::Label(f.key(), String::new()),
+            ]
+        })
+        .collect();
+    print_fitted(out, &columns, &body, width)
 }
 
 /// The per-stack table (`--stacks`). `total` is how many stacks the report
 /// holds, so the reader learns when `--limit` hid some.
-pub fn stacks(out: &mut dyn Write, stacks: &[&StackStats], total: usize) -> io::Result<()> {
+pub fn stacks(
+    out: &mut dyn Write,
+    stacks: &[&StackStats],
+    total: usize,
+    width: Option<usize>,
+) -> io::Result<()> {
     if stacks.len() < total {
         writeln!(out, "showing {} of {} stacks", stacks.len(), total)?;
     }
-    let mut table = new_table(&[
-        ("id", false),
-        ("name", false),
-        ("threads", false),
-        ("running", true),
-        ("paused", true),
-        ("switches in", true),
-        ("max depth", true),
-        ("events", true),
-    ]);
-    for s in stacks {
-        let threads: Vec<String> = s.threads.iter().map(u64::to_string).collect();
-        table.add_row(Row::new(vec![
-            Cell::new(&s.id.to_string()),
-            Cell::new(&s.name),
-            Cell::new(&threads.join(",")),
-            num(duration(s.running_ns as f64)),
-            num(duration(s.paused_ns as f64)),
-            num(s.switches_in.to_string()),
-            num(s.max_depth.to_string()),
-            num(s.events.to_string()),
-        ]));
-    }
-    print(out, &table)
+    let columns = [
+        text_column("id", 12),
+        text_column("name", 12),
+        text_column("threads", 7),
+        column("running", Give::Nothing),
+        column("paused", Give::Nothing),
+        column("switches in", Give::Hide(3)),
+        column("max depth", Give::Hide(1)),
+        column("events", Give::Hide(2)),
+    ];
+    let body: Vec<Vec<Text>> = stacks
+        .iter()
+        .map(|s| {
+            let threads: Vec<String> = s.threads.iter().map(u64::to_string).collect();
+            vec![
+                Text::Plain(s.id.to_string()),
+                Text::Plain(s.name.clone()),
+                Text::Plain(threads.join(",")),
+                Text::Number(duration(s.running_ns as f64)),
+                Text::Number(duration(s.paused_ns as f64)),
+                Text::Number(s.switches_in.to_string()),
+                Text::Number(s.max_depth.to_string()),
+                Text::Number(s.events.to_string()),
+            ]
+        })
+        .collect();
+    print_fitted(out, &columns, &body, width)
 }
 
 /// The grouped per-stack table (`--stacks --group`). `total` is how many
 /// groups there are, so the reader learns when `--limit` hid some.
-pub fn stack_groups(out: &mut dyn Write, groups: &[StackGroup], total: usize) -> io::Result<()> {
+pub fn stack_groups(
+    out: &mut dyn Write,
+    groups: &[StackGroup],
+    total: usize,
+    width: Option<usize>,
+) -> io::Result<()> {
     if groups.len() < total {
         writeln!(out, "showing {} of {} groups", groups.len(), total)?;
     }
-    let mut table = new_table(&[
-        ("stacks", true),
-        ("threads", true),
-        ("running", true),
-        ("per stack", true),
-        ("paused", true),
-        ("per stack", true),
-        ("switches in", true),
-        ("max depth", true),
-        ("events", true),
-        ("name (numbers as #)", false),
-    ]);
-    for g in groups {
-        table.add_row(Row::new(vec![
-            num(g.stacks.to_string()),
-            num(g.threads.len().to_string()),
-            num(duration(g.running_ns as f64)),
-            num(per(g.running_ns, g.stacks)),
-            num(duration(g.paused_ns as f64)),
-            num(per(g.paused_ns, g.stacks)),
-            num(g.switches_in.to_string()),
-            num(g.max_depth.to_string()),
-            num(g.events.to_string()),
-            Cell::new(&g.name),
-        ]));
-    }
-    print(out, &table)
+    let columns = [
+        column("stacks", Give::Nothing),
+        column("threads", Give::Hide(2)),
+        column("running", Give::Nothing),
+        column("per stack", Give::Hide(5)).named("running per stack"),
+        column("paused", Give::Nothing),
+        column("per stack", Give::Hide(4)).named("paused per stack"),
+        column("switches in", Give::Hide(3)),
+        column("max depth", Give::Hide(1)),
+        column("events", Give::Hide(2)),
+        text_column("name (numbers as #)", 12),
+    ];
+    let body: Vec<Vec<Text>> = groups
+        .iter()
+        .map(|g| {
+            vec![
+                Text::Number(g.stacks.to_string()),
+                Text::Number(g.threads.len().to_string()),
+                Text::Number(duration(g.running_ns as f64)),
+                Text::Number(per(g.running_ns, g.stacks)),
+                Text::Number(duration(g.paused_ns as f64)),
+                Text::Number(per(g.paused_ns, g.stacks)),
+                Text::Number(g.switches_in.to_string()),
+                Text::Number(g.max_depth.to_string()),
+                Text::Number(g.events.to_string()),
+                Text::Plain(g.name.clone()),
+            ]
+        })
+        .collect();
+    print_fitted(out, &columns, &body, width)
 }
 
 /// The caller or callee tables (`--callers`, `--callees`), like pstats'
 /// `print_callers` / `print_callees`: each selected function once, followed
 /// by one row per edge with the edge's ncalls, tottime and cumtime.
-pub fn edges(out: &mut dyn Write, groups: &[EdgeGroup<'_>], dir: Direction) -> io::Result<()> {
+pub fn edges(
+    out: &mut dyn Write,
+    groups: &[EdgeGroup<'_>],
+    dir: Direction,
+    width: Option<usize>,
+) -> io::Result<()> {
     let other = match dir {
         Direction::Callers => "was called by",
         Direction::Callees => "called",
     };
-    let mut table = new_table(&[
-        ("function (file:line)", false),
-        (other, false),
-        ("ncalls", true),
-        ("tottime", true),
-        ("cumtime", true),
-    ]);
+    let columns = [
+        text_column("function (file:line)", LABEL_MIN),
+        text_column(other, LABEL_MIN),
+        column("ncalls", Give::Nothing),
+        column("tottime", Give::Nothing),
+        column("cumtime", Give::Nothing),
+    ];
+    let mut body: Vec<Vec<Text>> = Vec::new();
     for g in groups {
-        let mut first = function_label(&g.function.key());
+        let mut first = Some(Text::Label(g.function.key(), String::new()));
+        let blank = || Text::Plain(String::new());
         if g.edges.is_empty() {
-            table.add_row(Row::new(vec![
-                Cell::new(&first),
-                Cell::new("-"),
-                Cell::new(""),
-                Cell::new(""),
-                Cell::new(""),
-            ]));
+            body.push(vec![
+                first.take().unwrap_or_else(blank),
+                Text::Plain("-".into()),
+                blank(),
+                blank(),
+                blank(),
+            ]);
         }
         for e in &g.edges {
             let key = match dir {
                 Direction::Callers => e.caller_key(),
                 Direction::Callees => e.callee_key(),
             };
-            table.add_row(Row::new(vec![
-                Cell::new(&std::mem::take(&mut first)),
-                Cell::new(&function_label(&key)),
-                num(calls(e.ncalls, e.primitive_calls)),
-                num(duration(e.tottime_ns as f64)),
-                num(duration(e.cumtime_ns as f64)),
-            ]));
+            body.push(vec![
+                first.take().unwrap_or_else(blank),
+                Text::Label(key, String::new()),
+                Text::Number(calls(e.ncalls, e.primitive_calls)),
+                Text::Number(duration(e.tottime_ns as f64)),
+                Text::Number(duration(e.cumtime_ns as f64)),
+            ]);
         }
+    }
+    print_fitted(out, &columns, &body, width)
+}
+
+/// The narrowest a function label shrinks to (then columns are hidden).
+pub(super) const LABEL_MIN: usize = 24;
+
+/// A right-aligned number column.
+pub(super) fn column(title: &str, give: Give) -> Column {
+    Column {
+        title: title.to_owned(),
+        name: title.to_owned(),
+        short: None,
+        right: true,
+        give,
+    }
+}
+
+/// A left-aligned text column that shrinks down to `min` columns.
+pub(super) fn text_column(title: &str, min: usize) -> Column {
+    Column {
+        title: title.to_owned(),
+        name: title.to_owned(),
+        short: None,
+        right: false,
+        give: Give::Shrink(min),
+    }
+}
+
+/// Fits the rows into `width` (see [`super::fit`]) and prints them, saying
+/// which columns were hidden to fit.
+pub(super) fn print_fitted(
+    out: &mut dyn Write,
+    columns: &[Column],
+    rows: &[Vec<Text>],
+    width: Option<usize>,
+) -> io::Result<()> {
+    let fitted = fit(columns, rows, width);
+    if !fitted.hidden.is_empty() {
+        let mut items = vec![format!("hidden to fit {} columns:", width.unwrap_or(0))];
+        let n = fitted.hidden.len();
+        for (i, name) in fitted.hidden.iter().enumerate() {
+            items.push(if i + 1 < n {
+                format!("{name},")
+            } else {
+                name.clone()
+            });
+        }
+        items.push("(--width 0 shows all)".to_owned());
+        for line in wrap_with(&items, width, " ") {
+            writeln!(out, "{line}")?;
+        }
+    }
+    let titles: Vec<(&str, bool)> = fitted
+        .columns
+        .iter()
+        .zip(&fitted.titles)
+        .map(|(&i, t)| (t.as_str(), columns[i].right))
+        .collect();
+    let mut table = new_table(&titles);
+    for (row, cells) in rows.iter().zip(fitted.rows) {
+        let cells = fitted
+            .columns
+            .iter()
+            .zip(cells)
+            .map(|(&i, text)| {
+                if row.get(i).is_some_and(Text::is_number) {
+                    num(text)
+                } else {
+                    Cell::new(&text)
+                }
+            })
+            .collect();
+        table.add_row(Row::new(cells));
     }
     print(out, &table)
 }
