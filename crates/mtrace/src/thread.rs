@@ -16,6 +16,8 @@
 //! A chunk is claimed with one `fetch_add` on the header's `next_seq`
 //! (`slot = seq % chunk_count`); in ring mode the slot's state word is then
 //! won with a compare-and-swap, skipping slots a live writer still holds.
+//! In stop-when-full mode a `seq` past the slots already in the file (one
+//! acquire load) first grows the file (`file.rs`).
 //! The claimer writes the thread id, the thread's chunk number and a snapshot
 //! of its open frames, then commits. Every event is committed by storing the
 //! state word with the new length, with release ordering after the event's
@@ -371,7 +373,9 @@ fn claim(l: &Local, shared: &Shared) -> bool {
     let dropped_chunks = map.counter(H_DROPPED_CHUNKS);
     for _ in 0..MAX_CLAIM_ATTEMPTS {
         let seq = next_seq.fetch_add(1, Ordering::Relaxed);
-        if shared.mode == Mode::StopWhenFull && seq >= map.chunk_count {
+        // Stop-when-full: slots are used once, in `seq` order, and the file
+        // grows to them; past its maximum, or on a full disk, it is full.
+        if shared.mode == Mode::StopWhenFull && seq >= map.ready_slots() && !map.grow_to(seq) {
             dropped_chunks.fetch_add(1, Ordering::Relaxed);
             l.full.set(true);
             return false;
