@@ -74,7 +74,7 @@ fn more_than_the_old_default_drops_nothing_with_default_settings() {
     const THREADS: u64 = 2;
     // 2 threads x 4.5 M pairs x 2 events x 16 bytes: 288 MiB of events.
     const PAIRS: u64 = 4_500_000;
-    assert!(THREADS * PAIRS * 2 * 16 > OLD_DEFAULT);
+    const _: () = assert!(THREADS * PAIRS * 2 * 16 > OLD_DEFAULT);
     let handles: Vec<_> = (0..THREADS)
         .map(|t| {
             std::thread::spawn(move || {
