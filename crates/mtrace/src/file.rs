@@ -136,9 +136,11 @@ fn lock(m: &Mutex<Growth>) -> MutexGuard<'_, Growth> {
 
 impl TraceMap {
     /// Creates the file, reserves the address range for its maximum size,
-    /// reserves the blocks of its first step (a ring's whole file) on disk,
-    /// maps it and writes the header. Leaves no file behind on error.
-    pub fn create(config: &Config, clock: &RunClock) -> Result<TraceMap, StartError> {
+    /// reserves the blocks of its first step (a ring's whole file) on disk
+    /// and maps it, with the pages written first (the header's, the first
+    /// names', slot 0's) faulted in; [`TraceMap::write_header`] next. Leaves
+    /// no file behind on error.
+    pub fn create(config: &Config) -> Result<TraceMap, StartError> {
         config.check()?;
         let path = config.path.clone();
         let file = OpenOptions::new()
@@ -151,7 +153,7 @@ impl TraceMap {
                 path: path.clone(),
                 source,
             })?;
-        match TraceMap::lay_out(config, clock, file) {
+        match TraceMap::lay_out(config, file) {
             Ok(map) => Ok(map),
             Err(e) => {
                 // Leave no half-made file behind (its handle is closed by now).
@@ -161,7 +163,7 @@ impl TraceMap {
         }
     }
 
-    fn lay_out(config: &Config, clock: &RunClock, file: File) -> Result<TraceMap, StartError> {
+    fn lay_out(config: &Config, file: File) -> Result<TraceMap, StartError> {
         let path = config.path.clone();
         let page = page_size();
         let meta_capacity = round_up(config.meta_capacity.max(META_ALIGN), 4096);
@@ -237,6 +239,16 @@ impl TraceMap {
         }
         lock(&this.growth).file = Some(file);
         this.ready.store(first_slots, Ordering::Release);
+        // Fault in now (while the clock calibrates, see `recording.rs`) the
+        // pages every recording writes first, rather than one write fault at
+        // a time as the header, the first names and the first chunk are written.
+        this.populate_bytes(0, this.meta_offset + 4096);
+        this.populate(0);
+        Ok(this)
+    }
+
+    /// Writes the header (the clock's calibration included).
+    pub fn write_header(&self, config: &Config, clock: &RunClock) {
         let mut header = Header::new(
             ClockInfo {
                 kind: clock.kind(),
@@ -253,16 +265,15 @@ impl TraceMap {
         header.preferred_clock = config.preferred_clock;
         header.producer = config.producer;
         header.pid = std::process::id();
-        header.chunk_count = chunk_count;
-        header.chunks_offset = chunks_offset as u64;
-        header.meta_offset = meta_offset as u64;
-        header.meta_capacity = meta_capacity as u64;
+        header.chunk_count = self.chunk_count;
+        header.chunks_offset = self.chunks_offset as u64;
+        header.meta_offset = self.meta_offset as u64;
+        header.meta_capacity = self.meta_capacity as u64;
         header.cmdline = std::env::args_os()
             .map(|a| a.to_string_lossy().into_owned())
             .collect::<Vec<_>>()
             .join("\0");
-        this.write(0, &header.encode());
-        Ok(this)
+        self.write(0, &header.encode());
     }
 
     /// The file's length with `slots` chunk slots.
@@ -391,12 +402,18 @@ impl TraceMap {
     /// kernel's work for the page). Best effort: kernels before 5.14 refuse
     /// it, and then the faults happen.
     pub fn populate(&self, slot: u64) {
+        self.populate_bytes(
+            self.chunks_offset + slot as usize * self.chunk_size,
+            self.chunk_size,
+        );
+    }
+
+    /// [`TraceMap::populate`] for the pages of bytes `start..start + len` of the file.
+    fn populate_bytes(&self, start: usize, len: usize) {
         #[cfg(target_os = "linux")]
         {
-            let start = self.chunks_offset + slot as usize * self.chunk_size;
             let first = start / self.page * self.page;
-            let end = round_up(start + self.chunk_size, self.page)
-                .min(self.mapped_len(self.ready_slots()));
+            let end = round_up(start + len, self.page).min(self.mapped_len(self.ready_slots()));
             if end > first {
                 // SAFETY: the range lies inside the mapped file; populating
                 // changes no byte of it.
@@ -410,7 +427,7 @@ impl TraceMap {
             }
         }
         #[cfg(not(target_os = "linux"))]
-        let _ = slot;
+        let _ = (start, len);
     }
 
     /// The state word of chunk slot `slot` (below [`TraceMap::ready_slots`]).

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use mtrace_format::layout::*;
 
-use crate::clock::RunClock;
+use crate::clock::Calibration;
 use crate::config::{Config, Mode};
 use crate::error::{FinishError, StartError};
 use crate::file::TraceMap;
@@ -120,8 +120,13 @@ pub fn start(config: Config) -> Result<Recording, StartError> {
     }
     // Before the clock's calibration: a bad size is refused at once.
     config.check()?;
-    let clock = RunClock::start(config.clock);
-    let map = TraceMap::create(&config, &clock)?;
+    // The file is made while the clock calibrates: the calibration's
+    // 1 ms spin is the floor of a start's cost, and a language binding
+    // starts a recording per `enable()`.
+    let calibration = Calibration::begin(config.clock);
+    let map = TraceMap::create(&config)?;
+    let clock = calibration.finish();
+    map.write_header(&config, &clock);
     *last_gen += 1;
     let gen = (*last_gen << 1) | if clock.tsc { GEN_TSC } else { 0 };
     let shared: &'static Shared = Box::leak(Box::new(Shared {
