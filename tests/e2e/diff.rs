@@ -184,8 +184,8 @@ fn known_changes_are_reported_exactly() {
     let (base, new) = known(&dir);
     let run = diff(&base, &new, &[]).success();
     assert!(run.stdout.starts_with(&format!(
-        "base: {} (jsonl, format 1)  duration: 2.45µs  events: 10  stacks: 1\n\
-         new:  {} (jsonl, format 1)  duration: 3.29µs  events: 10  stacks: 1\n",
+        "base: {} (jsonl, format 2)  duration: 2.45µs  events: 10  stacks: 1\n\
+         new:  {} (jsonl, format 2)  duration: 3.29µs  events: 10  stacks: 1\n",
         base.display(),
         new.display()
     )));
@@ -508,8 +508,8 @@ fn jsonl_against_its_binary_conversion_changes_nothing() {
         mtanalyze(["convert".as_ref(), jsonl.as_os_str(), bin.as_os_str()]).success();
         for (base, new) in [(&jsonl, &bin), (&bin, &jsonl)] {
             let run = diff(base, new, &[]).success();
-            run.stdout_has("(jsonl, format 1)")
-                .stdout_has("(binary, format 1)")
+            run.stdout_has("(jsonl, format 2)")
+                .stdout_has("(binary, format 2)")
                 .stdout_has("change: 0ns (0.0%)");
             let v = diff_json(base, new, &[]);
             let functions = array(&v["functions"]);
@@ -805,7 +805,10 @@ fn traces_preferring_different_clocks_need_clock() {
 
 #[test]
 fn diff_json_validates_against_its_schema() {
-    assert_documented("diff.schema.json", &["$.paths"]);
+    assert_documented(
+        "diff.schema.json",
+        &["$.paths", "ThreadSummary.lost_from_ns"],
+    );
     let dir = TempDir::new("diff-schema");
     let (base, new) = known(&dir);
     let random = dir.write("random.jsonl", random_trace(3));

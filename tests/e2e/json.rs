@@ -36,7 +36,7 @@ fn report_json_has_the_documented_fields_with_integer_ns() {
     let t = &v["trace"];
     assert_eq!(t["source"], trace.display().to_string());
     assert_eq!(t["input_format"], "jsonl");
-    assert_eq!(t["format_version"], 1);
+    assert_eq!(t["format_version"], 2);
     assert_eq!(t["end_ns"], 90);
     assert_eq!(t["duration_ns"], 90);
     assert_eq!(t["events"], 10);
@@ -59,6 +59,7 @@ fn report_json_has_the_documented_fields_with_integer_ns() {
             keys(f),
             [
                 "cumtime_ns",
+                "cut_short",
                 "file",
                 "function",
                 "line",

@@ -14,6 +14,7 @@ mod errors;
 mod import;
 mod json;
 mod layout;
+mod lost;
 mod options;
 mod output;
 mod pictures;

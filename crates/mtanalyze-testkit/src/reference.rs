@@ -33,6 +33,11 @@
 //!   per-thread order), so that at a hand-over at time t the events of the
 //!   thread that gave the stack away come before those of the thread that took it.
 //! - A switch names stacks verbatim: `"stack": "thread:2"` is thread 2's own stack.
+//! - Lost events (a thread's last line): the thread's current stack stops
+//!   running at the mark (under `gil` the time after it belongs to no
+//!   stack); its own stack and its current stack end there if that was
+//!   their last stretch; a logical stack paused at the end with frames open
+//!   ends at the later of its last switch away and the earliest mark.
 //! - `warnings` counts one per repaired input line (a clamped timestamp, an
 //!   exit that closed frames above its function, an exit of a function that is
 //!   not open, an exit on an empty stack). Frames still open at the end of the
@@ -51,6 +56,11 @@ pub enum Ev {
     Exit(String),
     /// The thread now runs the named stack; `None` means its own stack.
     Switch(Option<String>),
+    /// The recorder lost the thread's events from here on. The reference
+    /// takes it only as the thread's last line (see "Lost events" in
+    /// `schemas/semantics.md`; a mark followed by more events is covered
+    /// by the end-to-end tests).
+    Lost,
 }
 
 /// One event line: lines of one thread are given in that thread's order.
@@ -161,6 +171,8 @@ pub fn reference(lines: &[Line], clock: Clock, end_ts: Option<u64>) -> RefReport
             let stack_after = match &line.ev {
                 Ev::Switch(None) => own_stack(tid),
                 Ev::Switch(Some(name)) => name.clone(),
+                // After a mark the thread runs nothing that has frames.
+                Ev::Lost => LOST.to_owned(),
                 _ => current.clone(),
             };
             events.push(Event {
@@ -173,7 +185,7 @@ pub fn reference(lines: &[Line], clock: Clock, end_ts: Option<u64>) -> RefReport
                 stack_after: stack_after.clone(),
                 segment_start: seg,
             });
-            if let Ev::Switch(_) = line.ev {
+            if let Ev::Switch(_) | Ev::Lost = line.ev {
                 current = stack_after;
                 segment_start = Some(ts);
             }
@@ -201,7 +213,7 @@ pub fn reference(lines: &[Line], clock: Clock, end_ts: Option<u64>) -> RefReport
                 let mut current = first.stack_before.clone();
                 let mut since = first.ts;
                 for e in events {
-                    if let Ev::Switch(_) = e.ev {
+                    if let Ev::Switch(_) | Ev::Lost = e.ev {
                         running
                             .entry(current.clone())
                             .or_default()
@@ -210,7 +222,9 @@ pub fn reference(lines: &[Line], clock: Clock, end_ts: Option<u64>) -> RefReport
                         since = e.ts;
                     }
                 }
-                running.entry(current).or_default().push((since, end));
+                if current != LOST {
+                    running.entry(current).or_default().push((since, end));
+                }
             }
         }
         Clock::Gil => {
@@ -287,15 +301,56 @@ pub fn reference(lines: &[Line], clock: Clock, end_ts: Option<u64>) -> RefReport
                         }
                     }
                 }
-                Ev::Switch(_) => unreachable!(),
+                Ev::Switch(_) | Ev::Lost => unreachable!(),
             }
         }
-        // Frames still open at the end close at the end of the trace.
+        // Frames still open at the end close at the end of the trace, or
+        // where the trace lost the stack's end.
+        let close_at = stack_end(&stack_id, &threads, end);
         while !open.is_empty() {
-            close_top(&mut open, end, intervals, &mut report);
+            close_top(&mut open, close_at, intervals, &mut report);
         }
     }
     report
+}
+
+/// The pseudo-stack a thread runs after its `lost` mark: it has no frames.
+const LOST: &str = "(lost)";
+
+/// Where stack `id`'s open frames close: the end of the trace, unless the
+/// trace lost the stack's end (see "Lost events" in `semantics.md`).
+fn stack_end(id: &str, threads: &BTreeMap<u64, Vec<Event>>, end: u64) -> u64 {
+    // The earliest mark, and whether some thread still runs `id` at the end.
+    let marks = threads
+        .values()
+        .filter_map(|evs| evs.last().filter(|e| e.ev == Ev::Lost).map(|e| e.ts));
+    let Some(first_mark) = marks.min() else {
+        return end;
+    };
+    if threads
+        .values()
+        .any(|evs| evs.last().is_some_and(|e| e.stack_after == id))
+    {
+        return end;
+    }
+    // When a thread last left it: a switch away, or a mark on it.
+    let last_left = threads
+        .values()
+        .flatten()
+        .filter(|e| matches!(e.ev, Ev::Switch(_) | Ev::Lost) && e.stack_before == id)
+        .map(|e| e.ts)
+        .max();
+    if let Some(tid) = id
+        .strip_prefix("thread:")
+        .and_then(|t| t.parse::<u64>().ok())
+    {
+        // An own stack ends only with its thread's mark.
+        return match threads.get(&tid).and_then(|evs| evs.last()) {
+            Some(e) if e.ev == Ev::Lost => e.ts,
+            _ => end,
+        };
+    }
+    last_left.map_or(end, |left| left.max(first_mark))
 }
 
 /// Total length of `[from, to]` that lies inside the running intervals.
@@ -395,6 +450,7 @@ pub fn parse_jsonl(text: &str) -> Vec<Line> {
             "thread" => continue,
             "enter" => Ev::Enter(str_field("fn")),
             "exit" => Ev::Exit(str_field("fn")),
+            "lost" => Ev::Lost,
             "switch" => match get("stack") {
                 Some(Json::Str(s)) => Ev::Switch(Some(s.clone())),
                 Some(Json::Null) | None => Ev::Switch(None),

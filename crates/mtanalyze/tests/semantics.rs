@@ -267,6 +267,7 @@ fn to_jsonl(lines: &[reference::Line]) -> String {
             reference::Ev::Exit(f) => format!("\"ev\": \"exit\", \"fn\": \"{f}\""),
             reference::Ev::Switch(None) => "\"ev\": \"switch\", \"stack\": null".into(),
             reference::Ev::Switch(Some(s)) => format!("\"ev\": \"switch\", \"stack\": \"{s}\""),
+            reference::Ev::Lost => "\"ev\": \"lost\"".into(),
         };
         out.push_str(&format!(
             "{{\"ts\": {}, \"tid\": {}, {body}}}\n",
@@ -318,6 +319,7 @@ fn to_binary_in_chunks(lines: &[reference::Line], chunk_size: usize) -> Vec<u8> 
             reference::Ev::Exit(f) => EventKind::Exit(w.function(f, "", 0, "")),
             reference::Ev::Switch(None) => EventKind::Switch(StackId::OWN),
             reference::Ev::Switch(Some(s)) => EventKind::Switch(w.stack(s)),
+            reference::Ev::Lost => EventKind::Lost,
         };
         w.event(ThreadId(l.tid), l.ts, kind).unwrap();
     }
@@ -388,6 +390,58 @@ proptest! {
                 r.trace.ticks_per_second = 0;
             }
             prop_assert_eq!(a, b);
+        }
+    }
+}
+
+/// The lines with the recorder's file filling up: thread `i`'s events
+/// stop at its `cuts[i]`-th line (in percent of its lines, when below
+/// 100), which becomes its `lost` mark, at that line's time.
+fn with_marks(lines: &[reference::Line], cuts: &[u8]) -> Vec<reference::Line> {
+    let mut per_thread: BTreeMap<u64, usize> = BTreeMap::new();
+    for l in lines {
+        *per_thread.entry(l.tid).or_default() += 1;
+    }
+    let cut_of = |tid: u64| {
+        let pct = *cuts.get(tid as usize - 1).unwrap_or(&100) as usize;
+        (pct < 100).then(|| per_thread[&tid] * pct / 100)
+    };
+    let mut seen: BTreeMap<u64, usize> = BTreeMap::new();
+    let mut out = Vec::new();
+    for l in lines {
+        let n = seen.entry(l.tid).or_default();
+        match cut_of(l.tid) {
+            Some(k) if *n == k => out.push(reference::Line {
+                tid: l.tid,
+                ts: l.ts,
+                ev: reference::Ev::Lost,
+            }),
+            Some(k) if *n > k => {}
+            _ => out.push(l.clone()),
+        }
+        *n += 1;
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    /// With threads whose events end at a `lost` mark, the engine still
+    /// equals the literal reference under every clock, and own stacks
+    /// replayed by the segment pass equal the replay pass's.
+    #[test]
+    fn lost_marks_engine_equals_literal_reference(
+        threads in 1u64..4, stacks in 0u64..4, functions in 1u8..5, steps in steps(),
+        cuts in proptest::collection::vec(0u8..130, 3), seed in any::<u64>(),
+    ) {
+        let lines = with_marks(&ordered_lines(threads, stacks, functions, &steps), &cuts);
+        prop_assume!(!lines.is_empty());
+        engine_matches_reference(&shuffle_threads(&lines, seed))?;
+        let bytes = to_binary_direct(&lines);
+        for clock in [Clock::Stack, Clock::Wall] {
+            let (fused, replayed) = fused_and_replayed(&bytes, clock);
+            prop_assert_eq!(fused, replayed, "clock {}", clock);
         }
     }
 }

@@ -39,6 +39,8 @@ pub const KIND_SWITCH: u64 = 3;
 pub const KIND_THREAD_START: u64 = 4;
 /// Kind nibble of a thread-exit event.
 pub const KIND_THREAD_EXIT: u64 = 5;
+/// Kind nibble of a `lost` event (format version 2).
+pub const KIND_LOST: u64 = 6;
 
 /// Splits 16 event bytes into (kind, tick, payload) without judging them.
 /// For hot loops that branch on the kind themselves; [`raw_is_valid`]
@@ -57,7 +59,7 @@ pub fn raw_is_valid(kind: u64, payload: u64) -> bool {
     match kind {
         KIND_ENTER | KIND_EXIT => payload != 0 && payload <= u32::MAX as u64,
         KIND_SWITCH => true,
-        KIND_THREAD_START | KIND_THREAD_EXIT => payload == 0,
+        KIND_THREAD_START | KIND_THREAD_EXIT | KIND_LOST => payload == 0,
         _ => false,
     }
 }
@@ -75,6 +77,10 @@ pub enum EventKind {
     ThreadStart,
     /// The thread ended.
     ThreadExit,
+    /// The thread could not store its events from this tick on (its file
+    /// was full): its stacks end here, unless a later chunk of the thread
+    /// restarts from its snapshot. Ends its chunk.
+    Lost,
 }
 
 /// One decoded event: a tick in the trace's clock and what happened.
@@ -107,6 +113,7 @@ impl Event {
             EventKind::Switch(s) => (KIND_SWITCH, s.0),
             EventKind::ThreadStart => (KIND_THREAD_START, 0),
             EventKind::ThreadExit => (KIND_THREAD_EXIT, 0),
+            EventKind::Lost => (KIND_LOST, 0),
         };
         encode_raw(kind, self.tick, payload)
     }
@@ -138,10 +145,17 @@ impl Event {
             KIND_SWITCH => EventKind::Switch(StackId(payload)),
             KIND_THREAD_START => no_payload(EventKind::ThreadStart)?,
             KIND_THREAD_EXIT => no_payload(EventKind::ThreadExit)?,
+            KIND_LOST => no_payload(EventKind::Lost)?,
             other => return Err(BadEvent::UnknownKind(other as u8)),
         };
         Ok(Event { tick, kind })
     }
+}
+
+/// The recorder's mark of a thread that lost its events from `tick` on.
+#[inline]
+pub fn encode_lost(tick: u64) -> [u8; EVENT_SIZE] {
+    encode_raw(KIND_LOST, tick, 0)
 }
 
 /// The recorder's hot path: encode without building an [`Event`].
@@ -177,6 +191,7 @@ mod tests {
             any::<u64>().prop_map(|s| EventKind::Switch(StackId(s))),
             Just(EventKind::ThreadStart),
             Just(EventKind::ThreadExit),
+            Just(EventKind::Lost),
         ]
     }
 

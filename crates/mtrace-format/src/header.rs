@@ -178,7 +178,7 @@ impl Header {
             })
         };
         let version = u32_at(H_VERSION)?;
-        if version != FORMAT_VERSION {
+        if !(OLDEST_READ_VERSION..=FORMAT_VERSION).contains(&version) {
             return Err(FormatError::UnsupportedVersion(version));
         }
         if bytes.len() < HEADER_SIZE {
@@ -300,7 +300,7 @@ mod tests {
         let err = Header::decode(&b).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "unsupported format version 7 (this build reads version 1)"
+            "unsupported format version 7 (this build reads versions 1 to 2)"
         );
     }
 

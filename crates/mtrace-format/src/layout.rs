@@ -19,8 +19,12 @@
 
 /// The first eight bytes of every trace file.
 pub const MAGIC: [u8; 8] = *b"MTRACE\0\x01";
-/// The format version this crate writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+/// The format version this crate writes. Version 2 is version 1 plus the
+/// `lost` event (kind 6) and the 16 bytes every chunk keeps free for it.
+pub const FORMAT_VERSION: u32 = 2;
+/// The oldest format version this crate reads (every version up to
+/// [`FORMAT_VERSION`] is read).
+pub const OLDEST_READ_VERSION: u32 = 1;
 /// Size of the file header, including the command line area.
 pub const HEADER_SIZE: usize = 4096;
 
@@ -86,6 +90,11 @@ pub const DEFAULT_CHUNK_SIZE: usize = 64 << 10;
 
 /// Every event and the snapshot are laid in units of this many bytes.
 pub const EVENT_SIZE: usize = 16;
+
+/// Bytes at the end of every chunk body that a version-2 recorder keeps
+/// free for one `lost` event: a thread whose next claim fails can always
+/// say, in the chunk it already owns, from when its events are missing.
+pub const LOST_RESERVE: usize = EVENT_SIZE;
 
 /// State word bit: a writer currently owns the chunk.
 pub const STATE_WRITING: u64 = 1;

@@ -187,7 +187,12 @@ impl<W: Write + Seek> TraceWriter<W> {
                 }
             }
             EventKind::Switch(s) => t.current = s,
-            EventKind::ThreadStart | EventKind::ThreadExit => {}
+            EventKind::ThreadStart | EventKind::ThreadExit | EventKind::Lost => {}
+        }
+        // A `lost` event ends its chunk; the thread's next event, if any,
+        // starts a chunk that readers restart from its snapshot.
+        if kind == EventKind::Lost {
+            self.flush(tid, &mut t)?;
         }
         self.threads.insert(tid, t);
         Ok(())

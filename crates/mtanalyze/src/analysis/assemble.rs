@@ -74,6 +74,7 @@ fn function_rows(acc: &Acc, entries: &[FunctionEntry]) -> (Vec<FunctionStats>, V
                 cumtime_ns: a.cumtime_ns,
                 paused_ns: a.paused_ns,
                 open_at_end: a.open_at_end,
+                cut_short: a.cut_short,
             };
             (i, stats)
         })

@@ -10,7 +10,7 @@
 
 use rustc_hash::FxHashSet;
 
-use mtrace_format::event::{raw_is_valid, KIND_ENTER, KIND_EXIT, KIND_SWITCH};
+use mtrace_format::event::{raw_is_valid, KIND_ENTER, KIND_EXIT, KIND_LOST, KIND_SWITCH};
 use mtrace_format::StackId;
 
 use crate::analysis::decode::{Batch, Batches, Decoded, FunctionTable, Pos, Restart};
@@ -42,6 +42,9 @@ pub(super) struct ThreadPass {
     /// possible): it only needs the end of the trace. Its segments are
     /// then not in `segments`.
     pub own_replay: Option<OwnReplay>,
+    /// The tick of the thread's `lost` mark, if that is where its events
+    /// end (a mark followed by a restart from a snapshot is not kept).
+    pub lost_at: Option<u64>,
 }
 
 /// A thread's own stack replayed by the segment pass, which reads its
@@ -57,6 +60,9 @@ pub(super) struct OwnReplay {
     pub state: Suspended,
     /// Problems the replay found.
     pub warnings: Warnings,
+    /// Where the stack ends if not at the end of the trace: its thread's
+    /// `lost` mark, in ns.
+    pub ends_at_ns: Option<u64>,
 }
 
 /// The own stack's replay while the pass runs.
@@ -68,6 +74,8 @@ struct OwnFusion<'t> {
     running: Option<(u64, u64)>,
     /// Whether the thread ran its own stack at all.
     began: bool,
+    /// The own stack's last segment ended at a `lost` mark, at this ns.
+    ends_at_ns: Option<u64>,
 }
 
 /// The state of one thread's pass.
@@ -98,6 +106,7 @@ impl Cutter<'_, '_, '_> {
             end_tick: RUNS_TO_END,
             switched_in,
             seed,
+            ends_at_lost: false,
         }
     }
 
@@ -126,6 +135,7 @@ impl Cutter<'_, '_, '_> {
             .begin(decoded, &decoded.functions, f.clock, seg, &mut f.warnings);
         f.running = Some((start_ns, f.replay.offset(f.clock, start_ns)));
         f.began = true;
+        f.ends_at_ns = None;
     }
 
     /// The thread leaves its segment before `end`, at `end_tick`.
@@ -138,6 +148,7 @@ impl Cutter<'_, '_, '_> {
                 let end_ns = self.decoded.scale.ns(end_tick);
                 f.replay.end_linear(f.clock, start_ns, end_ns);
                 f.running = None;
+                f.ends_at_ns = s.ends_at_lost.then_some(end_ns);
             }
         }
         s.end = end;
@@ -156,7 +167,7 @@ impl Cutter<'_, '_, '_> {
 
     /// Ends the pass: the last segment runs until the end of the trace, and
     /// so does the own stack's replay if it is in it.
-    fn finish(mut self, end: Pos) -> (ThreadPass, Option<(Suspended, Warnings)>) {
+    fn finish(mut self, end: Pos) -> (ThreadPass, Option<(Suspended, Warnings, Option<u64>)>) {
         let running_since = self
             .own
             .as_ref()
@@ -169,7 +180,7 @@ impl Cutter<'_, '_, '_> {
         let own = self
             .own
             .filter(|f| f.began)
-            .map(|f| (f.replay.suspend(running_since), f.warnings));
+            .map(|f| (f.replay.suspend(running_since), f.warnings, f.ends_at_ns));
         if own.is_none() && !self.own_segments.is_empty() {
             let own_segments = std::mem::take(&mut self.own_segments);
             let segments = std::mem::take(&mut self.pass.segments);
@@ -206,6 +217,8 @@ impl Cutter<'_, '_, '_> {
         let tid = self.tid;
         let at = Pos { chunk, event: 0 };
         self.close_segment(at, tick);
+        // The thread goes on: a `lost` mark before this is a gap, not its end.
+        self.pass.lost_at = None;
         if current_stack != StackId::OWN {
             // The own stack is paused below the logical one: open its
             // frames too, in a stretch that does not run.
@@ -223,6 +236,36 @@ impl Cutter<'_, '_, '_> {
         let seg = self.new_segment(at, tick, false, seed);
         self.open_segment(seg);
         self.pass.first_tick.get_or_insert(tick);
+    }
+
+    /// The thread lost its events from `tick` on (a `lost` mark at `pos`):
+    /// its current stack stops there, and so does its own stack, which the
+    /// thread can no longer be seen to return to. Both end there unless
+    /// the thread restarts later (the segments say so; see `replay.rs`).
+    fn lost(&mut self, pos: Pos, tick: u64) {
+        let tid = self.tid;
+        if self.open.is_none() {
+            let seg = self.new_segment(pos, tick, self.pass.segments.is_empty(), Seed::None);
+            self.open_segment(seg);
+        }
+        if let Some(s) = &mut self.open {
+            s.ends_at_lost = true;
+        }
+        self.close_segment(pos, tick);
+        if self.stack != StackKey::Own(tid) {
+            // The own stack, paused below, ends with a stretch that does not run.
+            self.stack = StackKey::Own(tid);
+            let mut own = self.new_segment(pos, tick, false, Seed::None);
+            own.ends_at_lost = true;
+            self.open_segment(own);
+            self.close_segment(pos, tick);
+        }
+        self.pass.lost_at = Some(tick);
+        let at = Location::Time {
+            ns: self.decoded.scale.ns(tick),
+            thread: tid,
+        };
+        self.pass.warnings.add(WarningKind::EventsLost, at);
     }
 
     /// Cuts one batch: runs of ordinary events on the fast path, every
@@ -331,6 +374,12 @@ impl Cutter<'_, '_, '_> {
             chunk: batch.chunk,
             event: batch.first_event + i as u32,
         };
+        if kind == KIND_LOST {
+            self.lost(pos, tick);
+            // A `lost` event ends its chunk; the next one restarts from its snapshot.
+            batches.damaged();
+            return false;
+        }
         if kind == KIND_SWITCH {
             if self.open.is_none() && self.pass.segments.is_empty() {
                 // The thread started on its own stack and left it at
@@ -402,6 +451,7 @@ pub(crate) fn cut_thread(decoded: &Decoded<'_>, index: u32, fuse: Option<Clock>)
             warnings: Warnings::default(),
             running: None,
             began: false,
+            ends_at_ns: None,
         }),
         _ => None,
     };
@@ -427,11 +477,12 @@ pub(crate) fn cut_thread(decoded: &Decoded<'_>, index: u32, fuse: Option<Clock>)
         event: 0,
     };
     let (mut pass, own) = cut.finish(end);
-    if let (Some((state, warnings)), Some(tally)) = (own, tally) {
+    if let (Some((state, warnings, ends_at_ns)), Some(tally)) = (own, tally) {
         pass.own_replay = Some(OwnReplay {
             tally,
             state,
             warnings,
+            ends_at_ns,
         });
     }
     pass

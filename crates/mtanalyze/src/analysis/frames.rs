@@ -31,6 +31,8 @@ pub(super) struct FnAcc {
     pub paused_ns: u64,
     /// Frames still open at the end of the trace (closed there).
     pub open_at_end: u64,
+    /// Frames whose start or end the trace lost (see `FunctionStats::cut_short`).
+    pub cut_short: u64,
 }
 
 /// Totals of one caller -> callee edge.
@@ -91,6 +93,7 @@ impl Acc {
             a.cumtime_ns = a.cumtime_ns.saturating_add(b.cumtime_ns);
             a.paused_ns = a.paused_ns.saturating_add(b.paused_ns);
             a.open_at_end += b.open_at_end;
+            a.cut_short += b.cut_short;
         }
         for (k, b) in other.edges {
             self.edges.entry(k).or_default().add(&b);
@@ -392,6 +395,8 @@ impl<'a, O: Observer> FrameStack<'a, O> {
         }
         for &f in &truth[common..] {
             self.enter(f, ns, r);
+            // Opened where the trace starts knowing of it, not where it began.
+            self.t.acc.functions[f as usize].cut_short += 1;
         }
         (truth.len() - common) as u64
     }
@@ -421,9 +426,16 @@ impl<'a, O: Observer> FrameStack<'a, O> {
     }
 
     /// Closes every open frame at the end of the trace.
-    pub(super) fn close_all(&mut self, ns: u64, r: u64) {
+    /// Closes every open frame at `ns`, counting them as open at the end
+    /// of the trace, or as cut short (`cut`: the trace lost their end).
+    pub(super) fn close_all(&mut self, ns: u64, r: u64, cut: bool) {
         while let Some(f) = self.t.frames.last() {
-            self.t.acc.functions[f.func as usize].open_at_end += 1;
+            let stats = &mut self.t.acc.functions[f.func as usize];
+            if cut {
+                stats.cut_short += 1;
+            } else {
+                stats.open_at_end += 1;
+            }
             self.pop(ns, r);
         }
     }

@@ -38,6 +38,7 @@ pub fn analyze(trace: &LoadedTrace, opts: &AnalyzeOptions) -> Result<Report, Ana
                 analysis.clock,
                 StackKey::Own(tid),
                 end_ns,
+                own.ends_at_ns,
             );
             (own.tally.into_acc(), stats, own.warnings)
         })

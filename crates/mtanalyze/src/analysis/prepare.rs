@@ -181,6 +181,13 @@ impl Prepared<'_> {
         self.decoded.scale.ns(tick)
     }
 
+    /// The earliest `lost` mark that ends a thread's events, in ns: the
+    /// trace is complete up to there (see "Lost events" in `semantics.md`).
+    pub(crate) fn first_mark_ns(&self) -> Option<u64> {
+        let first = self.passes.iter().filter_map(|p| p.lost_at).min();
+        first.map(|t| self.ns(t))
+    }
+
     fn thread_summaries(&self) -> Vec<ThreadSummary> {
         self.decoded
             .threads
@@ -193,11 +200,14 @@ impl Prepared<'_> {
                     .get(&t.tid.0)
                     .cloned()
                     .unwrap_or_default();
+                let lost_from_ns = p.lost_at.map(|t| self.ns(t));
                 ThreadSummary {
                     tid: t.tid.0,
                     name,
                     os_tid,
                     events: p.events,
+                    lost_from_ns,
+                    lost_ns: lost_from_ns.map_or(0, |l| self.ns(self.end_tick).saturating_sub(l)),
                 }
             })
             .collect()

@@ -46,6 +46,9 @@ pub(super) struct ReplayContext<'d, 'a> {
     pub gil: Option<&'d GilTimeline>,
     /// End of the trace, in ticks.
     pub end_tick: u64,
+    /// The earliest `lost` mark that ends a thread's events, in ns: after
+    /// it, a logical stack not seen running may have run unrecorded.
+    pub first_mark_ns: Option<u64>,
 }
 
 impl ReplayContext<'_, '_> {
@@ -77,6 +80,9 @@ pub(super) fn replay_stack<'s, O: Observer>(
     // Where the stack's last stretch left the gil timeline.
     let mut gil_hint = 0;
     let mut i = 0;
+    // Where the last segment left the stack: ended at a `lost` mark (ns),
+    // switched away, or still running at the end of the trace.
+    let mut last_end = LastEnd::Running;
     while let Some(seg) = segment(i) {
         // Segments (and their events) are scattered: start loading the
         // ones after this while it replays.
@@ -91,6 +97,11 @@ pub(super) fn replay_stack<'s, O: Observer>(
             }
         }
         let seg_end_ns = seg.switched_away().map_or(end_ns, |t| ctx.ns(t));
+        last_end = match seg.switched_away() {
+            _ if seg.ends_at_lost => LastEnd::Lost(seg_end_ns),
+            Some(_) => LastEnd::SwitchedAway,
+            None => LastEnd::Running,
+        };
         let start_ns = stack.begin(ctx.decoded, ctx.functions, ctx.clock, seg, warnings);
         let thread = &ctx.decoded.threads[seg.thread as usize];
         let mut batches = Batches::new(
@@ -145,7 +156,27 @@ pub(super) fn replay_stack<'s, O: Observer>(
         }
         i += 1;
     }
-    stack.finish(ctx.clock, key, end_ns)
+    let cut_at = match (last_end, key, ctx.first_mark_ns) {
+        (LastEnd::Lost(ns), _, _) => Some(ns),
+        // Paused when a thread lost its events: whether it ran after that
+        // is unknown, so it ends where the trace stopped being complete.
+        (LastEnd::SwitchedAway, StackKey::Logical(_), Some(mark)) => {
+            Some(mark.max(stack.so_far.prev_end_ns))
+        }
+        _ => None,
+    };
+    stack.finish(ctx.clock, key, end_ns, cut_at)
+}
+
+/// How a stack's last segment ended.
+#[derive(Clone, Copy, Debug)]
+enum LastEnd {
+    /// At its thread's `lost` mark, at this ns.
+    Lost(u64),
+    /// The thread switched away.
+    SwitchedAway,
+    /// It ran until the end of the trace.
+    Running,
 }
 
 /// One stack's replay, segment after segment: [`replay_stack`] drives it
@@ -284,23 +315,31 @@ impl<'a, O: Observer> StackReplay<'a, O> {
         }
     }
 
-    /// Closes the frames still open at the end of the trace (`end_ns`) and
-    /// returns the stack's statistics (with an empty name).
-    pub(super) fn finish(mut self, clock: Clock, key: StackKey, end_ns: u64) -> StackStats {
-        let first_start_ns = self.so_far.first_start_ns.unwrap_or(end_ns);
+    /// Closes the frames still open at the end of the trace (`end_ns`), or
+    /// at `cut_at` if the trace lost the stack's end there (counted as cut
+    /// short), and returns the stack's statistics (with an empty name).
+    pub(super) fn finish(
+        mut self,
+        clock: Clock,
+        key: StackKey,
+        end_ns: u64,
+        cut_at: Option<u64>,
+    ) -> StackStats {
+        let close_ns = cut_at.map_or(end_ns, |c| c.min(end_ns));
+        let first_start_ns = self.so_far.first_start_ns.unwrap_or(close_ns);
         let r_end = if clock == Clock::Wall {
-            end_ns
+            close_ns
         } else {
             self.so_far.r
         };
         let open_at_end = self.frames.depth() > 0;
-        self.frames.close_all(end_ns, r_end);
+        self.frames.close_all(close_ns, r_end, cut_at.is_some());
         self.frames.merge_paths();
         // A stack lives from its first stretch to its last switch away (a
         // task that finished is not "paused" for the rest of the trace), or
-        // to the end of the trace if frames were still open there.
+        // to the end of the trace (or its cut) if frames were still open there.
         let last_ns = if open_at_end {
-            end_ns
+            close_ns
         } else {
             self.so_far.prev_end_ns
         };
@@ -345,7 +384,8 @@ impl<'a, O: Observer> StackReplay<'a, O> {
     }
 
     /// Takes up a suspended replay on the tally it was replayed with, ends
-    /// its running segment at `end_ns` and finishes it.
+    /// its running segment at `end_ns` and finishes it (at `cut_at` if its
+    /// thread's events ended at a `lost` mark).
     pub(super) fn resume(
         s: Suspended,
         tally: &'a mut Tally,
@@ -353,6 +393,7 @@ impl<'a, O: Observer> StackReplay<'a, O> {
         clock: Clock,
         key: StackKey,
         end_ns: u64,
+        cut_at: Option<u64>,
     ) -> StackStats {
         let mut stack = StackReplay::new(tally, ROOT, observer);
         stack.frames.put_back(s.frames);
@@ -361,7 +402,7 @@ impl<'a, O: Observer> StackReplay<'a, O> {
         if let Some(start_ns) = s.running_since_ns {
             stack.end_linear(clock, start_ns, end_ns);
         }
-        stack.finish(clock, key, end_ns)
+        stack.finish(clock, key, end_ns, cut_at)
     }
 }
 

@@ -62,6 +62,9 @@ pub(crate) struct Segment {
     pub switched_in: bool,
     /// Frames to open first if the stack is empty.
     pub seed: Seed,
+    /// It ended at a `lost` mark of its thread: if it is the stack's last
+    /// segment, the stack ends there (see "Lost events" in `semantics.md`).
+    pub ends_at_lost: bool,
 }
 
 const _: () = assert!(std::mem::size_of::<Segment>() <= 64);

@@ -128,6 +128,8 @@ pub(crate) struct Analysis<'a> {
     pub(crate) stacks: Vec<StackRange>,
     /// All stacks in the trace, selected or not.
     pub(crate) all_stacks: u64,
+    /// See [`Prepared::first_mark_ns`].
+    first_mark_ns: Option<u64>,
 }
 
 impl<'a> Analysis<'a> {
@@ -169,7 +171,9 @@ impl<'a> Analysis<'a> {
             .gil_runs
             .take()
             .map(|runs| GilTimeline::new(runs, end_ns, prep.decoded.scale));
+        let first_mark_ns = prep.first_mark_ns();
         Ok(Analysis {
+            first_mark_ns,
             prep,
             clock,
             gil,
@@ -234,6 +238,7 @@ impl<'a> Analysis<'a> {
             clock: self.clock,
             gil: self.gil.as_ref(),
             end_tick: self.prep.end_tick,
+            first_mark_ns: self.first_mark_ns,
         };
         // The segments through their handles: no list of them per stack
         // (half a million tasks would make half a million small vectors).

@@ -34,10 +34,14 @@ pub(crate) fn analyze(path: &Path, options: &AnalyzeOptions) -> Result<Report, F
 /// The one-line summary of a report's warnings, on stderr (after the
 /// output, which the caller has flushed), prefixed with `prefix` if any.
 pub(crate) fn say_warnings(report: &Report, prefix: Option<&str>) {
-    if let Some(summary) = mtanalyze::render::warnings_summary(&report.warnings) {
+    let lines = [
+        mtanalyze::render::warnings_summary(&report.warnings),
+        mtanalyze::render::lost_summary(&report.trace),
+    ];
+    for line in lines.into_iter().flatten() {
         match prefix {
-            Some(p) => say(&format!("{p}: {summary}")),
-            None => say(&summary),
+            Some(p) => say(&format!("{p}: {line}")),
+            None => say(&line),
         }
     }
 }

@@ -54,6 +54,8 @@ enum Parsed {
         site: Option<(String, u32)>,
     },
     Switch(Option<String>),
+    /// The recorder lost the thread's events from here on.
+    Lost,
 }
 
 struct Line {
@@ -108,9 +110,10 @@ pub fn to_binary(text: &str) -> Result<Vec<u8>, JsonlError> {
                     )))
                 }
             },
+            "lost" => Parsed::Lost,
             other => {
                 return Err(err(format!(
-                    "unknown \"ev\" {other:?} (expected enter, exit, switch or thread)"
+                    "unknown \"ev\" {other:?} (expected enter, exit, switch, lost or thread)"
                 )))
             }
         };
@@ -215,6 +218,7 @@ fn write(events: &[Line], names: &[(u64, String)]) -> Result<Vec<u8>, JsonlError
                 current.insert(e.tid, key);
                 EventKind::Switch(id)
             }
+            Parsed::Lost => EventKind::Lost,
         };
         w.event(ThreadId(e.tid), tick, kind)
             .map_err(|err| JsonlError {

@@ -190,6 +190,11 @@ pub struct FunctionStats {
     /// runs to the end: a killed recording, or code still running when it stopped).
     #[serde(default)]
     pub open_at_end: u64,
+    /// Frames the trace does not see whole: closed where their thread's
+    /// events were lost (a `lost` mark, or the point after which a paused
+    /// stack's fate is unknown), or opened from a snapshot after lost chunks.
+    #[serde(default)]
+    pub cut_short: u64,
 }
 
 impl FunctionStats {
@@ -319,6 +324,15 @@ pub struct ThreadSummary {
     pub os_tid: u64,
     /// Events recorded on it.
     pub events: u64,
+    /// When its events stop being complete: its `lost` mark (the tick of
+    /// the first event the recorder could not store), ns from time zero.
+    /// `None`: it lost nothing it recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lost_from_ns: Option<u64>,
+    /// Time from `lost_from_ns` to the end of the trace, which the report
+    /// does not count for this thread (0 if nothing was lost).
+    #[serde(default)]
+    pub lost_ns: u64,
 }
 
 /// A kind of problem found in the input, how often, and where first.

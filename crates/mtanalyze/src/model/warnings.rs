@@ -39,6 +39,8 @@ pub enum WarningKind {
     Unfinished,
     /// The recorder dropped events because the file was full.
     DroppedEvents,
+    /// The recorder lost a thread's events from a `lost` mark on.
+    EventsLost,
     /// The recorder dropped names (of functions, stacks, threads) because
     /// its metadata region was full.
     DroppedMetadata,
@@ -62,6 +64,7 @@ impl WarningKind {
             WarningKind::DamagedMetadata => "damaged_metadata",
             WarningKind::Unfinished => "unfinished_trace",
             WarningKind::DroppedEvents => "dropped_events",
+            WarningKind::EventsLost => "events_lost",
             WarningKind::DroppedMetadata => "dropped_metadata",
         }
     }
@@ -83,6 +86,9 @@ impl WarningKind {
             WarningKind::DamagedMetadata => "kept the records before the damage",
             WarningKind::Unfinished => "closed open frames at the last timestamp",
             WarningKind::DroppedEvents => "none: the events are gone",
+            WarningKind::EventsLost => {
+                "ended the thread's stacks at the mark (open frames counted as cut_short), or, if the thread's events resume, paused them until then; the lost stretch is not counted"
+            }
             WarningKind::DroppedMetadata => {
                 "shown by id: stacks as stack:<id>, functions as fn#<id> (record with a larger metadata capacity)"
             }

@@ -26,7 +26,7 @@ pub mod pstats;
 pub mod speedscope;
 pub mod table;
 
-use crate::model::report::Warning;
+use crate::model::report::{TraceSummary, Warning};
 
 /// A duration in nanoseconds for humans: three significant digits in the
 /// largest unit that keeps the number at least 1 (`812ns`, `12.3µs`,
@@ -90,6 +90,45 @@ pub fn warnings_summary(warnings: &[Warning]) -> Option<String> {
         .collect();
     let noun = if total == 1 { "warning" } else { "warnings" };
     Some(format!("{total} {noun}: {}", kinds.join(", ")))
+}
+
+/// The line that names the threads whose events were lost, and how much
+/// of the run each lost: `events lost: thread 3 "worker" from 580ms (420ms
+/// not counted), ...`. `None` when every thread's events are complete.
+pub fn lost_summary(trace: &TraceSummary) -> Option<String> {
+    const SHOWN: usize = 8;
+    let lost: Vec<_> = trace
+        .threads
+        .iter()
+        .filter_map(|t| Some((t, t.lost_from_ns?)))
+        .collect();
+    if lost.is_empty() {
+        return None;
+    }
+    let mut parts: Vec<String> = lost
+        .iter()
+        .take(SHOWN)
+        .map(|(t, from)| {
+            let name = if t.name.is_empty() {
+                String::new()
+            } else {
+                format!(" {:?}", t.name)
+            };
+            format!(
+                "thread {}{name} from {} ({} not counted)",
+                t.tid,
+                duration(*from as f64),
+                duration(t.lost_ns as f64)
+            )
+        })
+        .collect();
+    if lost.len() > SHOWN {
+        parts.push(format!("and {} more threads", lost.len() - SHOWN));
+    }
+    Some(format!(
+        "events lost (the recorder's file was full): {}; their stacks end there",
+        parts.join(", ")
+    ))
 }
 
 #[cfg(test)]

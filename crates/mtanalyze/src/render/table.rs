@@ -71,6 +71,15 @@ pub fn header(out: &mut dyn Write, report: &Report) -> io::Result<()> {
             "frames open at the end: {open_at_end} (closed at the last event; open_at_end in --format json)"
         ));
     }
+    let cut_short = report
+        .functions
+        .iter()
+        .fold(0u64, |n, f| n.saturating_add(f.cut_short));
+    if cut_short > 0 {
+        damage.push(format!(
+            "frames cut short by lost events or chunks: {cut_short} (cut_short in --format json)"
+        ));
+    }
     if t.chunks_lost > 0 {
         damage.push(format!("lost chunks: {}", t.chunks_lost));
     }

@@ -384,6 +384,7 @@ mod tests {
             cumtime_ns: cumtime,
             paused_ns: paused,
             open_at_end: 0,
+            cut_short: 0,
         }
     }
 

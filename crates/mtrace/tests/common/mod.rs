@@ -189,6 +189,8 @@ pub enum Step {
     Exit(String),
     Switch(u64),
     End,
+    /// The recorder's `lost` mark: the thread's events stop being complete here.
+    Lost,
 }
 
 pub fn steps(d: &Decoded, events: &[Event]) -> Vec<Step> {
@@ -204,6 +206,7 @@ pub fn steps(d: &Decoded, events: &[Event]) -> Vec<Step> {
                 EventKind::Enter(f) => Step::Enter(d.name(f).to_owned()),
                 EventKind::Exit(f) => Step::Exit(d.name(f).to_owned()),
                 EventKind::Switch(s) => Step::Switch(s.0),
+                EventKind::Lost => Step::Lost,
             }
         })
         .collect()
@@ -252,7 +255,7 @@ pub fn replay(start: &Snapshot, events: &[Event]) -> Replayed {
                 None => assert!(!*known, "exit of {f:?} on an empty stack"),
             },
             EventKind::Switch(s) => current = s,
-            EventKind::ThreadStart | EventKind::ThreadExit => {}
+            EventKind::ThreadStart | EventKind::ThreadExit | EventKind::Lost => {}
         }
     }
     let own = stacks[&StackId::OWN.0].0.clone();
