@@ -36,7 +36,8 @@ static AT_FORK: Once = Once::new();
 pub struct Summary {
     /// The trace file.
     pub path: PathBuf,
-    /// Events committed in the file (snapshots not counted).
+    /// Events committed in the file (snapshots not counted; `lost` marks,
+    /// one per thread whose claim failed while it held a chunk, counted).
     pub events: u64,
     /// Chunks holding committed data.
     pub chunks: u64,

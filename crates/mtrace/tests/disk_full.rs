@@ -13,6 +13,7 @@ use std::process::Command;
 
 use common::{decode, serial};
 use mtrace::{Config, StartError};
+use mtrace_format::EventKind;
 
 /// A small tmpfs, unmounted (and its folder removed) when dropped.
 struct SmallDisk(PathBuf);
@@ -74,10 +75,14 @@ fn a_disk_that_fills_up_ends_the_recording_honestly() {
     const THREADS: u64 = 2;
     // 2 x 300,000 pairs: 19 MiB of events for a 4 MiB disk.
     const PAIRS: u64 = 300_000;
+    // Both threads hold a chunk before the disk fills.
+    let together = std::sync::Arc::new(std::sync::Barrier::new(THREADS as usize));
     let handles: Vec<_> = (0..THREADS)
         .map(|t| {
+            let together = together.clone();
             std::thread::spawn(move || {
                 let f = mtrace::register_function("filling", file!(), t as u32, module_path!());
+                together.wait();
                 for _ in 0..PAIRS {
                     mtrace::enter(f);
                     mtrace::exit(f);
@@ -114,11 +119,32 @@ fn a_disk_that_fills_up_ends_the_recording_honestly() {
         d.header.chunks_offset + d.header.chunk_count * d.header.chunk_size as u64
     );
     // Counted exactly: each thread's start, its pairs and its exit were
-    // either recorded or dropped.
-    let recorded = d.event_count();
-    assert_eq!(recorded, summary.events);
+    // either recorded or dropped; the `lost` marks come on top.
+    assert_eq!(d.event_count(), summary.events);
+    let recorded = d.event_count() - d.lost_marks();
     assert_eq!(d.header.dropped_events, summary.dropped_events);
     assert_eq!(recorded + summary.dropped_events, THREADS * (2 * PAIRS + 2));
+    // Both threads were cut short, and say so last, from when.
+    for (&tid, chunks) in &d.chunks {
+        let events = d.events(tid);
+        let last = events.last().expect("a chunk holds events");
+        assert_eq!(
+            last.kind,
+            EventKind::Lost,
+            "thread {tid} ends with a lost mark"
+        );
+        assert!(events.len() < 2 || last.tick >= events[events.len() - 2].tick);
+        assert_eq!(
+            chunks
+                .iter()
+                .flat_map(|c| &c.events)
+                .filter(|e| e.kind == EventKind::Lost)
+                .count(),
+            1,
+            "thread {tid}: one mark"
+        );
+    }
+    assert_eq!(d.lost_marks(), THREADS);
     // More than the first step was used: the disk's room, not a guess.
     assert!(
         recorded * 16 > 2 << 20,
