@@ -82,12 +82,13 @@ fn a_thread_cut_short_ends_with_a_lost_mark() {
                 let names = ["outer", "inner"]
                     .map(|n| mtrace::register_function(n, file!(), t as u32, module_path!()));
                 together.wait();
-                for _ in 0..PAIRS / 2 {
-                    mtrace::enter(names[0]);
+                // `outer` stays open throughout: it is open at the mark.
+                mtrace::enter(names[0]);
+                for _ in 0..PAIRS - 1 {
                     mtrace::enter(names[1]);
                     mtrace::exit(names[1]);
-                    mtrace::exit(names[0]);
                 }
+                mtrace::exit(names[0]);
             })
         })
         .collect();
@@ -130,5 +131,33 @@ fn a_thread_cut_short_ends_with_a_lost_mark() {
     assert_eq!(
         d.header.dropped_events + d.event_count() - d.lost_marks(),
         THREADS as u64 * (2 * PAIRS + 2)
+    );
+
+    // The analyzer ends each marked thread's frames at its mark: none runs
+    // on to the end of the trace, and each marked thread says from when it
+    // lost its events.
+    let loaded = mtanalyze::load(trace.path()).expect("load");
+    let report =
+        mtanalyze::analyze(&loaded, &mtanalyze::AnalyzeOptions::default()).expect("analyze");
+    let lost_threads = report
+        .trace
+        .threads
+        .iter()
+        .filter(|t| t.lost_from_ns.is_some())
+        .count();
+    assert_eq!(lost_threads, marked as usize);
+    for f in &report.functions {
+        assert_eq!(f.open_at_end, 0, "{}: frames run to the end", f.function);
+    }
+    // (Each thread's `outer` is its own function: its line is the thread's number.)
+    let outer_cut_short: u64 = report
+        .functions
+        .iter()
+        .filter(|f| f.function == "outer")
+        .map(|f| f.cut_short)
+        .sum();
+    assert_eq!(
+        outer_cut_short, marked,
+        "each marked thread's outer frame is cut short at its mark"
     );
 }
