@@ -453,19 +453,7 @@ impl TraceMap {
         u32::from_le(unsafe { std::ptr::read_volatile(self.base.add(offset) as *const u32) })
     }
 
-    /// Writes the mapped file back to disk and waits for it.
-    pub fn flush(&self) -> io::Result<()> {
-        let _growth = lock(&self.growth);
-        let len = self.mapped_len(self.ready.load(Ordering::Relaxed));
-        // SAFETY: the range is the mapped file's.
-        if unsafe { libc::msync(self.base as *mut libc::c_void, len, libc::MS_SYNC) } == 0 {
-            Ok(())
-        } else {
-            Err(io::Error::last_os_error())
-        }
-    }
-
-    /// Lets go of the file once the recording is finished (and flushed):
+    /// Lets go of the file once the recording is finished:
     /// the file stops growing; the part of the range it is mapped into is
     /// mapped again, in place, onto private anonymous memory, so a write
     /// through a stale pointer into it (see the module doc) can no longer
@@ -508,15 +496,21 @@ impl TraceMap {
         remapped
     }
 
-    /// Closes the file, first cutting it after its first `slots` chunk
-    /// slots if asked. Cut only once detached ([`TraceMap::detach`]): a
-    /// write into the map past the new end of the file would fault.
+    /// Closes the file: first cuts it after its first `slots` chunk slots
+    /// if asked (best effort: a longer file holds the same trace), then
+    /// writes it back to disk and waits for that. Cut only once detached
+    /// ([`TraceMap::detach`]): a write into the map past the new end of the
+    /// file would fault. The pages written through the map are the file's
+    /// pages in the page cache, so syncing the file writes them (mapped or
+    /// not); the error is the sync's.
     pub fn close(&self, cut_after: Option<u64>) -> io::Result<()> {
-        let file = lock(&self.growth).file.take();
-        match (file, cut_after) {
-            (Some(file), Some(slots)) => file.set_len(self.file_len(slots)),
-            _ => Ok(()),
+        let Some(file) = lock(&self.growth).file.take() else {
+            return Ok(());
+        };
+        if let Some(slots) = cut_after {
+            let _ = file.set_len(self.file_len(slots));
         }
+        file.sync_data()
     }
 }
 

@@ -233,17 +233,16 @@ fn finish(shared: &'static Shared) -> Result<Summary, FinishError> {
     }
     let mut summary = summarize(shared);
     summary.chunk_count = used.unwrap_or(map.chunk_count);
-    let flushed = map.flush();
     // Threads may still hold pointers into the map: from here on their
     // writes must not reach the file, which a next recording to the same
     // path would truncate and map again.
     let detached = map.detach();
-    // Best effort: a file left longer holds the same trace.
-    let _ = map.close(used.filter(|_| detached));
-    flushed.map_err(|source| FinishError::Sync {
-        path: map.path.clone(),
-        source,
-    })?;
+    // Cut (only once detached), then sync: one journal commit for both.
+    map.close(used.filter(|_| detached))
+        .map_err(|source| FinishError::Sync {
+            path: map.path.clone(),
+            source,
+        })?;
     Ok(summary)
 }
 
