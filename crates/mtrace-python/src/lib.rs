@@ -132,8 +132,9 @@ fn start(
 
 /// Stops the recording: removes the backend, closes the frames still open
 /// on this thread (as cProfile does when it is disabled), finishes the file
-/// and returns a summary (`path`, `events`, `dropped_events`, `threads`),
-/// or None if nothing was recording.
+/// and returns a summary (`path`, `events`, `dropped_events`, `threads`,
+/// `growth_failure`: why the file stopped growing before its maximum, such
+/// as a full disk, or None), or None if nothing was recording.
 #[pyfunction]
 fn stop(py: Python<'_>) -> PyResult<Option<Bound<'_, PyDict>>> {
     stacks::ACTIVE.store(false, Ordering::Release);
@@ -155,6 +156,7 @@ fn stop(py: Python<'_>) -> PyResult<Option<Bound<'_, PyDict>>> {
     d.set_item("events", summary.events)?;
     d.set_item("dropped_events", summary.dropped_events)?;
     d.set_item("threads", summary.threads)?;
+    d.set_item("growth_failure", summary.growth_failure)?;
     Ok(Some(d))
 }
 

@@ -109,10 +109,67 @@ pub(crate) struct RunClock {
 
 impl RunClock {
     /// Picks the clock and calibrates it (spins about 1 ms for the TSC).
+    #[cfg(test)]
     pub fn start(source: ClockSource) -> RunClock {
+        Calibration::begin(source).finish()
+    }
+
+    pub fn kind(&self) -> ClockKind {
+        if self.tsc {
+            ClockKind::Tsc
+        } else {
+            ClockKind::Nanoseconds
+        }
+    }
+
+    /// Reads the end of the run: `(end_tick, end_unix_ns, calib_ticks, calib_ns)`,
+    /// with the calibration over the whole run if that baseline is longer.
+    pub fn finish(&self) -> (u64, u64, u64, u64) {
+        let (end_tick, end_mono) = pair(self.tsc);
+        let end_unix_ns = unix_ns();
+        let run_ns = end_mono.saturating_sub(self.start_mono_ns);
+        let (calib_ticks, calib_ns) = if self.tsc && run_ns > self.calib_ns {
+            (end_tick.saturating_sub(self.start_tick).max(1), run_ns)
+        } else {
+            (self.calib_ticks, self.calib_ns)
+        };
+        (end_tick, end_unix_ns, calib_ticks, calib_ns)
+    }
+}
+
+/// A clock calibration under way: the start is taken; the spin that
+/// measures the tick rate ends in [`Calibration::finish`]. Work done between
+/// the two (creating the trace file) costs the start nothing, as long as it
+/// takes less than the calibration's 1 ms.
+pub(crate) struct Calibration {
+    tsc: bool,
+    start_tick: u64,
+    start_mono_ns: u64,
+    start_unix_ns: u64,
+}
+
+impl Calibration {
+    /// Picks the clock and reads the start.
+    pub fn begin(source: ClockSource) -> Calibration {
         let tsc = source == ClockSource::Auto && has_invariant_tsc();
         let (start_tick, start_mono_ns) = pair(tsc);
-        let start_unix_ns = unix_ns();
+        Calibration {
+            tsc,
+            start_tick,
+            start_mono_ns,
+            start_unix_ns: unix_ns(),
+        }
+    }
+
+    /// Waits until the calibration has run 1 ms since [`Calibration::begin`]
+    /// (the TSC only; the monotonic clock needs none) and returns the clock.
+    pub fn finish(self) -> RunClock {
+        let Calibration {
+            tsc,
+            start_tick,
+            start_mono_ns,
+            start_unix_ns,
+        } = self;
         let (calib_ticks, calib_ns) = if tsc {
             let mut now = pair(tsc);
             while now.1.saturating_sub(start_mono_ns) < CALIBRATION_NS {
@@ -134,29 +191,6 @@ impl RunClock {
             calib_ticks,
             calib_ns,
         }
-    }
-
-    /// The on-disk clock kind.
-    pub fn kind(&self) -> ClockKind {
-        if self.tsc {
-            ClockKind::Tsc
-        } else {
-            ClockKind::Nanoseconds
-        }
-    }
-
-    /// Reads the end of the run: `(end_tick, end_unix_ns, calib_ticks, calib_ns)`,
-    /// with the calibration over the whole run if that baseline is longer.
-    pub fn finish(&self) -> (u64, u64, u64, u64) {
-        let (end_tick, end_mono) = pair(self.tsc);
-        let end_unix_ns = unix_ns();
-        let run_ns = end_mono.saturating_sub(self.start_mono_ns);
-        let (calib_ticks, calib_ns) = if self.tsc && run_ns > self.calib_ns {
-            (end_tick.saturating_sub(self.start_tick).max(1), run_ns)
-        } else {
-            (self.calib_ticks, self.calib_ns)
-        };
-        (end_tick, end_unix_ns, calib_ticks, calib_ns)
     }
 }
 

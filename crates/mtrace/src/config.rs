@@ -7,7 +7,7 @@ use mtrace_format::{PreferredClock, Producer};
 
 use crate::error::ConfigError;
 
-/// What happens when every chunk of the file has been claimed.
+/// What happens when the chunks run out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Mode {
     /// Flight recorder: the oldest chunks are overwritten, so the file always
@@ -19,7 +19,9 @@ pub enum Mode {
     /// record at once, or claims keep landing on busy chunks and events are
     /// dropped.
     Ring,
-    /// Keep the beginning: once the chunks are used up, further events are
+    /// Keep the beginning: the file grows as chunks are claimed, up to the
+    /// maximum ([`Config::capacity`]) or until the disk is full; then each
+    /// thread stops recording at its next chunk, and further events are
     /// dropped and counted exactly in the header's `dropped_events`.
     #[default]
     StopWhenFull,
@@ -36,8 +38,15 @@ pub enum ClockSource {
     Monotonic,
 }
 
-/// Default size of the chunk area: 256 MiB.
-pub const DEFAULT_CAPACITY: u64 = 256 << 20;
+/// Ring mode's size of the chunk area when [`Config::capacity`] is unset: 256 MiB.
+pub const DEFAULT_RING_CAPACITY: u64 = 256 << 20;
+/// Stop-when-full mode's maximum when [`Config::capacity`] is unset is half
+/// the free space of the file system the trace is on, but at least this
+/// (256 MiB; on a smaller disk the recording stops when the disk is full)...
+pub const AUTO_CAPACITY_MIN: u64 = 256 << 20;
+/// ... and at most this (1 TiB), so the address range reserved for the
+/// file stays a small share of a 64-bit address space.
+pub const AUTO_CAPACITY_MAX: u64 = 1 << 40;
 /// Default size of the metadata region: 1 MiB.
 pub const DEFAULT_META_CAPACITY: usize = 1 << 20;
 
@@ -48,14 +57,20 @@ pub const DEFAULT_META_CAPACITY: usize = 1 << 20;
 /// let config = mtrace::Config::new("/tmp/app.mtrace")
 ///     .capacity(64 << 20)
 ///     .mode(mtrace::Mode::Ring);
-/// assert_eq!(config.capacity, 64 << 20);
+/// assert_eq!(config.capacity, Some(64 << 20));
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
     /// The trace file to create (an existing file is replaced).
     pub path: PathBuf,
-    /// Bytes for event chunks; the file holds `capacity / chunk_size` chunks.
-    pub capacity: u64,
+    /// The most bytes of event chunks: the file holds at most
+    /// `capacity / chunk_size` chunks. In [`Mode::StopWhenFull`] this is a
+    /// cap: the file starts small and grows as the chunks are claimed; unset
+    /// (`None`), the cap is half the free space of the file system the trace
+    /// is on, between [`AUTO_CAPACITY_MIN`] and [`AUTO_CAPACITY_MAX`]. In
+    /// [`Mode::Ring`] the file has this size from the start (unset:
+    /// [`DEFAULT_RING_CAPACITY`]).
+    pub capacity: Option<u64>,
     /// What to do when the chunks run out.
     pub mode: Mode,
     /// Bytes per chunk, header included: a multiple of 64 between
@@ -75,13 +90,14 @@ pub struct Config {
 }
 
 impl Config {
-    /// A configuration writing to `path` with the defaults: 256 MiB of
-    /// chunks, [`Mode::StopWhenFull`], `DEFAULT_CHUNK_SIZE` chunks, 1 MiB of
+    /// A configuration writing to `path` with the defaults: a file that
+    /// grows up to half the free disk space ([`Config::capacity`] unset),
+    /// [`Mode::StopWhenFull`], `DEFAULT_CHUNK_SIZE` chunks, 1 MiB of
     /// metadata, the fastest invariant clock.
     pub fn new(path: impl Into<PathBuf>) -> Config {
         Config {
             path: path.into(),
-            capacity: DEFAULT_CAPACITY,
+            capacity: None,
             mode: Mode::default(),
             chunk_size: DEFAULT_CHUNK_SIZE,
             meta_capacity: DEFAULT_META_CAPACITY,
@@ -91,9 +107,9 @@ impl Config {
         }
     }
 
-    /// Sets the bytes available for chunks.
+    /// Sets the most bytes of chunks (see [`Config::capacity`]).
     pub fn capacity(mut self, bytes: u64) -> Config {
-        self.capacity = bytes;
+        self.capacity = Some(bytes);
         self
     }
 
@@ -138,7 +154,7 @@ impl Config {
     /// | variable | meaning |
     /// |---|---|
     /// | `MTRACE_OUT` | trace file (required) |
-    /// | `MTRACE_CAPACITY` | bytes of chunks, with an optional `K`, `M` or `G` suffix (powers of 1024) |
+    /// | `MTRACE_CAPACITY` | most bytes of chunks ([`Config::capacity`]), with an optional `K`, `M` or `G` suffix (powers of 1024) |
     /// | `MTRACE_MODE` | `ring` or `stop` |
     /// | `MTRACE_CHUNK_SIZE` | bytes per chunk, same syntax as the capacity |
     /// | `MTRACE_META_CAPACITY` | bytes for names (functions, threads, stacks), same syntax |
@@ -158,7 +174,7 @@ impl Config {
             "MTRACE_CAPACITY",
             "a byte count such as 65536, 512K, 64M or 1G",
         )? {
-            config.capacity = n;
+            config.capacity = Some(n);
         }
         if let Some(n) = byte_var(
             &var,
@@ -203,21 +219,42 @@ impl Config {
         Ok(config)
     }
 
-    /// Checks the sizes and returns the number of chunks.
-    pub(crate) fn chunk_count(&self) -> Result<u64, ConfigError> {
+    /// Checks the sizes that do not depend on the file system: the chunk
+    /// size, and a capacity set by the user (it must hold one chunk).
+    pub(crate) fn check(&self) -> Result<(), ConfigError> {
         let cs = self.chunk_size;
         if !(MIN_CHUNK_SIZE..=MAX_CHUNK_SIZE).contains(&cs) || !cs.is_multiple_of(64) {
             return Err(ConfigError::BadChunkSize(cs));
         }
-        let count = self.capacity / cs as u64;
-        if count == 0 {
-            return Err(ConfigError::CapacityTooSmall {
-                capacity: self.capacity,
+        match self.capacity {
+            Some(capacity) if capacity < cs as u64 => Err(ConfigError::CapacityTooSmall {
+                capacity,
                 chunk_size: cs,
-            });
+            }),
+            _ => Ok(()),
         }
-        Ok(count)
     }
+
+    /// The most chunk slots the file may hold, given the free bytes of its
+    /// file system (`None` when they are unknown). [`Config::check`] first.
+    pub(crate) fn max_chunks(&self, free_bytes: Option<u64>) -> u64 {
+        let capacity = match (self.capacity, self.mode) {
+            (Some(capacity), _) => capacity,
+            (None, Mode::Ring) => DEFAULT_RING_CAPACITY,
+            (None, Mode::StopWhenFull) => auto_capacity(free_bytes),
+        };
+        (capacity / self.chunk_size as u64).max(1)
+    }
+}
+
+/// Stop-when-full's maximum when the user set none: half the free space,
+/// within [`AUTO_CAPACITY_MIN`]..=[`AUTO_CAPACITY_MAX`] (the minimum when
+/// the free space is unknown). Half, so a long run leaves room on the disk
+/// for everything else the machine writes meanwhile.
+fn auto_capacity(free_bytes: Option<u64>) -> u64 {
+    free_bytes
+        .map_or(AUTO_CAPACITY_MIN, |free| free / 2)
+        .clamp(AUTO_CAPACITY_MIN, AUTO_CAPACITY_MAX)
 }
 
 /// Parses `123`, `64K`, `64k`, `64M`, `1G`, `64KiB`, `64MB` (powers of 1024).
@@ -295,7 +332,7 @@ mod tests {
         ]))
         .unwrap();
         assert_eq!(c.path, PathBuf::from("/tmp/x.mtrace"));
-        assert_eq!(c.capacity, 8 << 20);
+        assert_eq!(c.capacity, Some(8 << 20));
         assert_eq!(c.mode, Mode::Ring);
         assert_eq!(c.chunk_size, DEFAULT_CHUNK_SIZE);
         assert_eq!(c.meta_capacity, 16 << 20);
@@ -338,17 +375,35 @@ mod tests {
 
     #[test]
     fn sizes_are_checked() {
-        assert_eq!(Config::new("x").capacity(1 << 20).chunk_count(), Ok(16));
+        assert_eq!(Config::new("x").capacity(1 << 20).check(), Ok(()));
+        assert_eq!(Config::new("x").capacity(1 << 20).max_chunks(None), 16);
         assert_eq!(
-            Config::new("x").capacity(100).chunk_count(),
+            Config::new("x").capacity(100).check(),
             Err(ConfigError::CapacityTooSmall {
                 capacity: 100,
                 chunk_size: DEFAULT_CHUNK_SIZE
             })
         );
         assert_eq!(
-            Config::new("x").chunk_size(1000).chunk_count(),
+            Config::new("x").chunk_size(1000).check(),
             Err(ConfigError::BadChunkSize(1000))
         );
+    }
+
+    #[test]
+    fn the_default_maximum_is_half_the_free_space_within_bounds() {
+        let chunks = |free| Config::new("x").max_chunks(free) * DEFAULT_CHUNK_SIZE as u64;
+        assert_eq!(chunks(Some(100 << 30)), 50 << 30);
+        assert_eq!(chunks(Some(10 << 20)), AUTO_CAPACITY_MIN, "floor");
+        assert_eq!(chunks(None), AUTO_CAPACITY_MIN, "free space unknown");
+        assert_eq!(chunks(Some(u64::MAX)), AUTO_CAPACITY_MAX, "ceiling");
+        // A ring without a capacity keeps the fixed default; a user's cap is kept.
+        let ring = Config::new("x").mode(Mode::Ring);
+        assert_eq!(
+            ring.max_chunks(Some(100 << 30)) * DEFAULT_CHUNK_SIZE as u64,
+            DEFAULT_RING_CAPACITY
+        );
+        let capped = Config::new("x").capacity(8 << 20);
+        assert_eq!(capped.max_chunks(Some(100 << 30)), 128);
     }
 }

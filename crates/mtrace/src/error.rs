@@ -57,13 +57,25 @@ pub enum StartError {
         /// What the system said.
         source: io::Error,
     },
-    /// The file system has no room for the trace file.
+    /// The file system has no room for the trace file's first step (its
+    /// header, metadata region and first chunks; a ring's whole file).
     #[error("no space for a {bytes}-byte trace file at {}", path.display())]
     NoSpace {
         /// The file.
         path: PathBuf,
         /// The size that did not fit.
         bytes: u64,
+    },
+    /// The address range for the file at its maximum size could not be
+    /// reserved (a capacity beyond what the address space holds).
+    #[error("cannot reserve {bytes} bytes of address space for trace file {}: {source}", path.display())]
+    Reserve {
+        /// The file.
+        path: PathBuf,
+        /// The size of the range.
+        bytes: u64,
+        /// What the system said.
+        source: io::Error,
     },
     /// The trace file could not be memory-mapped.
     #[error("cannot map trace file {}: {source}", path.display())]

@@ -1,38 +1,59 @@
-//! The trace file while it is being written: created at its full size,
-//! mapped once, and written in place.
+//! The trace file while it is being written: an address range reserved at
+//! start for the file at its maximum size, and the file, mapped into the
+//! start of that range and written in place.
 //!
 //! ```text
 //! 0        HEADER_SIZE           chunks_offset (page aligned)
-//! | header | metadata region ... | chunk 0 | chunk 1 | ... | chunk n-1 |
+//! | header | metadata region ... | chunk 0 | ... | chunk k-1 | (not yet) ... | chunk n-1 |
+//! |<--------------- the file: blocks reserved on disk, mapped --->|
+//! |<------------------ the address range reserved at start (PROT_NONE) ---------------->|
 //! ```
 //!
 //! The header's counters (`next_seq`, the drop counters, `meta_len`) and
 //! every chunk's state word are used as atomics in place: their offsets are
-//! multiples of 8 and the map is page aligned.
+//! multiples of 8 and the range is page aligned.
 //!
-//! **The address range is never unmapped.** A thread that passed the
-//! "recording?" check just before [`crate::Recording::finish`] may still
-//! write one event afterwards, and a thread keeps a pointer to its chunk's
-//! state word until its next event or its exit, when it releases the chunk.
-//! With the range leaked, those writes land harmlessly instead of faulting.
+//! **The file grows** (stop-when-full mode). It is created with the header,
+//! the metadata region and a first step of chunk slots; the header's
+//! `chunk_count` says `n`, the maximum. A claim whose `seq` lands at or past
+//! the slots already on disk ([`TraceMap::ready_slots`], one acquire load)
+//! calls [`TraceMap::grow_to`]: under a lock, one thread reserves the next
+//! step's blocks with `posix_fallocate` (so a full disk is an error now,
+//! not a SIGBUS at a later store into the map), maps the new part of the
+//! file over the reservation with `MAP_FIXED`, and then publishes the new
+//! slot count (release). Steps double from [`FIRST_STEP`] up to
+//! [`MAX_STEP`], so a tiny program leaves a tiny file and a long run grows
+//! it a few dozen times. When a step cannot be had (the maximum is reached,
+//! or the disk is full) the claim fails as a full file's always did, and
+//! the file grows no more. A ring has its full size from the start.
 //!
-//! **But the file is let go of at finish** ([`TraceMap::detach`]): the range
-//! is remapped onto anonymous memory, so the late writes reach memory nobody
-//! reads, never the file. Otherwise a later recording to the same path, which
-//! truncates and maps the same file again, would get them: a thread's release
-//! of its old chunk would stamp the old chunk's state word (committed length,
-//! sequence number) on a slot of the new file, whose header and snapshot are
-//! zero (a damaged chunk of thread 0, its length counted as events, and the
-//! slot skipped by the new recording's claims). Each recording keeps its
-//! address range (not its memory: anonymous pages nobody touches cost
-//! nothing) until the process exits.
+//! **The address range is never given back while it may be used.** A
+//! thread that passed the "recording?" check just before
+//! [`crate::Recording::finish`] may still write one event afterwards, and a
+//! thread keeps a pointer to its chunk's state word until its next event or
+//! its exit, when it releases the chunk. With the range kept, those writes
+//! land harmlessly instead of faulting.
+//!
+//! **But the file is let go of at finish** ([`TraceMap::detach`]): the part
+//! of the range the file was mapped into is mapped again onto anonymous
+//! memory, so the late writes reach memory nobody reads, never the file.
+//! Otherwise a later recording to the same path, which truncates and maps
+//! the same file again, would get them: a thread's release of its old chunk
+//! would stamp the old chunk's state word (committed length, sequence
+//! number) on a slot of the new file, whose header and snapshot are zero (a
+//! damaged chunk of thread 0, its length counted as events, and the slot
+//! skipped by the new recording's claims). The rest of the reservation,
+//! which no pointer reaches, is unmapped then, and the file closed
+//! ([`TraceMap::close`]). Each recording keeps the range its file had
+//! (not its memory: anonymous pages nobody touches cost nothing) until the
+//! process exits.
 
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::path::PathBuf;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
 
-use memmap2::MmapMut;
 use mtrace_format::layout::*;
 use mtrace_format::{ClockInfo, Header};
 
@@ -40,102 +61,194 @@ use crate::clock::RunClock;
 use crate::config::{Config, Mode};
 use crate::error::StartError;
 
+/// Bytes of chunk slots in the file at start (stop-when-full mode), and
+/// the first growth step's half.
+pub(crate) const FIRST_STEP: u64 = 1 << 20;
+/// The largest growth step: each step doubles the last one up to this, so
+/// a growth (one `posix_fallocate` and one `mmap`, during which other
+/// threads needing a new slot wait) stays short.
+pub(crate) const MAX_STEP: u64 = 64 << 20;
+
 /// A trace file mapped for writing.
 pub(crate) struct TraceMap {
-    /// Kept (never dropped: the owner is leaked) so the range stays mapped.
-    map: MmapMut,
-    /// The file, kept to cut off its unused end at finish.
-    file: File,
+    /// Start of the reserved range (page aligned); the file is mapped from here.
     base: *mut u8,
+    /// Length of the reserved range: the file at its maximum, page rounded.
+    reserved: usize,
+    /// The system's page size: file mappings start and end on pages.
+    page: usize,
+    /// Slots per growth granule: a multiple of it keeps the file's end page aligned.
+    granule: u64,
     pub chunks_offset: usize,
     pub meta_offset: usize,
     pub meta_capacity: usize,
     pub chunk_size: usize,
+    /// Slots the file is laid out with: its maximum (the header's `chunk_count`).
     pub chunk_count: u64,
+    /// Slots on disk and mapped. Only grows, under `growth`; claims read it
+    /// with acquire ordering.
+    ready: AtomicU64,
+    growth: Mutex<Growth>,
     pub path: PathBuf,
 }
 
-// SAFETY: the raw pointer points into `map`, which lives as long as the
-// `TraceMap`; concurrent access goes through atomics or through chunks that
-// one thread owns after winning their state word.
+/// What growing the file needs; under [`TraceMap`]'s lock.
+struct Growth {
+    /// The file; `None` once closed at finish.
+    file: Option<File>,
+    /// Bytes of chunks the next growth adds.
+    step: u64,
+    /// Growths so far (the first step at start not counted).
+    count: u64,
+    /// Why the file stopped growing before its maximum, if it did.
+    failure: Option<io::Error>,
+    /// The file is let go of ([`TraceMap::detach`]): it grows no more.
+    detached: bool,
+}
+
+// SAFETY: the raw pointer points into the reserved range, which stays
+// mapped as long as any thread may use it (see the module doc); concurrent
+// access goes through atomics or through chunks that one thread owns after
+// winning their state word.
 unsafe impl Send for TraceMap {}
 // SAFETY: see above.
 unsafe impl Sync for TraceMap {}
 
-/// Rounds `n` up to a multiple of `to` (a power of two).
-fn round_up(n: usize, to: usize) -> usize {
-    n.div_ceil(to) * to
+/// Rounds `n` up to a multiple of `to`.
+fn round_up<T>(n: T, to: T) -> T
+where
+    T: Copy + std::ops::Add<Output = T> + std::ops::Div<Output = T> + std::ops::Mul<Output = T>,
+    T: std::ops::Sub<Output = T> + From<u8>,
+{
+    (n + to - T::from(1)) / to * to
+}
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
+}
+
+fn lock(m: &Mutex<Growth>) -> MutexGuard<'_, Growth> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl TraceMap {
-    /// Creates the file, reserves its blocks, maps it and writes the header.
-    pub fn create(
-        config: &Config,
-        chunk_count: u64,
-        clock: &RunClock,
-    ) -> Result<TraceMap, StartError> {
+    /// Creates the file, reserves the address range for its maximum size,
+    /// reserves the blocks of its first step (a ring's whole file) on disk
+    /// and maps it, with the pages written first (the header's, the first
+    /// names', slot 0's) faulted in; [`TraceMap::write_header`] next. Leaves
+    /// no file behind on error.
+    pub fn create(config: &Config) -> Result<TraceMap, StartError> {
+        config.check()?;
         let path = config.path.clone();
-        let meta_capacity = round_up(config.meta_capacity.max(META_ALIGN), 4096);
-        let meta_offset = HEADER_SIZE;
-        let chunks_offset = HEADER_SIZE + meta_capacity;
-        let total = (chunks_offset as u64)
-            .checked_add(chunk_count.saturating_mul(config.chunk_size as u64))
-            .filter(|&t| usize::try_from(t).is_ok() && t < i64::MAX as u64)
-            .ok_or(StartError::NoSpace {
-                path: path.clone(),
-                bytes: u64::MAX,
-            })?;
-        let create = |source| StartError::Create {
-            path: path.clone(),
-            source,
-        };
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(true)
             .open(&path)
-            .map_err(create)?;
-        let sized = size(&file, total).map_err(|e| {
-            if e.raw_os_error() == Some(libc::ENOSPC) {
-                StartError::NoSpace {
-                    path: path.clone(),
-                    bytes: total,
-                }
-            } else {
-                create(e)
-            }
-        });
-        // SAFETY: the file was just created by us and is only written through
-        // this map; other processes modifying it concurrently is outside the
-        // recorder's contract.
-        let mapped = sized.and_then(|()| {
-            unsafe { MmapMut::map_mut(&file) }.map_err(|source| StartError::Map {
+            .map_err(|source| StartError::Create {
                 path: path.clone(),
                 source,
-            })
-        });
-        let mut map = match mapped {
-            Ok(map) => map,
+            })?;
+        match TraceMap::lay_out(config, file) {
+            Ok(map) => Ok(map),
             Err(e) => {
-                // Leave no half-made (possibly huge, sparse) file behind.
-                drop(file);
+                // Leave no half-made file behind (its handle is closed by now).
                 let _ = std::fs::remove_file(&path);
-                return Err(e);
+                Err(e)
+            }
+        }
+    }
+
+    fn lay_out(config: &Config, file: File) -> Result<TraceMap, StartError> {
+        let path = config.path.clone();
+        let page = page_size();
+        let meta_capacity = round_up(config.meta_capacity.max(META_ALIGN), 4096);
+        let meta_offset = HEADER_SIZE;
+        let chunks_offset = round_up(HEADER_SIZE + meta_capacity, page);
+        let chunk_size = config.chunk_size;
+        let granule = page as u64 / gcd(chunk_size as u64, page as u64);
+        let mut chunk_count = config.max_chunks(free_bytes(&file));
+        // The address range for the file at its maximum. A default maximum
+        // the system will not reserve is halved until it does; a user's is an
+        // error.
+        let (base, reserved) = loop {
+            let len = (chunks_offset as u64)
+                .checked_add(chunk_count.saturating_mul(chunk_size as u64))
+                .filter(|&t| t < i64::MAX as u64)
+                .and_then(|t| usize::try_from(round_up(t, page as u64)).ok());
+            let reserve_error = |source| StartError::Reserve {
+                path: path.clone(),
+                bytes: (chunks_offset as u64)
+                    .saturating_add(chunk_count.saturating_mul(chunk_size as u64)),
+                source,
+            };
+            let result = match len {
+                Some(len) => reserve(len).map(|base| (base, len)),
+                None => Err(io::Error::from_raw_os_error(libc::ENOMEM)),
+            };
+            match result {
+                Ok(reserved) => break reserved,
+                Err(e) if config.capacity.is_some() || chunk_count <= granule => {
+                    return Err(reserve_error(e))
+                }
+                Err(_) => chunk_count /= 2,
             }
         };
-        let base = map.as_mut_ptr();
+        let first_slots = match config.mode {
+            Mode::Ring => chunk_count,
+            Mode::StopWhenFull => {
+                round_up((FIRST_STEP / chunk_size as u64).max(1), granule).min(chunk_count)
+            }
+        };
         let this = TraceMap {
-            map,
-            file,
             base,
+            reserved,
+            page,
+            granule,
             chunks_offset,
             meta_offset,
             meta_capacity,
-            chunk_size: config.chunk_size,
+            chunk_size,
             chunk_count,
-            path,
+            ready: AtomicU64::new(0),
+            growth: Mutex::new(Growth {
+                file: None,
+                step: (FIRST_STEP * 2).min(MAX_STEP),
+                count: 0,
+                failure: None,
+                detached: false,
+            }),
+            path: path.clone(),
         };
+        let first_len = this.file_len(first_slots);
+        if let Err(e) = this.extend(&file, 0, first_len) {
+            // SAFETY: the range was reserved above and nothing else uses it yet.
+            unsafe { libc::munmap(base as *mut libc::c_void, reserved) };
+            return Err(if e.raw_os_error() == Some(libc::ENOSPC) {
+                StartError::NoSpace {
+                    path,
+                    bytes: first_len,
+                }
+            } else {
+                StartError::Create { path, source: e }
+            });
+        }
+        lock(&this.growth).file = Some(file);
+        this.ready.store(first_slots, Ordering::Release);
+        // Fault in now (while the clock calibrates, see `recording.rs`) the
+        // pages every recording writes first, rather than one write fault at
+        // a time as the header, the first names and the first chunk are written.
+        this.populate_bytes(0, this.meta_offset + 4096);
+        this.populate(0);
+        Ok(this)
+    }
+
+    /// Writes the header (the clock's calibration included).
+    pub fn write_header(&self, config: &Config, clock: &RunClock) {
         let mut header = Header::new(
             ClockInfo {
                 kind: clock.kind(),
@@ -152,32 +265,131 @@ impl TraceMap {
         header.preferred_clock = config.preferred_clock;
         header.producer = config.producer;
         header.pid = std::process::id();
-        header.chunk_count = chunk_count;
-        header.chunks_offset = chunks_offset as u64;
-        header.meta_offset = meta_offset as u64;
-        header.meta_capacity = meta_capacity as u64;
+        header.chunk_count = self.chunk_count;
+        header.chunks_offset = self.chunks_offset as u64;
+        header.meta_offset = self.meta_offset as u64;
+        header.meta_capacity = self.meta_capacity as u64;
         header.cmdline = std::env::args_os()
             .map(|a| a.to_string_lossy().into_owned())
             .collect::<Vec<_>>()
             .join("\0");
-        this.write(0, &header.encode());
-        Ok(this)
+        self.write(0, &header.encode());
+    }
+
+    /// The file's length with `slots` chunk slots.
+    fn file_len(&self, slots: u64) -> u64 {
+        self.chunks_offset as u64 + slots * self.chunk_size as u64
+    }
+
+    /// The end of the mapped part of the range with `slots` slots on disk
+    /// (the last page of the file is mapped whole).
+    fn mapped_len(&self, slots: u64) -> usize {
+        round_up(self.file_len(slots), self.page as u64) as usize
+    }
+
+    /// Makes the file `new_len` bytes long from `old_len` (which it is):
+    /// reserves the new blocks on disk, then maps the new pages into the
+    /// reserved range. On error the file is cut back to `old_len`.
+    fn extend(&self, file: &File, old_len: u64, new_len: u64) -> io::Result<()> {
+        let result = reserve_blocks(file, old_len, new_len).and_then(|()| {
+            let from = round_up(old_len, self.page as u64) as usize;
+            let to = round_up(new_len, self.page as u64) as usize;
+            if to > from {
+                map_file(file, self.base, from, to)
+            } else {
+                Ok(())
+            }
+        });
+        if result.is_err() {
+            // Give back what was reserved of the step (nothing maps it).
+            let _ = file.set_len(old_len);
+        }
+        result
+    }
+
+    /// Slots on disk and mapped: a claimed `seq` below this can be written
+    /// at once. One acquire load, the claim path's only cost of growth.
+    #[inline]
+    pub fn ready_slots(&self) -> u64 {
+        self.ready.load(Ordering::Acquire)
+    }
+
+    /// Grows the file so that slot `seq` is on disk and mapped (stop-when-full
+    /// mode, `seq >= ready_slots()`). False when it cannot be: `seq` is past
+    /// the maximum, the disk is full (or the system refused otherwise), or
+    /// the recording let go of its file; then the file grows no more.
+    #[cold]
+    #[inline(never)]
+    pub fn grow_to(&self, seq: u64) -> bool {
+        if seq >= self.chunk_count {
+            return false;
+        }
+        let mut growth = lock(&self.growth);
+        let ready = self.ready.load(Ordering::Relaxed);
+        if seq < ready {
+            // Another thread grew the file meanwhile.
+            return true;
+        }
+        if growth.detached || growth.failure.is_some() {
+            return false;
+        }
+        let Some(file) = growth.file.as_ref() else {
+            return false;
+        };
+        let step_slots = (growth.step / self.chunk_size as u64).max(1);
+        let needed = round_up(seq + 1, self.granule).min(self.chunk_count);
+        let wanted =
+            round_up((ready + step_slots).max(seq + 1), self.granule).min(self.chunk_count);
+        let old_len = self.file_len(ready);
+        let mut grown = self
+            .extend(file, old_len, self.file_len(wanted))
+            .map(|()| wanted);
+        if grown.is_err() && needed < wanted {
+            // The whole step does not fit (a nearly full disk): take only
+            // what this claim needs, so the disk's last blocks are used too.
+            grown = self
+                .extend(file, old_len, self.file_len(needed))
+                .map(|()| needed);
+        }
+        match grown {
+            Ok(slots) => {
+                growth.count += 1;
+                growth.step = (growth.step * 2).min(MAX_STEP);
+                self.ready.store(slots, Ordering::Release);
+                true
+            }
+            Err(e) => {
+                growth.failure = Some(e);
+                false
+            }
+        }
+    }
+
+    /// Growths of the file so far (the first step at start not counted).
+    pub fn growths(&self) -> u64 {
+        lock(&self.growth).count
+    }
+
+    /// Why the file stopped growing before its maximum, if it did.
+    pub fn growth_failure(&self) -> Option<String> {
+        lock(&self.growth).failure.as_ref().map(|e| e.to_string())
     }
 
     /// The header counter at `offset` (one of the `H_*` counters).
     #[inline]
     pub fn counter(&self, offset: usize) -> &AtomicU64 {
         debug_assert!(offset.is_multiple_of(8) && offset + 8 <= HEADER_SIZE);
-        // SAFETY: in bounds, 8-aligned (the map is page aligned), and only
-        // ever accessed atomically while the recording runs.
+        // SAFETY: in bounds (the header is always mapped), 8-aligned (the
+        // range is page aligned), and only ever accessed atomically while
+        // the recording runs.
         unsafe { &*(self.base.add(offset) as *const AtomicU64) }
     }
 
-    /// The start of chunk slot `slot`.
+    /// The start of chunk slot `slot`, which must be below [`TraceMap::ready_slots`].
     #[inline]
     pub fn chunk(&self, slot: u64) -> *mut u8 {
         debug_assert!(slot < self.chunk_count);
-        // SAFETY: slot < chunk_count, so the chunk lies inside the map.
+        // SAFETY: slot < chunk_count, so the chunk lies inside the reserved range.
         unsafe {
             self.base
                 .add(self.chunks_offset + slot as usize * self.chunk_size)
@@ -190,124 +402,214 @@ impl TraceMap {
     /// kernel's work for the page). Best effort: kernels before 5.14 refuse
     /// it, and then the faults happen.
     pub fn populate(&self, slot: u64) {
-        #[cfg(target_os = "linux")]
-        {
-            const PAGE: usize = 4096;
-            let start = self.chunks_offset + slot as usize * self.chunk_size;
-            let first = start / PAGE * PAGE;
-            let end = round_up(start + self.chunk_size, PAGE).min(self.map.len());
-            // SAFETY: the range lies inside the live mapping; populating
-            // changes no byte of it.
-            unsafe {
-                libc::madvise(
-                    self.base.add(first) as *mut libc::c_void,
-                    end - first,
-                    libc::MADV_POPULATE_WRITE,
-                )
-            };
-        }
-        #[cfg(not(target_os = "linux"))]
-        let _ = slot;
+        self.populate_bytes(
+            self.chunks_offset + slot as usize * self.chunk_size,
+            self.chunk_size,
+        );
     }
 
-    /// The state word of chunk slot `slot`.
+    /// [`TraceMap::populate`] for the pages of bytes `start..start + len` of the file.
+    fn populate_bytes(&self, start: usize, len: usize) {
+        #[cfg(target_os = "linux")]
+        {
+            let first = start / self.page * self.page;
+            let end = round_up(start + len, self.page).min(self.mapped_len(self.ready_slots()));
+            if end > first {
+                // SAFETY: the range lies inside the mapped file; populating
+                // changes no byte of it.
+                unsafe {
+                    libc::madvise(
+                        self.base.add(first) as *mut libc::c_void,
+                        end - first,
+                        libc::MADV_POPULATE_WRITE,
+                    )
+                };
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = (start, len);
+    }
+
+    /// The state word of chunk slot `slot` (below [`TraceMap::ready_slots`]).
     #[inline]
     pub fn state(&self, slot: u64) -> &AtomicU64 {
         // SAFETY: chunks are 64-aligned; the state word is only accessed atomically.
         unsafe { &*(self.chunk(slot).add(C_STATE) as *const AtomicU64) }
     }
 
-    /// Copies `bytes` to `offset`. The caller must own that range (the
-    /// header's plain fields, or the metadata region under its lock).
+    /// Copies `bytes` to `offset`, in the header or the metadata region
+    /// (always mapped). The caller must own that range (the header's plain
+    /// fields, or the metadata region under its lock).
     pub fn write(&self, offset: usize, bytes: &[u8]) {
-        assert!(offset + bytes.len() <= self.map.len());
+        assert!(offset + bytes.len() <= self.chunks_offset);
         // SAFETY: in bounds (checked above); the caller owns the range.
         unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.base.add(offset), bytes.len()) }
     }
 
-    /// Reads a u32 at `offset` of the map (no other thread writes it concurrently).
+    /// Reads a u32 at `offset` of the mapped file (no other thread writes it concurrently).
     pub fn read_u32(&self, offset: usize) -> u32 {
-        assert!(offset + 4 <= self.map.len());
+        assert!(offset + 4 <= self.mapped_len(self.ready_slots()));
         // SAFETY: in bounds; volatile because other threads may have written it.
         u32::from_le(unsafe { std::ptr::read_volatile(self.base.add(offset) as *const u32) })
     }
 
-    /// Writes the map back to the file.
-    pub fn flush(&self) -> io::Result<()> {
-        self.map.flush()
-    }
-
-    /// Lets go of the file once the recording is finished (and flushed):
-    /// the same address range is mapped again, in place, onto private
-    /// anonymous memory, so a write through a stale pointer into the map
-    /// (see the module doc) can no longer reach the file. Nothing may read
-    /// the map afterwards. If the system refuses, the range stays on the
-    /// file: returns whether it let go.
+    /// Lets go of the file once the recording is finished:
+    /// the file stops growing; the part of the range it is mapped into is
+    /// mapped again, in place, onto private anonymous memory, so a write
+    /// through a stale pointer into it (see the module doc) can no longer
+    /// reach the file; the rest of the reservation, which nothing points
+    /// into, is unmapped. Nothing may read the map afterwards. If the system
+    /// refuses the remap, the range stays on the file: returns whether it
+    /// let go.
     pub fn detach(&self) -> bool {
-        #[cfg(unix)]
-        {
-            #[cfg(target_os = "linux")]
-            let no_reserve = libc::MAP_NORESERVE;
-            #[cfg(not(target_os = "linux"))]
-            let no_reserve = 0;
-            // SAFETY: the range is exactly this map's, which stays reserved
-            // for the life of the process (the map is never dropped); MAP_FIXED
-            // replaces its pages atomically, so a concurrent store lands in
-            // either the file or the new memory, both writable.
-            let remapped = unsafe {
-                libc::mmap(
-                    self.base as *mut libc::c_void,
-                    self.map.len(),
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_PRIVATE | libc::MAP_ANON | libc::MAP_FIXED | no_reserve,
-                    -1,
-                    0,
+        let mut growth = lock(&self.growth);
+        growth.detached = true;
+        let mapped = self.mapped_len(self.ready.load(Ordering::Relaxed));
+        #[cfg(target_os = "linux")]
+        let no_reserve = libc::MAP_NORESERVE;
+        #[cfg(not(target_os = "linux"))]
+        let no_reserve = 0;
+        // SAFETY: the range is the mapped file's, inside the reservation,
+        // which is never unmapped; MAP_FIXED replaces its pages atomically,
+        // so a concurrent store lands in either the file or the new memory,
+        // both writable.
+        let remapped = unsafe {
+            libc::mmap(
+                self.base as *mut libc::c_void,
+                mapped,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANON | libc::MAP_FIXED | no_reserve,
+                -1,
+                0,
+            )
+        } != libc::MAP_FAILED;
+        if self.reserved > mapped {
+            // SAFETY: past the mapped file: no slot there was ever handed out,
+            // and none will be (the file grows no more), so no pointer reaches it.
+            unsafe {
+                libc::munmap(
+                    self.base.add(mapped) as *mut libc::c_void,
+                    self.reserved - mapped,
                 )
             };
-            remapped != libc::MAP_FAILED
         }
-        #[cfg(not(unix))]
-        false
+        remapped
     }
 
-    /// Cuts the file after its first `slots` chunk slots. Only once the map
-    /// is detached ([`TraceMap::detach`]): a write into the map past the
-    /// new end of the file would fault.
-    pub fn shrink_to(&self, slots: u64) -> io::Result<()> {
-        let len = (self.chunks_offset as u64)
-            .saturating_add(slots.saturating_mul(self.chunk_size as u64));
-        self.file.set_len(len)
+    /// Closes the file: first cuts it after its first `slots` chunk slots
+    /// if asked (best effort: a longer file holds the same trace), then
+    /// writes it back to disk and waits for that. Cut only once detached
+    /// ([`TraceMap::detach`]): a write into the map past the new end of the
+    /// file would fault. The pages written through the map are the file's
+    /// pages in the page cache, so syncing the file writes them (mapped or
+    /// not); the error is the sync's.
+    pub fn close(&self, cut_after: Option<u64>) -> io::Result<()> {
+        let Some(file) = lock(&self.growth).file.take() else {
+            return Ok(());
+        };
+        if let Some(slots) = cut_after {
+            let _ = file.set_len(self.file_len(slots));
+        }
+        file.sync_data()
     }
 }
 
-/// Sizes the file and reserves its blocks, so a full disk is an error now
-/// rather than a SIGBUS on a later write into the map. File systems that
-/// cannot reserve keep the file sparse.
-fn size(file: &File, len: u64) -> io::Result<()> {
+/// The system's page size.
+fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    usize::try_from(page)
+        .ok()
+        .filter(|p| p.is_power_of_two())
+        .unwrap_or(4096)
+}
+
+/// Bytes free (to an unprivileged user) on `file`'s file system, if known.
+fn free_bytes(file: &File) -> Option<u64> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a valid descriptor and an out-pointer to a zeroed struct.
+    let mut fs: libc::statvfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstatvfs(file.as_raw_fd(), &mut fs) } != 0 {
+        return None;
+    }
+    Some((fs.f_bavail as u64).saturating_mul(fs.f_frsize as u64))
+}
+
+/// Reserves `len` bytes of address space, inaccessible, backed by nothing.
+fn reserve(len: usize) -> io::Result<*mut u8> {
+    #[cfg(target_os = "linux")]
+    let no_reserve = libc::MAP_NORESERVE;
+    #[cfg(not(target_os = "linux"))]
+    let no_reserve = 0;
+    // SAFETY: a new anonymous mapping at an address the system picks.
+    let base = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANON | no_reserve,
+            -1,
+            0,
+        )
+    };
+    if base == libc::MAP_FAILED {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(base as *mut u8)
+    }
+}
+
+/// Maps bytes `from..to` of `file` (page aligned) at the same offsets from
+/// `base`, over the reservation.
+fn map_file(file: &File, base: *mut u8, from: usize, to: usize) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: `from..to` lies inside the reservation made for this file and
+    // is not in use (past the slots handed out so far); MAP_FIXED replaces
+    // the inaccessible pages there. The file was created by us and is only
+    // written through this map.
+    let mapped = unsafe {
+        libc::mmap(
+            base.add(from) as *mut libc::c_void,
+            to - from,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED | libc::MAP_FIXED,
+            file.as_raw_fd(),
+            from as libc::off_t,
+        )
+    };
+    if mapped == libc::MAP_FAILED {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(())
+    }
+}
+
+/// Extends the file from `from` to `to` bytes and reserves the new blocks,
+/// so a full disk is an error now rather than a SIGBUS on a later write into
+/// the map. File systems that cannot reserve keep the new part sparse.
+fn reserve_blocks(file: &File, from: u64, to: u64) -> io::Result<()> {
+    // Refuse at once what cannot fit, rather than let the allocation fill
+    // the disk first.
+    if free_bytes(file).is_some_and(|free| free < to - from) {
+        return Err(io::Error::from_raw_os_error(libc::ENOSPC));
+    }
     #[cfg(target_os = "linux")]
     {
         use std::os::fd::AsRawFd;
-        let fd = file.as_raw_fd();
-        // Refuse at once what cannot fit, rather than let fallocate fill the disk first.
-        // SAFETY: a valid descriptor and an out-pointer to a zeroed struct.
-        let mut fs: libc::statvfs = unsafe { std::mem::zeroed() };
-        if unsafe { libc::fstatvfs(fd, &mut fs) } == 0 {
-            let free = (fs.f_bavail as u64).saturating_mul(fs.f_frsize as u64);
-            if free < len {
-                return Err(io::Error::from_raw_os_error(libc::ENOSPC));
-            }
+        // SAFETY: a valid descriptor; the range is past the old end of file.
+        let err = unsafe {
+            libc::posix_fallocate(
+                file.as_raw_fd(),
+                from as libc::off_t,
+                (to - from) as libc::off_t,
+            )
+        };
+        match err {
+            0 => Ok(()),
+            libc::EOPNOTSUPP | libc::ENOSYS | libc::EINVAL => file.set_len(to),
+            e => Err(io::Error::from_raw_os_error(e)),
         }
-        file.set_len(len)?;
-        // SAFETY: a valid descriptor; mode 0 only allocates blocks.
-        if unsafe { libc::fallocate(fd, 0, 0, len as libc::off_t) } != 0 {
-            let e = io::Error::last_os_error();
-            return match e.raw_os_error() {
-                Some(libc::EOPNOTSUPP) | Some(libc::ENOSYS) | Some(libc::EINVAL) => Ok(()),
-                _ => Err(e),
-            };
-        }
-        Ok(())
     }
     #[cfg(not(target_os = "linux"))]
-    file.set_len(len)
+    file.set_len(to)
 }

@@ -61,7 +61,10 @@ mod thread;
 use std::sync::atomic::Ordering;
 
 pub use clock::{has_invariant_tsc, read_tsc};
-pub use config::{parse_bytes, ClockSource, Config, Mode, DEFAULT_CAPACITY, DEFAULT_META_CAPACITY};
+pub use config::{
+    parse_bytes, ClockSource, Config, Mode, AUTO_CAPACITY_MAX, AUTO_CAPACITY_MIN,
+    DEFAULT_META_CAPACITY, DEFAULT_RING_CAPACITY,
+};
 pub use error::{ConfigError, FinishError, StartError};
 pub use future::{Instrumented, LogicalStackExt};
 pub use mtrace_format::{FunctionId, PreferredClock, Producer, StackId};

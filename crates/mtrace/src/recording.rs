@@ -3,7 +3,8 @@
 //! starts on the process's first event and finishes at exit, and the fork
 //! handler's registration. Finishing remaps the recording's address range
 //! away from the file, so late writes of threads still holding pointers
-//! into it never reach it (nor a next recording to the same path).
+//! into it never reach it (nor a next recording to the same path), cuts a
+//! stop-when-full file after the slots it used, and closes it.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -14,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use mtrace_format::layout::*;
 
-use crate::clock::RunClock;
+use crate::clock::Calibration;
 use crate::config::{Config, Mode};
 use crate::error::{FinishError, StartError};
 use crate::file::TraceMap;
@@ -35,19 +36,26 @@ static AT_FORK: Once = Once::new();
 pub struct Summary {
     /// The trace file.
     pub path: PathBuf,
-    /// Events committed in the file (snapshots not counted).
+    /// Events committed in the file (snapshots not counted; `lost` marks,
+    /// one per thread whose claim failed while it held a chunk, counted).
     pub events: u64,
     /// Chunks holding committed data.
     pub chunks: u64,
-    /// Chunk slots in the file.
+    /// Chunk slots in the file: in `StopWhenFull` mode the slots chunks
+    /// were claimed in (the file ends after them), in `Ring` mode all.
     pub chunk_count: u64,
     /// Ring mode only: older chunks were overwritten.
     pub wrapped: bool,
-    /// Events that could not be stored (`StopWhenFull` after the file filled up,
-    /// or a ring whose chunks were all busy).
+    /// Events that could not be stored (`StopWhenFull` after the file reached
+    /// its maximum or the disk filled up, or a ring whose chunks were all busy).
     pub dropped_events: u64,
     /// Chunk claims refused (file full) or skipped (slot busy).
     pub dropped_chunks: u64,
+    /// `StopWhenFull`: how many times the file grew after its first step.
+    pub growths: u64,
+    /// `StopWhenFull`: why the file stopped growing before its maximum (the
+    /// system's message, such as "No space left on device"), if it did.
+    pub growth_failure: Option<String>,
     /// Threads that recorded at least one event.
     pub threads: u64,
     /// Bytes of metadata written.
@@ -73,7 +81,8 @@ impl Recording {
         &self.shared.map.path
     }
 
-    /// Number of chunk slots in the file.
+    /// The most chunk slots the file may hold: its maximum size, which the
+    /// header's `chunk_count` says while the recording runs.
     pub fn chunk_count(&self) -> u64 {
         self.shared.map.chunk_count
     }
@@ -110,9 +119,15 @@ pub fn start(config: Config) -> Result<Recording, StartError> {
             running: running.map.path.clone(),
         });
     }
-    let chunk_count = config.chunk_count()?;
-    let clock = RunClock::start(config.clock);
-    let map = TraceMap::create(&config, chunk_count, &clock)?;
+    // Before the clock's calibration: a bad size is refused at once.
+    config.check()?;
+    // The file is made while the clock calibrates: the calibration's
+    // 1 ms spin is the floor of a start's cost, and a language binding
+    // starts a recording per `enable()`.
+    let calibration = Calibration::begin(config.clock);
+    let map = TraceMap::create(&config)?;
+    let clock = calibration.finish();
+    map.write_header(&config, &clock);
     *last_gen += 1;
     let gen = (*last_gen << 1) | if clock.tsc { GEN_TSC } else { 0 };
     let shared: &'static Shared = Box::leak(Box::new(Shared {
@@ -153,8 +168,9 @@ fn summarize(shared: &Shared) -> Summary {
     let next_seq = map.counter(H_NEXT_SEQ).load(Ordering::Relaxed);
     let mut events = 0;
     let mut chunks = 0;
-    // Slots past `next_seq` were never claimed (and may never have been touched).
-    for slot in 0..next_seq.min(map.chunk_count) {
+    // Slots past `next_seq` were never claimed (and may never have been
+    // touched); slots past the ready ones are not in the file.
+    for slot in 0..next_seq.min(map.ready_slots()) {
         let state = unpack_state(map.state(slot).load(Ordering::Acquire));
         if state.seq.is_none() || state.committed_bytes < SNAPSHOT_FIXED {
             continue;
@@ -174,6 +190,8 @@ fn summarize(shared: &Shared) -> Summary {
         wrapped: shared.mode == Mode::Ring && next_seq > map.chunk_count,
         dropped_events: map.counter(H_DROPPED_EVENTS).load(Ordering::Relaxed),
         dropped_chunks: map.counter(H_DROPPED_CHUNKS).load(Ordering::Relaxed),
+        growths: map.growths(),
+        growth_failure: map.growth_failure(),
         threads: shared.threads.load(Ordering::Relaxed),
         meta_bytes: map.counter(H_META_LEN).load(Ordering::Relaxed),
         meta_dropped: map.counter(H_META_DROPPED).load(Ordering::Relaxed),
@@ -201,34 +219,30 @@ fn finish(shared: &'static Shared) -> Result<Summary, FinishError> {
     map.write(H_CALIB_NS, &calib_ns.to_le_bytes());
     let flags = map.read_u32(H_FLAGS) | FLAG_FINISHED;
     map.write(H_FLAGS, &flags.to_le_bytes());
-    // A run that stopped before the file filled leaves no unused slots on
-    // disk: the header claims the slots chunks were claimed in (from 0, in
-    // claim order), and the file ends after them. A ring keeps its size:
-    // it is a fixed buffer. A claim racing with this lands past the new
-    // count, where readers do not look.
+    // The file leaves no unused slots on disk: the header claims the slots
+    // chunks were claimed in (from 0, in claim order; slots the file never
+    // grew to were claimed by no one), and the file ends after them. A ring
+    // keeps its size: it is a fixed buffer. A claim racing with this lands
+    // past the new count, where readers do not look.
     let used = (shared.mode == Mode::StopWhenFull).then(|| {
         let claimed = map.counter(H_NEXT_SEQ).load(Ordering::Acquire);
-        claimed.min(map.chunk_count)
+        claimed.min(map.ready_slots())
     });
     if let Some(used) = used {
         map.write(H_CHUNK_COUNT, &used.to_le_bytes());
     }
     let mut summary = summarize(shared);
-    let flushed = map.flush();
+    summary.chunk_count = used.unwrap_or(map.chunk_count);
     // Threads may still hold pointers into the map: from here on their
     // writes must not reach the file, which a next recording to the same
     // path would truncate and map again.
     let detached = map.detach();
-    flushed.map_err(|source| FinishError::Sync {
-        path: map.path.clone(),
-        source,
-    })?;
-    if let (Some(used), true) = (used, detached) {
-        // Best effort: a file left longer holds the same trace.
-        if map.shrink_to(used).is_ok() {
-            summary.chunk_count = used;
-        }
-    }
+    // Cut (only once detached), then sync: one journal commit for both.
+    map.close(used.filter(|_| detached))
+        .map_err(|source| FinishError::Sync {
+            path: map.path.clone(),
+            source,
+        })?;
     Ok(summary)
 }
 

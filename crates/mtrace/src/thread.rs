@@ -16,6 +16,15 @@
 //! A chunk is claimed with one `fetch_add` on the header's `next_seq`
 //! (`slot = seq % chunk_count`); in ring mode the slot's state word is then
 //! won with a compare-and-swap, skipping slots a live writer still holds.
+//! In stop-when-full mode a `seq` past the slots already in the file (one
+//! acquire load) first grows the file (`file.rs`). The thread releases its
+//! old chunk once it has the new one.
+//!
+//! Events stop 16 bytes short of a chunk's end (`LOST_RESERVE`): when a
+//! claim fails (the file is at its maximum or the disk is full; in ring
+//! mode, every slot tried was busy), the thread writes a `lost` event there,
+//! stamped with the tick of the first event it could not store, so readers
+//! know from when its events are missing; then it releases the chunk.
 //! The claimer writes the thread id, the thread's chunk number and a snapshot
 //! of its open frames, then commits. Every event is committed by storing the
 //! state word with the new length, with release ordering after the event's
@@ -31,7 +40,7 @@ use std::ptr;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use mtrace_format::chunk::encode_snapshot;
-use mtrace_format::event::{encode_enter, encode_exit};
+use mtrace_format::event::{encode_enter, encode_exit, encode_lost};
 use mtrace_format::layout::*;
 use mtrace_format::{Event, EventKind, FunctionId, MetaRecord, StackId, ThreadId};
 
@@ -362,36 +371,49 @@ fn bind(l: &Local, mut g: u64) -> Option<u64> {
     Some(g)
 }
 
-/// Claims the next chunk for the thread. False: no chunk (file full, or
-/// every slot tried was busy); the caller counts the event as dropped.
+/// Claims the next chunk for the thread, then releases its current one.
+/// False: no chunk (file full, or every slot tried was busy); the current
+/// chunk, if any, then ends with a `lost` mark and is released, and the
+/// caller counts the event as dropped.
 fn claim(l: &Local, shared: &Shared) -> bool {
-    release_chunk(l);
     let map = &shared.map;
     let next_seq = map.counter(H_NEXT_SEQ);
     let dropped_chunks = map.counter(H_DROPPED_CHUNKS);
     for _ in 0..MAX_CLAIM_ATTEMPTS {
         let seq = next_seq.fetch_add(1, Ordering::Relaxed);
-        if shared.mode == Mode::StopWhenFull && seq >= map.chunk_count {
+        // Stop-when-full: slots are used once, in `seq` order, and the file
+        // grows to them; past its maximum, or on a full disk, it is full.
+        if shared.mode == Mode::StopWhenFull && seq >= map.ready_slots() && !map.grow_to(seq) {
             dropped_chunks.fetch_add(1, Ordering::Relaxed);
             l.full.set(true);
+            end_lost(l, shared);
             return false;
         }
         let slot = seq % map.chunk_count;
         let state = map.state(slot);
-        let old = state.load(Ordering::Relaxed);
-        let busy = old & STATE_WRITING != 0 || unpack_state(old).seq.is_some_and(|s| s >= seq);
-        if busy
-            || state
-                .compare_exchange(
-                    old,
-                    pack_state(seq, 0, true),
-                    Ordering::Acquire,
-                    Ordering::Relaxed,
-                )
-                .is_err()
-        {
-            dropped_chunks.fetch_add(1, Ordering::Relaxed);
-            continue;
+        // A small ring can hand the thread the slot it holds: it takes it
+        // over at once (nobody else can, it is busy for them).
+        let held = ptr::eq(state, l.state_word.get());
+        if held {
+            state.store(pack_state(seq, 0, true), Ordering::Relaxed);
+        } else {
+            let old = state.load(Ordering::Relaxed);
+            let busy = old & STATE_WRITING != 0 || unpack_state(old).seq.is_some_and(|s| s >= seq);
+            if busy
+                || state
+                    .compare_exchange(
+                        old,
+                        pack_state(seq, 0, true),
+                        Ordering::Acquire,
+                        Ordering::Relaxed,
+                    )
+                    .is_err()
+            {
+                dropped_chunks.fetch_add(1, Ordering::Relaxed);
+                continue;
+            }
+            // The new chunk is won: the thread lets go of the old one.
+            release_chunk(l);
         }
         if seq < map.chunk_count {
             // The slot's first use: its pages are not mapped yet.
@@ -421,14 +443,34 @@ fn claim(l: &Local, shared: &Shared) -> bool {
         state.store(committed, Ordering::Release);
         l.state_word.set(state);
         l.state.set(committed);
-        // SAFETY: both inside the owned chunk.
+        // SAFETY: both inside the owned chunk. Events stop `LOST_RESERVE`
+        // bytes short of its end, which stay free for a `lost` mark (the
+        // snapshot takes at most a quarter of the body).
         unsafe {
             l.cursor.set(chunk.add(CHUNK_HEADER_SIZE + snapshot_len));
-            l.end.set(chunk.add(map.chunk_size));
+            l.end.set(chunk.add(map.chunk_size - LOST_RESERVE));
         }
         return true;
     }
+    end_lost(l, shared);
     false
+}
+
+/// The thread's claim failed: its events are missing from now on (until a
+/// later claim succeeds, in ring mode). Says so with a `lost` event, whose
+/// tick is now (that of the first event not stored), in the bytes its
+/// current chunk keeps free for it, and releases the chunk. A thread
+/// without a chunk has nowhere to say it.
+fn end_lost(l: &Local, shared: &Shared) {
+    let cursor = l.cursor.get();
+    if !l.state_word.get().is_null() && cursor == l.end.get() {
+        let tick = clock::ticks(shared.gen & GEN_TSC != 0);
+        // SAFETY: the thread owns the chunk, and the cursor stands at its
+        // end, `LOST_RESERVE` bytes before the end of the slot.
+        unsafe { put(cursor, encode_lost(tick)) };
+        commit(l, cursor);
+    }
+    release_chunk(l);
 }
 
 /// Gives up the current chunk: stores its state without the writing bit.

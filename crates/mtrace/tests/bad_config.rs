@@ -77,14 +77,32 @@ fn unwritable_paths_are_errors_and_the_program_goes_on() {
 }
 
 #[test]
-fn a_file_larger_than_the_disk_is_refused_at_start() {
+fn a_ring_larger_than_the_disk_is_refused_at_start() {
     let _serial = serial();
     let trace = TempTrace::new("huge");
-    let err = mtrace::start(Config::new(trace.path()).capacity(1 << 50)).unwrap_err();
+    // A ring has its whole size from the start: 16 TiB is no disk here.
+    let err = mtrace::start(
+        Config::new(trace.path())
+            .capacity(1 << 44)
+            .mode(mtrace::Mode::Ring),
+    )
+    .unwrap_err();
     assert!(
         matches!(err, StartError::NoSpace { .. } | StartError::Create { .. }),
         "{err}"
     );
+    assert!(!trace.path().exists(), "no half-made file is left behind");
+    assert!(!mtrace::is_recording());
+}
+
+#[test]
+fn a_maximum_beyond_the_address_space_is_refused_at_start() {
+    let _serial = serial();
+    let trace = TempTrace::new("beyond");
+    // A stop-when-full file only grows to its maximum, but the address range
+    // for it is reserved at start: 1 PiB is more than a process can map.
+    let err = mtrace::start(Config::new(trace.path()).capacity(1 << 50)).unwrap_err();
+    assert!(matches!(err, StartError::Reserve { .. }), "{err}");
     assert!(!trace.path().exists(), "no half-made file is left behind");
     assert!(!mtrace::is_recording());
 }

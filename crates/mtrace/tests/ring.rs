@@ -12,7 +12,7 @@ use std::collections::HashMap;
 
 use common::{decode, replay, serial, Snapshot, TempTrace};
 use mtrace::{Config, FunctionId, LogicalStack, Mode, StackId};
-use mtrace_format::layout::{snapshot_size, CHUNK_HEADER_SIZE, EVENT_SIZE};
+use mtrace_format::layout::{snapshot_size, CHUNK_HEADER_SIZE, EVENT_SIZE, LOST_RESERVE};
 use mtrace_format::EventKind;
 
 const CHUNK: usize = 1024;
@@ -115,8 +115,11 @@ fn expected_chunks(events: &[EventKind]) -> Vec<(Snapshot, Vec<EventKind>)> {
     let mut at = 0;
     while at < events.len() {
         let snap = model.snapshot();
-        let room =
-            CHUNK - CHUNK_HEADER_SIZE - snapshot_size(snap.own.len(), snap.stack_frames.len());
+        // Events stop `LOST_RESERVE` bytes short of the chunk's end.
+        let room = CHUNK
+            - CHUNK_HEADER_SIZE
+            - snapshot_size(snap.own.len(), snap.stack_frames.len())
+            - LOST_RESERVE;
         let end = (at + room / EVENT_SIZE).min(events.len());
         for &e in &events[at..end] {
             model.apply(e);

@@ -144,7 +144,10 @@ def enable(path=DEFAULT_OUTPUT, *, capacity=None, ring=False, builtins=True, tas
     Every thread is recorded: the calling thread, threads already running,
     and threads started later (``threading`` or ``_thread``).
 
-    ``capacity``: bytes for events (``"256M"`` by default; ``"1G"``...).
+    ``capacity``: the most bytes of events (``"64M"``, ``"1G"``...): the file
+    grows up to it as the run needs; by default up to half the free space of
+    the disk the file is on (at least 256M). With ``ring``: the ring's fixed
+    size (256M by default).
     ``ring``: keep the end of the run rather than its beginning when full.
     ``builtins``: also record C functions called from Python, as cProfile
     does (True); False: not; ``"fast"`` (3.12+): a call site that called a
@@ -164,8 +167,9 @@ def enable(path=DEFAULT_OUTPUT, *, capacity=None, ring=False, builtins=True, tas
 
 def disable():
     """Stop recording and finish the file; returns a summary dict
-    (``path``, ``events``, ``dropped_events``, ``threads``), or None if
-    nothing was recording."""
+    (``path``, ``events``, ``dropped_events``, ``threads``, and
+    ``growth_failure``: why the file stopped growing before its maximum,
+    such as a full disk, or None), or None if nothing was recording."""
     if not _ALL_THREADS_NATIVE:
         threading.setprofile(None)
         if _thread.start_new_thread is _start_new_thread_recorded:

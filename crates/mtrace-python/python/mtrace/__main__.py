@@ -31,7 +31,7 @@ class Parser(argparse.ArgumentParser):
 def main(argv=None):
     parser = Parser(
         prog=PROG,
-        usage="%(prog)s [-o trace.bin] [--capacity 256M] [--ring] "
+        usage="%(prog)s [-o trace.bin] [--capacity 64G] [--ring] "
         "[--no-builtins | --fast-builtins] [--no-tasks] "
         "(script.py | -m module) [args ...]",
         description="Record every thread of a Python program into an mtrace trace "
@@ -42,7 +42,8 @@ def main(argv=None):
     parser.add_argument("-m", dest="module", action="store_true",
                         help="run a library module as a script, like python -m")
     parser.add_argument("--capacity", default=None,
-                        help="bytes of events, e.g. 64M or 1G (default 256M)")
+                        help="the most bytes of events, e.g. 64M or 1G (default: the file grows "
+                        "up to half the free disk space; with --ring, 256M)")
     parser.add_argument("--ring", action="store_true",
                         help="keep the end of the run when the file is full (default: the beginning)")
     builtins = parser.add_mutually_exclusive_group()
@@ -103,7 +104,9 @@ def main(argv=None):
         summary = mtrace.disable()
         if summary is not None:
             dropped = summary["dropped_events"]
-            note = f" ({dropped} dropped: the file was full; see --capacity)" if dropped else ""
+            why = summary.get("growth_failure")
+            why = f"the file could not grow: {why}" if why else "the file was full; see --capacity"
+            note = f" ({dropped} dropped: {why})" if dropped else ""
             print(f"mtrace: {summary['events']} events from {summary['threads']} threads "
                   f"in {summary['path']}{note}", file=sys.stderr)
 

@@ -156,6 +156,17 @@ impl Decoded {
             .collect()
     }
 
+    /// The `lost` marks of every thread (at most one a thread in
+    /// stop-when-full mode: the thread records nothing after it).
+    pub fn lost_marks(&self) -> u64 {
+        self.chunks
+            .values()
+            .flatten()
+            .flat_map(|c| &c.events)
+            .filter(|e| e.kind == EventKind::Lost)
+            .count() as u64
+    }
+
     /// Every event of every thread.
     pub fn event_count(&self) -> u64 {
         self.chunks
