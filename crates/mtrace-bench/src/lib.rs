@@ -20,12 +20,14 @@
 //! Module map: `peers` (one file per recorder, behind the `Recorder`
 //! trait; Tracy's is the `tracy_peer` binary, since its client starts
 //! before `main` in any binary that links it), `workloads` (the workloads
-//! and their timing), `measure` (medians, the floor, `VmHWM`), `report`
-//! (children, tables, the ratio line). See the crate's README for how each
+//! and their timing), `mtrace_apis` (the workloads of mtrace's other APIs,
+//! which only the mtrace rows run), `measure` (medians, the floor,
+//! `VmHWM`), `report` (children, tables, the ratio lines). See the crate's README for how each
 //! recorder is set up.
 #![deny(missing_docs)]
 
 pub mod measure;
+pub mod mtrace_apis;
 pub mod peers;
 pub mod report;
 pub mod workloads;
@@ -38,8 +40,11 @@ use workloads::Workload;
 pub enum Peer {
     /// No recorder: the reference for peak memory.
     None,
-    /// mtrace (this repository).
+    /// mtrace (this repository), keeping every event.
     Mtrace,
+    /// mtrace into a 4 MiB ring that wraps: the recording path without the
+    /// cost of fresh trace memory (see `peers::mtrace`).
+    MtraceRing,
     /// Tracy through `tracy-client`.
     Tracy,
     /// fastrace.
@@ -54,9 +59,10 @@ pub enum Peer {
 
 impl Peer {
     /// Every recorder, in table order.
-    pub const ALL: [Peer; 7] = [
+    pub const ALL: [Peer; 8] = [
         Peer::None,
         Peer::Mtrace,
+        Peer::MtraceRing,
         Peer::Tracy,
         Peer::Fastrace,
         Peer::Puffin,
@@ -69,6 +75,7 @@ impl Peer {
         match self {
             Peer::None => "none",
             Peer::Mtrace => "mtrace",
+            Peer::MtraceRing => "mtrace-ring",
             Peer::Tracy => "tracy",
             Peer::Fastrace => "fastrace",
             Peer::Puffin => "puffin",
@@ -80,6 +87,17 @@ impl Peer {
     /// By command-line name.
     pub fn from_name(name: &str) -> Option<Peer> {
         Peer::ALL.into_iter().find(|p| p.name() == name)
+    }
+
+    /// One of the mtrace rows.
+    pub fn is_mtrace(self) -> bool {
+        matches!(self, Peer::Mtrace | Peer::MtraceRing)
+    }
+
+    /// Whether this recorder runs `workload` (the mtrace-only workloads
+    /// exercise APIs the other recorders do not have).
+    pub fn runs(self, workload: Workload) -> bool {
+        self.is_mtrace() || !workload.mtrace_only()
     }
 }
 
@@ -151,11 +169,16 @@ impl ChildResult {
 }
 
 /// Runs one workload under one recorder in this process (Tracy's runs in
-/// its own binary, `tracy_peer`: `None` here).
+/// its own binary, `tracy_peer`, and a recorder does not run a workload of
+/// another's API: `None` here).
 pub fn run_child(peer: Peer, workload: Workload, samples: usize) -> Option<ChildResult> {
+    if !peer.runs(workload) {
+        return None;
+    }
     Some(match peer {
         Peer::None => child::<peers::NoRecorder>(workload, samples),
         Peer::Mtrace => child::<peers::mtrace::Mtrace>(workload, samples),
+        Peer::MtraceRing => child::<peers::mtrace::MtraceRing>(workload, samples),
         Peer::Tracy => return None,
         Peer::Fastrace => child::<peers::fastrace::Fastrace>(workload, samples),
         Peer::Puffin => child::<peers::puffin::Puffin>(workload, samples),
@@ -205,7 +228,7 @@ fn usage_exit() -> ! {
 pub fn child_main<R: Recorder>(peer: Peer) {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match child_args(&args) {
-        Some((p, workload, samples)) if p == peer => {
+        Some((p, workload, samples)) if p == peer && peer.runs(workload) => {
             let result = child::<R>(workload, samples);
             println!("{}", result.to_line(peer, workload));
         }
@@ -266,6 +289,31 @@ mod tests {
         assert_eq!(back.trace.events, None);
         assert_eq!(back.trace.note, "dropped_events=3 wrapped=false");
         assert_eq!(back.peak_kib, Some(5120));
+    }
+
+    #[test]
+    fn only_mtrace_runs_the_mtrace_only_workloads() {
+        assert!(Peer::Mtrace.runs(Workload::ProfileFn));
+        assert!(Peer::MtraceRing.runs(Workload::AdapterPoll));
+        assert!(Peer::Tracy.runs(Workload::Async));
+        assert!(!Peer::Tracy.runs(Workload::SwitchPair));
+        assert!(!Peer::None.runs(Workload::ProfileAsyncFn));
+        assert!(run_child(Peer::Fastrace, Workload::ProfileFn, 1).is_none());
+    }
+
+    #[test]
+    fn mtrace_only_workloads_record_two_events_per_unit() {
+        for w in Workload::ALL.into_iter().filter(|w| w.mtrace_only()) {
+            let result = child::<peers::mtrace::Mtrace>(w, 1);
+            let expected = w.events(1);
+            let kept = result.trace.events.expect("mtrace counts its events");
+            // Plus the thread's start event.
+            assert!(
+                (expected..=expected + 2).contains(&kept),
+                "{}: recorded {kept}, expected {expected}",
+                w.name()
+            );
+        }
     }
 
     #[test]

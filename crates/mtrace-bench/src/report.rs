@@ -1,11 +1,15 @@
 //! The parent process: runs one child per recorder and workload, `--rounds`
-//! times, and prints a table per workload of the medians, then the line
-//! `slowest_peer_over_mtrace_min: X`.
+//! times, and prints a table per workload of the medians, then each mtrace
+//! API's cost over the floor, then the lines `mtrace_over_floor_max: X`
+//! and `slowest_peer_over_mtrace_min: X`.
 //!
 //! Columns: `ns/scope` is the instrumented workload's time per scope (per
-//! poll for async); `overhead` subtracts the uninstrumented baseline timed
-//! in the same child; `vs mtrace` is that overhead over mtrace's (above 1:
-//! the peer costs more than mtrace); `trace B/event` is what the recorder
+//! poll for async, per call or pair for the mtrace-only workloads);
+//! `overhead` subtracts the uninstrumented baseline timed in the same
+//! child; `vs floor` is that overhead over the floor timed in the same
+//! child (both for two events; 1.00: the recorder costs what a TSC read and
+//! a 16-byte store cost); `vs mtrace` is the overhead over mtrace's (above
+//! 1: the peer costs more than mtrace); `trace B/event` is what the recorder
 //! keeps per event (file, records, stream: see each peer's module), or,
 //! marked `*`, its peak memory above the uninstrumented child per event,
 //! for a recorder that cannot say; `peak MiB` is the child's `VmHWM`.
@@ -27,6 +31,7 @@ pub const DEFAULT_ROUNDS: usize = 3;
 /// How each recorder was set up, printed under the tables.
 const SETUPS: &[(&str, &str)] = &[
     ("mtrace", "scope!; tasks .on_logical_stack(); ring file on /dev/shm (tmpfs) sized to keep every event"),
+    ("mtrace-ring", "the same, into a 4 MiB ring on /dev/shm that wraps (memory reused, as the floor's buffer is): the recording path without the kernel's cost of fresh trace pages; keeps only the last 4 MiB"),
     ("tracy", "tracy-client 0.19, features = [enable] (collecting, not ondemand; no sampling, system tracing or broadcast); no profiler connected, so every zone stays queued in memory; a zone per poll"),
     ("fastrace", "0.7 with `enable`; LocalSpan under a root Span per 4096 scopes; tasks in_span(root).enter_on_poll(); the reporter keeps every SpanRecord"),
     ("puffin", "0.20, scopes on; profile_scope under a batch scope; a scope per poll; new_frame() per sample, a sink keeps every frame"),
@@ -96,6 +101,8 @@ fn spawn(
 struct Row {
     ns: f64,
     overhead: f64,
+    /// Median over the children of overhead / floor.
+    over_floor: f64,
     bytes_per_event: Option<(f64, bool)>,
     peak_mib: Option<f64>,
 }
@@ -111,6 +118,12 @@ fn row(results: &[ChildResult], none_peak_kib: Option<f64>) -> Row {
         &results
             .iter()
             .map(|r| r.timing.instrumented - r.timing.baseline)
+            .collect::<Vec<_>>(),
+    );
+    let over_floor = median(
+        &results
+            .iter()
+            .map(|r| (r.timing.instrumented - r.timing.baseline) / r.timing.floor)
             .collect::<Vec<_>>(),
     );
     let peaks: Vec<f64> = results
@@ -141,6 +154,7 @@ fn row(results: &[ChildResult], none_peak_kib: Option<f64>) -> Row {
     Row {
         ns,
         overhead,
+        over_floor,
         bytes_per_event,
         peak_mib: peak_kib.map(|k| k / 1024.0),
     }
@@ -175,6 +189,9 @@ pub fn parent(args: &[String], tracy_exe: &Path) -> Result<(), String> {
         for &workload in &workloads {
             for k in 0..peers.len() {
                 let peer = peers[(k + round) % peers.len()];
+                if !peer.runs(workload) {
+                    continue;
+                }
                 eprintln!(
                     "round {}/{rounds}: {} {}",
                     round + 1,
@@ -193,6 +210,8 @@ pub fn parent(args: &[String], tracy_exe: &Path) -> Result<(), String> {
     }
 
     let mut slowest: Option<(f64, Peer, Workload)> = None;
+    // (workload, peer, overhead / floor) of the mtrace rows, for the summary.
+    let mut mtrace_ratios: Vec<(Workload, Peer, f64)> = Vec::new();
     for &workload in &workloads {
         let all: Vec<&ChildResult> = peers
             .iter()
@@ -218,8 +237,14 @@ pub fn parent(args: &[String], tracy_exe: &Path) -> Result<(), String> {
         println!();
         println!("## {}", workload.title());
         println!(
-            "{:<16} {:>9} {:>9} {:>9} {:>13} {:>9}",
-            "recorder", "ns/scope", "overhead", "vs mtrace", "trace B/event", "peak MiB"
+            "{:<16} {:>9} {:>9} {:>9} {:>9} {:>13} {:>9}",
+            "recorder",
+            "ns/scope",
+            "overhead",
+            "vs floor",
+            "vs mtrace",
+            "trace B/event",
+            "peak MiB"
         );
         println!(
             "{:<16} {floor:>9.2}   (2 x (TSC read + 16-byte store), timed in the same processes)",
@@ -241,13 +266,16 @@ pub fn parent(args: &[String], tracy_exe: &Path) -> Result<(), String> {
             let peak = r.peak_mib.map_or("-".to_owned(), |m| format!("{m:.1}"));
             if peer == Peer::None {
                 println!(
-                    "{:<16} {:>9} {:>9} {:>9} {:>13} {peak:>9}",
-                    "(no recorder)", "", "", "", ""
+                    "{:<16} {:>9} {:>9} {:>9} {:>9} {:>13} {peak:>9}",
+                    "(no recorder)", "", "", "", "", ""
                 );
                 continue;
             }
+            if peer.is_mtrace() {
+                mtrace_ratios.push((workload, peer, r.over_floor));
+            }
             let ratio = mtrace.as_ref().map(|m| r.overhead / m.overhead);
-            if let (Some(ratio), true) = (ratio, peer != Peer::Mtrace) {
+            if let (Some(ratio), false) = (ratio, peer.is_mtrace()) {
                 if slowest.is_none_or(|(s, _, _)| ratio < s) {
                     slowest = Some((ratio, peer, workload));
                 }
@@ -263,14 +291,17 @@ pub fn parent(args: &[String], tracy_exe: &Path) -> Result<(), String> {
                 .filter(|n| !n.is_empty())
                 .collect();
             println!(
-                "{name:<16} {:>9.2} {:>9.2} {:>9} {bytes:>13} {peak:>9}{}",
+                "{name:<16} {:>9.2} {:>9.2} {:>9.2} {:>9} {bytes:>13} {peak:>9}{}",
                 r.ns,
                 r.overhead,
+                r.over_floor,
                 ratio.map_or("-".to_owned(), |x| format!("{x:.2}")),
                 notes.first().map_or(String::new(), |n| format!("  ({n})")),
             );
         }
     }
+
+    print_mtrace_ratios(&workloads, &mtrace_ratios);
 
     println!();
     println!("* no byte count from the recorder: its peak memory above the no-recorder process, per event");
@@ -288,6 +319,51 @@ pub fn parent(args: &[String], tracy_exe: &Path) -> Result<(), String> {
         println!("slowest_peer_over_mtrace_min: {ratio:.2}");
     }
     Ok(())
+}
+
+/// The summary of the mtrace rows: each API's overhead over the floor on
+/// each workload, then the largest of each mtrace row as a line of its own.
+fn print_mtrace_ratios(workloads: &[Workload], ratios: &[(Workload, Peer, f64)]) {
+    if ratios.is_empty() {
+        return;
+    }
+    let get = |w: Workload, p: Peer| {
+        ratios
+            .iter()
+            .find(|(rw, rp, _)| *rw == w && *rp == p)
+            .map(|r| r.2)
+    };
+    let cell = |v: Option<f64>| v.map_or("-".to_owned(), |v| format!("{v:.2}"));
+    println!();
+    println!("## mtrace per event over the floor: overhead / floor (both for two events; medians of the per-process ratios)");
+    println!(
+        "{:<44} {:<17} {:>17} {:>12}",
+        "API", "workload", "keeps every event", "4 MiB ring"
+    );
+    for &w in workloads {
+        let (all, ring) = (get(w, Peer::Mtrace), get(w, Peer::MtraceRing));
+        if all.is_some() || ring.is_some() {
+            println!(
+                "{:<44} {:<17} {:>17} {:>12}",
+                w.mtrace_api(),
+                w.name(),
+                cell(all),
+                cell(ring)
+            );
+        }
+    }
+    for (peer, label) in [
+        (Peer::Mtrace, "mtrace_over_floor_max"),
+        (Peer::MtraceRing, "mtrace_ring_over_floor_max"),
+    ] {
+        let worst = ratios
+            .iter()
+            .filter(|r| r.1 == peer)
+            .max_by(|a, b| a.2.total_cmp(&b.2));
+        if let Some((w, _, ratio)) = worst {
+            println!("{label}: {ratio:.2} ({} on {})", w.mtrace_api(), w.name());
+        }
+    }
 }
 
 /// `MemTotal` from `/proc/meminfo`, as `N GiB`.

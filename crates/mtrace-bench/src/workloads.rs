@@ -14,11 +14,15 @@
 //! recursion  one thread:  BATCHES x { batch; CALLS x recurse(20) }, a scope per call
 //! async      tokio, 2 workers: TASKS tasks x POLLS polls (yield_now), every poll instrumented
 //! ```
+//!
+//! The mtrace-only workloads (`#[profile]`, the explicit switch pair, the
+//! future adapter polled on one thread) are in [`crate::mtrace_apis`].
 
 use std::hint::black_box;
 use std::sync::Barrier;
 
 use crate::measure::{median, time_ns, Floor};
+use crate::mtrace_apis;
 use crate::peers::{NoRecorder, Recorder};
 
 /// Scopes per batch: fastrace drops local spans past 10240 under one parent.
@@ -49,15 +53,27 @@ pub enum Workload {
     Recursion,
     /// Tasks on a multi-thread tokio runtime, every poll instrumented.
     Async,
+    /// mtrace only: a `#[profile]` function called in a tight loop.
+    ProfileFn,
+    /// mtrace only: a `#[profile] async fn`, polled once per call.
+    ProfileAsyncFn,
+    /// mtrace only: `LogicalStack::enter` and the guard's drop, in a loop.
+    SwitchPair,
+    /// mtrace only: a future on its own logical stack, polled in a loop.
+    AdapterPoll,
 }
 
 impl Workload {
     /// Every workload, in table order.
-    pub const ALL: [Workload; 4] = [
+    pub const ALL: [Workload; 8] = [
         Workload::Loop1,
         Workload::Loop2,
         Workload::Recursion,
         Workload::Async,
+        Workload::ProfileFn,
+        Workload::ProfileAsyncFn,
+        Workload::SwitchPair,
+        Workload::AdapterPoll,
     ];
 
     /// The command-line name.
@@ -67,6 +83,33 @@ impl Workload {
             Workload::Loop2 => "loop-2t",
             Workload::Recursion => "recursion",
             Workload::Async => "async",
+            Workload::ProfileFn => "profile-fn",
+            Workload::ProfileAsyncFn => "profile-async-fn",
+            Workload::SwitchPair => "switch-pair",
+            Workload::AdapterPoll => "adapter-poll",
+        }
+    }
+
+    /// Whether only the mtrace rows run it (an API the peers do not have).
+    pub fn mtrace_only(self) -> bool {
+        matches!(
+            self,
+            Workload::ProfileFn
+                | Workload::ProfileAsyncFn
+                | Workload::SwitchPair
+                | Workload::AdapterPoll
+        )
+    }
+
+    /// The mtrace API the workload exercises, for the ratio summary.
+    pub fn mtrace_api(self) -> &'static str {
+        match self {
+            Workload::Loop1 | Workload::Loop2 | Workload::Recursion => "scope!",
+            Workload::Async => "on_logical_stack (Instrumented), tokio",
+            Workload::ProfileFn => "#[profile] fn",
+            Workload::ProfileAsyncFn => "#[profile] async fn",
+            Workload::SwitchPair => "LogicalStack::enter + drop",
+            Workload::AdapterPoll => "on_logical_stack (Instrumented), poll loop",
         }
     }
 
@@ -93,6 +136,22 @@ impl Workload {
             Workload::Async => format!(
                 "(c) tokio multi-thread runtime (2 workers): {TASKS} tasks x {POLLS} polls per sample, every poll instrumented (ns per poll)"
             ),
+            Workload::ProfileFn => format!(
+                "(d) mtrace only: #[mtrace::profile] on an empty #[inline(never)] fn, called in a tight loop, 1 thread ({} calls per sample; ns per call)",
+                self.scopes_per_sample()
+            ),
+            Workload::ProfileAsyncFn => format!(
+                "(e) mtrace only: #[mtrace::profile] async fn, ready on its first poll, polled once per call, 1 thread ({} calls per sample; ns per call)",
+                self.scopes_per_sample()
+            ),
+            Workload::SwitchPair => format!(
+                "(f) mtrace only: LogicalStack::enter() and the guard's drop (a switch in and out) in a tight loop, 1 thread ({} pairs per sample; ns per pair)",
+                self.scopes_per_sample()
+            ),
+            Workload::AdapterPoll => format!(
+                "(g) mtrace only: a future .on_logical_stack(), polled in a loop with a no-op waker, 1 thread ({} polls per sample; ns per poll)",
+                self.scopes_per_sample()
+            ),
         }
     }
 
@@ -102,14 +161,18 @@ impl Workload {
             Workload::Loop1 | Workload::Loop2 => LOOP_BATCHES * BATCH,
             Workload::Recursion => RECURSION_BATCHES * CALLS * DEPTH as usize,
             Workload::Async => TASKS * POLLS,
+            Workload::ProfileFn
+            | Workload::ProfileAsyncFn
+            | Workload::SwitchPair
+            | Workload::AdapterPoll => mtrace_apis::CALLS,
         }
     }
 
     /// Threads that run scopes (the runtime's workers, for `Async`).
     pub fn threads(self) -> usize {
         match self {
-            Workload::Loop1 | Workload::Recursion => 1,
             Workload::Loop2 | Workload::Async => 2,
+            _ => 1,
         }
     }
 
@@ -159,6 +222,36 @@ pub fn run<R: Recorder>(workload: Workload, samples: usize) -> Timing {
             recursion_sample::<R>,
         ),
         Workload::Async => on_runtime::<R>(samples),
+        // The instrumented sides call mtrace whatever `R` is: only the
+        // mtrace recorders run these (see `Workload::mtrace_only`).
+        Workload::ProfileFn => on_threads::<R>(
+            1,
+            samples,
+            workload,
+            mtrace_apis::plain_fn_sample,
+            mtrace_apis::profile_fn_sample,
+        ),
+        Workload::ProfileAsyncFn => on_threads::<R>(
+            1,
+            samples,
+            workload,
+            mtrace_apis::plain_async_sample,
+            mtrace_apis::profile_async_sample,
+        ),
+        Workload::SwitchPair => on_threads::<R>(
+            1,
+            samples,
+            workload,
+            mtrace_apis::no_switch_sample,
+            mtrace_apis::switch_sample,
+        ),
+        Workload::AdapterPoll => on_threads::<R>(
+            1,
+            samples,
+            workload,
+            mtrace_apis::bare_poll_sample,
+            mtrace_apis::adapter_sample,
+        ),
     }
 }
 

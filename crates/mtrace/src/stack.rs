@@ -90,6 +90,10 @@ impl LogicalStack {
 
     /// Switches the current thread onto this stack until the guard is dropped.
     /// A no-op when nothing is recorded.
+    // Inline across crates, like `scope!`'s guard: a call into the crate
+    // per switch (the future adapter makes two per poll) costs a stack
+    // frame and register saves on top of the event.
+    #[inline]
     pub fn enter(&mut self) -> SwitchGuard<'_> {
         let prev = match thread::switch_in(self.id, &mut self.frames, &mut self.frames_gen) {
             Some((prev, g)) => {
@@ -105,6 +109,7 @@ impl LogicalStack {
         }
     }
 
+    #[inline]
     fn name_in(&mut self, g: u64) {
         if g > GEN_OFF && self.named_in != g {
             if let Some(name) = &self.name {
@@ -133,6 +138,7 @@ pub struct SwitchGuard<'a> {
 }
 
 impl Drop for SwitchGuard<'_> {
+    #[inline]
     fn drop(&mut self) {
         if let Some(prev) = self.prev {
             thread::switch_out(prev, &mut self.stack.frames, &mut self.stack.frames_gen);

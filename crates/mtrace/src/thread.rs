@@ -140,39 +140,57 @@ thread_local! {
 
 // ---------------------------------------------------------------- hot path
 
+/// The calling thread's recorder state.
+///
+/// The body of every hot function starts here, not inside `LOCAL.with(|l|
+/// ...)`: with the whole hot path in its closure, `LocalKey::with` was too
+/// big to inline, so each event cost a call, register spills, and an
+/// indirect call to the thread-local's accessor (about half the
+/// instructions of a `scope!`). With only the address taken inside it, it
+/// inlines to one `fs`-relative address computation.
+#[inline(always)]
+fn local() -> &'static Local {
+    // `LOCAL` has a const initializer and no destructor, so it is a plain
+    // `#[thread_local]` static: `with` never fails, and its storage lives as
+    // long as the thread. `Local` is not `Sync`, so the reference cannot
+    // leave the thread.
+    LOCAL.with(|l| {
+        // SAFETY: see above.
+        unsafe { &*(l as *const Local) }
+    })
+}
+
 /// Records entering `f` (non-zero) under generation `g` (not `GEN_OFF`).
 #[inline(always)]
 pub(crate) fn enter(g: u64, f: u32) {
-    LOCAL.with(|l| {
-        let cursor = l.cursor.get();
-        if l.gen.get() == g && cursor != l.end.get() {
-            let tick = clock::ticks(g & GEN_TSC != 0);
-            // SAFETY: bound to the running generation and `cursor != end`:
-            // the thread owns the 16 bytes at `cursor` in its chunk.
-            unsafe { put(cursor, encode_enter(tick, FunctionId(f))) };
-            commit(l, cursor);
-            push_frame(l, f);
-        } else {
-            enter_cold(l, g, f);
-        }
-    })
+    let l = local();
+    let cursor = l.cursor.get();
+    if l.gen.get() == g && cursor != l.end.get() {
+        let tick = clock::ticks(g & GEN_TSC != 0);
+        // SAFETY: bound to the running generation and `cursor != end`:
+        // the thread owns the 16 bytes at `cursor` in its chunk.
+        unsafe { put(cursor, encode_enter(tick, FunctionId(f))) };
+        commit(l, cursor);
+        push_frame(l, f);
+    } else {
+        enter_cold(l, g, f);
+    }
 }
 
 /// Records leaving `f` (non-zero) under generation `g` (not `GEN_OFF`).
 #[inline(always)]
 pub(crate) fn exit(g: u64, f: u32) {
-    LOCAL.with(|l| {
-        let cursor = l.cursor.get();
-        if l.gen.get() == g && cursor != l.end.get() {
-            let tick = clock::ticks(g & GEN_TSC != 0);
-            // SAFETY: as in `enter`.
-            unsafe { put(cursor, encode_exit(tick, FunctionId(f))) };
-            commit(l, cursor);
-            pop_frame(l, f);
-        } else {
-            exit_cold(l, g, f);
-        }
-    })
+    let l = local();
+    let cursor = l.cursor.get();
+    if l.gen.get() == g && cursor != l.end.get() {
+        let tick = clock::ticks(g & GEN_TSC != 0);
+        // SAFETY: as in `enter`.
+        unsafe { put(cursor, encode_exit(tick, FunctionId(f))) };
+        commit(l, cursor);
+        pop_frame(l, f);
+    } else {
+        exit_cold(l, g, f);
+    }
 }
 
 /// Stores one event.
@@ -565,62 +583,60 @@ pub(crate) fn switch_in(
     if g == GEN_OFF {
         return None;
     }
-    LOCAL.with(|l| {
-        let g = record_switch(l, g, id)?;
-        if *frames_gen != g {
-            frames.clear();
+    let l = local();
+    let g = record_switch(l, g, id)?;
+    if *frames_gen != g {
+        frames.clear();
+    }
+    let prev = StackId(l.current.get());
+    // SAFETY: no other reference to the thread's vectors is live.
+    unsafe {
+        mem::swap(l.frames(), frames);
+        if prev == StackId::OWN {
+            mem::swap(l.own_saved(), frames);
         }
-        let prev = StackId(l.current.get());
-        // SAFETY: no other reference to the thread's vectors is live.
-        unsafe {
-            mem::swap(l.frames(), frames);
-            if prev == StackId::OWN {
-                mem::swap(l.own_saved(), frames);
-            }
-        }
-        *frames_gen = g;
-        l.current.set(id.0);
-        Some((prev, g))
-    })
+    }
+    *frames_gen = g;
+    l.current.set(id.0);
+    Some((prev, g))
 }
 
 /// Undoes [`switch_in`]: the thread goes back to `prev`, and `frames` gets
 /// the logical stack's open frames back.
 #[inline]
 pub(crate) fn switch_out(prev: StackId, frames: &mut Vec<u32>, frames_gen: &mut u64) {
-    let _ = LOCAL.try_with(|l| {
-        let bound = l.gen.get();
-        let g = GEN.load(Ordering::Relaxed);
-        if g > GEN_OFF && bound == g {
-            // Bound to the running recording (an exited thread is bound to none).
-            let cursor = l.cursor.get();
-            if cursor != l.end.get() {
-                let tick = clock::ticks(g & GEN_TSC != 0);
-                let event = Event {
-                    tick,
-                    kind: EventKind::Switch(prev),
-                };
-                // SAFETY: as in `enter`.
-                unsafe { put(cursor, event.encode()) };
-                commit(l, cursor);
-            } else {
-                switch_out_cold(l, g, prev);
-            }
+    let l = local();
+    let bound = l.gen.get();
+    let g = GEN.load(Ordering::Relaxed);
+    if g > GEN_OFF && bound == g {
+        // Bound to the running recording (an exited thread is bound to none).
+        let cursor = l.cursor.get();
+        if cursor != l.end.get() {
+            let tick = clock::ticks(g & GEN_TSC != 0);
+            let event = Event {
+                tick,
+                kind: EventKind::Switch(prev),
+            };
+            // SAFETY: as in `enter`.
+            unsafe { put(cursor, event.encode()) };
+            commit(l, cursor);
+        } else {
+            switch_out_cold(l, g, prev);
         }
-        // SAFETY: no other reference to the thread's vectors is live.
-        unsafe {
-            // The thread gets back what `frames` held; `frames` the stack's.
-            mem::swap(l.frames(), frames);
-            if prev == StackId::OWN {
-                mem::swap(l.frames(), l.own_saved());
-            } else if *frames_gen != bound {
-                // The thread moved to a newer recording meanwhile.
-                l.frames().clear();
-            }
+    }
+    // SAFETY: no other reference to the thread's vectors is live.
+    unsafe {
+        // The thread gets back what `frames` held; `frames` the stack's.
+        mem::swap(l.frames(), frames);
+        if prev == StackId::OWN {
+            mem::swap(l.frames(), l.own_saved());
+        } else if *frames_gen != bound {
+            // The thread moved to a newer recording meanwhile.
+            l.frames().clear();
         }
-        *frames_gen = bound;
-        l.current.set(prev.0);
-    });
+    }
+    *frames_gen = bound;
+    l.current.set(prev.0);
 }
 
 #[cold]

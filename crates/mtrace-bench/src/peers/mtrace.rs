@@ -1,6 +1,16 @@
 //! mtrace: `scope!` guards; tasks on their own logical stack
 //! (`on_logical_stack`, a switch in and out around every poll). The trace
-//! file is on `/dev/shm`, a ring sized to keep every event of the run.
+//! file is on `/dev/shm`, a ring sized to keep every event of the run
+//! ([`Mtrace`]), or a 4 MiB ring that wraps many times ([`MtraceRing`]).
+//!
+//! The second is not a way to record a run (it keeps only the last 4 MiB);
+//! it separates the two costs of recording. Keeping every event writes each
+//! event into memory the process never touched before, and the kernel
+//! provides that memory a page at a time (on the machine of the README's
+//! table, about 1 us per 4 KiB page: 4 ns per event). A ring that wraps
+//! reuses memory that is mapped and in cache, as the floor's buffer and the
+//! recorder bench's (`cargo bench -p mtrace`) ring are: what is left is the
+//! recording path itself.
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -10,8 +20,18 @@ use mtrace_format::layout::{DEFAULT_CHUNK_SIZE, HEADER_SIZE};
 
 use super::{scratch_path, Recorder, TraceStats};
 
-/// A running mtrace recording.
-pub struct Mtrace {
+/// mtrace keeping every event of the run.
+pub type Mtrace = MtraceIn<false>;
+
+/// mtrace writing into a [`RING_BYTES`] ring that wraps.
+pub type MtraceRing = MtraceIn<true>;
+
+/// The ring of [`MtraceRing`]: the size of the floor's buffer.
+pub const RING_BYTES: u64 = 4 << 20;
+
+/// A running mtrace recording; `SMALL_RING`: a [`RING_BYTES`] ring, else
+/// room for every event.
+pub struct MtraceIn<const SMALL_RING: bool> {
     recording: Recording,
     path: PathBuf,
 }
@@ -23,19 +43,20 @@ fn capacity_for(events: u64) -> u64 {
     bytes.div_ceil(1 << 20) << 20
 }
 
-impl Recorder for Mtrace {
+impl<const SMALL_RING: bool> Recorder for MtraceIn<SMALL_RING> {
     type Scope = ScopeGuard;
     type Batch = ();
 
     fn start(expected_events: u64) -> Self {
         let path = scratch_path("mtrace.mtrace");
-        let recording = mtrace::start(
-            Config::new(&path)
-                .capacity(capacity_for(expected_events))
-                .mode(Mode::Ring),
-        )
-        .expect("start the mtrace recording");
-        Mtrace { recording, path }
+        let capacity = if SMALL_RING {
+            RING_BYTES
+        } else {
+            capacity_for(expected_events)
+        };
+        let recording = mtrace::start(Config::new(&path).capacity(capacity).mode(Mode::Ring))
+            .expect("start the mtrace recording");
+        MtraceIn { recording, path }
     }
 
     #[inline(always)]
