@@ -97,13 +97,4 @@ pub enum FinishError {
     /// parent and is left alone.
     #[error("the recording belongs to the parent process (this is a forked child)")]
     OtherProcess,
-    /// Writing the mapped file back to disk failed. The events are still in
-    /// the file as far as the kernel wrote it.
-    #[error("cannot sync trace file {}: {source}", path.display())]
-    Sync {
-        /// The file.
-        path: PathBuf,
-        /// What the system said.
-        source: io::Error,
-    },
 }

@@ -496,21 +496,25 @@ impl TraceMap {
         remapped
     }
 
-    /// Closes the file: first cuts it after its first `slots` chunk slots
-    /// if asked (best effort: a longer file holds the same trace), then
-    /// writes it back to disk and waits for that. Cut only once detached
-    /// ([`TraceMap::detach`]): a write into the map past the new end of the
-    /// file would fault. The pages written through the map are the file's
-    /// pages in the page cache, so syncing the file writes them (mapped or
-    /// not); the error is the sync's.
-    pub fn close(&self, cut_after: Option<u64>) -> io::Result<()> {
+    /// Closes the file, first cutting it after its first `slots` chunk
+    /// slots if asked (best effort: a longer file holds the same trace).
+    /// Cut only once detached ([`TraceMap::detach`]): a write into the map
+    /// past the new end of the file would fault.
+    ///
+    /// It does not wait for the disk. The pages written through the map
+    /// are the file's pages in the page cache: every reader sees the whole
+    /// trace at once, and the kernel writes them back as it does any
+    /// file's, so the trace outlives the process (killed or not) but not a
+    /// power cut, as other profilers' output does. Waiting (`fdatasync`)
+    /// cost 0.5 ms on a calm disk and up to 20 ms on a busy one at every
+    /// `disable()`, for a guarantee nobody asks of a profile.
+    pub fn close(&self, cut_after: Option<u64>) {
         let Some(file) = lock(&self.growth).file.take() else {
-            return Ok(());
+            return;
         };
         if let Some(slots) = cut_after {
             let _ = file.set_len(self.file_len(slots));
         }
-        file.sync_data()
     }
 }
 

@@ -237,12 +237,8 @@ fn finish(shared: &'static Shared) -> Result<Summary, FinishError> {
     // writes must not reach the file, which a next recording to the same
     // path would truncate and map again.
     let detached = map.detach();
-    // Cut (only once detached), then sync: one journal commit for both.
-    map.close(used.filter(|_| detached))
-        .map_err(|source| FinishError::Sync {
-            path: map.path.clone(),
-            source,
-        })?;
+    // Cut only once detached (see `TraceMap::close`).
+    map.close(used.filter(|_| detached));
     Ok(summary)
 }
 
