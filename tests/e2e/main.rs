@@ -19,6 +19,7 @@ mod options;
 mod output;
 mod pictures;
 mod pipe;
+mod pprof;
 mod pstats;
 mod robustness;
 mod schema;

@@ -383,6 +383,8 @@ pub(crate) enum ExportFormat {
     Speedscope,
     /// The callgrind format (KCachegrind, QCachegrind): self and call-edge inclusive time in ns.
     Callgrind,
+    /// A gzipped pprof profile.proto (go tool pprof, Pyroscope, Parca, Grafana): a sample per call path, values self time (ns) and calls.
+    Pprof,
 }
 
 fn parse_percent(s: &str) -> Result<f64, String> {

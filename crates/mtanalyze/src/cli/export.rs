@@ -1,5 +1,5 @@
 //! Outputs for other tools: `flamegraph` (an SVG) and `export` (Chrome
-//! trace JSON, speedscope, callgrind).
+//! trace JSON, speedscope, callgrind, pprof).
 
 use std::io::Write;
 
@@ -38,6 +38,14 @@ pub(crate) fn export(args: &ExportArgs, out: &mut dyn Write) -> Result<(), Failu
     if args.format == ExportFormat::Callgrind {
         let report = analyze(&args.trace, &options)?;
         target.write(out, |w| render::callgrind::callgrind(w, &report))?;
+        out.flush()?;
+        say_warnings(&report, None);
+        return Ok(());
+    }
+    if args.format == ExportFormat::Pprof {
+        let options = analyze_options(&args.clock, Some(&args.select), PathMode::Merged, None);
+        let report = analyze(&args.trace, &options)?;
+        target.write(out, |w| render::pprof::pprof(w, &report))?;
         out.flush()?;
         say_warnings(&report, None);
         return Ok(());
