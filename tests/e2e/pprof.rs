@@ -25,7 +25,7 @@ fn flat_by_function(raw: &str) -> BTreeMap<String, (u64, u64)> {
     let mut flat: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     let samples = raw
         .lines()
-        .skip_while(|l| !l.starts_with("time/nanoseconds calls/count"))
+        .skip_while(|l| !l.starts_with("time/nanoseconds"))
         .skip(1)
         .take_while(|l| l.contains(':'));
     for line in samples {
