@@ -41,6 +41,8 @@ pub const KIND_THREAD_START: u64 = 4;
 pub const KIND_THREAD_EXIT: u64 = 5;
 /// Kind nibble of a `lost` event (format version 2).
 pub const KIND_LOST: u64 = 6;
+/// Kind nibble of a `wake` event (format version 2).
+pub const KIND_WAKE: u64 = 7;
 
 /// Splits 16 event bytes into (kind, tick, payload) without judging them.
 /// For hot loops that branch on the kind themselves; [`raw_is_valid`]
@@ -59,6 +61,7 @@ pub fn raw_is_valid(kind: u64, payload: u64) -> bool {
     match kind {
         KIND_ENTER | KIND_EXIT => payload != 0 && payload <= u32::MAX as u64,
         KIND_SWITCH => true,
+        KIND_WAKE => payload != 0,
         KIND_THREAD_START | KIND_THREAD_EXIT | KIND_LOST => payload == 0,
         _ => false,
     }
@@ -81,6 +84,9 @@ pub enum EventKind {
     /// was full): its stacks end here, unless a later chunk of the thread
     /// restarts from its snapshot. Ends its chunk.
     Lost,
+    /// The task on this logical stack (never `StackId::OWN`) was woken: it
+    /// is ready to run again. Written by whichever thread woke it.
+    Wake(StackId),
 }
 
 /// One decoded event: a tick in the trace's clock and what happened.
@@ -101,6 +107,8 @@ pub enum BadEvent {
     BadFunctionId(u64),
     /// A payload that must be zero is not.
     NonZeroPayload,
+    /// A `wake` names stack 0, a thread's own stack, which is never woken.
+    WakeOfOwnStack,
 }
 
 impl Event {
@@ -114,6 +122,7 @@ impl Event {
             EventKind::ThreadStart => (KIND_THREAD_START, 0),
             EventKind::ThreadExit => (KIND_THREAD_EXIT, 0),
             EventKind::Lost => (KIND_LOST, 0),
+            EventKind::Wake(s) => (KIND_WAKE, s.0),
         };
         encode_raw(kind, self.tick, payload)
     }
@@ -146,6 +155,8 @@ impl Event {
             KIND_THREAD_START => no_payload(EventKind::ThreadStart)?,
             KIND_THREAD_EXIT => no_payload(EventKind::ThreadExit)?,
             KIND_LOST => no_payload(EventKind::Lost)?,
+            KIND_WAKE if payload != 0 => EventKind::Wake(StackId(payload)),
+            KIND_WAKE => return Err(BadEvent::WakeOfOwnStack),
             other => return Err(BadEvent::UnknownKind(other as u8)),
         };
         Ok(Event { tick, kind })
@@ -192,6 +203,7 @@ mod tests {
             Just(EventKind::ThreadStart),
             Just(EventKind::ThreadExit),
             Just(EventKind::Lost),
+            (1u64..).prop_map(|s| EventKind::Wake(StackId(s))),
         ]
     }
 

@@ -187,7 +187,10 @@ impl<W: Write + Seek> TraceWriter<W> {
                 }
             }
             EventKind::Switch(s) => t.current = s,
-            EventKind::ThreadStart | EventKind::ThreadExit | EventKind::Lost => {}
+            EventKind::ThreadStart
+            | EventKind::ThreadExit
+            | EventKind::Lost
+            | EventKind::Wake(_) => {}
         }
         // A `lost` event ends its chunk; the thread's next event, if any,
         // starts a chunk that readers restart from its snapshot.

@@ -105,7 +105,10 @@ fn read_sample(bytes: &[u8]) -> (BTreeMap<u64, Vec<Named>>, HashMap<u64, String>
                             .cloned()
                             .unwrap_or_else(|| format!("stack-{}", s.0)),
                     )))?,
-                    EventKind::ThreadStart | EventKind::ThreadExit | EventKind::Lost => return None,
+                    EventKind::ThreadStart
+                    | EventKind::ThreadExit
+                    | EventKind::Lost
+                    | EventKind::Wake(_) => return None,
                 };
                 Some(Named {
                     ns: clock.ticks_to_ns(e.tick),

@@ -7,11 +7,22 @@
 //! opened inside the task, such as the ones `#[mtrace::profile]` opens for
 //! an `async fn`, stay on the task's stack between polls and move with it to
 //! the next worker.
+//!
+//! It also polls the inner future with a waker of its own, which records a
+//! `wake` event naming the task's stack (on whichever thread wakes it)
+//! before waking the runtime's: the analyzer splits the time a task was
+//! switched out into waiting (for its I/O or timer) and scheduled (woken,
+//! waiting for a worker). The wrapper is made again only when the runtime
+//! hands the task a waker that would not wake the same task (`will_wake`),
+//! so a task polled again and again allocates once.
 
 use std::future::Future;
 use std::mem::ManuallyDrop;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+
+use mtrace_format::StackId;
 
 use crate::scope::CallSite;
 use crate::stack::LogicalStack;
@@ -25,6 +36,25 @@ pub struct Instrumented<F> {
     stack: LogicalStack,
     /// The inner future returned `Ready`: dropping it closes no frame.
     done: bool,
+    /// The runtime's waker last seen and the recording waker around it.
+    waker: Option<(Waker, Waker)>,
+}
+
+/// A waker that records a `wake` of `stack`, then wakes the runtime's.
+struct RecordingWaker {
+    stack: StackId,
+    inner: Waker,
+}
+
+impl Wake for RecordingWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        crate::thread::wake(self.stack);
+        self.inner.wake_by_ref();
+    }
 }
 
 impl<F> Instrumented<F> {
@@ -34,6 +64,7 @@ impl<F> Instrumented<F> {
             inner: ManuallyDrop::new(inner),
             stack,
             done: false,
+            waker: None,
         }
     }
 
@@ -50,10 +81,24 @@ impl<F: Future> Future for Instrumented<F> {
         // SAFETY: `inner` is structurally pinned (never moved out; dropped in
         // place); `stack` is not pinned and is only used through `&mut`.
         let this = unsafe { self.get_unchecked_mut() };
+        let runtime = cx.waker();
+        let reuse = matches!(&this.waker, Some((seen, _)) if seen.will_wake(runtime));
+        if !reuse {
+            let wrapped = Waker::from(Arc::new(RecordingWaker {
+                stack: this.stack.id(),
+                inner: runtime.clone(),
+            }));
+            this.waker = Some((runtime.clone(), wrapped));
+        }
+        let waker = match &this.waker {
+            Some((_, wrapped)) => wrapped,
+            None => runtime,
+        };
+        let mut cx = Context::from_waker(waker);
         let _on_stack = this.stack.enter();
         // SAFETY: see above.
         let inner = unsafe { Pin::new_unchecked(&mut *this.inner) };
-        let result = inner.poll(cx);
+        let result = inner.poll(&mut cx);
         this.done |= result.is_ready();
         result
     }

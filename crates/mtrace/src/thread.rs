@@ -310,6 +310,17 @@ fn write(l: &Local, g: u64, encode: impl FnOnce(u64) -> [u8; EVENT_SIZE]) {
     commit(l, cursor);
 }
 
+/// Records that the task on logical stack `id` was woken, on the calling
+/// thread (whichever thread calls the task's waker: a worker, a timer or
+/// I/O driver thread, or the task itself).
+#[inline]
+pub(crate) fn wake(id: StackId) {
+    let g = GEN.load(Ordering::Relaxed);
+    if g != GEN_OFF && id != StackId::OWN {
+        emit(local(), g, EventKind::Wake(id));
+    }
+}
+
 /// Records an event that does not touch the frames (switch, thread start/exit).
 fn emit(l: &Local, g: u64, kind: EventKind) -> bool {
     match prepare(l, g) {

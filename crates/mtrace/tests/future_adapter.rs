@@ -105,6 +105,8 @@ fn future_polled_on_two_threads_carries_its_frames() {
             Step::Switch(stack.0),
             enter("handler"),
             enter("query"),
+            // YieldOnce wakes its own task, through the adapter's waker.
+            Step::Wake(stack.0),
             Step::Switch(0),
             Step::End
         ]
@@ -279,6 +281,8 @@ fn tasks_migrating_between_workers_replay_cleanly_per_stack() {
                         calls += 1;
                     }
                     EventKind::Exit(f) => assert_eq!(frames.pop(), Some(f), "stack {stack}"),
+                    // The task's yields wake it through the adapter's waker.
+                    EventKind::Wake(s) => assert_eq!(s.0, *stack),
                     other => panic!("unexpected {other:?} on stack {stack}"),
                 }
             }
@@ -291,4 +295,88 @@ fn tasks_migrating_between_workers_replay_cleanly_per_stack() {
         );
     }
     assert!(migrated > 0, "some task ran on both workers");
+}
+
+/// Pending until `signal` is set; keeps the waker of its last poll there.
+struct WaitForSignal(Arc<Mutex<(bool, Vec<Waker>)>>);
+
+impl Future for WaitForSignal {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let mut s = self.0.lock().unwrap();
+        if s.0 {
+            return Poll::Ready(());
+        }
+        s.1.push(cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+/// Issue 19: the adapter's waker records, on the thread that wakes the
+/// task, a `wake` naming the task's stack, then wakes the runtime; a task
+/// polled again with the same runtime waker gets the same wrapper (no new
+/// allocation per poll).
+#[test]
+fn a_wake_is_recorded_on_the_waking_thread_and_the_waker_is_reused() {
+    let _serial = serial();
+    let trace = TempTrace::new("future-wake");
+    let recording =
+        mtrace::start(Config::new(trace.path()).capacity(1 << 20).chunk_size(4096)).unwrap();
+    let signal = Arc::new(Mutex::new((false, Vec::new())));
+    let mut task = Box::pin(WaitForSignal(signal.clone()).on_logical_stack("waiter"));
+    let stack = task.stack().id();
+    let woken = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let runtime_waker = counting_waker(woken.clone());
+    for _ in 0..3 {
+        assert!(task
+            .as_mut()
+            .poll(&mut Context::from_waker(&runtime_waker))
+            .is_pending());
+    }
+    let seen = signal.lock().unwrap().1.clone();
+    assert_eq!(seen.len(), 3);
+    assert!(
+        seen.windows(2).all(|w| w[0].will_wake(&w[1])),
+        "one wrapper for one runtime waker"
+    );
+    assert!(
+        !seen[0].will_wake(&runtime_waker),
+        "the task sees the adapter's waker"
+    );
+    std::thread::Builder::new()
+        .name("waker".into())
+        .spawn(move || {
+            let mut s = signal.lock().unwrap();
+            s.0 = true;
+            s.1.pop().unwrap().wake();
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    assert_eq!(
+        woken.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "the runtime's waker ran"
+    );
+    assert!(task
+        .as_mut()
+        .poll(&mut Context::from_waker(&runtime_waker))
+        .is_ready());
+    recording.finish().unwrap();
+
+    let d = decode(trace.path());
+    let w = steps(&d, &d.events(d.tid("waker")));
+    assert_eq!(w, [Step::Start, Step::Wake(stack.0), Step::End]);
+}
+
+/// A runtime waker that counts its wakes.
+fn counting_waker(count: Arc<std::sync::atomic::AtomicU32>) -> Waker {
+    struct Count(Arc<std::sync::atomic::AtomicU32>);
+    impl std::task::Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+    Waker::from(Arc::new(Count(count)))
 }

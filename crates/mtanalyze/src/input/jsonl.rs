@@ -56,6 +56,8 @@ enum Parsed {
     Switch(Option<String>),
     /// The recorder lost the thread's events from here on.
     Lost,
+    /// The task on the named stack was woken.
+    Wake(String),
 }
 
 struct Line {
@@ -111,9 +113,19 @@ pub fn to_binary(text: &str) -> Result<Vec<u8>, JsonlError> {
                 }
             },
             "lost" => Parsed::Lost,
+            "wake" => match &r.stack {
+                serde_json::Value::String(s) if own_stack_tid(s).is_none() => {
+                    Parsed::Wake(s.clone())
+                }
+                _ => {
+                    return Err(err(
+                        "\"wake\" needs \"stack\": the name of a logical stack".into()
+                    ))
+                }
+            },
             other => {
                 return Err(err(format!(
-                    "unknown \"ev\" {other:?} (expected enter, exit, switch, lost or thread)"
+                    "unknown \"ev\" {other:?} (expected enter, exit, switch, lost, wake or thread)"
                 )))
             }
         };
@@ -219,6 +231,7 @@ fn write(events: &[Line], names: &[(u64, String)]) -> Result<Vec<u8>, JsonlError
                 EventKind::Switch(id)
             }
             Parsed::Lost => EventKind::Lost,
+            Parsed::Wake(name) => EventKind::Wake(w.stack(name)),
         };
         w.event(ThreadId(e.tid), tick, kind)
             .map_err(|err| JsonlError {

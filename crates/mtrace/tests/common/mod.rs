@@ -202,6 +202,8 @@ pub enum Step {
     End,
     /// The recorder's `lost` mark: the thread's events stop being complete here.
     Lost,
+    /// A task's stack was woken.
+    Wake(u64),
 }
 
 pub fn steps(d: &Decoded, events: &[Event]) -> Vec<Step> {
@@ -218,6 +220,7 @@ pub fn steps(d: &Decoded, events: &[Event]) -> Vec<Step> {
                 EventKind::Exit(f) => Step::Exit(d.name(f).to_owned()),
                 EventKind::Switch(s) => Step::Switch(s.0),
                 EventKind::Lost => Step::Lost,
+                EventKind::Wake(s) => Step::Wake(s.0),
             }
         })
         .collect()
@@ -266,7 +269,10 @@ pub fn replay(start: &Snapshot, events: &[Event]) -> Replayed {
                 None => assert!(!*known, "exit of {f:?} on an empty stack"),
             },
             EventKind::Switch(s) => current = s,
-            EventKind::ThreadStart | EventKind::ThreadExit | EventKind::Lost => {}
+            EventKind::ThreadStart
+            | EventKind::ThreadExit
+            | EventKind::Lost
+            | EventKind::Wake(_) => {}
         }
     }
     let own = stacks[&StackId::OWN.0].0.clone();
