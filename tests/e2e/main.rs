@@ -11,6 +11,7 @@ mod cli;
 mod convert;
 mod diff;
 mod errors;
+mod gates;
 mod import;
 mod json;
 mod layout;

@@ -54,6 +54,7 @@ pub use model::diff::{
     diff, DiffOptions, DiffReport, EdgeDelta, EdgeDiff, EdgeSide, FunctionDelta, FunctionDiff,
     FunctionSide, Match, PathDiff,
 };
+pub use model::gate::{gate, GateBreach, GateChange, GateError, GateField, GateOp, GateRule};
 pub use model::report::{
     CallPath, Clock, EdgeStats, FunctionKey, FunctionStats, Report, StackKey, StackStats,
     ThreadSummary, TraceSummary, Warning,

@@ -18,7 +18,8 @@
 //! subcommand is reached with `mtanalyze -- check` (or `./check`).
 //!
 //! Failures print one line, `mtanalyze: <message>`, on stderr and exit with
-//! status 2 (the status clap uses for usage errors). A closed stdout
+//! status 2 (the status clap uses for usage errors). `diff --fail-if` exits
+//! with status 1 when a rule holds, after naming the rows that break it. A closed stdout
 //! (`mtanalyze trace | head`) ends the run quietly with status 0.
 
 mod cli;
@@ -46,6 +47,11 @@ fn main() -> ExitCode {
         Err(Failure::Message(m)) => {
             say(&format!("mtanalyze: {m}"));
             ExitCode::from(2)
+        }
+        Err(Failure::Gate(n)) => {
+            let rows = if n == 1 { "row breaks" } else { "rows break" };
+            say(&format!("mtanalyze: {n} {rows} a --fail-if rule"));
+            ExitCode::from(1)
         }
     }
 }

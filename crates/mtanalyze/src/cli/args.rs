@@ -195,6 +195,8 @@ pub(crate) enum Format {
     Folded,
     /// A file Python's `pstats.Stats` loads (snakeviz, gprof2dot); needs `-o FILE`.
     Pstats,
+    /// A GitHub-flavoured Markdown table of the functions, to paste into a pull request.
+    Markdown,
 }
 
 #[derive(Args, Debug)]
@@ -319,8 +321,42 @@ pub(crate) struct DiffArgs {
     /// Fit tables in N columns, shortening paths and names and hiding spare columns (0: never) [default: the terminal's width when stdout is one (COLUMNS if set), else full names].
     #[arg(long, value_name = "N")]
     pub(crate) width: Option<usize>,
+    /// Exit with status 1, naming the rows, when RULE holds for a function or the total (repeatable): `[REGEX:] tottime|cumtime|paused|ncalls|total >|>=|<|<= CHANGE`, CHANGE like +10%, +5ms, +0. E.g. 'tottime > +10%', 'parse.*: cumtime > +5ms', 'ncalls > +0', 'total > +2%'.
+    #[arg(long = "fail-if", value_name = "RULE")]
+    pub(crate) fail_if: Vec<String>,
+    /// With --fail-if: time changes smaller than this (either way) break no rule, so tiny functions do not fail a build (e.g. 1ms, 250us).
+    #[arg(long, value_name = "TIME", requires = "fail_if")]
+    pub(crate) fail_min_change: Option<String>,
     #[command(flatten)]
     pub(crate) collapse: CollapseArgs,
+}
+
+/// The `--fail-if` rules, read after clap so a bad one is one line.
+pub(crate) fn gate_rules(args: &DiffArgs) -> Result<(Vec<mtanalyze::GateRule>, u64), String> {
+    let rules = args
+        .fail_if
+        .iter()
+        .map(|r| r.parse().map_err(|e: mtanalyze::GateError| e.to_string()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let min = match &args.fail_min_change {
+        None => 0,
+        Some(s) => match format!("tottime > {s}").parse::<mtanalyze::GateRule>() {
+            Ok(r) => match r.change {
+                mtanalyze::GateChange::Nanoseconds(ns) if ns >= 0 => ns as u64,
+                _ => {
+                    return Err(format!(
+                        "--fail-min-change {s:?}: not a time like 1ms, 250us or 2s"
+                    ))
+                }
+            },
+            Err(_) => {
+                return Err(format!(
+                    "--fail-min-change {s:?}: not a time like 1ms, 250us or 2s"
+                ))
+            }
+        },
+    };
+    Ok((rules, min))
 }
 
 /// Output format of `diff`.
@@ -333,6 +369,8 @@ pub(crate) enum DiffFormat {
     Json,
     /// Two-column folded stacks: `root;child;leaf BASE_NS NEW_NS`.
     Folded,
+    /// A GitHub-flavoured Markdown table, biggest changes first, to paste into a pull request.
+    Markdown,
 }
 
 #[derive(Args, Debug)]

@@ -4,14 +4,15 @@
 use std::io::Write;
 use std::path::Path;
 
-use crate::cli::args::{analyze_options, DiffArgs, DiffFormat};
-use crate::cli::output::{message, Failure, Output};
+use crate::cli::args::{analyze_options, gate_rules, DiffArgs, DiffFormat};
+use crate::cli::output::{message, say, Failure, Output};
 use crate::cli::progress::Progress;
 use crate::cli::{load, say_warnings};
 use mtanalyze::view::{self, DiffViewOptions, EdgeSelection};
 use mtanalyze::{render, DiffOptions, PathMode, Report};
 
 pub(crate) fn diff(args: &DiffArgs, out: &mut dyn Write) -> Result<(), Failure> {
+    let (rules, min_change) = gate_rules(args).map_err(Failure::Message)?;
     let folded = args.format == DiffFormat::Folded;
     let row_options = [
         args.limit.is_some(),
@@ -109,6 +110,10 @@ pub(crate) fn diff(args: &DiffArgs, out: &mut dyn Write) -> Result<(), Failure> 
             render::diff::json(w, &view::filtered_diff(&diff, &view, &edges))
         }
         DiffFormat::Folded => render::diff::folded(w, &diff, args.filter.as_ref()),
+        DiffFormat::Markdown => {
+            let rows = view::diff_function_rows(&diff, &view);
+            render::markdown::diff(w, &diff, &rows)
+        }
     })?;
     out.flush()?;
     if let (Some(target), Some(svg)) = (svg_target, svg) {
@@ -117,5 +122,13 @@ pub(crate) fn diff(args: &DiffArgs, out: &mut dyn Write) -> Result<(), Failure> 
     for report in [&base, &new] {
         say_warnings(report, Some(&report.trace.source));
     }
-    Ok(())
+    // The gates last, so their verdict closes the output.
+    let breaches = mtanalyze::gate(&diff, &rules, min_change);
+    if breaches.is_empty() {
+        return Ok(());
+    }
+    for b in &breaches {
+        say(&format!("mtanalyze: fail-if {}", render::diff::breach(b)));
+    }
+    Err(Failure::Gate(breaches.len()))
 }

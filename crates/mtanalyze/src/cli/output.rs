@@ -13,6 +13,8 @@ pub(crate) enum Failure {
     Output(io::Error),
     /// Anything else: one line for the user.
     Message(String),
+    /// `diff --fail-if`: this many rows broke a rule (already named on stderr).
+    Gate(usize),
 }
 
 impl From<io::Error> for Failure {

@@ -70,6 +70,10 @@ pub(crate) fn report(args: &ReportArgs, out: &mut dyn Write) -> Result<(), Failu
             render::json::report(w, &view::filtered_report(&report, &view, &edges))
         }
         Format::Table => table(args, &report, width, w),
+        Format::Markdown => {
+            let rows = view::function_rows(&report, &view_options(args));
+            render::markdown::report(w, &report, &rows)
+        }
     })?;
     // The summary follows the output: flush it first so the two do not interleave.
     out.flush()?;

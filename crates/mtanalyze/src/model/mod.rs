@@ -2,9 +2,11 @@
 //! [`report::Report`] of one trace, the [`check::CheckReport`] of a file,
 //! the [`diff::DiffReport`] of two reports, and the warnings about damaged
 //! or unusual input. Plain data with serde shapes (`schemas/`), plus the
-//! diff of two reports, which needs nothing else.
+//! diff of two reports and the regression gates over a diff, which need
+//! nothing else.
 
 pub(crate) mod check;
 pub(crate) mod diff;
+pub(crate) mod gate;
 pub(crate) mod report;
 pub(crate) mod warnings;

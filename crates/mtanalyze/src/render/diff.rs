@@ -275,6 +275,38 @@ pub(crate) fn edges(
     layout(out, &columns, body, width)
 }
 
+/// The line naming a row that broke a `--fail-if` rule:
+/// `'tottime > +10%': parse_term (src/p.rs:126): tottime 1.06ms -> 24.1ms (+2168.2%)`.
+pub fn breach(b: &crate::model::gate::GateBreach) -> String {
+    use crate::model::gate::GateField;
+    let show = |v: Option<u64>| match (v, b.field) {
+        (None, _) => "-".to_owned(),
+        (Some(n), GateField::Ncalls) => n.to_string(),
+        (Some(ns), _) => duration(ns as f64),
+    };
+    let column = match b.field {
+        GateField::Tottime => "tottime",
+        GateField::Cumtime => "cumtime",
+        GateField::Paused => "paused",
+        GateField::Ncalls => "ncalls",
+        GateField::Total => "total",
+    };
+    let (base, new) = (b.base.unwrap_or(0), b.new.unwrap_or(0));
+    let change = delta(new, base);
+    let pct = match b.base {
+        None => "new".to_owned(),
+        Some(_) if b.new.is_none() => "gone".to_owned(),
+        Some(_) => percent(change, base),
+    };
+    format!(
+        "'{}': {}: {column} {} -> {} ({pct})",
+        b.rule,
+        b.what,
+        show(b.base),
+        show(b.new)
+    )
+}
+
 /// `--format json`: the (filtered) diff as one pretty-printed JSON object
 /// and a newline; `schemas/diff.schema.json` documents it.
 pub fn json(out: &mut dyn Write, diff: &DiffReport) -> io::Result<()> {
@@ -307,12 +339,12 @@ fn marker(m: Match) -> &'static str {
 }
 
 /// New minus base, saturating.
-fn delta(new: u64, base: u64) -> i64 {
+pub(super) fn delta(new: u64, base: u64) -> i64 {
     (new as i128 - base as i128).clamp(i64::MIN as i128, i64::MAX as i128) as i64
 }
 
 /// A change as a duration with its sign (`+1.00ms`, `-250ns`, `0ns`).
-fn signed(ns: i64) -> String {
+pub(super) fn signed(ns: i64) -> String {
     let sign = match ns.signum() {
         1 => "+",
         -1 => "-",
@@ -323,7 +355,7 @@ fn signed(ns: i64) -> String {
 
 /// A change as a percentage of the base value, one decimal (`+12.5%`,
 /// `0.0%`); `-` when the base value is 0 and the change is not.
-fn percent(change: i64, base: u64) -> String {
+pub(super) fn percent(change: i64, base: u64) -> String {
     if change == 0 {
         "0.0%".to_owned()
     } else if base == 0 {

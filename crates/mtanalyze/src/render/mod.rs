@@ -23,6 +23,7 @@ pub(crate) mod fit;
 pub mod flamegraph;
 pub mod folded;
 pub mod json;
+pub mod markdown;
 pub mod pprof;
 pub mod pstats;
 pub mod speedscope;

@@ -1,0 +1,241 @@
+//! CI gates and pasteable diffs (issue 20): `diff --fail-if` exits 1 and
+//! names the rows that break a rule, 0 when none does, 2 for a bad rule;
+//! `--format markdown` tables parse back into the report's rows.
+
+use crate::util::{mtanalyze, repo_file, TempDir};
+
+const WORKLOAD: &str = "sample-traces/workload.bin";
+const RING: &str = "sample-traces/workload-ring.bin";
+
+/// `work` takes 40 ns in BASE and 50 ns in NEW (+25%), called once in
+/// both; `tiny` takes 2 ns then 4 ns (+100%), called once then twice.
+const BASE: &str = r#"{"ts": 0, "tid": 1, "ev": "enter", "fn": "main"}
+{"ts": 10, "tid": 1, "ev": "enter", "fn": "work"}
+{"ts": 50, "tid": 1, "ev": "exit", "fn": "work"}
+{"ts": 50, "tid": 1, "ev": "enter", "fn": "tiny"}
+{"ts": 52, "tid": 1, "ev": "exit", "fn": "tiny"}
+{"ts": 60, "tid": 1, "ev": "exit", "fn": "main"}
+"#;
+const NEW: &str = r#"{"ts": 0, "tid": 1, "ev": "enter", "fn": "main"}
+{"ts": 10, "tid": 1, "ev": "enter", "fn": "work"}
+{"ts": 60, "tid": 1, "ev": "exit", "fn": "work"}
+{"ts": 60, "tid": 1, "ev": "enter", "fn": "tiny"}
+{"ts": 62, "tid": 1, "ev": "exit", "fn": "tiny"}
+{"ts": 62, "tid": 1, "ev": "enter", "fn": "tiny"}
+{"ts": 64, "tid": 1, "ev": "exit", "fn": "tiny"}
+{"ts": 70, "tid": 1, "ev": "exit", "fn": "main"}
+"#;
+
+fn gate(dir: &TempDir, rules: &[&str]) -> crate::util::Run {
+    let (base, new) = (dir.write("base.jsonl", BASE), dir.write("new.jsonl", NEW));
+    let mut args = vec!["diff".into(), base.into_os_string(), new.into_os_string()];
+    for r in rules {
+        args.push("--fail-if".into());
+        args.push(r.into());
+    }
+    mtanalyze(args)
+}
+
+#[test]
+fn a_rule_that_holds_exits_1_and_names_its_rows() {
+    let dir = TempDir::new("gates-hold");
+    let r = gate(&dir, &["tottime > +20%"]);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    // The table is still written; the verdict closes stderr.
+    assert!(r.stdout.contains("tottime (base -> new)"));
+    let lines: Vec<&str> = r.stderr.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "mtanalyze: fail-if 'tottime > +20%': work: tottime 40ns -> 50ns (+25.0%)",
+            "mtanalyze: fail-if 'tottime > +20%': tiny: tottime 2ns -> 4ns (+100.0%)",
+            "mtanalyze: 2 rows break a --fail-if rule",
+        ]
+    );
+}
+
+#[test]
+fn rules_that_do_not_hold_exit_0() {
+    let dir = TempDir::new("gates-pass");
+    for rules in [
+        &["tottime > +200%"][..],
+        &["cumtime > +20ns"],
+        &["main: ncalls > +0", "total > +50%"],
+        &["tottime < -50%"],
+    ] {
+        let r = gate(&dir, rules);
+        assert_eq!(r.code, Some(0), "{rules:?}: {}", r.stderr);
+        assert!(!r.stderr.contains("fail-if"), "{}", r.stderr);
+    }
+}
+
+#[test]
+fn patterns_totals_counts_and_the_minimum_change() {
+    let dir = TempDir::new("gates-kinds");
+    let r = gate(&dir, &["ti.*: ncalls > +0"]);
+    assert_eq!(r.code, Some(1));
+    assert!(
+        r.stderr
+            .contains("'ti.*: ncalls > +0': tiny: ncalls 1 -> 2 (+100.0%)"),
+        "{}",
+        r.stderr
+    );
+    let r = gate(&dir, &["total > +10%"]);
+    assert_eq!(r.code, Some(1));
+    assert!(
+        r.stderr
+            .contains("total self time: total 60ns -> 70ns (+16.7%)"),
+        "{}",
+        r.stderr
+    );
+    // 5 ns of change is below a 5 ns minimum? No: 10 ns is not, 2 ns is.
+    let (base, new) = (dir.write("base.jsonl", BASE), dir.write("new.jsonl", NEW));
+    let r = mtanalyze([
+        "diff".as_ref(),
+        base.as_os_str(),
+        new.as_os_str(),
+        "--fail-if".as_ref(),
+        "tottime > +20%".as_ref(),
+        "--fail-min-change".as_ref(),
+        "5ns".as_ref(),
+    ]);
+    assert_eq!(r.code, Some(1));
+    assert!(
+        r.stderr.contains(": work:") && !r.stderr.contains(": tiny:"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn the_bundled_samples_gate_on_the_slower_parser() {
+    let r = mtanalyze([
+        "diff".as_ref(),
+        repo_file(WORKLOAD).as_os_str(),
+        repo_file(RING).as_os_str(),
+        "--fail-if".as_ref(),
+        "parse.*: tottime > +10%".as_ref(),
+        "--fail-min-change".as_ref(),
+        "1ms".as_ref(),
+    ]);
+    assert_eq!(r.code, Some(1), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("parse_term (crates/mtrace/examples/workload.rs:126): tottime 1.06ms -> 24.1ms (+2168.2%)"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn a_bad_rule_is_one_line_and_status_2() {
+    let dir = TempDir::new("gates-bad");
+    for (rule, says) in [
+        ("tottime >> 1%", "is not a change"),
+        ("speed > +1%", "unknown column \"speed\""),
+        ("tottime > +5", "a time change needs a unit"),
+        ("[: tottime > +1%", "pattern"),
+    ] {
+        let line = gate(&dir, &[rule]).fails_with_one_line();
+        assert!(
+            line.contains("bad --fail-if rule") && line.contains(says),
+            "{rule}: {line}"
+        );
+    }
+}
+
+/// The cells of a Markdown table's rows (after the header and rule).
+fn markdown_rows(text: &str) -> (Vec<String>, Vec<Vec<String>>) {
+    let mut lines = text.lines().skip_while(|l| !l.starts_with('|'));
+    let split = |l: &str| -> Vec<String> {
+        let inner = l.trim().trim_start_matches('|').trim_end_matches('|');
+        // Split on unescaped pipes.
+        let mut cells = vec![String::new()];
+        let mut escaped = false;
+        for c in inner.chars() {
+            match (c, escaped) {
+                ('|', false) => cells.push(String::new()),
+                ('\\', false) => escaped = true,
+                _ => {
+                    escaped = false;
+                    cells.last_mut().unwrap().push(c);
+                }
+            }
+        }
+        cells.into_iter().map(|c| c.trim().to_owned()).collect()
+    };
+    let header = split(lines.next().expect("a header row"));
+    let rule = lines.next().expect("a rule row");
+    assert!(rule.starts_with("|:---|"), "{rule}");
+    let rows = lines
+        .take_while(|l| l.starts_with('|'))
+        .map(split)
+        .collect();
+    (header, rows)
+}
+
+#[test]
+fn markdown_tables_parse_back_into_the_rows() {
+    let diff = mtanalyze([
+        "diff".as_ref(),
+        repo_file(WORKLOAD).as_os_str(),
+        repo_file(RING).as_os_str(),
+        "--format".as_ref(),
+        "markdown".as_ref(),
+        "--limit".as_ref(),
+        "5".as_ref(),
+    ])
+    .success();
+    let (header, rows) = markdown_rows(&diff.stdout);
+    assert_eq!(header[0], "function");
+    assert_eq!(rows.len(), 5);
+    assert!(rows.iter().all(|r| r.len() == header.len()));
+    let json = mtanalyze([
+        "diff".as_ref(),
+        repo_file(WORKLOAD).as_os_str(),
+        repo_file(RING).as_os_str(),
+        "--format".as_ref(),
+        "json".as_ref(),
+        "--limit".as_ref(),
+        "5".as_ref(),
+    ])
+    .success()
+    .json();
+    let names: Vec<String> = json["functions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["function"].as_str().unwrap().to_owned())
+        .collect();
+    let shown: Vec<String> = rows
+        .iter()
+        .map(|r| r[0].split('`').nth(1).unwrap_or_default().to_owned())
+        .collect();
+    assert_eq!(shown, names, "the same rows, biggest changes first");
+    assert!(rows
+        .iter()
+        .any(|r| r[0].starts_with("`parse_term`") && r[3] == "+2168.2%"));
+
+    let report = mtanalyze([
+        repo_file(WORKLOAD).as_os_str(),
+        "--format".as_ref(),
+        "markdown".as_ref(),
+    ])
+    .success();
+    let (header, rows) = markdown_rows(&report.stdout);
+    assert_eq!(header[1], "ncalls");
+    let json = mtanalyze([
+        repo_file(WORKLOAD).as_os_str(),
+        "--format".as_ref(),
+        "json".as_ref(),
+    ])
+    .success()
+    .json();
+    let functions = json["functions"].as_array().unwrap();
+    assert_eq!(rows.len(), functions.len());
+    for (row, f) in rows.iter().zip(functions) {
+        let name = row[0].split('`').nth(1).unwrap_or_default();
+        assert_eq!(name, f["function"].as_str().unwrap());
+        let ncalls = row[1].split('/').next().unwrap().parse::<u64>().unwrap();
+        assert_eq!(ncalls, f["ncalls"].as_u64().unwrap());
+    }
+}
