@@ -44,7 +44,9 @@ pub mod view;
 pub struct ReadmeDoctests;
 
 pub use analysis::timeline::Timelines;
-pub use analysis::{analyze, check, AnalyzeError, AnalyzeOptions, PathMode, RecursionCollapse};
+pub use analysis::{
+    analyze, analyze_in_stages, check, AnalyzeError, AnalyzeOptions, PathMode, RecursionCollapse,
+};
 pub use input::chrome::ImportError;
 pub use input::jsonl::{to_binary as jsonl_to_binary, JsonlError};
 pub use input::{from_bytes, load, InputFormat, LoadError, LoadedTrace};

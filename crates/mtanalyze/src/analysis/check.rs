@@ -9,7 +9,7 @@ use crate::model::check::{CheckReport, ChunkIssue};
 
 /// Describes a trace without replaying it.
 pub fn check(trace: &LoadedTrace) -> Result<CheckReport, AnalyzeError> {
-    let prep = prepare(trace, None, false)?;
+    let prep = prepare(trace, None, false, &mut |_| {})?;
     let stacks = group_by_stack(&prep.passes).1.len() as u64;
     let h = prep.decoded.file.header();
     let summary = prep.summary(trace, stacks);

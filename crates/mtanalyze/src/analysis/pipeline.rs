@@ -16,7 +16,19 @@ use crate::model::warnings::Warnings;
 
 /// Analyzes a loaded trace.
 pub fn analyze(trace: &LoadedTrace, opts: &AnalyzeOptions) -> Result<Report, AnalyzeError> {
-    let mut analysis = Analysis::build(trace, opts, true)?;
+    analyze_in_stages(trace, opts, &mut |_| {})
+}
+
+/// [`analyze`], calling `stage_done` with each stage's name as it ends:
+/// `decode`, `cut`, `group`, `replay`, `assemble` (see the `analysis`
+/// module). What each costs is then measurable from outside; the analyzer
+/// bench's `--stages` prints time and heap per stage.
+pub fn analyze_in_stages(
+    trace: &LoadedTrace,
+    opts: &AnalyzeOptions,
+    stage_done: &mut dyn FnMut(&'static str),
+) -> Result<Report, AnalyzeError> {
+    let mut analysis = Analysis::build(trace, opts, true, stage_done)?;
     // Own stacks the segment pass replayed wait only for the end of the trace.
     let fused: Vec<(u64, OwnReplay)> = {
         let prep = &mut analysis.prep;
@@ -47,7 +59,10 @@ pub fn analyze(trace: &LoadedTrace, opts: &AnalyzeOptions) -> Result<Report, Ana
         stacks.push(stats);
         warnings.merge(w);
     }
-    Ok(assemble(trace, analysis, opts, acc, stacks, warnings))
+    stage_done("replay");
+    let report = assemble(trace, analysis, opts, acc, stacks, warnings);
+    stage_done("assemble");
+    Ok(report)
 }
 
 /// How many of the biggest stacks are replayed first, biggest first.

@@ -133,17 +133,19 @@ pub(crate) struct Analysis<'a> {
 impl<'a> Analysis<'a> {
     /// Decodes and segments `trace` and selects the stacks `opts` asks for.
     pub(crate) fn new(trace: &'a LoadedTrace, opts: &AnalyzeOptions) -> Result<Self, AnalyzeError> {
-        Self::build(trace, opts, false)
+        Self::build(trace, opts, false, &mut |_| {})
     }
 
     /// With `fuse`, the segment pass replays the own stacks it can (see
     /// [`prepare`](crate::analysis::prepare::prepare)); [`crate::analyze`] finishes them instead of replaying them.
+    /// `stage_done` is called as each stage ends (`decode`, `cut`, `group`).
     pub(crate) fn build(
         trace: &'a LoadedTrace,
         opts: &AnalyzeOptions,
         fuse: bool,
+        stage_done: &mut dyn FnMut(&'static str),
     ) -> Result<Self, AnalyzeError> {
-        let mut prep = prepare(trace, Some(opts), fuse)?;
+        let mut prep = prepare(trace, Some(opts), fuse, stage_done)?;
         let clock = prep.clock;
         let (order, all) = group_by_stack(&prep.passes);
         // Own stacks the segment pass replayed left no segments behind.
@@ -169,6 +171,7 @@ impl<'a> Analysis<'a> {
             .gil_runs
             .take()
             .map(|runs| GilTimeline::new(runs, end_ns, prep.decoded.scale));
+        stage_done("group");
         Ok(Analysis {
             prep,
             clock,
