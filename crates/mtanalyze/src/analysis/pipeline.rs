@@ -4,7 +4,7 @@ use rayon::prelude::*;
 
 use crate::analysis::assemble::assemble;
 use crate::analysis::cut::OwnReplay;
-use crate::analysis::frames::{Acc, NoObserver};
+use crate::analysis::frames::{Acc, NoObserver, Tally};
 use crate::analysis::options::{AnalyzeError, AnalyzeOptions, PathMode};
 use crate::analysis::paths::{ROOT, STACK_LABEL};
 use crate::analysis::replay::StackReplay;
@@ -38,7 +38,14 @@ pub fn analyze_in_stages(
             .filter_map(|(p, t)| Some((t.tid.0, p.own_replay.take()?)))
             .collect()
     };
-    let (mut acc, mut stacks, mut warnings) = replay_stacks(&analysis, opts.paths);
+    // One row per stack, in id order, filled where it lies: the fused own
+    // stacks first (they are own stacks, which come first), then every
+    // selected stack. Half a million task rows are never moved from vector
+    // to growing vector, nor sorted.
+    let mut rows: Vec<Option<StackStats>> = Vec::new();
+    rows.resize_with(fused.len() + analysis.stack_count(), || None);
+    let (fused_rows, stack_rows) = rows.split_at_mut(fused.len());
+    let (mut acc, mut warnings) = replay_stacks(&analysis, opts.paths, stack_rows);
     let end_ns = analysis.end_ns();
     let finished: Vec<_> = fused
         .into_par_iter()
@@ -54,11 +61,21 @@ pub fn analyze_in_stages(
             (own.tally.into_acc(), stats, own.warnings)
         })
         .collect();
-    for (a, stats, w) in finished {
+    for ((a, stats, w), row) in finished.into_iter().zip(fused_rows) {
         acc.merge(a);
-        stacks.push(stats);
+        *row = Some(stats);
         warnings.merge(w);
     }
+    // The fused own stacks among the others: only the own stacks move.
+    let own_rows = rows
+        .iter()
+        .position(|r| matches!(r, Some(s) if matches!(s.id, StackKey::Logical(_))))
+        .unwrap_or(rows.len());
+    rows[..own_rows].sort_unstable_by_key(|r| r.as_ref().map(|s| s.id));
+    // In place: an `Option<StackStats>` is the size of a `StackStats`.
+    #[allow(clippy::filter_map_identity)] // `flatten` would not collect in place
+    let stacks: Vec<StackStats> = rows.into_iter().filter_map(|r| r).collect();
+    const _: () = assert!(std::mem::size_of::<Option<StackStats>>() == std::mem::size_of::<StackStats>());
     stage_done("replay");
     let report = assemble(trace, analysis, opts, acc, stacks, warnings);
     stage_done("assemble");
@@ -68,60 +85,79 @@ pub fn analyze_in_stages(
 /// How many of the biggest stacks are replayed first, biggest first.
 const BIGGEST_FIRST: usize = 4096;
 
-/// Replays every selected stack that has segments, in parallel; returns
-/// the summed statistics, each stack's own and the problems found.
-fn replay_stacks(analysis: &Analysis<'_>, paths: PathMode) -> (Acc, Vec<StackStats>, Warnings) {
+/// Replays every selected stack that has segments, in parallel, stack
+/// `i`'s statistics into `rows[i]`; returns the summed statistics and the
+/// problems found.
+fn replay_stacks(
+    analysis: &Analysis<'_>,
+    paths: PathMode,
+    rows: &mut [Option<StackStats>],
+) -> (Acc, Warnings) {
     let with_paths = paths != PathMode::Off;
-    // Biggest stacks first: the last stacks replayed are then short ones,
-    // and all workers finish at about the same time. (The fused own stacks
-    // have no segments, so they are not among these.)
-    let mut order: Vec<(u64, usize)> = (0..analysis.stack_count())
+    let replay_into = |(mut tally, mut warnings): (Tally, Warnings), i: usize, row: &mut _| {
+        let root = match paths {
+            PathMode::PerStack => STACK_LABEL | i as u32,
+            _ => ROOT,
+        };
+        *row = analysis.replay(i, &mut tally, &mut warnings, root, &mut NoObserver);
+        (tally, warnings)
+    };
+    let new_job = || (analysis.new_tally(with_paths), Warnings::default());
+    // Biggest stacks first, each a job: the last stacks replayed are then
+    // short ones, and all workers finish at about the same time. (The
+    // fused own stacks have no segments, so they are not among these.)
+    // With many stacks only the biggest need to go first: the rest are
+    // many to a job, and sorting half a million short tasks bought nothing.
+    let mut biggest: Vec<(u64, usize)> = (0..analysis.stack_count())
         .into_par_iter()
         .map(|i| (analysis.stack_weight(i), i))
         .collect();
-    // With many stacks only the biggest need to go first (the rest are
-    // many to a job); sorting half a million short tasks bought nothing.
-    let first = BIGGEST_FIRST.min(order.len());
-    if first < order.len() {
-        order.select_nth_unstable_by(first, |a, b| b.cmp(a));
+    let first = BIGGEST_FIRST.min(biggest.len());
+    if first < biggest.len() {
+        biggest.select_nth_unstable_by(first, |a, b| b.cmp(a));
+        biggest.truncate(first);
+        biggest.shrink_to_fit();
     }
-    order[..first].sort_unstable_by(|a, b| b.cmp(a));
-    // One slot per stack, in that order, filled where it lies: the
-    // statistics of half a million tasks are never moved from vector to
-    // growing vector (which doubled the peak heap while they were merged).
-    let mut slots: Vec<(usize, Option<StackStats>)> =
-        order.into_iter().map(|(_, i)| (i, None)).collect();
-    // Each fold job starts a tally (O(functions)): with thousands of short
-    // stacks, every job takes a run of them rather than one each. Jobs are
-    // no longer than that either, so an idle worker always finds one to
-    // steal (rayon stops splitting a range once it runs).
-    let per_job = (slots.len() / (rayon::current_num_threads() * 16)).max(1);
-    let (acc, warnings) = slots
+    biggest.sort_unstable_by(|a, b| b.cmp(a));
+    let mut big: Vec<(usize, Option<StackStats>)> =
+        biggest.into_iter().map(|(_, i)| (i, None)).collect();
+    let merge = |(mut a, mut wa): (Acc, Warnings), (b, wb): (Acc, Warnings)| {
+        a.merge(b);
+        wa.merge(wb);
+        (a, wa)
+    };
+    let done_big = big
         .par_iter_mut()
+        .with_max_len(1)
+        .fold(new_job, |job, (i, row)| replay_into(job, *i, row))
+        .map(|(tally, warnings)| (tally.into_acc(), warnings))
+        .reduce_with(merge);
+    let mut is_big = vec![false; rows.len()];
+    for (i, row) in big {
+        is_big[i] = true;
+        rows[i] = row;
+    }
+    // The rest in id order, where their rows lie. Each fold job starts a
+    // tally (O(functions)): with thousands of short stacks, every job takes
+    // a run of them rather than one each. Jobs are no longer than that
+    // either, so an idle worker always finds one to steal (rayon stops
+    // splitting a range once it runs).
+    let per_job = (rows.len() / (rayon::current_num_threads() * 16)).max(1);
+    let done_rest = rows
+        .par_iter_mut()
+        .enumerate()
         .with_min_len(per_job)
         .with_max_len(per_job)
-        .fold(
-            || (analysis.new_tally(with_paths), Warnings::default()),
-            |(mut tally, mut warnings), (i, slot)| {
-                let root = match paths {
-                    PathMode::PerStack => STACK_LABEL | *i as u32,
-                    _ => ROOT,
-                };
-                *slot = analysis.replay(*i, &mut tally, &mut warnings, root, &mut NoObserver);
-                (tally, warnings)
-            },
-        )
+        .filter(|(i, _)| !is_big[*i])
+        .fold(new_job, |job, (i, row)| replay_into(job, i, row))
         .map(|(tally, warnings)| (tally.into_acc(), warnings))
-        .reduce_with(|(mut a, mut wa), (b, wb)| {
-            a.merge(b);
-            wa.merge(wb);
-            (a, wa)
-        })
-        .unwrap_or_else(|| {
-            let empty = analysis.new_tally(with_paths).into_acc();
-            (empty, Warnings::default())
-        });
-    // In place: the statistics are smaller than the slots, so the allocation is reused.
-    let stacks = slots.into_iter().filter_map(|(_, s)| s).collect();
-    (acc, stacks, warnings)
+        .reduce_with(merge);
+    match (done_big, done_rest) {
+        (Some(a), Some(b)) => merge(a, b),
+        (Some(a), None) | (None, Some(a)) => a,
+        (None, None) => (
+            analysis.new_tally(with_paths).into_acc(),
+            Warnings::default(),
+        ),
+    }
 }

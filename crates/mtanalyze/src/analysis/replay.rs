@@ -28,7 +28,7 @@ use crate::analysis::decode::{prefetch, Batches, Decoded, FunctionTable};
 use crate::analysis::frames::{Frame, FrameStack, NoObserver, Observer, Tally};
 use crate::analysis::paths::ROOT;
 use crate::analysis::segment::{Seed, Segment, StackKey};
-use crate::model::report::{Clock, StackStats};
+use crate::model::report::{Clock, StackName, StackStats, ThreadList};
 use crate::model::warnings::{Location, WarningKind, Warnings};
 
 /// How far ahead of the event being replayed its successors are prefetched.
@@ -163,7 +163,7 @@ struct SoFar {
     r: u64,
     events: u64,
     switches_in: u64,
-    threads: Vec<u64>,
+    threads: ThreadList,
     /// The latest end of a finished segment.
     prev_end_ns: u64,
     first_start_ns: Option<u64>,
@@ -209,9 +209,7 @@ impl<'a, O: Observer> StackReplay<'a, O> {
             warnings.add(WarningKind::StackOnTwoThreads, at);
         }
         self.so_far.first_start_ns.get_or_insert(start_ns);
-        if !self.so_far.threads.contains(&seg.tid) {
-            self.so_far.threads.push(seg.tid);
-        }
+        self.so_far.threads.insert(seg.tid);
         self.so_far.switches_in += seg.switched_in as u64;
         if seg.seed != Seed::None {
             let r = match clock {
@@ -315,12 +313,11 @@ impl<'a, O: Observer> StackReplay<'a, O> {
         } else {
             self.so_far.r
         };
-        self.so_far.threads.sort_unstable();
         StackStats {
             id: key,
             // Named by the caller: a report of a million tasks moves the
             // names out of the metadata instead of copying each here.
-            name: String::new(),
+            name: StackName::default(),
             threads: std::mem::take(&mut self.so_far.threads),
             running_ns,
             paused_ns: lifetime.saturating_sub(running_ns),

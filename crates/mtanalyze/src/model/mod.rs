@@ -6,5 +6,6 @@
 
 pub(crate) mod check;
 pub(crate) mod diff;
+pub(crate) mod inline;
 pub(crate) mod report;
 pub(crate) mod warnings;

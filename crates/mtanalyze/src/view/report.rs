@@ -132,9 +132,9 @@ fn group_name(s: &StackStats) -> String {
     let id;
     let name = if s.name.is_empty() {
         id = s.id.to_string();
-        &id
+        id.as_str()
     } else {
-        &s.name
+        s.name.as_str()
     };
     let mut out = String::with_capacity(name.len());
     let mut in_number = false;
