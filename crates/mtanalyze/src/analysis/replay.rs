@@ -93,6 +93,7 @@ pub(super) fn replay_stack<'s, O: Observer>(
         let seg_end_ns = seg.switched_away().map_or(end_ns, |t| ctx.ns(t));
         let start_ns = stack.begin(ctx.decoded, ctx.functions, ctx.clock, seg, warnings);
         let thread = &ctx.decoded.threads[seg.thread as usize];
+        let tid = thread.tid.0;
         let mut batches = Batches::new(
             ctx.file(),
             &thread.chunks,
@@ -116,7 +117,7 @@ pub(super) fn replay_stack<'s, O: Observer>(
                     &mut batches,
                     &mut gil,
                     &mut stack.frames,
-                    seg.tid,
+                    tid,
                     warnings,
                 );
                 // The stretch from the last event to the switch away (or the end).
@@ -137,7 +138,7 @@ pub(super) fn replay_stack<'s, O: Observer>(
                     &mut batches,
                     &mut linear,
                     &mut stack.frames,
-                    seg.tid,
+                    tid,
                     warnings,
                 );
                 stack.end_linear(ctx.clock, start_ns, seg_end_ns);
@@ -201,15 +202,16 @@ impl<'a, O: Observer> StackReplay<'a, O> {
         warnings: &mut Warnings,
     ) -> u64 {
         let start_ns = decoded.scale.ns(seg.start_tick);
+        let tid = seg.tid(&decoded.threads);
         if self.so_far.first_start_ns.is_some() && start_ns < self.so_far.prev_end_ns {
             let at = Location::Time {
                 ns: start_ns,
-                thread: seg.tid,
+                thread: tid,
             };
             warnings.add(WarningKind::StackOnTwoThreads, at);
         }
         self.so_far.first_start_ns.get_or_insert(start_ns);
-        self.so_far.threads.insert(seg.tid);
+        self.so_far.threads.insert(tid);
         self.so_far.switches_in += seg.switched_in as u64;
         if seg.seed != Seed::None {
             let r = match clock {
@@ -477,7 +479,7 @@ fn seed_frames(
         opened,
         Location::Time {
             ns,
-            thread: seg.tid,
+            thread: seg.tid(&decoded.threads),
         },
     );
 }
