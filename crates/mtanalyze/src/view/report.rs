@@ -543,8 +543,8 @@ mod tests {
     fn group_names_write_each_number_as_one_hash() {
         let stack = |id: &str, name: &str| StackStats {
             id: id.parse().unwrap(),
-            name: name.to_owned(),
-            threads: vec![],
+            name: name.into(),
+            threads: Default::default(),
             running_ns: 0,
             paused_ns: 0,
             switches_in: 0,
