@@ -56,7 +56,7 @@ pub use model::diff::{
     FunctionSide, Match, PathDiff,
 };
 pub use model::report::{
-    CallPath, Clock, EdgeStats, FunctionKey, FunctionStats, Report, StackKey, StackName, StackStats,
-    ThreadList, ThreadSummary, TraceSummary, Warning,
+    CallPath, Clock, EdgeStats, FunctionKey, FunctionStats, Report, StackKey, StackName,
+    StackStats, ThreadList, ThreadSummary, TraceSummary, Warning,
 };
 pub use model::warnings::WarningKind;

@@ -75,7 +75,8 @@ pub fn analyze_in_stages(
     // In place: an `Option<StackStats>` is the size of a `StackStats`.
     #[allow(clippy::filter_map_identity)] // `flatten` would not collect in place
     let stacks: Vec<StackStats> = rows.into_iter().filter_map(|r| r).collect();
-    const _: () = assert!(std::mem::size_of::<Option<StackStats>>() == std::mem::size_of::<StackStats>());
+    const _: () =
+        assert!(std::mem::size_of::<Option<StackStats>>() == std::mem::size_of::<StackStats>());
     stage_done("replay");
     let report = assemble(trace, analysis, opts, acc, stacks, warnings);
     stage_done("assemble");

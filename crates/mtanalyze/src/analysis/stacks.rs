@@ -127,7 +127,9 @@ impl LogicalSlots {
                 p.segments
                     .iter()
                     .filter(|s| !s.is_own())
-                    .fold((u64::MAX, 0), |(lo, hi), s| (lo.min(s.stack), hi.max(s.stack)))
+                    .fold((u64::MAX, 0), |(lo, hi), s| {
+                        (lo.min(s.stack), hi.max(s.stack))
+                    })
             })
             .reduce(|| (u64::MAX, 0), |a, b| (a.0.min(b.0), a.1.max(b.1)));
         if min > max {

@@ -358,7 +358,10 @@ mod tests {
             StackName::new("request-123456").0,
             NameRepr::Inline { .. }
         ));
-        assert!(matches!(StackName::new(&"x".repeat(23)).0, NameRepr::Heap(_)));
+        assert!(matches!(
+            StackName::new(&"x".repeat(23)).0,
+            NameRepr::Heap(_)
+        ));
         let two: ThreadList = [4, 2].into_iter().collect();
         assert!(matches!(two.0, ThreadRepr::Inline { len: 2, .. }));
         let three: ThreadList = [4, 2, 3].into_iter().collect();

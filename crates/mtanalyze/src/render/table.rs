@@ -117,34 +117,133 @@ pub fn functions(out: &mut dyn Write, rows: &[&FunctionStats], total: usize) -> 
 
 /// The per-stack table (`--stacks`). `total` is how many stacks the report
 /// holds, so the reader learns when `--limit` hid some.
+///
+/// Half a million task rows are written as they are formatted, never held
+/// as a table (which took a gigabyte and seconds): one pass finds the
+/// column widths, a second writes the lines. Laid out as [`print`] lays
+/// out a table, byte for byte; names with characters whose width is not
+/// one column (or control characters) take the table's own layout.
 pub fn stacks(out: &mut dyn Write, stacks: &[&StackStats], total: usize) -> io::Result<()> {
     if stacks.len() < total {
         writeln!(out, "showing {} of {} stacks", stacks.len(), total)?;
     }
-    let mut table = new_table(&[
-        ("id", false),
-        ("name", false),
-        ("threads", false),
-        ("running", true),
-        ("paused", true),
-        ("switches in", true),
-        ("max depth", true),
-        ("events", true),
-    ]);
-    for s in stacks {
-        let threads: Vec<String> = s.threads.iter().map(u64::to_string).collect();
-        table.add_row(Row::new(vec![
-            Cell::new(&s.id.to_string()),
-            Cell::new(&s.name),
-            Cell::new(&threads.join(",")),
-            num(duration(s.running_ns as f64)),
-            num(duration(s.paused_ns as f64)),
-            num(s.switches_in.to_string()),
-            num(s.max_depth.to_string()),
-            num(s.events.to_string()),
-        ]));
+    if stacks.iter().all(|s| one_column_chars(&s.name)) {
+        stream_table(out, &STACK_COLUMNS, stacks, |s, cells| {
+            stack_cells(s, cells)
+        })
+    } else {
+        print(out, &stack_table(stacks))
     }
-    print(out, &table)
+}
+
+/// The columns of the per-stack table: title, right-aligned.
+const STACK_COLUMNS: [(&str, bool); 8] = [
+    ("id", false),
+    ("name", false),
+    ("threads", false),
+    ("running", true),
+    ("paused", true),
+    ("switches in", true),
+    ("max depth", true),
+    ("events", true),
+];
+
+/// A stack's row of the per-stack table, into `cells` (one per column).
+fn stack_cells(s: &StackStats, cells: &mut [String]) {
+    use std::fmt::Write as _;
+    for c in cells.iter_mut() {
+        c.clear();
+    }
+    let _ = write!(cells[0], "{}", s.id);
+    cells[1].push_str(&s.name);
+    for (i, t) in s.threads.iter().enumerate() {
+        let sep = if i == 0 { "" } else { "," };
+        let _ = write!(cells[2], "{sep}{t}");
+    }
+    cells[3].push_str(&duration(s.running_ns as f64));
+    cells[4].push_str(&duration(s.paused_ns as f64));
+    let _ = write!(cells[5], "{}", s.switches_in);
+    let _ = write!(cells[6], "{}", s.max_depth);
+    let _ = write!(cells[7], "{}", s.events);
+}
+
+/// The per-stack table as a table (the layout [`stream_table`] follows).
+fn stack_table(stacks: &[&StackStats]) -> Table {
+    let mut table = new_table(&STACK_COLUMNS);
+    let mut cells = vec![String::new(); STACK_COLUMNS.len()];
+    for s in stacks {
+        stack_cells(s, &mut cells);
+        table.add_row(Row::new(
+            cells
+                .iter()
+                .zip(STACK_COLUMNS)
+                .map(
+                    |(c, (_, right))| {
+                        if right {
+                            num(c.clone())
+                        } else {
+                            Cell::new(c)
+                        }
+                    },
+                )
+                .collect(),
+        ));
+    }
+    table
+}
+
+/// Text every character of which takes one column, as the table counts
+/// them: printable ASCII and the `µ` of durations.
+fn one_column_chars(text: &str) -> bool {
+    text.chars()
+        .all(|c| c == 'µ' || (c.is_ascii() && !c.is_ascii_control()))
+}
+
+/// Writes `rows` as [`print`] writes their table (`columns`: title and
+/// right-aligned), formatting each row with `cells` twice (for the widths,
+/// then for the line) instead of holding the table. Every cell must be
+/// [`one_column_chars`], and the last column right-aligned and never
+/// empty (so every line runs to the full width, and so does the rule).
+fn stream_table<R>(
+    out: &mut dyn Write,
+    columns: &[(&str, bool)],
+    rows: &[R],
+    cells: impl Fn(&R, &mut [String]),
+) -> io::Result<()> {
+    let chars = |s: &str| s.chars().count();
+    let mut text = vec![String::new(); columns.len()];
+    let mut widths: Vec<usize> = columns.iter().map(|(t, _)| chars(t)).collect();
+    for r in rows {
+        cells(r, &mut text);
+        for (w, t) in widths.iter_mut().zip(&text) {
+            *w = (*w).max(chars(t));
+        }
+    }
+    let rule = widths.iter().sum::<usize>() + 2 * widths.len().saturating_sub(1);
+    let mut line = String::new();
+    let mut write_line = |out: &mut dyn Write, text: &[String]| {
+        line.clear();
+        for ((t, &w), &(_, right)) in text.iter().zip(&widths).zip(columns) {
+            let fill = w.saturating_sub(chars(t));
+            if right {
+                line.extend(std::iter::repeat_n(' ', fill));
+                line.push_str(t);
+            } else {
+                line.push_str(t);
+                line.extend(std::iter::repeat_n(' ', fill));
+            }
+            line.push_str("  ");
+        }
+        writeln!(out, "{}", line.trim_end())
+    };
+    let titles: Vec<String> = columns.iter().map(|(t, _)| (*t).to_owned()).collect();
+    write_line(out, &titles)?;
+    writeln!(out, "{}", "-".repeat(rule))?;
+    for r in rows {
+        cells(r, &mut text);
+        write_line(out, &text)?;
+    }
+    Ok(())
 }
 
 /// The grouped per-stack table (`--stacks --group`). `total` is how many
@@ -283,4 +382,81 @@ pub(super) fn print(out: &mut dyn Write, table: &Table) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::report::{StackKey, StackName, ThreadList};
+    use proptest::prelude::*;
+
+    fn row() -> impl Strategy<Value = StackStats> {
+        (
+            (any::<bool>(), 0u64..100_000),
+            "[ -~µ]{0,30}",
+            proptest::collection::vec(0u64..2000, 0..4),
+            (0u64..u64::MAX / 2, 0u64..5_000_000_000, any::<u64>()),
+            (any::<u32>(), any::<u64>()),
+        )
+            .prop_map(
+                |(
+                    (own, n),
+                    name,
+                    tids,
+                    (running_ns, paused_ns, switches_in),
+                    (max_depth, events),
+                )| {
+                    StackStats {
+                        id: if own {
+                            StackKey::Own(n)
+                        } else {
+                            StackKey::Logical(n)
+                        },
+                        name: StackName::from(name),
+                        threads: tids.into_iter().collect::<ThreadList>(),
+                        running_ns,
+                        paused_ns,
+                        switches_in,
+                        max_depth,
+                        events,
+                    }
+                },
+            )
+    }
+
+    fn text(write: impl FnOnce(&mut Vec<u8>) -> io::Result<()>) -> String {
+        let mut out = Vec::new();
+        write(&mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    proptest! {
+        /// The streamed per-stack table is the table's own layout, byte
+        /// for byte (names with spaces at either end, `µ`, no rows).
+        #[test]
+        fn streamed_stacks_table_is_the_tables_layout(rows in proptest::collection::vec(row(), 0..12)) {
+            let refs: Vec<&StackStats> = rows.iter().collect();
+            let streamed = text(|out| stream_table(out, &STACK_COLUMNS, &refs, |s, c| stack_cells(s, c)));
+            let table = text(|out| print(out, &stack_table(&refs)));
+            prop_assert_eq!(streamed, table);
+        }
+    }
+
+    #[test]
+    fn names_wider_than_their_characters_take_the_tables_layout() {
+        let wide = StackStats {
+            id: StackKey::Logical(1),
+            name: StackName::from("任务-1"),
+            threads: [1].into_iter().collect(),
+            running_ns: 5,
+            paused_ns: 0,
+            switches_in: 1,
+            max_depth: 1,
+            events: 2,
+        };
+        assert!(!one_column_chars(&wide.name));
+        let got = text(|out| stacks(out, &[&wide], 1));
+        let table = text(|out| print(out, &stack_table(&[&wide])));
+        assert_eq!(got, table);
+    }
 }
