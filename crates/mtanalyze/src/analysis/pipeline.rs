@@ -95,15 +95,18 @@ fn replay_stacks(
     rows: &mut [Option<StackStats>],
 ) -> (Acc, Warnings) {
     let with_paths = paths != PathMode::Off;
-    let replay_into = |(mut tally, mut warnings): (Tally, Warnings), i: usize, row: &mut _| {
+    // A job's tally and warnings go from stack to stack by value (rayon's
+    // fold): boxed, that is a pointer, not a few hundred bytes per stack.
+    let replay_into = |mut job: Box<(Tally, Warnings)>, i: usize, row: &mut _| {
         let root = match paths {
             PathMode::PerStack => STACK_LABEL | i as u32,
             _ => ROOT,
         };
-        *row = analysis.replay(i, &mut tally, &mut warnings, root, &mut NoObserver);
-        (tally, warnings)
+        let (tally, warnings) = &mut *job;
+        *row = analysis.replay(i, tally, warnings, root, &mut NoObserver);
+        job
     };
-    let new_job = || (analysis.new_tally(with_paths), Warnings::default());
+    let new_job = || Box::new((analysis.new_tally(with_paths), Warnings::default()));
     // Biggest stacks first, each a job: the last stacks replayed are then
     // short ones, and all workers finish at about the same time. (The
     // fused own stacks have no segments, so they are not among these.)
@@ -131,7 +134,7 @@ fn replay_stacks(
         .par_iter_mut()
         .with_max_len(1)
         .fold(new_job, |job, (i, row)| replay_into(job, *i, row))
-        .map(|(tally, warnings)| (tally.into_acc(), warnings))
+        .map(|job| (job.0.into_acc(), job.1))
         .reduce_with(merge);
     let mut is_big = vec![false; rows.len()];
     for (i, row) in big {
@@ -151,7 +154,7 @@ fn replay_stacks(
         .with_max_len(per_job)
         .filter(|(i, _)| !is_big[*i])
         .fold(new_job, |job, (i, row)| replay_into(job, i, row))
-        .map(|(tally, warnings)| (tally.into_acc(), warnings))
+        .map(|job| (job.0.into_acc(), job.1))
         .reduce_with(merge);
     match (done_big, done_rest) {
         (Some(a), Some(b)) => merge(a, b),
