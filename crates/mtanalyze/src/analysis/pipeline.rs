@@ -112,16 +112,28 @@ fn replay_stacks(
     // fused own stacks have no segments, so they are not among these.)
     // With many stacks only the biggest need to go first: the rest are
     // many to a job, and sorting half a million short tasks bought nothing.
-    let mut biggest: Vec<(u64, usize)> = (0..analysis.stack_count())
+    // Kept to the biggest as they are found, not a weight per stack.
+    let keep_biggest = |mut v: Vec<(u64, usize)>| {
+        if v.len() > BIGGEST_FIRST {
+            v.select_nth_unstable_by(BIGGEST_FIRST, |a, b| b.cmp(a));
+            v.truncate(BIGGEST_FIRST);
+        }
+        v
+    };
+    let mut biggest = (0..analysis.stack_count())
         .into_par_iter()
-        .map(|i| (analysis.stack_weight(i), i))
-        .collect();
-    let first = BIGGEST_FIRST.min(biggest.len());
-    if first < biggest.len() {
-        biggest.select_nth_unstable_by(first, |a, b| b.cmp(a));
-        biggest.truncate(first);
-        biggest.shrink_to_fit();
-    }
+        .fold(Vec::new, |mut v, i| {
+            v.push((analysis.stack_weight(i), i));
+            if v.len() == 2 * BIGGEST_FIRST {
+                v = keep_biggest(v);
+            }
+            v
+        })
+        .map(keep_biggest)
+        .reduce(Vec::new, |mut a, b| {
+            a.extend(b);
+            keep_biggest(a)
+        });
     biggest.sort_unstable_by(|a, b| b.cmp(a));
     let mut big: Vec<(usize, Option<StackStats>)> =
         biggest.into_iter().map(|(_, i)| (i, None)).collect();
