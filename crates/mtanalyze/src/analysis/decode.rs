@@ -202,12 +202,13 @@ impl StackNames {
 /// Decodes chunk headers (in parallel) and metadata.
 pub(crate) fn decode(bytes: &[u8]) -> Result<Decoded<'_>, FormatError> {
     let file = TraceFile::parse(bytes)?;
-    let (records, meta_problem) = file.metadata();
     let mut functions = FunctionTable::default();
     let mut stack_names = Vec::new();
     let mut thread_names = FxHashMap::default();
-    let meta_records = records.len() as u64;
-    for r in records {
+    let mut meta_records = 0u64;
+    // One record at a time: half a million task names are not held twice.
+    let meta_problem = file.for_each_metadata(|r| {
+        meta_records += 1;
         match r {
             MetaRecord::Function(f) => {
                 functions.insert(
@@ -227,7 +228,7 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Decoded<'_>, FormatError> {
                 thread_names.insert(tid.0, (name, os_tid));
             }
         }
-    }
+    });
 
     let slots = file.chunk_slots();
     let decoded: Vec<_> = (0..slots)
