@@ -83,6 +83,11 @@ pub fn analyze_in_stages(
     Ok(report)
 }
 
+/// How many stacks ahead of the one replayed its segments are prefetched.
+const SEGMENTS_AHEAD: usize = 4;
+/// How many stacks ahead of the one replayed its first events are prefetched.
+const EVENTS_AHEAD: usize = 2;
+
 /// How many of the biggest stacks are replayed first, biggest first.
 const BIGGEST_FIRST: usize = 4096;
 
@@ -98,6 +103,10 @@ fn replay_stacks(
     // A job's tally and warnings go from stack to stack by value (rayon's
     // fold): boxed, that is a pointer, not a few hundred bytes per stack.
     let replay_into = |mut job: Box<(Tally, Warnings)>, i: usize, row: &mut _| {
+        // Stacks are replayed in id order within a job: load the segments
+        // of the stacks a few ahead, and the events of the next ones.
+        analysis.prefetch(i + SEGMENTS_AHEAD, false);
+        analysis.prefetch(i + EVENTS_AHEAD, true);
         let root = match paths {
             PathMode::PerStack => STACK_LABEL | i as u32,
             _ => ROOT,

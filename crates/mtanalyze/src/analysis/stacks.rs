@@ -9,7 +9,8 @@ use rayon::prelude::*;
 
 use crate::analysis::clock::GilTimeline;
 use crate::analysis::cut::ThreadPass;
-use crate::analysis::decode::{Decoded, FunctionTable, ThreadChunks};
+use crate::analysis::decode::{prefetch, Decoded, FunctionTable, ThreadChunks};
+use mtrace_format::layout::EVENT_SIZE;
 use crate::analysis::frames::{Observer, Tally};
 use crate::analysis::options::{wanted, AnalyzeError, AnalyzeOptions};
 use crate::analysis::prepare::{prepare, Prepared};
@@ -308,6 +309,33 @@ impl<'a> Analysis<'a> {
         Some(replay_stack(
             &ctx, key, nth, tally, warnings, paths_root, observer,
         ))
+    }
+
+    /// Starts loading what replaying selected stack `i` reads first: with
+    /// `events`, the first events of its segments (the segments
+    /// themselves must be loaded by then, or this waits for them), else
+    /// the segments. A short task's replay is mostly waiting for these:
+    /// [`crate::analyze`] asks for them a few stacks ahead.
+    pub(crate) fn prefetch(&self, i: usize, events: bool) {
+        for &h in self.handles(i) {
+            let (t, j) = (h.0 as usize, h.1 as usize);
+            let Some(pass) = self.prep.passes.get(t) else {
+                continue;
+            };
+            if j >= pass.segments.len() {
+                continue;
+            }
+            let s = &pass.segments[j];
+            if !events {
+                prefetch((s as *const Segment).cast());
+                continue;
+            }
+            let chunks = &self.prep.decoded.threads[s.thread as usize].chunks;
+            if let Some(c) = chunks.get(s.start.chunk as usize) {
+                let at = c.events_offset as usize + s.start.event as usize * EVENT_SIZE;
+                prefetch(self.prep.decoded.file.bytes().as_ptr().wrapping_add(at));
+            }
+        }
     }
 
     /// How many event slots selected stack `i`'s segments span (events cut
