@@ -9,8 +9,7 @@ use rayon::prelude::*;
 
 use crate::analysis::clock::GilTimeline;
 use crate::analysis::cut::ThreadPass;
-use crate::analysis::decode::{prefetch, Decoded, FunctionTable, ThreadChunks};
-use mtrace_format::layout::EVENT_SIZE;
+use crate::analysis::decode::{prefetch, Decoded, FunctionTable, Pos, ThreadChunks};
 use crate::analysis::frames::{Observer, Tally};
 use crate::analysis::options::{wanted, AnalyzeError, AnalyzeOptions};
 use crate::analysis::prepare::{prepare, Prepared};
@@ -19,6 +18,7 @@ use crate::analysis::segment::{Segment, SegmentList, StackKey};
 use crate::input::LoadedTrace;
 use crate::model::report::{Clock, StackStats};
 use crate::model::warnings::Warnings;
+use mtrace_format::layout::EVENT_SIZE;
 
 /// (thread pass, index in its segments).
 pub(crate) type SegmentHandle = (u32, u32);
@@ -82,12 +82,10 @@ pub(crate) fn group_by_stack(
         }
         rest = tail;
     }
-    groups.into_par_iter().for_each(|g| {
-        g.sort_by_key(|h| {
-            let s = segment(passes, *h);
-            (s.start_tick, s.thread, s.start)
-        })
-    });
+    groups
+        .into_par_iter()
+        .with_min_len(1024)
+        .for_each(|g| sort_by_time(passes, g));
     let ranges = starts
         .windows(2)
         .enumerate()
@@ -171,6 +169,32 @@ impl LogicalSlots {
             LogicalSlots::Dense { min, .. } => min + slot as u64,
             LogicalSlots::Sparse(ids) => ids.get(slot).copied().unwrap_or(0),
         }
+    }
+}
+
+/// Groups up to this long are sorted with each segment's key read once.
+const SMALL_GROUP: usize = 8;
+
+/// Sorts one stack's handles by their segments' start: time, then thread
+/// and position (unique). A short task's few segments are scattered in
+/// memory: their keys are read once, not at every comparison.
+fn sort_by_time(passes: &[ThreadPass], g: &mut [SegmentHandle]) {
+    let key = |h: SegmentHandle| {
+        let s = segment(passes, h);
+        (s.start_tick, s.thread, s.start)
+    };
+    if g.len() > SMALL_GROUP {
+        g.sort_by_key(|h| key(*h));
+        return;
+    }
+    let mut keyed = [((0, 0, Pos::default()), (0, 0)); SMALL_GROUP];
+    for (k, &h) in keyed.iter_mut().zip(g.iter()) {
+        *k = (key(h), h);
+    }
+    let keyed = &mut keyed[..g.len()];
+    keyed.sort_unstable();
+    for (h, (_, sorted)) in g.iter_mut().zip(keyed.iter()) {
+        *h = *sorted;
     }
 }
 
