@@ -7,11 +7,11 @@ use crate::analysis::cut::OwnReplay;
 use crate::analysis::frames::{Acc, NoObserver, Tally};
 use crate::analysis::options::{AnalyzeError, AnalyzeOptions, PathMode};
 use crate::analysis::paths::{ROOT, STACK_LABEL};
-use crate::analysis::replay::StackReplay;
+use crate::analysis::replay::{StackReplay, StackTotals};
 use crate::analysis::segment::StackKey;
 use crate::analysis::stacks::Analysis;
 use crate::input::LoadedTrace;
-use crate::model::report::{Report, StackStats};
+use crate::model::report::{Report, StackName, StackStats};
 use crate::model::warnings::Warnings;
 
 /// Analyzes a loaded trace.
@@ -38,14 +38,12 @@ pub fn analyze_in_stages(
             .filter_map(|(p, t)| Some((t.tid.0, p.own_replay.take()?)))
             .collect()
     };
-    // One row per stack, in id order, filled where it lies: the fused own
-    // stacks first (they are own stacks, which come first), then every
-    // selected stack. Half a million task rows are never moved from vector
-    // to growing vector, nor sorted.
-    let mut rows: Vec<Option<StackStats>> = Vec::new();
-    rows.resize_with(fused.len() + analysis.stack_count(), || None);
-    let (fused_rows, stack_rows) = rows.split_at_mut(fused.len());
-    let (mut acc, mut warnings) = replay_stacks(&analysis, opts.paths, stack_rows);
+    // One slot per selected stack, in id order, filled where it lies: the
+    // totals of half a million tasks are never moved from vector to
+    // growing vector, nor sorted.
+    let mut totals: Vec<Option<StackTotals>> = Vec::new();
+    totals.resize_with(analysis.stack_count(), || None);
+    let (mut acc, mut warnings) = replay_stacks(&analysis, opts.paths, &mut totals);
     let end_ns = analysis.end_ns();
     let finished: Vec<_> = fused
         .into_par_iter()
@@ -55,32 +53,53 @@ pub fn analyze_in_stages(
                 &mut own.tally,
                 &mut NoObserver,
                 analysis.clock,
-                StackKey::Own(tid),
                 end_ns,
             );
-            (own.tally.into_acc(), stats, own.warnings)
+            (
+                own.tally.into_acc(),
+                (StackKey::Own(tid), stats),
+                own.warnings,
+            )
         })
         .collect();
-    for ((a, stats, w), row) in finished.into_iter().zip(fused_rows) {
+    let mut own: Vec<(StackKey, StackTotals)> = Vec::with_capacity(finished.len());
+    for (a, stats, w) in finished {
         acc.merge(a);
-        *row = Some(stats);
+        own.push(stats);
         warnings.merge(w);
     }
-    // The fused own stacks among the others: only the own stacks move.
-    let own_rows = rows
-        .iter()
-        .position(|r| matches!(r, Some(s) if matches!(s.id, StackKey::Logical(_))))
-        .unwrap_or(rows.len());
-    rows[..own_rows].sort_unstable_by_key(|r| r.as_ref().map(|s| s.id));
-    // In place: an `Option<StackStats>` is the size of a `StackStats`.
-    #[allow(clippy::filter_map_identity)] // `flatten` would not collect in place
-    let stacks: Vec<StackStats> = rows.into_iter().filter_map(|r| r).collect();
-    const _: () =
-        assert!(std::mem::size_of::<Option<StackStats>>() == std::mem::size_of::<StackStats>());
     stage_done("replay");
+    // The segments are no longer needed: free them before the rows are made.
+    analysis.drop_segments();
+    let stacks = rows(&analysis, totals, own);
     let report = assemble(trace, analysis, opts, acc, stacks, warnings);
     stage_done("assemble");
     Ok(report)
+}
+
+/// The report's rows, in id order, from the totals of the selected stacks
+/// (in id order, by [`Analysis::stack_key`]) and of the own stacks the
+/// segment pass replayed (`own`, ascending by thread id), still unnamed.
+fn rows(
+    analysis: &Analysis<'_>,
+    totals: Vec<Option<StackTotals>>,
+    mut own: Vec<(StackKey, StackTotals)>,
+) -> Vec<StackStats> {
+    own.sort_unstable_by_key(|(k, _)| *k);
+    let mut own = own.into_iter().peekable();
+    let mut rows = Vec::with_capacity(totals.len() + own.len());
+    let replayed = totals
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, t)| Some((analysis.stack_key(i)?, t?)));
+    for (key, t) in replayed {
+        while let Some((k, o)) = own.next_if(|(k, _)| *k < key) {
+            rows.push(o.into_row(k, StackName::default()));
+        }
+        rows.push(t.into_row(key, StackName::default()));
+    }
+    rows.extend(own.map(|(k, o)| o.into_row(k, StackName::default())));
+    rows
 }
 
 /// How many stacks ahead of the one replayed its segments are prefetched.
@@ -97,7 +116,7 @@ const BIGGEST_FIRST: usize = 4096;
 fn replay_stacks(
     analysis: &Analysis<'_>,
     paths: PathMode,
-    rows: &mut [Option<StackStats>],
+    rows: &mut [Option<StackTotals>],
 ) -> (Acc, Warnings) {
     let with_paths = paths != PathMode::Off;
     // A job's tally and warnings go from stack to stack by value (rayon's
@@ -144,7 +163,7 @@ fn replay_stacks(
             keep_biggest(a)
         });
     biggest.sort_unstable_by(|a, b| b.cmp(a));
-    let mut big: Vec<(usize, Option<StackStats>)> =
+    let mut big: Vec<(usize, Option<StackTotals>)> =
         biggest.into_iter().map(|(_, i)| (i, None)).collect();
     let merge = |(mut a, mut wa): (Acc, Warnings), (b, wb): (Acc, Warnings)| {
         a.merge(b);

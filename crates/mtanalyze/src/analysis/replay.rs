@@ -60,18 +60,16 @@ impl ReplayContext<'_, '_> {
 
 /// Replays one stack's segments (`segment(j)` is its `j`-th in start
 /// order, `None` past the last) into `tally`, showing `observer` every
-/// frame and running stretch; returns the stack's statistics (unnamed: see
-/// [`stack_name`]) and any problems.
-#[allow(clippy::too_many_arguments)]
+/// frame and running stretch; returns the stack's statistics and any
+/// problems.
 pub(super) fn replay_stack<'s, O: Observer>(
     ctx: &ReplayContext<'_, '_>,
-    key: StackKey,
     segment: impl Fn(usize) -> Option<&'s Segment>,
     tally: &mut Tally,
     warnings: &mut Warnings,
     paths_root: u32,
     observer: &mut O,
-) -> StackStats {
+) -> StackTotals {
     let end_ns = ctx.ns(ctx.end_tick);
     let mut stack = StackReplay::new(tally, paths_root, observer);
     // Where the stack's last stretch left the gil timeline.
@@ -146,7 +144,36 @@ pub(super) fn replay_stack<'s, O: Observer>(
         }
         i += 1;
     }
-    stack.finish(ctx.clock, key, end_ns)
+    stack.finish(ctx.clock, end_ns)
+}
+
+/// What the replay of one stack found: its row of the report but for the
+/// id and the name, which the report adds (`assemble`). Smaller than a
+/// row: half a million of these are held while the segments still are.
+#[derive(Debug, Default)]
+pub(super) struct StackTotals {
+    threads: ThreadList,
+    running_ns: u64,
+    paused_ns: u64,
+    switches_in: u64,
+    max_depth: u32,
+    events: u64,
+}
+
+impl StackTotals {
+    /// The report's row of stack `id`, named `name`.
+    pub(super) fn into_row(self, id: StackKey, name: StackName) -> StackStats {
+        StackStats {
+            id,
+            name,
+            threads: self.threads,
+            running_ns: self.running_ns,
+            paused_ns: self.paused_ns,
+            switches_in: self.switches_in,
+            max_depth: self.max_depth,
+            events: self.events,
+        }
+    }
 }
 
 /// One stack's replay, segment after segment: [`replay_stack`] drives it
@@ -285,8 +312,8 @@ impl<'a, O: Observer> StackReplay<'a, O> {
     }
 
     /// Closes the frames still open at the end of the trace (`end_ns`) and
-    /// returns the stack's statistics (with an empty name).
-    pub(super) fn finish(mut self, clock: Clock, key: StackKey, end_ns: u64) -> StackStats {
+    /// returns the stack's statistics.
+    pub(super) fn finish(mut self, clock: Clock, end_ns: u64) -> StackTotals {
         let first_start_ns = self.so_far.first_start_ns.unwrap_or(end_ns);
         let r_end = if clock == Clock::Wall {
             end_ns
@@ -315,11 +342,7 @@ impl<'a, O: Observer> StackReplay<'a, O> {
         } else {
             self.so_far.r
         };
-        StackStats {
-            id: key,
-            // Named by the caller: a report of a million tasks moves the
-            // names out of the metadata instead of copying each here.
-            name: StackName::default(),
+        StackTotals {
             threads: std::mem::take(&mut self.so_far.threads),
             running_ns,
             paused_ns: lifetime.saturating_sub(running_ns),
@@ -350,9 +373,8 @@ impl<'a, O: Observer> StackReplay<'a, O> {
         tally: &'a mut Tally,
         observer: &'a mut O,
         clock: Clock,
-        key: StackKey,
         end_ns: u64,
-    ) -> StackStats {
+    ) -> StackTotals {
         let mut stack = StackReplay::new(tally, ROOT, observer);
         stack.frames.put_back(s.frames);
         stack.frames.max_depth = s.max_depth;
@@ -360,7 +382,7 @@ impl<'a, O: Observer> StackReplay<'a, O> {
         if let Some(start_ns) = s.running_since_ns {
             stack.end_linear(clock, start_ns, end_ns);
         }
-        stack.finish(clock, key, end_ns)
+        stack.finish(clock, end_ns)
     }
 }
 

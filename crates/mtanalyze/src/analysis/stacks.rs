@@ -13,10 +13,10 @@ use crate::analysis::decode::{prefetch, Decoded, FunctionTable, Pos, ThreadChunk
 use crate::analysis::frames::{Observer, Tally};
 use crate::analysis::options::{wanted, AnalyzeError, AnalyzeOptions};
 use crate::analysis::prepare::{prepare, Prepared};
-use crate::analysis::replay::{replay_stack, ReplayContext};
+use crate::analysis::replay::{replay_stack, ReplayContext, StackTotals};
 use crate::analysis::segment::{Segment, SegmentList, StackKey};
 use crate::input::LoadedTrace;
-use crate::model::report::{Clock, StackStats};
+use crate::model::report::Clock;
 use crate::model::warnings::Warnings;
 use mtrace_format::layout::EVENT_SIZE;
 
@@ -309,7 +309,7 @@ impl<'a> Analysis<'a> {
 
     /// Replays selected stack `i` into `tally` (made by [`Analysis::new_tally`]),
     /// showing `observer` every frame and running stretch. The statistics
-    /// come unnamed (see `assemble.rs`, which moves the names in).
+    /// come without the stack's id and name (see `pipeline.rs`).
     pub(crate) fn replay<O: Observer>(
         &self,
         i: usize,
@@ -317,8 +317,8 @@ impl<'a> Analysis<'a> {
         warnings: &mut Warnings,
         paths_root: u32,
         observer: &mut O,
-    ) -> Option<StackStats> {
-        let key = self.stack_key(i)?;
+    ) -> Option<StackTotals> {
+        self.stacks.get(i)?;
         let ctx = ReplayContext {
             decoded: &self.prep.decoded,
             functions: &self.prep.functions,
@@ -331,7 +331,7 @@ impl<'a> Analysis<'a> {
         let handles = self.handles(i);
         let nth = |j: usize| Some(segment(&self.prep.passes, *handles.get(j)?));
         Some(replay_stack(
-            &ctx, key, nth, tally, warnings, paths_root, observer,
+            &ctx, nth, tally, warnings, paths_root, observer,
         ))
     }
 
