@@ -5,6 +5,7 @@
 //! cargo bench -p mtanalyze --bench throughput -- --quick      # 5M events, 50k tasks, 3 runs
 //! cargo bench -p mtanalyze --bench throughput -- --events 0 --tasks 0 --trace sample-traces/workload.bin
 //! cargo bench -p mtanalyze --bench throughput -- --clock gil  # one clock (repeatable; default: all three)
+//! cargo bench -p mtanalyze --bench throughput -- --quick --stages  # and each stage's time and heap
 //! ```
 //!
 //! By default it writes and measures three traces in the same run:
@@ -34,6 +35,11 @@
 //! stack switches, no recursion, no edges, no paused time, no report. Its
 //! ratio to the floor bounds from below what any analyzer of this design can
 //! reach; the job's ratio to it is what the analysis itself costs on top.
+//!
+//! With `--stages`, one more run of the job per trace and clock prints
+//! where it goes, stage by stage (`mtanalyze::analyze_in_stages`): time,
+//! the heap still held when the stage ends and the peak during it, each
+//! also per stack (a task of the many-task trace is a stack).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::{Path, PathBuf};
@@ -181,6 +187,60 @@ fn analyze_json(path: &Path, clock: mtanalyze::Clock) -> (u64, usize) {
     (report.trace.events, report.stacks.len())
 }
 
+/// One run of the job under `clock`, printing each stage's time and heap
+/// (what is held at its end, the peak during it), in all and per stack.
+fn print_stages(path: &Path, clock: mtanalyze::Clock) {
+    struct Stage {
+        name: &'static str,
+        seconds: f64,
+        held: usize,
+        peak: usize,
+    }
+    let base = LIVE.load(Ordering::Relaxed);
+    PEAK.store(base, Ordering::Relaxed);
+    let mut stages: Vec<Stage> = Vec::new();
+    let mut t = Instant::now();
+    let mut done = |name: &'static str| {
+        let live = LIVE.load(Ordering::Relaxed);
+        stages.push(Stage {
+            name,
+            seconds: t.elapsed().as_secs_f64(),
+            held: live.saturating_sub(base),
+            peak: PEAK.load(Ordering::Relaxed).saturating_sub(base),
+        });
+        PEAK.store(live, Ordering::Relaxed);
+        t = Instant::now();
+    };
+    let trace = mtanalyze::load(path).expect("load trace");
+    done("load");
+    let options = mtanalyze::AnalyzeOptions {
+        clock: Some(clock),
+        ..mtanalyze::AnalyzeOptions::default()
+    };
+    let report = mtanalyze::analyze_in_stages(&trace, &options, &mut done).expect("analyze");
+    serde_json::to_writer(&mut std::io::sink(), &report).expect("serialize");
+    done("json");
+    let stacks = report.stacks.len().max(1) as f64;
+    drop(report);
+    println!("  stages (clock {clock}, one run; per stack: / {stacks} stacks):");
+    println!(
+        "    {:<9} {:>9} {:>10} {:>10} {:>10} {:>10} {:>10}",
+        "stage", "ms", "ns/stack", "held MB", "B/stack", "peak MB", "B/stack"
+    );
+    for s in &stages {
+        println!(
+            "    {:<9} {:>9.2} {:>10.0} {:>10.1} {:>10.0} {:>10.1} {:>10.0}",
+            s.name,
+            s.seconds * 1e3,
+            s.seconds * 1e9 / stacks,
+            s.held as f64 / 1e6,
+            s.held as f64 / stacks,
+            s.peak as f64 / 1e6,
+            s.peak as f64 / stacks,
+        );
+    }
+}
+
 /// The job under one clock: median seconds and the largest peak heap.
 struct ClockRun {
     clock: mtanalyze::Clock,
@@ -216,7 +276,7 @@ fn ms(seconds: f64) -> String {
     format!("{:.2} ms", seconds * 1e3)
 }
 
-fn bench(path: &Path, runs: usize, clocks: &[mtanalyze::Clock]) -> Measured {
+fn bench(path: &Path, runs: usize, clocks: &[mtanalyze::Clock], stages: bool) -> Measured {
     let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
     // Warm the page cache so both sides read from memory.
     std::hint::black_box(floor_pass(path));
@@ -295,6 +355,11 @@ fn bench(path: &Path, runs: usize, clocks: &[mtanalyze::Clock]) -> Measured {
             m.heap_percent(c)
         );
     }
+    if stages {
+        for &clock in clocks {
+            print_stages(path, clock);
+        }
+    }
     m
 }
 
@@ -342,6 +407,7 @@ fn generated(
     what: &str,
     runs: usize,
     clocks: &[mtanalyze::Clock],
+    stages: bool,
     write: impl FnOnce(&Path) -> Result<u64, Box<dyn std::error::Error>>,
 ) -> Measured {
     let t = Instant::now();
@@ -351,7 +417,7 @@ fn generated(
         path.display(),
         t.elapsed().as_secs_f64()
     );
-    let m = bench(path, runs, clocks);
+    let m = bench(path, runs, clocks, stages);
     let _ = std::fs::remove_file(path);
     m
 }
@@ -373,6 +439,7 @@ fn main() {
     let mut events = 50_000_000u64;
     let mut tasks = 500_000u64;
     let mut runs = 5usize;
+    let mut stages = false;
     let mut clocks: Vec<mtanalyze::Clock> = Vec::new();
     let mut traces: Vec<PathBuf> = Vec::new();
     let mut synth_path = std::env::temp_dir().join("mtanalyze-bench-synth.bin");
@@ -383,6 +450,7 @@ fn main() {
             "--events" => events = number(args.next(), events),
             "--tasks" => tasks = number(args.next(), tasks),
             "--runs" => runs = number(args.next(), runs as u64).max(1) as usize,
+            "--stages" => stages = true,
             "--quick" => (events, tasks, runs) = (5_000_000, 50_000, 3),
             "--trace" => traces.extend(args.next().map(|p| workspace_path(&p))),
             "--clock" => match args.next().map(|v| v.parse::<mtanalyze::Clock>()) {
@@ -420,7 +488,7 @@ fn main() {
             functions: 300,
             seed: 1,
         };
-        generated(&synth_path, "synthetic", runs, &clocks, |p| {
+        generated(&synth_path, "synthetic", runs, &clocks, stages, |p| {
             synth_gen::generate(&opts, p, "synth".into())
         })
     });
@@ -430,14 +498,15 @@ fn main() {
             tasks: n,
             ..synth_gen::TaskOptions::default()
         };
-        generated(&beside(file), &format!("{n} tasks"), runs, &clocks, |p| {
+        let what = format!("{n} tasks");
+        generated(&beside(file), &what, runs, &clocks, stages, |p| {
             synth_gen::generate_tasks(&opts, p, format!("synth --tasks {n}"))
         })
     };
     let many_task = (tasks > 0).then(|| many(tasks, "mtanalyze-bench-tasks.bin"));
     let few_task = (tasks >= 10).then(|| many(tasks / 10, "mtanalyze-bench-tasks-tenth.bin"));
     for t in &traces {
-        bench(t, runs, &clocks);
+        bench(t, runs, &clocks, stages);
     }
 
     if synthetic.is_none() && many_task.is_none() {

@@ -45,7 +45,9 @@ pub mod view;
 pub struct ReadmeDoctests;
 
 pub use analysis::timeline::Timelines;
-pub use analysis::{analyze, check, AnalyzeError, AnalyzeOptions, PathMode, RecursionCollapse};
+pub use analysis::{
+    analyze, analyze_in_stages, check, AnalyzeError, AnalyzeOptions, PathMode, RecursionCollapse,
+};
 pub use input::chrome::ImportError;
 pub use input::jsonl::{to_binary as jsonl_to_binary, JsonlError};
 pub use input::{from_bytes, load, InputFormat, LoadError, LoadedTrace};
@@ -56,7 +58,7 @@ pub use model::diff::{
 };
 pub use model::gate::{gate, GateBreach, GateChange, GateError, GateField, GateOp, GateRule};
 pub use model::report::{
-    CallPath, Clock, EdgeStats, FunctionKey, FunctionStats, Report, StackKey, StackStats,
-    ThreadSummary, TraceSummary, Warning,
+    CallPath, Clock, EdgeStats, FunctionKey, FunctionStats, Report, StackKey, StackName,
+    StackStats, ThreadList, ThreadSummary, TraceSummary, Warning,
 };
 pub use model::warnings::WarningKind;

@@ -446,6 +446,52 @@ proptest! {
     }
 }
 
+/// `lines` as a binary trace whose logical stacks have no names and ids
+/// `dense << shift`, where `dense` is the id `TraceWriter::stack` gives.
+fn to_binary_with_ids_shifted(lines: &[reference::Line], shift: u32) -> Vec<u8> {
+    let mut w = TraceWriter::new(Cursor::new(Vec::new()), WriterOptions::default()).unwrap();
+    let mut ids: BTreeMap<String, StackId> = BTreeMap::new();
+    for l in lines {
+        let kind = match &l.ev {
+            reference::Ev::Enter(f) => EventKind::Enter(w.function(f, "", 0, "")),
+            reference::Ev::Exit(f) => EventKind::Exit(w.function(f, "", 0, "")),
+            reference::Ev::Switch(None) => EventKind::Switch(StackId::OWN),
+            reference::Ev::Switch(Some(s)) => {
+                let next = StackId(((ids.len() as u64) + 1) << shift);
+                EventKind::Switch(*ids.entry(s.clone()).or_insert(next))
+            }
+            reference::Ev::Lost => EventKind::Lost,
+        };
+        w.event(ThreadId(l.tid), l.ts, kind).unwrap();
+    }
+    w.finish(None).unwrap().into_inner()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+
+    /// Stacks are grouped by id whether the ids are dense (numbered as the
+    /// recorder numbers them) or far apart (grouped through a sorted list
+    /// of them): the same report but for the ids.
+    #[test]
+    fn sparse_stack_ids_group_as_dense_ones(
+        threads in 1u64..4, stacks in 1u64..6, functions in 1u8..5, steps in steps(),
+    ) {
+        let lines = ordered_lines(threads, stacks, functions, &steps);
+        prop_assume!(!lines.is_empty());
+        for clock in [Clock::Stack, Clock::Gil] {
+            let dense = run(to_binary_with_ids_shifted(&lines, 0), clock);
+            let mut sparse = run(to_binary_with_ids_shifted(&lines, 40), clock);
+            for s in &mut sparse.stacks {
+                if let mtanalyze::StackKey::Logical(id) = s.id {
+                    s.id = mtanalyze::StackKey::Logical(id >> 40);
+                }
+            }
+            prop_assert_eq!(dense, sparse);
+        }
+    }
+}
+
 #[test]
 fn same_report_with_one_and_many_rayon_threads() {
     let g = generate(

@@ -110,6 +110,18 @@ pub struct MetaProblem {
 /// first damaged one, and the damage if any.
 pub fn decode_records(region: &[u8], base: u64) -> (Vec<MetaRecord>, Option<MetaProblem>) {
     let mut records = Vec::new();
+    let problem = for_each_record(region, base, |r| records.push(r));
+    (records, problem)
+}
+
+/// [`decode_records`], handing each record to `f` as it is decoded
+/// instead of collecting them (half a million task names need not be
+/// held twice). Returns the first problem, if any.
+pub fn for_each_record(
+    region: &[u8],
+    base: u64,
+    mut f: impl FnMut(MetaRecord),
+) -> Option<MetaProblem> {
     let mut at = 0usize;
     while at + META_RECORD_HEADER <= region.len() {
         let problem = |why| MetaProblem {
@@ -117,7 +129,7 @@ pub fn decode_records(region: &[u8], base: u64) -> (Vec<MetaRecord>, Option<Meta
             why,
         };
         let (Some(len), Some(kind)) = (read_u32(region, at), read_u16(region, at + 4)) else {
-            return (records, Some(problem("record header cut short")));
+            return Some(problem("record header cut short"));
         };
         if len == 0 && kind == 0 {
             // Zero bytes: the rest of the region was never written.
@@ -128,19 +140,16 @@ pub fn decode_records(region: &[u8], base: u64) -> (Vec<MetaRecord>, Option<Meta
             .checked_add(len as usize)
             .and_then(|end| region.get(payload_start..end))
         else {
-            return (
-                records,
-                Some(problem("record longer than the metadata region")),
-            );
+            return Some(problem("record longer than the metadata region"));
         };
         match decode_payload(kind, payload) {
-            Ok(Some(r)) => records.push(r),
+            Ok(Some(r)) => f(r),
             Ok(None) => {} // a kind from a newer writer
-            Err(why) => return (records, Some(problem(why))),
+            Err(why) => return Some(problem(why)),
         }
         at = (payload_start + len as usize).div_ceil(META_ALIGN) * META_ALIGN;
     }
-    (records, None)
+    None
 }
 
 fn decode_payload(kind: u16, p: &[u8]) -> Result<Option<MetaRecord>, &'static str> {

@@ -8,7 +8,7 @@ use crate::chunk::Chunk;
 use crate::error::{ChunkProblem, ChunkProblemKind, FormatError};
 use crate::header::Header;
 use crate::layout::HEADER_SIZE;
-use crate::meta::{decode_records, MetaProblem, MetaRecord};
+use crate::meta::{for_each_record, MetaProblem, MetaRecord};
 
 /// A trace file in memory.
 #[derive(Clone, Debug)]
@@ -79,20 +79,27 @@ impl<'a> TraceFile<'a> {
 
     /// The metadata records, and the damage that stopped the read if any.
     pub fn metadata(&self) -> (Vec<MetaRecord>, Option<MetaProblem>) {
+        let mut records = Vec::new();
+        let problem = self.for_each_metadata(|r| records.push(r));
+        (records, problem)
+    }
+
+    /// [`TraceFile::metadata`], handing each record to `f` as it is
+    /// decoded instead of collecting them; returns the problem, if any.
+    pub fn for_each_metadata(&self, f: impl FnMut(MetaRecord)) -> Option<MetaProblem> {
         let h = &self.header;
         let len = self.bytes.len() as u64;
         let claimed = h.meta_len.min(h.meta_capacity);
         let start = h.meta_offset.min(len);
         let end = h.meta_offset.saturating_add(claimed).min(len);
-        let (records, mut problem) =
-            decode_records(&self.bytes[start as usize..end as usize], start);
+        let mut problem = for_each_record(&self.bytes[start as usize..end as usize], start, f);
         if problem.is_none() && end < h.meta_offset.saturating_add(claimed) {
             problem = Some(MetaProblem {
                 offset: end,
                 why: "file ends inside the metadata region",
             });
         }
-        (records, problem)
+        problem
     }
 }
 

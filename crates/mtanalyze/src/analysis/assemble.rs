@@ -15,7 +15,7 @@ use crate::model::report::{CallPath, EdgeStats, FunctionStats, Report, StackStat
 use crate::model::warnings::Warnings;
 
 /// Builds the report from the statistics `acc` of all stacks, each stack's
-/// own (`stacks`, in any order) and the problems the replays found.
+/// own (`stacks`, best in id order) and the problems the replays found.
 pub(super) fn assemble(
     trace: &LoadedTrace,
     mut analysis: Analysis<'_>,
@@ -40,7 +40,9 @@ pub(super) fn assemble(
     // Own stacks before logical ones, each by number; keys are unique, so
     // the order is deterministic. In place: a trace can hold a million
     // tasks, and a sorted copy of their statistics would add to the peak heap.
-    stacks.sort_unstable_by_key(|s| s.id);
+    if !stacks.is_sorted_by_key(|s| s.id) {
+        stacks.sort_unstable_by_key(|s| s.id);
+    }
     name_stacks(&mut stacks, &mut analysis.prep.decoded);
     Report {
         trace: summary,
@@ -183,7 +185,7 @@ fn name_stacks(stacks: &mut [StackStats], decoded: &mut Decoded<'_>) {
     let mut thread_names = std::mem::take(&mut decoded.thread_names);
     for s in stacks {
         s.name = match s.id {
-            StackKey::Own(tid) => thread_names.remove(&tid).map(|(name, _)| name),
+            StackKey::Own(tid) => thread_names.remove(&tid).map(|(name, _)| name.into()),
             StackKey::Logical(id) => {
                 while stack_names.next_if(|(k, _)| *k < id).is_some() {}
                 stack_names.next_if(|(k, _)| *k == id).map(|(_, name)| name)
@@ -201,8 +203,8 @@ mod tests {
     fn stack(id: StackKey) -> StackStats {
         StackStats {
             id,
-            name: String::new(),
-            threads: Vec::new(),
+            name: Default::default(),
+            threads: Default::default(),
             running_ns: 0,
             paused_ns: 0,
             switches_in: 0,

@@ -9,8 +9,8 @@ use crate::model::check::{CheckReport, ChunkIssue};
 
 /// Describes a trace without replaying it.
 pub fn check(trace: &LoadedTrace) -> Result<CheckReport, AnalyzeError> {
-    let prep = prepare(trace, None, false)?;
-    let stacks = group_by_stack(&prep.passes).1.len() as u64;
+    let prep = prepare(trace, None, false, &mut |_| {})?;
+    let stacks = group_by_stack(&prep.passes, &prep.decoded.threads).1.len() as u64;
     let h = prep.decoded.file.header();
     let summary = prep.summary(trace, stacks);
     let issue = |p: &mtrace_format::ChunkProblem| ChunkIssue {

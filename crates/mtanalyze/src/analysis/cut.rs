@@ -18,7 +18,7 @@ use crate::analysis::frames::{NoObserver, Tally};
 use crate::analysis::paths::ROOT;
 use crate::analysis::replay::{seed_snapshot, StackReplay, Suspended};
 use crate::analysis::segment::{
-    stack_after_switch, Seed, Segment, SegmentList, StackKey, RUNS_TO_END,
+    segment_stack, stack_after_switch, Seed, Segment, SegmentList, StackKey, RUNS_TO_END,
 };
 use crate::model::report::Clock;
 use crate::model::warnings::{Location, WarningKind, Warnings};
@@ -97,9 +97,8 @@ struct Cutter<'d, 'a, 't> {
 impl Cutter<'_, '_, '_> {
     fn new_segment(&self, start: Pos, start_tick: u64, switched_in: bool, seed: Seed) -> Segment {
         Segment {
-            stack: self.stack,
+            stack: segment_stack(self.stack),
             thread: self.index,
-            tid: self.tid,
             start,
             end: start,
             start_tick,
@@ -112,7 +111,7 @@ impl Cutter<'_, '_, '_> {
 
     /// The thread is now in `seg`.
     fn open_segment(&mut self, seg: Segment) {
-        if seg.stack == StackKey::Own(self.tid) {
+        if seg.is_own() {
             self.begin_own(&seg);
         }
         self.open = Some(seg);
@@ -144,7 +143,7 @@ impl Cutter<'_, '_, '_> {
             return;
         };
         if let Some(f) = &mut self.own {
-            if let (StackKey::Own(_), Some((start_ns, _))) = (s.stack, f.running) {
+            if let (true, Some((start_ns, _))) = (s.is_own(), f.running) {
                 let end_ns = self.decoded.scale.ns(end_tick);
                 f.replay.end_linear(f.clock, start_ns, end_ns);
                 f.running = None;
@@ -158,7 +157,7 @@ impl Cutter<'_, '_, '_> {
 
     /// Stores a finished segment (see `own_segments`).
     fn keep(&mut self, s: Segment) {
-        if self.own.is_some() && s.stack == StackKey::Own(self.tid) {
+        if self.own.is_some() && s.is_own() {
             self.own_segments.push(s);
         } else {
             self.pass.segments.push(s);

@@ -18,7 +18,7 @@ use mtrace_format::{
     TickScale, TraceFile,
 };
 
-use crate::model::report::FunctionKey;
+use crate::model::report::{FunctionKey, StackName};
 
 /// One function of the report: its identity and module.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -167,12 +167,12 @@ pub(crate) struct Decoded<'a> {
 /// million names cost no hashing, and the report takes them in one
 /// sequential pass ([`StackNames::into_sorted`]).
 #[derive(Clone, Debug, Default)]
-pub(crate) struct StackNames(Vec<(u64, String)>);
+pub(crate) struct StackNames(Vec<(u64, StackName)>);
 
 impl StackNames {
     /// From metadata records in file order; a later record for the same id
     /// wins, as it would in a map.
-    pub(crate) fn new(mut names: Vec<(u64, String)>) -> StackNames {
+    pub(crate) fn new(mut names: Vec<(u64, StackName)>) -> StackNames {
         if !names.is_sorted_by_key(|(id, _)| *id) {
             names.sort_by_key(|(id, _)| *id); // stable: file order within an id
         }
@@ -194,7 +194,7 @@ impl StackNames {
     }
 
     /// (id, name) pairs, ascending by id.
-    pub(crate) fn into_sorted(self) -> Vec<(u64, String)> {
+    pub(crate) fn into_sorted(self) -> Vec<(u64, StackName)> {
         self.0
     }
 }
@@ -202,12 +202,13 @@ impl StackNames {
 /// Decodes chunk headers (in parallel) and metadata.
 pub(crate) fn decode(bytes: &[u8]) -> Result<Decoded<'_>, FormatError> {
     let file = TraceFile::parse(bytes)?;
-    let (records, meta_problem) = file.metadata();
     let mut functions = FunctionTable::default();
     let mut stack_names = Vec::new();
     let mut thread_names = FxHashMap::default();
-    let meta_records = records.len() as u64;
-    for r in records {
+    let mut meta_records = 0u64;
+    // One record at a time: half a million task names are not held twice.
+    let meta_problem = file.for_each_metadata(|r| {
+        meta_records += 1;
         match r {
             MetaRecord::Function(f) => {
                 functions.insert(
@@ -222,12 +223,12 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Decoded<'_>, FormatError> {
                     },
                 );
             }
-            MetaRecord::Stack { id, name } => stack_names.push((id.0, name)),
+            MetaRecord::Stack { id, name } => stack_names.push((id.0, name.into())),
             MetaRecord::Thread { tid, os_tid, name } => {
                 thread_names.insert(tid.0, (name, os_tid));
             }
         }
-    }
+    });
 
     let slots = file.chunk_slots();
     let decoded: Vec<_> = (0..slots)
@@ -529,7 +530,7 @@ mod tests {
     use super::*;
 
     fn names(pairs: &[(u64, &str)]) -> StackNames {
-        StackNames::new(pairs.iter().map(|&(id, n)| (id, n.to_owned())).collect())
+        StackNames::new(pairs.iter().map(|&(id, n)| (id, n.into())).collect())
     }
 
     #[test]

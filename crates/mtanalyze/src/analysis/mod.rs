@@ -43,4 +43,4 @@ pub(crate) mod timeline;
 pub use check::check;
 pub use options::{AnalyzeError, AnalyzeOptions, PathMode};
 pub use paths::RecursionCollapse;
-pub use pipeline::analyze;
+pub use pipeline::{analyze, analyze_in_stages};

@@ -6,7 +6,7 @@ use mtrace_format::FormatError;
 
 use crate::analysis::decode::StackNames;
 use crate::analysis::paths::RecursionCollapse;
-use crate::analysis::segment::{Segment, StackKey};
+use crate::analysis::segment::StackKey;
 use crate::model::report::Clock;
 
 /// What to analyze and how.
@@ -51,16 +51,18 @@ pub enum AnalyzeError {
     },
 }
 
-pub(crate) fn wanted<'s, I: Iterator<Item = &'s Segment>>(
+/// Whether `opts` select stack `key`, which ran on the threads `tids`
+/// yields (asked only if needed).
+pub(crate) fn wanted<I: Iterator<Item = u64>>(
     key: &StackKey,
-    segs: impl FnOnce() -> I,
+    tids: impl FnOnce() -> I,
     names: &StackNames,
     opts: &AnalyzeOptions,
 ) -> bool {
     if let StackKey::Own(tid) = key {
         return own_stack_wanted(*tid, opts);
     }
-    let thread_ok = opts.threads.is_empty() || segs().any(|s| opts.threads.contains(&s.tid));
+    let thread_ok = opts.threads.is_empty() || tids().any(|t| opts.threads.contains(&t));
     let stack_ok = opts.stacks.is_empty()
         || opts.stacks.iter().any(|want| {
             *want == key.to_string()

@@ -4,19 +4,31 @@ use rayon::prelude::*;
 
 use crate::analysis::assemble::assemble;
 use crate::analysis::cut::OwnReplay;
-use crate::analysis::frames::{Acc, NoObserver};
+use crate::analysis::frames::{Acc, NoObserver, Tally};
 use crate::analysis::options::{AnalyzeError, AnalyzeOptions, PathMode};
 use crate::analysis::paths::{ROOT, STACK_LABEL};
-use crate::analysis::replay::StackReplay;
+use crate::analysis::replay::{StackReplay, StackTotals};
 use crate::analysis::segment::StackKey;
 use crate::analysis::stacks::Analysis;
 use crate::input::LoadedTrace;
-use crate::model::report::{Report, StackStats};
+use crate::model::report::{Report, StackName, StackStats};
 use crate::model::warnings::Warnings;
 
 /// Analyzes a loaded trace.
 pub fn analyze(trace: &LoadedTrace, opts: &AnalyzeOptions) -> Result<Report, AnalyzeError> {
-    let mut analysis = Analysis::build(trace, opts, true)?;
+    analyze_in_stages(trace, opts, &mut |_| {})
+}
+
+/// [`analyze`], calling `stage_done` with each stage's name as it ends:
+/// `decode`, `cut`, `group`, `replay`, `assemble` (see the `analysis`
+/// module). What each costs is then measurable from outside; the analyzer
+/// bench's `--stages` prints time and heap per stage.
+pub fn analyze_in_stages(
+    trace: &LoadedTrace,
+    opts: &AnalyzeOptions,
+    stage_done: &mut dyn FnMut(&'static str),
+) -> Result<Report, AnalyzeError> {
+    let mut analysis = Analysis::build(trace, opts, true, stage_done)?;
     // Own stacks the segment pass replayed wait only for the end of the trace.
     let fused: Vec<(u64, OwnReplay)> = {
         let prep = &mut analysis.prep;
@@ -26,7 +38,12 @@ pub fn analyze(trace: &LoadedTrace, opts: &AnalyzeOptions) -> Result<Report, Ana
             .filter_map(|(p, t)| Some((t.tid.0, p.own_replay.take()?)))
             .collect()
     };
-    let (mut acc, mut stacks, mut warnings) = replay_stacks(&analysis, opts.paths);
+    // One slot per selected stack, in id order, filled where it lies: the
+    // totals of half a million tasks are never moved from vector to
+    // growing vector, nor sorted.
+    let mut totals: Vec<Option<StackTotals>> = Vec::new();
+    totals.resize_with(analysis.stack_count(), || None);
+    let (mut acc, mut warnings) = replay_stacks(&analysis, opts.paths, &mut totals);
     let end_ns = analysis.end_ns();
     let finished: Vec<_> = fused
         .into_par_iter()
@@ -36,78 +53,156 @@ pub fn analyze(trace: &LoadedTrace, opts: &AnalyzeOptions) -> Result<Report, Ana
                 &mut own.tally,
                 &mut NoObserver,
                 analysis.clock,
-                StackKey::Own(tid),
                 end_ns,
                 own.ends_at_ns,
             );
-            (own.tally.into_acc(), stats, own.warnings)
+            (
+                own.tally.into_acc(),
+                (StackKey::Own(tid), stats),
+                own.warnings,
+            )
         })
         .collect();
+    let mut own: Vec<(StackKey, StackTotals)> = Vec::with_capacity(finished.len());
     for (a, stats, w) in finished {
         acc.merge(a);
-        stacks.push(stats);
+        own.push(stats);
         warnings.merge(w);
     }
-    Ok(assemble(trace, analysis, opts, acc, stacks, warnings))
+    stage_done("replay");
+    // The segments are no longer needed: free them before the rows are made.
+    analysis.drop_segments();
+    let stacks = rows(&analysis, totals, own);
+    let report = assemble(trace, analysis, opts, acc, stacks, warnings);
+    stage_done("assemble");
+    Ok(report)
 }
+
+/// The report's rows, in id order, from the totals of the selected stacks
+/// (in id order, by [`Analysis::stack_key`]) and of the own stacks the
+/// segment pass replayed (`own`, ascending by thread id), still unnamed.
+fn rows(
+    analysis: &Analysis<'_>,
+    totals: Vec<Option<StackTotals>>,
+    mut own: Vec<(StackKey, StackTotals)>,
+) -> Vec<StackStats> {
+    own.sort_unstable_by_key(|(k, _)| *k);
+    let mut own = own.into_iter().peekable();
+    let mut rows = Vec::with_capacity(totals.len() + own.len());
+    let replayed = totals
+        .into_iter()
+        .enumerate()
+        .filter_map(|(i, t)| Some((analysis.stack_key(i)?, t?)));
+    for (key, t) in replayed {
+        while let Some((k, o)) = own.next_if(|(k, _)| *k < key) {
+            rows.push(o.into_row(k, StackName::default()));
+        }
+        rows.push(t.into_row(key, StackName::default()));
+    }
+    rows.extend(own.map(|(k, o)| o.into_row(k, StackName::default())));
+    rows
+}
+
+/// How many stacks ahead of the one replayed its segments are prefetched.
+const SEGMENTS_AHEAD: usize = 4;
+/// How many stacks ahead of the one replayed its first events are prefetched.
+const EVENTS_AHEAD: usize = 2;
 
 /// How many of the biggest stacks are replayed first, biggest first.
 const BIGGEST_FIRST: usize = 4096;
 
-/// Replays every selected stack that has segments, in parallel; returns
-/// the summed statistics, each stack's own and the problems found.
-fn replay_stacks(analysis: &Analysis<'_>, paths: PathMode) -> (Acc, Vec<StackStats>, Warnings) {
+/// Replays every selected stack that has segments, in parallel, stack
+/// `i`'s statistics into `rows[i]`; returns the summed statistics and the
+/// problems found.
+fn replay_stacks(
+    analysis: &Analysis<'_>,
+    paths: PathMode,
+    rows: &mut [Option<StackTotals>],
+) -> (Acc, Warnings) {
     let with_paths = paths != PathMode::Off;
-    // Biggest stacks first: the last stacks replayed are then short ones,
-    // and all workers finish at about the same time. (The fused own stacks
-    // have no segments, so they are not among these.)
-    let mut order: Vec<(u64, usize)> = (0..analysis.stack_count())
+    // A job's tally and warnings go from stack to stack by value (rayon's
+    // fold): boxed, that is a pointer, not a few hundred bytes per stack.
+    let replay_into = |mut job: Box<(Tally, Warnings)>, i: usize, row: &mut _| {
+        // Stacks are replayed in id order within a job: load the segments
+        // of the stacks a few ahead, and the events of the next ones.
+        analysis.prefetch(i + SEGMENTS_AHEAD, false);
+        analysis.prefetch(i + EVENTS_AHEAD, true);
+        let root = match paths {
+            PathMode::PerStack => STACK_LABEL | i as u32,
+            _ => ROOT,
+        };
+        let (tally, warnings) = &mut *job;
+        *row = analysis.replay(i, tally, warnings, root, &mut NoObserver);
+        job
+    };
+    let new_job = || Box::new((analysis.new_tally(with_paths), Warnings::default()));
+    // Biggest stacks first, each a job: the last stacks replayed are then
+    // short ones, and all workers finish at about the same time. (The
+    // fused own stacks have no segments, so they are not among these.)
+    // With many stacks only the biggest need to go first: the rest are
+    // many to a job, and sorting half a million short tasks bought nothing.
+    // Kept to the biggest as they are found, not a weight per stack.
+    let keep_biggest = |mut v: Vec<(u64, usize)>| {
+        if v.len() > BIGGEST_FIRST {
+            v.select_nth_unstable_by(BIGGEST_FIRST, |a, b| b.cmp(a));
+            v.truncate(BIGGEST_FIRST);
+        }
+        v
+    };
+    let mut biggest = (0..analysis.stack_count())
         .into_par_iter()
-        .map(|i| (analysis.stack_weight(i), i))
-        .collect();
-    // With many stacks only the biggest need to go first (the rest are
-    // many to a job); sorting half a million short tasks bought nothing.
-    let first = BIGGEST_FIRST.min(order.len());
-    if first < order.len() {
-        order.select_nth_unstable_by(first, |a, b| b.cmp(a));
-    }
-    order[..first].sort_unstable_by(|a, b| b.cmp(a));
-    // One slot per stack, in that order, filled where it lies: the
-    // statistics of half a million tasks are never moved from vector to
-    // growing vector (which doubled the peak heap while they were merged).
-    let mut slots: Vec<(usize, Option<StackStats>)> =
-        order.into_iter().map(|(_, i)| (i, None)).collect();
-    // Each fold job starts a tally (O(functions)): with thousands of short
-    // stacks, every job takes a run of them rather than one each. Jobs are
-    // no longer than that either, so an idle worker always finds one to
-    // steal (rayon stops splitting a range once it runs).
-    let per_job = (slots.len() / (rayon::current_num_threads() * 16)).max(1);
-    let (acc, warnings) = slots
+        .fold(Vec::new, |mut v, i| {
+            v.push((analysis.stack_weight(i), i));
+            if v.len() == 2 * BIGGEST_FIRST {
+                v = keep_biggest(v);
+            }
+            v
+        })
+        .map(keep_biggest)
+        .reduce(Vec::new, |mut a, b| {
+            a.extend(b);
+            keep_biggest(a)
+        });
+    biggest.sort_unstable_by(|a, b| b.cmp(a));
+    let mut big: Vec<(usize, Option<StackTotals>)> =
+        biggest.into_iter().map(|(_, i)| (i, None)).collect();
+    let merge = |(mut a, mut wa): (Acc, Warnings), (b, wb): (Acc, Warnings)| {
+        a.merge(b);
+        wa.merge(wb);
+        (a, wa)
+    };
+    let done_big = big
         .par_iter_mut()
+        .with_max_len(1)
+        .fold(new_job, |job, (i, row)| replay_into(job, *i, row))
+        .map(|job| (job.0.into_acc(), job.1))
+        .reduce_with(merge);
+    let mut is_big = vec![false; rows.len()];
+    for (i, row) in big {
+        is_big[i] = true;
+        rows[i] = row;
+    }
+    // The rest in id order, where their rows lie. Each fold job starts a
+    // tally (O(functions)): with thousands of short stacks, every job takes
+    // a run of them rather than one each. Jobs are no longer than that
+    // either, so an idle worker always finds one to steal (rayon stops
+    // splitting a range once it runs).
+    let per_job = (rows.len() / (rayon::current_num_threads() * 16)).max(1);
+    let done_rest = rows
+        .par_iter_mut()
+        .enumerate()
         .with_min_len(per_job)
         .with_max_len(per_job)
-        .fold(
-            || (analysis.new_tally(with_paths), Warnings::default()),
-            |(mut tally, mut warnings), (i, slot)| {
-                let root = match paths {
-                    PathMode::PerStack => STACK_LABEL | *i as u32,
-                    _ => ROOT,
-                };
-                *slot = analysis.replay(*i, &mut tally, &mut warnings, root, &mut NoObserver);
-                (tally, warnings)
-            },
-        )
-        .map(|(tally, warnings)| (tally.into_acc(), warnings))
-        .reduce_with(|(mut a, mut wa), (b, wb)| {
-            a.merge(b);
-            wa.merge(wb);
-            (a, wa)
-        })
-        .unwrap_or_else(|| {
-            let empty = analysis.new_tally(with_paths).into_acc();
-            (empty, Warnings::default())
-        });
-    // In place: the statistics are smaller than the slots, so the allocation is reused.
-    let stacks = slots.into_iter().filter_map(|(_, s)| s).collect();
-    (acc, stacks, warnings)
+        .filter(|(i, _)| !is_big[*i])
+        .fold(new_job, |job, (i, row)| replay_into(job, i, row))
+        .map(|job| (job.0.into_acc(), job.1))
+        .reduce_with(merge);
+    match (done_big, done_rest) {
+        (Some(a), Some(b)) => merge(a, b),
+        (Some(a), None) | (None, Some(a)) => a,
+        (None, None) => (
+            analysis.new_tally(with_paths).into_acc(),
+            Warnings::default(),
+        ),
+    }
 }

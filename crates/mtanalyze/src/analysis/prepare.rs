@@ -55,16 +55,19 @@ fn fusion_budget(file_len: usize) -> usize {
 /// The `gil` clock's runs are merged alongside the segment pass. With
 /// `fuse`, the segment pass also replays the own stacks `opts` select, when
 /// the clock allows (`gil` needs every thread's events first) and the
-/// tallies fit [`fusion_budget`].
+/// tallies fit [`fusion_budget`]. `stage_done` is called with `decode`
+/// and `cut` as those stages end (see [`crate::analyze_in_stages`]).
 pub(crate) fn prepare<'a>(
     trace: &'a LoadedTrace,
     opts: Option<&AnalyzeOptions>,
     fuse: bool,
+    stage_done: &mut dyn FnMut(&'static str),
 ) -> Result<Prepared<'a>, AnalyzeError> {
     let decoded = decode(trace.bytes()).map_err(|error| AnalyzeError::Format {
         source_name: trace.source.clone(),
         error,
     })?;
+    stage_done("decode");
     let clock = opts.map(|o| resolve_clock(o, &decoded));
     let fuse = opts.filter(|_| fuse).and_then(|opts| {
         let clock = clock?;
@@ -83,6 +86,7 @@ pub(crate) fn prepare<'a>(
     let (functions, unknown) = complete_functions(&decoded, &passes);
     let end_tick = end_tick(&decoded, &passes);
     let warnings = trace_warnings(&decoded, &passes, unknown);
+    stage_done("cut");
     Ok(Prepared {
         decoded,
         passes,

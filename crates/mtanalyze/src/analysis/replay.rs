@@ -28,7 +28,7 @@ use crate::analysis::decode::{prefetch, Batches, Decoded, FunctionTable};
 use crate::analysis::frames::{Frame, FrameStack, NoObserver, Observer, Tally};
 use crate::analysis::paths::ROOT;
 use crate::analysis::segment::{Seed, Segment, StackKey};
-use crate::model::report::{Clock, StackStats};
+use crate::model::report::{Clock, StackName, StackStats, ThreadList};
 use crate::model::warnings::{Location, WarningKind, Warnings};
 
 /// How far ahead of the event being replayed its successors are prefetched.
@@ -63,18 +63,16 @@ impl ReplayContext<'_, '_> {
 
 /// Replays one stack's segments (`segment(j)` is its `j`-th in start
 /// order, `None` past the last) into `tally`, showing `observer` every
-/// frame and running stretch; returns the stack's statistics (unnamed: see
-/// [`stack_name`]) and any problems.
-#[allow(clippy::too_many_arguments)]
+/// frame and running stretch; returns the stack's statistics and any
+/// problems.
 pub(super) fn replay_stack<'s, O: Observer>(
     ctx: &ReplayContext<'_, '_>,
-    key: StackKey,
     segment: impl Fn(usize) -> Option<&'s Segment>,
     tally: &mut Tally,
     warnings: &mut Warnings,
     paths_root: u32,
     observer: &mut O,
-) -> StackStats {
+) -> StackTotals {
     let end_ns = ctx.ns(ctx.end_tick);
     let mut stack = StackReplay::new(tally, paths_root, observer);
     // Where the stack's last stretch left the gil timeline.
@@ -83,7 +81,10 @@ pub(super) fn replay_stack<'s, O: Observer>(
     // Where the last segment left the stack: ended at a `lost` mark (ns),
     // switched away, or still running at the end of the trace.
     let mut last_end = LastEnd::Running;
+    // A logical stack (not a thread's own), for the lost-events rule.
+    let mut logical = false;
     while let Some(seg) = segment(i) {
+        logical |= !seg.is_own();
         // Segments (and their events) are scattered: start loading the
         // ones after this while it replays.
         if let Some(later) = segment(i + 2) {
@@ -104,6 +105,7 @@ pub(super) fn replay_stack<'s, O: Observer>(
         };
         let start_ns = stack.begin(ctx.decoded, ctx.functions, ctx.clock, seg, warnings);
         let thread = &ctx.decoded.threads[seg.thread as usize];
+        let tid = thread.tid.0;
         let mut batches = Batches::new(
             ctx.file(),
             &thread.chunks,
@@ -127,7 +129,7 @@ pub(super) fn replay_stack<'s, O: Observer>(
                     &mut batches,
                     &mut gil,
                     &mut stack.frames,
-                    seg.tid,
+                    tid,
                     warnings,
                 );
                 // The stretch from the last event to the switch away (or the end).
@@ -148,7 +150,7 @@ pub(super) fn replay_stack<'s, O: Observer>(
                     &mut batches,
                     &mut linear,
                     &mut stack.frames,
-                    seg.tid,
+                    tid,
                     warnings,
                 );
                 stack.end_linear(ctx.clock, start_ns, seg_end_ns);
@@ -156,16 +158,14 @@ pub(super) fn replay_stack<'s, O: Observer>(
         }
         i += 1;
     }
-    let cut_at = match (last_end, key, ctx.first_mark_ns) {
+    let cut_at = match (last_end, logical, ctx.first_mark_ns) {
         (LastEnd::Lost(ns), _, _) => Some(ns),
         // Paused when a thread lost its events: whether it ran after that
         // is unknown, so it ends where the trace stopped being complete.
-        (LastEnd::SwitchedAway, StackKey::Logical(_), Some(mark)) => {
-            Some(mark.max(stack.so_far.prev_end_ns))
-        }
+        (LastEnd::SwitchedAway, true, Some(mark)) => Some(mark.max(stack.so_far.prev_end_ns)),
         _ => None,
     };
-    stack.finish(ctx.clock, key, end_ns, cut_at)
+    stack.finish(ctx.clock, end_ns, cut_at)
 }
 
 /// How a stack's last segment ended.
@@ -177,6 +177,35 @@ enum LastEnd {
     SwitchedAway,
     /// It ran until the end of the trace.
     Running,
+}
+
+/// What the replay of one stack found: its row of the report but for the
+/// id and the name, which the report adds (`assemble`). Smaller than a
+/// row: half a million of these are held while the segments still are.
+#[derive(Debug, Default)]
+pub(super) struct StackTotals {
+    threads: ThreadList,
+    running_ns: u64,
+    paused_ns: u64,
+    switches_in: u64,
+    max_depth: u32,
+    events: u64,
+}
+
+impl StackTotals {
+    /// The report's row of stack `id`, named `name`.
+    pub(super) fn into_row(self, id: StackKey, name: StackName) -> StackStats {
+        StackStats {
+            id,
+            name,
+            threads: self.threads,
+            running_ns: self.running_ns,
+            paused_ns: self.paused_ns,
+            switches_in: self.switches_in,
+            max_depth: self.max_depth,
+            events: self.events,
+        }
+    }
 }
 
 /// One stack's replay, segment after segment: [`replay_stack`] drives it
@@ -194,7 +223,7 @@ struct SoFar {
     r: u64,
     events: u64,
     switches_in: u64,
-    threads: Vec<u64>,
+    threads: ThreadList,
     /// The latest end of a finished segment.
     prev_end_ns: u64,
     first_start_ns: Option<u64>,
@@ -232,17 +261,16 @@ impl<'a, O: Observer> StackReplay<'a, O> {
         warnings: &mut Warnings,
     ) -> u64 {
         let start_ns = decoded.scale.ns(seg.start_tick);
+        let tid = seg.tid(&decoded.threads);
         if self.so_far.first_start_ns.is_some() && start_ns < self.so_far.prev_end_ns {
             let at = Location::Time {
                 ns: start_ns,
-                thread: seg.tid,
+                thread: tid,
             };
             warnings.add(WarningKind::StackOnTwoThreads, at);
         }
         self.so_far.first_start_ns.get_or_insert(start_ns);
-        if !self.so_far.threads.contains(&seg.tid) {
-            self.so_far.threads.push(seg.tid);
-        }
+        self.so_far.threads.insert(tid);
         self.so_far.switches_in += seg.switched_in as u64;
         if seg.seed != Seed::None {
             let r = match clock {
@@ -317,14 +345,8 @@ impl<'a, O: Observer> StackReplay<'a, O> {
 
     /// Closes the frames still open at the end of the trace (`end_ns`), or
     /// at `cut_at` if the trace lost the stack's end there (counted as cut
-    /// short), and returns the stack's statistics (with an empty name).
-    pub(super) fn finish(
-        mut self,
-        clock: Clock,
-        key: StackKey,
-        end_ns: u64,
-        cut_at: Option<u64>,
-    ) -> StackStats {
+    /// short), and returns the stack's statistics.
+    pub(super) fn finish(mut self, clock: Clock, end_ns: u64, cut_at: Option<u64>) -> StackTotals {
         let close_ns = cut_at.map_or(end_ns, |c| c.min(end_ns));
         let first_start_ns = self.so_far.first_start_ns.unwrap_or(close_ns);
         let r_end = if clock == Clock::Wall {
@@ -354,12 +376,7 @@ impl<'a, O: Observer> StackReplay<'a, O> {
         } else {
             self.so_far.r
         };
-        self.so_far.threads.sort_unstable();
-        StackStats {
-            id: key,
-            // Named by the caller: a report of a million tasks moves the
-            // names out of the metadata instead of copying each here.
-            name: String::new(),
+        StackTotals {
             threads: std::mem::take(&mut self.so_far.threads),
             running_ns,
             paused_ns: lifetime.saturating_sub(running_ns),
@@ -391,10 +408,9 @@ impl<'a, O: Observer> StackReplay<'a, O> {
         tally: &'a mut Tally,
         observer: &'a mut O,
         clock: Clock,
-        key: StackKey,
         end_ns: u64,
         cut_at: Option<u64>,
-    ) -> StackStats {
+    ) -> StackTotals {
         let mut stack = StackReplay::new(tally, ROOT, observer);
         stack.frames.put_back(s.frames);
         stack.frames.max_depth = s.max_depth;
@@ -402,7 +418,7 @@ impl<'a, O: Observer> StackReplay<'a, O> {
         if let Some(start_ns) = s.running_since_ns {
             stack.end_linear(clock, start_ns, end_ns);
         }
-        stack.finish(clock, key, end_ns, cut_at)
+        stack.finish(clock, end_ns, cut_at)
     }
 }
 
@@ -521,7 +537,7 @@ fn seed_frames(
         opened,
         Location::Time {
             ns,
-            thread: seg.tid,
+            thread: seg.tid(&decoded.threads),
         },
     );
 }

@@ -13,8 +13,16 @@
 
 use mtrace_format::StackId;
 
-use crate::analysis::decode::{ChunkRef, Pos};
+use crate::analysis::decode::{ChunkRef, Pos, ThreadChunks};
 pub(crate) use crate::model::report::StackKey;
+
+/// [`Segment::stack`] of a segment on `key`.
+pub(crate) fn segment_stack(key: StackKey) -> u64 {
+    match key {
+        StackKey::Own(_) => StackId::OWN.0,
+        StackKey::Logical(id) => id,
+    }
+}
 
 /// The stack a thread runs after switching to `id`.
 pub(crate) fn stack_after_switch(tid: u64, id: StackId) -> StackKey {
@@ -38,16 +46,16 @@ pub(crate) enum Seed {
     Logical,
 }
 
-/// One stretch of one thread running one stack. Kept small (64 bytes):
-/// segments are most of the analyzer's heap.
+/// One stretch of one thread running one stack. Kept small (48 bytes):
+/// segments are most of the analyzer's heap, so what the thread's index
+/// gives (its id, the key of its own stack) is not stored.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Segment {
-    /// The stack.
-    pub stack: StackKey,
-    /// Index of the thread in [`Decoded::threads`].
+    /// The stack: a logical stack's id, or `StackId::OWN` for the thread's
+    /// own ([`segment_stack`] of a key).
+    pub stack: u64,
+    /// Index of the thread in [`Decoded::threads`](crate::analysis::decode::Decoded::threads).
     pub thread: u32,
-    /// The thread's id.
-    pub tid: u64,
     /// First event (inclusive).
     pub start: Pos,
     /// End (exclusive): the switch away, or the end of the thread's stream.
@@ -67,12 +75,22 @@ pub(crate) struct Segment {
     pub ends_at_lost: bool,
 }
 
-const _: () = assert!(std::mem::size_of::<Segment>() <= 64);
+const _: () = assert!(std::mem::size_of::<Segment>() <= 48);
 
 /// `Segment::end_tick` of a stretch that lasted until the end of the trace.
 pub(crate) const RUNS_TO_END: u64 = u64::MAX;
 
 impl Segment {
+    /// The segment is on its thread's own stack.
+    pub(crate) fn is_own(&self) -> bool {
+        self.stack == StackId::OWN.0
+    }
+
+    /// The thread's id (`threads`: the decoded trace's).
+    pub(crate) fn tid(&self, threads: &[ThreadChunks]) -> u64 {
+        threads.get(self.thread as usize).map_or(0, |t| t.tid.0)
+    }
+
     /// How many event slots the segment spans in its thread's `chunks`
     /// (events cut by damage are counted): how much replaying it reads.
     pub(crate) fn events(&self, chunks: &[ChunkRef]) -> u64 {
@@ -118,6 +136,11 @@ impl SegmentList {
             b.push(s);
         }
         self.len += 1;
+    }
+
+    /// How many segments.
+    pub(crate) fn len(&self) -> usize {
+        self.len
     }
 
     /// No segments.

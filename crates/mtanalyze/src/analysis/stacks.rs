@@ -6,19 +6,19 @@
 //! is a range of 8-byte handles into the threads' segment lists.
 
 use rayon::prelude::*;
-use rustc_hash::FxHashMap;
 
 use crate::analysis::clock::GilTimeline;
 use crate::analysis::cut::ThreadPass;
-use crate::analysis::decode::{Decoded, FunctionTable};
+use crate::analysis::decode::{prefetch, Decoded, FunctionTable, Pos, ThreadChunks};
 use crate::analysis::frames::{Observer, Tally};
 use crate::analysis::options::{wanted, AnalyzeError, AnalyzeOptions};
 use crate::analysis::prepare::{prepare, Prepared};
-use crate::analysis::replay::{replay_stack, ReplayContext};
+use crate::analysis::replay::{replay_stack, ReplayContext, StackTotals};
 use crate::analysis::segment::{Segment, SegmentList, StackKey};
 use crate::input::LoadedTrace;
-use crate::model::report::{Clock, StackStats};
+use crate::model::report::Clock;
 use crate::model::warnings::Warnings;
+use mtrace_format::layout::EVENT_SIZE;
 
 /// (thread pass, index in its segments).
 pub(crate) type SegmentHandle = (u32, u32);
@@ -27,87 +27,175 @@ pub(crate) type StackRange = (StackKey, std::ops::Range<usize>);
 
 /// Orders every segment by stack, then time, without moving them: an
 /// 8-byte (thread, index) handle per segment, grouped into one range per
-/// stack. Segments are most of the analyzer's heap, so they are not copied.
+/// stack, stacks in key order. Segments are most of the analyzer's heap,
+/// so they are not copied. `threads`: the decoded trace's (ascending by
+/// id, as own stacks are ordered).
 ///
-/// Each thread's segments are already in time order, so a counting sort
-/// by stack (stable, thread after thread) leaves every stack's range as
-/// one sorted run per thread, which a stable sort merges cheaply.
-pub(crate) fn group_by_stack(passes: &[ThreadPass]) -> (Vec<SegmentHandle>, Vec<StackRange>) {
-    // Per thread, in parallel: its stacks, and each segment's stack
-    // numbered locally.
-    let local: Vec<(Vec<StackKey>, Vec<u32>)> = passes
-        .par_iter()
-        .map(|p| {
-            let mut keys: Vec<StackKey> = Vec::new();
-            let mut index: FxHashMap<StackKey, u32> = FxHashMap::default();
-            let mut last: Option<(StackKey, u32)> = None;
-            let numbers = p
-                .segments
-                .iter()
-                .map(|s| match last {
-                    Some((k, n)) if k == s.stack => n,
-                    _ => {
-                        let n = *index.entry(s.stack).or_insert_with(|| {
-                            keys.push(s.stack);
-                            keys.len() as u32 - 1
-                        });
-                        last = Some((s.stack, n));
-                        n
-                    }
-                })
-                .collect();
-            (keys, numbers)
-        })
-        .collect();
-    // Stacks numbered in key order.
-    let mut stacks: Vec<StackKey> = local.iter().flat_map(|(k, _)| k.iter().copied()).collect();
-    stacks.sort_unstable();
-    stacks.dedup();
-    let global = |k: &StackKey| stacks.binary_search(k).unwrap_or(0) as u32;
-    let to_global: Vec<Vec<u32>> = local
-        .iter()
-        .map(|(keys, _)| keys.iter().map(global).collect())
-        .collect();
-    // Counting sort by stack.
-    let mut starts = vec![0usize; stacks.len() + 1];
-    for ((_, numbers), map) in local.iter().zip(&to_global) {
-        for &n in numbers {
-            starts[map[n as usize] as usize + 1] += 1;
+/// Every stack gets a slot: own stacks by thread index, then logical ones
+/// by id. The recorder numbers logical stacks densely, so a slot is
+/// usually the id minus the smallest (no hashing, no sorting of keys);
+/// sparse ids are numbered through a sorted list of them instead. A
+/// counting sort by slot (stable, thread after thread) leaves every
+/// stack's range as one sorted run per thread, which a stable sort merges
+/// cheaply.
+pub(crate) fn group_by_stack(
+    passes: &[ThreadPass],
+    threads: &[ThreadChunks],
+) -> (Vec<SegmentHandle>, Vec<StackRange>) {
+    let segments = || passes.iter().flat_map(|p| p.segments.iter());
+    let total: usize = passes.iter().map(|p| p.segments.len()).sum();
+    let logical = LogicalSlots::new(passes, total);
+    let own_slots = passes.len();
+    let slot = |s: &Segment| -> usize {
+        if s.is_own() {
+            s.thread as usize
+        } else {
+            own_slots + logical.slot(s.stack)
         }
+    };
+    // Counting sort by slot.
+    let mut starts = vec![0usize; own_slots + logical.len() + 1];
+    for s in segments() {
+        starts[slot(s) + 1] += 1;
     }
     for i in 1..starts.len() {
         starts[i] += starts[i - 1];
     }
-    let mut order: Vec<SegmentHandle> = vec![(0, 0); starts[stacks.len()]];
+    let mut order: Vec<SegmentHandle> = vec![(0, 0); total];
     let mut next = starts.clone();
-    for (t, ((_, numbers), map)) in local.iter().zip(&to_global).enumerate() {
-        for (i, &n) in numbers.iter().enumerate() {
-            let g = map[n as usize] as usize;
+    for (t, p) in passes.iter().enumerate() {
+        for (i, s) in p.segments.iter().enumerate() {
+            let g = slot(s);
             order[next[g]] = (t as u32, i as u32);
             next[g] += 1;
         }
     }
-    drop(local);
-    // Merge each stack's per-thread runs by time.
-    let mut groups: Vec<&mut [SegmentHandle]> = Vec::with_capacity(stacks.len());
+    drop(next);
+    // Merge each stack's per-thread runs by time (a thread's index orders
+    // as its id does).
+    let mut groups: Vec<&mut [SegmentHandle]> = Vec::new();
     let mut rest: &mut [SegmentHandle] = &mut order;
     for w in starts.windows(2) {
         let (group, tail) = rest.split_at_mut(w[1] - w[0]);
-        groups.push(group);
+        if group.len() > 1 {
+            groups.push(group);
+        }
         rest = tail;
     }
-    groups.into_par_iter().for_each(|g| {
-        g.sort_by_key(|h| {
-            let s = segment(passes, *h);
-            (s.start_tick, s.tid, s.start)
+    groups
+        .into_par_iter()
+        .with_min_len(1024)
+        .for_each(|g| sort_by_time(passes, g));
+    let ranges = starts
+        .windows(2)
+        .enumerate()
+        .filter(|(_, w)| w[1] > w[0])
+        .map(|(slot, w)| {
+            let key = match slot.checked_sub(own_slots) {
+                None => StackKey::Own(threads.get(slot).map_or(0, |t| t.tid.0)),
+                Some(l) => StackKey::Logical(logical.id(l)),
+            };
+            (key, w[0]..w[1])
         })
-    });
-    let ranges = stacks
-        .into_iter()
-        .zip(starts.windows(2))
-        .map(|(k, w)| (k, w[0]..w[1]))
         .collect();
     (order, ranges)
+}
+
+/// Logical stack ids to dense slots, in id order.
+enum LogicalSlots {
+    /// Slot = id - the smallest id (ids dense enough that the unused slots
+    /// cost less than a sorted list of them).
+    Dense { min: u64, len: usize },
+    /// Slot = position in the sorted, distinct ids.
+    Sparse(Vec<u64>),
+}
+
+impl LogicalSlots {
+    /// The slots of the logical stacks of `passes` (`total` segments).
+    fn new(passes: &[ThreadPass], total: usize) -> LogicalSlots {
+        let logical_ids = |p: &ThreadPass| {
+            p.segments
+                .iter()
+                .filter(|s| !s.is_own())
+                .map(|s| s.stack)
+                .collect::<Vec<_>>()
+        };
+        let (min, max) = passes
+            .par_iter()
+            .map(|p| {
+                p.segments
+                    .iter()
+                    .filter(|s| !s.is_own())
+                    .fold((u64::MAX, 0), |(lo, hi), s| {
+                        (lo.min(s.stack), hi.max(s.stack))
+                    })
+            })
+            .reduce(|| (u64::MAX, 0), |a, b| (a.0.min(b.0), a.1.max(b.1)));
+        if min > max {
+            return LogicalSlots::Dense { min: 0, len: 0 };
+        }
+        let span = max - min;
+        if span < 2 * total as u64 + 1024 {
+            return LogicalSlots::Dense {
+                min,
+                len: span as usize + 1,
+            };
+        }
+        let mut ids: Vec<u64> = passes.par_iter().flat_map_iter(logical_ids).collect();
+        ids.par_sort_unstable();
+        ids.dedup();
+        LogicalSlots::Sparse(ids)
+    }
+
+    /// Number of slots.
+    fn len(&self) -> usize {
+        match self {
+            LogicalSlots::Dense { len, .. } => *len,
+            LogicalSlots::Sparse(ids) => ids.len(),
+        }
+    }
+
+    /// The slot of logical stack `id` (one of the ids it was made from).
+    fn slot(&self, id: u64) -> usize {
+        match self {
+            LogicalSlots::Dense { min, .. } => (id - min) as usize,
+            LogicalSlots::Sparse(ids) => ids.binary_search(&id).unwrap_or(0),
+        }
+    }
+
+    /// The id of the logical stack in `slot`.
+    fn id(&self, slot: usize) -> u64 {
+        match self {
+            LogicalSlots::Dense { min, .. } => min + slot as u64,
+            LogicalSlots::Sparse(ids) => ids.get(slot).copied().unwrap_or(0),
+        }
+    }
+}
+
+/// Groups up to this long are sorted with each segment's key read once.
+const SMALL_GROUP: usize = 8;
+
+/// Sorts one stack's handles by their segments' start: time, then thread
+/// and position (unique). A short task's few segments are scattered in
+/// memory: their keys are read once, not at every comparison.
+fn sort_by_time(passes: &[ThreadPass], g: &mut [SegmentHandle]) {
+    let key = |h: SegmentHandle| {
+        let s = segment(passes, h);
+        (s.start_tick, s.thread, s.start)
+    };
+    if g.len() > SMALL_GROUP {
+        g.sort_by_key(|h| key(*h));
+        return;
+    }
+    let mut keyed = [((0, 0, Pos::default()), (0, 0)); SMALL_GROUP];
+    for (k, &h) in keyed.iter_mut().zip(g.iter()) {
+        *k = (key(h), h);
+    }
+    let keyed = &mut keyed[..g.len()];
+    keyed.sort_unstable();
+    for (h, (_, sorted)) in g.iter_mut().zip(keyed.iter()) {
+        *h = *sorted;
+    }
 }
 
 /// The segment behind a handle from [`group_by_stack`].
@@ -135,19 +223,21 @@ pub(crate) struct Analysis<'a> {
 impl<'a> Analysis<'a> {
     /// Decodes and segments `trace` and selects the stacks `opts` asks for.
     pub(crate) fn new(trace: &'a LoadedTrace, opts: &AnalyzeOptions) -> Result<Self, AnalyzeError> {
-        Self::build(trace, opts, false)
+        Self::build(trace, opts, false, &mut |_| {})
     }
 
     /// With `fuse`, the segment pass replays the own stacks it can (see
     /// [`prepare`](crate::analysis::prepare::prepare)); [`crate::analyze`] finishes them instead of replaying them.
+    /// `stage_done` is called as each stage ends (`decode`, `cut`, `group`).
     pub(crate) fn build(
         trace: &'a LoadedTrace,
         opts: &AnalyzeOptions,
         fuse: bool,
+        stage_done: &mut dyn FnMut(&'static str),
     ) -> Result<Self, AnalyzeError> {
-        let mut prep = prepare(trace, Some(opts), fuse)?;
+        let mut prep = prepare(trace, Some(opts), fuse, stage_done)?;
         let clock = prep.clock;
-        let (order, all) = group_by_stack(&prep.passes);
+        let (order, all) = group_by_stack(&prep.passes, &prep.decoded.threads);
         // Own stacks the segment pass replayed left no segments behind.
         let fused = prep
             .passes
@@ -158,12 +248,12 @@ impl<'a> Analysis<'a> {
         let stacks: Vec<_> = all
             .into_iter()
             .filter(|(k, range)| {
-                let segs = || {
+                let tids = || {
                     order[range.clone()]
                         .iter()
-                        .map(|&h| segment(&prep.passes, h))
+                        .map(|&h| segment(&prep.passes, h).tid(&prep.decoded.threads))
                 };
-                wanted(k, segs, &prep.decoded.stack_names, opts)
+                wanted(k, tids, &prep.decoded.stack_names, opts)
             })
             .collect();
         let end_ns = prep.ns(prep.end_tick);
@@ -172,6 +262,7 @@ impl<'a> Analysis<'a> {
             .take()
             .map(|runs| GilTimeline::new(runs, end_ns, prep.decoded.scale));
         let first_mark_ns = prep.first_mark_ns();
+        stage_done("group");
         Ok(Analysis {
             first_mark_ns,
             prep,
@@ -222,7 +313,7 @@ impl<'a> Analysis<'a> {
 
     /// Replays selected stack `i` into `tally` (made by [`Analysis::new_tally`]),
     /// showing `observer` every frame and running stretch. The statistics
-    /// come unnamed (see `assemble.rs`, which moves the names in).
+    /// come without the stack's id and name (see `pipeline.rs`).
     pub(crate) fn replay<O: Observer>(
         &self,
         i: usize,
@@ -230,8 +321,8 @@ impl<'a> Analysis<'a> {
         warnings: &mut Warnings,
         paths_root: u32,
         observer: &mut O,
-    ) -> Option<StackStats> {
-        let key = self.stack_key(i)?;
+    ) -> Option<StackTotals> {
+        self.stacks.get(i)?;
         let ctx = ReplayContext {
             decoded: &self.prep.decoded,
             functions: &self.prep.functions,
@@ -245,8 +336,35 @@ impl<'a> Analysis<'a> {
         let handles = self.handles(i);
         let nth = |j: usize| Some(segment(&self.prep.passes, *handles.get(j)?));
         Some(replay_stack(
-            &ctx, key, nth, tally, warnings, paths_root, observer,
+            &ctx, nth, tally, warnings, paths_root, observer,
         ))
+    }
+
+    /// Starts loading what replaying selected stack `i` reads first: with
+    /// `events`, the first events of its segments (the segments
+    /// themselves must be loaded by then, or this waits for them), else
+    /// the segments. A short task's replay is mostly waiting for these:
+    /// [`crate::analyze`] asks for them a few stacks ahead.
+    pub(crate) fn prefetch(&self, i: usize, events: bool) {
+        for &h in self.handles(i) {
+            let (t, j) = (h.0 as usize, h.1 as usize);
+            let Some(pass) = self.prep.passes.get(t) else {
+                continue;
+            };
+            if j >= pass.segments.len() {
+                continue;
+            }
+            let s = &pass.segments[j];
+            if !events {
+                prefetch((s as *const Segment).cast());
+                continue;
+            }
+            let chunks = &self.prep.decoded.threads[s.thread as usize].chunks;
+            if let Some(c) = chunks.get(s.start.chunk as usize) {
+                let at = c.events_offset as usize + s.start.event as usize * EVENT_SIZE;
+                prefetch(self.prep.decoded.file.bytes().as_ptr().wrapping_add(at));
+            }
+        }
     }
 
     /// How many event slots selected stack `i`'s segments span (events cut

@@ -8,6 +8,8 @@
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::model::inline::{StackName, ThreadList};
+
 /// A whole analysis.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Report {
@@ -253,10 +255,12 @@ pub struct StackStats {
     /// The stack (`thread:<tid>` for a thread's own stack, `stack:<id>`
     /// for a logical one, in JSON and text).
     pub id: StackKey,
-    /// The thread's or logical stack's name ("" if none was recorded).
-    pub name: String,
-    /// Threads it ran on, ascending.
-    pub threads: Vec<u64>,
+    /// The thread's or logical stack's name ("" if none was recorded);
+    /// reads as a `&str`, kept in the row when short.
+    pub name: StackName,
+    /// Threads it ran on, ascending; reads as a `&[u64]`, kept in the row
+    /// for up to two threads.
+    pub threads: ThreadList,
     /// Time it ran under the report's clock.
     pub running_ns: u64,
     /// Time it did not run between its first stretch and its last switch

@@ -218,66 +218,76 @@ pub(crate) struct Fitted {
     pub hidden: Vec<String>,
 }
 
-/// Fits `rows` under `columns` into `width` columns (`None`: any width).
-pub(crate) fn fit(columns: &[Column], rows: &[Vec<Text>], width: Option<usize>) -> Fitted {
-    let full = fit_titled(columns, rows, width, false);
-    match width {
-        Some(w) if full.too_wide(w) => fit_titled(columns, rows, width, true).fitted,
-        _ => full.fitted,
+/// How a table fits a width, decided from its columns' widths alone (so a
+/// table too big to hold can be planned in one pass and written in a
+/// second): the columns shown, each one's width, its title.
+pub(crate) struct Plan {
+    /// Shown columns, by index.
+    pub shown: Vec<usize>,
+    /// Width of every column (of the shown ones: what it is cut to).
+    pub targets: Vec<usize>,
+    /// Natural width of every column (title included).
+    widths: Vec<usize>,
+    /// Titles of the shown columns.
+    pub titles: Vec<String>,
+    /// Names of the hidden columns.
+    pub hidden: Vec<String>,
+}
+
+impl Plan {
+    /// Whether column `i` is narrower than its widest cell.
+    pub(crate) fn cuts(&self, i: usize) -> bool {
+        self.targets[i] < self.widths[i]
     }
 }
 
-/// A fit and whether it had to narrow (hide or shrink) anything.
-struct Attempt {
-    fitted: Fitted,
-    natural_width: usize,
-}
-
-impl Attempt {
-    fn too_wide(&self, width: usize) -> bool {
-        self.natural_width > width
-    }
-}
-
-fn fit_titled(
+/// Plans `columns` into `width` columns (`None`: any width). `cells[i]`:
+/// the widest cell of column `i`; `comfort[i]`: for a text column, the
+/// width it keeps before spare columns are hidden (else its `Give::Shrink`
+/// minimum). Titles get their short forms when the full ones do not fit.
+pub(crate) fn plan(
     columns: &[Column],
-    rows: &[Vec<Text>],
+    cells: &[usize],
+    comfort: &[Option<usize>],
+    width: Option<usize>,
+) -> Plan {
+    let full = plan_titled(columns, cells, comfort, width, false);
+    let natural = full.widths.iter().sum::<usize>() + GAP * full.widths.len().saturating_sub(1);
+    match width {
+        Some(w) if natural > w => plan_titled(columns, cells, comfort, width, true),
+        _ => full,
+    }
+}
+
+fn plan_titled(
+    columns: &[Column],
+    cells: &[usize],
+    comfort: &[Option<usize>],
     width: Option<usize>,
     short_titles: bool,
-) -> Attempt {
+) -> Plan {
     let title = |c: &Column| match (&c.short, short_titles) {
         (Some(s), true) => s.clone(),
         _ => c.title.clone(),
     };
-    let natural: Vec<Vec<String>> = rows
-        .iter()
-        .map(|r| r.iter().map(Text::natural).collect())
+    let widths: Vec<usize> = (0..columns.len())
+        .map(|i| {
+            cells
+                .get(i)
+                .copied()
+                .unwrap_or(0)
+                .max(width_of(&title(&columns[i])))
+        })
         .collect();
-    let col_width = |i: usize| {
-        natural
-            .iter()
-            .filter_map(|r| r.get(i))
-            .map(|s| width_of(s))
-            .chain([width_of(&title(&columns[i]))])
-            .max()
-            .unwrap_or(0)
-    };
-    let widths: Vec<usize> = (0..columns.len()).map(col_width).collect();
-    // A column of labels is comfortable as narrow as its widest label with
-    // the name whole and the file name alone (within bounds): narrower, it
-    // is better to hide spare columns first.
     let give: Vec<Give> = (0..columns.len())
         .map(|i| match columns[i].give {
             Give::Shrink(min) => {
-                let short = rows
-                    .iter()
-                    .filter_map(|r| match r.get(i) {
-                        Some(Text::Label(k, suffix)) => Some(short_label_width(k, suffix)),
-                        _ => None,
-                    })
-                    .max()
+                let keep = comfort
+                    .get(i)
+                    .copied()
+                    .flatten()
                     .map_or(min, |w| w.clamp(min, LABEL_COMFORT));
-                Give::Shrink(short.min(widths[i]))
+                Give::Shrink(keep.min(widths[i]))
             }
             g => g,
         })
@@ -311,34 +321,24 @@ fn fit_titled(
             shown.remove(pos);
         }
         // Shrink the text columns, widest first, to what is left; below
-        // their comfortable width if nothing else can give.
+        // their comfortable width (to a hard floor) if nothing else can give.
         let mut over = need(&shown, false).saturating_sub(width);
         while over > 0 {
-            let any = shown
-                .iter()
-                .copied()
-                .filter(|&i| matches!(give[i], Give::Shrink(m) if targets[i] > m))
-                .count();
-            if any == 0 {
-                // Down to a hard floor of a few columns each.
-                let Some(i) = shown
+            let above = |floor: &dyn Fn(usize) -> Option<usize>| {
+                shown
                     .iter()
                     .copied()
-                    .filter(|&i| matches!(give[i], Give::Shrink(_)) && targets[i] > HARD_MIN)
+                    .filter(|&i| floor(i).is_some_and(|m| targets[i] > m))
                     .max_by_key(|&i| targets[i])
-                else {
-                    break;
-                };
-                targets[i] -= 1;
-                over -= 1;
-                continue;
-            }
-            let widest = shown
-                .iter()
-                .copied()
-                .filter(|&i| matches!(give[i], Give::Shrink(m) if targets[i] > m))
-                .max_by_key(|&i| targets[i]);
-            let Some(i) = widest else { break };
+            };
+            let comfortable = |i: usize| match give[i] {
+                Give::Shrink(m) => Some(m),
+                _ => None,
+            };
+            let hard = |i: usize| matches!(give[i], Give::Shrink(_)).then_some(HARD_MIN);
+            let Some(i) = above(&comfortable).or_else(|| above(&hard)) else {
+                break;
+            };
             targets[i] -= 1;
             over -= 1;
         }
@@ -351,29 +351,64 @@ fn fit_titled(
         .iter()
         .map(|&i| elide_middle(&title(&columns[i]), targets[i]))
         .collect();
-    let natural_width = widths.iter().sum::<usize>() + GAP * widths.len().saturating_sub(1);
+    Plan {
+        shown,
+        targets,
+        widths,
+        titles,
+        hidden,
+    }
+}
+
+/// Fits `rows` under `columns` into `width` columns (`None`: any width).
+pub(crate) fn fit(columns: &[Column], rows: &[Vec<Text>], width: Option<usize>) -> Fitted {
+    let natural: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| r.iter().map(Text::natural).collect())
+        .collect();
+    let cells: Vec<usize> = (0..columns.len())
+        .map(|i| {
+            natural
+                .iter()
+                .filter_map(|r| r.get(i))
+                .map(|s| width_of(s))
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    // A column of labels is comfortable as narrow as its widest label with
+    // the name whole and the file name alone (within bounds): narrower, it
+    // is better to hide spare columns first.
+    let comfort: Vec<Option<usize>> = (0..columns.len())
+        .map(|i| {
+            rows.iter()
+                .filter_map(|r| match r.get(i) {
+                    Some(Text::Label(k, suffix)) => Some(short_label_width(k, suffix)),
+                    _ => None,
+                })
+                .max()
+        })
+        .collect();
+    let plan = plan(columns, &cells, &comfort, width);
     let rows = rows
         .iter()
         .zip(&natural)
         .map(|(row, nat)| {
-            shown
+            plan.shown
                 .iter()
                 .map(|&i| match row.get(i) {
-                    Some(t) if targets[i] < widths[i] => t.fitted(targets[i]),
+                    Some(t) if plan.cuts(i) => t.fitted(plan.targets[i]),
                     Some(_) => nat[i].clone(),
                     None => String::new(),
                 })
                 .collect()
         })
         .collect();
-    Attempt {
-        fitted: Fitted {
-            columns: shown,
-            titles,
-            rows,
-            hidden,
-        },
-        natural_width,
+    Fitted {
+        columns: plan.shown,
+        titles: plan.titles,
+        rows,
+        hidden: plan.hidden,
     }
 }
 

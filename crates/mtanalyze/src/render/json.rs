@@ -22,6 +22,11 @@ pub fn check(out: &mut dyn Write, check: &CheckReport) -> io::Result<()> {
 }
 
 fn write<T: Serialize>(out: &mut dyn Write, value: &T) -> io::Result<()> {
-    serde_json::to_writer_pretty(&mut *out, value).map_err(io::Error::from)?;
-    writeln!(out)
+    // serde_json writes a few bytes at a time: into a buffer of a known
+    // type each write is a copy, not a call through `dyn Write` (a report
+    // of 500,000 stacks makes tens of millions of them).
+    let mut buffered = io::BufWriter::with_capacity(1 << 16, out);
+    serde_json::to_writer_pretty(&mut buffered, value).map_err(io::Error::from)?;
+    writeln!(buffered)?;
+    buffered.flush()
 }

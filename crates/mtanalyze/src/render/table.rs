@@ -16,7 +16,7 @@ use std::io::{self, Write};
 use prettytable::format::{FormatBuilder, LinePosition, LineSeparator};
 use prettytable::{Cell, Row, Table};
 
-use super::fit::{elide_middle, fit, wrap_items, wrap_with, Column, Give, Text};
+use super::fit::{elide_middle, fit, plan, width_of, wrap_items, wrap_with, Column, Give, Text};
 use super::{calls, duration};
 use crate::model::report::{FunctionStats, Report, StackStats};
 use crate::view::{Direction, EdgeGroup, StackGroup};
@@ -139,6 +139,12 @@ pub fn functions(
 
 /// The per-stack table (`--stacks`). `total` is how many stacks the report
 /// holds, so the reader learns when `--limit` hid some.
+///
+/// Written row by row: half a million tasks are half a million rows, which
+/// as a table of strings took more memory than the analysis. One pass
+/// measures the columns (each row formatted, then dropped), a second
+/// writes the rows, cut as [`super::fit::plan`] decides: the same layout
+/// as [`print_fitted`] (a test holds them equal).
 pub fn stacks(
     out: &mut dyn Write,
     stacks: &[&StackStats],
@@ -148,7 +154,67 @@ pub fn stacks(
     if stacks.len() < total {
         writeln!(out, "showing {} of {} stacks", stacks.len(), total)?;
     }
-    let columns = [
+    let columns = stack_columns();
+    let mut cells = vec![String::new(); columns.len()];
+    let mut widest = vec![0usize; columns.len()];
+    for s in stacks {
+        stack_cells(s, &mut cells);
+        for (w, c) in widest.iter_mut().zip(&cells) {
+            *w = (*w).max(width_of(c));
+        }
+    }
+    let plan = plan(&columns, &widest, &[], width);
+    hidden_note(out, &plan.hidden, width)?;
+    let widths: Vec<usize> = plan
+        .shown
+        .iter()
+        .zip(&plan.titles)
+        .map(|(&i, t)| plan.targets[i].min(widest[i].max(width_of(t))))
+        .collect();
+    let mut line = String::new();
+    let mut write_line = |out: &mut dyn Write, text: &[(usize, String)]| {
+        line.clear();
+        for ((i, t), &w) in text.iter().zip(&widths) {
+            let fill = w.saturating_sub(width_of(t));
+            if columns[*i].right {
+                line.extend(std::iter::repeat_n(' ', fill));
+                line.push_str(t);
+            } else {
+                line.push_str(t);
+                line.extend(std::iter::repeat_n(' ', fill));
+            }
+            line.push_str("  ");
+        }
+        writeln!(out, "{}", line.trim_end())
+    };
+    let titles: Vec<(usize, String)> = plan
+        .shown
+        .iter()
+        .copied()
+        .zip(plan.titles.clone())
+        .collect();
+    write_line(out, &titles)?;
+    let rule = widths.iter().sum::<usize>() + 2 * widths.len().saturating_sub(1);
+    writeln!(out, "{}", "-".repeat(rule))?;
+    let mut row: Vec<(usize, String)> = Vec::with_capacity(plan.shown.len());
+    for s in stacks {
+        stack_cells(s, &mut cells);
+        row.clear();
+        row.extend(plan.shown.iter().map(|&i| {
+            let text = if plan.cuts(i) {
+                elide_middle(&cells[i], plan.targets[i])
+            } else {
+                std::mem::take(&mut cells[i])
+            };
+            (i, text)
+        }));
+        write_line(out, &row)?;
+    }
+    Ok(())
+}
+
+fn stack_columns() -> [Column; 8] {
+    [
         text_column("id", 12),
         text_column("name", 12),
         text_column("threads", 7),
@@ -157,24 +223,26 @@ pub fn stacks(
         column("switches in", Give::Hide(3)),
         column("max depth", Give::Hide(1)),
         column("events", Give::Hide(2)),
-    ];
-    let body: Vec<Vec<Text>> = stacks
-        .iter()
-        .map(|s| {
-            let threads: Vec<String> = s.threads.iter().map(u64::to_string).collect();
-            vec![
-                Text::Plain(s.id.to_string()),
-                Text::Plain(s.name.clone()),
-                Text::Plain(threads.join(",")),
-                Text::Number(duration(s.running_ns as f64)),
-                Text::Number(duration(s.paused_ns as f64)),
-                Text::Number(s.switches_in.to_string()),
-                Text::Number(s.max_depth.to_string()),
-                Text::Number(s.events.to_string()),
-            ]
-        })
-        .collect();
-    print_fitted(out, &columns, &body, width)
+    ]
+}
+
+/// A stack's row of the per-stack table, into `cells` (one per column).
+fn stack_cells(s: &StackStats, cells: &mut [String]) {
+    use std::fmt::Write as _;
+    for c in cells.iter_mut() {
+        c.clear();
+    }
+    let _ = write!(cells[0], "{}", s.id);
+    cells[1].push_str(&s.name);
+    for (i, t) in s.threads.iter().enumerate() {
+        let sep = if i == 0 { "" } else { "," };
+        let _ = write!(cells[2], "{sep}{t}");
+    }
+    cells[3].push_str(&duration(s.running_ns as f64));
+    cells[4].push_str(&duration(s.paused_ns as f64));
+    let _ = write!(cells[5], "{}", s.switches_in);
+    let _ = write!(cells[6], "{}", s.max_depth);
+    let _ = write!(cells[7], "{}", s.events);
 }
 
 /// The grouped per-stack table (`--stacks --group`). `total` is how many
@@ -295,6 +363,26 @@ pub(super) fn text_column(title: &str, min: usize) -> Column {
     }
 }
 
+/// The line naming the columns hidden to fit `width`, if any.
+fn hidden_note(out: &mut dyn Write, hidden: &[String], width: Option<usize>) -> io::Result<()> {
+    if hidden.is_empty() {
+        return Ok(());
+    }
+    let mut items = vec![format!("hidden to fit {} columns:", width.unwrap_or(0))];
+    for (i, name) in hidden.iter().enumerate() {
+        items.push(if i + 1 < hidden.len() {
+            format!("{name},")
+        } else {
+            name.clone()
+        });
+    }
+    items.push("(--width 0 shows all)".to_owned());
+    for line in wrap_with(&items, width, " ") {
+        writeln!(out, "{line}")?;
+    }
+    Ok(())
+}
+
 /// Fits the rows into `width` (see [`super::fit`]) and prints them, saying
 /// which columns were hidden to fit.
 pub(super) fn print_fitted(
@@ -304,21 +392,7 @@ pub(super) fn print_fitted(
     width: Option<usize>,
 ) -> io::Result<()> {
     let fitted = fit(columns, rows, width);
-    if !fitted.hidden.is_empty() {
-        let mut items = vec![format!("hidden to fit {} columns:", width.unwrap_or(0))];
-        let n = fitted.hidden.len();
-        for (i, name) in fitted.hidden.iter().enumerate() {
-            items.push(if i + 1 < n {
-                format!("{name},")
-            } else {
-                name.clone()
-            });
-        }
-        items.push("(--width 0 shows all)".to_owned());
-        for line in wrap_with(&items, width, " ") {
-            writeln!(out, "{line}")?;
-        }
-    }
+    hidden_note(out, &fitted.hidden, width)?;
     let titles: Vec<(&str, bool)> = fitted
         .columns
         .iter()
@@ -402,4 +476,79 @@ pub(super) fn print(out: &mut dyn Write, table: &Table) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::report::{StackKey, StackName, ThreadList};
+    use proptest::prelude::*;
+
+    fn row() -> impl Strategy<Value = StackStats> {
+        (
+            (any::<bool>(), 0u64..100_000),
+            "[ -~µ]{0,30}",
+            proptest::collection::vec(0u64..2000, 0..4),
+            (0u64..u64::MAX / 2, 0u64..5_000_000_000, any::<u64>()),
+            (any::<u32>(), any::<u64>()),
+        )
+            .prop_map(
+                |(
+                    (own, n),
+                    name,
+                    tids,
+                    (running_ns, paused_ns, switches_in),
+                    (max_depth, events),
+                )| {
+                    StackStats {
+                        id: if own {
+                            StackKey::Own(n)
+                        } else {
+                            StackKey::Logical(n)
+                        },
+                        name: StackName::from(name),
+                        threads: tids.into_iter().collect::<ThreadList>(),
+                        running_ns,
+                        paused_ns,
+                        switches_in,
+                        max_depth,
+                        events,
+                    }
+                },
+            )
+    }
+
+    fn text(write: impl FnOnce(&mut Vec<u8>) -> io::Result<()>) -> String {
+        let mut out = Vec::new();
+        write(&mut out).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    proptest! {
+        /// The streamed per-stack table is the fitted table's layout, byte
+        /// for byte, at any width (names with spaces at either end, `µ`,
+        /// no rows, columns hidden and names cut).
+        #[test]
+        fn streamed_stacks_table_is_the_fitted_tables_layout(
+            rows in proptest::collection::vec(row(), 0..12),
+            width in prop_oneof![Just(None), (30usize..140).prop_map(Some)],
+        ) {
+            let refs: Vec<&StackStats> = rows.iter().collect();
+            let streamed = text(|out| stacks(out, &refs, refs.len(), width));
+            let body: Vec<Vec<Text>> = refs
+                .iter()
+                .map(|s| {
+                    let mut cells = vec![String::new(); 8];
+                    stack_cells(s, &mut cells);
+                    cells
+                        .into_iter()
+                        .enumerate()
+                        .map(|(i, c)| if i < 3 { Text::Plain(c) } else { Text::Number(c) })
+                        .collect()
+                })
+                .collect();
+            let table = text(|out| print_fitted(out, &stack_columns(), &body, width));
+            prop_assert_eq!(streamed, table);
+        }
+    }
 }

@@ -132,9 +132,9 @@ fn group_name(s: &StackStats) -> String {
     let id;
     let name = if s.name.is_empty() {
         id = s.id.to_string();
-        &id
+        id.as_str()
     } else {
-        &s.name
+        s.name.as_str()
     };
     let mut out = String::with_capacity(name.len());
     let mut in_number = false;
@@ -545,8 +545,8 @@ mod tests {
     fn group_names_write_each_number_as_one_hash() {
         let stack = |id: &str, name: &str| StackStats {
             id: id.parse().unwrap(),
-            name: name.to_owned(),
-            threads: vec![],
+            name: name.into(),
+            threads: Default::default(),
             running_ns: 0,
             paused_ns: 0,
             switches_in: 0,
