@@ -68,7 +68,9 @@ fn report_json_has_the_documented_fields_with_integer_ns() {
                 "open_at_end",
                 "paused_ns",
                 "primitive_calls",
-                "tottime_ns"
+                "scheduled_ns",
+                "tottime_ns",
+                "waiting_ns"
             ]
         );
         for field in [

@@ -26,4 +26,5 @@ mod robustness;
 mod schema;
 mod util;
 mod vectors;
+mod wakes;
 mod width;

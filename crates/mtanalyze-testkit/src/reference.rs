@@ -61,6 +61,9 @@ pub enum Ev {
     /// `schemas/semantics.md`; a mark followed by more events is covered
     /// by the end-to-end tests).
     Lost,
+    /// The task on the named logical stack was woken by this thread: an
+    /// event of the thread (the `gil` clock sees it) that changes no stack.
+    Wake(String),
 }
 
 /// One event line: lines of one thread are given in that thread's order.
@@ -301,7 +304,7 @@ pub fn reference(lines: &[Line], clock: Clock, end_ts: Option<u64>) -> RefReport
                         }
                     }
                 }
-                Ev::Switch(_) | Ev::Lost => unreachable!(),
+                Ev::Switch(_) | Ev::Lost | Ev::Wake(_) => unreachable!(),
             }
         }
         // Frames still open at the end close at the end of the trace, or
@@ -451,6 +454,10 @@ pub fn parse_jsonl(text: &str) -> Vec<Line> {
             "enter" => Ev::Enter(str_field("fn")),
             "exit" => Ev::Exit(str_field("fn")),
             "lost" => Ev::Lost,
+            "wake" => match get("stack") {
+                Some(Json::Str(s)) => Ev::Wake(s.clone()),
+                _ => fail("\"wake\" needs a stack name"),
+            },
             "switch" => match get("stack") {
                 Some(Json::Str(s)) => Ev::Switch(Some(s.clone())),
                 Some(Json::Null) | None => Ev::Switch(None),

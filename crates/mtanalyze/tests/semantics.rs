@@ -268,6 +268,7 @@ fn to_jsonl(lines: &[reference::Line]) -> String {
             reference::Ev::Switch(None) => "\"ev\": \"switch\", \"stack\": null".into(),
             reference::Ev::Switch(Some(s)) => format!("\"ev\": \"switch\", \"stack\": \"{s}\""),
             reference::Ev::Lost => "\"ev\": \"lost\"".into(),
+            reference::Ev::Wake(s) => format!("\"ev\": \"wake\", \"stack\": \"{s}\""),
         };
         out.push_str(&format!(
             "{{\"ts\": {}, \"tid\": {}, {body}}}\n",
@@ -320,6 +321,7 @@ fn to_binary_in_chunks(lines: &[reference::Line], chunk_size: usize) -> Vec<u8> 
             reference::Ev::Switch(None) => EventKind::Switch(StackId::OWN),
             reference::Ev::Switch(Some(s)) => EventKind::Switch(w.stack(s)),
             reference::Ev::Lost => EventKind::Lost,
+            reference::Ev::Wake(s) => EventKind::Wake(w.stack(s)),
         };
         w.event(ThreadId(l.tid), l.ts, kind).unwrap();
     }
@@ -461,6 +463,10 @@ fn to_binary_with_ids_shifted(lines: &[reference::Line], shift: u32) -> Vec<u8> 
                 EventKind::Switch(*ids.entry(s.clone()).or_insert(next))
             }
             reference::Ev::Lost => EventKind::Lost,
+            reference::Ev::Wake(s) => {
+                let next = StackId(((ids.len() as u64) + 1) << shift);
+                EventKind::Wake(*ids.entry(s.clone()).or_insert(next))
+            }
         };
         w.event(ThreadId(l.tid), l.ts, kind).unwrap();
     }
@@ -488,6 +494,94 @@ proptest! {
                 }
             }
             prop_assert_eq!(dense, sparse);
+        }
+    }
+}
+
+/// The lines with wakes added: each pick (position, thread, stack) puts a
+/// wake of `co<stack>` by that thread at that line's time: wakes while the
+/// task runs, several before a poll, of tasks that finished or never ran.
+fn with_wakes(lines: &[reference::Line], picks: &[(u16, u8, u8)]) -> Vec<reference::Line> {
+    let threads = lines.iter().map(|l| l.tid).max().unwrap_or(1);
+    let mut at: Vec<(usize, reference::Line)> = picks
+        .iter()
+        .filter(|_| !lines.is_empty())
+        .map(|&(pos, t, s)| {
+            let i = pos as usize % lines.len();
+            let wake = reference::Line {
+                tid: 1 + u64::from(t) % threads,
+                ts: lines[i].ts,
+                ev: reference::Ev::Wake(format!("co{}", 1 + s % 3)),
+            };
+            (i, wake)
+        })
+        .collect();
+    at.sort_by_key(|(i, _)| *i);
+    let mut out = Vec::with_capacity(lines.len() + at.len());
+    let mut picks = at.into_iter().peekable();
+    for (i, l) in lines.iter().enumerate() {
+        out.push(l.clone());
+        while let Some((_, wake)) = picks.next_if(|(j, _)| *j == i) {
+            out.push(wake);
+        }
+    }
+    out
+}
+
+/// The report without what wakes add: the split of paused time, and the
+/// events that count them.
+fn without_split(mut r: Report) -> Report {
+    for f in &mut r.functions {
+        (f.scheduled_ns, f.waiting_ns) = (0, 0);
+    }
+    for s in &mut r.stacks {
+        (s.scheduled_ns, s.waiting_ns) = (0, 0);
+        // A wake may name a stack before its first switch: ids follow first use.
+        if let mtanalyze::StackKey::Logical(_) = s.id {
+            s.id = mtanalyze::StackKey::Logical(0);
+        }
+    }
+    r.stacks.sort_by_key(|s| (s.id, s.name.to_string()));
+    // A thread that only woke tasks is a thread of the trace, with its
+    // chunk and its first event.
+    r.trace.events = 0;
+    r.trace.threads.clear();
+    r.trace.chunks = 0;
+    (r.trace.first_event_ns, r.trace.duration_ns) = (0, 0);
+    r
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    /// Wakes split paused time into scheduled and waiting, exactly, for
+    /// every function and stack under every clock (nothing under `wall`),
+    /// change nothing else under `stack` and `wall`, and are events of
+    /// their thread for the `gil` clock as the reference has them.
+    #[test]
+    fn wakes_split_paused_time_and_change_nothing_else(
+        threads in 1u64..4, stacks in 1u64..4, functions in 1u8..5, steps in steps(),
+        picks in proptest::collection::vec((any::<u16>(), any::<u8>(), any::<u8>()), 0..40),
+    ) {
+        let lines = ordered_lines(threads, stacks, functions, &steps);
+        prop_assume!(!lines.is_empty());
+        let woken = with_wakes(&lines, &picks);
+        engine_matches_reference(&woken)?;
+        for clock in [Clock::Stack, Clock::Gil, Clock::Wall] {
+            let r = run(to_binary_direct(&woken), clock);
+            for f in &r.functions {
+                prop_assert_eq!(f.scheduled_ns + f.waiting_ns, f.paused_ns, "{}", f.function);
+            }
+            for s in &r.stacks {
+                prop_assert_eq!(s.scheduled_ns + s.waiting_ns, s.paused_ns, "{}", s.id);
+                if clock == Clock::Wall {
+                    prop_assert_eq!(s.scheduled_ns, 0);
+                }
+            }
+            if clock != Clock::Gil {
+                let plain = run(to_binary_direct(&lines), clock);
+                prop_assert_eq!(without_split(r), without_split(plain));
+            }
         }
     }
 }

@@ -109,7 +109,7 @@ pub fn analyzer(data: &[u8]) {
         let width = [None, Some(40)][reports.len() % 2];
         render::table::header(out, &report, width).unwrap();
         let rows = view::function_rows(&report, &view);
-        render::table::functions(out, &rows, report.functions.len(), width).unwrap();
+        render::table::functions(out, &rows, report.functions.len(), width, true).unwrap();
         let stacks = view::stack_rows(&report, Some(SortKey::Paused), Some(20));
         render::table::stacks(out, &stacks, report.stacks.len(), width).unwrap();
         let groups = view::stack_groups(&report, Some(SortKey::Ncalls));

@@ -77,6 +77,8 @@ fn function_rows(acc: &Acc, entries: &[FunctionEntry]) -> (Vec<FunctionStats>, V
                 paused_ns: a.paused_ns,
                 open_at_end: a.open_at_end,
                 cut_short: a.cut_short,
+                scheduled_ns: a.scheduled_ns.min(a.paused_ns),
+                waiting_ns: a.paused_ns - a.scheduled_ns.min(a.paused_ns),
             };
             (i, stats)
         })
@@ -207,6 +209,8 @@ mod tests {
             threads: Default::default(),
             running_ns: 0,
             paused_ns: 0,
+            scheduled_ns: 0,
+            waiting_ns: 0,
             switches_in: 0,
             max_depth: 0,
             events: 0,

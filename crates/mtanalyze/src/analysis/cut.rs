@@ -10,7 +10,9 @@
 
 use rustc_hash::FxHashSet;
 
-use mtrace_format::event::{raw_is_valid, KIND_ENTER, KIND_EXIT, KIND_LOST, KIND_SWITCH};
+use mtrace_format::event::{
+    raw_is_valid, KIND_ENTER, KIND_EXIT, KIND_LOST, KIND_SWITCH, KIND_WAKE,
+};
 use mtrace_format::StackId;
 
 use crate::analysis::decode::{Batch, Batches, Decoded, FunctionTable, Pos, Restart};
@@ -45,6 +47,8 @@ pub(super) struct ThreadPass {
     /// The tick of the thread's `lost` mark, if that is where its events
     /// end (a mark followed by a restart from a snapshot is not kept).
     pub lost_at: Option<u64>,
+    /// The wakes this thread recorded: (logical stack id, tick).
+    pub wakes: Vec<(u64, u64)>,
 }
 
 /// A thread's own stack replayed by the segment pass, which reads its
@@ -373,6 +377,11 @@ impl Cutter<'_, '_, '_> {
             chunk: batch.chunk,
             event: batch.first_event + i as u32,
         };
+        if kind == KIND_WAKE {
+            // Not an event of the stack the thread runs: of the one woken.
+            self.pass.wakes.push((payload, tick));
+            return true;
+        }
         if kind == KIND_LOST {
             self.lost(pos, tick);
             // A `lost` event ends its chunk; the next one restarts from its snapshot.

@@ -33,6 +33,9 @@ pub(super) struct FnAcc {
     pub open_at_end: u64,
     /// Frames whose start or end the trace lost (see `FunctionStats::cut_short`).
     pub cut_short: u64,
+    /// The part of `paused_ns` during which the frame's task had been
+    /// woken and waited for a thread (see `StackReplay`'s scheduled clock).
+    pub scheduled_ns: u64,
 }
 
 /// Totals of one caller -> callee edge.
@@ -100,6 +103,7 @@ impl Acc {
             a.paused_ns = a.paused_ns.saturating_add(b.paused_ns);
             a.open_at_end += b.open_at_end;
             a.cut_short += b.cut_short;
+            a.scheduled_ns = a.scheduled_ns.saturating_add(b.scheduled_ns);
         }
         for (k, b) in other.edges {
             self.edges.entry(k).or_default().add(&b);
@@ -225,11 +229,13 @@ pub(crate) struct Frame {
     edge: u32,
     /// Node in `FrameStack::paths` (unused when paths are off).
     node: u32,
-    enter_ns: u64,
-    enter_r: u64,
-    child_active: u64,
     recursive: bool,
     edge_recursive: bool,
+    enter_ns: u64,
+    enter_r: u64,
+    /// The stack's scheduled clock ([`FrameStack::scheduled`]) at entry.
+    enter_s: u64,
+    child_active: u64,
 }
 
 /// Sees every frame and every running stretch of a stack as the replay
@@ -263,6 +269,11 @@ pub(super) struct FrameStack<'a, O: Observer = NoObserver> {
     pub(crate) observer: &'a mut O,
     /// Deepest depth reached.
     pub max_depth: u32,
+    /// The stack's scheduled clock: how long, in total so far, it was
+    /// switched out while woken (ready, waiting for a thread). It only
+    /// moves between segments, so a frame's scheduled time is its value at
+    /// exit minus its value at entry.
+    pub scheduled: u64,
 }
 
 /// What one replay worker accumulates, stack after stack: the statistics,
@@ -317,6 +328,7 @@ impl<'a, O: Observer> FrameStack<'a, O> {
             paths_root,
             observer,
             max_depth: 0,
+            scheduled: 0,
         }
     }
 
@@ -356,6 +368,7 @@ impl<'a, O: Observer> FrameStack<'a, O> {
             node,
             enter_ns: ns,
             enter_r: r,
+            enter_s: self.scheduled,
             child_active: 0,
             recursive,
             edge_recursive,
@@ -472,6 +485,8 @@ impl<'a, O: Observer> FrameStack<'a, O> {
         a.primitive_calls += primitive;
         a.cumtime_ns = a.cumtime_ns.saturating_add(active & keep);
         a.paused_ns = a.paused_ns.saturating_add(paused & keep);
+        let scheduled = self.scheduled.saturating_sub(f.enter_s).min(paused);
+        a.scheduled_ns = a.scheduled_ns.saturating_add(scheduled & keep);
         if f.edge != NO_PARENT {
             let primitive = !f.edge_recursive as u64;
             let e = self.t.edges.close(f.edge);

@@ -65,8 +65,10 @@ impl ReplayContext<'_, '_> {
 /// order, `None` past the last) into `tally`, showing `observer` every
 /// frame and running stretch; returns the stack's statistics and any
 /// problems.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn replay_stack<'s, O: Observer>(
     ctx: &ReplayContext<'_, '_>,
+    wakes: &[u64],
     segment: impl Fn(usize) -> Option<&'s Segment>,
     tally: &mut Tally,
     warnings: &mut Warnings,
@@ -75,6 +77,7 @@ pub(super) fn replay_stack<'s, O: Observer>(
 ) -> StackTotals {
     let end_ns = ctx.ns(ctx.end_tick);
     let mut stack = StackReplay::new(tally, paths_root, observer);
+    stack.wakes(wakes);
     // Where the stack's last stretch left the gil timeline.
     let mut gil_hint = 0;
     let mut i = 0;
@@ -139,6 +142,9 @@ pub(super) fn replay_stack<'s, O: Observer>(
                     gil.r = gil.r.saturating_add(run);
                 }
                 stack.end_gil(gil.r, seg_end_ns);
+                if seg.switched_away().is_some() {
+                    stack.switched_away(seg_end_ns);
+                }
                 gil_hint = gil.cursor.position();
             }
             None => {
@@ -154,6 +160,9 @@ pub(super) fn replay_stack<'s, O: Observer>(
                     warnings,
                 );
                 stack.end_linear(ctx.clock, start_ns, seg_end_ns);
+                if seg.switched_away().is_some() {
+                    stack.switched_away(seg_end_ns);
+                }
             }
         }
         i += 1;
@@ -187,6 +196,7 @@ pub(super) struct StackTotals {
     threads: ThreadList,
     running_ns: u64,
     paused_ns: u64,
+    scheduled_ns: u64,
     switches_in: u64,
     max_depth: u32,
     events: u64,
@@ -201,6 +211,8 @@ impl StackTotals {
             threads: self.threads,
             running_ns: self.running_ns,
             paused_ns: self.paused_ns,
+            scheduled_ns: self.scheduled_ns,
+            waiting_ns: self.paused_ns - self.scheduled_ns,
             switches_in: self.switches_in,
             max_depth: self.max_depth,
             events: self.events,
@@ -214,6 +226,48 @@ impl StackTotals {
 pub(super) struct StackReplay<'a, O: Observer = NoObserver> {
     frames: FrameStack<'a, O>,
     so_far: SoFar,
+    woken: Woken<'a>,
+}
+
+/// When a stack's task was woken, and where the replay is in those times:
+/// the scheduled part of a pause runs from the first wake after the stack
+/// last started running (at the switch away, if it was woken while it ran)
+/// to the next switch in, or to the end of its life ("Wakes" in
+/// `semantics.md`).
+#[derive(Debug, Default)]
+struct Woken<'a> {
+    /// The stack's wakes, ns, ascending.
+    wakes: &'a [u64],
+    /// The first wake not yet used.
+    next: usize,
+    /// When the stack last started running.
+    run_start_ns: u64,
+    /// When it last switched away, while it has not run again.
+    away_ns: Option<u64>,
+}
+
+impl Woken<'_> {
+    /// The scheduled part of the pause from `self.away_ns` to `until`.
+    fn scheduled_until(&mut self, until: u64) -> u64 {
+        let Some(away) = self.away_ns.take() else {
+            return 0;
+        };
+        let wakes = self.wakes;
+        while self.next < wakes.len() && wakes[self.next] < self.run_start_ns {
+            self.next += 1;
+        }
+        let Some(&first) = wakes.get(self.next) else {
+            return 0;
+        };
+        // Every wake up to `until` woke this pause.
+        while self.next < wakes.len() && wakes[self.next] <= until {
+            self.next += 1;
+        }
+        if first > until {
+            return 0;
+        }
+        until.saturating_sub(first.max(away))
+    }
 }
 
 /// What a stack's replay has summed up besides its frames.
@@ -247,7 +301,18 @@ impl<'a, O: Observer> StackReplay<'a, O> {
         StackReplay {
             frames: FrameStack::new(tally, paths_root, observer),
             so_far: SoFar::default(),
+            woken: Woken::default(),
         }
+    }
+
+    /// The times the stack's task was woken (ns, ascending).
+    pub(super) fn wakes(&mut self, wakes: &'a [u64]) {
+        self.woken.wakes = wakes;
+    }
+
+    /// The thread switched away from the stack at `ns`.
+    fn switched_away(&mut self, ns: u64) {
+        self.woken.away_ns = Some(ns);
     }
 
     /// Starts segment `seg` (its end is not needed yet); returns its start
@@ -261,6 +326,13 @@ impl<'a, O: Observer> StackReplay<'a, O> {
         warnings: &mut Warnings,
     ) -> u64 {
         let start_ns = decoded.scale.ns(seg.start_tick);
+        // The pause that ends here: its scheduled part (nothing under
+        // `wall`, where nothing pauses).
+        let scheduled = self.woken.scheduled_until(start_ns);
+        if clock != Clock::Wall {
+            self.frames.scheduled = self.frames.scheduled.saturating_add(scheduled);
+        }
+        self.woken.run_start_ns = start_ns;
         let tid = seg.tid(&decoded.threads);
         if self.so_far.first_start_ns.is_some() && start_ns < self.so_far.prev_end_ns {
             let at = Location::Time {
@@ -355,6 +427,12 @@ impl<'a, O: Observer> StackReplay<'a, O> {
             self.so_far.r
         };
         let open_at_end = self.frames.depth() > 0;
+        // Frames open at the end keep the stack alive until then: its last
+        // pause, if it is paused, is part of its life.
+        if open_at_end && clock != Clock::Wall {
+            let scheduled = self.woken.scheduled_until(close_ns);
+            self.frames.scheduled = self.frames.scheduled.saturating_add(scheduled);
+        }
         self.frames.close_all(close_ns, r_end, cut_at.is_some());
         self.frames.merge_paths();
         // A stack lives from its first stretch to its last switch away (a
@@ -376,10 +454,12 @@ impl<'a, O: Observer> StackReplay<'a, O> {
         } else {
             self.so_far.r
         };
+        let paused_ns = lifetime.saturating_sub(running_ns);
         StackTotals {
             threads: std::mem::take(&mut self.so_far.threads),
             running_ns,
-            paused_ns: lifetime.saturating_sub(running_ns),
+            paused_ns,
+            scheduled_ns: self.frames.scheduled.min(paused_ns),
             switches_in: self.so_far.switches_in,
             max_depth: self.frames.max_depth,
             events: self.so_far.events,

@@ -6,6 +6,7 @@
 //! is a range of 8-byte handles into the threads' segment lists.
 
 use rayon::prelude::*;
+use rustc_hash::FxHashMap;
 
 use crate::analysis::clock::GilTimeline;
 use crate::analysis::cut::ThreadPass;
@@ -218,6 +219,8 @@ pub(crate) struct Analysis<'a> {
     pub(crate) all_stacks: u64,
     /// See [`Prepared::first_mark_ns`].
     first_mark_ns: Option<u64>,
+    /// Each woken logical stack's wake times (ns, ascending).
+    wakes: FxHashMap<u64, Vec<u64>>,
 }
 
 impl<'a> Analysis<'a> {
@@ -262,9 +265,22 @@ impl<'a> Analysis<'a> {
             .take()
             .map(|runs| GilTimeline::new(runs, end_ns, prep.decoded.scale));
         let first_mark_ns = prep.first_mark_ns();
+        let mut wakes: FxHashMap<u64, Vec<u64>> = FxHashMap::default();
+        for pass in &mut prep.passes {
+            for (stack, tick) in std::mem::take(&mut pass.wakes) {
+                wakes
+                    .entry(stack)
+                    .or_default()
+                    .push(prep.decoded.scale.ns(tick));
+            }
+        }
+        for times in wakes.values_mut() {
+            times.sort_unstable();
+        }
         stage_done("group");
         Ok(Analysis {
             first_mark_ns,
+            wakes,
             prep,
             clock,
             gil,
@@ -335,8 +351,12 @@ impl<'a> Analysis<'a> {
         // (half a million tasks would make half a million small vectors).
         let handles = self.handles(i);
         let nth = |j: usize| Some(segment(&self.prep.passes, *handles.get(j)?));
+        let wakes = match self.stacks.get(i).map(|(k, _)| *k) {
+            Some(StackKey::Logical(id)) => self.wakes.get(&id).map_or(&[][..], Vec::as_slice),
+            _ => &[],
+        };
         Some(replay_stack(
-            &ctx, nth, tally, warnings, paths_root, observer,
+            &ctx, wakes, nth, tally, warnings, paths_root, observer,
         ))
     }
 

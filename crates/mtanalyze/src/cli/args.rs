@@ -226,6 +226,9 @@ pub(crate) struct ReportArgs {
     /// Show the per-stack table (instead of the function table).
     #[arg(long)]
     pub(crate) stacks: bool,
+    /// In the function table, split `paused` into `scheduled` (woken, waiting for a thread) and `waiting` (not yet woken), from the wake events the future adapter records.
+    #[arg(long)]
+    pub(crate) scheduled: bool,
     /// With --stacks: one row per stack name, its numbers counted as one (`request-17` and `request-18` are `request-#`), with totals and per-stack means.
     #[arg(long, requires = "stacks")]
     pub(crate) group: bool,

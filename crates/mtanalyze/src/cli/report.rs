@@ -129,7 +129,7 @@ fn table(
     if sections == 0 {
         writeln!(out)?;
         let rows = view::function_rows(report, &view);
-        render::table::functions(out, &rows, report.functions.len(), width)?;
+        render::table::functions(out, &rows, report.functions.len(), width, args.scheduled)?;
     }
     Ok(())
 }

@@ -197,6 +197,13 @@ pub struct FunctionStats {
     /// stack's fate is unknown), or opened from a snapshot after lost chunks.
     #[serde(default)]
     pub cut_short: u64,
+    /// The part of `paused_ns` during which the frame's task had been woken
+    /// and waited for a thread (see `StackStats::scheduled_ns`).
+    #[serde(default)]
+    pub scheduled_ns: u64,
+    /// `paused_ns - scheduled_ns`.
+    #[serde(default)]
+    pub waiting_ns: u64,
 }
 
 impl FunctionStats {
@@ -266,6 +273,15 @@ pub struct StackStats {
     /// Time it did not run between its first stretch and its last switch
     /// away (or the end of the trace, if frames were still open there).
     pub paused_ns: u64,
+    /// The part of `paused_ns` from a wake of the stack's task (recorded by
+    /// the future adapter's waker) to the next time it ran: ready, waiting
+    /// for a thread. 0 without wake events.
+    #[serde(default)]
+    pub scheduled_ns: u64,
+    /// `paused_ns - scheduled_ns`: switched out and not yet woken (waiting
+    /// for its I/O or timer), or in a trace without wakes, all of it.
+    #[serde(default)]
+    pub waiting_ns: u64,
     /// Times a thread switched onto it (a thread's first event counts for its own stack).
     pub switches_in: u64,
     /// Deepest number of frames open at once.

@@ -101,12 +101,14 @@ pub fn header(out: &mut dyn Write, report: &Report, width: Option<usize>) -> io:
 
 /// The function table. `total` is how many functions the report holds, so
 /// the reader learns when `--filter` or `--limit` hid some. `width`: the
-/// columns to fit in (see [`super::fit`]).
+/// columns to fit in (see [`super::fit`]). `scheduled`: also the split of
+/// `paused` into scheduled and waiting (`--scheduled`).
 pub fn functions(
     out: &mut dyn Write,
     rows: &[&FunctionStats],
     total: usize,
     width: Option<usize>,
+    scheduled: bool,
 ) -> io::Result<()> {
     if rows.len() < total {
         writeln!(out, "showing {} of {} functions", rows.len(), total)?;
@@ -118,6 +120,8 @@ pub fn functions(
         column("cumtime", Give::Nothing),
         column("percall", Give::Hide(1)).named("cumtime percall"),
         column("paused", Give::Hide(3)),
+        column("scheduled", Give::Hide(5)),
+        column("waiting", Give::Hide(4)),
         text_column("function (file:line)", LABEL_MIN),
     ];
     let body: Vec<Vec<Text>> = rows
@@ -130,8 +134,28 @@ pub fn functions(
                 Text::Number(duration(f.cumtime_ns as f64)),
                 Text::Number(per(f.cumtime_ns, f.primitive_calls)),
                 Text::Number(duration(f.paused_ns as f64)),
+                Text::Number(duration(f.scheduled_ns as f64)),
+                Text::Number(duration(f.waiting_ns as f64)),
                 Text::Label(f.key(), String::new()),
             ]
+        })
+        .collect();
+    // Without --scheduled, the split's columns are not there at all.
+    let keep = |i: &usize| scheduled || !(6..=7).contains(i);
+    let columns: Vec<Column> = columns
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| keep(i))
+        .map(|(_, c)| c)
+        .collect();
+    let body: Vec<Vec<Text>> = body
+        .into_iter()
+        .map(|r| {
+            r.into_iter()
+                .enumerate()
+                .filter(|(i, _)| keep(i))
+                .map(|(_, t)| t)
+                .collect()
         })
         .collect();
     print_fitted(out, &columns, &body, width)
@@ -213,13 +237,15 @@ pub fn stacks(
     Ok(())
 }
 
-fn stack_columns() -> [Column; 8] {
+fn stack_columns() -> [Column; 10] {
     [
         text_column("id", 12),
         text_column("name", 12),
         text_column("threads", 7),
         column("running", Give::Nothing),
         column("paused", Give::Nothing),
+        column("scheduled", Give::Hide(5)),
+        column("waiting", Give::Hide(4)),
         column("switches in", Give::Hide(3)),
         column("max depth", Give::Hide(1)),
         column("events", Give::Hide(2)),
@@ -240,9 +266,11 @@ fn stack_cells(s: &StackStats, cells: &mut [String]) {
     }
     cells[3].push_str(&duration(s.running_ns as f64));
     cells[4].push_str(&duration(s.paused_ns as f64));
-    let _ = write!(cells[5], "{}", s.switches_in);
-    let _ = write!(cells[6], "{}", s.max_depth);
-    let _ = write!(cells[7], "{}", s.events);
+    cells[5].push_str(&duration(s.scheduled_ns as f64));
+    cells[6].push_str(&duration(s.waiting_ns as f64));
+    let _ = write!(cells[7], "{}", s.switches_in);
+    let _ = write!(cells[8], "{}", s.max_depth);
+    let _ = write!(cells[9], "{}", s.events);
 }
 
 /// The grouped per-stack table (`--stacks --group`). `total` is how many
@@ -263,6 +291,7 @@ pub fn stack_groups(
         column("per stack", Give::Hide(5)).named("running per stack"),
         column("paused", Give::Nothing),
         column("per stack", Give::Hide(4)).named("paused per stack"),
+        column("scheduled", Give::Hide(6)),
         column("switches in", Give::Hide(3)),
         column("max depth", Give::Hide(1)),
         column("events", Give::Hide(2)),
@@ -278,6 +307,7 @@ pub fn stack_groups(
                 Text::Number(per(g.running_ns, g.stacks)),
                 Text::Number(duration(g.paused_ns as f64)),
                 Text::Number(per(g.paused_ns, g.stacks)),
+                Text::Number(duration(g.scheduled_ns as f64)),
                 Text::Number(g.switches_in.to_string()),
                 Text::Number(g.max_depth.to_string()),
                 Text::Number(g.events.to_string()),
@@ -510,6 +540,8 @@ mod tests {
                         threads: tids.into_iter().collect::<ThreadList>(),
                         running_ns,
                         paused_ns,
+                        scheduled_ns: paused_ns / 3,
+                        waiting_ns: paused_ns - paused_ns / 3,
                         switches_in,
                         max_depth,
                         events,
@@ -538,7 +570,7 @@ mod tests {
             let body: Vec<Vec<Text>> = refs
                 .iter()
                 .map(|s| {
-                    let mut cells = vec![String::new(); 8];
+                    let mut cells = vec![String::new(); 10];
                     stack_cells(s, &mut cells);
                     cells
                         .into_iter()

@@ -119,6 +119,8 @@ pub struct StackGroup {
     pub running_ns: u64,
     /// Their paused time, summed.
     pub paused_ns: u64,
+    /// The scheduled part of it (woken, waiting for a thread), summed.
+    pub scheduled_ns: u64,
     /// Times they were switched in, summed.
     pub switches_in: u64,
     /// The deepest any of them went.
@@ -171,6 +173,7 @@ pub fn stack_groups(report: &Report, sort: Option<SortKey>) -> Vec<StackGroup> {
         g.stacks += 1;
         g.running_ns = g.running_ns.saturating_add(s.running_ns);
         g.paused_ns = g.paused_ns.saturating_add(s.paused_ns);
+        g.scheduled_ns = g.scheduled_ns.saturating_add(s.scheduled_ns);
         g.switches_in = g.switches_in.saturating_add(s.switches_in);
         g.max_depth = g.max_depth.max(s.max_depth);
         g.events = g.events.saturating_add(s.events);
@@ -385,6 +388,8 @@ mod tests {
             paused_ns: paused,
             open_at_end: 0,
             cut_short: 0,
+            scheduled_ns: 0,
+            waiting_ns: paused,
         }
     }
 
@@ -549,6 +554,8 @@ mod tests {
             threads: Default::default(),
             running_ns: 0,
             paused_ns: 0,
+            scheduled_ns: 0,
+            waiting_ns: 0,
             switches_in: 0,
             max_depth: 0,
             events: 0,
