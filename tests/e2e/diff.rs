@@ -807,7 +807,11 @@ fn traces_preferring_different_clocks_need_clock() {
 fn diff_json_validates_against_its_schema() {
     assert_documented(
         "diff.schema.json",
-        &["$.paths", "ThreadSummary.lost_from_ns"],
+        &[
+            "$.paths",
+            "ThreadSummary.lost_from_ns",
+            "TraceSummary.traces",
+        ],
     );
     let dir = TempDir::new("diff-schema");
     let (base, new) = known(&dir);

@@ -16,6 +16,7 @@ mod import;
 mod json;
 mod layout;
 mod lost;
+mod many;
 mod options;
 mod output;
 mod pictures;

@@ -168,7 +168,11 @@ pub(crate) fn assert_documented(schema_name: &str, optional: &[&str]) {
 fn schemas_describe_and_require_every_field() {
     assert_documented(
         "report.schema.json",
-        &["$.paths", "ThreadSummary.lost_from_ns"],
+        &[
+            "$.paths",
+            "ThreadSummary.lost_from_ns",
+            "TraceSummary.traces",
+        ],
     );
     assert_documented("check.schema.json", &["ThreadSummary.lost_from_ns"]);
 }

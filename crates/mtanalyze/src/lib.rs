@@ -57,6 +57,7 @@ pub use model::diff::{
     FunctionSide, Match, PathDiff,
 };
 pub use model::gate::{gate, GateBreach, GateChange, GateError, GateField, GateOp, GateRule};
+pub use model::merge::{merge, Merged};
 pub use model::report::{
     CallPath, Clock, EdgeStats, FunctionKey, FunctionStats, Report, StackKey, StackName,
     StackStats, ThreadList, ThreadSummary, TraceSummary, Warning,

@@ -1172,3 +1172,67 @@ fn many_short_stacks_are_many_finished_and_open_migrating_stacks() {
     let open: u64 = r.functions.iter().map(|f| f.open_at_end).sum();
     assert!(open > 0, "some frames stay open at the end");
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 100, ..ProptestConfig::default() })]
+
+    /// Many traces, one report: every total of the merged report is the sum
+    /// of the per-trace reports' (functions and edges by identity, stacks
+    /// and threads listed trace after trace, counts summed), whatever order
+    /// the traces come in.
+    #[test]
+    fn merged_reports_are_the_sums_of_their_traces(
+        traces in proptest::collection::vec((1u64..4, 0u64..3, 1u8..5, steps()), 1..5),
+        clock in prop_oneof![Just(Clock::Stack), Just(Clock::Gil), Just(Clock::Wall)],
+    ) {
+        let reports: Vec<Report> = traces
+            .iter()
+            .map(|(t, s, f, steps)| run(to_binary_direct(&ordered_lines(*t, *s, *f, steps)), clock))
+            .collect();
+        let merged = mtanalyze::merge(reports.clone()).expect("at least one");
+        let mut reversed = mtanalyze::merge(reports.iter().rev().cloned()).expect("at least one");
+        // Function totals by identity.
+        let mut want: BTreeMap<String, [u64; 8]> = BTreeMap::new();
+        for r in &reports {
+            for f in &r.functions {
+                let w = want.entry(format!("{:?}", f.key())).or_default();
+                let v = [f.ncalls, f.primitive_calls, f.tottime_ns, f.cumtime_ns, f.paused_ns, f.open_at_end, f.scheduled_ns, f.waiting_ns];
+                for (a, b) in w.iter_mut().zip(v) {
+                    *a += b;
+                }
+            }
+        }
+        let got = |m: &Report| -> BTreeMap<String, [u64; 8]> {
+            m.functions
+                .iter()
+                .map(|f| (format!("{:?}", f.key()), [f.ncalls, f.primitive_calls, f.tottime_ns, f.cumtime_ns, f.paused_ns, f.open_at_end, f.scheduled_ns, f.waiting_ns]))
+                .collect()
+        };
+        prop_assert_eq!(got(&merged), want.clone());
+        prop_assert_eq!(got(&reversed), want);
+        // Edges by identity.
+        let edges = |rs: &[&Report]| -> BTreeMap<String, [u64; 5]> {
+            let mut m: BTreeMap<String, [u64; 5]> = BTreeMap::new();
+            for r in rs {
+                for e in &r.edges {
+                    let w = m.entry(format!("{:?}->{:?}", e.caller_key(), e.callee_key())).or_default();
+                    for (a, b) in w.iter_mut().zip([e.ncalls, e.primitive_calls, e.tottime_ns, e.cumtime_ns, e.callee_cumtime_ns]) {
+                        *a += b;
+                    }
+                }
+            }
+            m
+        };
+        prop_assert_eq!(edges(&[&merged]), edges(&reports.iter().collect::<Vec<_>>()));
+        // Counts and lists.
+        let t = &merged.trace;
+        prop_assert_eq!(t.traces, reports.len() as u64);
+        prop_assert_eq!(t.events, reports.iter().map(|r| r.trace.events).sum::<u64>());
+        prop_assert_eq!(t.duration_ns, reports.iter().map(|r| r.trace.duration_ns).sum::<u64>());
+        prop_assert_eq!(t.threads.len(), reports.iter().map(|r| r.trace.threads.len()).sum::<usize>());
+        prop_assert_eq!(merged.stacks.len(), reports.iter().map(|r| r.stacks.len()).sum::<usize>());
+        let warnings = |r: &Report| r.warnings.iter().map(|w| w.count).sum::<u64>();
+        prop_assert_eq!(warnings(&merged), reports.iter().map(warnings).sum::<u64>());
+        reversed.trace.source.clear();
+    }
+}

@@ -256,6 +256,7 @@ impl Prepared<'_> {
             chunks_lost: self.decoded.lost,
             chunks_damaged: self.decoded.damaged.len() as u64,
             dropped_events: h.dropped_events,
+            traces: 1,
         }
     }
 }

@@ -201,9 +201,9 @@ pub(crate) enum Format {
 
 #[derive(Args, Debug)]
 pub(crate) struct ReportArgs {
-    /// The trace: an mtrace binary trace, JSON lines or Chrome trace JSON (detected from the content).
+    /// The trace: an mtrace binary trace, JSON lines or Chrome trace JSON (detected from the content). Several traces (or directories of them) give one report whose totals are the sums of theirs.
     #[arg(required = true, value_name = "TRACE")]
-    pub(crate) trace: Option<PathBuf>,
+    pub(crate) traces: Vec<PathBuf>,
     #[command(flatten)]
     pub(crate) clock: ClockArgs,
     #[command(flatten)]

@@ -2,19 +2,23 @@
 //! call paths or a pstats file.
 
 use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+
+use rayon::prelude::*;
 
 use crate::cli::args::{analyze_options, Format, ReportArgs};
+use crate::cli::output::{message, say};
 use crate::cli::output::{Failure, Output};
-use crate::cli::{analyze, say_warnings};
+use crate::cli::{analyze, load, say_warnings};
 use mtanalyze::render;
 use mtanalyze::view::{self, Direction, EdgeSelection, ViewOptions};
 use mtanalyze::{PathMode, Report};
 
 pub(crate) fn report(args: &ReportArgs, out: &mut dyn Write) -> Result<(), Failure> {
-    let path = args
-        .trace
-        .as_deref()
-        .ok_or_else(|| Failure::Message("no trace given (see --help)".into()))?;
+    let traces = expand_traces(&args.traces)?;
+    let Some(path) = traces.first().map(PathBuf::as_path) else {
+        return Err(Failure::Message("no trace given (see --help)".into()));
+    };
     let folded = args.format == Format::Folded;
     let row_options = [
         args.limit.is_some(),
@@ -39,7 +43,8 @@ pub(crate) fn report(args: &ReportArgs, out: &mut dyn Write) -> Result<(), Failu
             "--collapse-recursion applies to --format folded (and to flamegraph)".into(),
         ));
     }
-    let target = Output::new(args.output.as_deref(), &[path])?;
+    let inputs: Vec<&Path> = traces.iter().map(PathBuf::as_path).collect();
+    let target = Output::new(args.output.as_deref(), &inputs)?;
     let width = target.table_width(args.width);
     if args.format == Format::Pstats && matches!(target, Output::Stdout) {
         return Err(Failure::Message(
@@ -57,7 +62,11 @@ pub(crate) fn report(args: &ReportArgs, out: &mut dyn Write) -> Result<(), Failu
         paths,
         args.collapse.recursion,
     );
-    let report = analyze(path, &options)?;
+    let report = if traces.len() == 1 {
+        analyze(path, &options)?
+    } else {
+        analyze_many(&traces, &options)?
+    };
     target.write(out, |w| match args.format {
         Format::Pstats => render::pstats::pstats(w, &report),
         Format::Folded => render::folded::folded(w, &report, args.filter.as_ref()),
@@ -132,4 +141,86 @@ fn table(
         render::table::functions(out, &rows, report.functions.len(), width, args.scheduled)?;
     }
     Ok(())
+}
+
+/// The traces the arguments name: files as given, directories as the
+/// trace files directly inside them (`.bin`, `.mtrace`, `.jsonl`, `.json`),
+/// sorted by name.
+fn expand_traces(args: &[PathBuf]) -> Result<Vec<PathBuf>, Failure> {
+    let mut out = Vec::new();
+    for a in args {
+        if !a.is_dir() {
+            out.push(a.clone());
+            continue;
+        }
+        let entries = std::fs::read_dir(a).map_err(|e| message(format!("{}: {e}", a.display())))?;
+        let mut files: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                p.is_file()
+                    && p.extension()
+                        .and_then(|x| x.to_str())
+                        .is_some_and(|x| ["bin", "mtrace", "jsonl", "json"].contains(&x))
+            })
+            .collect();
+        if files.is_empty() {
+            return Err(message(format!(
+                "{}: no trace files in this directory",
+                a.display()
+            )));
+        }
+        files.sort();
+        out.extend(files);
+    }
+    Ok(out)
+}
+
+/// Analyzes `traces` in parallel and sums their reports. A trace that fails
+/// to load or analyze is named on stderr and left out, unless all fail.
+fn analyze_many(
+    traces: &[PathBuf],
+    options: &mtanalyze::AnalyzeOptions,
+) -> Result<Report, Failure> {
+    let results: Vec<Result<Report, String>> = traces
+        .par_iter()
+        .map(|p| {
+            let trace = load(p).map_err(|f| match f {
+                Failure::Message(m) => m,
+                _ => format!("{}: cannot read", p.display()),
+            })?;
+            mtanalyze::analyze(&trace, options).map_err(|e| format!("{}: {e}", p.display()))
+        })
+        .collect();
+    let mut merged = mtanalyze::Merged::new();
+    let mut errors = Vec::new();
+    let mut clock = None;
+    for (path, r) in traces.iter().zip(results) {
+        match r {
+            Ok(report) => {
+                match clock {
+                    None => clock = Some(report.clock),
+                    Some(c) if c != report.clock => {
+                        return Err(message(format!(
+                            "the traces prefer different clocks ({c} and {} for {}); choose one with --clock",
+                            report.clock,
+                            path.display()
+                        )))
+                    }
+                    Some(_) => {}
+                }
+                merged.add(report);
+            }
+            Err(e) => errors.push(e),
+        }
+    }
+    let Some(report) = merged.finish() else {
+        // Every trace failed: the first failure is the run's one line.
+        return Err(Failure::Message(
+            errors.into_iter().next().unwrap_or_default(),
+        ));
+    };
+    for e in errors {
+        say(&format!("mtanalyze: {e} (left out)"));
+    }
+    Ok(report)
 }

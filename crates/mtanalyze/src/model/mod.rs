@@ -9,5 +9,6 @@ pub(crate) mod check;
 pub(crate) mod diff;
 pub(crate) mod gate;
 pub(crate) mod inline;
+pub(crate) mod merge;
 pub(crate) mod report;
 pub(crate) mod warnings;

@@ -337,6 +337,19 @@ pub struct TraceSummary {
     pub chunks_damaged: u64,
     /// Events the recorder dropped because the file was full.
     pub dropped_events: u64,
+    /// How many traces this report sums (`mtanalyze A B C`): then `source`
+    /// lists them, the counts are sums, and `duration_ns` is the sum of
+    /// their durations. Absent for one trace.
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub traces: u64,
+}
+
+fn one() -> u64 {
+    1
+}
+
+fn is_one(n: &u64) -> bool {
+    *n == 1
 }
 
 /// One thread of the trace.

@@ -28,6 +28,14 @@ pub(super) fn trace_line(
     width: Option<usize>,
 ) -> String {
     let what = format!(" ({}, format {})", t.input_format, t.format_version);
+    // A sum of several traces says how many.
+    let counted;
+    let label = if t.traces > 1 {
+        counted = format!("{} traces: ", t.traces);
+        counted.as_str()
+    } else {
+        label
+    };
     let room = width.map_or(usize::MAX, |w| {
         w.saturating_sub(label.chars().count() + what.chars().count())
     });

@@ -1,0 +1,214 @@
+//! Many traces, one report: the reports of several traces (the processes of
+//! one service, repeat runs) summed into one, whose every total is exactly
+//! the sum of the per-trace reports'.
+//!
+//! Functions and edges add up by identity (name, file, line); stacks and
+//! threads are listed trace after trace (their ids are each trace's own);
+//! call paths add up by stack and function path; warnings add up by kind.
+//! The trace summary says how many traces were merged and sums what adds
+//! up (events, durations, chunks, drops); where the traces disagree (their
+//! clock source, their pid) it says so with an empty or zero value.
+//! Memory is the reports', so it grows with functions times traces, not
+//! with events: [`merge`] folds reports in as they come.
+
+use std::collections::HashMap;
+
+use crate::model::report::{
+    CallPath, EdgeStats, FunctionKey, FunctionStats, Report, TraceSummary, Warning,
+};
+
+/// A report being built from several.
+#[derive(Debug, Default)]
+pub struct Merged {
+    report: Option<Report>,
+    functions: HashMap<FunctionKey, usize>,
+    edges: HashMap<(FunctionKey, FunctionKey), usize>,
+    paths: HashMap<(String, Vec<u32>), usize>,
+    traces: usize,
+}
+
+impl Merged {
+    /// Nothing merged yet.
+    pub fn new() -> Merged {
+        Merged::default()
+    }
+
+    /// How many reports were added.
+    pub fn traces(&self) -> usize {
+        self.traces
+    }
+
+    /// Adds one trace's report. Reports must share a clock (the caller
+    /// checks: a sum over different clocks means nothing).
+    pub fn add(&mut self, r: Report) {
+        self.traces += 1;
+        let Some(into) = &mut self.report else {
+            for (i, f) in r.functions.iter().enumerate() {
+                self.functions.insert(f.key(), i);
+            }
+            for (i, e) in r.edges.iter().enumerate() {
+                self.edges.insert((e.caller_key(), e.callee_key()), i);
+            }
+            for (i, p) in r.paths.iter().enumerate() {
+                self.paths.insert((p.stack.clone(), p.frames.clone()), i);
+            }
+            self.report = Some(r);
+            return;
+        };
+        // The other report's function indices in the merged list (paths
+        // name functions by index).
+        let mut index = Vec::with_capacity(r.functions.len());
+        for f in r.functions {
+            let i = *self.functions.entry(f.key()).or_insert_with(|| {
+                into.functions.push(FunctionStats {
+                    ncalls: 0,
+                    primitive_calls: 0,
+                    tottime_ns: 0,
+                    cumtime_ns: 0,
+                    paused_ns: 0,
+                    open_at_end: 0,
+                    cut_short: 0,
+                    scheduled_ns: 0,
+                    waiting_ns: 0,
+                    ..f.clone()
+                });
+                into.functions.len() - 1
+            });
+            add_function(&mut into.functions[i], &f);
+            index.push(i as u32);
+        }
+        for e in r.edges {
+            let key = (e.caller_key(), e.callee_key());
+            match self.edges.get(&key) {
+                Some(&i) => add_edge(&mut into.edges[i], &e),
+                None => {
+                    self.edges.insert(key, into.edges.len());
+                    into.edges.push(e);
+                }
+            }
+        }
+        for p in r.paths {
+            let frames: Vec<u32> = p
+                .frames
+                .iter()
+                .map(|&f| index.get(f as usize).copied().unwrap_or(f))
+                .collect();
+            match self.paths.get(&(p.stack.clone(), frames.clone())) {
+                Some(&i) => {
+                    let q = &mut into.paths[i];
+                    q.ncalls = q.ncalls.saturating_add(p.ncalls);
+                    q.self_ns = q.self_ns.saturating_add(p.self_ns);
+                }
+                None => {
+                    self.paths
+                        .insert((p.stack.clone(), frames.clone()), into.paths.len());
+                    into.paths.push(CallPath { frames, ..p });
+                }
+            }
+        }
+        into.stacks.extend(r.stacks);
+        add_warnings(&mut into.warnings, r.warnings);
+        add_summary(&mut into.trace, r.trace, self.traces);
+    }
+
+    /// The merged report (`None` if nothing was added). Functions and
+    /// edges are in the order they were first met; sort them as usual for
+    /// display (the views do).
+    pub fn finish(self) -> Option<Report> {
+        let mut r = self.report?;
+        r.trace.traces = self.traces as u64;
+        Some(r)
+    }
+}
+
+/// Merges `reports` (see [`Merged`]); `None` when there are none.
+pub fn merge(reports: impl IntoIterator<Item = Report>) -> Option<Report> {
+    let mut m = Merged::new();
+    for r in reports {
+        m.add(r);
+    }
+    m.finish()
+}
+
+fn add_function(a: &mut FunctionStats, b: &FunctionStats) {
+    a.ncalls = a.ncalls.saturating_add(b.ncalls);
+    a.primitive_calls = a.primitive_calls.saturating_add(b.primitive_calls);
+    a.tottime_ns = a.tottime_ns.saturating_add(b.tottime_ns);
+    a.cumtime_ns = a.cumtime_ns.saturating_add(b.cumtime_ns);
+    a.paused_ns = a.paused_ns.saturating_add(b.paused_ns);
+    a.open_at_end = a.open_at_end.saturating_add(b.open_at_end);
+    a.cut_short = a.cut_short.saturating_add(b.cut_short);
+    a.scheduled_ns = a.scheduled_ns.saturating_add(b.scheduled_ns);
+    a.waiting_ns = a.waiting_ns.saturating_add(b.waiting_ns);
+    if a.module.is_empty() {
+        a.module.clone_from(&b.module);
+    }
+}
+
+fn add_edge(a: &mut EdgeStats, b: &EdgeStats) {
+    a.ncalls = a.ncalls.saturating_add(b.ncalls);
+    a.primitive_calls = a.primitive_calls.saturating_add(b.primitive_calls);
+    a.tottime_ns = a.tottime_ns.saturating_add(b.tottime_ns);
+    a.cumtime_ns = a.cumtime_ns.saturating_add(b.cumtime_ns);
+    a.callee_cumtime_ns = a.callee_cumtime_ns.saturating_add(b.callee_cumtime_ns);
+}
+
+fn add_warnings(into: &mut Vec<Warning>, from: Vec<Warning>) {
+    for w in from {
+        match into.iter_mut().find(|x| x.kind == w.kind) {
+            Some(x) => x.count = x.count.saturating_add(w.count),
+            None => into.push(w),
+        }
+    }
+    into.sort_by(|a, b| a.kind.cmp(&b.kind));
+}
+
+/// Folds trace `n`'s summary (`b`) into the merged one.
+fn add_summary(a: &mut TraceSummary, b: TraceSummary, n: usize) {
+    let differ = |x: &str, y: &str| x != y;
+    // The first eight sources by name; the rest as "...".
+    match n {
+        2..=8 => {
+            a.source.push_str(", ");
+            a.source.push_str(&b.source);
+        }
+        9 => a.source.push_str(", ..."),
+        _ => {}
+    }
+    if differ(&a.clock_source, &b.clock_source) {
+        a.clock_source = "mixed".into();
+    }
+    if a.ticks_per_second != b.ticks_per_second {
+        a.ticks_per_second = 0;
+    }
+    if a.pid != b.pid {
+        a.pid = 0;
+    }
+    if a.cmdline != b.cmdline {
+        a.cmdline.clear();
+    }
+    if differ(&a.producer, &b.producer) {
+        a.producer = "unspecified".into();
+    }
+    a.format_version = a.format_version.max(b.format_version);
+    a.start_unix_ns = match (a.start_unix_ns, b.start_unix_ns) {
+        (0, s) | (s, 0) => s,
+        (x, y) => x.min(y),
+    };
+    a.first_event_ns = 0;
+    a.end_ns = a.end_ns.max(b.end_ns);
+    a.duration_ns = a.duration_ns.saturating_add(b.duration_ns);
+    a.finished &= b.finished;
+    a.ring |= b.ring;
+    a.threads.extend(b.threads);
+    a.stacks = a.stacks.saturating_add(b.stacks);
+    a.events = a.events.saturating_add(b.events);
+    a.chunks = a.chunks.saturating_add(b.chunks);
+    a.chunks_lost = a.chunks_lost.saturating_add(b.chunks_lost);
+    a.chunks_damaged = a.chunks_damaged.saturating_add(b.chunks_damaged);
+    a.dropped_events = a.dropped_events.saturating_add(b.dropped_events);
+    if differ(&a.input_format, &b.input_format) {
+        // The schema's kinds are one trace's; a mix reads as binary.
+        a.input_format = "binary".into();
+    }
+}
