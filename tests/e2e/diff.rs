@@ -811,6 +811,8 @@ fn diff_json_validates_against_its_schema() {
             "$.paths",
             "ThreadSummary.lost_from_ns",
             "TraceSummary.traces",
+            "FunctionDiff.base_range",
+            "FunctionDiff.new_range",
         ],
     );
     let dir = TempDir::new("diff-schema");

@@ -239,3 +239,83 @@ fn markdown_tables_parse_back_into_the_rows() {
         assert_eq!(ncalls, f["ncalls"].as_u64().unwrap());
     }
 }
+
+/// One run: `work` takes `w` ns, `tiny` `t` ns.
+fn run_trace(w: u64, t: u64) -> String {
+    format!(
+        r#"{{"ts": 0, "tid": 1, "ev": "enter", "fn": "main"}}
+{{"ts": 10, "tid": 1, "ev": "enter", "fn": "work"}}
+{{"ts": {a}, "tid": 1, "ev": "exit", "fn": "work"}}
+{{"ts": {a}, "tid": 1, "ev": "enter", "fn": "tiny"}}
+{{"ts": {b}, "tid": 1, "ev": "exit", "fn": "tiny"}}
+{{"ts": {c}, "tid": 1, "ev": "exit", "fn": "main"}}
+"#,
+        a = 10 + w,
+        b = 10 + w + t,
+        c = 20 + w + t
+    )
+}
+
+/// Issue 20: several runs a side are compared by their medians, with each
+/// function's range of self time over the runs; a gate can ask for changes
+/// beyond that variation.
+#[test]
+fn several_runs_a_side_compare_medians_and_gate_beyond_their_spread() {
+    let dir = TempDir::new("gates-runs");
+    let write = |side: &str, runs: &[(u64, u64)]| -> Vec<std::path::PathBuf> {
+        std::fs::create_dir_all(dir.join(side)).unwrap();
+        runs.iter()
+            .enumerate()
+            .map(|(i, &(w, t))| dir.write(&format!("{side}/run{i}.jsonl"), run_trace(w, t)))
+            .collect()
+    };
+    // work: 40, 44, 42 -> 50, 52, 48 (ranges apart); tiny: 2, 9, 2 -> 4, 4, 5 (they overlap).
+    let base = write("base", &[(40, 2), (44, 9), (42, 2)]);
+    let new = write("new", &[(50, 4), (52, 4), (48, 5)]);
+    let v = mtanalyze([
+        "diff".as_ref(),
+        dir.join("base").as_os_str(),
+        dir.join("new").as_os_str(),
+        "--format".as_ref(),
+        "json".as_ref(),
+    ])
+    .success()
+    .json();
+    let f = |name: &str| {
+        v["functions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["function"] == name)
+            .unwrap()
+            .clone()
+    };
+    assert_eq!(f("work")["base"]["tottime_ns"], 42, "the median run");
+    assert_eq!(f("work")["new"]["tottime_ns"], 50);
+    assert_eq!(f("work")["base_range"], serde_json::json!([40, 44]));
+    assert_eq!(f("work")["new_range"], serde_json::json!([48, 52]));
+    assert_eq!(f("tiny")["base_range"], serde_json::json!([2, 9]));
+    assert_eq!(v["base"]["traces"], 3);
+    // --base/--new take the runs as lists too; beyond their spread only
+    // `work` breaks the rule.
+    let mut args: Vec<std::ffi::OsString> = vec!["diff".into(), "--base".into()];
+    args.extend(base.iter().map(|p| p.clone().into_os_string()));
+    args.push("--new".into());
+    args.extend(new.iter().map(|p| p.clone().into_os_string()));
+    args.extend(["--fail-if".into(), "tottime > +10%".into()]);
+    let all = mtanalyze(args.clone());
+    assert_eq!(all.code, Some(1));
+    assert!(
+        all.stderr.contains(": work:") && all.stderr.contains(": tiny:"),
+        "{}",
+        all.stderr
+    );
+    args.push("--fail-beyond-spread".into());
+    let beyond = mtanalyze(args);
+    assert_eq!(beyond.code, Some(1));
+    assert!(
+        beyond.stderr.contains(": work:") && !beyond.stderr.contains(": tiny:"),
+        "{}",
+        beyond.stderr
+    );
+}

@@ -62,4 +62,5 @@ pub use model::report::{
     CallPath, Clock, EdgeStats, FunctionKey, FunctionStats, Report, StackKey, StackName,
     StackStats, ThreadList, ThreadSummary, TraceSummary, Warning,
 };
+pub use model::runs::{attach_ranges, runs, Runs};
 pub use model::warnings::WarningKind;

@@ -37,7 +37,7 @@ pub(crate) enum Command {
     /// Write any trace (binary or JSON lines) as a binary trace.
     Convert(ConvertArgs),
     /// Compare two traces: what got faster or slower, per function and per call edge.
-    Diff(DiffArgs),
+    Diff(Box<DiffArgs>),
     /// Draw a flame graph (SVG) of self time per call path.
     Flamegraph(FlamegraphArgs),
     /// Write a trace for other tools: Perfetto / chrome://tracing, speedscope, KCachegrind.
@@ -283,12 +283,21 @@ pub(crate) struct ConvertArgs {
 
 #[derive(Args, Debug)]
 pub(crate) struct DiffArgs {
-    /// The trace before the change (binary or JSON lines, detected from the content).
-    #[arg(value_name = "BASE")]
-    pub(crate) base: PathBuf,
-    /// The trace after the change.
-    #[arg(value_name = "NEW")]
-    pub(crate) new: PathBuf,
+    /// The trace before the change (binary or JSON lines, detected from the content), or a directory of runs.
+    #[arg(value_name = "BASE", required_unless_present = "base_runs")]
+    pub(crate) base: Option<PathBuf>,
+    /// The trace after the change, or a directory of runs.
+    #[arg(value_name = "NEW", required_unless_present = "new_runs")]
+    pub(crate) new: Option<PathBuf>,
+    /// Several runs of BASE (`--base before/*.bin`): each function's median over them, with the range of its self time.
+    #[arg(long = "base", value_name = "TRACE", num_args = 1.., conflicts_with = "base")]
+    pub(crate) base_runs: Vec<PathBuf>,
+    /// Several runs of NEW (`--new after/*.bin`), likewise.
+    #[arg(long = "new", value_name = "TRACE", num_args = 1.., conflicts_with = "new")]
+    pub(crate) new_runs: Vec<PathBuf>,
+    /// With --fail-if: only functions whose self-time change lies outside the runs' variation (the two sides' ranges do not overlap) break a time rule.
+    #[arg(long, requires = "fail_if")]
+    pub(crate) fail_beyond_spread: bool,
     #[command(flatten)]
     pub(crate) clock: ClockArgs,
     /// Order of the rows: by the size of a column's change, either way, largest first (names A to Z).

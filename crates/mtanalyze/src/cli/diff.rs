@@ -7,9 +7,10 @@ use std::path::Path;
 use crate::cli::args::{analyze_options, gate_rules, DiffArgs, DiffFormat};
 use crate::cli::output::{message, say, Failure, Output};
 use crate::cli::progress::Progress;
-use crate::cli::{load, say_warnings};
+use crate::cli::{expand_traces, load, say_warnings};
 use mtanalyze::view::{self, DiffViewOptions, EdgeSelection};
 use mtanalyze::{render, DiffOptions, PathMode, Report};
+use rayon::prelude::*;
 
 pub(crate) fn diff(args: &DiffArgs, out: &mut dyn Write) -> Result<(), Failure> {
     let (rules, min_change) = gate_rules(args).map_err(Failure::Message)?;
@@ -32,11 +33,24 @@ pub(crate) fn diff(args: &DiffArgs, out: &mut dyn Write) -> Result<(), Failure> 
             "-o and --flamegraph name the same file".into(),
         ));
     }
-    let target = Output::new(args.output.as_deref(), &[&args.base, &args.new])?;
+    let side = |one: &Option<std::path::PathBuf>, runs: &[std::path::PathBuf]| match one {
+        Some(p) => expand_traces(std::slice::from_ref(p)),
+        None => expand_traces(runs),
+    };
+    let (base_paths, new_paths) = (
+        side(&args.base, &args.base_runs)?,
+        side(&args.new, &args.new_runs)?,
+    );
+    let inputs: Vec<&Path> = base_paths
+        .iter()
+        .chain(&new_paths)
+        .map(|p| p.as_path())
+        .collect();
+    let target = Output::new(args.output.as_deref(), &inputs)?;
     let svg_target = args
         .flamegraph
         .as_deref()
-        .map(|svg| Output::new(Some(svg), &[&args.base, &args.new]))
+        .map(|svg| Output::new(Some(svg), &inputs))
         .transpose()?;
     let paths = folded || args.flamegraph.is_some();
     if args.collapse.recursion.is_some() && !paths {
@@ -53,30 +67,43 @@ pub(crate) fn diff(args: &DiffArgs, out: &mut dyn Write) -> Result<(), Failure> 
     let analyze = |path: &Path| -> Result<Report, Failure> {
         mtanalyze::analyze(&load(path)?, &options).map_err(message)
     };
+    let name = |paths: &[std::path::PathBuf]| match paths {
+        [one] => one.display().to_string(),
+        many => format!("{} runs", many.len()),
+    };
     let progress = Progress::spinner(format!(
         "analyzing {} and {}",
-        args.base.display(),
-        args.new.display()
+        name(&base_paths),
+        name(&new_paths)
     ));
-    let (base, new) = rayon::join(|| analyze(&args.base), || analyze(&args.new));
+    let reduce = |paths: &[std::path::PathBuf]| -> Result<mtanalyze::Runs, Failure> {
+        let reports = paths
+            .par_iter()
+            .map(|p| analyze(p))
+            .collect::<Result<Vec<Report>, Failure>>()?;
+        mtanalyze::runs(reports).ok_or_else(|| message("no trace given"))
+    };
+    let (base_runs, new_runs) = rayon::join(|| reduce(&base_paths), || reduce(&new_paths));
     progress.finish();
-    let (base, new) = (base?, new?);
+    let (base_runs, new_runs) = (base_runs?, new_runs?);
+    let (base, new) = (&base_runs.median, &new_runs.median);
     if base.clock != new.clock {
         return Err(Failure::Message(format!(
             "the traces prefer different clocks ({}: {}, {}: {}); choose one with --clock",
-            args.base.display(),
+            name(&base_paths),
             base.clock,
-            args.new.display(),
+            name(&new_paths),
             new.clock
         )));
     }
-    let diff = mtanalyze::diff(
-        &base,
-        &new,
+    let mut diff = mtanalyze::diff(
+        base,
+        new,
         DiffOptions {
             normalize: args.normalize,
         },
     );
+    mtanalyze::attach_ranges(&mut diff, &base_runs, &new_runs);
     // The picture first: a failure leaves no half-written output behind.
     let svg = match &args.flamegraph {
         Some(path) => {
@@ -119,11 +146,11 @@ pub(crate) fn diff(args: &DiffArgs, out: &mut dyn Write) -> Result<(), Failure> 
     if let (Some(target), Some(svg)) = (svg_target, svg) {
         target.write(out, |w| w.write_all(&svg))?;
     }
-    for report in [&base, &new] {
+    for report in [base, new] {
         say_warnings(report, Some(&report.trace.source));
     }
     // The gates last, so their verdict closes the output.
-    let breaches = mtanalyze::gate(&diff, &rules, min_change);
+    let breaches = mtanalyze::gate(&diff, &rules, min_change, args.fail_beyond_spread);
     if breaches.is_empty() {
         return Ok(());
     }

@@ -11,7 +11,7 @@ pub(crate) mod output;
 pub(crate) mod progress;
 pub(crate) mod report;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use mtanalyze::{AnalyzeOptions, LoadedTrace, Report};
 
@@ -44,4 +44,36 @@ pub(crate) fn say_warnings(report: &Report, prefix: Option<&str>) {
             None => say(&line),
         }
     }
+}
+
+/// The traces the arguments name: files as given, directories as the
+/// trace files directly inside them (`.bin`, `.mtrace`, `.jsonl`, `.json`),
+/// sorted by name.
+pub(crate) fn expand_traces(args: &[PathBuf]) -> Result<Vec<PathBuf>, Failure> {
+    let mut out = Vec::new();
+    for a in args {
+        if !a.is_dir() {
+            out.push(a.clone());
+            continue;
+        }
+        let entries = std::fs::read_dir(a).map_err(|e| message(format!("{}: {e}", a.display())))?;
+        let mut files: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                p.is_file()
+                    && p.extension()
+                        .and_then(|x| x.to_str())
+                        .is_some_and(|x| ["bin", "mtrace", "jsonl", "json"].contains(&x))
+            })
+            .collect();
+        if files.is_empty() {
+            return Err(message(format!(
+                "{}: no trace files in this directory",
+                a.display()
+            )));
+        }
+        files.sort();
+        out.extend(files);
+    }
+    Ok(out)
 }

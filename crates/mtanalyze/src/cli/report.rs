@@ -9,7 +9,7 @@ use rayon::prelude::*;
 use crate::cli::args::{analyze_options, Format, ReportArgs};
 use crate::cli::output::{message, say};
 use crate::cli::output::{Failure, Output};
-use crate::cli::{analyze, load, say_warnings};
+use crate::cli::{analyze, expand_traces, load, say_warnings};
 use mtanalyze::render;
 use mtanalyze::view::{self, Direction, EdgeSelection, ViewOptions};
 use mtanalyze::{PathMode, Report};
@@ -141,38 +141,6 @@ fn table(
         render::table::functions(out, &rows, report.functions.len(), width, args.scheduled)?;
     }
     Ok(())
-}
-
-/// The traces the arguments name: files as given, directories as the
-/// trace files directly inside them (`.bin`, `.mtrace`, `.jsonl`, `.json`),
-/// sorted by name.
-fn expand_traces(args: &[PathBuf]) -> Result<Vec<PathBuf>, Failure> {
-    let mut out = Vec::new();
-    for a in args {
-        if !a.is_dir() {
-            out.push(a.clone());
-            continue;
-        }
-        let entries = std::fs::read_dir(a).map_err(|e| message(format!("{}: {e}", a.display())))?;
-        let mut files: Vec<PathBuf> = entries
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| {
-                p.is_file()
-                    && p.extension()
-                        .and_then(|x| x.to_str())
-                        .is_some_and(|x| ["bin", "mtrace", "jsonl", "json"].contains(&x))
-            })
-            .collect();
-        if files.is_empty() {
-            return Err(message(format!(
-                "{}: no trace files in this directory",
-                a.display()
-            )));
-        }
-        files.sort();
-        out.extend(files);
-    }
-    Ok(out)
 }
 
 /// Analyzes `traces` in parallel and sums their reports. A trace that fails

@@ -84,9 +84,32 @@ pub struct FunctionDiff {
     pub new: Option<FunctionSide>,
     /// New minus base; a missing side counts as zero.
     pub delta: FunctionDelta,
+    /// With several runs of BASE: the smallest and largest self time of a
+    /// run (the side's numbers are then medians).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_range: Option<[u64; 2]>,
+    /// With several runs of NEW: likewise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub new_range: Option<[u64; 2]>,
 }
 
 impl FunctionDiff {
+    /// Whether the self-time change lies outside the run-to-run variation:
+    /// the two sides' ranges (a side of one run: its value) do not overlap.
+    pub fn beyond_spread(&self) -> bool {
+        let range = |r: Option<[u64; 2]>, side: &Option<FunctionSide>| {
+            r.unwrap_or_else(|| {
+                let t = side.as_ref().map_or(0, |s| s.tottime_ns);
+                [t, t]
+            })
+        };
+        let (b, n) = (
+            range(self.base_range, &self.base),
+            range(self.new_range, &self.new),
+        );
+        n[0] > b[1] || n[1] < b[0]
+    }
+
     /// The function's identity, as shown.
     pub fn key(&self) -> FunctionKey {
         FunctionKey::new(&self.function, &self.file, self.line)
@@ -317,6 +340,8 @@ pub fn diff(base: &Report, new: &Report, opts: DiffOptions) -> DiffReport {
                 cumtime_ns: d(n0.cumtime_ns, b0.cumtime_ns),
                 paused_ns: d(n0.paused_ns, b0.paused_ns),
             },
+            base_range: None,
+            new_range: None,
         });
     }
     functions.sort_by(|a, b| {

@@ -244,7 +244,16 @@ impl GateRule {
 
 /// Every row of `diff` that breaks one of `rules` (every function, not
 /// only the ones a table shows), rule by rule.
-pub fn gate(diff: &DiffReport, rules: &[GateRule], min_ns: u64) -> Vec<GateBreach> {
+///
+/// With `beyond_spread`, a time rule is only broken by a function whose
+/// self-time change lies outside the runs' variation
+/// ([`FunctionDiff::beyond_spread`]).
+pub fn gate(
+    diff: &DiffReport,
+    rules: &[GateRule],
+    min_ns: u64,
+    beyond_spread: bool,
+) -> Vec<GateBreach> {
     let mut out = Vec::new();
     for rule in rules {
         if rule.field == GateField::Total {
@@ -260,7 +269,14 @@ pub fn gate(diff: &DiffReport, rules: &[GateRule], min_ns: u64) -> Vec<GateBreac
             }
             continue;
         }
-        for f in diff.functions.iter().filter(|f| rule.applies_to(f)) {
+        let within = |f: &FunctionDiff| {
+            beyond_spread && rule.field != GateField::Ncalls && !f.beyond_spread()
+        };
+        for f in diff
+            .functions
+            .iter()
+            .filter(|f| rule.applies_to(f) && !within(f))
+        {
             let get = |s: &crate::model::diff::FunctionSide| match rule.field {
                 GateField::Tottime => s.tottime_ns,
                 GateField::Cumtime => s.cumtime_ns,

@@ -175,10 +175,9 @@ fn add_summary(a: &mut TraceSummary, b: TraceSummary, n: usize) {
         9 => a.source.push_str(", ..."),
         _ => {}
     }
-    if differ(&a.clock_source, &b.clock_source) {
-        a.clock_source = "mixed".into();
-    }
-    if a.ticks_per_second != b.ticks_per_second {
+    // Different clock sources keep the first's name (the schema's kinds
+    // are one trace's); the tick rate says they differ.
+    if differ(&a.clock_source, &b.clock_source) || a.ticks_per_second != b.ticks_per_second {
         a.ticks_per_second = 0;
     }
     if a.pid != b.pid {

@@ -11,4 +11,5 @@ pub(crate) mod gate;
 pub(crate) mod inline;
 pub(crate) mod merge;
 pub(crate) mod report;
+pub(crate) mod runs;
 pub(crate) mod warnings;

@@ -175,7 +175,7 @@ pub(crate) fn functions(
         column("paused change", Give::Hide(1)),
         text_column("function (file:line)", LABEL_MIN),
     ];
-    let body = rows
+    let body: Vec<Vec<Col>> = rows
         .iter()
         .map(|f| {
             let time = |get: fn(&FunctionSide) -> u64| {
@@ -201,9 +201,41 @@ pub(crate) fn functions(
                 ncalls,
                 Col::Right(signed(f.delta.paused_ns)),
                 Col::Label(f.key(), marker(f.matched)),
+                Col::Right(format!("{} | {}", range(f.base_range), range(f.new_range))),
             ]
         })
         .collect();
+    // With several runs a side, the range of self time over its runs,
+    // before the function's name.
+    let ranges = rows
+        .iter()
+        .any(|f| f.base_range.is_some() || f.new_range.is_some());
+    let (columns, body) = if ranges {
+        let mut columns = columns.to_vec();
+        let label = columns.len() - 1;
+        columns.insert(
+            label,
+            column("tottime range (base | new)", Give::Hide(7)).short("range b | n"),
+        );
+        let body = body
+            .into_iter()
+            .map(|mut r: Vec<Col>| {
+                let range = r.pop();
+                r.insert(label, range.unwrap_or(Col::Left(String::new())));
+                r
+            })
+            .collect();
+        (columns, body)
+    } else {
+        let body = body
+            .into_iter()
+            .map(|mut r: Vec<Col>| {
+                r.pop();
+                r
+            })
+            .collect();
+        (columns.to_vec(), body)
+    };
     layout(out, &columns, body, width)
 }
 
@@ -362,6 +394,14 @@ pub(super) fn percent(change: i64, base: u64) -> String {
         "-".to_owned()
     } else {
         format!("{:+.1}%", change as f64 / base as f64 * 100.0)
+    }
+}
+
+/// `min–max` of a side's self time over its runs, `-` for one run.
+fn range(r: Option<[u64; 2]>) -> String {
+    match r {
+        Some([lo, hi]) => format!("{}–{}", duration(lo as f64), duration(hi as f64)),
+        None => "-".to_owned(),
     }
 }
 
