@@ -811,6 +811,7 @@ fn diff_json_validates_against_its_schema() {
             "$.paths",
             "ThreadSummary.lost_from_ns",
             "TraceSummary.traces",
+            "TraceSummary.host",
             "FunctionDiff.base_range",
             "FunctionDiff.new_range",
         ],

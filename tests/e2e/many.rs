@@ -89,3 +89,43 @@ fn a_trace_that_fails_is_left_out_and_named_unless_all_fail() {
         "{line}"
     );
 }
+
+#[test]
+fn by_trace_keeps_each_trace_as_a_column_and_in_json() {
+    let a = vector("recursion-a.jsonl");
+    let b = vector("recursion-b.jsonl");
+    let r = mtanalyze([
+        a.as_os_str(),
+        b.as_os_str(),
+        "--by-trace".as_ref(),
+        "--width".as_ref(),
+        "0".as_ref(),
+    ])
+    .success();
+    let header = r
+        .stdout
+        .lines()
+        .find(|l| l.contains("ncalls"))
+        .expect("a table");
+    assert!(header.contains("trace"), "{header}");
+    for name in ["recursion-a.jsonl", "recursion-b.jsonl"] {
+        assert!(
+            r.stdout.lines().skip(4).any(|l| l.contains(name)),
+            "{}",
+            r.stdout
+        );
+    }
+    let v = mtanalyze([
+        a.as_os_str(),
+        b.as_os_str(),
+        "--by-trace".as_ref(),
+        "--format".as_ref(),
+        "json".as_ref(),
+    ])
+    .success()
+    .json();
+    let each: Vec<Value> = v["by_trace"].as_array().unwrap().clone();
+    assert_eq!(each.len(), 2);
+    assert_eq!(totals(&[v["merged"].clone()]), totals(&each));
+    assert_eq!(totals(&each[..1]), totals(&[json(&[a.as_os_str()])]));
+}

@@ -172,6 +172,7 @@ fn schemas_describe_and_require_every_field() {
             "$.paths",
             "ThreadSummary.lost_from_ns",
             "TraceSummary.traces",
+            "TraceSummary.host",
         ],
     );
     assert_documented("check.schema.json", &["ThreadSummary.lost_from_ns"]);

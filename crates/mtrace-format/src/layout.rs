@@ -166,6 +166,8 @@ pub const META_FUNCTION: u16 = 1;
 pub const META_STACK: u16 = 2;
 /// Metadata record kind: a thread's name and OS id.
 pub const META_THREAD: u16 = 3;
+/// Metadata record kind: the host the trace was recorded on.
+pub const META_HOST: u16 = 4;
 /// Longest string a metadata record may hold.
 pub const META_STRING_MAX: usize = 64 << 10;
 

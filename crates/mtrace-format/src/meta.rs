@@ -9,8 +9,8 @@
 
 use crate::event::{FunctionId, StackId, ThreadId};
 use crate::layout::{
-    read_u16, read_u32, read_u64, META_ALIGN, META_FUNCTION, META_RECORD_HEADER, META_STACK,
-    META_STRING_MAX, META_THREAD,
+    read_u16, read_u32, read_u64, META_ALIGN, META_FUNCTION, META_HOST, META_RECORD_HEADER,
+    META_STACK, META_STRING_MAX, META_THREAD,
 };
 
 /// Where a function (or scope) was defined.
@@ -49,6 +49,11 @@ pub enum MetaRecord {
         /// The thread's name (may be empty).
         name: String,
     },
+    /// The name of the host the process ran on.
+    Host {
+        /// The host name (may be empty).
+        name: String,
+    },
 }
 
 impl MetaRecord {
@@ -76,6 +81,10 @@ impl MetaRecord {
                 out.extend_from_slice(&os_tid.to_le_bytes());
                 put_str(out, name);
                 META_THREAD
+            }
+            MetaRecord::Host { name } => {
+                put_str(out, name);
+                META_HOST
             }
         };
         let payload_len = (out.len() - start - META_RECORD_HEADER) as u32;
@@ -169,6 +178,9 @@ fn decode_payload(kind: u16, p: &[u8]) -> Result<Option<MetaRecord>, &'static st
         META_THREAD => MetaRecord::Thread {
             tid: ThreadId(cursor.u64()?),
             os_tid: cursor.u64()?,
+            name: cursor.str()?,
+        },
+        META_HOST => MetaRecord::Host {
             name: cursor.str()?,
         },
         _ => return Ok(None),

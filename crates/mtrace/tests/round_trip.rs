@@ -192,3 +192,29 @@ fn recordings_follow_each_other_and_threads_rebind() {
     assert_eq!(first.name(f), "again");
     assert_eq!(second.name(f), "again");
 }
+
+/// Issue 18: a recording says which host it ran on (a metadata record),
+/// and the analyzer's summary carries it.
+#[test]
+fn a_recording_names_its_host() {
+    let _serial = common::serial();
+    let trace = common::TempTrace::new("host");
+    let recording = mtrace::start(mtrace::Config::new(trace.path()).capacity(1 << 20)).unwrap();
+    {
+        let _s = mtrace::scope!("work");
+    }
+    recording.finish().unwrap();
+    let d = common::decode(trace.path());
+    let mut buf = [0u8; 256];
+    // SAFETY: gethostname writes at most `buf.len()` bytes into `buf`.
+    assert_eq!(
+        unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) },
+        0
+    );
+    let end = buf.iter().position(|&b| b == 0).unwrap();
+    let host = String::from_utf8_lossy(&buf[..end]).into_owned();
+    assert_eq!(d.hosts, std::slice::from_ref(&host));
+    let loaded = mtanalyze::load(trace.path()).unwrap();
+    let report = mtanalyze::analyze(&loaded, &mtanalyze::AnalyzeOptions::default()).unwrap();
+    assert_eq!(report.trace.host, host);
+}

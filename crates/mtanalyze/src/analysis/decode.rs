@@ -146,6 +146,8 @@ pub(crate) struct Decoded<'a> {
     pub stack_names: StackNames,
     /// Names and OS ids of threads.
     pub thread_names: FxHashMap<u64, (String, u64)>,
+    /// The host the trace was recorded on ("" if unknown).
+    pub host: String,
     /// Threads ascending by id, each with its chunks in order.
     pub threads: Vec<ThreadChunks>,
     /// Chunks that could not be decoded at all.
@@ -205,6 +207,7 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Decoded<'_>, FormatError> {
     let mut functions = FunctionTable::default();
     let mut stack_names = Vec::new();
     let mut thread_names = FxHashMap::default();
+    let mut host = String::new();
     let mut meta_records = 0u64;
     // One record at a time: half a million task names are not held twice.
     let meta_problem = file.for_each_metadata(|r| {
@@ -227,6 +230,7 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Decoded<'_>, FormatError> {
             MetaRecord::Thread { tid, os_tid, name } => {
                 thread_names.insert(tid.0, (name, os_tid));
             }
+            MetaRecord::Host { name } => host = name,
         }
     });
 
@@ -291,6 +295,7 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Decoded<'_>, FormatError> {
         functions,
         stack_names: StackNames::new(stack_names),
         thread_names,
+        host,
         threads,
         damaged,
         cut,

@@ -232,6 +232,7 @@ impl Prepared<'_> {
             },
             ticks_per_second: h.clock.ticks_per_second().round() as u64,
             pid: h.pid,
+            host: self.decoded.host.clone(),
             cmdline: h.args().into_iter().map(str::to_owned).collect(),
             start_unix_ns: h.clock.start_unix_ns,
             first_event_ns: first_ns,

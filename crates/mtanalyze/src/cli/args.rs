@@ -226,6 +226,9 @@ pub(crate) struct ReportArgs {
     /// Show the per-stack table (instead of the function table).
     #[arg(long)]
     pub(crate) stacks: bool,
+    /// With several traces: the function table (and JSON) per trace as well, the trace a column.
+    #[arg(long)]
+    pub(crate) by_trace: bool,
     /// In the function table, split `paused` into `scheduled` (woken, waiting for a thread) and `waiting` (not yet woken), from the wake events the future adapter records.
     #[arg(long)]
     pub(crate) scheduled: bool,

@@ -62,10 +62,21 @@ pub(crate) fn report(args: &ReportArgs, out: &mut dyn Write) -> Result<(), Failu
         paths,
         args.collapse.recursion,
     );
-    let report = if traces.len() == 1 {
-        analyze(path, &options)?
+    if args.by_trace && !matches!(args.format, Format::Table | Format::Json) {
+        return Err(Failure::Message(
+            "--by-trace applies to the table and --format json".into(),
+        ));
+    }
+    let (report, each) = if traces.len() == 1 {
+        let report = analyze(path, &options)?;
+        let each = if args.by_trace {
+            vec![report.clone()]
+        } else {
+            Vec::new()
+        };
+        (report, each)
     } else {
-        analyze_many(&traces, &options)?
+        analyze_many(&traces, &options, args.by_trace)?
     };
     target.write(out, |w| match args.format {
         Format::Pstats => render::pstats::pstats(w, &report),
@@ -76,7 +87,29 @@ pub(crate) fn report(args: &ReportArgs, out: &mut dyn Write) -> Result<(), Failu
                 callers_of: args.callers.clone(),
                 callees_of: args.callees.clone(),
             };
-            render::json::report(w, &view::filtered_report(&report, &view, &edges))
+            if args.by_trace {
+                // {"merged": REPORT, "by_trace": [REPORT, ...]}
+                w.write_all(b"{\"merged\": ")?;
+                render::json::report(w, &view::filtered_report(&report, &view, &edges))?;
+                w.write_all(b", \"by_trace\": [")?;
+                for (i, r) in each.iter().enumerate() {
+                    if i > 0 {
+                        w.write_all(b", ")?;
+                    }
+                    render::json::report(w, &view::filtered_report(r, &view, &edges))?;
+                }
+                w.write_all(b"]}\n")
+            } else {
+                render::json::report(w, &view::filtered_report(&report, &view, &edges))
+            }
+        }
+        Format::Table if args.by_trace => {
+            render::table::header(w, &report, width)?;
+            writeln!(w)?;
+            let view = view_options(args);
+            let rows = by_trace_rows(&each, &view);
+            let total = each.iter().map(|r| r.functions.len()).sum();
+            render::table::functions_by_trace(w, &rows, total, width)
         }
         Format::Table => table(args, &report, width, w),
         Format::Markdown => {
@@ -148,7 +181,8 @@ fn table(
 fn analyze_many(
     traces: &[PathBuf],
     options: &mtanalyze::AnalyzeOptions,
-) -> Result<Report, Failure> {
+    keep: bool,
+) -> Result<(Report, Vec<Report>), Failure> {
     let results: Vec<Result<Report, String>> = traces
         .par_iter()
         .map(|p| {
@@ -160,6 +194,7 @@ fn analyze_many(
         })
         .collect();
     let mut merged = mtanalyze::Merged::new();
+    let mut each = Vec::new();
     let mut errors = Vec::new();
     let mut clock = None;
     for (path, r) in traces.iter().zip(results) {
@@ -176,6 +211,9 @@ fn analyze_many(
                     }
                     Some(_) => {}
                 }
+                if keep {
+                    each.push(report.clone());
+                }
                 merged.add(report);
             }
             Err(e) => errors.push(e),
@@ -190,5 +228,40 @@ fn analyze_many(
     for e in errors {
         say(&format!("mtanalyze: {e} (left out)"));
     }
-    Ok(report)
+    Ok((report, each))
+}
+
+/// Every (trace, function) row of `each`, filtered and ordered by `view`
+/// as one table, at most `view.limit` of them.
+fn by_trace_rows<'r>(
+    each: &'r [Report],
+    view: &ViewOptions,
+) -> Vec<(String, &'r mtanalyze::FunctionStats)> {
+    let all = ViewOptions {
+        limit: None,
+        ..view.clone()
+    };
+    let mut rows: Vec<(String, &mtanalyze::FunctionStats)> = each
+        .iter()
+        .flat_map(|r| {
+            let label = render::table::trace_label(&r.trace);
+            view::function_rows(r, &all)
+                .into_iter()
+                .map(move |f| (label.clone(), f))
+        })
+        .collect();
+    let key = |f: &mtanalyze::FunctionStats| match view.sort {
+        view::SortKey::Tottime => f.tottime_ns,
+        view::SortKey::Cumtime => f.cumtime_ns,
+        view::SortKey::Ncalls => f.ncalls,
+        view::SortKey::Paused => f.paused_ns,
+        view::SortKey::Name => 0,
+    };
+    if view.sort == view::SortKey::Name {
+        rows.sort_by(|a, b| a.1.function.cmp(&b.1.function).then(a.0.cmp(&b.0)));
+    } else {
+        rows.sort_by(|a, b| key(b.1).cmp(&key(a.1)).then(a.0.cmp(&b.0)));
+    }
+    rows.truncate(view.limit.unwrap_or(usize::MAX));
+    rows
 }

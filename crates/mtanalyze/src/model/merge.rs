@@ -183,6 +183,9 @@ fn add_summary(a: &mut TraceSummary, b: TraceSummary, n: usize) {
     if a.pid != b.pid {
         a.pid = 0;
     }
+    if a.host != b.host {
+        a.host.clear();
+    }
     if a.cmdline != b.cmdline {
         a.cmdline.clear();
     }

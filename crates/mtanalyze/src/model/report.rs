@@ -305,6 +305,9 @@ pub struct TraceSummary {
     pub ticks_per_second: u64,
     /// Recorded process id (0 if unknown).
     pub pid: u32,
+    /// The host the trace was recorded on ("" if the recorder did not say).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub host: String,
     /// Recorded command line.
     pub cmdline: Vec<String>,
     /// Date of time zero, ns since the Unix epoch (0 if unknown).

@@ -169,6 +169,57 @@ pub fn functions(
     print_fitted(out, &columns, &body, width)
 }
 
+/// How a trace is named in a `--by-trace` table: its file name, and its
+/// host and pid where the recorder knew them.
+pub fn trace_label(t: &crate::model::report::TraceSummary) -> String {
+    let file = t.source.rsplit('/').next().unwrap_or(&t.source);
+    match (t.host.as_str(), t.pid) {
+        ("", 0) => file.to_owned(),
+        ("", pid) => format!("{file} (pid {pid})"),
+        (host, 0) => format!("{file} ({host})"),
+        (host, pid) => format!("{file} ({host}, pid {pid})"),
+    }
+}
+
+/// The function table of several traces (`--by-trace`): one row per
+/// function and trace, the trace a column.
+pub fn functions_by_trace(
+    out: &mut dyn Write,
+    rows: &[(String, &FunctionStats)],
+    total: usize,
+    width: Option<usize>,
+) -> io::Result<()> {
+    if rows.len() < total {
+        writeln!(out, "showing {} of {} rows", rows.len(), total)?;
+    }
+    let columns = [
+        column("ncalls", Give::Nothing),
+        column("tottime", Give::Nothing),
+        column("percall", Give::Hide(2)).named("tottime percall"),
+        column("cumtime", Give::Nothing),
+        column("percall", Give::Hide(1)).named("cumtime percall"),
+        column("paused", Give::Hide(3)),
+        text_column("trace", 12),
+        text_column("function (file:line)", LABEL_MIN),
+    ];
+    let body: Vec<Vec<Text>> = rows
+        .iter()
+        .map(|(trace, f)| {
+            vec![
+                Text::Number(calls(f.ncalls, f.primitive_calls)),
+                Text::Number(duration(f.tottime_ns as f64)),
+                Text::Number(per(f.tottime_ns, f.ncalls)),
+                Text::Number(duration(f.cumtime_ns as f64)),
+                Text::Number(per(f.cumtime_ns, f.primitive_calls)),
+                Text::Number(duration(f.paused_ns as f64)),
+                Text::Plain(trace.clone()),
+                Text::Label(f.key(), String::new()),
+            ]
+        })
+        .collect();
+    print_fitted(out, &columns, &body, width)
+}
+
 /// The per-stack table (`--stacks`). `total` is how many stacks the report
 /// holds, so the reader learns when `--limit` hid some.
 ///

@@ -66,6 +66,8 @@ pub struct Decoded {
     pub stacks: HashMap<u64, String>,
     /// tid -> (os tid, name)
     pub threads: BTreeMap<u64, (u64, String)>,
+    /// The host records (one a recording).
+    pub hosts: Vec<String>,
     /// tid -> chunks sorted by thread_chunk_no
     pub chunks: BTreeMap<u64, Vec<DecodedChunk>>,
 }
@@ -79,6 +81,7 @@ pub fn decode(path: &Path) -> Decoded {
     let mut functions = HashMap::new();
     let mut stacks = HashMap::new();
     let mut threads = BTreeMap::new();
+    let mut hosts = Vec::new();
     for r in records {
         match r {
             MetaRecord::Function(f) => {
@@ -94,6 +97,7 @@ pub fn decode(path: &Path) -> Decoded {
             MetaRecord::Thread { tid, os_tid, name } => {
                 threads.insert(tid.0, (os_tid, name));
             }
+            MetaRecord::Host { name } => hosts.push(name),
         }
     }
     let mut chunks: BTreeMap<u64, Vec<DecodedChunk>> = BTreeMap::new();
@@ -127,6 +131,7 @@ pub fn decode(path: &Path) -> Decoded {
         functions,
         stacks,
         threads,
+        hosts,
         chunks,
     }
 }
