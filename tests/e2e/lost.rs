@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 
-use crate::util::{mtanalyze, TempDir};
+use crate::util::{json_report, mtanalyze, TempDir};
 
 /// Thread 1 loses its events at 40 inside `main` > `work`; thread 2 left
 /// task-1 paused inside `handle` at 30 and runs `serve` to the end (100).
@@ -40,16 +40,7 @@ const RESUMES: &str = r#"{"ts": 0, "tid": 1, "ev": "enter", "fn": "main"}
 "#;
 
 fn report(dir: &TempDir, name: &str, events: &str, clock: &str) -> Value {
-    let path = dir.write(name, events);
-    mtanalyze([
-        path.as_os_str(),
-        "--format".as_ref(),
-        "json".as_ref(),
-        "--clock".as_ref(),
-        clock.as_ref(),
-    ])
-    .success()
-    .json()
+    json_report(&dir.write(name, events), clock)
 }
 
 /// (ncalls, tottime, cumtime, paused, open_at_end, cut_short) of a function.

@@ -297,3 +297,16 @@ pub fn many_functions(n: usize) -> String {
     }
     s
 }
+
+/// The `--format json` report of `trace` under `clock`.
+pub fn json_report(trace: &Path, clock: &str) -> serde_json::Value {
+    mtanalyze([
+        trace.as_os_str(),
+        "--format".as_ref(),
+        "json".as_ref(),
+        "--clock".as_ref(),
+        clock.as_ref(),
+    ])
+    .success()
+    .json()
+}

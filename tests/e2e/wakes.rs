@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use crate::util::{mtanalyze, TempDir};
+use crate::util::{json_report, mtanalyze, TempDir};
 
 /// task-A: runs `handle` 0..10, is woken by thread 2 at 30, runs again
 /// 50..60. task-B: woken by itself at 105 while running `f` 100..110,
@@ -37,16 +37,7 @@ const WAKES: &str = r#"{"ts": 0, "tid": 1, "ev": "switch", "stack": "task-A"}
 "#;
 
 fn report(dir: &TempDir, clock: &str) -> Value {
-    let path = dir.write("wakes.jsonl", WAKES);
-    mtanalyze([
-        path.as_os_str(),
-        "--format".as_ref(),
-        "json".as_ref(),
-        "--clock".as_ref(),
-        clock.as_ref(),
-    ])
-    .success()
-    .json()
+    json_report(&dir.write("wakes.jsonl", WAKES), clock)
 }
 
 /// (paused, scheduled, waiting) of a function or stack row.

@@ -121,31 +121,22 @@ pub fn functions(
     if rows.len() < total {
         writeln!(out, "showing {} of {} functions", rows.len(), total)?;
     }
-    let columns = [
-        column("ncalls", Give::Nothing),
-        column("tottime", Give::Nothing),
-        column("percall", Give::Hide(2)).named("tottime percall"),
-        column("cumtime", Give::Nothing),
-        column("percall", Give::Hide(1)).named("cumtime percall"),
-        column("paused", Give::Hide(3)),
+    let mut columns = number_columns().to_vec();
+    columns.extend([
         column("scheduled", Give::Hide(5)),
         column("waiting", Give::Hide(4)),
         text_column("function (file:line)", LABEL_MIN),
-    ];
+    ]);
     let body: Vec<Vec<Text>> = rows
         .iter()
         .map(|f| {
-            vec![
-                Text::Number(calls(f.ncalls, f.primitive_calls)),
-                Text::Number(duration(f.tottime_ns as f64)),
-                Text::Number(per(f.tottime_ns, f.ncalls)),
-                Text::Number(duration(f.cumtime_ns as f64)),
-                Text::Number(per(f.cumtime_ns, f.primitive_calls)),
-                Text::Number(duration(f.paused_ns as f64)),
+            let mut row = number_cells(f);
+            row.extend([
                 Text::Number(duration(f.scheduled_ns as f64)),
                 Text::Number(duration(f.waiting_ns as f64)),
                 Text::Label(f.key(), String::new()),
-            ]
+            ]);
+            row
         })
         .collect();
     // Without --scheduled, the split's columns are not there at all.
@@ -192,29 +183,20 @@ pub fn functions_by_trace(
     if rows.len() < total {
         writeln!(out, "showing {} of {} rows", rows.len(), total)?;
     }
-    let columns = [
-        column("ncalls", Give::Nothing),
-        column("tottime", Give::Nothing),
-        column("percall", Give::Hide(2)).named("tottime percall"),
-        column("cumtime", Give::Nothing),
-        column("percall", Give::Hide(1)).named("cumtime percall"),
-        column("paused", Give::Hide(3)),
+    let mut columns = number_columns().to_vec();
+    columns.extend([
         text_column("trace", 12),
         text_column("function (file:line)", LABEL_MIN),
-    ];
+    ]);
     let body: Vec<Vec<Text>> = rows
         .iter()
         .map(|(trace, f)| {
-            vec![
-                Text::Number(calls(f.ncalls, f.primitive_calls)),
-                Text::Number(duration(f.tottime_ns as f64)),
-                Text::Number(per(f.tottime_ns, f.ncalls)),
-                Text::Number(duration(f.cumtime_ns as f64)),
-                Text::Number(per(f.cumtime_ns, f.primitive_calls)),
-                Text::Number(duration(f.paused_ns as f64)),
+            let mut row = number_cells(f);
+            row.extend([
                 Text::Plain(trace.clone()),
                 Text::Label(f.key(), String::new()),
-            ]
+            ]);
+            row
         })
         .collect();
     print_fitted(out, &columns, &body, width)
@@ -425,6 +407,30 @@ pub fn edges(
         }
     }
     print_fitted(out, &columns, &body, width)
+}
+
+/// The function tables' number columns, as pstats prints them.
+fn number_columns() -> [Column; 6] {
+    [
+        column("ncalls", Give::Nothing),
+        column("tottime", Give::Nothing),
+        column("percall", Give::Hide(2)).named("tottime percall"),
+        column("cumtime", Give::Nothing),
+        column("percall", Give::Hide(1)).named("cumtime percall"),
+        column("paused", Give::Hide(3)),
+    ]
+}
+
+/// A function's cells under [`number_columns`].
+fn number_cells(f: &FunctionStats) -> Vec<Text> {
+    vec![
+        Text::Number(calls(f.ncalls, f.primitive_calls)),
+        Text::Number(duration(f.tottime_ns as f64)),
+        Text::Number(per(f.tottime_ns, f.ncalls)),
+        Text::Number(duration(f.cumtime_ns as f64)),
+        Text::Number(per(f.cumtime_ns, f.primitive_calls)),
+        Text::Number(duration(f.paused_ns as f64)),
+    ]
 }
 
 /// The narrowest a function label shrinks to (then columns are hidden).
