@@ -408,7 +408,20 @@ impl TraceMap {
         );
     }
 
-    /// [`TraceMap::populate`] for the pages of bytes `start..start + len` of the file.
+    /// [`TraceMap::populate`] for bytes `offset..offset + len` of chunk slot
+    /// `slot` only (the provisioner maps a large slot in parts, so that it
+    /// can stop between them).
+    pub fn populate_part(&self, slot: u64, offset: usize, len: usize) {
+        let len = len.min(self.chunk_size.saturating_sub(offset));
+        self.populate_bytes(
+            self.chunks_offset + slot as usize * self.chunk_size + offset,
+            len,
+        );
+    }
+
+    /// [`TraceMap::populate`] for the pages of bytes `start..start + len` of
+    /// the file. Never past the file's current end (the ready slots): a page
+    /// there is not mapped, or, after a cut, would raise SIGBUS.
     fn populate_bytes(&self, start: usize, len: usize) {
         #[cfg(target_os = "linux")]
         {
@@ -519,7 +532,7 @@ impl TraceMap {
 }
 
 /// The system's page size.
-fn page_size() -> usize {
+pub(crate) fn page_size() -> usize {
     // SAFETY: sysconf has no preconditions.
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
     usize::try_from(page)

@@ -28,6 +28,7 @@ use mtrace_format::{MetaRecord, StackId};
 use crate::clock::RunClock;
 use crate::config::Mode;
 use crate::file::TraceMap;
+use crate::provision::Provisioner;
 
 /// `GEN`: the environment has not been checked for `MTRACE_OUT` yet.
 pub(crate) const GEN_UNCHECKED: u64 = 0;
@@ -63,6 +64,8 @@ pub(crate) struct Shared {
     /// This recording's generation (`GEN` while it runs).
     pub gen: u64,
     pub map: TraceMap,
+    /// Maps the pages of the slots ahead of the claims (`provision.rs`).
+    pub provisioner: Provisioner,
     pub mode: Mode,
     pub clock: RunClock,
     /// The last trace thread id handed out.

@@ -10,8 +10,10 @@
 //! cold path:           register the thread, claim a chunk, count a drop
 //! ```
 //!
-//! A chunk's pages are mapped in one `madvise` call when its slot is first
-//! claimed, instead of by one page fault per 4 KiB as the events reach them.
+//! A chunk's pages are mapped before its slot is first claimed, by the
+//! provisioner thread (`provision.rs`), or, when that is behind, in one
+//! `madvise` call at the claim, instead of by one page fault per 4 KiB as
+//! the events reach them.
 //!
 //! A chunk is claimed with one `fetch_add` on the header's `next_seq`
 //! (`slot = seq % chunk_count`); in ring mode the slot's state word is then
@@ -434,8 +436,9 @@ fn claim(l: &Local, shared: &Shared) -> bool {
             release_chunk(l);
         }
         if seq < map.chunk_count {
-            // The slot's first use: its pages are not mapped yet.
-            map.populate(slot);
+            // The slot's first use: its pages are mapped unless the
+            // provisioner did it already.
+            shared.provisioner.on_first_claim(map, seq);
         }
         let chunk = map.chunk(slot);
         let chunk_no = l.next_chunk_no.get();
