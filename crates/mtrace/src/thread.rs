@@ -576,7 +576,7 @@ fn switch_cold(l: &Local, g: u64, id: StackId) -> Option<u64> {
 /// The vectors move by swapping, never by dropping: while the thread runs
 /// its own stack, `own_saved` is empty (and has no allocation), so the
 /// stack's `frames` holds that empty vector while it is switched in.
-#[inline]
+#[inline(always)]
 pub(crate) fn switch_in(
     id: StackId,
     frames: &mut Vec<u32>,
@@ -606,7 +606,7 @@ pub(crate) fn switch_in(
 
 /// Undoes [`switch_in`]: the thread goes back to `prev`, and `frames` gets
 /// the logical stack's open frames back.
-#[inline]
+#[inline(always)]
 pub(crate) fn switch_out(prev: StackId, frames: &mut Vec<u32>, frames_gen: &mut u64) {
     let l = local();
     let bound = l.gen.get();
