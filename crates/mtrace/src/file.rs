@@ -25,7 +25,10 @@
 //! [`MAX_STEP`], so a tiny program leaves a tiny file and a long run grows
 //! it a few dozen times. When a step cannot be had (the maximum is reached,
 //! or the disk is full) the claim fails as a full file's always did, and
-//! the file grows no more. A ring has its full size from the start.
+//! the file grows no more. A ring has its full size from the start. The
+//! provisioner (`provision.rs`) calls [`TraceMap::grow_to`] too, for the
+//! slot after the last one in the file, when its lead ahead of the claims
+//! reaches the end: usually the file has grown before a claim needs it.
 //!
 //! **The address range is never given back while it may be used.** A
 //! thread that passed the "recording?" check just before

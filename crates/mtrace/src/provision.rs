@@ -18,7 +18,9 @@
 //!
 //! How it runs, and why this design rather than the alternatives:
 //!
-//! * **A thread of its own**, started with the recording and parked until a
+//! * **A thread of its own**, started with the recording (spawned while the
+//!   clock calibrates, whose 1 ms spin is the floor of a start's cost
+//!   anyway, and handed the recording once it exists) and parked until a
 //!   claim needs it. A claim whose slot the provisioner has not prepared
 //!   maps its pages itself, as before; a claim that leaves fewer than half
 //!   the lead prepared wakes it (`unpark`: an atomic swap, and a futex wake
@@ -40,10 +42,14 @@
 //!   ends. A ring has its whole size from the start: the provisioner
 //!   prepares its first pass and ends; slots that are reused are mapped
 //!   already.
-//! * **Finish stops and joins it first** ([`Provisioner::stop`]), before the
-//!   file's length is decided, so it neither grows nor maps the file while
-//!   it is cut, detached and closed. It checks the stop flag between parts
-//!   of at most [`PART_BYTES`], so finish waits for at most one part.
+//! * **Finish stops it first** ([`Provisioner::stop`]), before the file's
+//!   length is decided, so it neither grows nor maps the file while it is
+//!   cut, detached and closed. A parked provisioner is stopped with one
+//!   atomic swap: it cannot start working any more, and it exits when it
+//!   wakes, unjoined (joining costs the wake-up and the thread's exit, about
+//!   0.1 ms, at every finish: a language binding finishes a recording at
+//!   every `disable()`). One at work is joined; it checks its state between
+//!   parts of at most [`PART_BYTES`], so finish waits for at most one part.
 //! * **Fork needs nothing.** Only the forking thread goes on in the child,
 //!   so the child has no provisioner; it never needs one for the parent's
 //!   recording, whose claims, growths and finish are the parent's alone
@@ -61,7 +67,8 @@
 //! competes with it for the same work the claims did (see the README's
 //! recorder overhead section for the two-thread measurement).
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::mpsc::{sync_channel, SyncSender};
 use std::sync::{Mutex, OnceLock};
 use std::thread::{JoinHandle, Thread};
 
@@ -81,6 +88,14 @@ pub(crate) const AHEAD_BYTES: u64 = 1 << 20;
 /// whether the recording is finishing (a slot can be up to 64 MiB).
 pub(crate) const PART_BYTES: usize = 256 << 10;
 
+/// [`Provisioner::state`]: the thread sleeps, or is about to (it may not
+/// touch the file before it has swapped this for [`WORKING`]).
+const PARKED: u8 = 0;
+/// The thread is preparing slots: finish must wait for it.
+const WORKING: u8 = 1;
+/// Finish stopped it, or it ended: it touches the file no more.
+const STOPPED: u8 = 2;
+
 /// The provisioner's shared state, part of the recording ([`Shared`]).
 pub(crate) struct Provisioner {
     /// Slots below this had their pages mapped: by the provisioner, or, for
@@ -90,8 +105,8 @@ pub(crate) struct Provisioner {
     prepared_count: AtomicU64,
     /// Largest lead, in slots.
     ahead: u64,
-    /// Set by finish: the thread returns at its next check.
-    stop: AtomicBool,
+    /// [`PARKED`], [`WORKING`] or [`STOPPED`].
+    state: AtomicU8,
     /// The thread, to wake it; unset if it could not be started.
     thread: OnceLock<Thread>,
     handle: Mutex<Option<JoinHandle<()>>>,
@@ -105,7 +120,7 @@ impl Provisioner {
             prepared_to: AtomicU64::new(1),
             prepared_count: AtomicU64::new(0),
             ahead: (AHEAD_BYTES / map.chunk_size as u64).max(1),
-            stop: AtomicBool::new(false),
+            state: AtomicU8::new(PARKED),
             thread: OnceLock::new(),
             handle: Mutex::new(None),
         }
@@ -118,6 +133,12 @@ impl Provisioner {
         // Relaxed: a stale value only means mapping pages twice (harmless) or
         // not at all (they fault in at first write); page tables are the
         // process's, no memory ordering makes them visible.
+        if seq == 0 {
+            // Slot 0 was mapped at start. A recording that never claims a
+            // second slot (a few thousand events) leaves the provisioner
+            // asleep: finish then need not wait for it.
+            return;
+        }
         let prepared_to = self.prepared_to.load(Ordering::Relaxed);
         if seq >= prepared_to {
             map.populate(seq);
@@ -142,17 +163,27 @@ impl Provisioner {
         self.prepared_to.load(Ordering::Relaxed)
     }
 
-    /// Stops the thread and waits for it (at finish): once this returns, the
-    /// provisioner neither grows nor maps the file any more.
+    /// Stops the thread (at finish): once this returns, the provisioner
+    /// neither grows nor maps the file any more. Waits only for a thread at
+    /// work; a parked one exits when it wakes, unjoined.
     pub fn stop(&self) {
-        self.stop.store(true, Ordering::Release);
+        let was = self.state.swap(STOPPED, Ordering::AcqRel);
+        let handle = lock(&self.handle).take();
         if let Some(thread) = self.thread.get() {
             thread.unpark();
         }
-        if let Some(handle) = lock(&self.handle).take() {
-            // The thread does not panic; if it did, it has stopped all the same.
-            let _ = handle.join();
+        if was == WORKING {
+            if let Some(handle) = handle {
+                // The thread does not panic; if it did, it has stopped all the same.
+                let _ = handle.join();
+            }
         }
+    }
+
+    /// Whether the provisioner has stopped for good.
+    #[cfg(test)]
+    pub fn stopped(&self) -> bool {
+        self.state.load(Ordering::Acquire) == STOPPED
     }
 }
 
@@ -162,16 +193,39 @@ fn lead(ahead: u64, claimed: u64) -> u64 {
     ahead.min(claimed).max(1)
 }
 
-/// Starts `shared`'s provisioner thread. Best effort: without it, claims map
-/// their own slots.
-pub(crate) fn start(shared: &'static Shared) {
-    let spawned = std::thread::Builder::new()
+/// A provisioner thread spawned before its recording exists, waiting for it.
+pub(crate) struct Spawned {
+    handle: JoinHandle<()>,
+    hand_over: SyncSender<&'static Shared>,
+}
+
+/// Spawns a provisioner thread for a recording being started (while the
+/// clock calibrates). Best effort: without it, claims map their own slots.
+/// Dropped without [`start`] (the start failed), the thread just exits.
+pub(crate) fn spawn() -> Option<Spawned> {
+    let (hand_over, recording) = sync_channel::<&'static Shared>(1);
+    let handle = std::thread::Builder::new()
         .name("mtrace-provisioner".into())
-        .spawn(move || run(shared));
-    if let Ok(handle) = spawned {
-        let _ = shared.provisioner.thread.set(handle.thread().clone());
-        *lock(&shared.provisioner.handle) = Some(handle);
-    }
+        .spawn(move || {
+            if let Ok(shared) = recording.recv() {
+                run(shared);
+            }
+        })
+        .ok()?;
+    Some(Spawned { handle, hand_over })
+}
+
+/// Hands `shared` to its provisioner thread, before the recording is
+/// published (the first claim can wake it).
+pub(crate) fn start(shared: &'static Shared, spawned: Option<Spawned>) {
+    let Some(spawned) = spawned else {
+        return;
+    };
+    let p = &shared.provisioner;
+    let _ = p.thread.set(spawned.handle.thread().clone());
+    *lock(&p.handle) = Some(spawned.handle);
+    // Cannot fail: the channel has room and the thread waits on it.
+    let _ = spawned.hand_over.send(shared);
 }
 
 /// The thread: prepares the slots of the lead, sleeps until a claim wakes
@@ -186,7 +240,11 @@ fn run(shared: &'static Shared) {
         // Parked until the first claim (or finish): a recording that never
         // claims a second slot costs no work here.
         std::thread::park();
-        if p.stop.load(Ordering::Acquire) {
+        // Finish cannot miss a thread at work: it sees `WORKING` and waits.
+        if p.state
+            .compare_exchange(PARKED, WORKING, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
             return;
         }
         let claimed = next_seq.load(Ordering::Relaxed);
@@ -197,15 +255,19 @@ fn run(shared: &'static Shared) {
             .saturating_add(lead(p.ahead, claimed))
             .min(map.chunk_count);
         while next < target {
+            if p.state.load(Ordering::Acquire) == STOPPED {
+                return;
+            }
             if shared.mode == Mode::StopWhenFull && next >= map.ready_slots() && !map.grow_to(next)
             {
                 // The file is at its maximum, or the disk is full: nothing
                 // more will ever be claimed (the claims see the same).
+                p.state.store(STOPPED, Ordering::Release);
                 return;
             }
             let mut offset = 0;
             while offset < map.chunk_size {
-                if p.stop.load(Ordering::Acquire) {
+                if p.state.load(Ordering::Acquire) == STOPPED {
                     return;
                 }
                 map.populate_part(next, offset, PART_BYTES);
@@ -217,6 +279,13 @@ fn run(shared: &'static Shared) {
         }
         if next >= map.chunk_count {
             // Every slot of the file is prepared (a ring's first pass done).
+            p.state.store(STOPPED, Ordering::Release);
+            return;
+        }
+        if p.state
+            .compare_exchange(WORKING, PARKED, Ordering::AcqRel, Ordering::Acquire)
+            .is_err()
+        {
             return;
         }
     }
@@ -434,7 +503,7 @@ mod tests {
         pairs += 200 * PAIRS_PER_CHUNK;
         let claimed = shared.map.counter(H_NEXT_SEQ).load(Ordering::Relaxed);
         let summary = recording.finish().unwrap();
-        assert!(lock(&p.handle).is_none(), "finish joined the provisioner");
+        assert!(p.stopped(), "finish stopped the provisioner");
         let mut status = 0;
         // SAFETY: waiting for our own child.
         assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);

@@ -129,6 +129,8 @@ pub fn start(config: Config) -> Result<Recording, StartError> {
     // 1 ms spin is the floor of a start's cost, and a language binding
     // starts a recording per `enable()`.
     let calibration = Calibration::begin(config.clock);
+    // So is the provisioner thread's start (see `provision.rs`).
+    let provisioner_thread = provision::spawn();
     let map = TraceMap::create(&config)?;
     let clock = calibration.finish();
     map.write_header(&config, &clock);
@@ -158,7 +160,7 @@ pub fn start(config: Config) -> Result<Recording, StartError> {
         };
     });
     // Before the recording is published: the first claim can wake it.
-    provision::start(shared);
+    provision::start(shared, provisioner_thread);
     meta::publish(shared, || {
         CURRENT.store(shared as *const Shared as *mut Shared, Ordering::Release);
         GEN.store(gen, Ordering::Release);
