@@ -32,7 +32,7 @@
 //!   (up to 64 MiB) would stall the growing thread for milliseconds.
 //! * **The lead ramps up**: it is as many slots as were claimed so far, up
 //!   to [`AHEAD_BYTES`] of slots. A tiny program (a few chunks) makes the
-//!   provisioner map a few slots, not a megabyte it never writes.
+//!   provisioner map a few slots, not megabytes it never writes.
 //! * **It never touches a page past the file's current end** (a page there
 //!   is either not mapped, or, past a cut, would raise SIGBUS): in
 //!   stop-when-full mode, a slot past the ready ones is first grown to with
@@ -80,10 +80,14 @@ use crate::file::TraceMap;
 use crate::shared::{lock, Shared};
 
 /// How far ahead of the claims the provisioner keeps slots prepared, in
-/// bytes of slots (at least one slot): 16 default (64 KiB) chunks, the
-/// prototype's best lead. Enough to cover a claim rate of a chunk every few
-/// microseconds while the provisioner sleeps or waits for a core.
-pub(crate) const AHEAD_BYTES: u64 = 1 << 20;
+/// bytes of slots (at least one slot): 64 default (64 KiB) chunks. A claim
+/// wakes it with half of that left, about 1.3 ms of one thread recording
+/// at the floor's rate (10 ns an event), which covers the time a woken
+/// thread can wait for a core on a virtual machine (whose idle virtual CPU
+/// the host has to schedule first). With a 1 MiB lead, most runs of the
+/// bench's one-thread loop lost the gain (about 1.55x the floor in 54 of 60 runs
+/// on the development VM, against 0.99x in 59 of 60 with 4 MiB).
+pub(crate) const AHEAD_BYTES: u64 = 4 << 20;
 
 /// The most bytes the provisioner maps in one `madvise` before checking
 /// whether the recording is finishing (a slot can be up to 64 MiB).

@@ -58,7 +58,7 @@ pub struct Summary {
     /// system's message, such as "No space left on device"), if it did.
     pub growth_failure: Option<String>,
     /// Chunk slots whose pages the provisioner thread mapped before they
-    /// were claimed (at most a megabyte of them past the last claim).
+    /// were claimed (at most 4 MiB of them past the last claim).
     pub slots_prepared: u64,
     /// Threads that recorded at least one event.
     pub threads: u64,
