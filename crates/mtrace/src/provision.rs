@@ -399,8 +399,14 @@ mod tests {
         while p.prepared_to() < low_water {
             assert!(
                 Instant::now() < deadline,
-                "the provisioner prepared up to slot {} of {low_water}",
-                p.prepared_to()
+                "the provisioner prepared up to slot {} of {low_water} (claims at {claimed}; \
+                 {} prepared; state {}; thread started: {}; file: {} slots, growth failure {:?})",
+                p.prepared_to(),
+                p.prepared_count(),
+                p.state.load(Ordering::Relaxed),
+                p.thread.get().is_some(),
+                shared.map.ready_slots(),
+                shared.map.growth_failure(),
             );
             std::thread::sleep(Duration::from_millis(1));
         }
