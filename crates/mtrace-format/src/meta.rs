@@ -60,39 +60,46 @@ impl MetaRecord {
     /// Appends the encoded record (header, payload, padding) to `out`.
     /// Strings longer than [`META_STRING_MAX`] are cut at a character boundary.
     pub fn encode(&self, out: &mut Vec<u8>) {
-        let start = out.len();
-        out.extend_from_slice(&[0; META_RECORD_HEADER]);
-        let kind = match self {
-            MetaRecord::Function(f) => {
+        match self {
+            MetaRecord::Function(f) => encode_record(out, META_FUNCTION, |out| {
                 out.extend_from_slice(&f.id.0.to_le_bytes());
                 out.extend_from_slice(&f.line.to_le_bytes());
                 put_str(out, &f.name);
                 put_str(out, &f.file);
                 put_str(out, &f.module);
-                META_FUNCTION
-            }
-            MetaRecord::Stack { id, name } => {
-                out.extend_from_slice(&id.0.to_le_bytes());
-                put_str(out, name);
-                META_STACK
-            }
-            MetaRecord::Thread { tid, os_tid, name } => {
+            }),
+            MetaRecord::Stack { id, name } => encode_stack(out, *id, name),
+            MetaRecord::Thread { tid, os_tid, name } => encode_record(out, META_THREAD, |out| {
                 out.extend_from_slice(&tid.0.to_le_bytes());
                 out.extend_from_slice(&os_tid.to_le_bytes());
                 put_str(out, name);
-                META_THREAD
-            }
-            MetaRecord::Host { name } => {
-                put_str(out, name);
-                META_HOST
-            }
-        };
-        let payload_len = (out.len() - start - META_RECORD_HEADER) as u32;
-        out[start..start + 4].copy_from_slice(&payload_len.to_le_bytes());
-        out[start + 4..start + 6].copy_from_slice(&kind.to_le_bytes());
-        while !out.len().is_multiple_of(META_ALIGN) {
-            out.push(0);
+            }),
+            MetaRecord::Host { name } => encode_record(out, META_HOST, |out| put_str(out, name)),
         }
+    }
+}
+
+/// Appends a [`MetaRecord::Stack`] record naming stack `id`, without
+/// making the record (a writer names every task's stack as it is created:
+/// this spares it copying the name).
+pub fn encode_stack(out: &mut Vec<u8>, id: StackId, name: &str) {
+    encode_record(out, META_STACK, |out| {
+        out.extend_from_slice(&id.0.to_le_bytes());
+        put_str(out, name);
+    });
+}
+
+/// Appends a record of `kind` whose payload `payload` appends: the header
+/// before it, the padding after it.
+fn encode_record(out: &mut Vec<u8>, kind: u16, payload: impl FnOnce(&mut Vec<u8>)) {
+    let start = out.len();
+    out.extend_from_slice(&[0; META_RECORD_HEADER]);
+    payload(out);
+    let payload_len = (out.len() - start - META_RECORD_HEADER) as u32;
+    out[start..start + 4].copy_from_slice(&payload_len.to_le_bytes());
+    out[start + 4..start + 6].copy_from_slice(&kind.to_le_bytes());
+    while !out.len().is_multiple_of(META_ALIGN) {
+        out.push(0);
     }
 }
 

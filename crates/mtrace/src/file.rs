@@ -25,7 +25,10 @@
 //! [`MAX_STEP`], so a tiny program leaves a tiny file and a long run grows
 //! it a few dozen times. When a step cannot be had (the maximum is reached,
 //! or the disk is full) the claim fails as a full file's always did, and
-//! the file grows no more. A ring has its full size from the start.
+//! the file grows no more. A ring has its full size from the start. The
+//! provisioner (`provision.rs`) calls [`TraceMap::grow_to`] too, for the
+//! slot after the last one in the file, when its lead ahead of the claims
+//! reaches the end: usually the file has grown before a claim needs it.
 //!
 //! **The address range is never given back while it may be used.** A
 //! thread that passed the "recording?" check just before
@@ -408,7 +411,20 @@ impl TraceMap {
         );
     }
 
-    /// [`TraceMap::populate`] for the pages of bytes `start..start + len` of the file.
+    /// [`TraceMap::populate`] for bytes `offset..offset + len` of chunk slot
+    /// `slot` only (the provisioner maps a large slot in parts, so that it
+    /// can stop between them).
+    pub fn populate_part(&self, slot: u64, offset: usize, len: usize) {
+        let len = len.min(self.chunk_size.saturating_sub(offset));
+        self.populate_bytes(
+            self.chunks_offset + slot as usize * self.chunk_size + offset,
+            len,
+        );
+    }
+
+    /// [`TraceMap::populate`] for the pages of bytes `start..start + len` of
+    /// the file. Never past the file's current end (the ready slots): a page
+    /// there is not mapped, or, after a cut, would raise SIGBUS.
     fn populate_bytes(&self, start: usize, len: usize) {
         #[cfg(target_os = "linux")]
         {
@@ -519,7 +535,7 @@ impl TraceMap {
 }
 
 /// The system's page size.
-fn page_size() -> usize {
+pub(crate) fn page_size() -> usize {
     // SAFETY: sysconf has no preconditions.
     let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
     usize::try_from(page)

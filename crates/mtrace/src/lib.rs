@@ -42,7 +42,8 @@
 //!
 //! Module map: `recording` (start/finish, the global switch), `thread` (the
 //! hot path and chunk claims), `file` (the mapped file), `meta` (function
-//! registry and metadata region), `clock`, `scope` (call sites), `stack`
+//! registry and metadata region), `provision` (the thread that maps chunk
+//! slots' pages ahead of the claims), `clock`, `scope` (call sites), `stack`
 //! (logical stacks), `future` (the future adapter), `config`, `error`.
 #![deny(missing_docs)]
 
@@ -52,6 +53,7 @@ mod error;
 mod file;
 mod future;
 mod meta;
+mod provision;
 mod recording;
 mod scope;
 mod shared;

@@ -20,6 +20,7 @@ use crate::config::{Config, Mode};
 use crate::error::{FinishError, StartError};
 use crate::file::TraceMap;
 use crate::meta;
+use crate::provision::{self, Provisioner};
 use crate::shared::{
     self, current, lock, MetaRegion, Shared, CURRENT, GEN, GEN_OFF, GEN_TSC, GEN_UNCHECKED,
 };
@@ -56,6 +57,9 @@ pub struct Summary {
     /// `StopWhenFull`: why the file stopped growing before its maximum (the
     /// system's message, such as "No space left on device"), if it did.
     pub growth_failure: Option<String>,
+    /// Chunk slots whose pages the provisioner thread mapped before they
+    /// were claimed (at most 4 MiB of them past the last claim).
+    pub slots_prepared: u64,
     /// Threads that recorded at least one event.
     pub threads: u64,
     /// Bytes of metadata written.
@@ -125,14 +129,18 @@ pub fn start(config: Config) -> Result<Recording, StartError> {
     // 1 ms spin is the floor of a start's cost, and a language binding
     // starts a recording per `enable()`.
     let calibration = Calibration::begin(config.clock);
+    // So is the provisioner thread's start (see `provision.rs`).
+    let provisioner_thread = provision::spawn();
     let map = TraceMap::create(&config)?;
     let clock = calibration.finish();
     map.write_header(&config, &clock);
     *last_gen += 1;
     let gen = (*last_gen << 1) | if clock.tsc { GEN_TSC } else { 0 };
+    let provisioner = Provisioner::new(&map);
     let shared: &'static Shared = Box::leak(Box::new(Shared {
         gen,
         map,
+        provisioner,
         mode: config.mode,
         clock,
         threads: AtomicU64::new(0),
@@ -151,6 +159,8 @@ pub fn start(config: Config) -> Result<Recording, StartError> {
             )
         };
     });
+    // Before the recording is published: the first claim can wake it.
+    provision::start(shared, provisioner_thread);
     meta::publish(shared, || {
         CURRENT.store(shared as *const Shared as *mut Shared, Ordering::Release);
         GEN.store(gen, Ordering::Release);
@@ -192,6 +202,7 @@ fn summarize(shared: &Shared) -> Summary {
         dropped_chunks: map.counter(H_DROPPED_CHUNKS).load(Ordering::Relaxed),
         growths: map.growths(),
         growth_failure: map.growth_failure(),
+        slots_prepared: shared.provisioner.prepared_count(),
         threads: shared.threads.load(Ordering::Relaxed),
         meta_bytes: map.counter(H_META_LEN).load(Ordering::Relaxed),
         meta_dropped: map.counter(H_META_DROPPED).load(Ordering::Relaxed),
@@ -211,6 +222,9 @@ fn finish(shared: &'static Shared) -> Result<Summary, FinishError> {
         GEN.store(GEN_OFF, Ordering::Release);
         CURRENT.store(ptr::null_mut(), Ordering::Release);
     }
+    // Before the file's length is decided: the provisioner grows and maps
+    // the file, which is about to be cut and detached.
+    shared.provisioner.stop();
     let (end_tick, end_unix_ns, calib_ticks, calib_ns) = shared.clock.finish();
     let map = &shared.map;
     map.write(H_END_TICK, &end_tick.to_le_bytes());

@@ -23,11 +23,13 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
 
 use mtrace_format::layout::*;
+use mtrace_format::meta::encode_stack;
 use mtrace_format::{MetaRecord, StackId};
 
 use crate::clock::RunClock;
 use crate::config::Mode;
 use crate::file::TraceMap;
+use crate::provision::Provisioner;
 
 /// `GEN`: the environment has not been checked for `MTRACE_OUT` yet.
 pub(crate) const GEN_UNCHECKED: u64 = 0;
@@ -42,10 +44,13 @@ pub(crate) static GEN: AtomicU64 = AtomicU64::new(GEN_UNCHECKED);
 /// pointer read from here stays valid forever.
 pub(crate) static CURRENT: AtomicPtr<Shared> = AtomicPtr::new(ptr::null_mut());
 
-/// The committed length of a recording's metadata region (under its lock).
+/// The committed length of a recording's metadata region, and the buffer
+/// records are encoded in (reused: naming each task's stack as it is
+/// created costs no allocation).
 #[derive(Debug, Default)]
 pub(crate) struct MetaRegion {
     pub len: usize,
+    scratch: Vec<u8>,
 }
 
 /// Bumped in a child process by the fork handler: a thread bound in an
@@ -63,6 +68,8 @@ pub(crate) struct Shared {
     /// This recording's generation (`GEN` while it runs).
     pub gen: u64,
     pub map: TraceMap,
+    /// Maps the pages of the slots ahead of the claims (`provision.rs`).
+    pub provisioner: Provisioner,
     pub mode: Mode,
     pub clock: RunClock,
     /// The last trace thread id handed out.
@@ -77,16 +84,24 @@ pub(crate) struct Shared {
 impl Shared {
     /// Appends a metadata record; counts it in `meta_dropped` if the region is full.
     pub fn write_meta(&self, record: &MetaRecord) {
-        let mut bytes = Vec::with_capacity(64);
-        record.encode(&mut bytes);
+        self.write_meta_with(|out| record.encode(out));
+    }
+
+    /// Appends the metadata record `encode` appends to its buffer; counts it
+    /// in `meta_dropped` if the region is full.
+    pub fn write_meta_with(&self, encode: impl FnOnce(&mut Vec<u8>)) {
         let mut region = lock(&self.meta);
+        let region = &mut *region;
+        region.scratch.clear();
+        encode(&mut region.scratch);
+        let bytes = &region.scratch;
         if region.len + bytes.len() > self.map.meta_capacity {
             self.map
                 .counter(H_META_DROPPED)
                 .fetch_add(1, Ordering::Relaxed);
             return;
         }
-        self.map.write(self.map.meta_offset + region.len, &bytes);
+        self.map.write(self.map.meta_offset + region.len, bytes);
         region.len += bytes.len();
         self.map
             .counter(H_META_LEN)
@@ -119,10 +134,7 @@ pub(crate) fn current_with_gen(gen: u64) -> Option<&'static Shared> {
 pub(crate) fn name_stack(gen: u64, id: StackId, name: &str) -> bool {
     match current_with_gen(gen) {
         Some(s) => {
-            s.write_meta(&MetaRecord::Stack {
-                id,
-                name: name.to_owned(),
-            });
+            s.write_meta_with(|out| encode_stack(out, id, name));
             true
         }
         None => false,

@@ -10,8 +10,10 @@
 //! cold path:           register the thread, claim a chunk, count a drop
 //! ```
 //!
-//! A chunk's pages are mapped in one `madvise` call when its slot is first
-//! claimed, instead of by one page fault per 4 KiB as the events reach them.
+//! A chunk's pages are mapped before its slot is first claimed, by the
+//! provisioner thread (`provision.rs`), or, when that is behind, in one
+//! `madvise` call at the claim, instead of by one page fault per 4 KiB as
+//! the events reach them.
 //!
 //! A chunk is claimed with one `fetch_add` on the header's `next_seq`
 //! (`slot = seq % chunk_count`); in ring mode the slot's state word is then
@@ -445,8 +447,9 @@ fn claim(l: &Local, shared: &Shared) -> bool {
             release_chunk(l);
         }
         if seq < map.chunk_count {
-            // The slot's first use: its pages are not mapped yet.
-            map.populate(slot);
+            // The slot's first use: its pages are mapped unless the
+            // provisioner did it already.
+            shared.provisioner.on_first_claim(map, seq);
         }
         let chunk = map.chunk(slot);
         let chunk_no = l.next_chunk_no.get();
@@ -584,7 +587,7 @@ fn switch_cold(l: &Local, g: u64, id: StackId) -> Option<u64> {
 /// The vectors move by swapping, never by dropping: while the thread runs
 /// its own stack, `own_saved` is empty (and has no allocation), so the
 /// stack's `frames` holds that empty vector while it is switched in.
-#[inline]
+#[inline(always)]
 pub(crate) fn switch_in(
     id: StackId,
     frames: &mut Vec<u32>,
@@ -614,7 +617,7 @@ pub(crate) fn switch_in(
 
 /// Undoes [`switch_in`]: the thread goes back to `prev`, and `frames` gets
 /// the logical stack's open frames back.
-#[inline]
+#[inline(always)]
 pub(crate) fn switch_out(prev: StackId, frames: &mut Vec<u32>, frames_gen: &mut u64) {
     let l = local();
     let bound = l.gen.get();

@@ -7,7 +7,8 @@
 //! it separates the two costs of recording. Keeping every event writes each
 //! event into memory the process never touched before, and the kernel
 //! provides that memory a page at a time (on the machine of the README's
-//! table, about 1 us per 4 KiB page: 4 ns per event). A ring that wraps
+//! table, about 1 us per 4 KiB page: 4 ns per event; the recorder's
+//! provisioner thread has it done ahead of the claims). A ring that wraps
 //! reuses memory that is mapped and in cache, as the floor's buffer and the
 //! recorder bench's (`cargo bench -p mtrace`) ring are: what is left is the
 //! recording path itself.
