@@ -83,6 +83,12 @@ fn nothing_pauses_under_wall_and_gil_still_adds_up() {
         );
     }
     let r = report(&dir, "gil");
+    // Thread 2's wakes fall inside the tasks' pauses, and nothing else runs
+    // while a task does: under gil the tasks run and pause as under stack.
+    let f = &r["functions"];
+    assert_eq!(split(f, "function", "handle"), [40, 20, 20]);
+    assert_eq!(split(f, "function", "f"), [20, 20, 0]);
+    assert_eq!(split(f, "function", "g"), [30, 0, 30]);
     for row in r["functions"]
         .as_array()
         .unwrap()
