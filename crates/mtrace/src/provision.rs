@@ -77,7 +77,11 @@ use mtrace_format::layout::H_NEXT_SEQ;
 
 use crate::config::Mode;
 use crate::file::TraceMap;
-use crate::shared::{lock, Shared};
+
+/// A lock that a panic elsewhere does not poison for good.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// How far ahead of the claims the provisioner keeps slots prepared, in
 /// bytes of slots (at least one slot): 64 default (64 KiB) chunks. A claim
@@ -101,7 +105,7 @@ const WORKING: u8 = 1;
 /// Finish stopped it, or it ended: it touches the file no more.
 const STOPPED: u8 = 2;
 
-/// The provisioner's shared state, part of the recording ([`Shared`]).
+/// The provisioner's shared state, part of the recording (`Shared`).
 pub(crate) struct Provisioner {
     /// Slots below this had their pages mapped: by the provisioner, or, for
     /// slots it had not reached, by their claimer. Only grows.
@@ -198,47 +202,60 @@ fn lead(ahead: u64, claimed: u64) -> u64 {
     ahead.min(claimed).max(1)
 }
 
+/// What the provisioner thread works on: the recording's file, its mode
+/// and the provisioner's state (parts of the recording, which lives as
+/// long as the process).
+pub(crate) struct Job {
+    pub map: &'static TraceMap,
+    pub mode: Mode,
+    pub state: &'static Provisioner,
+}
+
 /// A provisioner thread spawned before its recording exists, waiting for it.
 pub(crate) struct Spawned {
     handle: JoinHandle<()>,
-    hand_over: SyncSender<&'static Shared>,
+    hand_over: SyncSender<Job>,
 }
 
 /// Spawns a provisioner thread for a recording being started (while the
 /// clock calibrates). Best effort: without it, claims map their own slots.
 /// Dropped without [`start`] (the start failed), the thread just exits.
 pub(crate) fn spawn() -> Option<Spawned> {
-    let (hand_over, recording) = sync_channel::<&'static Shared>(1);
+    let (hand_over, recording) = sync_channel::<Job>(1);
     let handle = std::thread::Builder::new()
         .name("mtrace-provisioner".into())
         .spawn(move || {
-            if let Ok(shared) = recording.recv() {
-                run(shared);
+            if let Ok(job) = recording.recv() {
+                run(job);
             }
         })
         .ok()?;
     Some(Spawned { handle, hand_over })
 }
 
-/// Hands `shared` to its provisioner thread, before the recording is
+/// Hands `job` to its provisioner thread, before the recording is
 /// published (the first claim can wake it).
-pub(crate) fn start(shared: &'static Shared, spawned: Option<Spawned>) {
+pub(crate) fn start(job: Job, spawned: Option<Spawned>) {
     let Some(spawned) = spawned else {
         return;
     };
-    let p = &shared.provisioner;
+    let p = job.state;
     let _ = p.thread.set(spawned.handle.thread().clone());
     *lock(&p.handle) = Some(spawned.handle);
     // Cannot fail: the channel has room and the thread waits on it.
-    let _ = spawned.hand_over.send(shared);
+    let _ = spawned.hand_over.send(job);
 }
 
 /// The thread: prepares the slots of the lead, sleeps until a claim wakes
 /// it, and ends when told to, when every slot is prepared, or when the file
 /// can grow no more.
-fn run(shared: &'static Shared) {
-    let map = &shared.map;
-    let p = &shared.provisioner;
+fn run(
+    Job {
+        map,
+        mode,
+        state: p,
+    }: Job,
+) {
     let next_seq = map.counter(H_NEXT_SEQ);
     let mut next = p.prepared_to.load(Ordering::Relaxed);
     loop {
@@ -263,8 +280,7 @@ fn run(shared: &'static Shared) {
             if p.state.load(Ordering::Acquire) == STOPPED {
                 return;
             }
-            if shared.mode == Mode::StopWhenFull && next >= map.ready_slots() && !map.grow_to(next)
-            {
+            if mode == Mode::StopWhenFull && next >= map.ready_slots() && !map.grow_to(next) {
                 // The file is at its maximum, or the disk is full: nothing
                 // more will ever be claimed (the claims see the same).
                 p.state.store(STOPPED, Ordering::Release);

@@ -160,7 +160,12 @@ pub fn start(config: Config) -> Result<Recording, StartError> {
         };
     });
     // Before the recording is published: the first claim can wake it.
-    provision::start(shared, provisioner_thread);
+    let job = provision::Job {
+        map: &shared.map,
+        mode: shared.mode,
+        state: &shared.provisioner,
+    };
+    provision::start(job, provisioner_thread);
     meta::publish(shared, || {
         CURRENT.store(shared as *const Shared as *mut Shared, Ordering::Release);
         GEN.store(gen, Ordering::Release);
