@@ -29,3 +29,4 @@ mod util;
 mod vectors;
 mod wakes;
 mod width;
+mod windows;

@@ -455,7 +455,7 @@ fn a_differential_flamegraph_colors_the_visible_changes() {
 
 /// A parsed Chrome trace: per track, its name and its complete events as
 /// (name, category, start ns, end ns), in file order.
-type Tracks = BTreeMap<u64, (String, Vec<(String, String, u64, u64)>)>;
+pub(crate) type Tracks = BTreeMap<u64, (String, Vec<(String, String, u64, u64)>)>;
 
 fn ns(v: &Value) -> u64 {
     let us = v.as_f64().expect("a number of microseconds");
@@ -464,7 +464,7 @@ fn ns(v: &Value) -> u64 {
     ns as u64
 }
 
-fn chrome_tracks(text: &str) -> Tracks {
+pub(crate) fn chrome_tracks(text: &str) -> Tracks {
     let v: Value = serde_json::from_str(text).expect("Chrome JSON");
     assert_eq!(v["displayTimeUnit"], "ns");
     let mut tracks = Tracks::new();
@@ -502,7 +502,7 @@ fn chrome_tracks(text: &str) -> Tracks {
 /// Checks that a track's slices nest (each inside its enclosing one, in
 /// pre-order) and returns each slice's direct children's total duration.
 #[track_caller]
-fn check_nesting(slices: &[(String, String, u64, u64)]) -> Vec<u64> {
+pub(crate) fn check_nesting(slices: &[(String, String, u64, u64)]) -> Vec<u64> {
     let mut children = vec![0u64; slices.len()];
     let mut open: Vec<usize> = Vec::new();
     for (i, (name, _, start, end)) in slices.iter().enumerate() {

@@ -173,6 +173,7 @@ fn schemas_describe_and_require_every_field() {
             "ThreadSummary.lost_from_ns",
             "TraceSummary.traces",
             "TraceSummary.host",
+            "TraceSummary.window",
         ],
     );
     assert_documented("check.schema.json", &["ThreadSummary.lost_from_ns"]);
@@ -193,6 +194,19 @@ fn report_json_validates_against_its_schema() {
             ]);
             assert_valid("report.schema.json", &run.success().json());
         }
+        // With a time window, which the report then names.
+        let run = mtanalyze([
+            trace.as_os_str(),
+            "--format".as_ref(),
+            "json".as_ref(),
+            "--from".as_ref(),
+            "20ns".as_ref(),
+            "--to".as_ref(),
+            "1us".as_ref(),
+        ]);
+        let json = run.success().json();
+        assert_valid("report.schema.json", &json);
+        assert_eq!(json["trace"]["window"]["from_ns"], 20);
     }
 }
 

@@ -8,11 +8,22 @@ use mtanalyze::{analyze, AnalyzeOptions, Clock, PathMode, Report};
 /// pass (call paths on disable the other), call paths dropped; `None` if
 /// either analysis fails.
 pub fn fused_and_replayed(trace: &LoadedTrace, clock: Clock) -> Option<(Report, Report)> {
+    let options = AnalyzeOptions {
+        clock: Some(clock),
+        ..Default::default()
+    };
+    fused_and_replayed_with(trace, &options)
+}
+
+/// [`fused_and_replayed`] with any options (their call paths are ignored).
+pub fn fused_and_replayed_with(
+    trace: &LoadedTrace,
+    options: &AnalyzeOptions,
+) -> Option<(Report, Report)> {
     let run = |paths| {
         let options = AnalyzeOptions {
-            clock: Some(clock),
             paths,
-            ..Default::default()
+            ..options.clone()
         };
         let mut r = analyze(trace, &options).ok()?;
         r.paths.clear();

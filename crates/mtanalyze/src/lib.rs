@@ -47,6 +47,7 @@ pub struct ReadmeDoctests;
 pub use analysis::timeline::Timelines;
 pub use analysis::{
     analyze, analyze_in_stages, check, AnalyzeError, AnalyzeOptions, PathMode, RecursionCollapse,
+    TimeBound,
 };
 pub use input::chrome::ImportError;
 pub use input::jsonl::{to_binary as jsonl_to_binary, JsonlError};
@@ -60,7 +61,7 @@ pub use model::gate::{gate, GateBreach, GateChange, GateError, GateField, GateOp
 pub use model::merge::{merge, Merged};
 pub use model::report::{
     CallPath, Clock, EdgeStats, FunctionKey, FunctionStats, Report, StackKey, StackName,
-    StackStats, ThreadList, ThreadSummary, TraceSummary, Warning,
+    StackStats, ThreadList, ThreadSummary, TimeWindow, TraceSummary, Warning,
 };
 pub use model::runs::{attach_ranges, runs, Runs};
 pub use model::warnings::WarningKind;

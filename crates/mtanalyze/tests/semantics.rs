@@ -1236,3 +1236,236 @@ proptest! {
         reversed.trace.source.clear();
     }
 }
+
+/// The report of `bytes` under `clock` counting `[from, to)` (ns; `None`:
+/// open), with call paths.
+fn run_window(bytes: &[u8], clock: Clock, from: Option<u64>, to: Option<u64>) -> Report {
+    let trace = from_bytes("test", bytes.to_vec()).expect("loads");
+    let opts = AnalyzeOptions {
+        clock: Some(clock),
+        paths: mtanalyze::PathMode::Merged,
+        from: from.map(mtanalyze::TimeBound::At),
+        to: to.map(mtanalyze::TimeBound::At),
+        ..Default::default()
+    };
+    analyze(&trace, &opts).expect("analyzes")
+}
+
+/// Every additive field of a report, by the identity of its row: functions,
+/// edges, stacks and call paths.
+fn additive_fields(r: &Report) -> BTreeMap<String, Vec<u64>> {
+    let mut m: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    let mut add = |k: String, v: Vec<u64>| {
+        let e = m.entry(k).or_insert_with(|| vec![0; v.len()]);
+        for (a, b) in e.iter_mut().zip(v) {
+            *a += b;
+        }
+    };
+    for f in &r.functions {
+        add(
+            format!("fn {:?}", f.key()),
+            vec![
+                f.ncalls,
+                f.primitive_calls,
+                f.tottime_ns,
+                f.cumtime_ns,
+                f.paused_ns,
+                f.open_at_end,
+                f.cut_short,
+                f.scheduled_ns,
+                f.waiting_ns,
+            ],
+        );
+    }
+    for e in &r.edges {
+        add(
+            format!("edge {:?}->{:?}", e.caller_key(), e.callee_key()),
+            vec![
+                e.ncalls,
+                e.primitive_calls,
+                e.tottime_ns,
+                e.cumtime_ns,
+                e.callee_cumtime_ns,
+            ],
+        );
+    }
+    for s in &r.stacks {
+        add(
+            format!("stack {}", s.id),
+            vec![
+                s.running_ns,
+                s.paused_ns,
+                s.scheduled_ns,
+                s.waiting_ns,
+                s.switches_in,
+                s.events,
+            ],
+        );
+    }
+    for p in &r.paths {
+        // Frames are positions in this report's functions: name them.
+        let names: Vec<String> = p
+            .frames
+            .iter()
+            .map(|&i| r.functions[i as usize].function.clone())
+            .collect();
+        add(
+            format!("path {}", names.join(";")),
+            vec![p.ncalls, p.self_ns],
+        );
+    }
+    // Rows that are all zeros are the same as no row.
+    m.retain(|_, v| v.iter().any(|&x| x != 0));
+    m
+}
+
+/// The sum of two reports' additive fields.
+fn summed(
+    a: &BTreeMap<String, Vec<u64>>,
+    b: &BTreeMap<String, Vec<u64>>,
+) -> BTreeMap<String, Vec<u64>> {
+    let mut out = a.clone();
+    for (k, v) in b {
+        let e = out.entry(k.clone()).or_insert_with(|| vec![0; v.len()]);
+        for (x, y) in e.iter_mut().zip(v) {
+            *x += y;
+        }
+    }
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+
+    /// Time windows: for every clock, with wakes and lost marks, the
+    /// windows [a, b) and [b, c) add up to [a, c) in every additive field
+    /// of every function, edge, stack and call path; a window holding the
+    /// whole trace is the plain report; and the segment pass's replay of
+    /// own stacks equals the replay pass's inside a window too.
+    #[test]
+    fn windows_add_up_for_every_additive_field(
+        threads in 1u64..4, stacks in 0u64..4, functions in 1u8..5, steps in steps(),
+        picks in proptest::collection::vec((any::<u16>(), any::<u8>(), any::<u8>()), 0..20),
+        cuts in proptest::collection::vec(0u8..130, 0..4),
+        bounds in (any::<u16>(), any::<u16>(), any::<u16>()),
+    ) {
+        let lines = ordered_lines(threads, stacks, functions, &steps);
+        prop_assume!(!lines.is_empty());
+        let lines = with_marks(&with_wakes(&lines, &picks), &cuts);
+        let bytes = to_binary_direct(&lines);
+        let end = lines.iter().map(|l| l.ts).max().unwrap_or(0) + 3;
+        let mut cut = [bounds.0 as u64 % end, bounds.1 as u64 % end, bounds.2 as u64 % end];
+        cut.sort_unstable();
+        let [a, b, c] = cut;
+        for clock in [Clock::Stack, Clock::Gil, Clock::Wall] {
+            let plain = run_window(&bytes, clock, None, None);
+            let whole = run_window(&bytes, clock, Some(0), Some(end + 1));
+            prop_assert_eq!(additive_fields(&whole), additive_fields(&plain), "whole window, clock {}", clock);
+            prop_assert_eq!(&whole.functions, &plain.functions, "clock {}", clock);
+            let ab = additive_fields(&run_window(&bytes, clock, Some(a), Some(b)));
+            let bc = additive_fields(&run_window(&bytes, clock, Some(b), Some(c)));
+            let ac = additive_fields(&run_window(&bytes, clock, Some(a), Some(c)));
+            prop_assert_eq!(summed(&ab, &bc), ac.clone(), "[{}, {}) + [{}, {}), clock {}", a, b, b, c, clock);
+            // Open ends: [0, b) + [b, end of trace).
+            let to_b = additive_fields(&run_window(&bytes, clock, None, Some(b)));
+            let from_b = additive_fields(&run_window(&bytes, clock, Some(b), None));
+            prop_assert_eq!(summed(&to_b, &from_b), additive_fields(&plain), "split at {}, clock {}", b, clock);
+            if clock != Clock::Gil {
+                let trace = from_bytes("test", bytes.clone()).expect("loads");
+                let opts = AnalyzeOptions {
+                    clock: Some(clock),
+                    from: Some(mtanalyze::TimeBound::At(a)),
+                    to: Some(mtanalyze::TimeBound::At(c)),
+                    ..Default::default()
+                };
+                let (fused, replayed) =
+                    mtanalyze_testkit::fusion::fused_and_replayed_with(&trace, &opts).expect("analyzes");
+                prop_assert_eq!(fused, replayed, "clock {}", clock);
+            }
+        }
+    }
+}
+
+/// The worked examples of "Time windows" in `schemas/semantics.md`: the
+/// same events, windows and numbers (rows: ncalls, primitive_calls,
+/// tottime_ns, cumtime_ns, paused_ns; edges without paused).
+#[test]
+fn window_worked_examples() {
+    use mtanalyze_testkit::worked_examples::{FIBER_HANDOFF, GIL_TURNS};
+    type Rows = Vec<(&'static str, [u64; 5])>;
+    /// Events, clock, from, to, function rows, the one edge's row.
+    type Case = (&'static str, Clock, u64, u64, Rows, [u64; 4]);
+    let cases: [Case; 4] = [
+        (
+            FIBER_HANDOFF,
+            Clock::Stack,
+            15,
+            70,
+            vec![
+                ("handler", [0, 0, 5, 25, 30]),
+                ("main", [0, 0, 10, 10, 15]),
+                ("query", [1, 1, 20, 20, 30]),
+            ],
+            [1, 1, 20, 20],
+        ),
+        (
+            FIBER_HANDOFF,
+            Clock::Stack,
+            0,
+            15,
+            vec![("handler", [1, 1, 5, 5, 0]), ("main", [1, 1, 10, 10, 5])],
+            [0, 0, 0, 0],
+        ),
+        (
+            FIBER_HANDOFF,
+            Clock::Wall,
+            15,
+            70,
+            vec![
+                ("handler", [0, 0, 5, 55, 0]),
+                ("main", [0, 0, 25, 25, 0]),
+                ("query", [1, 1, 50, 50, 0]),
+            ],
+            [1, 1, 50, 50],
+        ),
+        (
+            GIL_TURNS,
+            Clock::Gil,
+            20,
+            45,
+            vec![("io", [1, 1, 5, 5, 0]), ("work", [0, 0, 15, 20, 25])],
+            [1, 1, 5, 5],
+        ),
+    ];
+    for (text, clock, from, to, want, edge) in cases {
+        let r = run_window(text.as_bytes(), clock, Some(from), Some(to));
+        let got: Vec<(String, [u64; 5])> = r
+            .functions
+            .iter()
+            .map(|f| {
+                let row = [
+                    f.ncalls,
+                    f.primitive_calls,
+                    f.tottime_ns,
+                    f.cumtime_ns,
+                    f.paused_ns,
+                ];
+                (f.function.clone(), row)
+            })
+            .collect();
+        let want: Vec<(String, [u64; 5])> = want
+            .into_iter()
+            .map(|(n, row)| (n.to_owned(), row))
+            .collect();
+        assert_eq!(got, want, "{clock} [{from}, {to})");
+        let edges: Vec<[u64; 4]> = r
+            .edges
+            .iter()
+            .map(|e| [e.ncalls, e.primitive_calls, e.tottime_ns, e.cumtime_ns])
+            .collect();
+        let want_edges = if edge == [0; 4] { vec![] } else { vec![edge] };
+        assert_eq!(edges, want_edges, "{clock} [{from}, {to}) edges");
+        let w = r.trace.window.expect("the report names its window");
+        assert_eq!((w.from_ns, w.to_ns), (from, to));
+    }
+}

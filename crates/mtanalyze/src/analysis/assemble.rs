@@ -11,7 +11,7 @@ use crate::analysis::replay::stack_name;
 use crate::analysis::segment::StackKey;
 use crate::analysis::stacks::Analysis;
 use crate::input::LoadedTrace;
-use crate::model::report::{CallPath, EdgeStats, FunctionStats, Report, StackStats};
+use crate::model::report::{CallPath, EdgeStats, FunctionStats, Report, StackStats, TimeWindow};
 use crate::model::warnings::Warnings;
 
 /// Builds the report from the statistics `acc` of all stacks, each stack's
@@ -28,6 +28,10 @@ pub(super) fn assemble(
     let prep = &analysis.prep;
     let entries = prep.functions.entries();
     let (functions, position) = function_rows(&acc, entries);
+    if !prep.window.is_all() {
+        // Stacks that neither lived nor did anything in the window.
+        stacks.retain(|s| s.running_ns | s.paused_ns | s.events | s.switches_in != 0);
+    }
     let labels = match opts.paths {
         PathMode::PerStack if acc.paths.is_some() => path_labels(&analysis),
         _ => Vec::new(),
@@ -36,7 +40,14 @@ pub(super) fn assemble(
     let edges = edge_rows(&acc, entries);
     let mut warnings = prep.warnings.clone();
     warnings.merge(replay_warnings);
-    let summary = prep.summary(trace, analysis.all_stacks);
+    let mut summary = prep.summary(trace, analysis.all_stacks);
+    if !prep.window.is_all() {
+        let (from_ns, to_ns) = prep.window.bounds();
+        summary.window = Some(TimeWindow {
+            from_ns,
+            to_ns: to_ns.unwrap_or(summary.end_ns.max(from_ns)),
+        });
+    }
     // Own stacks before logical ones, each by number; keys are unique, so
     // the order is deterministic. In place: a trace can hold a million
     // tasks, and a sorted copy of their statistics would add to the peak heap.
@@ -58,11 +69,17 @@ pub(super) fn assemble(
 /// The functions that were called, sorted by key, and for each dense index
 /// its position among them (`u32::MAX`: never called).
 fn function_rows(acc: &Acc, entries: &[FunctionEntry]) -> (Vec<FunctionStats>, Vec<u32>) {
+    let mut on_paths = vec![false; acc.functions.len()];
+    if let Some(t) = &acc.paths {
+        t.mark_functions(&mut on_paths);
+    }
     let mut functions: Vec<(usize, FunctionStats)> = acc
         .functions
         .iter()
         .enumerate()
-        .filter(|(_, a)| a.ncalls > 0)
+        // Called, or (in a time window) with a frame entered before it
+        // that ran, paused or had callees in it.
+        .filter(|&(i, a)| a.ncalls | a.tottime_ns | a.cumtime_ns | a.paused_ns != 0 || on_paths[i])
         .map(|(i, a)| {
             let e = &entries[i];
             let stats = FunctionStats {
@@ -137,7 +154,8 @@ fn call_paths(
                 _ => (String::new(), &path[..]),
             };
             let frames: Vec<u32> = funcs.iter().map(|&d| position[d as usize]).collect();
-            (!frames.is_empty()).then_some(CallPath {
+            let counts = ncalls | self_ns != 0;
+            (!frames.is_empty() && counts).then_some(CallPath {
                 stack,
                 frames,
                 ncalls,
@@ -154,6 +172,8 @@ fn edge_rows(acc: &Acc, entries: &[FunctionEntry]) -> Vec<EdgeStats> {
     let mut edges: Vec<EdgeStats> = acc
         .edges
         .iter()
+        // Edges whose frames were all outside the time window.
+        .filter(|(_, a)| a.ncalls | a.tottime_ns | a.cumtime_ns != 0)
         .map(|(&(caller, callee), a)| {
             let (c, d) = (&entries[caller as usize].key, &entries[callee as usize].key);
             EdgeStats {

@@ -22,6 +22,7 @@ use crate::analysis::replay::{seed_snapshot, StackReplay, Suspended};
 use crate::analysis::segment::{
     segment_stack, stack_after_switch, Seed, Segment, SegmentList, StackKey, RUNS_TO_END,
 };
+use crate::analysis::window::Window;
 use crate::model::report::Clock;
 use crate::model::warnings::{Location, WarningKind, Warnings};
 
@@ -447,13 +448,18 @@ fn ordinary(
 /// Cuts thread `index` of `decoded` into segments. With `fuse` (the `stack`
 /// or `wall` clock), also replays the thread's own stack on the way, unless
 /// it meets a function the metadata does not name (see [`OwnReplay`]).
-pub(crate) fn cut_thread(decoded: &Decoded<'_>, index: u32, fuse: Option<Clock>) -> ThreadPass {
+pub(crate) fn cut_thread(
+    decoded: &Decoded<'_>,
+    index: u32,
+    fuse: Option<(Clock, Window)>,
+) -> ThreadPass {
     let thread = &decoded.threads[index as usize];
     let tid = thread.tid.0;
-    let mut tally = fuse.map(|_| Tally::new(decoded.functions.entries().len(), false));
+    let mut tally =
+        fuse.map(|(_, window)| Tally::new(decoded.functions.entries().len(), false, window));
     let mut observer = NoObserver;
     let own = match (fuse, tally.as_mut()) {
-        (Some(clock), Some(t)) => Some(OwnFusion {
+        (Some((clock, _)), Some(t)) => Some(OwnFusion {
             replay: StackReplay::new(t, ROOT, &mut observer),
             clock,
             warnings: Warnings::default(),

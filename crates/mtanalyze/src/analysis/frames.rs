@@ -14,6 +14,7 @@
 use rustc_hash::FxHashMap;
 
 use crate::analysis::paths::{PathTree, ROOT};
+use crate::analysis::window::Window;
 use crate::model::warnings::WarningKind;
 
 /// Totals of one function.
@@ -231,6 +232,9 @@ pub(crate) struct Frame {
     node: u32,
     recursive: bool,
     edge_recursive: bool,
+    /// Entered inside the window: its call counts.
+    counted: bool,
+    /// Clamped to the window.
     enter_ns: u64,
     enter_r: u64,
     /// The stack's scheduled clock ([`FrameStack::scheduled`]) at entry.
@@ -288,16 +292,20 @@ pub(super) struct Tally {
     frames: Vec<Frame>,
     fn_open: Vec<u32>,
     edges: EdgeTable,
+    /// What part of the trace counts.
+    window: Window,
 }
 
 impl Tally {
-    /// An empty tally for `n` functions, with call paths or not.
-    pub(super) fn new(n: usize, paths: bool) -> Tally {
+    /// An empty tally for `n` functions, with call paths or not, counting
+    /// what happens in `window`.
+    pub(super) fn new(n: usize, paths: bool, window: Window) -> Tally {
         Tally {
             acc: Acc::new(n, paths),
             frames: Vec::new(),
             fn_open: vec![0; n],
             edges: EdgeTable::new(),
+            window,
         }
     }
 
@@ -349,7 +357,13 @@ impl<'a, O: Observer> FrameStack<'a, O> {
         self.t.frames.len()
     }
 
-    /// Pushes a frame of `func` at wall time `ns`, running clock `r`.
+    /// The tally's window.
+    pub(super) fn window(&self) -> Window {
+        self.t.window
+    }
+
+    /// Pushes a frame of `func` at wall time `ns`, running clock `r` (which
+    /// the clock model has already confined to the window).
     #[inline(always)]
     pub(super) fn enter(&mut self, func: u32, ns: u64, r: u64) {
         let recursive = self.t.fn_open[func as usize] > 0;
@@ -366,7 +380,8 @@ impl<'a, O: Observer> FrameStack<'a, O> {
             func,
             edge,
             node,
-            enter_ns: ns,
+            counted: self.t.window.contains(ns),
+            enter_ns: self.t.window.clamp(ns),
             enter_r: r,
             enter_s: self.scheduled,
             child_active: 0,
@@ -412,10 +427,11 @@ impl<'a, O: Observer> FrameStack<'a, O> {
         while self.t.frames.len() > common {
             self.pop(ns, r);
         }
+        let counted = self.t.window.contains(ns) as u64;
         for &f in &truth[common..] {
             self.enter(f, ns, r);
             // Opened where the trace starts knowing of it, not where it began.
-            self.t.acc.functions[f as usize].cut_short += 1;
+            self.t.acc.functions[f as usize].cut_short += counted;
         }
         (truth.len() - common) as u64
     }
@@ -444,45 +460,52 @@ impl<'a, O: Observer> FrameStack<'a, O> {
         self.t.frames = frames;
     }
 
-    /// Closes every open frame at the end of the trace.
     /// Closes every open frame at `ns`, counting them as open at the end
-    /// of the trace, or as cut short (`cut`: the trace lost their end).
+    /// of the trace, or as cut short (`cut`: the trace lost their end);
+    /// like calls, only frames entered in the window count.
     pub(super) fn close_all(&mut self, ns: u64, r: u64, cut: bool) {
         while let Some(f) = self.t.frames.last() {
             let stats = &mut self.t.acc.functions[f.func as usize];
             if cut {
-                stats.cut_short += 1;
+                stats.cut_short += f.counted as u64;
             } else {
-                stats.open_at_end += 1;
+                stats.open_at_end += f.counted as u64;
             }
             self.pop(ns, r);
         }
     }
 
+    /// Pops the top frame at wall time `ns` (clamped to the window here),
+    /// running clock `r`.
     #[inline(always)]
     fn pop(&mut self, ns: u64, r: u64) {
         let Some(f) = self.t.frames.pop() else { return };
+        let ns = self.t.window.clamp(ns);
         let active = r.saturating_sub(f.enter_r);
         let paused = ns.saturating_sub(f.enter_ns).saturating_sub(active);
         let self_ns = active.saturating_sub(f.child_active);
         self.t.fn_open[f.func as usize] -= 1;
-        self.observer.frame(
-            f.func,
-            self.t.frames.len() as u32,
-            f.enter_ns,
-            ns.max(f.enter_ns),
-        );
+        // A frame wholly outside the window is not drawn.
+        if f.counted || ns > f.enter_ns {
+            self.observer.frame(
+                f.func,
+                self.t.frames.len() as u32,
+                f.enter_ns,
+                ns.max(f.enter_ns),
+            );
+        }
+        let counted = f.counted as u64;
         if let Some(t) = &mut self.paths {
-            t.record(f.node, self_ns);
+            t.record(f.node, counted, self_ns);
         }
         // Recursion is data: masks instead of branches, which mispredict
         // whenever recursion comes and goes.
         let primitive = !f.recursive as u64;
         let keep = primitive.wrapping_neg();
         let a = &mut self.t.acc.functions[f.func as usize];
-        a.ncalls += 1;
+        a.ncalls += counted;
         a.tottime_ns = a.tottime_ns.saturating_add(self_ns);
-        a.primitive_calls += primitive;
+        a.primitive_calls += primitive & counted;
         a.cumtime_ns = a.cumtime_ns.saturating_add(active & keep);
         a.paused_ns = a.paused_ns.saturating_add(paused & keep);
         let scheduled = self.scheduled.saturating_sub(f.enter_s).min(paused);
@@ -490,9 +513,9 @@ impl<'a, O: Observer> FrameStack<'a, O> {
         if f.edge != NO_PARENT {
             let primitive = !f.edge_recursive as u64;
             let e = self.t.edges.close(f.edge);
-            e.ncalls += 1;
+            e.ncalls += counted;
             e.tottime_ns = e.tottime_ns.saturating_add(self_ns);
-            e.primitive_calls += primitive;
+            e.primitive_calls += primitive & counted;
             e.cumtime_ns = e
                 .cumtime_ns
                 .saturating_add(active & primitive.wrapping_neg());

@@ -8,6 +8,8 @@
 //! replay    each stack (stacks in parallel): frames, recursion,      replay.rs, frames.rs,
 //!           time by the clock model                                  clock.rs
 //! assemble  the summed statistics -> Report                          assemble.rs
+//!
+//! A time window (`window.rs`) confines what the replay counts.
 //! ```
 //!
 //! A thread's own stack runs on that thread only, so [`analyze`] lets the
@@ -39,8 +41,9 @@ mod replay;
 pub(crate) mod segment;
 mod stacks;
 pub(crate) mod timeline;
+mod window;
 
 pub use check::check;
-pub use options::{AnalyzeError, AnalyzeOptions, PathMode};
+pub use options::{AnalyzeError, AnalyzeOptions, PathMode, TimeBound};
 pub use paths::RecursionCollapse;
 pub use pipeline::{analyze, analyze_in_stages};

@@ -7,6 +7,7 @@ use mtrace_format::FormatError;
 use crate::analysis::decode::StackNames;
 use crate::analysis::paths::RecursionCollapse;
 use crate::analysis::segment::StackKey;
+use crate::analysis::window::Window;
 use crate::model::report::Clock;
 
 /// What to analyze and how.
@@ -24,6 +25,117 @@ pub struct AnalyzeOptions {
     /// (`None`: every frame on its own path). Function and edge statistics
     /// are not affected.
     pub collapse_recursion: Option<RecursionCollapse>,
+    /// Count only the time from here on (`--from`; `None`: from the
+    /// start). See "Time windows" in `schemas/semantics.md`.
+    pub from: Option<TimeBound>,
+    /// Count only the time before this (`--to`; `None`: to the end).
+    pub to: Option<TimeBound>,
+}
+
+/// One end of a time window.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TimeBound {
+    /// This many ns from time zero (when the recording started).
+    At(u64),
+    /// The first mark of this name the trace holds (`mtrace::mark`).
+    Mark(String),
+}
+
+impl std::str::FromStr for TimeBound {
+    type Err = String;
+
+    /// `mark:NAME`, or a duration from time zero: a decimal number and a
+    /// unit (`ns`, `us` or `µs`, `ms`, `s`, `min`), e.g. `5.5s`, `250ms`;
+    /// `0` needs no unit. Exact to the ns: no floating point.
+    fn from_str(s: &str) -> Result<TimeBound, String> {
+        if let Some(name) = s.strip_prefix("mark:") {
+            return Ok(TimeBound::Mark(name.to_owned()));
+        }
+        parse_duration_ns(s.trim()).map(TimeBound::At)
+    }
+}
+
+/// `5.5s` -> 5_500_000_000 (see [`TimeBound::from_str`]).
+fn parse_duration_ns(s: &str) -> Result<u64, String> {
+    let bad = || {
+        format!("bad time `{s}`: give a duration from the start with a unit (2s, 5.5s, 150ms, 20us, 500ns) or mark:NAME")
+    };
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (number, unit) = s.split_at(split);
+    let per_unit: u64 = match unit.trim() {
+        "ns" => 1,
+        "us" | "µs" => 1_000,
+        "ms" => 1_000_000,
+        "s" => 1_000_000_000,
+        "min" => 60_000_000_000,
+        "" if number.bytes().all(|b| b == b'0' || b == b'.') && !number.is_empty() => 1,
+        _ => return Err(bad()),
+    };
+    let (whole, frac) = number.split_once('.').unwrap_or((number, ""));
+    if whole.is_empty() && frac.is_empty() || !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(bad());
+    }
+    let whole: u64 = if whole.is_empty() {
+        0
+    } else {
+        whole.parse().map_err(|_| bad())?
+    };
+    // The fraction, digit by digit, in units of `per_unit / 10^k`: digits
+    // below a ns must be zero.
+    let mut frac_ns: u64 = 0;
+    let mut scale = per_unit;
+    for d in frac.bytes() {
+        let d = (d - b'0') as u64;
+        if !scale.is_multiple_of(10) {
+            if d != 0 {
+                return Err(format!("bad time `{s}`: finer than a nanosecond"));
+            }
+            continue;
+        }
+        scale /= 10;
+        frac_ns += d * scale;
+    }
+    whole
+        .checked_mul(per_unit)
+        .and_then(|w| w.checked_add(frac_ns))
+        .ok_or_else(|| format!("bad time `{s}`: too large"))
+}
+
+impl AnalyzeOptions {
+    /// The time window these options ask for, a mark's name standing for
+    /// the time of the first of `marks` (name, ns from time zero, in time
+    /// order) so named.
+    pub(crate) fn window(
+        &self,
+        marks: &[(String, u64)],
+        source: &str,
+    ) -> Result<Window, AnalyzeError> {
+        let resolve = |b: &Option<TimeBound>| match b {
+            None => Ok(None),
+            Some(TimeBound::At(ns)) => Ok(Some(*ns)),
+            Some(TimeBound::Mark(name)) => marks
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|&(_, ns)| Some(ns))
+                .ok_or_else(|| AnalyzeError::NoSuchMark {
+                    source_name: source.to_owned(),
+                    name: name.clone(),
+                }),
+        };
+        let (from, to) = (resolve(&self.from)?, resolve(&self.to)?);
+        if let (Some(from_ns), Some(to_ns)) = (from, to) {
+            if to_ns < from_ns {
+                return Err(AnalyzeError::WindowBackwards {
+                    source_name: source.to_owned(),
+                    from_ns,
+                    to_ns,
+                });
+            }
+        }
+        Ok(Window::new(from, to))
+    }
 }
 
 /// Whether and how the report keeps call paths.
@@ -48,6 +160,24 @@ pub enum AnalyzeError {
         source_name: String,
         /// The cause.
         error: FormatError,
+    },
+    /// A time window names a mark the trace does not hold.
+    #[error("{source_name}: no mark named `{name}` (mtanalyze check lists the trace's marks)")]
+    NoSuchMark {
+        /// The trace's source.
+        source_name: String,
+        /// The name asked for.
+        name: String,
+    },
+    /// A time window that ends before it starts.
+    #[error("{source_name}: the time window ends ({to_ns} ns) before it starts ({from_ns} ns)")]
+    WindowBackwards {
+        /// The trace's source.
+        source_name: String,
+        /// Its start, ns from time zero.
+        from_ns: u64,
+        /// Its end.
+        to_ns: u64,
     },
 }
 

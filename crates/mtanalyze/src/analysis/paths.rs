@@ -65,11 +65,12 @@ impl PathTree {
         id
     }
 
-    /// Adds one finished frame on path `node`.
+    /// Adds a finished frame on path `node` (`calls`: 1, or 0 for a frame
+    /// entered before the time window).
     #[inline]
-    pub(crate) fn record(&mut self, node: u32, self_ns: u64) {
+    pub(crate) fn record(&mut self, node: u32, calls: u64, self_ns: u64) {
         let n = &mut self.nodes[node as usize];
-        n.ncalls += 1;
+        n.ncalls += calls;
         n.self_ns = n.self_ns.saturating_add(self_ns);
     }
 
@@ -142,11 +143,32 @@ impl PathTree {
         None
     }
 
-    /// Every path with at least one call: (functions from the root, calls, self ns).
+    /// Marks in `seen` (by dense index) every function on a path that has
+    /// calls or self time: in a time window, a frame entered before it
+    /// and idle in it has no totals, but its callees' paths go through it.
+    pub(crate) fn mark_functions(&self, seen: &mut [bool]) {
+        let mut done = vec![false; self.nodes.len()];
+        for (i, n) in self.nodes.iter().enumerate() {
+            if n.ncalls == 0 && n.self_ns == 0 {
+                continue;
+            }
+            let mut at = i as u32;
+            while at != ROOT && !done[at as usize] {
+                done[at as usize] = true;
+                let node = &self.nodes[at as usize];
+                if let Some(s) = seen.get_mut(node.func as usize) {
+                    *s = true;
+                }
+                at = node.parent;
+            }
+        }
+    }
+
+    /// Every path with calls or self time: (functions from the root, calls, self ns).
     pub(crate) fn paths(&self) -> Vec<(Vec<u32>, u64, u64)> {
         let mut out = Vec::new();
         for (i, n) in self.nodes.iter().enumerate() {
-            if n.ncalls == 0 {
+            if n.ncalls == 0 && n.self_ns == 0 {
                 continue;
             }
             let mut path = Vec::new();
@@ -172,14 +194,14 @@ mod tests {
         let mut a = PathTree::default();
         let x = a.child(ROOT, 1);
         let y = a.child(x, 2);
-        a.record(y, 10);
-        a.record(x, 5);
+        a.record(y, 1, 10);
+        a.record(x, 1, 5);
         let mut b = PathTree::default();
         let x2 = b.child(ROOT, 1);
         let z = b.child(x2, 3);
         let y2 = b.child(x2, 2);
-        b.record(y2, 7);
-        b.record(z, 1);
+        b.record(y2, 1, 7);
+        b.record(z, 1, 1);
         let mut all = PathTree::default();
         all.merge_from(&a, ROOT);
         all.merge_from(&b, ROOT);
@@ -196,7 +218,7 @@ mod tests {
         let mut t = PathTree::default();
         for (path, ns) in paths {
             let node = path.iter().fold(ROOT, |at, &f| t.child(at, f));
-            t.record(node, *ns);
+            t.record(node, 1, *ns);
         }
         t
     }
@@ -271,7 +293,7 @@ mod tests {
         let mut at = ROOT;
         for _ in 0..100_000 {
             at = t.child(at, 7);
-            t.record(at, 1);
+            t.record(at, 1, 1);
         }
         let c = t.collapse_recursion(RecursionCollapse::All);
         assert_eq!(c.paths(), vec![(vec![7], 100_000, 100_000)]);

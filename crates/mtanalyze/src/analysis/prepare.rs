@@ -13,6 +13,7 @@ use crate::analysis::cut::{cut_thread, ThreadPass};
 use crate::analysis::decode::{decode, Decoded, FunctionTable};
 use crate::analysis::frames::FnAcc;
 use crate::analysis::options::{own_stack_wanted, AnalyzeError, AnalyzeOptions, PathMode};
+use crate::analysis::window::Window;
 use crate::input::LoadedTrace;
 use crate::model::report::{
     Clock, ThreadSummary, TraceSummary, PRODUCER_PYTHON, PRODUCER_UNSPECIFIED,
@@ -33,6 +34,8 @@ pub(crate) struct Prepared<'a> {
     pub(crate) clock: Clock,
     /// Merged if the clock is `gil`.
     pub(crate) gil_runs: Option<GilRuns>,
+    /// What part of the trace counts.
+    pub(crate) window: Window,
 }
 
 /// The clock `opts` asks for, else the one the trace prefers, else `stack`.
@@ -68,13 +71,19 @@ pub(crate) fn prepare<'a>(
         error,
     })?;
     stage_done("decode");
+    let window = match opts {
+        // Marks come with the JSON-lines and binary metadata (none yet: an
+        // empty list until the recorder writes them).
+        Some(o) => o.window(&[], &trace.source)?,
+        None => Window::ALL,
+    };
     let clock = opts.map(|o| resolve_clock(o, &decoded));
     let fuse = opts.filter(|_| fuse).and_then(|opts| {
         let clock = clock?;
         let can = clock != Clock::Gil
             && opts.paths == PathMode::Off
             && tallies_fit(&decoded, trace.bytes().len());
-        can.then_some((clock, opts))
+        can.then_some((clock, window, opts))
     });
     let cut = || cut_threads(&decoded, fuse);
     let (passes, gil_runs) = if clock == Some(Clock::Gil) {
@@ -95,6 +104,7 @@ pub(crate) fn prepare<'a>(
         warnings,
         clock: clock.unwrap_or(Clock::Stack),
         gil_runs,
+        window,
     })
 }
 
@@ -106,13 +116,16 @@ fn tallies_fit(decoded: &Decoded<'_>, file_len: usize) -> bool {
 
 /// The segment pass over every thread, in parallel. With `fuse` (a clock
 /// and the options), each selected own stack is replayed on the way.
-fn cut_threads(decoded: &Decoded<'_>, fuse: Option<(Clock, &AnalyzeOptions)>) -> Vec<ThreadPass> {
+fn cut_threads(
+    decoded: &Decoded<'_>,
+    fuse: Option<(Clock, Window, &AnalyzeOptions)>,
+) -> Vec<ThreadPass> {
     (0..decoded.threads.len() as u32)
         .into_par_iter()
         .map(|i| {
             let tid = decoded.threads[i as usize].tid.0;
-            let clock = fuse.and_then(|(c, opts)| own_stack_wanted(tid, opts).then_some(c));
-            cut_thread(decoded, i, clock)
+            let fuse = fuse.and_then(|(c, w, opts)| own_stack_wanted(tid, opts).then_some((c, w)));
+            cut_thread(decoded, i, fuse)
         })
         .collect()
 }
@@ -258,6 +271,7 @@ impl Prepared<'_> {
             chunks_damaged: self.decoded.damaged.len() as u64,
             dropped_events: h.dropped_events,
             traces: 1,
+            window: None,
         }
     }
 }

@@ -13,6 +13,10 @@
 //! active(f) = r(75) - r(12) = 45 - 12 = 33;  paused(f) = (75 - 12) - 33 = 30
 //! ```
 //!
+//! With a time window (`window.rs`), `r` advances only inside it and wall
+//! times are clamped to it, so every frame's times are its times inside
+//! the window; calls, switches in and events count where they happen.
+//!
 //! [`StackReplay`] is one stack's replay, driven by [`replay_stack`] from
 //! the stack's segments, or by the segment pass (`cut.rs`) for a thread's
 //! own stack while it reads the thread's events. Anything added to the
@@ -28,6 +32,7 @@ use crate::analysis::decode::{prefetch, Batches, Decoded, FunctionTable};
 use crate::analysis::frames::{Frame, FrameStack, NoObserver, Observer, Tally};
 use crate::analysis::paths::ROOT;
 use crate::analysis::segment::{Seed, Segment, StackKey};
+use crate::analysis::window::Window;
 use crate::model::report::{Clock, StackName, StackStats, ThreadList};
 use crate::model::warnings::{Location, WarningKind, Warnings};
 
@@ -126,6 +131,7 @@ pub(super) fn replay_stack<'s, O: Observer>(
                     cursor: timeline.cursor(seg.thread, gil_hint),
                     last: None,
                     r: stack.so_far.r,
+                    window: stack.frames.window(),
                 };
                 stack.so_far.events += replay_events(
                     ctx,
@@ -137,9 +143,7 @@ pub(super) fn replay_stack<'s, O: Observer>(
                 );
                 // The stretch from the last event to the switch away (or the end).
                 if let Some((lt, lns)) = gil.last {
-                    let run = gil.cursor.run_after(lt, lns, seg_end_ns);
-                    stack.frames.observer.running(lns, lns + run);
-                    gil.r = gil.r.saturating_add(run);
+                    gil.ran(lt, lns, seg_end_ns, stack.frames.observer);
                 }
                 stack.end_gil(gil.r, seg_end_ns);
                 if seg.switched_away().is_some() {
@@ -150,6 +154,7 @@ pub(super) fn replay_stack<'s, O: Observer>(
             None => {
                 let mut linear = Linear {
                     offset: stack.offset(ctx.clock, start_ns),
+                    window: stack.frames.window(),
                 };
                 stack.so_far.events += replay_events(
                     ctx,
@@ -247,8 +252,9 @@ struct Woken<'a> {
 }
 
 impl Woken<'_> {
-    /// The scheduled part of the pause from `self.away_ns` to `until`.
-    fn scheduled_until(&mut self, until: u64) -> u64 {
+    /// The scheduled part of the pause from `self.away_ns` to `until`
+    /// that lies in `window`.
+    fn scheduled_until(&mut self, until: u64, window: Window) -> u64 {
         let Some(away) = self.away_ns.take() else {
             return 0;
         };
@@ -266,7 +272,7 @@ impl Woken<'_> {
         if first > until {
             return 0;
         }
-        until.saturating_sub(first.max(away))
+        window.clip(first.max(away), until)
     }
 }
 
@@ -281,6 +287,9 @@ struct SoFar {
     /// The latest end of a finished segment.
     prev_end_ns: u64,
     first_start_ns: Option<u64>,
+    /// The segment running now: its thread and start (its thread joins
+    /// `threads` when it ends, if it ran in the window).
+    current: Option<(u64, u64)>,
 }
 
 /// A thread's own stack whose replay waits for the end of the trace (to
@@ -326,9 +335,10 @@ impl<'a, O: Observer> StackReplay<'a, O> {
         warnings: &mut Warnings,
     ) -> u64 {
         let start_ns = decoded.scale.ns(seg.start_tick);
+        let window = self.frames.window();
         // The pause that ends here: its scheduled part (nothing under
         // `wall`, where nothing pauses).
-        let scheduled = self.woken.scheduled_until(start_ns);
+        let scheduled = self.woken.scheduled_until(start_ns, window);
         if clock != Clock::Wall {
             self.frames.scheduled = self.frames.scheduled.saturating_add(scheduled);
         }
@@ -342,11 +352,11 @@ impl<'a, O: Observer> StackReplay<'a, O> {
             warnings.add(WarningKind::StackOnTwoThreads, at);
         }
         self.so_far.first_start_ns.get_or_insert(start_ns);
-        self.so_far.threads.insert(tid);
-        self.so_far.switches_in += seg.switched_in as u64;
+        self.so_far.current = Some((tid, start_ns));
+        self.so_far.switches_in += (seg.switched_in & window.contains(start_ns)) as u64;
         if seg.seed != Seed::None {
             let r = match clock {
-                Clock::Wall => start_ns,
+                Clock::Wall => window.clamp(start_ns),
                 _ => self.so_far.r,
             };
             seed_frames(
@@ -363,36 +373,49 @@ impl<'a, O: Observer> StackReplay<'a, O> {
     }
 
     /// `stack` and `wall`: the running clock during a segment that started
-    /// at `start_ns` is wall time plus this (ticks are clamped from the
-    /// segment's start, so `ns - start_ns` never underflows).
+    /// at `start_ns` is wall time (clamped to the window) plus this (ticks
+    /// are clamped from the segment's start, so it never goes back).
     #[inline(always)]
     pub(super) fn offset(&self, clock: Clock, start_ns: u64) -> u64 {
         match clock {
             Clock::Wall => 0,
-            _ => self.so_far.r.wrapping_sub(start_ns),
+            _ => self
+                .so_far
+                .r
+                .wrapping_sub(self.frames.window().clamp(start_ns)),
         }
     }
 
     /// Ends a `stack` or `wall` segment that ran from `start_ns` to `end_ns`.
     pub(super) fn end_linear(&mut self, clock: Clock, start_ns: u64, end_ns: u64) {
+        let window = self.frames.window();
         if clock == Clock::Stack {
-            self.frames.observer.running(start_ns, end_ns);
+            self.frames
+                .observer
+                .running(window.clamp(start_ns), window.clamp(end_ns));
         }
         let r_end = match clock {
-            Clock::Wall => end_ns,
-            _ => self
-                .so_far
-                .r
-                .saturating_add(end_ns.saturating_sub(start_ns)),
+            Clock::Wall => window.clamp(end_ns),
+            _ => self.so_far.r.saturating_add(window.clip(start_ns, end_ns)),
         };
         self.so_far.r = r_end.max(self.so_far.r);
-        self.so_far.prev_end_ns = self.so_far.prev_end_ns.max(end_ns);
+        self.segment_ended(end_ns);
     }
 
     /// Ends a `gil` segment at `end_ns`, the running clock then being `r`.
     fn end_gil(&mut self, r: u64, end_ns: u64) {
         self.so_far.r = r;
+        self.segment_ended(end_ns);
+    }
+
+    /// The segment running ended at `end_ns`.
+    fn segment_ended(&mut self, end_ns: u64) {
         self.so_far.prev_end_ns = self.so_far.prev_end_ns.max(end_ns);
+        if let Some((tid, start_ns)) = self.so_far.current.take() {
+            if self.frames.window().touches(start_ns, end_ns) {
+                self.so_far.threads.insert(tid);
+            }
+        }
     }
 
     /// Replays one enter or exit event (a `stack` or `wall` segment, whose
@@ -405,8 +428,9 @@ impl<'a, O: Observer> StackReplay<'a, O> {
         ns: u64,
         offset: u64,
     ) -> Result<(), WarningKind> {
-        self.so_far.events += 1;
-        let r = ns.wrapping_add(offset);
+        let window = self.frames.window();
+        self.so_far.events += window.contains(ns) as u64;
+        let r = window.clamp(ns).wrapping_add(offset);
         if enter {
             self.frames.enter(func, ns, r);
             Ok(())
@@ -419,10 +443,11 @@ impl<'a, O: Observer> StackReplay<'a, O> {
     /// at `cut_at` if the trace lost the stack's end there (counted as cut
     /// short), and returns the stack's statistics.
     pub(super) fn finish(mut self, clock: Clock, end_ns: u64, cut_at: Option<u64>) -> StackTotals {
+        let window = self.frames.window();
         let close_ns = cut_at.map_or(end_ns, |c| c.min(end_ns));
         let first_start_ns = self.so_far.first_start_ns.unwrap_or(close_ns);
         let r_end = if clock == Clock::Wall {
-            close_ns
+            window.clamp(close_ns)
         } else {
             self.so_far.r
         };
@@ -430,7 +455,7 @@ impl<'a, O: Observer> StackReplay<'a, O> {
         // Frames open at the end keep the stack alive until then: its last
         // pause, if it is paused, is part of its life.
         if open_at_end && clock != Clock::Wall {
-            let scheduled = self.woken.scheduled_until(close_ns);
+            let scheduled = self.woken.scheduled_until(close_ns, window);
             self.frames.scheduled = self.frames.scheduled.saturating_add(scheduled);
         }
         self.frames.close_all(close_ns, r_end, cut_at.is_some());
@@ -443,12 +468,15 @@ impl<'a, O: Observer> StackReplay<'a, O> {
         } else {
             self.so_far.prev_end_ns
         };
-        let lifetime = last_ns.saturating_sub(first_start_ns);
-        let life_end = last_ns.max(first_start_ns);
+        let lifetime = window.clip(first_start_ns, last_ns);
+        let (life_start, life_end) = (
+            window.clamp(first_start_ns),
+            window.clamp(last_ns.max(first_start_ns)),
+        );
         if clock == Clock::Wall {
-            self.frames.observer.running(first_start_ns, life_end);
+            self.frames.observer.running(life_start, life_end);
         }
-        self.frames.observer.life(first_start_ns, life_end);
+        self.frames.observer.life(life_start, life_end);
         let running_ns = if clock == Clock::Wall {
             lifetime
         } else {
@@ -508,15 +536,17 @@ trait SegmentClock {
     fn at<O: Observer>(&mut self, tick: u64, ns: u64, observer: &mut O) -> u64;
 }
 
-/// `stack` and `wall`: the running clock is wall time plus a constant.
+/// `stack` and `wall`: the running clock is wall time (clamped to the
+/// window) plus a constant.
 struct Linear {
     offset: u64,
+    window: Window,
 }
 
 impl SegmentClock for Linear {
     #[inline(always)]
     fn at<O: Observer>(&mut self, _tick: u64, ns: u64, _observer: &mut O) -> u64 {
-        ns.wrapping_add(self.offset)
+        self.window.clamp(ns).wrapping_add(self.offset)
     }
 }
 
@@ -526,15 +556,26 @@ struct GilRun<'g> {
     /// (tick, ns) of the previous event.
     last: Option<(u64, u64)>,
     r: u64,
+    window: Window,
+}
+
+impl GilRun<'_> {
+    /// The stack ran after its event at (`tick`, `ns`), at most until
+    /// `next_own_ns`: `r` advances by the part of that run in the window.
+    #[inline]
+    fn ran<O: Observer>(&mut self, tick: u64, ns: u64, next_own_ns: u64, observer: &mut O) {
+        let run = self.cursor.run_after(tick, ns, next_own_ns);
+        let end = ns.saturating_add(run);
+        observer.running(self.window.clamp(ns), self.window.clamp(end));
+        self.r = self.r.saturating_add(self.window.clip(ns, end));
+    }
 }
 
 impl SegmentClock for GilRun<'_> {
     #[inline]
     fn at<O: Observer>(&mut self, tick: u64, ns: u64, observer: &mut O) -> u64 {
         if let Some((lt, lns)) = self.last {
-            let run = self.cursor.run_after(lt, lns, ns);
-            observer.running(lns, lns + run);
-            self.r = self.r.saturating_add(run);
+            self.ran(lt, lns, ns, observer);
         }
         self.last = Some((tick, ns));
         self.r
@@ -552,6 +593,7 @@ fn replay_events<C: SegmentClock, O: Observer>(
     warnings: &mut Warnings,
 ) -> u64 {
     let scale = ctx.decoded.scale;
+    let window = frames.window();
     let mut events = 0;
     while let Some(batch) = batches.next_batch() {
         for (i, ev) in batch.events().enumerate() {
@@ -572,12 +614,12 @@ fn replay_events<C: SegmentClock, O: Observer>(
             let ns = scale.ns(tick);
             let r = clock.at(tick, ns, frames.observer);
             if kind == KIND_ENTER {
-                events += 1;
+                events += window.contains(ns) as u64;
                 if let Some(d) = ctx.functions.get(payload as u32) {
                     frames.enter(d, ns, r);
                 }
             } else if kind == KIND_EXIT {
-                events += 1;
+                events += window.contains(ns) as u64;
                 if let Some(d) = ctx.functions.get(payload as u32) {
                     if let Err(kind) = frames.exit(d, ns, r) {
                         warnings.add(kind, Location::Time { ns, thread: tid });

@@ -414,6 +414,6 @@ impl<'a> Analysis<'a> {
 
     /// An empty tally for this trace's functions.
     pub(crate) fn new_tally(&self, paths: bool) -> Tally {
-        Tally::new(self.prep.functions.entries().len(), paths)
+        Tally::new(self.prep.functions.entries().len(), paths, self.prep.window)
     }
 }

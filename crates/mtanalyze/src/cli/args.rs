@@ -8,7 +8,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use regex::Regex;
 
 use mtanalyze::view::{DiffSortKey, SortKey};
-use mtanalyze::{AnalyzeOptions, Clock, PathMode, RecursionCollapse};
+use mtanalyze::{AnalyzeOptions, Clock, PathMode, RecursionCollapse, TimeBound};
 
 /// Offline analyzer for mtrace traces: cProfile-style statistics that stay
 /// correct when work moves between threads, fibers and async tasks.
@@ -139,12 +139,19 @@ impl From<DiffSortArg> for DiffSortKey {
     }
 }
 
-/// `--clock`, for every command that analyzes.
+/// `--clock` and the time window: which time counts, for every command
+/// that analyzes.
 #[derive(Args, Debug)]
 pub(crate) struct ClockArgs {
     /// Which time counts as running [default: the trace's preferred clock (for diff: both traces'), else stack].
     #[arg(long, value_enum)]
     pub(crate) clock: Option<ClockArg>,
+    /// Count only from this time on: a duration from the start of the recording (2s, 5.5s, 150ms, 20us, 500ns) or a mark (mark:NAME, its first instance). Frames that straddle it count their time after it.
+    #[arg(long, value_name = "TIME", allow_hyphen_values = false)]
+    pub(crate) from: Option<TimeBound>,
+    /// Count only before this time (same forms as --from).
+    #[arg(long, value_name = "TIME")]
+    pub(crate) to: Option<TimeBound>,
 }
 
 /// Which stacks to replay: shared by every command that analyzes one trace.
@@ -180,6 +187,8 @@ pub(crate) fn analyze_options(
         stacks: select.map(|s| s.stack_ids.clone()).unwrap_or_default(),
         paths,
         collapse_recursion: collapse.map(RecursionCollapse::from),
+        from: clock.from.clone(),
+        to: clock.to.clone(),
     }
 }
 

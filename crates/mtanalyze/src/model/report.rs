@@ -345,6 +345,20 @@ pub struct TraceSummary {
     /// their durations. Absent for one trace.
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub traces: u64,
+    /// The time window the report's statistics count (`--from`/`--to`);
+    /// absent for the whole trace. The fields above describe the whole trace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<TimeWindow>,
+}
+
+/// The part of a trace a report counts: `[from_ns, to_ns)`, ns from time
+/// zero ("Time windows" in `schemas/semantics.md`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TimeWindow {
+    /// Where counting starts.
+    pub from_ns: u64,
+    /// Where it stops (the end of the trace if the window is open there).
+    pub to_ns: u64,
 }
 
 fn one() -> u64 {

@@ -57,7 +57,7 @@ pub fn header(out: &mut dyn Write, report: &Report, width: Option<usize>) -> io:
     } else {
         format!("{} of {}", report.stacks.len(), t.stacks)
     };
-    let items = [
+    let mut items = vec![
         format!("duration: {}", duration(t.duration_ns as f64)),
         format!("threads: {}", t.threads.len()),
         format!("stacks: {stacks}"),
@@ -65,6 +65,18 @@ pub fn header(out: &mut dyn Write, report: &Report, width: Option<usize>) -> io:
         format!("clock: {}", report.clock),
         format!("warnings: {warnings}"),
     ];
+    if let Some(w) = t.window {
+        // The counts above are the whole trace's; the tables, the window's.
+        items.insert(
+            1,
+            format!(
+                "window: {}..{} ({})",
+                duration(w.from_ns as f64),
+                duration(w.to_ns as f64),
+                duration(w.to_ns.saturating_sub(w.from_ns) as f64)
+            ),
+        );
+    }
     for line in wrap_items(&items, width) {
         writeln!(out, "{line}")?;
     }
