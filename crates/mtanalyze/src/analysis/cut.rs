@@ -22,7 +22,7 @@ use crate::analysis::replay::{seed_snapshot, StackReplay, Suspended};
 use crate::analysis::segment::{
     segment_stack, stack_after_switch, Seed, Segment, SegmentList, StackKey, RUNS_TO_END,
 };
-use crate::analysis::window::Window;
+use crate::analysis::window::{Span, WholeTrace, Window};
 use crate::model::report::Clock;
 use crate::model::warnings::{Location, WarningKind, Warnings};
 
@@ -193,12 +193,13 @@ impl Cutter<'_, '_, '_> {
         (self.pass, own)
     }
 
-    /// An enter or exit the own stack's replay has to see, if running.
+    /// An enter or exit the own stack's replay has to see, if running
+    /// (`span`: its window).
     #[inline(always)]
-    fn own_event(&mut self, enter: bool, func: u32, ns: u64) {
+    fn own_event<W: Span>(&mut self, enter: bool, func: u32, ns: u64, span: W) {
         let Some(f) = &mut self.own else { return };
         let Some((_, offset)) = f.running else { return };
-        if let Err(kind) = f.replay.event(enter, func, ns, offset) {
+        if let Err(kind) = f.replay.event(enter, func, ns, offset, span) {
             let at = Location::Time {
                 ns,
                 thread: self.tid,
@@ -298,7 +299,6 @@ impl Cutter<'_, '_, '_> {
         start: usize,
     ) -> usize {
         let functions = &self.decoded.functions;
-        let scale = self.decoded.scale;
         let n = batch.len();
         let mut floor = batches.floor();
         if self.open.is_none() {
@@ -315,15 +315,12 @@ impl Cutter<'_, '_, '_> {
         let mut i = start;
         let replaying = self.own.as_ref().is_some_and(|f| f.running.is_some());
         if replaying {
-            while i < n {
-                let (kind, tick, payload) = batch.parts(i);
-                let Some(d) = ordinary(functions, kind, tick, payload, floor) else {
-                    break;
-                };
-                self.own_event(kind == KIND_ENTER, d, scale.ns(tick));
-                floor = tick;
-                i += 1;
-            }
+            let window = self.own_window();
+            (i, floor) = if window.is_all() {
+                self.replay_run(batch, i, floor, WholeTrace)
+            } else {
+                self.replay_run(batch, i, floor, window)
+            };
         } else {
             while i < n {
                 let (kind, tick, payload) = batch.parts(i);
@@ -341,6 +338,36 @@ impl Cutter<'_, '_, '_> {
             self.pass.last_tick = Some(floor);
         }
         i
+    }
+
+    /// The ordinary events from `i` on, replayed on the own stack (counting
+    /// what `span`, the replay's window, holds); returns where the run
+    /// stopped and its last tick.
+    #[inline(always)]
+    fn replay_run<W: Span>(
+        &mut self,
+        batch: &Batch<'_>,
+        mut i: usize,
+        mut floor: u64,
+        span: W,
+    ) -> (usize, u64) {
+        let functions = &self.decoded.functions;
+        let scale = self.decoded.scale;
+        while i < batch.len() {
+            let (kind, tick, payload) = batch.parts(i);
+            let Some(d) = ordinary(functions, kind, tick, payload, floor) else {
+                break;
+            };
+            self.own_event(kind == KIND_ENTER, d, scale.ns(tick), span);
+            floor = tick;
+            i += 1;
+        }
+        (i, floor)
+    }
+
+    /// The window the own stack's replay counts.
+    fn own_window(&self) -> Window {
+        self.own.as_ref().map_or(Window::ALL, |f| f.replay.window())
     }
 
     /// The slow path: event `i` of the batch switches stacks, is damaged,
@@ -410,7 +437,10 @@ impl Cutter<'_, '_, '_> {
         if kind == KIND_ENTER || kind == KIND_EXIT {
             let f = payload as u32;
             match self.decoded.functions.get(f) {
-                Some(d) => self.own_event(kind == KIND_ENTER, d, scale.ns(tick)),
+                Some(d) => {
+                    let window = self.own_window();
+                    self.own_event(kind == KIND_ENTER, d, scale.ns(tick), window);
+                }
                 None => {
                     self.pass.unknown_functions.insert(f);
                     if self.stack == StackKey::Own(tid) {

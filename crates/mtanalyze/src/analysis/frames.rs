@@ -14,7 +14,7 @@
 use rustc_hash::FxHashMap;
 
 use crate::analysis::paths::{PathTree, ROOT};
-use crate::analysis::window::Window;
+use crate::analysis::window::{Span, Window};
 use crate::model::warnings::WarningKind;
 
 /// Totals of one function.
@@ -364,8 +364,15 @@ impl<'a, O: Observer> FrameStack<'a, O> {
 
     /// Pushes a frame of `func` at wall time `ns`, running clock `r` (which
     /// the clock model has already confined to the window).
-    #[inline(always)]
     pub(super) fn enter(&mut self, func: u32, ns: u64, r: u64) {
+        let window = self.t.window;
+        self.enter_in(func, ns, r, window);
+    }
+
+    /// [`FrameStack::enter`] for the per-event loops, which know the kind
+    /// of window `span` (the tally's) at compile time.
+    #[inline(always)]
+    pub(super) fn enter_in<W: Span>(&mut self, func: u32, ns: u64, r: u64, span: W) {
         let recursive = self.t.fn_open[func as usize] > 0;
         self.t.fn_open[func as usize] += 1;
         let (edge, edge_recursive) = match self.t.frames.last() {
@@ -380,8 +387,8 @@ impl<'a, O: Observer> FrameStack<'a, O> {
             func,
             edge,
             node,
-            counted: self.t.window.contains(ns),
-            enter_ns: self.t.window.clamp(ns),
+            counted: span.contains(ns),
+            enter_ns: span.clamp(ns),
             enter_r: r,
             enter_s: self.scheduled,
             child_active: 0,
@@ -391,13 +398,20 @@ impl<'a, O: Observer> FrameStack<'a, O> {
         self.max_depth = self.max_depth.max(self.t.frames.len() as u32);
     }
 
-    /// Pops the frame of `func` (repairing as `schemas/semantics.md` says).
+    /// Pops the frame of `func` (repairing as `schemas/semantics.md` says),
+    /// `span` being the tally's window (see [`FrameStack::enter_in`]).
     #[inline(always)]
-    pub(super) fn exit(&mut self, func: u32, ns: u64, r: u64) -> Result<(), WarningKind> {
+    pub(super) fn exit_in<W: Span>(
+        &mut self,
+        func: u32,
+        ns: u64,
+        r: u64,
+        span: W,
+    ) -> Result<(), WarningKind> {
         match self.t.frames.last() {
             None => Err(WarningKind::ExitOnEmpty),
             Some(top) if top.func == func => {
-                self.pop(ns, r);
+                self.pop_in(ns, r, span);
                 Ok(())
             }
             Some(_) => {
@@ -405,7 +419,7 @@ impl<'a, O: Observer> FrameStack<'a, O> {
                     return Err(WarningKind::ExitNotOpen);
                 };
                 while self.t.frames.len() > pos {
-                    self.pop(ns, r);
+                    self.pop_in(ns, r, span);
                 }
                 Err(WarningKind::ExitMismatch)
             }
@@ -477,10 +491,16 @@ impl<'a, O: Observer> FrameStack<'a, O> {
 
     /// Pops the top frame at wall time `ns` (clamped to the window here),
     /// running clock `r`.
-    #[inline(always)]
     fn pop(&mut self, ns: u64, r: u64) {
+        let window = self.t.window;
+        self.pop_in(ns, r, window);
+    }
+
+    /// [`FrameStack::pop`] with the kind of window known (see [`FrameStack::enter_in`]).
+    #[inline(always)]
+    fn pop_in<W: Span>(&mut self, ns: u64, r: u64, span: W) {
         let Some(f) = self.t.frames.pop() else { return };
-        let ns = self.t.window.clamp(ns);
+        let ns = span.clamp(ns);
         let active = r.saturating_sub(f.enter_r);
         let paused = ns.saturating_sub(f.enter_ns).saturating_sub(active);
         let self_ns = active.saturating_sub(f.child_active);
@@ -494,7 +514,7 @@ impl<'a, O: Observer> FrameStack<'a, O> {
                 ns.max(f.enter_ns),
             );
         }
-        let counted = f.counted as u64;
+        let counted = if W::WHOLE { 1 } else { f.counted as u64 };
         if let Some(t) = &mut self.paths {
             t.record(f.node, counted, self_ns);
         }

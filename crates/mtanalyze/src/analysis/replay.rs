@@ -32,7 +32,7 @@ use crate::analysis::decode::{prefetch, Batches, Decoded, FunctionTable};
 use crate::analysis::frames::{Frame, FrameStack, NoObserver, Observer, Tally};
 use crate::analysis::paths::ROOT;
 use crate::analysis::segment::{Seed, Segment, StackKey};
-use crate::analysis::window::Window;
+use crate::analysis::window::{Span, WholeTrace, Window};
 use crate::model::report::{Clock, StackName, StackStats, ThreadList};
 use crate::model::warnings::{Location, WarningKind, Warnings};
 
@@ -121,55 +121,37 @@ pub(super) fn replay_stack<'s, O: Observer>(
             seg.end,
             seg.start_tick,
         );
-        // One loop per kind of clock, so the per-event code has no clock
-        // branches.
-        match ctx.gil {
-            Some(timeline) => {
-                // r advances after each event by the time until the next
-                // event of any thread (or this thread's next event).
-                let mut gil = GilRun {
-                    cursor: timeline.cursor(seg.thread, gil_hint),
-                    last: None,
-                    r: stack.so_far.r,
-                    window: stack.frames.window(),
-                };
-                stack.so_far.events += replay_events(
-                    ctx,
-                    &mut batches,
-                    &mut gil,
-                    &mut stack.frames,
-                    tid,
-                    warnings,
-                );
-                // The stretch from the last event to the switch away (or the end).
-                if let Some((lt, lns)) = gil.last {
-                    gil.ran(lt, lns, seg_end_ns, stack.frames.observer);
-                }
-                stack.end_gil(gil.r, seg_end_ns);
-                if seg.switched_away().is_some() {
-                    stack.switched_away(seg_end_ns);
-                }
-                gil_hint = gil.cursor.position();
-            }
-            None => {
-                let mut linear = Linear {
-                    offset: stack.offset(ctx.clock, start_ns),
-                    window: stack.frames.window(),
-                };
-                stack.so_far.events += replay_events(
-                    ctx,
-                    &mut batches,
-                    &mut linear,
-                    &mut stack.frames,
-                    tid,
-                    warnings,
-                );
-                stack.end_linear(ctx.clock, start_ns, seg_end_ns);
-                if seg.switched_away().is_some() {
-                    stack.switched_away(seg_end_ns);
-                }
-            }
-        }
+        // The whole trace (nearly every run) or a time window: each has
+        // its own per-event code.
+        let window = stack.frames.window();
+        let seg = SegmentRun {
+            start_ns,
+            end_ns: seg_end_ns,
+            switched_away: seg.switched_away().is_some(),
+            thread: seg.thread,
+            tid,
+        };
+        gil_hint = if window.is_all() {
+            replay_segment(
+                ctx,
+                &mut stack,
+                &mut batches,
+                seg,
+                gil_hint,
+                warnings,
+                WholeTrace,
+            )
+        } else {
+            replay_segment(
+                ctx,
+                &mut stack,
+                &mut batches,
+                seg,
+                gil_hint,
+                warnings,
+                window,
+            )
+        };
         i += 1;
     }
     let cut_at = match (last_end, logical, ctx.first_mark_ns) {
@@ -180,6 +162,84 @@ pub(super) fn replay_stack<'s, O: Observer>(
         _ => None,
     };
     stack.finish(ctx.clock, end_ns, cut_at)
+}
+
+/// Where a segment runs, for [`replay_segment`].
+#[derive(Clone, Copy)]
+struct SegmentRun {
+    start_ns: u64,
+    /// Its switch away, or the end of the trace.
+    end_ns: u64,
+    switched_away: bool,
+    /// The thread's index in the decoded trace, and its id.
+    thread: u32,
+    tid: u64,
+}
+
+/// Replays one segment's events from `batches` onto `stack`, counting
+/// what `span` holds; returns where the `gil` timeline's cursor got to
+/// (`gil_hint`: where the stack's last segment left it).
+fn replay_segment<O: Observer, W: Span>(
+    ctx: &ReplayContext<'_, '_>,
+    stack: &mut StackReplay<'_, O>,
+    batches: &mut Batches<'_, '_>,
+    seg: SegmentRun,
+    gil_hint: usize,
+    warnings: &mut Warnings,
+    span: W,
+) -> usize {
+    // One loop per kind of clock, so the per-event code has no clock
+    // branches.
+    match ctx.gil {
+        Some(timeline) => {
+            // r advances after each event by the time until the next
+            // event of any thread (or this thread's next event).
+            let mut gil = GilRun {
+                cursor: timeline.cursor(seg.thread, gil_hint),
+                last: None,
+                r: stack.so_far.r,
+                span,
+            };
+            stack.so_far.events += replay_events(
+                ctx,
+                batches,
+                &mut gil,
+                &mut stack.frames,
+                seg.tid,
+                warnings,
+                span,
+            );
+            // The stretch from the last event to the switch away (or the end).
+            if let Some((lt, lns)) = gil.last {
+                gil.ran(lt, lns, seg.end_ns, stack.frames.observer);
+            }
+            stack.end_gil(gil.r, seg.end_ns);
+            if seg.switched_away {
+                stack.switched_away(seg.end_ns);
+            }
+            gil.cursor.position()
+        }
+        None => {
+            let mut linear = Linear {
+                offset: stack.offset(ctx.clock, seg.start_ns),
+                span,
+            };
+            stack.so_far.events += replay_events(
+                ctx,
+                batches,
+                &mut linear,
+                &mut stack.frames,
+                seg.tid,
+                warnings,
+                span,
+            );
+            stack.end_linear(ctx.clock, seg.start_ns, seg.end_ns);
+            if seg.switched_away {
+                stack.switched_away(seg.end_ns);
+            }
+            gil_hint
+        }
+    }
 }
 
 /// How a stack's last segment ended.
@@ -419,24 +479,30 @@ impl<'a, O: Observer> StackReplay<'a, O> {
     }
 
     /// Replays one enter or exit event (a `stack` or `wall` segment, whose
-    /// running clock is `ns + offset`).
+    /// running clock is `ns` clamped to the window plus `offset`); `span`
+    /// is the window (see [`FrameStack::enter_in`]).
     #[inline(always)]
-    pub(super) fn event(
+    pub(super) fn event<W: Span>(
         &mut self,
         enter: bool,
         func: u32,
         ns: u64,
         offset: u64,
+        span: W,
     ) -> Result<(), WarningKind> {
-        let window = self.frames.window();
-        self.so_far.events += window.contains(ns) as u64;
-        let r = window.clamp(ns).wrapping_add(offset);
+        self.so_far.events += span.contains(ns) as u64;
+        let r = span.clamp(ns).wrapping_add(offset);
         if enter {
-            self.frames.enter(func, ns, r);
+            self.frames.enter_in(func, ns, r, span);
             Ok(())
         } else {
-            self.frames.exit(func, ns, r)
+            self.frames.exit_in(func, ns, r, span)
         }
+    }
+
+    /// The window the replay counts.
+    pub(super) fn window(&self) -> Window {
+        self.frames.window()
     }
 
     /// Closes the frames still open at the end of the trace (`end_ns`), or
@@ -538,40 +604,40 @@ trait SegmentClock {
 
 /// `stack` and `wall`: the running clock is wall time (clamped to the
 /// window) plus a constant.
-struct Linear {
+struct Linear<W> {
     offset: u64,
-    window: Window,
+    span: W,
 }
 
-impl SegmentClock for Linear {
+impl<W: Span> SegmentClock for Linear<W> {
     #[inline(always)]
     fn at<O: Observer>(&mut self, _tick: u64, ns: u64, _observer: &mut O) -> u64 {
-        self.window.clamp(ns).wrapping_add(self.offset)
+        self.span.clamp(ns).wrapping_add(self.offset)
     }
 }
 
 /// `gil`: the stack ran, after each event, until the next event of any thread.
-struct GilRun<'g> {
+struct GilRun<'g, W> {
     cursor: GilCursor<'g>,
     /// (tick, ns) of the previous event.
     last: Option<(u64, u64)>,
     r: u64,
-    window: Window,
+    span: W,
 }
 
-impl GilRun<'_> {
+impl<W: Span> GilRun<'_, W> {
     /// The stack ran after its event at (`tick`, `ns`), at most until
     /// `next_own_ns`: `r` advances by the part of that run in the window.
     #[inline]
     fn ran<O: Observer>(&mut self, tick: u64, ns: u64, next_own_ns: u64, observer: &mut O) {
         let run = self.cursor.run_after(tick, ns, next_own_ns);
         let end = ns.saturating_add(run);
-        observer.running(self.window.clamp(ns), self.window.clamp(end));
-        self.r = self.r.saturating_add(self.window.clip(ns, end));
+        observer.running(self.span.clamp(ns), self.span.clamp(end));
+        self.r = self.r.saturating_add(self.span.clip(ns, end));
     }
 }
 
-impl SegmentClock for GilRun<'_> {
+impl<W: Span> SegmentClock for GilRun<'_, W> {
     #[inline]
     fn at<O: Observer>(&mut self, tick: u64, ns: u64, observer: &mut O) -> u64 {
         if let Some((lt, lns)) = self.last {
@@ -583,17 +649,18 @@ impl SegmentClock for GilRun<'_> {
 }
 
 /// Replays the events `batches` yields (one segment) onto `frames`;
-/// returns how many enter and exit events there were.
-fn replay_events<C: SegmentClock, O: Observer>(
+/// returns how many enter and exit events there were in `span` (the
+/// frames' window).
+fn replay_events<C: SegmentClock, O: Observer, W: Span>(
     ctx: &ReplayContext<'_, '_>,
     batches: &mut Batches<'_, '_>,
     clock: &mut C,
     frames: &mut FrameStack<'_, O>,
     tid: u64,
     warnings: &mut Warnings,
+    span: W,
 ) -> u64 {
     let scale = ctx.decoded.scale;
-    let window = frames.window();
     let mut events = 0;
     while let Some(batch) = batches.next_batch() {
         for (i, ev) in batch.events().enumerate() {
@@ -614,14 +681,14 @@ fn replay_events<C: SegmentClock, O: Observer>(
             let ns = scale.ns(tick);
             let r = clock.at(tick, ns, frames.observer);
             if kind == KIND_ENTER {
-                events += window.contains(ns) as u64;
+                events += span.contains(ns) as u64;
                 if let Some(d) = ctx.functions.get(payload as u32) {
-                    frames.enter(d, ns, r);
+                    frames.enter_in(d, ns, r, span);
                 }
             } else if kind == KIND_EXIT {
-                events += window.contains(ns) as u64;
+                events += span.contains(ns) as u64;
                 if let Some(d) = ctx.functions.get(payload as u32) {
-                    if let Err(kind) = frames.exit(d, ns, r) {
+                    if let Err(kind) = frames.exit_in(d, ns, r, span) {
                         warnings.add(kind, Location::Time { ns, thread: tid });
                     }
                 }

@@ -8,6 +8,51 @@
 //! then the sum of its values over windows that split the trace
 //! (`schemas/semantics.md`, "Time windows").
 
+/// What the per-event code asks of a window. Two kinds, so the replay of
+/// the whole trace (nearly every run) compiles to the code it had before
+/// windows: [`WholeTrace`] answers at compile time.
+pub(crate) trait Span: Copy {
+    /// Whether this is the whole trace (known at compile time).
+    const WHOLE: bool;
+    /// `ns` moved into the window.
+    fn clamp(self, ns: u64) -> u64;
+    /// Whether something at `ns` counts.
+    fn contains(self, ns: u64) -> bool;
+    /// How much of `[start, end)` lies inside.
+    #[inline(always)]
+    fn clip(self, start: u64, end: u64) -> u64 {
+        self.clamp(end).saturating_sub(self.clamp(start))
+    }
+}
+
+/// The whole trace: everything counts, nothing moves.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct WholeTrace;
+
+impl Span for WholeTrace {
+    const WHOLE: bool = true;
+    #[inline(always)]
+    fn clamp(self, ns: u64) -> u64 {
+        ns
+    }
+    #[inline(always)]
+    fn contains(self, _ns: u64) -> bool {
+        true
+    }
+}
+
+impl Span for Window {
+    const WHOLE: bool = false;
+    #[inline(always)]
+    fn clamp(self, ns: u64) -> u64 {
+        Window::clamp(self, ns)
+    }
+    #[inline(always)]
+    fn contains(self, ns: u64) -> bool {
+        Window::contains(self, ns)
+    }
+}
+
 /// A half-open span of time, in ns from time zero; [`Window::ALL`] is the
 /// whole trace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
