@@ -219,3 +219,21 @@ fn bad_windows_are_one_line_errors() {
         assert!(run.stderr.contains(needle), "{args:?}: {}", run.stderr);
     }
 }
+
+#[test]
+fn the_diff_header_names_the_window_of_both_sides() {
+    let trace = workload();
+    let run = mtanalyze([
+        "diff".as_ref(),
+        trace.as_os_str(),
+        trace.as_os_str(),
+        "--from".as_ref(),
+        "100ms".as_ref(),
+        "--to".as_ref(),
+        "200ms".as_ref(),
+        "--width".as_ref(),
+        "0".as_ref(),
+    ])
+    .success();
+    run.stdout_has("window: 100ms..200ms (100ms)");
+}

@@ -23,7 +23,7 @@ use std::io::{self, Write};
 use regex::Regex;
 
 use super::fit::{wrap_items, Column, Give, Text};
-use super::table::{column, print_fitted, text_column, trace_line, LABEL_MIN};
+use super::table::{column, print_fitted, text_column, trace_line, window_label, LABEL_MIN};
 use super::{calls, duration};
 use crate::model::diff::{DiffReport, EdgeSide, FunctionDiff, FunctionSide, Match};
 use crate::model::report::{FunctionKey, TraceSummary};
@@ -81,8 +81,18 @@ pub(crate) fn header(
     side(out, "base: ", &diff.base, width)?;
     side(out, "new:  ", &diff.new, width)?;
     let change = delta(diff.new_total_ns, diff.base_total_ns);
-    let items = [
-        format!("clock: {}", diff.clock),
+    let mut items = vec![format!("clock: {}", diff.clock)];
+    // Both sides count the same window; an open end is each trace's end.
+    match (&diff.base.window, &diff.new.window) {
+        (Some(b), Some(n)) if b == n => items.push(format!("window: {}", window_label(b))),
+        (Some(b), Some(n)) => items.push(format!(
+            "window: {} (base), {} (new)",
+            window_label(b),
+            window_label(n)
+        )),
+        _ => {}
+    }
+    items.extend([
         format!(
             "total self time: {} -> {}",
             duration(diff.base_total_ns as f64),
@@ -93,7 +103,7 @@ pub(crate) fn header(
             signed(change),
             percent(change, diff.base_total_ns)
         ),
-    ];
+    ]);
     for line in wrap_items(&items, width) {
         writeln!(out, "{line}")?;
     }

@@ -18,7 +18,7 @@ use prettytable::{Cell, Row, Table};
 
 use super::fit::{elide_middle, fit, plan, width_of, wrap_items, wrap_with, Column, Give, Text};
 use super::{calls, duration};
-use crate::model::report::{FunctionStats, Report, StackStats};
+use crate::model::report::{FunctionStats, Report, StackStats, TimeWindow};
 use crate::view::{Direction, EdgeGroup, StackGroup};
 
 /// `{label}{source} ({format}, format N)`, the source's middle cut to fit `width`.
@@ -40,6 +40,16 @@ pub(super) fn trace_line(
         w.saturating_sub(label.chars().count() + what.chars().count())
     });
     format!("{label}{}{what}", elide_middle(&t.source, room.max(12)))
+}
+
+/// `100ms..300ms (200ms)`: a time window for the headers.
+pub(crate) fn window_label(w: &TimeWindow) -> String {
+    format!(
+        "{}..{} ({})",
+        duration(w.from_ns as f64),
+        duration(w.to_ns as f64),
+        duration(w.to_ns.saturating_sub(w.from_ns) as f64)
+    )
 }
 
 /// The lines above every table: what the trace is and how it was analyzed.
@@ -65,17 +75,9 @@ pub fn header(out: &mut dyn Write, report: &Report, width: Option<usize>) -> io:
         format!("clock: {}", report.clock),
         format!("warnings: {warnings}"),
     ];
-    if let Some(w) = t.window {
+    if let Some(w) = &t.window {
         // The counts above are the whole trace's; the tables, the window's.
-        items.insert(
-            1,
-            format!(
-                "window: {}..{} ({})",
-                duration(w.from_ns as f64),
-                duration(w.to_ns as f64),
-                duration(w.to_ns.saturating_sub(w.from_ns) as f64)
-            ),
-        );
+        items.insert(1, format!("window: {}", window_label(w)));
     }
     for line in wrap_items(&items, width) {
         writeln!(out, "{line}")?;
