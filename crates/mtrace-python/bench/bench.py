@@ -20,6 +20,13 @@ already, on 3.11 ``threading.setprofile`` enables it in each new thread.
 
 On 3.12+ a second mtrace column runs with ``builtins="fast"``.
 
+``floor`` installs hooks that do nothing on the same events as mtrace
+(``sys.monitoring`` C callbacks on 3.12+, a C profile function on 3.11):
+what the interpreter's dispatch of the events costs with no profiler work
+at all. ``floor/cP`` is its overhead over cProfile's: no profiler hooked
+this way can cost less, so a target below it cannot be met.
+``mtrace/floor`` is mtrace's overhead over the floor's.
+
 Last, ``enable()`` + ``disable()`` of an empty region, median of the rounds,
 once always into the same file (the file of the last recording is truncated
 at each start) and once into a new file each time.
@@ -142,6 +149,22 @@ class CProfile:
         self.p.create_stats()
 
 
+class Floor:
+    """Hooks that do nothing, on every thread (see the module doc)."""
+
+    name = "floor"
+
+    def start(self):
+        if not MONITORING:
+            threading.setprofile(lambda *a: mtrace._mtrace.floor_start(True))
+        mtrace._mtrace.floor_start(True)
+
+    def stop(self):
+        mtrace._mtrace.floor_stop()
+        if not MONITORING:
+            threading.setprofile(None)
+
+
 class Yappi:
     name = "yappi"
 
@@ -202,9 +225,12 @@ def row(label, t, profilers, mtraces):
     over = {name: t[name] - base for name in t}
     line = f"{label:42} {base * 1e3:7.1f}" + "".join(
         f" {over[p.name] * 1e3:13.1f}" for p in profilers[1:])
+    def ratio(a, b):
+        return over[a] / over[b] if over[b] > 0 else float("nan")
+
     for name in mtraces:
-        ratio = over[name] / over["cProfile"] if over["cProfile"] > 0 else float("nan")
-        line += f" {ratio:11.2f}"
+        line += f" {ratio(name, 'cProfile'):11.2f}"
+    line += f" {ratio('floor', 'cProfile'):9.2f} {ratio('mtrace', 'floor'):12.2f}"
     return line
 
 
@@ -233,7 +259,8 @@ def main():
     print(f"CPython {sys.version.split()[0]}, mtrace backend: {mtrace._mtrace.BACKEND}, "
           f"{os.cpu_count()} CPUs, median of {args.rounds} rounds, wall time")
     with tempfile.TemporaryDirectory() as directory:
-        profilers = [NoProfiler(), CProfile(), Mtrace(os.path.join(directory, "bench.mtrace"))]
+        profilers = [NoProfiler(), CProfile(), Floor(),
+                     Mtrace(os.path.join(directory, "bench.mtrace"))]
         if MONITORING:
             profilers.append(MtraceFast(os.path.join(directory, "fast.mtrace")))
         if yappi is not None:
@@ -249,7 +276,9 @@ def main():
             f" {'+' + p.name:>13}" for p in profilers[1:])
         header += "".join(f" {'ratio ' + name[7:] if name != 'mtrace' else 'ratio':>11}"
                           for name in mtraces)
-        print("overhead = profiled - unprofiled (ms); ratio = mtrace's overhead / cProfile's")
+        header += f" {'floor/cP':>9} {'mtrace/floor':>12}"
+        print("overhead = profiled - unprofiled (ms); ratio = mtrace's overhead / cProfile's; "
+              "floor/cP = hooks that do nothing / cProfile")
         print(header)
         rows = []
         for label, workload in workloads:

@@ -145,6 +145,24 @@ pub(crate) fn install_all(_py: Python<'_>, builtins: bool) -> PyResult<()> {
     Ok(())
 }
 
+/// A profile function that does nothing: the floor `bench/bench.py`
+/// measures recording against.
+unsafe extern "C" fn nothing(
+    _obj: *mut ffi::PyObject,
+    _frame: *mut ffi::PyFrameObject,
+    _what: c_int,
+    _arg: *mut ffi::PyObject,
+) -> c_int {
+    0
+}
+
+/// Installs [`nothing`] on every thread that exists now (`bench.py`'s
+/// floor; threads started later call this again from `threading.setprofile`).
+pub(crate) fn install_floor(_py: Python<'_>) {
+    // SAFETY: as in `install_all`.
+    unsafe { set_all(Some(nothing)) };
+}
+
 /// Removes it from every thread.
 pub(crate) fn uninstall_all(_py: Python<'_>) -> PyResult<()> {
     // SAFETY: as above.

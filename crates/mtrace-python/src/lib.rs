@@ -92,6 +92,11 @@ fn start(
     if slot.is_some() {
         return Err(PyRuntimeError::new_err("mtrace is already recording"));
     }
+    if FLOOR.load(Ordering::Relaxed) {
+        return Err(PyRuntimeError::new_err(
+            "floor_start() is active: floor_stop() first",
+        ));
+    }
     // The producer tells mtanalyze the names are `co_qualname`s, so its
     // pstats output can key them by `co_name` as cProfile does.
     let mut config = Config::new(path)
@@ -115,7 +120,7 @@ fn start(
     stacks::start_session(tasks);
     stacks::ACTIVE.store(true, Ordering::Release);
     #[cfg(Py_3_12)]
-    let installed = monitoring::install(py, builtins, fast_builtins);
+    let installed = monitoring::install(py, builtins, fast_builtins, false);
     #[cfg(not(Py_3_12))]
     let installed = {
         let _ = fast_builtins;
@@ -238,6 +243,39 @@ fn set_context_id_callback(callback: Option<Bound<'_, PyAny>>) -> PyResult<()> {
 }
 
 /// Whether a recording runs.
+/// `floor_start` is active (its hooks hold the tool id a recording takes).
+static FLOOR: AtomicBool = AtomicBool::new(false);
+
+/// For `bench/bench.py`: hooks that do nothing on the events a recording
+/// watches (no file, no stacks), on every thread: what the interpreter's
+/// dispatch of those events costs, the floor recording is measured
+/// against. `builtins` as for `start` (True or False). Not for users.
+#[pyfunction]
+fn floor_start(py: Python<'_>, builtins: bool) -> PyResult<()> {
+    if lock(&RECORDING).is_some() {
+        return Err(PyRuntimeError::new_err("mtrace is recording"));
+    }
+    FLOOR.store(true, Ordering::Relaxed);
+    #[cfg(Py_3_12)]
+    return monitoring::install(py, builtins, false, true);
+    #[cfg(not(Py_3_12))]
+    {
+        let _ = builtins;
+        legacy::install_floor(py);
+        Ok(())
+    }
+}
+
+/// Removes what `floor_start` installed.
+#[pyfunction]
+fn floor_stop(py: Python<'_>) -> PyResult<()> {
+    FLOOR.store(false, Ordering::Relaxed);
+    #[cfg(Py_3_12)]
+    return monitoring::uninstall(py);
+    #[cfg(not(Py_3_12))]
+    legacy::uninstall_all(py)
+}
+
 #[pyfunction]
 fn is_recording() -> bool {
     stacks::ACTIVE.load(Ordering::Relaxed)
@@ -261,6 +299,8 @@ fn _mtrace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(greenlet_trace, m)?)?;
     m.add_function(wrap_pyfunction!(set_context_id_callback, m)?)?;
     m.add_function(wrap_pyfunction!(is_recording, m)?)?;
+    m.add_function(wrap_pyfunction!(floor_start, m)?)?;
+    m.add_function(wrap_pyfunction!(floor_stop, m)?)?;
     m.add_function(wrap_pyfunction!(tool_id, m)?)?;
     m.add(
         "BACKEND",

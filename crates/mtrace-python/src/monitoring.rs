@@ -138,6 +138,17 @@ unsafe extern "C" fn on_c_return(
     none()
 }
 
+/// Does nothing: registered for the same events as a recording, it is
+/// the floor `bench/bench.py` measures recording against (what CPython's
+/// dispatch of a C callback costs by itself).
+unsafe extern "C" fn on_nothing(
+    _slf: *mut ffi::PyObject,
+    _args: *mut *mut ffi::PyObject,
+    _nargs: ffi::Py_ssize_t,
+) -> *mut ffi::PyObject {
+    none()
+}
+
 type Callback = unsafe extern "C" fn(
     *mut ffi::PyObject,
     *mut *mut ffi::PyObject,
@@ -157,7 +168,8 @@ const CALLBACKS: [(&str, &std::ffi::CStr, Callback, bool); 9] = [
     ("C_RAISE", c"mtrace_c_raise", on_c_return, true),
 ];
 
-/// The method definitions of the callbacks (CPython keeps pointers to them).
+/// The method definitions of the callbacks, then of [`on_nothing`]
+/// (CPython keeps pointers to them).
 struct Defs(Vec<ffi::PyMethodDef>);
 // SAFETY: written once, then only read (by CPython).
 unsafe impl Send for Defs {}
@@ -169,7 +181,9 @@ fn defs() -> &'static Defs {
         Defs(
             CALLBACKS
                 .iter()
-                .map(|&(_, name, f, _)| ffi::PyMethodDef {
+                .map(|&(_, name, f, _)| (name, f))
+                .chain([(c"mtrace_nothing", on_nothing as Callback)])
+                .map(|(name, f)| ffi::PyMethodDef {
                     ml_name: name.as_ptr(),
                     ml_meth: ffi::PyMethodDefPointer { PyCFunctionFast: f },
                     ml_flags: ffi::METH_FASTCALL,
@@ -181,8 +195,14 @@ fn defs() -> &'static Defs {
 }
 
 /// Takes a tool id and registers the callbacks (the C ones only with
-/// `builtins`; `fast_builtins`: see [`FAST_BUILTINS`]).
-pub(crate) fn install(py: Python<'_>, builtins: bool, fast_builtins: bool) -> PyResult<()> {
+/// `builtins`; `fast_builtins`: see [`FAST_BUILTINS`]); with `floor`,
+/// [`on_nothing`] for each of those events instead.
+pub(crate) fn install(
+    py: Python<'_>,
+    builtins: bool,
+    fast_builtins: bool,
+    floor: bool,
+) -> PyResult<()> {
     if TOOL.load(Ordering::Relaxed) >= 0 {
         return Ok(());
     }
@@ -217,10 +237,15 @@ pub(crate) fn install(py: Python<'_>, builtins: bool, fast_builtins: bool) -> Py
     let events = mon.getattr("events")?;
     let mut mask: i64 = 0;
     let result = (|| -> PyResult<()> {
+        let nothing = defs().0.last();
         for (def, &(event, _, _, c_only)) in defs().0.iter().zip(CALLBACKS.iter()) {
             if c_only && !builtins {
                 continue;
             }
+            let def = match nothing {
+                Some(nothing) if floor => nothing,
+                _ => def,
+            };
             // SAFETY: `def` is 'static; a PyCFunction without self or module.
             let callable = unsafe {
                 Bound::from_owned_ptr_or_err(
