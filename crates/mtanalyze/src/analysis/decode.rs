@@ -231,6 +231,7 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Decoded<'_>, FormatError> {
                 thread_names.insert(tid.0, (name, os_tid));
             }
             MetaRecord::Host { name } => host = name,
+            MetaRecord::Mark { .. } => {}
         }
     });
 
