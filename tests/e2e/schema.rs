@@ -254,6 +254,8 @@ fn the_events_schema_and_the_analyzer_agree_on_good_and_bad_lines() {
         r#"{"ts": 5, "tid": 1, "ev": "switch", "stack": "task"}"#,
         r#"{"ev": "thread", "tid": 9, "name": "w"}"#,
         r#"{"ev": "thread", "tid": 9, "ts": 1}"#,
+        r#"{"ts": 5, "tid": 4294967295, "ev": "mark", "name": "warm-up done"}"#,
+        r#"{"ts": 5, "tid": 1, "ev": "mark", "name": ""}"#,
     ];
     let bad = [
         r#"{"ts": 5, "tid": 1, "ev": "enter"}"#,
@@ -267,6 +269,10 @@ fn the_events_schema_and_the_analyzer_agree_on_good_and_bad_lines() {
         r#"{"ts": 5, "tid": 1, "ev": "switch", "stack": 7}"#,
         r#"{"ts": 5, "tid": 1, "ev": "enter", "fn": "f", "line": 4294967296}"#,
         r#"{"ts": 5, "ev": "enter", "fn": "f"}"#,
+        r#"{"ts": 5, "tid": 1, "ev": "mark"}"#,
+        r#"{"tid": 1, "ev": "mark", "name": "m"}"#,
+        r#"{"ts": 5, "tid": 4294967296, "ev": "mark", "name": "m"}"#,
+        r#"{"ts": 5, "tid": 1, "ev": "mark", "name": 7}"#,
     ];
     let dir = TempDir::new("events-schema");
     for (line, ok) in good
