@@ -173,6 +173,7 @@ fn schemas_describe_and_require_every_field() {
             "ThreadSummary.lost_from_ns",
             "TraceSummary.traces",
             "TraceSummary.host",
+            "Mark.trace",
         ],
     );
     assert_documented("check.schema.json", &["ThreadSummary.lost_from_ns"]);

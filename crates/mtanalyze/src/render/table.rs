@@ -57,7 +57,7 @@ pub fn header(out: &mut dyn Write, report: &Report, width: Option<usize>) -> io:
     } else {
         format!("{} of {}", report.stacks.len(), t.stacks)
     };
-    let items = [
+    let mut items = vec![
         format!("duration: {}", duration(t.duration_ns as f64)),
         format!("threads: {}", t.threads.len()),
         format!("stacks: {stacks}"),
@@ -65,6 +65,10 @@ pub fn header(out: &mut dyn Write, report: &Report, width: Option<usize>) -> io:
         format!("clock: {}", report.clock),
         format!("warnings: {warnings}"),
     ];
+    // Only a trace with marks says so (listed by `check` and in JSON).
+    if !report.marks.is_empty() {
+        items.push(format!("marks: {}", report.marks.len()));
+    }
     for line in wrap_items(&items, width) {
         writeln!(out, "{line}")?;
     }
