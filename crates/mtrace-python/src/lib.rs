@@ -237,6 +237,18 @@ fn set_context_id_callback(callback: Option<Bound<'_, PyAny>>) -> PyResult<()> {
     Ok(())
 }
 
+/// Records a named instant (`mtrace::mark`): the recording's clock and the
+/// calling thread's id, into the trace's metadata. Nothing when this
+/// module is not recording (so a mark never starts an `MTRACE_OUT`
+/// recording behind `enable()`'s back). Takes the metadata region's lock,
+/// briefly, with the GIL held (no holder of that lock waits for the GIL).
+#[pyfunction]
+fn mark(name: &str) {
+    if stacks::ACTIVE.load(Ordering::Acquire) {
+        mtrace::mark(name);
+    }
+}
+
 /// Whether a recording runs.
 #[pyfunction]
 fn is_recording() -> bool {
@@ -261,6 +273,7 @@ fn _mtrace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(greenlet_trace, m)?)?;
     m.add_function(wrap_pyfunction!(set_context_id_callback, m)?)?;
     m.add_function(wrap_pyfunction!(is_recording, m)?)?;
+    m.add_function(wrap_pyfunction!(mark, m)?)?;
     m.add_function(wrap_pyfunction!(tool_id, m)?)?;
     m.add(
         "BACKEND",
