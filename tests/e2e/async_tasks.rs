@@ -13,8 +13,9 @@ use crate::util::TempDir;
 #[path = "../../crates/mtrace/examples/async_tasks.rs"]
 mod service;
 
-/// The recorder allows one recording at a time per process.
-static RECORDER: std::sync::Mutex<()> = std::sync::Mutex::new(());
+/// The recorder allows one recording at a time per process (every test
+/// of this binary that records takes this).
+pub(crate) static RECORDER: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn record(dir: &TempDir, name: &str, service: &service::Service) -> std::path::PathBuf {
     let _one_at_a_time = RECORDER.lock().unwrap_or_else(|e| e.into_inner());

@@ -29,7 +29,15 @@ fn report_json_has_the_documented_fields_with_integer_ns() {
     let v = run.json();
     assert_eq!(
         keys(&v),
-        ["clock", "edges", "functions", "stacks", "trace", "warnings"]
+        [
+            "clock",
+            "edges",
+            "functions",
+            "marks",
+            "stacks",
+            "trace",
+            "warnings"
+        ]
     );
     assert_eq!(v["clock"], "stack");
 

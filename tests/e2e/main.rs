@@ -17,6 +17,7 @@ mod json;
 mod layout;
 mod lost;
 mod many;
+mod marks;
 mod options;
 mod output;
 mod pictures;

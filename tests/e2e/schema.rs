@@ -174,6 +174,7 @@ fn schemas_describe_and_require_every_field() {
             "TraceSummary.traces",
             "TraceSummary.host",
             "TraceSummary.window",
+            "Mark.trace",
         ],
     );
     assert_documented("check.schema.json", &["ThreadSummary.lost_from_ns"]);
@@ -268,6 +269,8 @@ fn the_events_schema_and_the_analyzer_agree_on_good_and_bad_lines() {
         r#"{"ts": 5, "tid": 1, "ev": "switch", "stack": "task"}"#,
         r#"{"ev": "thread", "tid": 9, "name": "w"}"#,
         r#"{"ev": "thread", "tid": 9, "ts": 1}"#,
+        r#"{"ts": 5, "tid": 4294967295, "ev": "mark", "name": "warm-up done"}"#,
+        r#"{"ts": 5, "tid": 1, "ev": "mark", "name": ""}"#,
     ];
     let bad = [
         r#"{"ts": 5, "tid": 1, "ev": "enter"}"#,
@@ -281,6 +284,10 @@ fn the_events_schema_and_the_analyzer_agree_on_good_and_bad_lines() {
         r#"{"ts": 5, "tid": 1, "ev": "switch", "stack": 7}"#,
         r#"{"ts": 5, "tid": 1, "ev": "enter", "fn": "f", "line": 4294967296}"#,
         r#"{"ts": 5, "ev": "enter", "fn": "f"}"#,
+        r#"{"ts": 5, "tid": 1, "ev": "mark"}"#,
+        r#"{"tid": 1, "ev": "mark", "name": "m"}"#,
+        r#"{"ts": 5, "tid": 4294967296, "ev": "mark", "name": "m"}"#,
+        r#"{"ts": 5, "tid": 1, "ev": "mark", "name": 7}"#,
     ];
     let dir = TempDir::new("events-schema");
     for (line, ok) in good

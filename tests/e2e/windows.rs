@@ -237,3 +237,52 @@ fn the_diff_header_names_the_window_of_both_sides() {
     .success();
     run.stdout_has("window: 100ms..200ms (100ms)");
 }
+
+/// A start-up, then a service, with marks where the phases change.
+const PHASES: &str = r#"{"ts": 0, "tid": 1, "ev": "enter", "fn": "startup"}
+{"ts": 100, "tid": 1, "ev": "exit", "fn": "startup"}
+{"ts": 100, "tid": 1, "ev": "mark", "name": "warm-up done"}
+{"ts": 100, "tid": 1, "ev": "enter", "fn": "serve"}
+{"ts": 150, "tid": 1, "ev": "mark", "name": "half"}
+{"ts": 170, "tid": 1, "ev": "mark", "name": "half"}
+{"ts": 300, "tid": 1, "ev": "exit", "fn": "serve"}
+"#;
+
+#[test]
+fn windows_name_marks_and_a_mark_is_its_first_instance() {
+    let dir = TempDir::new("marks-window");
+    let trace = dir.write("phases.jsonl", PHASES);
+    let rows = |args: &[&str]| -> BTreeMap<String, (u64, u64)> {
+        let mut all: Vec<&std::ffi::OsStr> =
+            vec![trace.as_os_str(), "--format".as_ref(), "json".as_ref()];
+        all.extend(args.iter().map(std::ffi::OsStr::new));
+        let v = mtanalyze(all).success().json();
+        v["functions"]
+            .as_array()
+            .expect("functions")
+            .iter()
+            .map(|f| {
+                let name = f["function"].as_str().unwrap_or_default().to_owned();
+                (
+                    name,
+                    (
+                        f["ncalls"].as_u64().unwrap_or(0),
+                        f["tottime_ns"].as_u64().unwrap_or(0),
+                    ),
+                )
+            })
+            .collect()
+    };
+    let steady = rows(&["--from", "mark:warm-up done"]);
+    assert_eq!(steady, BTreeMap::from([("serve".to_owned(), (1, 200))]));
+    let early = rows(&["--to", "mark:half"]);
+    assert_eq!(
+        early,
+        BTreeMap::from([
+            ("serve".to_owned(), (1, 50)),
+            ("startup".to_owned(), (1, 100))
+        ])
+    );
+    let late = rows(&["--from", "mark:half", "--to", "1us"]);
+    assert_eq!(late, BTreeMap::from([("serve".to_owned(), (0, 150))]));
+}

@@ -13,7 +13,8 @@
 //! ```
 //!
 //! [`analyze`] runs the pipeline; [`check()`] stops after the segment pass
-//! and describes the file; [`diff()`] compares two reports. The analysis
+//! and describes the file; [`diff()`] compares two reports; [`marks()`]
+//! reads the named instants a program recorded, without analyzing. The analysis
 //! knows nothing about tables or command-line flags (the `mtanalyze`
 //! binary's `cli` module maps its flags to [`AnalyzeOptions`]);
 //! `schemas/semantics.md` is its contract.
@@ -46,8 +47,8 @@ pub struct ReadmeDoctests;
 
 pub use analysis::timeline::Timelines;
 pub use analysis::{
-    analyze, analyze_in_stages, check, AnalyzeError, AnalyzeOptions, PathMode, RecursionCollapse,
-    TimeBound,
+    analyze, analyze_in_stages, check, marks, AnalyzeError, AnalyzeOptions, PathMode,
+    RecursionCollapse, TimeBound,
 };
 pub use input::chrome::ImportError;
 pub use input::jsonl::{to_binary as jsonl_to_binary, JsonlError};
@@ -58,6 +59,7 @@ pub use model::diff::{
     FunctionSide, Match, PathDiff,
 };
 pub use model::gate::{gate, GateBreach, GateChange, GateError, GateField, GateOp, GateRule};
+pub use model::marks::Mark;
 pub use model::merge::{merge, Merged};
 pub use model::report::{
     CallPath, Clock, EdgeStats, FunctionKey, FunctionStats, Report, StackKey, StackName,

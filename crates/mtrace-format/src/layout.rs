@@ -168,6 +168,8 @@ pub const META_STACK: u16 = 2;
 pub const META_THREAD: u16 = 3;
 /// Metadata record kind: the host the trace was recorded on.
 pub const META_HOST: u16 = 4;
+/// Metadata record kind: a named instant (`mtrace::mark`).
+pub const META_MARK: u16 = 5;
 /// Longest string a metadata record may hold.
 pub const META_STRING_MAX: usize = 64 << 10;
 

@@ -1,16 +1,17 @@
-//! The metadata region: names of functions, logical stacks and threads.
+//! The metadata region: names of functions, logical stacks and threads, and
+//! named instants (marks).
 //!
 //! Names are written once, when first used, into an append-only log separate
 //! from the event chunks, so a trace whose chunks were overwritten or lost
-//! still names everything. Each record is
+//! still names everything (and keeps its marks). Each record is
 //! `u32 payload_len, u16 kind, u16 0, payload`, padded to 8 bytes; strings in
 //! a payload are `u32 len, UTF-8 bytes`. Unknown kinds are skipped by length,
 //! so newer writers can add kinds.
 
 use crate::event::{FunctionId, StackId, ThreadId};
 use crate::layout::{
-    read_u16, read_u32, read_u64, META_ALIGN, META_FUNCTION, META_HOST, META_RECORD_HEADER,
-    META_STACK, META_STRING_MAX, META_THREAD,
+    read_u16, read_u32, read_u64, META_ALIGN, META_FUNCTION, META_HOST, META_MARK,
+    META_RECORD_HEADER, META_STACK, META_STRING_MAX, META_THREAD,
 };
 
 /// Where a function (or scope) was defined.
@@ -54,6 +55,17 @@ pub enum MetaRecord {
         /// The host name (may be empty).
         name: String,
     },
+    /// A named instant (`mtrace::mark("warm-up done")`).
+    Mark {
+        /// When: a raw tick of the trace's clock, the same clock as the
+        /// events' ticks (all 64 bits; events keep 60).
+        tick: u64,
+        /// The trace thread id of the thread that wrote it (0: the thread
+        /// had none yet, or unknown).
+        tid: u32,
+        /// The mark's name (may be empty).
+        name: String,
+    },
 }
 
 impl MetaRecord {
@@ -75,6 +87,7 @@ impl MetaRecord {
                 put_str(out, name);
             }),
             MetaRecord::Host { name } => encode_record(out, META_HOST, |out| put_str(out, name)),
+            MetaRecord::Mark { tick, tid, name } => encode_mark(out, *tick, *tid, name),
         }
     }
 }
@@ -85,6 +98,17 @@ impl MetaRecord {
 pub fn encode_stack(out: &mut Vec<u8>, id: StackId, name: &str) {
     encode_record(out, META_STACK, |out| {
         out.extend_from_slice(&id.0.to_le_bytes());
+        put_str(out, name);
+    });
+}
+
+/// Appends a [`MetaRecord::Mark`] record without making the record (the
+/// recorder encodes a mark straight from the caller's `&str`).
+pub fn encode_mark(out: &mut Vec<u8>, tick: u64, tid: u32, name: &str) {
+    encode_record(out, META_MARK, |out| {
+        out.extend_from_slice(&tick.to_le_bytes());
+        out.extend_from_slice(&tid.to_le_bytes());
+        out.extend_from_slice(&0u32.to_le_bytes()); // reserved
         put_str(out, name);
     });
 }
@@ -190,6 +214,16 @@ fn decode_payload(kind: u16, p: &[u8]) -> Result<Option<MetaRecord>, &'static st
         META_HOST => MetaRecord::Host {
             name: cursor.str()?,
         },
+        META_MARK => {
+            let tick = cursor.u64()?;
+            let tid = cursor.u32()?;
+            let _reserved = cursor.u32()?;
+            MetaRecord::Mark {
+                tick,
+                tid,
+                name: cursor.str()?,
+            }
+        }
         _ => return Ok(None),
     };
     Ok(Some(record))
@@ -250,6 +284,19 @@ mod tests {
                 os_tid: 4242,
                 name: "worker-é".into(),
             },
+            MetaRecord::Host {
+                name: "build-7".into(),
+            },
+            MetaRecord::Mark {
+                tick: u64::MAX,
+                tid: 2,
+                name: "warm-up done".into(),
+            },
+            MetaRecord::Mark {
+                tick: 0,
+                tid: 0,
+                name: String::new(),
+            },
         ]
     }
 
@@ -281,6 +328,47 @@ mod tests {
                 "cut at {cut}"
             );
             assert_eq!(records, sample()[..records.len()].to_vec(), "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn a_mark_has_its_documented_bytes() {
+        let mut bytes = Vec::new();
+        MetaRecord::Mark {
+            tick: 0x0102_0304_0506_0708,
+            tid: 3,
+            name: "go".into(),
+        }
+        .encode(&mut bytes);
+        #[rustfmt::skip]
+        let want = [
+            22, 0, 0, 0, 5, 0, 0, 0,         // payload_len 22, kind 5 (mark), reserved
+            8, 7, 6, 5, 4, 3, 2, 1,          // tick
+            3, 0, 0, 0, 0, 0, 0, 0,          // tid 3, reserved
+            2, 0, 0, 0, b'g', b'o', 0, 0,    // name "go", padding to 32
+        ];
+        assert_eq!(bytes, want);
+    }
+
+    #[test]
+    fn a_mark_cut_inside_its_payload_is_a_problem_not_a_panic() {
+        // A record header that claims less payload than a mark's fields:
+        // every length from 0 to the whole record but one byte.
+        let mut whole = Vec::new();
+        MetaRecord::Mark {
+            tick: 7,
+            tid: 1,
+            name: "warm-up done".into(),
+        }
+        .encode(&mut whole);
+        let payload_len = u32::from_le_bytes(whole[..4].try_into().unwrap()) as usize;
+        for len in 0..payload_len {
+            let mut bytes = whole.clone();
+            bytes[..4].copy_from_slice(&(len as u32).to_le_bytes());
+            let (records, problem) = decode_records(&bytes, 64);
+            assert!(records.is_empty(), "payload of {len} bytes");
+            let problem = problem.unwrap_or_else(|| panic!("payload of {len} bytes: no problem"));
+            assert_eq!(problem.offset, 64);
         }
     }
 

@@ -153,6 +153,16 @@ impl<W: Write + Seek> TraceWriter<W> {
         .encode(&mut self.meta);
     }
 
+    /// Records a mark: the instant `tick` (a tick of the trace's clock, like
+    /// an event's) named `name`, written by trace thread `tid` (0: none).
+    /// A mark is metadata, not an event: it takes no room in a chunk, but
+    /// like an event it moves the end of the trace (`finish(None)`) to its
+    /// tick if that is later.
+    pub fn mark(&mut self, tick: u64, tid: u32, name: &str) {
+        self.last_tick = self.last_tick.max(tick);
+        crate::meta::encode_mark(&mut self.meta, tick, tid, name);
+    }
+
     /// Appends one event to `tid`'s stream. Events of one thread must be given
     /// in that thread's order; threads may interleave freely.
     pub fn event(&mut self, tid: ThreadId, tick: u64, kind: EventKind) -> Result<(), WriteError> {
@@ -280,6 +290,7 @@ mod tests {
         let g = w.function("g", "a.rs", 2, "m");
         let s = w.stack("fiber");
         w.thread_name(ThreadId(1), 100, "main");
+        w.mark(3, 1, "warm-up done");
         let mut expected: HashMap<u64, Vec<Event>> = HashMap::new();
         for i in 0..500u64 {
             let tid = ThreadId(1 + i % 2);
@@ -315,6 +326,11 @@ mod tests {
         }
         let (meta, problem) = trace.metadata();
         assert!(problem.is_none());
-        assert_eq!(meta.len(), 4);
+        assert_eq!(meta.len(), 5);
+        assert!(meta.contains(&MetaRecord::Mark {
+            tick: 3,
+            tid: 1,
+            name: "warm-up done".into()
+        }));
     }
 }

@@ -7,7 +7,7 @@
 //!   chunk slot in the file (snapshot, events), slots outside the file, and
 //!   the metadata region.
 //! * [`analyzer`]: `mtanalyze::from_bytes`, then `analyze` with each
-//!   of the three clocks (and each call-path mode), `check`, `diff`, and
+//!   of the three clocks (and each call-path mode), `check`, `marks`, `diff`, and
 //!   every renderer and export the command has (tables, JSON, callgrind,
 //!   folded stacks, flame graphs, the Chrome and speedscope timelines),
 //!   writing to a sink.
@@ -158,6 +158,13 @@ pub fn analyzer(data: &[u8]) {
     if let Ok(check) = mtanalyze::check(&trace) {
         render::check::human(&mut sink(), &check).unwrap();
         render::json::check(&mut sink(), &check).unwrap();
+        // The marks read without analyzing are the ones check lists.
+        if let Ok(marks) = mtanalyze::marks(&trace) {
+            assert!(marks == check.marks, "marks() and check disagree");
+            if let Some(report) = reports.first() {
+                assert!(report.marks == marks, "marks() and the report disagree");
+            }
+        }
     }
 }
 

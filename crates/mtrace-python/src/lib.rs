@@ -242,7 +242,18 @@ fn set_context_id_callback(callback: Option<Bound<'_, PyAny>>) -> PyResult<()> {
     Ok(())
 }
 
-/// Whether a recording runs.
+/// Records a named instant (`mtrace::mark`): the recording's clock and the
+/// calling thread's id, into the trace's metadata. Nothing when this
+/// module is not recording (so a mark never starts an `MTRACE_OUT`
+/// recording behind `enable()`'s back). Takes the metadata region's lock,
+/// briefly, with the GIL held (no holder of that lock waits for the GIL).
+#[pyfunction]
+fn mark(name: &str) {
+    if stacks::ACTIVE.load(Ordering::Acquire) {
+        mtrace::mark(name);
+    }
+}
+
 /// `floor_start` is active (its hooks hold the tool id a recording takes).
 static FLOOR: AtomicBool = AtomicBool::new(false);
 
@@ -276,6 +287,7 @@ fn floor_stop(py: Python<'_>) -> PyResult<()> {
     legacy::uninstall_all(py)
 }
 
+/// Whether a recording runs.
 #[pyfunction]
 fn is_recording() -> bool {
     stacks::ACTIVE.load(Ordering::Relaxed)
@@ -301,6 +313,7 @@ fn _mtrace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(is_recording, m)?)?;
     m.add_function(wrap_pyfunction!(floor_start, m)?)?;
     m.add_function(wrap_pyfunction!(floor_stop, m)?)?;
+    m.add_function(wrap_pyfunction!(mark, m)?)?;
     m.add_function(wrap_pyfunction!(tool_id, m)?)?;
     m.add(
         "BACKEND",

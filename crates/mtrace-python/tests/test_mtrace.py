@@ -511,6 +511,56 @@ class Errors(Case):
         self.assertGreater(self.report(out)["trace"]["events"], 0)
 
 
+class Marks(Case):
+    def test_marks_are_in_the_report_and_check_with_their_threads(self):
+        script = self.script("marks.py", """
+            import sys, threading, mtrace
+
+            def work(n):
+                return sum(i * i for i in range(n))
+
+            mtrace.mark("before enable")          # not recording: nothing
+            mtrace.enable(sys.argv[1])
+            work(1000)
+            mtrace.mark("warm-up done")
+            work(1000)
+            t = threading.Thread(target=lambda: (work(10), mtrace.mark("from worker")),
+                                 name="worker")
+            t.start()
+            t.join()
+            mtrace.mark("warm-up done")           # names may repeat
+            try:
+                mtrace.mark(7)
+            except TypeError:
+                pass
+            else:
+                raise AssertionError("mark(7) did not raise TypeError")
+            mtrace.disable()
+            mtrace.mark("after disable")          # nothing either
+        """)
+        trace = self.path("marks.bin")
+        run([sys.executable, script, trace], cwd=self.dir)
+        report = self.report(trace)
+        marks = report["marks"]
+        self.assertEqual([m["name"] for m in marks],
+                         ["warm-up done", "from worker", "warm-up done"], marks)
+        # Each mark names the trace thread that made it: the main thread's
+        # two, the worker's one (a thread of the trace, not the main one).
+        tids = {t["tid"] for t in report["trace"]["threads"]}
+        self.assertIn(marks[0]["thread"], tids, report["trace"]["threads"])
+        self.assertIn(marks[1]["thread"], tids, report["trace"]["threads"])
+        self.assertEqual(marks[0]["thread"], marks[2]["thread"])
+        self.assertNotEqual(marks[0]["thread"], marks[1]["thread"])
+        times = [m["time_ns"] for m in marks]
+        self.assertEqual(times, sorted(times))
+        trace_summary = report["trace"]
+        self.assertLessEqual(trace_summary["first_event_ns"], times[0])
+        self.assertLessEqual(times[-1], trace_summary["end_ns"])
+        check = run([mtanalyze_binary(), "check", trace]).stdout
+        self.assertIn("marks:              3", check)
+        self.assertIn('"from worker"', check)
+
+
 class SamePathTwice(Case):
     def test_recording_twice_to_one_path_keeps_only_the_second_recording(self):
         script = self.script("twice.py", """

@@ -23,7 +23,8 @@
 //! * [`scope!`]`("name")` for a block;
 //! * [`register_function`], [`enter`], [`exit`] for language bindings;
 //! * [`LogicalStack`] for fibers and tasks, and [`LogicalStackExt::on_logical_stack`]
-//!   for futures that move between the worker threads of an executor.
+//!   for futures that move between the worker threads of an executor;
+//! * [`mark`]`("warm-up done")` for a named instant of the run.
 //!
 //! When nothing is recorded, each of these costs one relaxed atomic load and
 //! one branch. When recording, an event costs one clock read (`rdtsc`), one
@@ -42,7 +43,7 @@
 //!
 //! Module map: `recording` (start/finish, the global switch), `thread` (the
 //! hot path and chunk claims), `file` (the mapped file), `meta` (function
-//! registry and metadata region), `provision` (the thread that maps chunk
+//! registry and metadata region), `mark` (named instants), `provision` (the thread that maps chunk
 //! slots' pages ahead of the claims), `clock`, `scope` (call sites), `stack`
 //! (logical stacks), `future` (the future adapter), `config`, `error`.
 #![deny(missing_docs)]
@@ -52,6 +53,7 @@ mod config;
 mod error;
 mod file;
 mod future;
+mod mark;
 mod meta;
 mod provision;
 mod recording;
@@ -156,6 +158,41 @@ pub fn exit(function: FunctionId) {
     if function.0 != 0 {
         thread::exit(g, function.0);
     }
+}
+
+/// Records a named instant of the run: a *mark*, written into the trace with
+/// the recording's clock (the one its events are stamped with) and the
+/// calling thread's id.
+///
+/// Marks name moments of the run (`"warm-up done"`, `"request 7 sent"`);
+/// `mtanalyze` lists them in its JSON report (`marks`) and in `mtanalyze
+/// check`, with their times from the start of the trace. A mark falls
+/// between the calling thread's events before and after the call. Names
+/// need not be unique.
+///
+/// When no recording runs, it does nothing (as the instrumentation does;
+/// if `MTRACE_OUT` is set and nothing was recorded yet, it first starts
+/// that recording, as an instrumented event would). Marks are rare: each
+/// takes the lock of the trace's metadata region and costs about what
+/// naming a function does, and recording events never waits for it. A
+/// mark that does not fit the metadata region is dropped and counted with
+/// the region's drops (`Summary::meta_dropped`).
+///
+/// ```
+/// let path = std::env::temp_dir().join(format!("mark-doc-{}.mtrace", std::process::id()));
+/// let recording = mtrace::start(mtrace::Config::new(&path)).expect("trace file");
+/// {
+///     let _warm_up = mtrace::scope!("warm up");
+/// }
+/// mtrace::mark("warm-up done");
+/// {
+///     let _work = mtrace::scope!("work");
+/// }
+/// recording.finish().expect("finished");
+/// # std::fs::remove_file(&path).ok();
+/// ```
+pub fn mark(name: &str) {
+    mark::mark(name);
 }
 
 /// What the `#[profile]` attribute expands to. Not a stable API.

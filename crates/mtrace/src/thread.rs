@@ -323,6 +323,18 @@ pub(crate) fn wake(id: StackId) {
     }
 }
 
+/// The calling thread's trace id in recording `g`, or 0 if it has recorded
+/// nothing in it yet (or its id does not fit the 32 bits a mark keeps).
+/// Binds nothing.
+pub(crate) fn trace_tid(g: u64) -> u32 {
+    let l = local();
+    if l.gen.get() == g {
+        u32::try_from(l.tid.get()).unwrap_or(0)
+    } else {
+        0
+    }
+}
+
 /// Records an event that does not touch the frames (switch, thread start/exit).
 fn emit(l: &Local, g: u64, kind: EventKind) -> bool {
     match prepare(l, g) {

@@ -1,10 +1,11 @@
 //! The last step of [`crate::analyze`]: the statistics summed over every
 //! stack become the [`Report`]: function and edge rows with their keys,
 //! call paths with their frames as report positions, stacks in id order
-//! with their names, and every warning.
+//! with their names, every warning, and the marks.
 
 use crate::analysis::decode::{Decoded, FunctionEntry};
 use crate::analysis::frames::Acc;
+use crate::analysis::marks::to_marks;
 use crate::analysis::options::{AnalyzeOptions, PathMode};
 use crate::analysis::paths::{ROOT, STACK_LABEL};
 use crate::analysis::replay::stack_name;
@@ -55,6 +56,8 @@ pub(super) fn assemble(
         stacks.sort_unstable_by_key(|s| s.id);
     }
     name_stacks(&mut stacks, &mut analysis.prep.decoded);
+    let decoded = &mut analysis.prep.decoded;
+    let marks = to_marks(std::mem::take(&mut decoded.marks), decoded.scale);
     Report {
         trace: summary,
         clock: analysis.clock,
@@ -62,6 +65,7 @@ pub(super) fn assemble(
         edges,
         stacks,
         warnings: warnings.to_report(),
+        marks,
         paths,
     }
 }

@@ -1,6 +1,7 @@
 //! `check`: what a trace file holds, chunk by chunk, from the stages every
 //! command shares (decode and the segment pass), without replaying a stack.
 
+use crate::analysis::marks::to_marks;
 use crate::analysis::prepare::prepare;
 use crate::analysis::stacks::group_by_stack;
 use crate::analysis::AnalyzeError;
@@ -9,7 +10,8 @@ use crate::model::check::{CheckReport, ChunkIssue};
 
 /// Describes a trace without replaying it.
 pub fn check(trace: &LoadedTrace) -> Result<CheckReport, AnalyzeError> {
-    let prep = prepare(trace, None, false, &mut |_| {})?;
+    let mut prep = prepare(trace, None, false, &mut |_| {})?;
+    let marks = to_marks(std::mem::take(&mut prep.decoded.marks), prep.decoded.scale);
     let stacks = group_by_stack(&prep.passes, &prep.decoded.threads).1.len() as u64;
     let h = prep.decoded.file.header();
     let summary = prep.summary(trace, stacks);
@@ -58,6 +60,7 @@ pub fn check(trace: &LoadedTrace) -> Result<CheckReport, AnalyzeError> {
             .map(|m| format!("byte {}: {}", m.offset, m.why)),
         threads: summary.threads,
         stacks,
+        marks,
         warnings: prep.warnings.to_report(),
     })
 }

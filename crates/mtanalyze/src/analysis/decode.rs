@@ -1,5 +1,6 @@
 //! Decoding: the file's chunks (in parallel) become each thread's ordered
-//! chunk sequence, and the metadata region becomes name tables.
+//! chunk sequence, and the metadata region becomes name tables (and the
+//! list of marks).
 //!
 //! Chunks are self-describing, so their headers are decoded independently;
 //! a damaged chunk is skipped and listed, never fatal. A thread's chunks are
@@ -104,6 +105,17 @@ impl FunctionTable {
     }
 }
 
+/// A mark record as read (`crate::analysis::marks` makes it a `Mark`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct RawMark {
+    /// The raw tick.
+    pub tick: u64,
+    /// The writer's trace thread id (0: unknown).
+    pub tid: u32,
+    /// The name.
+    pub name: String,
+}
+
 /// A chunk's place in its thread's sequence.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct ChunkRef {
@@ -148,6 +160,8 @@ pub(crate) struct Decoded<'a> {
     pub thread_names: FxHashMap<u64, (String, u64)>,
     /// The host the trace was recorded on ("" if unknown).
     pub host: String,
+    /// Mark records, in the order written.
+    pub marks: Vec<RawMark>,
     /// Threads ascending by id, each with its chunks in order.
     pub threads: Vec<ThreadChunks>,
     /// Chunks that could not be decoded at all.
@@ -208,6 +222,7 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Decoded<'_>, FormatError> {
     let mut stack_names = Vec::new();
     let mut thread_names = FxHashMap::default();
     let mut host = String::new();
+    let mut marks = Vec::new();
     let mut meta_records = 0u64;
     // One record at a time: half a million task names are not held twice.
     let meta_problem = file.for_each_metadata(|r| {
@@ -231,6 +246,7 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Decoded<'_>, FormatError> {
                 thread_names.insert(tid.0, (name, os_tid));
             }
             MetaRecord::Host { name } => host = name,
+            MetaRecord::Mark { tick, tid, name } => marks.push(RawMark { tick, tid, name }),
         }
     });
 
@@ -296,6 +312,7 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Decoded<'_>, FormatError> {
         stack_names: StackNames::new(stack_names),
         thread_names,
         host,
+        marks,
         threads,
         damaged,
         cut,

@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! decode    chunks -> each thread's ordered chunk sequence, names    decode.rs
+//!           (and marks, on the report's time scale)                marks.rs
 //! cut       each thread's events -> segments (threads in parallel)   cut.rs, segment.rs
 //! prepare   the above, the complete function table, file warnings    prepare.rs
 //! group     segments by stack, in time order; select stacks          stacks.rs
@@ -33,6 +34,7 @@ pub(crate) mod clock;
 mod cut;
 pub(crate) mod decode;
 mod frames;
+mod marks;
 mod options;
 pub(crate) mod paths;
 mod pipeline;
@@ -44,6 +46,7 @@ pub(crate) mod timeline;
 mod window;
 
 pub use check::check;
+pub use marks::marks;
 pub use options::{AnalyzeError, AnalyzeOptions, PathMode, TimeBound};
 pub use paths::RecursionCollapse;
 pub use pipeline::{analyze, analyze_in_stages};

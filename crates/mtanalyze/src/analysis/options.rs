@@ -104,25 +104,24 @@ fn parse_duration_ns(s: &str) -> Result<u64, String> {
 }
 
 impl AnalyzeOptions {
-    /// The time window these options ask for, a mark's name standing for
-    /// the time of the first of `marks` (name, ns from time zero, in time
-    /// order) so named.
+    /// The time window these options ask for, `mark_ns` giving the time
+    /// of the first mark of a name (ns from time zero).
     pub(crate) fn window(
         &self,
-        marks: &[(String, u64)],
+        mark_ns: impl Fn(&str) -> Option<u64>,
         source: &str,
     ) -> Result<Window, AnalyzeError> {
         let resolve = |b: &Option<TimeBound>| match b {
             None => Ok(None),
             Some(TimeBound::At(ns)) => Ok(Some(*ns)),
-            Some(TimeBound::Mark(name)) => marks
-                .iter()
-                .find(|(n, _)| n == name)
-                .map(|&(_, ns)| Some(ns))
-                .ok_or_else(|| AnalyzeError::NoSuchMark {
-                    source_name: source.to_owned(),
-                    name: name.clone(),
-                }),
+            Some(TimeBound::Mark(name)) => {
+                mark_ns(name)
+                    .map(Some)
+                    .ok_or_else(|| AnalyzeError::NoSuchMark {
+                        source_name: source.to_owned(),
+                        name: name.clone(),
+                    })
+            }
         };
         let (from, to) = (resolve(&self.from)?, resolve(&self.to)?);
         if let (Some(from_ns), Some(to_ns)) = (from, to) {

@@ -72,9 +72,19 @@ pub(crate) fn prepare<'a>(
     })?;
     stage_done("decode");
     let window = match opts {
-        // Marks come with the JSON-lines and binary metadata (none yet: an
-        // empty list until the recorder writes them).
-        Some(o) => o.window(&[], &trace.source)?,
+        Some(o) => {
+            // A mark's time: its first instance (the earliest tick).
+            let mark_ns = |name: &str| {
+                let tick = decoded
+                    .marks
+                    .iter()
+                    .filter(|m| m.name == name)
+                    .map(|m| m.tick)
+                    .min()?;
+                Some(decoded.scale.ns(tick))
+            };
+            o.window(mark_ns, &trace.source)?
+        }
         None => Window::ALL,
     };
     let clock = opts.map(|o| resolve_clock(o, &decoded));

@@ -9,6 +9,9 @@
 //!   the tick order remembers the line order (the `gil` clock needs it).
 //! * An `exit` without `file`/`line` closes the innermost open frame of that
 //!   name on its stack, whatever file the `enter` named.
+//!
+//! A `mark` line becomes a mark record of the metadata region (not an
+//! event), with the tick its `ts` and rank give it like any line's.
 
 use std::collections::HashMap;
 use std::io::Cursor;
@@ -58,6 +61,8 @@ enum Parsed {
     Lost,
     /// The task on the named stack was woken.
     Wake(String),
+    /// A named instant (a metadata record, not an event).
+    Mark(String),
 }
 
 struct Line {
@@ -113,6 +118,18 @@ pub fn to_binary(text: &str) -> Result<Vec<u8>, JsonlError> {
                 }
             },
             "lost" => Parsed::Lost,
+            "mark" => {
+                if u32::try_from(r.tid).is_err() {
+                    return Err(err(format!(
+                        "a mark's tid must be below 2^32 (the binary record keeps 32 bits), not {}",
+                        r.tid
+                    )));
+                }
+                match &r.name {
+                    Some(name) => Parsed::Mark(name.clone()),
+                    None => return Err(err("`mark` needs \"name\"".into())),
+                }
+            }
             "wake" => match &r.stack {
                 serde_json::Value::String(s) if own_stack_tid(s).is_none() => {
                     Parsed::Wake(s.clone())
@@ -125,7 +142,7 @@ pub fn to_binary(text: &str) -> Result<Vec<u8>, JsonlError> {
             },
             other => {
                 return Err(err(format!(
-                    "unknown \"ev\" {other:?} (expected enter, exit, switch, lost, wake or thread)"
+                    "unknown \"ev\" {other:?} (expected enter, exit, switch, lost, wake, mark or thread)"
                 )))
             }
         };
@@ -187,6 +204,11 @@ fn write(events: &[Line], names: &[(u64, String)]) -> Result<Vec<u8>, JsonlError
     let mut open: HashMap<StackKey, Vec<(FunctionId, String)>> = HashMap::new();
     for (e, rank) in events.iter().zip(ranks) {
         let tick = e.ts * k + rank;
+        if let Parsed::Mark(name) = &e.what {
+            // Checked below 2^32 when parsed.
+            w.mark(tick, u32::try_from(e.tid).unwrap_or(0), name);
+            continue;
+        }
         let stack = current.entry(e.tid).or_insert(StackKey::Own(e.tid)).clone();
         let kind = match &e.what {
             Parsed::Enter { name, file, line } => {
@@ -232,6 +254,7 @@ fn write(events: &[Line], names: &[(u64, String)]) -> Result<Vec<u8>, JsonlError
             }
             Parsed::Lost => EventKind::Lost,
             Parsed::Wake(name) => EventKind::Wake(w.stack(name)),
+            Parsed::Mark(_) => continue, // written above
         };
         w.event(ThreadId(e.tid), tick, kind)
             .map_err(|err| JsonlError {
@@ -251,7 +274,11 @@ fn write(events: &[Line], names: &[(u64, String)]) -> Result<Vec<u8>, JsonlError
 fn chunk_size_for(events: &[Line]) -> usize {
     use mtrace_format::layout::{DEFAULT_CHUNK_SIZE, MIN_CHUNK_SIZE};
     const BUDGET: usize = 64 << 20;
-    let mut tids: Vec<u64> = events.iter().map(|e| e.tid).collect();
+    let mut tids: Vec<u64> = events
+        .iter()
+        .filter(|e| !matches!(e.what, Parsed::Mark(_)))
+        .map(|e| e.tid)
+        .collect();
     tids.sort_unstable();
     tids.dedup();
     let fit = BUDGET / tids.len().max(1);
@@ -311,6 +338,43 @@ mod tests {
     }
 
     #[test]
+    fn marks_become_mark_records_with_their_ticks() {
+        use mtrace_format::MetaRecord;
+        // Two lines share ts 10: K = 2, and the mark keeps its line order.
+        let text = r#"{"ts": 10, "tid": 1, "ev": "enter", "fn": "main"}
+{"ts": 10, "tid": 1, "ev": "mark", "name": "warm-up done"}
+{"ts": 30, "tid": 2, "ev": "mark", "name": ""}
+{"ts": 20, "tid": 1, "ev": "exit", "fn": "main"}
+"#;
+        let bytes = to_binary(text).unwrap();
+        let t = TraceFile::parse(&bytes).unwrap();
+        let clock = t.header().clock;
+        assert_eq!(clock.calib_ticks, 2);
+        // The last mark ends the trace, as the last event would.
+        assert_eq!(t.header().end_tick, Some(60));
+        let (records, problem) = t.metadata();
+        assert!(problem.is_none());
+        let marks: Vec<(u64, u64, u32, String)> = records
+            .into_iter()
+            .filter_map(|r| match r {
+                MetaRecord::Mark { tick, tid, name } => {
+                    Some((tick, clock.ticks_to_ns(tick), tid, name))
+                }
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            marks,
+            [
+                (21, 10, 1, "warm-up done".into()),
+                (60, 30, 2, String::new())
+            ]
+        );
+        // Marks are not events, and make no thread of their own.
+        assert_eq!(events_of(&bytes).len(), 2);
+    }
+
+    #[test]
     fn many_one_line_threads_get_small_chunks() {
         let text: String = (1..=5000)
             .map(|t| format!("{{\"ts\": {t}, \"tid\": {t}, \"ev\": \"enter\", \"fn\": \"f\"}}\n"))
@@ -334,6 +398,18 @@ mod tests {
                 "unknown \"ev\"",
             ),
             ("{\"ts\": 1, \"tid\": 1, \"ev\": \"enter\"}", "needs \"fn\""),
+            (
+                "{\"ts\": 1, \"tid\": 1, \"ev\": \"mark\"}",
+                "needs \"name\"",
+            ),
+            (
+                "{\"tid\": 1, \"ev\": \"mark\", \"name\": \"m\"}",
+                "needs an integer \"ts\"",
+            ),
+            (
+                "{\"ts\": 1, \"tid\": 4294967296, \"ev\": \"mark\", \"name\": \"m\"}",
+                "below 2^32",
+            ),
             (
                 "{\"tid\": 1, \"ev\": \"exit\", \"fn\": \"f\"}",
                 "needs an integer \"ts\"",

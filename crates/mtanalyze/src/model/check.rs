@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::model::marks::Mark;
 use crate::model::report::{ThreadSummary, Warning};
 
 /// A chunk that could not be used, with where it is.
@@ -79,6 +80,9 @@ pub struct CheckReport {
     pub threads: Vec<ThreadSummary>,
     /// Distinct stacks.
     pub stacks: u64,
+    /// The marks the program recorded, in time order.
+    #[serde(default)]
+    pub marks: Vec<Mark>,
     /// Warnings.
     pub warnings: Vec<Warning>,
 }

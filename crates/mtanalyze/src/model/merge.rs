@@ -3,7 +3,9 @@
 //! the sum of the per-trace reports'.
 //!
 //! Functions and edges add up by identity (name, file, line); stacks and
-//! threads are listed trace after trace (their ids are each trace's own);
+//! threads are listed trace after trace (their ids are each trace's own),
+//! and so are marks, each saying which trace it came from (its time is
+//! that trace's own);
 //! call paths add up by stack and function path; warnings add up by kind.
 //! The trace summary says how many traces were merged and sums what adds
 //! up (events, durations, chunks, drops); where the traces disagree (their
@@ -40,7 +42,11 @@ impl Merged {
 
     /// Adds one trace's report. Reports must share a clock (the caller
     /// checks: a sum over different clocks means nothing).
-    pub fn add(&mut self, r: Report) {
+    pub fn add(&mut self, mut r: Report) {
+        // Marks say which trace they came from: the report's position.
+        for m in &mut r.marks {
+            m.trace = Some(self.traces as u64);
+        }
         self.traces += 1;
         let Some(into) = &mut self.report else {
             for (i, f) in r.functions.iter().enumerate() {
@@ -107,6 +113,7 @@ impl Merged {
             }
         }
         into.stacks.extend(r.stacks);
+        into.marks.extend(r.marks);
         add_warnings(&mut into.warnings, r.warnings);
         add_summary(&mut into.trace, r.trace, self.traces);
     }
@@ -117,6 +124,12 @@ impl Merged {
     pub fn finish(self) -> Option<Report> {
         let mut r = self.report?;
         r.trace.traces = self.traces as u64;
+        if self.traces == 1 {
+            // One trace is not a merge: its marks name no trace.
+            for m in &mut r.marks {
+                m.trace = None;
+            }
+        }
         Some(r)
     }
 }

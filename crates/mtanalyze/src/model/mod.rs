@@ -1,14 +1,15 @@
 //! The values the analysis produces and every renderer reads: the
 //! [`report::Report`] of one trace, the [`check::CheckReport`] of a file,
-//! the [`diff::DiffReport`] of two reports, and the warnings about damaged
-//! or unusual input. Plain data with serde shapes (`schemas/`), plus the
-//! diff of two reports and the regression gates over a diff, which need
-//! nothing else.
+//! the [`diff::DiffReport`] of two reports, the [`marks::Mark`]s a program
+//! recorded, and the warnings about damaged or unusual input. Plain data
+//! with serde shapes (`schemas/`), plus the diff of two reports and the
+//! regression gates over a diff, which need nothing else.
 
 pub(crate) mod check;
 pub(crate) mod diff;
 pub(crate) mod gate;
 pub(crate) mod inline;
+pub(crate) mod marks;
 pub(crate) mod merge;
 pub(crate) mod report;
 pub(crate) mod runs;

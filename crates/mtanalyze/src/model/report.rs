@@ -9,6 +9,7 @@
 use serde::{Deserialize, Serialize};
 
 pub use crate::model::inline::{StackName, ThreadList};
+use crate::model::marks::Mark;
 
 /// A whole analysis.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -25,6 +26,10 @@ pub struct Report {
     pub stacks: Vec<StackStats>,
     /// Problems found in the input and how they were repaired.
     pub warnings: Vec<Warning>,
+    /// The marks the program recorded (named instants), in time order;
+    /// whatever stacks were selected.
+    #[serde(default)]
+    pub marks: Vec<Mark>,
     /// Call paths with their self time, when asked for (`AnalyzeOptions::paths`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub paths: Vec<CallPath>,

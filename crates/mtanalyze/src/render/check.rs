@@ -9,6 +9,9 @@
 //! chunks:            12 used, 4 empty, 16 slots (16 in the file), 65536 bytes each
 //! damaged chunks:    1
 //!   chunk 3 at byte 200768: bad snapshot record: no SNAP marker
+//! ...
+//! marks:              1
+//!   1.50ms (1500000 ns)  thread 1  "warm-up done"
 //! ```
 
 use std::io::{self, Write};
@@ -18,6 +21,7 @@ use prettytable::{Cell, Row, Table};
 
 use super::duration;
 use crate::model::check::{CheckReport, ChunkIssue};
+use crate::model::marks::Mark;
 
 fn yes_no(b: bool) -> &'static str {
     if b {
@@ -126,6 +130,7 @@ pub fn human(out: &mut dyn Write, c: &CheckReport) -> io::Result<()> {
             writeln!(out, "{}", l.trim_end())?;
         }
     }
+    marks(out, &c.marks)?;
     let total = c
         .warnings
         .iter()
@@ -137,6 +142,27 @@ pub fn human(out: &mut dyn Write, c: &CheckReport) -> io::Result<()> {
             "  {} x{} (first at {}): {}",
             w.kind, w.count, w.first, w.repair
         )?;
+    }
+    Ok(())
+}
+
+/// `marks: N`, then one line a mark: its time from time zero (readable,
+/// and in exact ns when that differs), its thread (`-`: unknown), its name
+/// quoted (names may be empty, or hold spaces).
+fn marks(out: &mut dyn Write, marks: &[Mark]) -> io::Result<()> {
+    writeln!(out, "{:<20}{}", "marks:", marks.len())?;
+    for m in marks {
+        let readable = duration(m.time_ns as f64);
+        let time = if readable == format!("{}ns", m.time_ns) {
+            readable
+        } else {
+            format!("{readable} ({} ns)", m.time_ns)
+        };
+        let thread = match m.thread {
+            0 => "-".to_owned(),
+            t => t.to_string(),
+        };
+        writeln!(out, "  {time}  thread {thread}  {:?}", m.name)?;
     }
     Ok(())
 }

@@ -79,6 +79,10 @@ pub fn header(out: &mut dyn Write, report: &Report, width: Option<usize>) -> io:
         // The counts above are the whole trace's; the tables, the window's.
         items.insert(1, format!("window: {}", window_label(w)));
     }
+    // Only a trace with marks says so (listed by `check` and in JSON).
+    if !report.marks.is_empty() {
+        items.push(format!("marks: {}", report.marks.len()));
+    }
     for line in wrap_items(&items, width) {
         writeln!(out, "{line}")?;
     }

@@ -8,6 +8,7 @@ use regex::Regex;
 use serde::Serialize;
 
 use super::matches;
+use crate::model::marks::Mark;
 use crate::model::report::{
     CallPath, Clock, EdgeStats, FunctionKey, FunctionStats, Report, StackStats, TraceSummary,
     Warning,
@@ -282,6 +283,8 @@ pub struct ReportView<'r> {
     pub stacks: &'r [StackStats],
     /// Every warning.
     pub warnings: &'r [Warning],
+    /// Every mark.
+    pub marks: &'r [Mark],
     /// Call paths through kept functions only, renumbered to the kept rows.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub paths: Vec<CallPath>,
@@ -297,6 +300,7 @@ impl<'r> From<&'r Report> for ReportView<'r> {
             edges: report.edges.iter().collect(),
             stacks: &report.stacks,
             warnings: &report.warnings,
+            marks: &report.marks,
             paths: report.paths.clone(),
         }
     }
@@ -358,6 +362,7 @@ pub fn filtered_report<'r>(
         edges,
         stacks: &report.stacks,
         warnings: &report.warnings,
+        marks: &report.marks,
         paths,
     }
 }
@@ -435,6 +440,7 @@ mod tests {
             ],
             stacks: vec![],
             warnings: vec![],
+            marks: vec![],
             paths: vec![
                 CallPath {
                     stack: String::new(),

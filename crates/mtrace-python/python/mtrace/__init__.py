@@ -35,6 +35,7 @@ __all__ = [
     "disable",
     "profile",
     "is_enabled",
+    "mark",
     "set_context_id_callback",
     "DEFAULT_OUTPUT",
 ]
@@ -181,6 +182,25 @@ def disable():
 def is_enabled():
     """Whether a recording runs."""
     return _mtrace.is_recording()
+
+
+def mark(name):
+    """Record a named instant of the run: a *mark* (``"warm-up done"``).
+
+    The mark is written into the trace with the recording's clock and the
+    calling thread; ``mtanalyze TRACE --format json`` lists marks under
+    ``marks`` (name, ``time_ns`` from the start of the trace, ``thread``),
+    and ``mtanalyze check TRACE`` prints them. Names need not be unique.
+    Does nothing when nothing is recording. ``name`` must be a ``str``
+    (``TypeError`` otherwise). Example::
+
+        mtrace.enable("trace.bin")
+        warm_up()
+        mtrace.mark("warm-up done")
+        serve()
+        mtrace.disable()
+    """
+    _mtrace.mark(name)
 
 
 def set_context_id_callback(callback):

@@ -68,6 +68,8 @@ pub struct Decoded {
     pub threads: BTreeMap<u64, (u64, String)>,
     /// The host records (one a recording).
     pub hosts: Vec<String>,
+    /// The marks, in the order they were written: (tick, tid, name).
+    pub marks: Vec<(u64, u32, String)>,
     /// tid -> chunks sorted by thread_chunk_no
     pub chunks: BTreeMap<u64, Vec<DecodedChunk>>,
 }
@@ -82,6 +84,7 @@ pub fn decode(path: &Path) -> Decoded {
     let mut stacks = HashMap::new();
     let mut threads = BTreeMap::new();
     let mut hosts = Vec::new();
+    let mut marks = Vec::new();
     for r in records {
         match r {
             MetaRecord::Function(f) => {
@@ -98,6 +101,7 @@ pub fn decode(path: &Path) -> Decoded {
                 threads.insert(tid.0, (os_tid, name));
             }
             MetaRecord::Host { name } => hosts.push(name),
+            MetaRecord::Mark { tick, tid, name } => marks.push((tick, tid, name)),
         }
     }
     let mut chunks: BTreeMap<u64, Vec<DecodedChunk>> = BTreeMap::new();
@@ -132,6 +136,7 @@ pub fn decode(path: &Path) -> Decoded {
         stacks,
         threads,
         hosts,
+        marks,
         chunks,
     }
 }
