@@ -31,7 +31,7 @@ mod legacy;
 #[cfg(Py_3_12)]
 mod monitoring;
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 
 use mtrace::{Config, Mode, PreferredClock, Producer, Recording, StartError};
