@@ -105,6 +105,9 @@ fn rows(
     rows
 }
 
+/// A replay worker's tally and warnings (boxed: moved from stack to stack).
+type Job = Box<(Tally, Warnings)>;
+
 /// How many stacks ahead of the one replayed its segments are prefetched.
 const SEGMENTS_AHEAD: usize = 4;
 /// How many stacks ahead of the one replayed its first events are prefetched.
@@ -124,7 +127,7 @@ fn replay_stacks(
     let with_paths = paths != PathMode::Off;
     // A job's tally and warnings go from stack to stack by value (rayon's
     // fold): boxed, that is a pointer, not a few hundred bytes per stack.
-    let replay_into = |mut job: Box<(Tally, Warnings)>, i: usize, row: &mut _| {
+    let replay_into = |mut job: Job, i: usize, row: &mut _| {
         // Stacks are replayed in id order within a job: load the segments
         // of the stacks a few ahead, and the events of the next ones.
         analysis.prefetch(i + SEGMENTS_AHEAD, false);
@@ -176,7 +179,7 @@ fn replay_stacks(
     // One tally per worker thread for them, not one per stack: a tally is
     // O(functions), and a fold that splits to single stacks made 4096 of
     // them (20,000 functions: 5 GB zeroed for a 1 MB trace).
-    let slots: Vec<Mutex<Option<Box<(Tally, Warnings)>>>> = (0..rayon::current_num_threads())
+    let slots: Vec<Mutex<Option<Job>>> = (0..rayon::current_num_threads())
         .map(|_| Mutex::new(None))
         .collect();
     big.par_iter_mut().with_max_len(1).for_each(|(i, row)| {
