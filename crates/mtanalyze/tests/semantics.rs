@@ -1262,31 +1262,12 @@ fn additive_fields(r: &Report) -> BTreeMap<String, Vec<u64>> {
         }
     };
     for f in &r.functions {
-        add(
-            format!("fn {:?}", f.key()),
-            vec![
-                f.ncalls,
-                f.primitive_calls,
-                f.tottime_ns,
-                f.cumtime_ns,
-                f.paused_ns,
-                f.open_at_end,
-                f.cut_short,
-                f.scheduled_ns,
-                f.waiting_ns,
-            ],
-        );
+        add(format!("fn {:?}", f.key()), f.sums().to_vec());
     }
     for e in &r.edges {
         add(
             format!("edge {:?}->{:?}", e.caller_key(), e.callee_key()),
-            vec![
-                e.ncalls,
-                e.primitive_calls,
-                e.tottime_ns,
-                e.cumtime_ns,
-                e.callee_cumtime_ns,
-            ],
+            e.sums().to_vec(),
         );
     }
     for s in &r.stacks {

@@ -212,6 +212,39 @@ pub struct FunctionStats {
 }
 
 impl FunctionStats {
+    /// Its sums, in a fixed order: `ncalls`, `primitive_calls`,
+    /// `tottime_ns`, `cumtime_ns`, `paused_ns`, `open_at_end`, `cut_short`,
+    /// `scheduled_ns`, `waiting_ns`. Each adds up over traces merged and
+    /// over time windows that split a trace.
+    pub fn sums(&self) -> [u64; 9] {
+        [
+            self.ncalls,
+            self.primitive_calls,
+            self.tottime_ns,
+            self.cumtime_ns,
+            self.paused_ns,
+            self.open_at_end,
+            self.cut_short,
+            self.scheduled_ns,
+            self.waiting_ns,
+        ]
+    }
+
+    /// Sets the fields [`FunctionStats::sums`] reads, from `v` in its order.
+    pub fn set_sums(&mut self, v: [u64; 9]) {
+        [
+            self.ncalls,
+            self.primitive_calls,
+            self.tottime_ns,
+            self.cumtime_ns,
+            self.paused_ns,
+            self.open_at_end,
+            self.cut_short,
+            self.scheduled_ns,
+            self.waiting_ns,
+        ] = v;
+    }
+
     /// The function's identity.
     pub fn key(&self) -> FunctionKey {
         FunctionKey::new(&self.function, &self.file, self.line)
@@ -250,6 +283,29 @@ pub struct EdgeStats {
 }
 
 impl EdgeStats {
+    /// Its sums, in a fixed order: `ncalls`, `primitive_calls`,
+    /// `tottime_ns`, `cumtime_ns`, `callee_cumtime_ns`.
+    pub fn sums(&self) -> [u64; 5] {
+        [
+            self.ncalls,
+            self.primitive_calls,
+            self.tottime_ns,
+            self.cumtime_ns,
+            self.callee_cumtime_ns,
+        ]
+    }
+
+    /// Sets the fields [`EdgeStats::sums`] reads, from `v` in its order.
+    pub fn set_sums(&mut self, v: [u64; 5]) {
+        [
+            self.ncalls,
+            self.primitive_calls,
+            self.tottime_ns,
+            self.cumtime_ns,
+            self.callee_cumtime_ns,
+        ] = v;
+    }
+
     /// The caller's identity.
     pub fn caller_key(&self) -> FunctionKey {
         FunctionKey::new(&self.caller, &self.caller_file, self.caller_line)

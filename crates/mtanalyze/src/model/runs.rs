@@ -41,29 +41,13 @@ pub fn runs(reports: Vec<Report>) -> Option<Runs> {
     for (run, r) in reports.iter().enumerate() {
         for f in &r.functions {
             let v = per_fn.entry(f.key()).or_insert_with(|| vec![[0; 9]; n]);
-            v[run] = [
-                f.ncalls,
-                f.primitive_calls,
-                f.tottime_ns,
-                f.cumtime_ns,
-                f.paused_ns,
-                f.open_at_end,
-                f.cut_short,
-                f.scheduled_ns,
-                f.waiting_ns,
-            ];
+            v[run] = f.sums();
         }
         for e in &r.edges {
             let v = per_edge
                 .entry((e.caller_key(), e.callee_key()))
                 .or_insert_with(|| vec![[0; 5]; n]);
-            v[run] = [
-                e.ncalls,
-                e.primitive_calls,
-                e.tottime_ns,
-                e.cumtime_ns,
-                e.callee_cumtime_ns,
-            ];
+            v[run] = e.sums();
         }
         for p in &r.paths {
             let frames = p
@@ -95,26 +79,14 @@ pub fn runs(reports: Vec<Report>) -> Option<Runs> {
     m.stacks.clear();
     for f in &mut m.functions {
         if let Some(rows) = per_fn.get(&f.key()) {
-            let med = |i| median(&mut column(rows, i));
-            f.ncalls = med(0);
-            f.primitive_calls = med(1);
-            f.tottime_ns = med(2);
-            f.cumtime_ns = med(3);
-            f.paused_ns = med(4);
-            f.open_at_end = med(5);
-            f.cut_short = med(6);
-            f.scheduled_ns = med(7);
-            f.waiting_ns = med(8);
+            f.set_sums(std::array::from_fn(|i| median(&mut column(rows, i))));
         }
     }
     for e in &mut m.edges {
         if let Some(rows) = per_edge.get(&(e.caller_key(), e.callee_key())) {
-            let med = |i: usize| median(&mut rows.iter().map(|r| r[i]).collect::<Vec<_>>());
-            e.ncalls = med(0);
-            e.primitive_calls = med(1);
-            e.tottime_ns = med(2);
-            e.cumtime_ns = med(3);
-            e.callee_cumtime_ns = med(4);
+            e.set_sums(std::array::from_fn(|i| {
+                median(&mut rows.iter().map(|r| r[i]).collect::<Vec<_>>())
+            }));
         }
     }
     let keys: Vec<FunctionKey> = m.functions.iter().map(|f| f.key()).collect();
