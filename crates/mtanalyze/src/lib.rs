@@ -46,7 +46,8 @@ pub struct ReadmeDoctests;
 
 pub use analysis::timeline::Timelines;
 pub use analysis::{
-    analyze, analyze_in_stages, check, AnalyzeError, AnalyzeOptions, PathMode, RecursionCollapse,
+    analyze, analyze_each, analyze_in_stages, check, AnalyzeError, AnalyzeOptions, PathMode,
+    RecursionCollapse, TraceError,
 };
 pub use input::chrome::ImportError;
 pub use input::jsonl::{to_binary as jsonl_to_binary, JsonlError};

@@ -18,7 +18,8 @@
 //! Logical stacks, which move between threads, are replayed once all
 //! segments are known. The timeline exports (`timeline.rs`) replay every
 //! stack in the second pass, one at a time, keeping every frame; `check`
-//! (`check.rs`) stops after the segment pass.
+//! (`check.rs`) stops after the segment pass. Several traces go through
+//! `many.rs`, a batch at a time in parallel, one report at a time out.
 //!
 //! Every parallel stage produces values that are merged by summing or by
 //! sorting on stable keys, so the report is identical on every run and with
@@ -31,6 +32,7 @@ pub(crate) mod clock;
 mod cut;
 pub(crate) mod decode;
 mod frames;
+mod many;
 mod options;
 pub(crate) mod paths;
 mod pipeline;
@@ -41,6 +43,7 @@ mod stacks;
 pub(crate) mod timeline;
 
 pub use check::check;
+pub use many::{analyze_each, TraceError};
 pub use options::{AnalyzeError, AnalyzeOptions, PathMode};
 pub use paths::RecursionCollapse;
 pub use pipeline::{analyze, analyze_in_stages};
