@@ -19,6 +19,7 @@ mod lost;
 mod many;
 mod options;
 mod output;
+mod parquet;
 mod pictures;
 mod pipe;
 mod pprof;
