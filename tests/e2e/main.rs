@@ -20,6 +20,7 @@ mod many;
 mod marks;
 mod options;
 mod output;
+mod parquet;
 mod pictures;
 mod pipe;
 mod pprof;

@@ -1,11 +1,12 @@
 //! Analyzer throughput against the hardware floor, measured in one run.
 //!
 //! ```text
-//! cargo bench -p mtanalyze --bench throughput                 # the default run (about a minute on 2 cores)
+//! cargo bench -p mtanalyze --bench throughput                 # the default run (about four minutes on 2 cores)
 //! cargo bench -p mtanalyze --bench throughput -- --quick      # 5M events, 50k tasks, 3 runs
 //! cargo bench -p mtanalyze --bench throughput -- --events 0 --tasks 0 --trace sample-traces/workload.bin
 //! cargo bench -p mtanalyze --bench throughput -- --clock gil  # one clock (repeatable; default: all three)
 //! cargo bench -p mtanalyze --bench throughput -- --quick --stages  # and each stage's time and heap
+//! cargo bench -p mtanalyze --bench throughput -- --events 0 --tasks 0 --merge 1000  # the merge case alone
 //! ```
 //!
 //! By default it writes and measures three traces in the same run:
@@ -17,6 +18,14 @@
 //!   workers, a dozen events each (`synth::generate_tasks`): many stacks;
 //! * the same service with a tenth of the tasks, for how the heap scales
 //!   with the number of stacks.
+//!
+//! * the merge case (`--merge N`, 1,000; `--merge-events`, 100,000 each):
+//!   N synthetic traces merged into one report the way `mtanalyze DIR`
+//!   does it (`mtanalyze::analyze_each` into `mtanalyze::Merged`), against
+//!   one synthetic trace of the same total events, and N/10 traces for how
+//!   the heap grows with the events (it should not: a batch of traces is
+//!   analyzed at a time, and the merged report grows with functions and
+//!   stacks, not events);
 //!
 //! and any `--trace FILE` besides. For each trace: the floor is one
 //! parallel pass that reads every byte of the mapped file; the measured job
@@ -363,6 +372,179 @@ fn bench(path: &Path, runs: usize, clocks: &[mtanalyze::Clock], stages: bool) ->
     m
 }
 
+/// What `mtanalyze TRACE... --format json --clock C` does with several
+/// traces: analyze them a batch at a time (`analyze_each`), sum the
+/// reports (`Merged`), serialize the sum. Returns the events it counts.
+fn merge_json(paths: &[PathBuf], clock: mtanalyze::Clock) -> u64 {
+    let options = mtanalyze::AnalyzeOptions {
+        clock: Some(clock),
+        ..mtanalyze::AnalyzeOptions::default()
+    };
+    let mut merged = mtanalyze::Merged::new();
+    mtanalyze::analyze_each(paths, &options, |_, _, r| {
+        r.map(|report| merged.add(report))
+    })
+    .expect("analyze a trace");
+    let report = merged.finish().expect("at least one trace");
+    serde_json::to_writer(&mut std::io::sink(), &report).expect("serialize");
+    report.trace.events
+}
+
+/// Runs `job` once: seconds, and the peak heap above what was live before.
+fn timed<T>(job: impl FnOnce() -> T) -> (f64, usize, T) {
+    let base = LIVE.load(Ordering::Relaxed);
+    PEAK.store(base, Ordering::Relaxed);
+    let t = Instant::now();
+    let out = job();
+    let seconds = t.elapsed().as_secs_f64();
+    (
+        seconds,
+        PEAK.load(Ordering::Relaxed).saturating_sub(base),
+        out,
+    )
+}
+
+/// One job's medians: seconds, the largest peak heap, the events counted.
+struct Job {
+    seconds: f64,
+    peak_heap: usize,
+    events: u64,
+}
+
+impl Job {
+    fn events_per_second(&self) -> f64 {
+        self.events as f64 / self.seconds
+    }
+
+    fn print(&self, what: &str) {
+        println!(
+            "    {what}: median {}, events_per_second: {:.1} M, peak_heap: {:.1} MB",
+            ms(self.seconds),
+            self.events_per_second() / 1e6,
+            self.peak_heap as f64 / 1e6
+        );
+    }
+}
+
+/// The merge case under one clock.
+struct MergeRun {
+    clock: mtanalyze::Clock,
+    single: Job,
+    merged: Job,
+    tenth: Option<Job>,
+}
+
+/// Writes `traces` synthetic traces of `each` events into a directory
+/// beside `single` and one trace of all their events at `single`, then
+/// times the merge of all, of a tenth of them, and the one trace, `runs`
+/// times interleaved, under every clock; deletes the files.
+fn merge_case(
+    traces: u64,
+    each: u64,
+    single: &Path,
+    runs: usize,
+    clocks: &[mtanalyze::Clock],
+) -> Vec<MergeRun> {
+    let dir = single.with_file_name("mtanalyze-bench-merge");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create the merge directory");
+    let options = |events, seed| synth_gen::SynthOptions {
+        events,
+        threads: 4,
+        fibers: 16,
+        functions: 300,
+        seed,
+    };
+    let t = Instant::now();
+    let paths: Vec<PathBuf> = (0..traces)
+        .into_par_iter()
+        .map(|i| {
+            let p = dir.join(format!("trace-{i:05}.bin"));
+            synth_gen::generate(&options(each, i + 1), &p, format!("synth {i}"))
+                .expect("write a synthetic trace");
+            p
+        })
+        .collect();
+    let size: u64 = paths
+        .iter()
+        .map(|p| std::fs::metadata(p).map_or(0, |m| m.len()))
+        .sum();
+    synth_gen::generate(
+        &options(traces * each, 1),
+        single,
+        "synth merge-single".into(),
+    )
+    .expect("write the single trace");
+    let single_size = std::fs::metadata(single).map_or(0, |m| m.len());
+    println!(
+        "wrote {traces} traces of {each} events ({:.1} MB) and one trace of {} events ({:.1} MB) in {:.1} s",
+        size as f64 / 1e6,
+        traces * each,
+        single_size as f64 / 1e6,
+        t.elapsed().as_secs_f64()
+    );
+    // Warm the page cache so every job reads from memory.
+    for p in paths.iter().chain([&single.to_path_buf()]) {
+        std::hint::black_box(floor_pass(p));
+    }
+    let tenth = &paths[..paths.len() / 10];
+    let mut out = Vec::new();
+    for &clock in clocks {
+        let mut times: [Vec<f64>; 3] = Default::default();
+        let mut heaps = [0usize; 3];
+        let mut events = [0u64; 3];
+        for _ in 0..runs {
+            let jobs: [&dyn Fn() -> u64; 3] = [
+                &|| analyze_json(single, clock).0,
+                &|| merge_json(&paths, clock),
+                &|| {
+                    if tenth.is_empty() {
+                        0
+                    } else {
+                        merge_json(tenth, clock)
+                    }
+                },
+            ];
+            for (i, job) in jobs.iter().enumerate() {
+                let (seconds, heap, n) = timed(job);
+                times[i].push(seconds);
+                heaps[i] = heaps[i].max(heap);
+                events[i] = n;
+            }
+        }
+        let [a, b, c] = times;
+        let job = |seconds, i: usize| Job {
+            seconds,
+            peak_heap: heaps[i],
+            events: events[i],
+        };
+        let run = MergeRun {
+            clock,
+            single: job(median(a), 0),
+            merged: job(median(b), 1),
+            tenth: (!tenth.is_empty()).then(|| job(median(c), 2)),
+        };
+        println!("  clock {clock}:");
+        run.single
+            .print(&format!("one trace of {} events", run.single.events));
+        run.merged.print(&format!(
+            "{traces} traces merged ({} events)",
+            run.merged.events
+        ));
+        if let Some(t) = &run.tenth {
+            t.print(&format!(
+                "{} traces merged ({} events)",
+                tenth.len(),
+                t.events
+            ));
+        }
+        out.push(run);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_file(single);
+    out
+}
+
 /// `cargo bench` runs in the crate's directory: a relative path that is
 /// not there is taken from the workspace root, where the README's commands run.
 fn workspace_path(p: &str) -> PathBuf {
@@ -439,6 +621,8 @@ fn main() {
     let mut events = 50_000_000u64;
     let mut tasks = 500_000u64;
     let mut runs = 5usize;
+    let mut merge = 1_000u64;
+    let mut merge_events = 100_000u64;
     let mut stages = false;
     let mut clocks: Vec<mtanalyze::Clock> = Vec::new();
     let mut traces: Vec<PathBuf> = Vec::new();
@@ -451,7 +635,9 @@ fn main() {
             "--tasks" => tasks = number(args.next(), tasks),
             "--runs" => runs = number(args.next(), runs as u64).max(1) as usize,
             "--stages" => stages = true,
-            "--quick" => (events, tasks, runs) = (5_000_000, 50_000, 3),
+            "--quick" => (events, tasks, runs, merge) = (5_000_000, 50_000, 3, 50),
+            "--merge" => merge = number(args.next(), merge),
+            "--merge-events" => merge_events = number(args.next(), merge_events),
             "--trace" => traces.extend(args.next().map(|p| workspace_path(&p))),
             "--clock" => match args.next().map(|v| v.parse::<mtanalyze::Clock>()) {
                 Some(Ok(c)) => clocks.push(c),
@@ -508,8 +694,12 @@ fn main() {
     for t in &traces {
         bench(t, runs, &clocks, stages);
     }
+    let merged = (merge > 0 && merge_events > 0).then(|| {
+        let single = beside("mtanalyze-bench-merge-single.bin");
+        merge_case(merge, merge_events, &single, runs, &clocks)
+    });
 
-    if synthetic.is_none() && many_task.is_none() {
+    if synthetic.is_none() && many_task.is_none() && merged.is_none() {
         return; // the targets compare the generated traces
     }
     println!(
@@ -551,6 +741,29 @@ fn main() {
                 big.peak_heap as f64 / 1e6
             );
             target(&name, clock, r, "x", "<= 10x", r <= 10.0);
+        }
+    }
+    for m in merged.iter().flatten() {
+        let r = m.merged.events_per_second() / m.single.events_per_second();
+        let name = format!("merge_{merge}_traces_events_per_second_over_one_trace");
+        target(&name, m.clock, r, "", ">= 1", r >= 1.0);
+        if let Some(t) = &m.tenth {
+            let r = m.merged.peak_heap as f64 / t.peak_heap.max(1) as f64;
+            let name = format!(
+                "merge heap {} -> {} events ({:.1} -> {:.1} MB)",
+                t.events,
+                m.merged.events,
+                t.peak_heap as f64 / 1e6,
+                m.merged.peak_heap as f64 / 1e6
+            );
+            target(
+                &name,
+                m.clock,
+                r,
+                "x",
+                "<= 2x: not the events' 10x",
+                r <= 2.0,
+            );
         }
     }
 }

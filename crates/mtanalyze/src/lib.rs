@@ -47,8 +47,8 @@ pub struct ReadmeDoctests;
 
 pub use analysis::timeline::Timelines;
 pub use analysis::{
-    analyze, analyze_in_stages, check, marks, AnalyzeError, AnalyzeOptions, PathMode,
-    RecursionCollapse, TimeBound,
+    analyze, analyze_each, analyze_in_stages, check, marks, AnalyzeError, AnalyzeOptions, PathMode,
+    RecursionCollapse, TimeBound, TraceError,
 };
 pub use input::chrome::ImportError;
 pub use input::jsonl::{to_binary as jsonl_to_binary, JsonlError};

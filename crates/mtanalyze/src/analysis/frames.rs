@@ -242,13 +242,41 @@ pub(crate) struct Frame {
     child_active: u64,
 }
 
+/// A frame as it closes, with the numbers the statistics add up: summed
+/// by function, `self_ns` is `tottime`, and `active_ns` and `paused_ns` of
+/// the frames that are not `recursive` are `cumtime` and `paused`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(not(any(test, feature = "parquet")), allow(dead_code))]
+pub(crate) struct ClosedFrame {
+    /// The function (dense index).
+    pub func: u32,
+    /// The function of the frame it was called from (`None` at the root).
+    pub parent: Option<u32>,
+    /// Frames open below it.
+    pub depth: u32,
+    /// When it was entered, ns from time zero (clamped to the time window).
+    pub enter_ns: u64,
+    /// When it was left (never before `enter_ns`; clamped likewise).
+    pub exit_ns: u64,
+    /// Time its stack ran while it was open, under the clock.
+    pub active_ns: u64,
+    /// `active_ns` minus its direct children's.
+    pub self_ns: u64,
+    /// Time it was open while its stack did not run.
+    pub paused_ns: u64,
+    /// A frame of the same function was open below it.
+    pub recursive: bool,
+    /// It was entered inside the time window, so its call counts (always,
+    /// without a window); else it shows only its time inside the window.
+    pub counted: bool,
+}
+
 /// Sees every frame and every running stretch of a stack as the replay
 /// finds them; the exports that draw timelines use it. The statistics never
 /// need it: [`NoObserver`] compiles to nothing.
 pub(super) trait Observer {
-    /// A frame of `func` (dense index), with `depth` frames open below it,
-    /// was open from `enter_ns` to `exit_ns`.
-    fn frame(&mut self, _func: u32, _depth: u32, _enter_ns: u64, _exit_ns: u64) {}
+    /// A frame closed.
+    fn frame(&mut self, _frame: &ClosedFrame) {}
     /// The stack ran from `start_ns` to `end_ns` (stretches may touch or,
     /// on broken input, overlap).
     fn running(&mut self, _start_ns: u64, _end_ns: u64) {}
@@ -505,16 +533,22 @@ impl<'a, O: Observer> FrameStack<'a, O> {
         let paused = ns.saturating_sub(f.enter_ns).saturating_sub(active);
         let self_ns = active.saturating_sub(f.child_active);
         self.t.fn_open[f.func as usize] -= 1;
-        // A frame wholly outside the window is not drawn.
-        if f.counted || ns > f.enter_ns {
-            self.observer.frame(
-                f.func,
-                self.t.frames.len() as u32,
-                f.enter_ns,
-                ns.max(f.enter_ns),
-            );
-        }
         let counted = if W::WHOLE { 1 } else { f.counted as u64 };
+        // A frame wholly outside the time window is not shown.
+        if f.counted || ns > f.enter_ns {
+            self.observer.frame(&ClosedFrame {
+                func: f.func,
+                parent: self.t.frames.last().map(|p| p.func),
+                depth: self.t.frames.len() as u32,
+                enter_ns: f.enter_ns,
+                exit_ns: ns.max(f.enter_ns),
+                active_ns: active,
+                self_ns,
+                paused_ns: paused,
+                recursive: f.recursive,
+                counted: f.counted,
+            });
+        }
         if let Some(t) = &mut self.paths {
             t.record(f.node, counted, self_ns);
         }

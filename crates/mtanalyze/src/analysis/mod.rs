@@ -21,7 +21,8 @@
 //! Logical stacks, which move between threads, are replayed once all
 //! segments are known. The timeline exports (`timeline.rs`) replay every
 //! stack in the second pass, one at a time, keeping every frame; `check`
-//! (`check.rs`) stops after the segment pass.
+//! (`check.rs`) stops after the segment pass. Several traces go through
+//! `many.rs`, a batch at a time in parallel, one report at a time out.
 //!
 //! Every parallel stage produces values that are merged by summing or by
 //! sorting on stable keys, so the report is identical on every run and with
@@ -34,6 +35,7 @@ pub(crate) mod clock;
 mod cut;
 pub(crate) mod decode;
 mod frames;
+mod many;
 mod marks;
 mod options;
 pub(crate) mod paths;
@@ -46,6 +48,7 @@ pub(crate) mod timeline;
 mod window;
 
 pub use check::check;
+pub use many::{analyze_each, TraceError};
 pub use marks::marks;
 pub use options::{AnalyzeError, AnalyzeOptions, PathMode, TimeBound};
 pub use paths::RecursionCollapse;

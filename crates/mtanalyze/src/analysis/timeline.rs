@@ -23,6 +23,7 @@
 //! not the trace.
 
 use crate::analysis::decode::FunctionEntry;
+pub(crate) use crate::analysis::frames::ClosedFrame;
 use crate::analysis::frames::Observer;
 use crate::analysis::options::{AnalyzeError, AnalyzeOptions};
 use crate::analysis::paths::ROOT;
@@ -153,6 +154,20 @@ impl<'a> Timelines<'a> {
     }
 
     /// Replays stack `index` of [`Timelines::stacks`] through the engine,
+    /// handing `each` every frame as it closes (innermost first), with the
+    /// numbers the report sums. Nothing for an index out of range.
+    #[cfg(any(test, feature = "parquet"))]
+    pub(crate) fn frames(&self, index: usize, each: &mut dyn FnMut(&ClosedFrame)) {
+        let mut seen = EachFrame(each);
+        let mut tally = self.analysis.new_tally(false);
+        let mut warnings = Warnings::default();
+        // An index out of range replays nothing, which is all it can say.
+        let _ = self
+            .analysis
+            .replay(index, &mut tally, &mut warnings, ROOT, &mut seen);
+    }
+
+    /// Replays stack `index` of [`Timelines::stacks`] through the engine,
     /// keeping every frame and running stretch (an empty timeline for an
     /// index out of range).
     pub(crate) fn stack(&self, index: usize) -> StackTimeline {
@@ -175,6 +190,17 @@ impl<'a> Timelines<'a> {
     }
 }
 
+/// Hands each frame to a closure as it closes.
+#[cfg(any(test, feature = "parquet"))]
+struct EachFrame<'f>(&'f mut dyn FnMut(&ClosedFrame));
+
+#[cfg(any(test, feature = "parquet"))]
+impl Observer for EachFrame<'_> {
+    fn frame(&mut self, f: &ClosedFrame) {
+        (self.0)(f);
+    }
+}
+
 /// Keeps what the replay shows.
 #[derive(Default)]
 struct Collect {
@@ -184,12 +210,12 @@ struct Collect {
 }
 
 impl Observer for Collect {
-    fn frame(&mut self, func: u32, depth: u32, enter_ns: u64, exit_ns: u64) {
+    fn frame(&mut self, f: &ClosedFrame) {
         self.frames.push(Slice {
-            kind: SliceKind::Frame(func),
-            depth,
-            start_ns: enter_ns,
-            end_ns: exit_ns,
+            kind: SliceKind::Frame(f.func),
+            depth: f.depth,
+            start_ns: f.enter_ns,
+            end_ns: f.exit_ns,
         });
     }
 
@@ -353,6 +379,93 @@ mod tests {
                 ),
             ]
         );
+    }
+
+    /// (stack, function, parent, depth, enter, exit, active, self, paused, recursive).
+    type Row = (
+        String,
+        String,
+        Option<String>,
+        u32,
+        u64,
+        u64,
+        u64,
+        u64,
+        u64,
+        bool,
+    );
+
+    fn frames(jsonl: &str, clock: Clock) -> (Vec<Row>, crate::Report) {
+        let bytes = crate::input::jsonl::to_binary(jsonl).unwrap();
+        let trace = from_bytes("t", bytes).unwrap();
+        let opts = AnalyzeOptions {
+            clock: Some(clock),
+            ..AnalyzeOptions::default()
+        };
+        let t = Timelines::new(&trace, &opts).unwrap();
+        let name = |f: u32| t.functions()[f as usize].key.function.clone();
+        let mut rows = Vec::new();
+        for i in 0..t.stacks().len() {
+            t.frames(i, &mut |f| {
+                rows.push((
+                    t.stacks()[i].label().to_owned(),
+                    name(f.func),
+                    f.parent.map(name),
+                    f.depth,
+                    f.enter_ns,
+                    f.exit_ns,
+                    f.active_ns,
+                    f.self_ns,
+                    f.paused_ns,
+                    f.recursive,
+                ))
+            });
+        }
+        (rows, crate::analyze(&trace, &opts).unwrap())
+    }
+
+    #[test]
+    fn frames_of_worked_example_1_carry_the_reports_numbers() {
+        let (rows, _) = frames(HANDOFF, Clock::Stack);
+        let r = |stack: &str, f: &str, parent: Option<&str>, depth, times: [u64; 5]| {
+            let [enter, exit, active, self_ns, paused] = times;
+            let parent = parent.map(str::to_owned);
+            let (stack, f) = (stack.to_owned(), f.to_owned());
+            (
+                stack, f, parent, depth, enter, exit, active, self_ns, paused, false,
+            )
+        };
+        assert_eq!(
+            rows,
+            vec![
+                r("thread:1", "main", None, 0, [0, 40, 20, 20, 20]),
+                r("task-1", "query", Some("handler"), 1, [20, 75, 25, 25, 30]),
+                r("task-1", "handler", None, 0, [10, 80, 40, 15, 30]),
+            ]
+        );
+    }
+
+    #[test]
+    fn frames_sum_to_the_function_table() {
+        use mtanalyze_testkit::worked_examples::RECURSION;
+        for (jsonl, clock) in [
+            (HANDOFF, Clock::Stack),
+            (HANDOFF, Clock::Wall),
+            (GIL_TURNS, Clock::Gil),
+            (RECURSION, Clock::Stack),
+        ] {
+            let (rows, report) = frames(jsonl, clock);
+            assert!(rows.iter().any(|r| r.9) || jsonl != RECURSION);
+            for f in &report.functions {
+                let mine = rows.iter().filter(|r| r.1 == f.function);
+                let outer = || mine.clone().filter(|r| !r.9);
+                assert_eq!(mine.clone().count() as u64, f.ncalls, "{}", f.function);
+                assert_eq!(outer().count() as u64, f.primitive_calls);
+                assert_eq!(mine.clone().map(|r| r.7).sum::<u64>(), f.tottime_ns);
+                assert_eq!(outer().map(|r| r.6).sum::<u64>(), f.cumtime_ns);
+                assert_eq!(outer().map(|r| r.8).sum::<u64>(), f.paused_ns);
+            }
+        }
     }
 
     #[test]

@@ -40,7 +40,7 @@ pub(crate) enum Command {
     Diff(Box<DiffArgs>),
     /// Draw a flame graph (SVG) of self time per call path.
     Flamegraph(FlamegraphArgs),
-    /// Write a trace for other tools: Perfetto / chrome://tracing, speedscope, KCachegrind.
+    /// Write a trace for other tools: Perfetto / chrome://tracing, speedscope, KCachegrind, pprof, SQL engines (Parquet).
     Export(ExportArgs),
 }
 
@@ -421,15 +421,18 @@ pub(crate) struct FlamegraphArgs {
 
 #[derive(Args, Debug)]
 pub(crate) struct ExportArgs {
-    /// The trace (binary, JSON lines or Chrome trace JSON, detected from the content).
-    #[arg(value_name = "TRACE")]
-    pub(crate) trace: PathBuf,
+    /// The trace (binary, JSON lines or Chrome trace JSON, detected from the content). --format parquet takes several (or directories of them), each trace's rows under its own identity.
+    #[arg(required = true, value_name = "TRACE")]
+    pub(crate) traces: Vec<PathBuf>,
     /// What to write.
     #[arg(long, value_enum)]
     pub(crate) format: ExportFormat,
-    /// Where to write it [default: stdout].
+    /// Where to write it [default: stdout]; for --format parquet, the directory of the tables (created if missing).
     #[arg(short, long, value_name = "OUT")]
     pub(crate) output: Option<PathBuf>,
+    /// With --format parquet: also frames.parquet, one row per frame (enter, exit, active, self and paused time, depth).
+    #[arg(long)]
+    pub(crate) frames: bool,
     #[command(flatten)]
     pub(crate) clock: ClockArgs,
     #[command(flatten)]
@@ -447,6 +450,8 @@ pub(crate) enum ExportFormat {
     Callgrind,
     /// A gzipped pprof profile.proto (go tool pprof, Pyroscope, Parca, Grafana): a sample per call path, values self time (ns) and calls.
     Pprof,
+    /// Parquet tables in the directory -o DIR (DuckDB, DataFusion, Spark, Trino, ClickHouse): functions, edges, stacks, warnings, traces (and frames with --frames). Needs a build with `--features parquet`.
+    Parquet,
 }
 
 fn parse_percent(s: &str) -> Result<f64, String> {

@@ -13,7 +13,7 @@ pub(crate) mod report;
 
 use std::path::{Path, PathBuf};
 
-use mtanalyze::{AnalyzeOptions, LoadedTrace, Report};
+use mtanalyze::{AnalyzeOptions, Clock, LoadedTrace, Report};
 
 use output::{message, say, Failure};
 use progress::Progress;
@@ -76,4 +76,47 @@ pub(crate) fn expand_traces(args: &[PathBuf]) -> Result<Vec<PathBuf>, Failure> {
         out.extend(files);
     }
     Ok(out)
+}
+
+/// Analyzes `traces` in parallel (`mtanalyze::analyze_each`), handing each
+/// report to `each` in order. A trace that fails to load or analyze is
+/// named on stderr and left out; the run fails if all do, or if the traces
+/// prefer different clocks (a sum over different clocks means nothing).
+pub(crate) fn each_report(
+    traces: &[PathBuf],
+    options: &AnalyzeOptions,
+    mut each: impl FnMut(&Path, Report) -> Result<(), Failure>,
+) -> Result<(), Failure> {
+    let mut errors = Vec::new();
+    let mut clock: Option<Clock> = None;
+    mtanalyze::analyze_each(traces, options, |_, path, r| match r {
+        Ok(report) => {
+            match clock {
+                None => clock = Some(report.clock),
+                Some(c) if c != report.clock => {
+                    return Err(message(format!(
+                        "the traces prefer different clocks ({c} and {} for {}); choose one with --clock",
+                        report.clock,
+                        path.display()
+                    )))
+                }
+                Some(_) => {}
+            }
+            each(path, report)
+        }
+        Err(e) => {
+            errors.push(e.to_string());
+            Ok(())
+        }
+    })?;
+    if clock.is_none() {
+        // Every trace failed: the first failure is the run's one line.
+        return Err(Failure::Message(
+            errors.into_iter().next().unwrap_or_default(),
+        ));
+    }
+    for e in errors {
+        say(&format!("mtanalyze: {e} (left out)"));
+    }
+    Ok(())
 }

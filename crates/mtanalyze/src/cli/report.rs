@@ -4,12 +4,9 @@
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use rayon::prelude::*;
-
 use crate::cli::args::{analyze_options, Format, ReportArgs};
-use crate::cli::output::{message, say};
 use crate::cli::output::{Failure, Output};
-use crate::cli::{analyze, expand_traces, load, say_warnings};
+use crate::cli::{analyze, each_report, expand_traces, say_warnings};
 use mtanalyze::render;
 use mtanalyze::view::{self, Direction, EdgeSelection, ViewOptions};
 use mtanalyze::{PathMode, Report};
@@ -183,51 +180,18 @@ fn analyze_many(
     options: &mtanalyze::AnalyzeOptions,
     keep: bool,
 ) -> Result<(Report, Vec<Report>), Failure> {
-    let results: Vec<Result<Report, String>> = traces
-        .par_iter()
-        .map(|p| {
-            let trace = load(p).map_err(|f| match f {
-                Failure::Message(m) => m,
-                _ => format!("{}: cannot read", p.display()),
-            })?;
-            mtanalyze::analyze(&trace, options).map_err(|e| format!("{}: {e}", p.display()))
-        })
-        .collect();
     let mut merged = mtanalyze::Merged::new();
     let mut each = Vec::new();
-    let mut errors = Vec::new();
-    let mut clock = None;
-    for (path, r) in traces.iter().zip(results) {
-        match r {
-            Ok(report) => {
-                match clock {
-                    None => clock = Some(report.clock),
-                    Some(c) if c != report.clock => {
-                        return Err(message(format!(
-                            "the traces prefer different clocks ({c} and {} for {}); choose one with --clock",
-                            report.clock,
-                            path.display()
-                        )))
-                    }
-                    Some(_) => {}
-                }
-                if keep {
-                    each.push(report.clone());
-                }
-                merged.add(report);
-            }
-            Err(e) => errors.push(e),
+    each_report(traces, options, |_, report| {
+        if keep {
+            each.push(report.clone());
         }
-    }
-    let Some(report) = merged.finish() else {
-        // Every trace failed: the first failure is the run's one line.
-        return Err(Failure::Message(
-            errors.into_iter().next().unwrap_or_default(),
-        ));
-    };
-    for e in errors {
-        say(&format!("mtanalyze: {e} (left out)"));
-    }
+        merged.add(report);
+        Ok(())
+    })?;
+    let report = merged
+        .finish()
+        .ok_or_else(|| Failure::Message("no trace given (see --help)".into()))?;
     Ok((report, each))
 }
 

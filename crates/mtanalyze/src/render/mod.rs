@@ -11,6 +11,9 @@
 //! * [`chrome`], [`speedscope`]: the timeline exports, from a
 //!   [`crate::analysis::timeline::Timelines`] rather than a report.
 //! * [`callgrind`]: the callgrind format for KCachegrind.
+//! * [`pprof`]: a gzipped `profile.proto` for `go tool pprof`.
+//! * `parquet` (the `parquet` feature): a directory of Parquet tables for
+//!   SQL engines, written report by report.
 //!
 //! Renderers write to any [`std::io::Write`] and return its errors, so the
 //! command can tell a closed pipe from a real failure.
@@ -24,6 +27,8 @@ pub mod flamegraph;
 pub mod folded;
 pub mod json;
 pub mod markdown;
+#[cfg(feature = "parquet")]
+pub mod parquet;
 pub mod pprof;
 pub mod pstats;
 pub mod speedscope;

@@ -1,0 +1,176 @@
+//! Many traces, one pass: [`analyze_each`] loads and analyzes traces in
+//! parallel and hands their reports over one at a time, in the order given.
+//!
+//! ```text
+//! paths     a  b  c  d  e  f  g  h ...   taken in order by 2 workers per rayon thread
+//! workers   a  c  e | b  d  f ...        each analyzes a trace (its stacks in parallel)
+//! each      a, b, c, d, ...              in order on the caller's thread
+//! ```
+//!
+//! Workers take the next trace as soon as they finish one, so a slow trace
+//! holds up no other; but none runs more than a window of traces ahead of
+//! the caller, so at most that many reports wait to be handed over however
+//! many traces there are: the caller folds them into a
+//! [`crate::Merged`] report, writes them out (the Parquet export) or keeps
+//! them (`--by-trace`). A trace that fails is handed over as its error, in
+//! its place; the caller decides whether that ends the run.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{mpsc, Condvar, Mutex};
+
+use crate::analysis::options::{AnalyzeError, AnalyzeOptions};
+use crate::analysis::pipeline::analyze;
+use crate::input::{load, LoadError};
+use crate::model::report::Report;
+
+/// Why one of several traces gave no report.
+#[derive(Debug, thiserror::Error)]
+pub enum TraceError {
+    /// It could not be loaded.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// It could not be analyzed.
+    #[error(transparent)]
+    Analyze(#[from] AnalyzeError),
+}
+
+/// Workers per rayon thread: a worker's own steps (loading, decoding,
+/// assembling) run on it, not on rayon's threads, so two keep them busy.
+const WORKERS_PER_THREAD: usize = 2;
+
+/// How far ahead of the trace being handed over the workers may go, per
+/// worker: reports waiting to be handed over are at most this many.
+const AHEAD_PER_WORKER: usize = 4;
+
+/// Which traces have been handed to workers and to the caller.
+struct Progress {
+    /// The next trace a worker takes.
+    next: usize,
+    /// Traces handed over to the caller.
+    delivered: usize,
+    /// The caller stopped: take nothing more.
+    stop: bool,
+}
+
+/// Loads and analyzes every trace in `paths` with `opts`, calling `each`
+/// with its index and its report (or why there is none), in the order of
+/// `paths`, on the calling thread. Stops at the first error `each`
+/// returns (the traces being analyzed then are finished and dropped).
+pub fn analyze_each<E>(
+    paths: &[PathBuf],
+    opts: &AnalyzeOptions,
+    mut each: impl FnMut(usize, &Path, Result<Report, TraceError>) -> Result<(), E>,
+) -> Result<(), E> {
+    let workers = (WORKERS_PER_THREAD * rayon::current_num_threads()).clamp(1, paths.len().max(1));
+    let window = AHEAD_PER_WORKER * workers;
+    let state = Mutex::new(Progress {
+        next: 0,
+        delivered: 0,
+        stop: false,
+    });
+    let moved = Condvar::new();
+    // A poisoned lock means a worker panicked: the scope re-raises it.
+    let lock = || state.lock().unwrap_or_else(|e| e.into_inner());
+    let (tx, rx) = mpsc::channel::<(usize, Result<Report, TraceError>)>();
+    std::thread::scope(|scope| {
+        for _ in 0..workers {
+            let tx = tx.clone();
+            let (lock, moved) = (&lock, &moved);
+            scope.spawn(move || loop {
+                let i = {
+                    let mut s = lock();
+                    while !s.stop && s.next < paths.len() && s.next >= s.delivered + window {
+                        s = moved.wait(s).unwrap_or_else(|e| e.into_inner());
+                    }
+                    if s.stop || s.next >= paths.len() {
+                        return;
+                    }
+                    s.next += 1;
+                    s.next - 1
+                };
+                let r = load(&paths[i])
+                    .map_err(TraceError::from)
+                    .and_then(|t| Ok(analyze(&t, opts)?));
+                if tx.send((i, r)).is_err() {
+                    return;
+                }
+            });
+        }
+        drop(tx);
+        let mut waiting = BTreeMap::new();
+        let mut want = 0;
+        let mut result = Ok(());
+        for (i, r) in rx.iter() {
+            waiting.insert(i, r);
+            while let Some(r) = waiting.remove(&want) {
+                result = each(want, &paths[want], r);
+                want += 1;
+                if result.is_err() {
+                    break;
+                }
+            }
+            let mut s = lock();
+            s.delivered = want;
+            s.stop = result.is_err();
+            moved.notify_all();
+            if s.stop {
+                break;
+            }
+        }
+        result
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mtanalyze_testkit::worked_examples::{FIBER_HANDOFF, GIL_TURNS};
+
+    #[test]
+    fn reports_come_in_order_with_failures_in_their_place() {
+        let dir = std::env::temp_dir().join(format!("mtanalyze-many-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut paths = Vec::new();
+        // More traces than the workers' window, so they wait for the caller.
+        let n = 3 * AHEAD_PER_WORKER * WORKERS_PER_THREAD * rayon::current_num_threads() + 3;
+        for i in 0..n {
+            let p = dir.join(format!("{i}.jsonl"));
+            let text = if i % 2 == 0 { FIBER_HANDOFF } else { GIL_TURNS };
+            std::fs::write(&p, text).unwrap();
+            paths.push(p);
+        }
+        paths[5] = dir.join("missing.jsonl");
+        let mut seen = Vec::new();
+        let r: Result<(), ()> = analyze_each(&paths, &AnalyzeOptions::default(), |i, p, r| {
+            assert_eq!(p, paths[i]);
+            seen.push((i, r.map(|r| r.functions.len()).map_err(|e| e.to_string())));
+            Ok(())
+        });
+        assert!(r.is_ok());
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(seen.len(), n);
+        for (k, (i, r)) in seen.into_iter().enumerate() {
+            assert_eq!(i, k);
+            match (k, r) {
+                (5, Err(e)) => assert!(e.contains("missing.jsonl"), "{e}"),
+                (k, Ok(functions)) => assert_eq!(functions, if k % 2 == 0 { 3 } else { 2 }),
+                (k, Err(e)) => panic!("trace {k}: {e}"),
+            }
+        }
+    }
+
+    #[test]
+    fn an_error_from_the_caller_stops_the_run() {
+        let paths = vec![
+            PathBuf::from("/nonexistent/a"),
+            PathBuf::from("/nonexistent/b"),
+        ];
+        let mut calls = 0;
+        let r = analyze_each(&paths, &AnalyzeOptions::default(), |_, _, _| {
+            calls += 1;
+            Err("stop")
+        });
+        assert_eq!((r, calls), (Err("stop"), 1));
+    }
+}
