@@ -142,6 +142,12 @@ pub fn analyzer(data: &[u8]) {
             "own stacks replayed by the segment pass differ"
         );
     }
+    // Time windows split any trace, damaged or not, exactly: the halves
+    // [0, m) and [m, end) sum to the whole in every function's totals, and
+    // a window draws its timelines too.
+    if let Some(whole) = reports.first() {
+        windows_add_up(&trace, whole);
+    }
     if let [stack, gil, wall] = &reports[..] {
         let d = mtanalyze::diff(stack, wall, Default::default());
         render::diff::json(&mut sink(), &d).unwrap();
@@ -165,6 +171,65 @@ pub fn analyzer(data: &[u8]) {
                 assert!(report.marks == marks, "marks() and the report disagree");
             }
         }
+    }
+}
+
+/// The functions' sums (`FunctionStats::sums`) by identity, rows of zeros
+/// left out.
+fn function_sums(r: &mtanalyze::Report) -> std::collections::BTreeMap<String, [u64; 9]> {
+    let mut m = std::collections::BTreeMap::new();
+    for f in &r.functions {
+        let e: &mut [u64; 9] = m.entry(format!("{:?}", f.key())).or_insert([0; 9]);
+        for (a, b) in e.iter_mut().zip(f.sums()) {
+            *a = a.saturating_add(b);
+        }
+    }
+    m.retain(|_, v| v.iter().any(|&x| x != 0));
+    m
+}
+
+/// `whole` (the `stack` clock, all of `trace`) is the sum of the windows
+/// before and after the middle of the trace.
+fn windows_add_up(trace: &mtanalyze::LoadedTrace, whole: &mtanalyze::Report) {
+    let middle = whole.trace.end_ns / 2;
+    let window = |from: Option<u64>, to: Option<u64>| AnalyzeOptions {
+        clock: Some(whole.clock),
+        from: from.map(mtanalyze::TimeBound::At),
+        to: to.map(mtanalyze::TimeBound::At),
+        ..AnalyzeOptions::default()
+    };
+    let (Ok(a), Ok(b)) = (
+        mtanalyze::analyze(trace, &window(None, Some(middle))),
+        mtanalyze::analyze(trace, &window(Some(middle), None)),
+    ) else {
+        panic!("a window of a trace that analyzes failed");
+    };
+    let mut sum = function_sums(&a);
+    for (k, v) in function_sums(&b) {
+        let e = sum.entry(k).or_insert([0; 9]);
+        for (x, y) in e.iter_mut().zip(v) {
+            *x = x.saturating_add(y);
+        }
+    }
+    // Saturated sums (counts the file claims) cannot be compared.
+    let saturated = |m: &std::collections::BTreeMap<String, [u64; 9]>| {
+        m.values().flatten().any(|&x| x > u64::MAX / 4)
+    };
+    // A stack that ran on two threads at once (broken input) can run
+    // longer than it was open: its frames' paused time is then held at 0
+    // (`semantics.md`, "Time windows"), which does not split.
+    let overlapped = whole
+        .warnings
+        .iter()
+        .any(|w| w.kind == mtanalyze::WarningKind::StackOnTwoThreads.name());
+    if !saturated(&sum) && !overlapped {
+        assert!(
+            sum == function_sums(whole),
+            "windows [0, {middle}) and [{middle}, end) do not add up to the whole"
+        );
+    }
+    if let Ok(t) = Timelines::new(trace, &window(Some(middle / 2), Some(middle))) {
+        render::chrome::chrome(&mut sink(), &t, &mut |_| {}).unwrap();
     }
 }
 
