@@ -43,13 +43,15 @@ impl Span for WholeTrace {
 
 impl Span for Window {
     const WHOLE: bool = false;
+    /// The running clocks advance only inside the window.
     #[inline(always)]
     fn clamp(self, ns: u64) -> u64 {
-        Window::clamp(self, ns)
+        ns.max(self.from).min(self.to)
     }
+    /// A call, a switch in or an event counts at `ns` in `[from, to)`.
     #[inline(always)]
     fn contains(self, ns: u64) -> bool {
-        Window::contains(self, ns)
+        (ns >= self.from) & (ns <= self.last)
     }
 }
 
@@ -109,25 +111,6 @@ impl Window {
     /// Whether this is the whole trace.
     pub(crate) fn is_all(self) -> bool {
         self == Window::ALL
-    }
-
-    /// `ns` moved into the window: the running clocks advance only inside it.
-    #[inline(always)]
-    pub(crate) fn clamp(self, ns: u64) -> u64 {
-        ns.max(self.from).min(self.to)
-    }
-
-    /// Whether something that happens at `ns` counts (a call, a switch in,
-    /// an event).
-    #[inline(always)]
-    pub(crate) fn contains(self, ns: u64) -> bool {
-        (ns >= self.from) & (ns <= self.last)
-    }
-
-    /// How much of `[start, end)` lies inside the window.
-    #[inline(always)]
-    pub(crate) fn clip(self, start: u64, end: u64) -> u64 {
-        self.clamp(end).saturating_sub(self.clamp(start))
     }
 
     /// Whether `[start, end]` touches the window (a stretch that ran in it).
