@@ -191,9 +191,14 @@ fn analyze_json(path: &Path, clock: mtanalyze::Clock) -> (u64, usize) {
         ..mtanalyze::AnalyzeOptions::default()
     };
     let report = mtanalyze::analyze(&trace, &options).expect("analyze");
-    let mut sink = std::io::sink();
-    serde_json::to_writer(&mut sink, &report).expect("serialize");
+    write_json(&report);
     (report.trace.events, report.stacks.len())
+}
+
+/// Writes the report as `--format json` does, to nowhere.
+fn write_json(report: &mtanalyze::Report) {
+    let view = mtanalyze::view::ReportView::from(report);
+    mtanalyze::render::json::report(&mut std::io::sink(), &view).expect("serialize");
 }
 
 /// One run of the job under `clock`, printing each stage's time and heap
@@ -227,7 +232,7 @@ fn print_stages(path: &Path, clock: mtanalyze::Clock) {
         ..mtanalyze::AnalyzeOptions::default()
     };
     let report = mtanalyze::analyze_in_stages(&trace, &options, &mut done).expect("analyze");
-    serde_json::to_writer(&mut std::io::sink(), &report).expect("serialize");
+    write_json(&report);
     done("json");
     let stacks = report.stacks.len().max(1) as f64;
     drop(report);
@@ -386,7 +391,7 @@ fn merge_json(paths: &[PathBuf], clock: mtanalyze::Clock) -> u64 {
     })
     .expect("analyze a trace");
     let report = merged.finish().expect("at least one trace");
-    serde_json::to_writer(&mut std::io::sink(), &report).expect("serialize");
+    write_json(&report);
     report.trace.events
 }
 
