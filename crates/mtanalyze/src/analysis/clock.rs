@@ -31,9 +31,20 @@ use crate::analysis::decode::{Batches, Decoded};
 #[derive(Clone, Debug)]
 pub(crate) struct GilTimeline {
     runs: GilRuns,
+    /// The key of every [`INDEX_EVERY`]-th run: where a cursor with no
+    /// useful hint starts looking (see [`locate`]).
+    index: Vec<(u64, u32)>,
     end_ns: u64,
     scale: TickScale,
 }
+
+/// Runs per entry of [`GilTimeline::index`]: a search ends in a block of
+/// this many runs (a few cache lines of ticks), and the index is small
+/// enough to stay in cache (12 bytes per 64 runs).
+const INDEX_EVERY: usize = 64;
+
+/// How far a cursor gallops from its hint before it asks the index.
+const GALLOP_LIMIT: usize = 8;
 
 /// The run starts of a [`GilTimeline`], which does not need the end of the
 /// trace yet: they can be merged while the segment pass runs. Threads are
@@ -91,6 +102,11 @@ impl GilRuns {
                 }
             }
         }
+        // Held for the whole replay: without the slack of their doubling
+        // (up to half of what they hold), which made the heap grow faster
+        // than the runs do.
+        runs.ticks.shrink_to_fit();
+        runs.threads.shrink_to_fit();
         runs
     }
 }
@@ -100,6 +116,7 @@ impl GilTimeline {
     /// ticks with `scale`.
     pub(crate) fn new(runs: GilRuns, end_ns: u64, scale: TickScale) -> GilTimeline {
         GilTimeline {
+            index: index(&runs),
             runs,
             end_ns,
             scale,
@@ -140,7 +157,7 @@ impl GilCursor<'_> {
         let key = (tick, self.thread);
         let mut i = match self.run {
             Some(i) => i,
-            None => locate(runs, key, self.hint),
+            None => locate(runs, &self.timeline.index, key, self.hint),
         };
         while runs.key(i + 1).is_some_and(|r| r <= key) {
             i += 1;
@@ -162,9 +179,24 @@ impl GilCursor<'_> {
     }
 }
 
-/// The last run starting at or before `key` (0 if none), searched forward
-/// from `hint` by doubling steps, or over all runs if `hint` is past it.
-fn locate(runs: &GilRuns, key: (u64, u32), hint: usize) -> usize {
+/// The key of every [`INDEX_EVERY`]-th run of `runs`.
+fn index(runs: &GilRuns) -> Vec<(u64, u32)> {
+    (0..runs.len())
+        .step_by(INDEX_EVERY)
+        .filter_map(|i| runs.key(i))
+        .collect()
+}
+
+/// The last run starting at or before `key` (0 if none): galloping
+/// forward from `hint` while it is close, else through `index` (the
+/// timeline's, of `runs`).
+///
+/// Each stack's first stretch has no hint (0), and half a million tasks
+/// each galloping from the first run, or binary-searching millions of
+/// runs, was a few dozen cache misses a task: most of the `gil` clock's
+/// replay on a task-per-request trace. The index is searched in cache;
+/// then one block of runs is.
+fn locate(runs: &GilRuns, index: &[(u64, u32)], key: (u64, u32), hint: usize) -> usize {
     let at_or_before = |i: usize| runs.key(i).is_some_and(|r| r <= key);
     // First index in lo..hi whose run starts after `key` (runs are sorted).
     let first_after = |mut lo: usize, mut hi: usize| {
@@ -178,16 +210,25 @@ fn locate(runs: &GilRuns, key: (u64, u32), hint: usize) -> usize {
         }
         lo
     };
-    if !at_or_before(hint) {
-        return first_after(0, runs.len()).saturating_sub(1);
+    if at_or_before(hint) {
+        let (mut lo, mut step) = (hint, 1);
+        while step <= GALLOP_LIMIT {
+            if !at_or_before(lo + step) {
+                let end = (lo + step).min(runs.len());
+                return first_after(lo + 1, end) - 1;
+            }
+            lo += step;
+            step *= 2;
+        }
     }
-    let (mut lo, mut step) = (hint, 1);
-    while at_or_before(lo + step) {
-        lo += step;
-        step *= 2;
-    }
-    let end = (lo + step).min(runs.len());
-    first_after(lo + 1, end) - 1
+    // Blocks whose first run is at or before `key`: the answer is in the
+    // last of them (the next block's first run is after it).
+    let blocks = index.partition_point(|&k| k <= key);
+    let Some(block) = blocks.checked_sub(1) else {
+        return 0;
+    };
+    let lo = block * INDEX_EVERY;
+    first_after(lo + 1, (lo + INDEX_EVERY).min(runs.len())) - 1
 }
 
 /// A thread's clamped event ticks, in order (what the other passes see).
@@ -224,13 +265,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn galloping_from_any_hint_finds_what_a_binary_search_finds() {
-        // Runs at ticks 0, 3, 6, ... with equal ticks for some threads.
-        let keys: Vec<(u64, u32)> = (0..500u64).map(|i| (i / 2 * 3, (i % 2) as u32)).collect();
+    fn galloping_or_the_index_from_any_hint_finds_what_a_binary_search_finds() {
+        // Runs at ticks 1, 4, 7, ... with equal ticks for some threads (keys
+        // at tick 0 come before every run).
+        let keys: Vec<(u64, u32)> = (0..500u64)
+            .map(|i| (i / 2 * 3 + 1, (i % 2) as u32))
+            .collect();
         let runs = GilRuns {
             ticks: keys.iter().map(|k| k.0).collect(),
             threads: keys.iter().map(|k| k.1).collect(),
         };
+        let index = index(&runs);
         let search = |key: (u64, u32)| keys.partition_point(|&k| k <= key).saturating_sub(1);
         for tick in 0..800 {
             for thread in 0..=2 {
@@ -246,10 +291,11 @@ mod tests {
                     499,
                     10_000,
                 ] {
-                    assert_eq!(locate(&runs, key, hint), want, "key {key:?} hint {hint}");
+                    let got = locate(&runs, &index, key, hint);
+                    assert_eq!(got, want, "key {key:?} hint {hint}");
                 }
             }
         }
-        assert_eq!(locate(&GilRuns::default(), (5, 1), 0), 0);
+        assert_eq!(locate(&GilRuns::default(), &[], (5, 1), 0), 0);
     }
 }
