@@ -39,10 +39,14 @@ pub(crate) type StackRange = (StackKey, std::ops::Range<usize>);
 /// counting sort by slot (stable, thread after thread) leaves every
 /// stack's range as one sorted run per thread, which a stable sort merges
 /// cheaply.
+///
+/// Also returns each stack's weight (see [`Analysis::stack_weight`]),
+/// summed on the way: from the stacks' handles it would be a random read
+/// of every segment again.
 pub(crate) fn group_by_stack(
     passes: &[ThreadPass],
     threads: &[ThreadChunks],
-) -> (Vec<SegmentHandle>, Vec<StackRange>) {
+) -> (Vec<SegmentHandle>, Vec<StackRange>, Vec<u64>) {
     let segments = || passes.iter().flat_map(|p| p.segments.iter());
     let total: usize = passes.iter().map(|p| p.segments.len()).sum();
     let logical = LogicalSlots::new(passes, total);
@@ -63,12 +67,15 @@ pub(crate) fn group_by_stack(
         starts[i] += starts[i - 1];
     }
     let mut order: Vec<SegmentHandle> = vec![(0, 0); total];
+    let mut weights = vec![0u64; starts.len() - 1];
     let mut next = starts.clone();
     for (t, p) in passes.iter().enumerate() {
+        let chunks = threads.get(t).map_or(&[][..], |t| &t.chunks[..]);
         for (i, s) in p.segments.iter().enumerate() {
             let g = slot(s);
             order[next[g]] = (t as u32, i as u32);
             next[g] += 1;
+            weights[g] += s.events(chunks);
         }
     }
     drop(next);
@@ -87,7 +94,7 @@ pub(crate) fn group_by_stack(
         .into_par_iter()
         .with_min_len(1024)
         .for_each(|g| sort_by_time(passes, g));
-    let ranges = starts
+    let (ranges, weights) = starts
         .windows(2)
         .enumerate()
         .filter(|(_, w)| w[1] > w[0])
@@ -96,10 +103,10 @@ pub(crate) fn group_by_stack(
                 None => StackKey::Own(threads.get(slot).map_or(0, |t| t.tid.0)),
                 Some(l) => StackKey::Logical(logical.id(l)),
             };
-            (key, w[0]..w[1])
+            ((key, w[0]..w[1]), weights[slot])
         })
-        .collect();
-    (order, ranges)
+        .unzip();
+    (order, ranges, weights)
 }
 
 /// Logical stack ids to dense slots, in id order.
@@ -215,6 +222,8 @@ pub(crate) struct Analysis<'a> {
     order: Vec<SegmentHandle>,
     /// Selected stacks, own stacks by thread id, then logical ones by id.
     pub(crate) stacks: Vec<StackRange>,
+    /// Each selected stack's [`Analysis::stack_weight`].
+    weights: Vec<u64>,
     /// All stacks in the trace, selected or not.
     pub(crate) all_stacks: u64,
     /// See [`Prepared::first_mark_ns`].
@@ -240,7 +249,7 @@ impl<'a> Analysis<'a> {
     ) -> Result<Self, AnalyzeError> {
         let mut prep = prepare(trace, Some(opts), fuse, stage_done)?;
         let clock = prep.clock;
-        let (order, all) = group_by_stack(&prep.passes, &prep.decoded.threads);
+        let (order, all, all_weights) = group_by_stack(&prep.passes, &prep.decoded.threads);
         // Own stacks the segment pass replayed left no segments behind.
         let fused = prep
             .passes
@@ -248,9 +257,10 @@ impl<'a> Analysis<'a> {
             .filter(|p| p.own_replay.is_some())
             .count();
         let all_stacks = (all.len() + fused) as u64;
-        let stacks: Vec<_> = all
+        let (stacks, weights): (Vec<_>, Vec<_>) = all
             .into_iter()
-            .filter(|(k, range)| {
+            .zip(all_weights)
+            .filter(|((k, range), _)| {
                 let tids = || {
                     order[range.clone()]
                         .iter()
@@ -258,7 +268,7 @@ impl<'a> Analysis<'a> {
                 };
                 wanted(k, tids, &prep.decoded.stack_names, opts)
             })
-            .collect();
+            .unzip();
         let end_ns = prep.ns(prep.end_tick);
         let gil = prep
             .gil_runs
@@ -286,6 +296,7 @@ impl<'a> Analysis<'a> {
             gil,
             order,
             stacks,
+            weights,
             all_stacks,
         })
     }
@@ -391,13 +402,7 @@ impl<'a> Analysis<'a> {
     /// by damage are counted): to schedule big stacks first, and the
     /// exports' progress.
     pub(crate) fn stack_weight(&self, i: usize) -> u64 {
-        self.handles(i)
-            .iter()
-            .map(|&h| {
-                let s = segment(&self.prep.passes, h);
-                s.events(&self.prep.decoded.threads[s.thread as usize].chunks)
-            })
-            .sum()
+        self.weights.get(i).copied().unwrap_or(0)
     }
 
     /// Frees every segment once the stacks are replayed (they are most of

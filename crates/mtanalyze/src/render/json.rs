@@ -97,23 +97,30 @@ fn stacks(
         return out.write_all(b"[]");
     }
     out.write_all(b"[")?;
-    for batch in rows.chunks(per_batch.max(1)) {
-        let first_batch = std::ptr::eq(batch.as_ptr(), rows.as_ptr());
-        let texts: Vec<io::Result<Vec<u8>>> = batch
-            .par_chunks(per_job.max(1))
+    let per_job = per_job.max(1);
+    // One buffer per job of a batch, reused by the next batch: fresh ones
+    // would be fresh pages, faulted in for every few thousand rows.
+    let mut texts: Vec<Vec<u8>> = Vec::new();
+    for (b, batch) in rows.chunks(per_batch.max(1)).enumerate() {
+        let jobs = batch.len().div_ceil(per_job);
+        if texts.len() < jobs {
+            texts.resize_with(jobs, || Vec::with_capacity(per_job * 320));
+        }
+        texts[..jobs]
+            .par_iter_mut()
+            .zip(batch.par_chunks(per_job))
             .enumerate()
-            .map(|(j, job)| {
-                let mut text = Vec::with_capacity(job.len() * 320);
+            .try_for_each(|(j, (text, job))| {
+                text.clear();
                 for (i, row) in job.iter().enumerate() {
-                    let first = first_batch && j == 0 && i == 0;
+                    let first = b == 0 && j == 0 && i == 0;
                     text.extend_from_slice(if first { b"\n    " } else { b",\n    " });
-                    stack_row(&mut text, row)?;
+                    stack_row(text, row)?;
                 }
-                Ok(text)
-            })
-            .collect();
-        for text in texts {
-            out.write_all(&text?)?;
+                io::Result::Ok(())
+            })?;
+        for text in &texts[..jobs] {
+            out.write_all(text)?;
         }
     }
     out.write_all(b"\n  ]")
