@@ -113,9 +113,6 @@ const SEGMENTS_AHEAD: usize = 4;
 /// How many stacks ahead of the one replayed its first events are prefetched.
 const EVENTS_AHEAD: usize = 2;
 
-/// How many of the biggest stacks are replayed first, biggest first.
-const BIGGEST_FIRST: usize = 4096;
-
 /// Replays every selected stack that has segments, in parallel, stack
 /// `i`'s statistics into `rows[i]`; returns the summed statistics and the
 /// problems found.
@@ -146,31 +143,8 @@ fn replay_stacks(
     // fused own stacks have no segments, so they are not among these.)
     // With many stacks only the biggest need to go first: the rest are
     // many to a job, and sorting half a million short tasks bought nothing.
-    // Kept to the biggest as they are found, not a weight per stack.
-    let keep_biggest = |mut v: Vec<(u64, usize)>| {
-        if v.len() > BIGGEST_FIRST {
-            v.select_nth_unstable_by(BIGGEST_FIRST, |a, b| b.cmp(a));
-            v.truncate(BIGGEST_FIRST);
-        }
-        v
-    };
-    let mut biggest = (0..analysis.stack_count())
-        .into_par_iter()
-        .fold(Vec::new, |mut v, i| {
-            v.push((analysis.stack_weight(i), i));
-            if v.len() == 2 * BIGGEST_FIRST {
-                v = keep_biggest(v);
-            }
-            v
-        })
-        .map(keep_biggest)
-        .reduce(Vec::new, |mut a, b| {
-            a.extend(b);
-            keep_biggest(a)
-        });
-    biggest.sort_unstable_by(|a, b| b.cmp(a));
     let mut big: Vec<(usize, Option<StackTotals>)> =
-        biggest.into_iter().map(|(_, i)| (i, None)).collect();
+        analysis.biggest().iter().map(|&(_, i)| (i, None)).collect();
     let merge = |(mut a, mut wa): (Acc, Warnings), (b, wb): (Acc, Warnings)| {
         a.merge(b);
         wa.merge(wb);

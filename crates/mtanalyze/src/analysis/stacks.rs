@@ -40,13 +40,14 @@ pub(crate) type StackRange = (StackKey, std::ops::Range<usize>);
 /// stack's range as one sorted run per thread, which a stable sort merges
 /// cheaply.
 ///
-/// Also returns each stack's weight (see [`Analysis::stack_weight`]),
-/// summed on the way: from the stacks' handles it would be a random read
-/// of every segment again.
+/// Also returns the [`BIGGEST_FIRST`] heaviest stacks (see
+/// [`Analysis::biggest`]) as (weight, index in the ranges), weighed on the
+/// way: from the stacks' handles that would be a random read of every
+/// segment again.
 pub(crate) fn group_by_stack(
     passes: &[ThreadPass],
     threads: &[ThreadChunks],
-) -> (Vec<SegmentHandle>, Vec<StackRange>, Vec<u64>) {
+) -> (Vec<SegmentHandle>, Vec<StackRange>, Vec<(u64, usize)>) {
     let segments = || passes.iter().flat_map(|p| p.segments.iter());
     let total: usize = passes.iter().map(|p| p.segments.len()).sum();
     let logical = LogicalSlots::new(passes, total);
@@ -94,19 +95,37 @@ pub(crate) fn group_by_stack(
         .into_par_iter()
         .with_min_len(1024)
         .for_each(|g| sort_by_time(passes, g));
-    let (ranges, weights) = starts
+    let mut biggest = Vec::new();
+    let ranges = starts
         .windows(2)
         .enumerate()
         .filter(|(_, w)| w[1] > w[0])
-        .map(|(slot, w)| {
+        .enumerate()
+        .map(|(i, (slot, w))| {
             let key = match slot.checked_sub(own_slots) {
                 None => StackKey::Own(threads.get(slot).map_or(0, |t| t.tid.0)),
                 Some(l) => StackKey::Logical(logical.id(l)),
             };
-            ((key, w[0]..w[1]), weights[slot])
+            biggest.push((weights[slot], i));
+            if biggest.len() == 2 * BIGGEST_FIRST {
+                keep_biggest(&mut biggest);
+            }
+            (key, w[0]..w[1])
         })
-        .unzip();
-    (order, ranges, weights)
+        .collect();
+    keep_biggest(&mut biggest);
+    (order, ranges, biggest)
+}
+
+/// How many of the heaviest stacks [`Analysis::biggest`] lists.
+pub(crate) const BIGGEST_FIRST: usize = 4096;
+
+/// Keeps the [`BIGGEST_FIRST`] heaviest of `v`'s (weight, index) pairs.
+fn keep_biggest(v: &mut Vec<(u64, usize)>) {
+    if v.len() > BIGGEST_FIRST {
+        v.select_nth_unstable_by(BIGGEST_FIRST, |a, b| b.cmp(a));
+        v.truncate(BIGGEST_FIRST);
+    }
 }
 
 /// Logical stack ids to dense slots, in id order.
@@ -222,8 +241,8 @@ pub(crate) struct Analysis<'a> {
     order: Vec<SegmentHandle>,
     /// Selected stacks, own stacks by thread id, then logical ones by id.
     pub(crate) stacks: Vec<StackRange>,
-    /// Each selected stack's [`Analysis::stack_weight`].
-    weights: Vec<u64>,
+    /// See [`Analysis::biggest`].
+    biggest: Vec<(u64, usize)>,
     /// All stacks in the trace, selected or not.
     pub(crate) all_stacks: u64,
     /// See [`Prepared::first_mark_ns`].
@@ -249,7 +268,7 @@ impl<'a> Analysis<'a> {
     ) -> Result<Self, AnalyzeError> {
         let mut prep = prepare(trace, Some(opts), fuse, stage_done)?;
         let clock = prep.clock;
-        let (order, all, all_weights) = group_by_stack(&prep.passes, &prep.decoded.threads);
+        let (order, all, biggest_of_all) = group_by_stack(&prep.passes, &prep.decoded.threads);
         // Own stacks the segment pass replayed left no segments behind.
         let fused = prep
             .passes
@@ -257,18 +276,27 @@ impl<'a> Analysis<'a> {
             .filter(|p| p.own_replay.is_some())
             .count();
         let all_stacks = (all.len() + fused) as u64;
-        let (stacks, weights): (Vec<_>, Vec<_>) = all
+        // Each stack's index among the selected ones, if it is.
+        let mut selected = Vec::with_capacity(all.len());
+        let mut stacks = Vec::new();
+        for (k, range) in all {
+            let tids = || {
+                order[range.clone()]
+                    .iter()
+                    .map(|&h| segment(&prep.passes, h).tid(&prep.decoded.threads))
+            };
+            let keep = wanted(&k, tids, &prep.decoded.stack_names, opts);
+            selected.push(keep.then_some(stacks.len()));
+            if keep {
+                stacks.push((k, range));
+            }
+        }
+        let mut biggest: Vec<(u64, usize)> = biggest_of_all
             .into_iter()
-            .zip(all_weights)
-            .filter(|((k, range), _)| {
-                let tids = || {
-                    order[range.clone()]
-                        .iter()
-                        .map(|&h| segment(&prep.passes, h).tid(&prep.decoded.threads))
-                };
-                wanted(k, tids, &prep.decoded.stack_names, opts)
-            })
-            .unzip();
+            .filter_map(|(w, i)| Some((w, selected[i]?)))
+            .collect();
+        biggest.sort_unstable_by(|a, b| b.cmp(a));
+        drop(selected);
         let end_ns = prep.ns(prep.end_tick);
         let gil = prep
             .gil_runs
@@ -296,7 +324,7 @@ impl<'a> Analysis<'a> {
             gil,
             order,
             stacks,
-            weights,
+            biggest,
             all_stacks,
         })
     }
@@ -402,7 +430,21 @@ impl<'a> Analysis<'a> {
     /// by damage are counted): to schedule big stacks first, and the
     /// exports' progress.
     pub(crate) fn stack_weight(&self, i: usize) -> u64 {
-        self.weights.get(i).copied().unwrap_or(0)
+        self.handles(i)
+            .iter()
+            .map(|&h| {
+                let s = segment(&self.prep.passes, h);
+                s.events(&self.prep.decoded.threads[s.thread as usize].chunks)
+            })
+            .sum()
+    }
+
+    /// The heaviest selected stacks (at most [`BIGGEST_FIRST`]), heaviest
+    /// first, as (weight, index): [`crate::analyze`] replays them first, one
+    /// a job, so that the last stacks replayed are short ones and every
+    /// worker finishes at about the same time.
+    pub(crate) fn biggest(&self) -> &[(u64, usize)] {
+        &self.biggest
     }
 
     /// Frees every segment once the stacks are replayed (they are most of
