@@ -83,7 +83,10 @@ fn function_rows(acc: &Acc, entries: &[FunctionEntry]) -> (Vec<FunctionStats>, V
         .enumerate()
         // Called, or (in a time window) with a frame entered before it
         // that ran, paused or had callees in it.
-        .filter(|&(i, a)| a.ncalls | a.tottime_ns | a.cumtime_ns | a.paused_ns != 0 || on_paths[i])
+        .filter(|&(i, a)| {
+            a.ncalls | a.tottime_ns | a.cumtime_ns | a.paused_ns | a.through_callees != 0
+                || on_paths[i]
+        })
         .map(|(i, a)| {
             let e = &entries[i];
             let stats = FunctionStats {

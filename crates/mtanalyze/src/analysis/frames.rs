@@ -37,6 +37,11 @@ pub(super) struct FnAcc {
     /// The part of `paused_ns` during which the frame's task had been
     /// woken and waited for a thread (see `StackReplay`'s scheduled clock).
     pub scheduled_ns: u64,
+    /// In a time window: frames with no call or self time in it whose
+    /// callees (or theirs) had some. The function then lies on a call path
+    /// that did something in the window, which gives it a row ("Time
+    /// windows" in `semantics.md`), whether or not call paths are kept.
+    pub through_callees: u64,
 }
 
 /// Totals of one caller -> callee edge.
@@ -105,6 +110,7 @@ impl Acc {
             a.open_at_end += b.open_at_end;
             a.cut_short += b.cut_short;
             a.scheduled_ns = a.scheduled_ns.saturating_add(b.scheduled_ns);
+            a.through_callees += b.through_callees;
         }
         for (k, b) in other.edges {
             self.edges.entry(k).or_default().add(&b);
@@ -234,6 +240,9 @@ pub(crate) struct Frame {
     edge_recursive: bool,
     /// Entered inside the window: its call counts.
     counted: bool,
+    /// A callee (or one of theirs) was entered inside the window or had
+    /// self time in it (see [`FnAcc::through_callees`]).
+    callee_did: bool,
     /// Clamped to the window.
     enter_ns: u64,
     enter_r: u64,
@@ -416,6 +425,7 @@ impl<'a, O: Observer> FrameStack<'a, O> {
             edge,
             node,
             counted: span.contains(ns),
+            callee_did: false,
             enter_ns: span.clamp(ns),
             enter_r: r,
             enter_s: self.scheduled,
@@ -575,8 +585,14 @@ impl<'a, O: Observer> FrameStack<'a, O> {
                 .saturating_add(active & primitive.wrapping_neg());
             e.callee_cumtime_ns = e.callee_cumtime_ns.saturating_add(active & keep);
         }
+        // Without a window every frame counts: nothing to mark.
+        let did = !W::WHOLE && (f.counted || self_ns > 0 || f.callee_did);
+        if !W::WHOLE && f.callee_did && !f.counted && self_ns == 0 {
+            a.through_callees += 1;
+        }
         if let Some(parent) = self.t.frames.last_mut() {
             parent.child_active = parent.child_active.saturating_add(active);
+            parent.callee_did |= did;
         }
     }
 }
