@@ -14,6 +14,9 @@
 //! [`crate::Merged`] report, writes them out (the Parquet export) or keeps
 //! them (`--by-trace`). A trace that fails is handed over as its error, in
 //! its place; the caller decides whether that ends the run.
+//! [`analyze_each_compact`] hands over [`CompactReport`]s instead, whose
+//! edges are not rows yet: a caller that only sums them (the command line)
+//! saves what made a small trace's report cost more than its replay.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
