@@ -21,7 +21,7 @@
 //!
 //! * the merge case (`--merge N`, 1,000; `--merge-events`, 100,000 each):
 //!   N synthetic traces merged into one report the way `mtanalyze DIR`
-//!   does it (`mtanalyze::analyze_each` into `mtanalyze::Merged`), against
+//!   does it (`mtanalyze::analyze_each_compact` into `mtanalyze::Merged`), against
 //!   one synthetic trace of the same total events, and N/10 traces for how
 //!   the heap grows with the events (it should not: a batch of traces is
 //!   analyzed at a time, and the merged report grows with functions and
@@ -378,16 +378,17 @@ fn bench(path: &Path, runs: usize, clocks: &[mtanalyze::Clock], stages: bool) ->
 }
 
 /// What `mtanalyze TRACE... --format json --clock C` does with several
-/// traces: analyze them a batch at a time (`analyze_each`), sum the
-/// reports (`Merged`), serialize the sum. Returns the events it counts.
+/// traces: analyze them a batch at a time (`analyze_each_compact`: edges
+/// stay numbered), sum the reports (`Merged::add_compact`), serialize the
+/// sum. Returns the events it counts.
 fn merge_json(paths: &[PathBuf], clock: mtanalyze::Clock) -> u64 {
     let options = mtanalyze::AnalyzeOptions {
         clock: Some(clock),
         ..mtanalyze::AnalyzeOptions::default()
     };
     let mut merged = mtanalyze::Merged::new();
-    mtanalyze::analyze_each(paths, &options, |_, _, r| {
-        r.map(|report| merged.add(report))
+    mtanalyze::analyze_each_compact(paths, &options, |_, _, r| {
+        r.map(|report| merged.add_compact(report))
     })
     .expect("analyze a trace");
     let report = merged.finish().expect("at least one trace");

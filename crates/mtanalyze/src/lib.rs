@@ -47,13 +47,14 @@ pub struct ReadmeDoctests;
 
 pub use analysis::timeline::Timelines;
 pub use analysis::{
-    analyze, analyze_each, analyze_in_stages, check, marks, AnalyzeError, AnalyzeOptions, PathMode,
-    RecursionCollapse, TimeBound, TraceError,
+    analyze, analyze_compact, analyze_each, analyze_each_compact, analyze_in_stages, check, marks,
+    AnalyzeError, AnalyzeOptions, PathMode, RecursionCollapse, TimeBound, TraceError,
 };
 pub use input::chrome::ImportError;
 pub use input::jsonl::{to_binary as jsonl_to_binary, JsonlError};
 pub use input::{from_bytes, load, InputFormat, LoadError, LoadedTrace};
 pub use model::check::{CheckReport, ChunkIssue};
+pub use model::compact::CompactReport;
 pub use model::diff::{
     diff, DiffOptions, DiffReport, EdgeDelta, EdgeDiff, EdgeSide, FunctionDelta, FunctionDiff,
     FunctionSide, Match, PathDiff,

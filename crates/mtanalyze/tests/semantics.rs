@@ -1190,6 +1190,18 @@ proptest! {
             .map(|(t, s, f, steps)| run(to_binary_direct(&ordered_lines(*t, *s, *f, steps)), clock))
             .collect();
         let merged = mtanalyze::merge(reports.clone()).expect("at least one");
+        // The merge of compact reports (edges numbered) is the same report,
+        // rows in the same order; each compact report is its trace's.
+        let mut compact = mtanalyze::Merged::new();
+        for (t, s, f, steps) in &traces {
+            let bytes = to_binary_direct(&ordered_lines(*t, *s, *f, steps));
+            let trace = from_bytes("test", bytes).expect("loads");
+            let opts = AnalyzeOptions { clock: Some(clock), ..Default::default() };
+            let c = mtanalyze::analyze_compact(&trace, &opts).expect("analyzes");
+            prop_assert_eq!(&c.clone().into_report(), &analyze(&trace, &opts).expect("analyzes"));
+            compact.add_compact(c);
+        }
+        prop_assert_eq!(compact.finish().expect("at least one"), merged.clone());
         let mut reversed = mtanalyze::merge(reports.iter().rev().cloned()).expect("at least one");
         // Function totals by identity.
         let mut want: BTreeMap<String, [u64; 8]> = BTreeMap::new();

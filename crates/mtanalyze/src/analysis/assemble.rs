@@ -1,7 +1,9 @@
 //! The last step of [`crate::analyze`]: the statistics summed over every
-//! stack become the [`Report`]: function and edge rows with their keys,
-//! call paths with their frames as report positions, stacks in id order
-//! with their names, every warning, and the marks.
+//! stack become the report: function rows with their keys, call paths
+//! with their frames as report positions, stacks in id order with their
+//! names, every warning, and the marks. Edges stay numbered (a
+//! [`CompactReport`]): a merge of many traces sums them by number, and
+//! [`CompactReport::into_report`] makes them rows for everyone else.
 
 use crate::analysis::decode::{Decoded, FunctionEntry};
 use crate::analysis::frames::Acc;
@@ -12,7 +14,8 @@ use crate::analysis::replay::stack_name;
 use crate::analysis::segment::StackKey;
 use crate::analysis::stacks::Analysis;
 use crate::input::LoadedTrace;
-use crate::model::report::{CallPath, EdgeStats, FunctionStats, Report, StackStats, TimeWindow};
+use crate::model::compact::{CompactReport, NumberedEdge};
+use crate::model::report::{CallPath, FunctionStats, Report, StackStats, TimeWindow};
 use crate::model::warnings::Warnings;
 
 /// Builds the report from the statistics `acc` of all stacks, each stack's
@@ -24,7 +27,7 @@ pub(super) fn assemble(
     acc: Acc,
     mut stacks: Vec<StackStats>,
     replay_warnings: Warnings,
-) -> Report {
+) -> CompactReport {
     analysis.drop_segments();
     let prep = &analysis.prep;
     let entries = prep.functions.entries();
@@ -38,7 +41,7 @@ pub(super) fn assemble(
         _ => Vec::new(),
     };
     let paths = call_paths(&acc, opts, &labels, &position);
-    let edges = edge_rows(&acc, entries);
+    let edges = numbered_edges(&acc);
     let mut warnings = prep.warnings.clone();
     warnings.merge(replay_warnings);
     let mut summary = prep.summary(trace, analysis.all_stacks);
@@ -58,15 +61,20 @@ pub(super) fn assemble(
     name_stacks(&mut stacks, &mut analysis.prep.decoded);
     let decoded = &mut analysis.prep.decoded;
     let marks = to_marks(std::mem::take(&mut decoded.marks), decoded.scale);
-    Report {
+    let report = Report {
         trace: summary,
         clock: analysis.clock,
         functions,
-        edges,
+        edges: Vec::new(),
         stacks,
         warnings: warnings.to_report(),
         marks,
         paths,
+    };
+    CompactReport {
+        report,
+        keys: std::mem::take(&mut analysis.prep.functions).into_keys(),
+        edges,
     }
 }
 
@@ -176,39 +184,25 @@ fn call_paths(
     paths
 }
 
-/// Every caller -> callee edge with its keys, sorted by caller then callee.
-fn edge_rows(acc: &Acc, entries: &[FunctionEntry]) -> Vec<EdgeStats> {
-    let mut edges: Vec<EdgeStats> = acc
-        .edges
+/// Every caller -> callee edge with a call or time in the window, by
+/// dense function index (see [`CompactReport`]).
+fn numbered_edges(acc: &Acc) -> Vec<NumberedEdge> {
+    acc.edges
         .iter()
         // Edges whose frames were all outside the time window.
         .filter(|(_, a)| a.ncalls | a.tottime_ns | a.cumtime_ns != 0)
-        .map(|(&(caller, callee), a)| {
-            let (c, d) = (&entries[caller as usize].key, &entries[callee as usize].key);
-            EdgeStats {
-                caller: c.function.clone(),
-                caller_file: c.file.clone(),
-                caller_line: c.line,
-                callee: d.function.clone(),
-                callee_file: d.file.clone(),
-                callee_line: d.line,
-                ncalls: a.ncalls,
-                primitive_calls: a.primitive_calls,
-                tottime_ns: a.tottime_ns,
-                cumtime_ns: a.cumtime_ns,
-                callee_cumtime_ns: a.callee_cumtime_ns,
-            }
+        .map(|(&(caller, callee), a)| NumberedEdge {
+            caller,
+            callee,
+            sums: [
+                a.ncalls,
+                a.primitive_calls,
+                a.tottime_ns,
+                a.cumtime_ns,
+                a.callee_cumtime_ns,
+            ],
         })
-        .collect();
-    // Borrowed keys, in `FunctionKey`'s order (name, file, line): owned
-    // ones would be four strings copied per comparison (a 100,000-event
-    // trace of 300 functions has some 20,000 edges).
-    fn key(e: &EdgeStats) -> ((&str, &str, u32), (&str, &str, u32)) {
-        let caller = (e.caller.as_str(), e.caller_file.as_str(), e.caller_line);
-        (caller, (e.callee.as_str(), &e.callee_file, e.callee_line))
-    }
-    edges.sort_unstable_by(|a, b| key(a).cmp(&key(b)));
-    edges
+        .collect()
 }
 
 /// Names the report's stacks, moving the names out of the metadata: a

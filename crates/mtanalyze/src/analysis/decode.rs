@@ -103,6 +103,11 @@ impl FunctionTable {
     pub(crate) fn entries(&self) -> &[FunctionEntry] {
         &self.entries
     }
+
+    /// Every function's key, by dense index (the table is not needed after).
+    pub(crate) fn into_keys(self) -> Vec<FunctionKey> {
+        self.entries.into_iter().map(|e| e.key).collect()
+    }
 }
 
 /// A mark record as read (`crate::analysis::marks` makes it a `Mark`).

@@ -14,14 +14,18 @@
 //! [`crate::Merged`] report, writes them out (the Parquet export) or keeps
 //! them (`--by-trace`). A trace that fails is handed over as its error, in
 //! its place; the caller decides whether that ends the run.
+//! [`analyze_each_compact`] hands over [`CompactReport`]s instead, whose
+//! edges are not rows yet: a caller that only sums them (the command line)
+//! saves what made a small trace's report cost more than its replay.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Condvar, Mutex};
 
 use crate::analysis::options::{AnalyzeError, AnalyzeOptions};
-use crate::analysis::pipeline::analyze;
-use crate::input::{load, LoadError};
+use crate::analysis::pipeline::{analyze, analyze_compact};
+use crate::input::{load, LoadError, LoadedTrace};
+use crate::model::compact::CompactReport;
 use crate::model::report::Report;
 
 /// Why one of several traces gave no report.
@@ -60,7 +64,28 @@ struct Progress {
 pub fn analyze_each<E>(
     paths: &[PathBuf],
     opts: &AnalyzeOptions,
-    mut each: impl FnMut(usize, &Path, Result<Report, TraceError>) -> Result<(), E>,
+    each: impl FnMut(usize, &Path, Result<Report, TraceError>) -> Result<(), E>,
+) -> Result<(), E> {
+    each_with(paths, opts, analyze, each)
+}
+
+/// [`analyze_each`], handing over [`CompactReport`]s: for a caller that
+/// sums the traces ([`crate::Merged::add_compact`]) and needs no edge
+/// rows per trace, which cost a small trace more than its replay.
+pub fn analyze_each_compact<E>(
+    paths: &[PathBuf],
+    opts: &AnalyzeOptions,
+    each: impl FnMut(usize, &Path, Result<CompactReport, TraceError>) -> Result<(), E>,
+) -> Result<(), E> {
+    each_with(paths, opts, analyze_compact, each)
+}
+
+/// [`analyze_each`] with `analyze` making what is handed over.
+fn each_with<T: Send, E>(
+    paths: &[PathBuf],
+    opts: &AnalyzeOptions,
+    analyze: fn(&LoadedTrace, &AnalyzeOptions) -> Result<T, AnalyzeError>,
+    mut each: impl FnMut(usize, &Path, Result<T, TraceError>) -> Result<(), E>,
 ) -> Result<(), E> {
     let workers = (WORKERS_PER_THREAD * rayon::current_num_threads()).clamp(1, paths.len().max(1));
     let window = AHEAD_PER_WORKER * workers;
@@ -72,7 +97,7 @@ pub fn analyze_each<E>(
     let moved = Condvar::new();
     // A poisoned lock means a worker panicked: the scope re-raises it.
     let lock = || state.lock().unwrap_or_else(|e| e.into_inner());
-    let (tx, rx) = mpsc::channel::<(usize, Result<Report, TraceError>)>();
+    let (tx, rx) = mpsc::channel::<(usize, Result<T, TraceError>)>();
     std::thread::scope(|scope| {
         for _ in 0..workers {
             let tx = tx.clone();

@@ -8,7 +8,8 @@
 //! group     segments by stack, in time order; select stacks          stacks.rs
 //! replay    each stack (stacks in parallel): frames, recursion,      replay.rs, frames.rs,
 //!           time by the clock model                                  clock.rs
-//! assemble  the summed statistics -> Report                          assemble.rs
+//! assemble  the summed statistics -> Report (edges still numbered:   assemble.rs
+//!           a CompactReport, made rows unless a merge sums them)
 //!
 //! A time window (`window.rs`) confines what the replay counts.
 //! ```
@@ -48,8 +49,8 @@ pub(crate) mod timeline;
 mod window;
 
 pub use check::check;
-pub use many::{analyze_each, TraceError};
+pub use many::{analyze_each, analyze_each_compact, TraceError};
 pub use marks::marks;
 pub use options::{AnalyzeError, AnalyzeOptions, PathMode, TimeBound};
 pub use paths::RecursionCollapse;
-pub use pipeline::{analyze, analyze_in_stages};
+pub use pipeline::{analyze, analyze_compact, analyze_in_stages};

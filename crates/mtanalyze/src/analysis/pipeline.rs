@@ -13,12 +13,22 @@ use crate::analysis::replay::{StackReplay, StackTotals};
 use crate::analysis::segment::StackKey;
 use crate::analysis::stacks::Analysis;
 use crate::input::LoadedTrace;
+use crate::model::compact::CompactReport;
 use crate::model::report::{Report, StackName, StackStats};
 use crate::model::warnings::Warnings;
 
 /// Analyzes a loaded trace.
 pub fn analyze(trace: &LoadedTrace, opts: &AnalyzeOptions) -> Result<Report, AnalyzeError> {
     analyze_in_stages(trace, opts, &mut |_| {})
+}
+
+/// [`analyze`], the edges left numbered (see [`CompactReport`]): what a
+/// merge of many traces needs.
+pub fn analyze_compact(
+    trace: &LoadedTrace,
+    opts: &AnalyzeOptions,
+) -> Result<CompactReport, AnalyzeError> {
+    analyze_to_compact(trace, opts, &mut |_| {})
 }
 
 /// [`analyze`], calling `stage_done` with each stage's name as it ends:
@@ -30,6 +40,18 @@ pub fn analyze_in_stages(
     opts: &AnalyzeOptions,
     stage_done: &mut dyn FnMut(&'static str),
 ) -> Result<Report, AnalyzeError> {
+    let report = analyze_to_compact(trace, opts, stage_done)?.into_report();
+    stage_done("assemble");
+    Ok(report)
+}
+
+/// Every stage but the edge rows; `stage_done` as for [`analyze_in_stages`],
+/// but for `assemble`.
+fn analyze_to_compact(
+    trace: &LoadedTrace,
+    opts: &AnalyzeOptions,
+    stage_done: &mut dyn FnMut(&'static str),
+) -> Result<CompactReport, AnalyzeError> {
     let mut analysis = Analysis::build(trace, opts, true, stage_done)?;
     // Own stacks the segment pass replayed wait only for the end of the trace.
     let fused: Vec<(u64, OwnReplay)> = {
@@ -75,9 +97,7 @@ pub fn analyze_in_stages(
     // The segments are no longer needed: free them before the rows are made.
     analysis.drop_segments();
     let stacks = rows(&analysis, totals, own);
-    let report = assemble(trace, analysis, opts, acc, stacks, warnings);
-    stage_done("assemble");
-    Ok(report)
+    Ok(assemble(trace, analysis, opts, acc, stacks, warnings))
 }
 
 /// The report's rows, in id order, from the totals of the selected stacks

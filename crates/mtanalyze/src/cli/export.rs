@@ -118,6 +118,7 @@ fn parquet(args: &ExportArgs) -> Result<(), Failure> {
     let progress = Progress::spinner(format!("exporting {} traces", traces.len()));
     let several = traces.len() > 1;
     let written = each_report(&traces, &options, |path, report| {
+        let report = report.into_report();
         tables.add(&report).map_err(message)?;
         if args.frames {
             let trace = load(path)?;

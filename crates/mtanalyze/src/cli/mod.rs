@@ -13,7 +13,7 @@ pub(crate) mod report;
 
 use std::path::{Path, PathBuf};
 
-use mtanalyze::{AnalyzeOptions, Clock, LoadedTrace, Report};
+use mtanalyze::{AnalyzeOptions, Clock, CompactReport, LoadedTrace, Report};
 
 use output::{message, say, Failure};
 use progress::Progress;
@@ -78,19 +78,22 @@ pub(crate) fn expand_traces(args: &[PathBuf]) -> Result<Vec<PathBuf>, Failure> {
     Ok(out)
 }
 
-/// Analyzes `traces` in parallel (`mtanalyze::analyze_each`), handing each
-/// report to `each` in order. A trace that fails to load or analyze is
+/// Analyzes `traces` in parallel (`mtanalyze::analyze_each_compact`),
+/// handing each report to `each` in order, its edges still numbered
+/// (`into_report` makes them rows; `Merged::add_compact` sums them as
+/// they are). A trace that fails to load or analyze is
 /// named on stderr and left out; the run fails if all do, or if the traces
 /// prefer different clocks (a sum over different clocks means nothing).
 pub(crate) fn each_report(
     traces: &[PathBuf],
     options: &AnalyzeOptions,
-    mut each: impl FnMut(&Path, Report) -> Result<(), Failure>,
+    mut each: impl FnMut(&Path, CompactReport) -> Result<(), Failure>,
 ) -> Result<(), Failure> {
     let mut errors = Vec::new();
     let mut clock: Option<Clock> = None;
-    mtanalyze::analyze_each(traces, options, |_, path, r| match r {
-        Ok(report) => {
+    mtanalyze::analyze_each_compact(traces, options, |_, path, r| match r {
+        Ok(compact) => {
+            let report = compact.report();
             match clock {
                 None => clock = Some(report.clock),
                 Some(c) if c != report.clock => {
@@ -102,7 +105,7 @@ pub(crate) fn each_report(
                 }
                 Some(_) => {}
             }
-            each(path, report)
+            each(path, compact)
         }
         Err(e) => {
             errors.push(e.to_string());

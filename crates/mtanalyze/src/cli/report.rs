@@ -184,9 +184,9 @@ fn analyze_many(
     let mut each = Vec::new();
     each_report(traces, options, |_, report| {
         if keep {
-            each.push(report.clone());
+            each.push(report.clone().into_report());
         }
-        merged.add(report);
+        merged.add_compact(report);
         Ok(())
     })?;
     let report = merged

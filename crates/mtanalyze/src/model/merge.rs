@@ -12,9 +12,18 @@
 //! clock source, their pid) it says so with an empty or zero value.
 //! Memory is the reports', so it grows with functions times traces, not
 //! with events: [`merge`] folds reports in as they come.
+//!
+//! Edges are found by their functions' numbers (every function an edge
+//! named gets one, in the order met), not by four strings: a small trace
+//! has thousands of edges, and a [`CompactReport`] hands them over
+//! numbered, so its edges cost a lookup of two integers each and a row
+//! only when new.
 
-use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 
+use rustc_hash::FxHashMap;
+
+use crate::model::compact::{edge_row, CompactReport, NumberedEdge};
 use crate::model::report::{
     CallPath, EdgeStats, FunctionKey, FunctionStats, Report, TraceSummary, Warning,
 };
@@ -23,9 +32,12 @@ use crate::model::report::{
 #[derive(Debug, Default)]
 pub struct Merged {
     report: Option<Report>,
-    functions: HashMap<FunctionKey, usize>,
-    edges: HashMap<(FunctionKey, FunctionKey), usize>,
-    paths: HashMap<(String, Vec<u32>), usize>,
+    functions: FxHashMap<FunctionKey, usize>,
+    /// Every function an edge named, numbered in the order met.
+    numbers: FxHashMap<FunctionKey, u32>,
+    /// By (caller, callee) number: the position in the report's edges.
+    edges: FxHashMap<(u32, u32), usize>,
+    paths: FxHashMap<(String, Vec<u32>), usize>,
     traces: usize,
 }
 
@@ -43,6 +55,66 @@ impl Merged {
     /// Adds one trace's report. Reports must share a clock (the caller
     /// checks: a sum over different clocks means nothing).
     pub fn add(&mut self, mut r: Report) {
+        let edges = std::mem::take(&mut r.edges);
+        self.add_all_but_edges(r);
+        let Some(into) = &mut self.report else {
+            return;
+        };
+        for e in edges {
+            let caller = number(&mut self.numbers, &e.caller_key());
+            let callee = number(&mut self.numbers, &e.callee_key());
+            match self.edges.entry((caller, callee)) {
+                Entry::Occupied(i) => add_sums(&mut into.edges[*i.get()], e.sums()),
+                Entry::Vacant(v) => {
+                    v.insert(into.edges.len());
+                    into.edges.push(e);
+                }
+            }
+        }
+    }
+
+    /// [`Merged::add`] for a report whose edges are numbered: the same
+    /// sum, in the same order, without a row per edge (see [`CompactReport`]).
+    pub fn add_compact(&mut self, c: CompactReport) {
+        let CompactReport {
+            report,
+            keys,
+            edges,
+        } = c;
+        self.add_all_but_edges(report);
+        let Some(into) = &mut self.report else {
+            return;
+        };
+        // The trace's function numbers to ours, each looked up once.
+        let mut ours = vec![u32::MAX; keys.len()];
+        let mut our_number = |n: u32| {
+            let slot = &mut ours[n as usize];
+            if *slot == u32::MAX {
+                *slot = number(&mut self.numbers, &keys[n as usize]);
+            }
+            *slot
+        };
+        let mut new: Vec<(u32, u32, &NumberedEdge)> = Vec::new();
+        for e in &edges {
+            let key = (our_number(e.caller), our_number(e.callee));
+            match self.edges.get(&key) {
+                Some(&i) => add_sums(&mut into.edges[i], e.sums),
+                None => new.push((key.0, key.1, e)),
+            }
+        }
+        // New edges go last in the order the trace's report lists them
+        // (by caller, then callee), as `add` would add them.
+        let order = |e: &NumberedEdge| (&keys[e.caller as usize], &keys[e.callee as usize]);
+        new.sort_unstable_by(|a, b| order(a.2).cmp(&order(b.2)));
+        for (caller, callee, e) in new {
+            self.edges.insert((caller, callee), into.edges.len());
+            into.edges.push(edge_row(&keys, e));
+        }
+    }
+
+    /// Adds everything of `r` but its edges (which the callers add).
+    fn add_all_but_edges(&mut self, mut r: Report) {
+        debug_assert!(r.edges.is_empty(), "the edges are added by number");
         // Marks say which trace they came from: the report's position.
         for m in &mut r.marks {
             m.trace = Some(self.traces as u64);
@@ -51,9 +123,6 @@ impl Merged {
         let Some(into) = &mut self.report else {
             for (i, f) in r.functions.iter().enumerate() {
                 self.functions.insert(f.key(), i);
-            }
-            for (i, e) in r.edges.iter().enumerate() {
-                self.edges.insert((e.caller_key(), e.callee_key()), i);
             }
             for (i, p) in r.paths.iter().enumerate() {
                 self.paths.insert((p.stack.clone(), p.frames.clone()), i);
@@ -82,16 +151,6 @@ impl Merged {
             });
             add_function(&mut into.functions[i], &f);
             index.push(i as u32);
-        }
-        for e in r.edges {
-            let key = (e.caller_key(), e.callee_key());
-            match self.edges.get(&key) {
-                Some(&i) => add_edge(&mut into.edges[i], &e),
-                None => {
-                    self.edges.insert(key, into.edges.len());
-                    into.edges.push(e);
-                }
-            }
         }
         for p in r.paths {
             let frames: Vec<u32> = p
@@ -158,12 +217,23 @@ fn add_function(a: &mut FunctionStats, b: &FunctionStats) {
     }
 }
 
-fn add_edge(a: &mut EdgeStats, b: &EdgeStats) {
-    a.ncalls = a.ncalls.saturating_add(b.ncalls);
-    a.primitive_calls = a.primitive_calls.saturating_add(b.primitive_calls);
-    a.tottime_ns = a.tottime_ns.saturating_add(b.tottime_ns);
-    a.cumtime_ns = a.cumtime_ns.saturating_add(b.cumtime_ns);
-    a.callee_cumtime_ns = a.callee_cumtime_ns.saturating_add(b.callee_cumtime_ns);
+/// Adds an edge's sums (in [`EdgeStats::sums`] order) to `a`'s.
+fn add_sums(a: &mut EdgeStats, b: [u64; 5]) {
+    let mut sums = a.sums();
+    for (x, y) in sums.iter_mut().zip(b) {
+        *x = x.saturating_add(y);
+    }
+    a.set_sums(sums);
+}
+
+/// The number of function `key` among `numbers`, given one if new.
+fn number(numbers: &mut FxHashMap<FunctionKey, u32>, key: &FunctionKey) -> u32 {
+    if let Some(&n) = numbers.get(key) {
+        return n;
+    }
+    let n = numbers.len() as u32;
+    numbers.insert(key.clone(), n);
+    n
 }
 
 fn add_warnings(into: &mut Vec<Warning>, from: Vec<Warning>) {

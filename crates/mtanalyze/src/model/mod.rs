@@ -6,6 +6,7 @@
 //! regression gates over a diff, which need nothing else.
 
 pub(crate) mod check;
+pub(crate) mod compact;
 pub(crate) mod diff;
 pub(crate) mod gate;
 pub(crate) mod inline;
