@@ -57,6 +57,13 @@ fn preferred_clock() -> PreferredClock {
     }
 }
 
+/// Bytes for names (functions, threads, asyncio tasks) unless `start` is
+/// told otherwise: every task's name is a record of some 32 bytes, so the
+/// recorder's 1 MiB filled after some 30,000 tasks (an aiohttp server on
+/// the loopback did that in 8 seconds), and later names were lost. The
+/// region is reserved in the file but only the pages written take disk.
+const PYTHON_META_CAPACITY: usize = 16 << 20;
+
 /// Starts a recording into `path` (the header names the Python producer)
 /// and installs the backend: every thread
 /// of the interpreter is recorded from now on (on 3.11, threads started
@@ -64,10 +71,11 @@ fn preferred_clock() -> PreferredClock {
 ///
 /// `builtins`: True (C functions, as cProfile records them), False (none),
 /// or "fast" (3.12+: a call site seen calling a Python function is no
-/// longer watched for C calls; on 3.11 the same as True). A bad capacity
+/// longer watched for C calls; on 3.11 the same as True). `meta_capacity`:
+/// bytes for names ([`PYTHON_META_CAPACITY`] by default). A bad capacity
 /// raises ValueError, a file that cannot be made OSError.
 #[pyfunction]
-#[pyo3(signature = (path, capacity = None, ring = false, builtins = None, tasks = true))]
+#[pyo3(signature = (path, capacity = None, ring = false, builtins = None, tasks = true, meta_capacity = None))]
 fn start(
     py: Python<'_>,
     path: &str,
@@ -75,6 +83,7 @@ fn start(
     ring: bool,
     builtins: Option<&Bound<'_, PyAny>>,
     tasks: bool,
+    meta_capacity: Option<&str>,
 ) -> PyResult<()> {
     let (builtins, fast_builtins) = match builtins {
         None => (true, false),
@@ -109,6 +118,18 @@ fn start(
             ))
         })?);
     }
+    let meta_bytes = match meta_capacity {
+        None => PYTHON_META_CAPACITY,
+        Some(text) => mtrace::parse_bytes(text)
+            .and_then(|n| usize::try_from(n).ok())
+            .filter(|&n| n > 0)
+            .ok_or_else(|| {
+                PyValueError::new_err(format!(
+                    "meta_capacity {text:?}: expected a byte count such as 16M"
+                ))
+            })?,
+    };
+    config = config.meta_capacity(meta_bytes);
     if ring {
         config = config.mode(Mode::Ring);
     }

@@ -446,6 +446,49 @@ class PstatsKeys(Case):
         self.assertEqual(ours[nested][4][main][0], 40, "calls from main, summed")
 
 
+MANY_TASKS = """
+    import asyncio
+
+    async def handle(i):
+        await asyncio.sleep(0)
+        return i
+
+    async def main():
+        # Long names: 3,000 of them are some 1.3 MB, more than the
+        # recorder's own default of 1 MiB.
+        tasks = [asyncio.create_task(handle(i), name=f"request-{i:06d}-" + "x" * 400)
+                 for i in range(3000)]
+        await asyncio.gather(*tasks)
+
+    asyncio.run(main())
+"""
+
+
+class TaskNames(Case):
+    """Every asyncio task's name is a metadata record: a service with tens
+    of thousands of tasks filled the recorder's 1 MiB default, and the
+    names (and functions) recorded after that were lost. The Python default
+    holds some half a million; --meta-capacity sets it."""
+
+    def dropped_names(self, report):
+        return sum(w["count"] for w in report["warnings"] if w["kind"] == "dropped_metadata")
+
+    def test_the_default_keeps_every_task_name(self):
+        trace = self.mtrace(self.script("tasks.py", MANY_TASKS))
+        report = self.report(trace)
+        self.assertEqual(self.dropped_names(report), 0, report["warnings"])
+        names = {s["name"] for s in report["stacks"] if s["id"].startswith("stack:")}
+        wanted = {f"request-{i:06d}-" + "x" * 400 for i in range(3000)}
+        self.assertEqual(names & wanted, wanted)
+
+    def test_a_small_meta_capacity_loses_names_and_says_so(self):
+        trace = self.mtrace("--meta-capacity", "64K", self.script("tasks.py", MANY_TASKS))
+        report = self.report(trace)
+        self.assertGreater(self.dropped_names(report), 2000, report["warnings"])
+        unnamed = [s for s in report["stacks"] if s["id"].startswith("stack:") and not s["name"]]
+        self.assertGreater(len(unnamed), 2000)
+
+
 class Errors(Case):
     """A bad option, an unwritable -o or a missing script: one line on stderr
     and status 2, no traceback, the program not run. The program's own exit
@@ -470,6 +513,11 @@ class Errors(Case):
         line = self.mtrace_fails("--capacity", "banana", "SCRIPT")
         self.assertIn("banana", line)
         self.assertFalse(os.path.exists(self.path("trace.bin")))
+
+    def test_meta_capacity_that_is_not_a_byte_count(self):
+        line = self.mtrace_fails("--meta-capacity", "lots", "SCRIPT")
+        self.assertIn("lots", line)
+        self.assertIn("meta_capacity", self.mtrace_fails("--meta-capacity", "0", "SCRIPT"))
 
     def test_capacity_too_small_for_one_chunk(self):
         self.assertIn("capacity 0", self.mtrace_fails("--capacity", "0", "SCRIPT"))

@@ -90,7 +90,7 @@ impl WarningKind {
                 "ended the thread's stacks at the mark (open frames counted as cut_short), or, if the thread's events resume, paused them until then; the lost stretch is not counted"
             }
             WarningKind::DroppedMetadata => {
-                "shown by id: stacks as stack:<id>, functions as fn#<id> (record with a larger metadata capacity)"
+                "shown by id: stacks as stack:<id>, functions as fn#<id> (record with a larger metadata capacity: MTRACE_META_CAPACITY=64M or Config::meta_capacity in Rust, --meta-capacity in Python)"
             }
         }
     }

@@ -139,7 +139,8 @@ class _GreenletImportWatcher:
         return spec
 
 
-def enable(path=DEFAULT_OUTPUT, *, capacity=None, ring=False, builtins=True, tasks=True):
+def enable(path=DEFAULT_OUTPUT, *, capacity=None, ring=False, builtins=True, tasks=True,
+           meta_capacity=None):
     """Start recording into ``path``.
 
     Every thread is recorded: the calling thread, threads already running,
@@ -158,8 +159,13 @@ def enable(path=DEFAULT_OUTPUT, *, capacity=None, ring=False, builtins=True, tas
     ``tasks``: run each asyncio task on a stack of its own, named by the
     task's name; a coroutine is then one call from its start to its return
     (with ``tasks=False``, each resumption is a call, as in cProfile).
+    ``meta_capacity``: bytes for the names of functions, threads and tasks
+    (``"16M"`` by default, about half a million task names; only what is
+    written takes disk space). Names past it are lost: ``mtanalyze`` then
+    shows them by id and warns ``dropped_metadata``.
     """
-    _mtrace.start(str(path), capacity=capacity, ring=ring, builtins=builtins, tasks=tasks)
+    _mtrace.start(str(path), capacity=capacity, ring=ring, builtins=builtins, tasks=tasks,
+                  meta_capacity=meta_capacity)
     if not _ALL_THREADS_NATIVE:
         threading.setprofile(_mtrace.thread_hook)
         _thread.start_new_thread = _start_new_thread_recorded

@@ -31,7 +31,7 @@ class Parser(argparse.ArgumentParser):
 def main(argv=None):
     parser = Parser(
         prog=PROG,
-        usage="%(prog)s [-o trace.bin] [--capacity 64G] [--ring] "
+        usage="%(prog)s [-o trace.bin] [--capacity 64G] [--ring] [--meta-capacity 16M] "
         "[--no-builtins | --fast-builtins] [--no-tasks] "
         "(script.py | -m module) [args ...]",
         description="Record every thread of a Python program into an mtrace trace "
@@ -44,6 +44,9 @@ def main(argv=None):
     parser.add_argument("--capacity", default=None,
                         help="the most bytes of events, e.g. 64M or 1G (default: the file grows "
                         "up to half the free disk space; with --ring, 256M)")
+    parser.add_argument("--meta-capacity", default=None,
+                        help="bytes for the names of functions, threads and asyncio tasks "
+                        "(default: 16M, some half a million task names)")
     parser.add_argument("--ring", action="store_true",
                         help="keep the end of the run when the file is full (default: the beginning)")
     builtins = parser.add_mutually_exclusive_group()
@@ -92,7 +95,8 @@ def main(argv=None):
         }
     try:
         mtrace.enable(options.outfile, capacity=options.capacity, ring=options.ring,
-                      builtins=options.builtins, tasks=options.tasks)
+                      builtins=options.builtins, tasks=options.tasks,
+                      meta_capacity=options.meta_capacity)
     except (ValueError, OSError, RuntimeError) as e:
         # The recording could not start (bad --capacity, unwritable -o):
         # the program has not run yet.
