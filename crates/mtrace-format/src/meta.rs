@@ -162,6 +162,45 @@ pub fn for_each_record(
     base: u64,
     mut f: impl FnMut(MetaRecord),
 ) -> Option<MetaProblem> {
+    for_each_record_borrowed(region, base, |r| f(r.into_owned()))
+}
+
+/// A record as [`for_each_record_borrowed`] hands it over: a logical
+/// stack's name borrowed from the region (a task-per-request trace has
+/// one per task, and a reader that keeps them its own way need not have
+/// each made a `String` first), any other record as [`MetaRecord`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum MetaRecordRef<'a> {
+    /// [`MetaRecord::Stack`], its name borrowed when it is valid UTF-8.
+    Stack {
+        /// The stack's id as used in `switch` events.
+        id: StackId,
+        /// Its name.
+        name: std::borrow::Cow<'a, str>,
+    },
+    /// Any other record.
+    Other(MetaRecord),
+}
+
+impl MetaRecordRef<'_> {
+    /// The record, its name copied if borrowed.
+    pub fn into_owned(self) -> MetaRecord {
+        match self {
+            MetaRecordRef::Stack { id, name } => MetaRecord::Stack {
+                id,
+                name: name.into_owned(),
+            },
+            MetaRecordRef::Other(r) => r,
+        }
+    }
+}
+
+/// [`for_each_record`], stack names borrowed (see [`MetaRecordRef`]).
+pub fn for_each_record_borrowed<'a>(
+    region: &'a [u8],
+    base: u64,
+    mut f: impl FnMut(MetaRecordRef<'a>),
+) -> Option<MetaProblem> {
     let mut at = 0usize;
     while at + META_RECORD_HEADER <= region.len() {
         let problem = |why| MetaProblem {
@@ -192,9 +231,15 @@ pub fn for_each_record(
     None
 }
 
-fn decode_payload(kind: u16, p: &[u8]) -> Result<Option<MetaRecord>, &'static str> {
+fn decode_payload(kind: u16, p: &[u8]) -> Result<Option<MetaRecordRef<'_>>, &'static str> {
     let mut cursor = Cursor { bytes: p, at: 0 };
     let record = match kind {
+        META_STACK => {
+            return Ok(Some(MetaRecordRef::Stack {
+                id: StackId(cursor.u64()?),
+                name: cursor.borrowed_str()?,
+            }))
+        }
         META_FUNCTION => MetaRecord::Function(FunctionMeta {
             id: FunctionId(cursor.u32()?),
             line: cursor.u32()?,
@@ -202,10 +247,6 @@ fn decode_payload(kind: u16, p: &[u8]) -> Result<Option<MetaRecord>, &'static st
             file: cursor.str()?,
             module: cursor.str()?,
         }),
-        META_STACK => MetaRecord::Stack {
-            id: StackId(cursor.u64()?),
-            name: cursor.str()?,
-        },
         META_THREAD => MetaRecord::Thread {
             tid: ThreadId(cursor.u64()?),
             os_tid: cursor.u64()?,
@@ -226,7 +267,7 @@ fn decode_payload(kind: u16, p: &[u8]) -> Result<Option<MetaRecord>, &'static st
         }
         _ => return Ok(None),
     };
-    Ok(Some(record))
+    Ok(Some(MetaRecordRef::Other(record)))
 }
 
 struct Cursor<'a> {
@@ -234,7 +275,7 @@ struct Cursor<'a> {
     at: usize,
 }
 
-impl Cursor<'_> {
+impl<'a> Cursor<'a> {
     fn u32(&mut self) -> Result<u32, &'static str> {
         let v = read_u32(self.bytes, self.at).ok_or("record payload cut short")?;
         self.at += 4;
@@ -248,6 +289,10 @@ impl Cursor<'_> {
     }
 
     fn str(&mut self) -> Result<String, &'static str> {
+        Ok(self.borrowed_str()?.into_owned())
+    }
+
+    fn borrowed_str(&mut self) -> Result<std::borrow::Cow<'a, str>, &'static str> {
         let len = self.u32()? as usize;
         if len > META_STRING_MAX {
             return Err("string longer than the format allows");
@@ -258,7 +303,7 @@ impl Cursor<'_> {
             .get(self.at..end)
             .ok_or("string runs past its record")?;
         self.at = end;
-        Ok(String::from_utf8_lossy(bytes).into_owned())
+        Ok(String::from_utf8_lossy(bytes))
     }
 }
 

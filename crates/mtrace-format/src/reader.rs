@@ -8,7 +8,7 @@ use crate::chunk::Chunk;
 use crate::error::{ChunkProblem, ChunkProblemKind, FormatError};
 use crate::header::Header;
 use crate::layout::HEADER_SIZE;
-use crate::meta::{for_each_record, MetaProblem, MetaRecord};
+use crate::meta::{for_each_record_borrowed, MetaProblem, MetaRecord, MetaRecordRef};
 
 /// A trace file in memory.
 #[derive(Clone, Debug)]
@@ -86,13 +86,23 @@ impl<'a> TraceFile<'a> {
 
     /// [`TraceFile::metadata`], handing each record to `f` as it is
     /// decoded instead of collecting them; returns the problem, if any.
-    pub fn for_each_metadata(&self, f: impl FnMut(MetaRecord)) -> Option<MetaProblem> {
+    pub fn for_each_metadata(&self, mut f: impl FnMut(MetaRecord)) -> Option<MetaProblem> {
+        self.for_each_metadata_borrowed(|r| f(r.into_owned()))
+    }
+
+    /// [`TraceFile::for_each_metadata`], stack names borrowed from the
+    /// file (see [`MetaRecordRef`]).
+    pub fn for_each_metadata_borrowed(
+        &self,
+        f: impl FnMut(MetaRecordRef<'a>),
+    ) -> Option<MetaProblem> {
         let h = &self.header;
         let len = self.bytes.len() as u64;
         let claimed = h.meta_len.min(h.meta_capacity);
         let start = h.meta_offset.min(len);
         let end = h.meta_offset.saturating_add(claimed).min(len);
-        let mut problem = for_each_record(&self.bytes[start as usize..end as usize], start, f);
+        let bytes: &'a [u8] = self.bytes;
+        let mut problem = for_each_record_borrowed(&bytes[start as usize..end as usize], start, f);
         if problem.is_none() && end < h.meta_offset.saturating_add(claimed) {
             problem = Some(MetaProblem {
                 offset: end,
