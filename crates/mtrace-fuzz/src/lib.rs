@@ -119,6 +119,14 @@ pub fn analyzer(data: &[u8]) {
             callees_of: None,
         };
         render::json::report(out, &view::filtered_report(&report, &view, &edges)).unwrap();
+        // The JSON writer formats stack rows by hand, in parallel batches:
+        // byte for byte what serde_json writes, whatever the names hold.
+        let whole = view::ReportView::from(&report);
+        let mut written = Vec::new();
+        render::json::report(&mut written, &whole).unwrap();
+        let mut expected = serde_json::to_vec_pretty(&whole).unwrap();
+        expected.push(b'\n');
+        assert!(written == expected, "the JSON writer differs from serde_json");
         let _ = render::warnings_summary(&report.warnings);
         reports.push(report);
     }
