@@ -61,7 +61,8 @@ fn preferred_clock() -> PreferredClock {
 /// told otherwise: every task's name is a record of some 32 bytes, so the
 /// recorder's 1 MiB filled after some 30,000 tasks (an aiohttp server on
 /// the loopback did that in 8 seconds), and later names were lost. The
-/// region is reserved in the file but only the pages written take disk.
+/// region is reserved on disk a MiB at a time as names fill it (the rest of
+/// it is a hole in the file), so a short run pays neither time nor disk.
 const PYTHON_META_CAPACITY: usize = 16 << 20;
 
 /// Starts a recording into `path` (the header names the Python producer)

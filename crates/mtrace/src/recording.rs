@@ -137,6 +137,7 @@ pub fn start(config: Config) -> Result<Recording, StartError> {
     *last_gen += 1;
     let gen = (*last_gen << 1) | if clock.tsc { GEN_TSC } else { 0 };
     let provisioner = Provisioner::new(&map);
+    let meta = MetaRegion::new(map.meta_reserved_at_start());
     let shared: &'static Shared = Box::leak(Box::new(Shared {
         gen,
         map,
@@ -144,7 +145,7 @@ pub fn start(config: Config) -> Result<Recording, StartError> {
         mode: config.mode,
         clock,
         threads: AtomicU64::new(0),
-        meta: Mutex::new(MetaRegion::default()),
+        meta: Mutex::new(meta),
         finished: AtomicBool::new(false),
         started: Instant::now(),
         pid: std::process::id(),

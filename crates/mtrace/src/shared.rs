@@ -28,7 +28,7 @@ use mtrace_format::{MetaRecord, StackId};
 
 use crate::clock::RunClock;
 use crate::config::Mode;
-use crate::file::TraceMap;
+use crate::file::{TraceMap, META_STEP};
 use crate::provision::Provisioner;
 
 /// `GEN`: the environment has not been checked for `MTRACE_OUT` yet.
@@ -50,7 +50,19 @@ pub(crate) static CURRENT: AtomicPtr<Shared> = AtomicPtr::new(ptr::null_mut());
 #[derive(Debug, Default)]
 pub(crate) struct MetaRegion {
     pub len: usize,
+    /// Bytes of the region reserved on disk (see [`TraceMap::reserve_meta`]).
+    pub reserved: usize,
     scratch: Vec<u8>,
+}
+
+impl MetaRegion {
+    /// An empty region with `reserved` bytes reserved on disk.
+    pub(crate) fn new(reserved: usize) -> MetaRegion {
+        MetaRegion {
+            reserved,
+            ..MetaRegion::default()
+        }
+    }
 }
 
 /// Bumped in a child process by the fork handler: a thread bound in an
@@ -95,7 +107,17 @@ impl Shared {
         region.scratch.clear();
         encode(&mut region.scratch);
         let bytes = &region.scratch;
-        if region.len + bytes.len() > self.map.meta_capacity {
+        let end = region.len + bytes.len();
+        let reserved = end <= region.reserved || {
+            // Reserve the next step of the region on disk first.
+            let to = end.div_ceil(META_STEP) * META_STEP;
+            let ok = end <= self.map.meta_capacity && self.map.reserve_meta(region.reserved, to);
+            if ok {
+                region.reserved = to.min(self.map.meta_capacity);
+            }
+            ok
+        };
+        if !reserved {
             self.map
                 .counter(H_META_DROPPED)
                 .fetch_add(1, Ordering::Relaxed);

@@ -185,3 +185,35 @@ fn a_disk_without_room_for_the_first_step_refuses_at_start() {
     assert!(recording.finish().unwrap().growth_failure.is_none());
     drop(disk);
 }
+
+#[test]
+fn names_past_a_full_disk_are_dropped_and_counted() {
+    let _serial = serial();
+    let disk = match SmallDisk::mount("meta-full", "4m") {
+        Ok(disk) => disk,
+        Err(why) => {
+            eprintln!("skipped: cannot mount a tmpfs ({why})");
+            return;
+        }
+    };
+    let path = disk.path().join("names.mtrace");
+    // A metadata region four times the disk: reserved a step at a time, so
+    // the recording starts, and a name that finds no room is dropped, not
+    // written into a hole (which would be a SIGBUS on a full disk).
+    let recording = mtrace::start(Config::new(&path).meta_capacity(16 << 20)).unwrap();
+    const NAMES: usize = 80_000; // some 6 MB of records
+    let stacks: Vec<_> = (0..NAMES)
+        .map(|i| mtrace::LogicalStack::new(format!("request-{i:06}-{}", "y".repeat(40))))
+        .collect();
+    recording.finish().expect("finishing works on a full disk");
+    drop(stacks);
+    let d = decode(&path);
+    assert!(d.header.finished());
+    assert!(d.header.meta_dropped > 0, "the disk cannot hold every name");
+    assert_eq!(d.stacks.len() as u64 + d.header.meta_dropped, NAMES as u64);
+    assert!(d.stacks.len() > 10_000, "{} names kept", d.stacks.len());
+    // The names kept are the first ones, whole.
+    for (_, name) in d.stacks.iter().take(100) {
+        assert!(name.starts_with("request-") && name.ends_with(&"y".repeat(40)));
+    }
+}

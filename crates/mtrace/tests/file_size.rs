@@ -80,3 +80,57 @@ fn a_ring_keeps_its_size() {
     let len = std::fs::metadata(trace.path()).unwrap().len();
     assert_eq!(len, d.header.chunks_offset + CAPACITY);
 }
+
+/// Blocks the file takes on disk (its holes take none).
+fn disk_bytes(path: &std::path::Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).unwrap().blocks() * 512
+}
+
+#[test]
+fn a_large_metadata_region_takes_disk_only_as_names_fill_it() {
+    let _serial = serial();
+    const META: usize = 16 << 20;
+    let start = |trace: &TempTrace| {
+        mtrace::start(
+            Config::new(trace.path())
+                .capacity(CAPACITY)
+                .chunk_size(CHUNK)
+                .meta_capacity(META),
+        )
+        .unwrap()
+    };
+    // A short run: the region is reserved a step at a time, so the file
+    // keeps a hole where the names it did not need would go.
+    let small = TempTrace::new("file-size-meta-small");
+    let recording = start(&small);
+    let _stack = mtrace::LogicalStack::new("one task");
+    recording.finish().unwrap();
+    let d = decode(small.path());
+    assert_eq!(d.header.meta_capacity, META as u64);
+    assert_eq!(d.stacks.len(), 1);
+    let on_disk = disk_bytes(small.path());
+    assert!(on_disk < (4 << 20), "{on_disk} bytes on disk for one name");
+    // Names past the first steps are reserved as they come, and all kept:
+    // 40,000 names of some 64 bytes each, 2.5 MB of records.
+    let many = TempTrace::new("file-size-meta-many");
+    let recording = start(&many);
+    let stacks: Vec<_> = (0..40_000)
+        .map(|i| mtrace::LogicalStack::new(format!("request-{i:06}-{}", "x".repeat(40))))
+        .collect();
+    let summary = recording.finish().unwrap();
+    drop(stacks);
+    let d = decode(many.path());
+    assert_eq!(d.header.meta_dropped, 0, "{summary:?}");
+    assert_eq!(d.stacks.len(), 40_000);
+    assert!(d.stacks.values().any(|n| n.starts_with("request-039999-")));
+    let on_disk = disk_bytes(many.path());
+    assert!(
+        on_disk > (2 << 20),
+        "{on_disk} bytes on disk for 2.5 MB of names"
+    );
+    assert!(
+        on_disk < (8 << 20),
+        "{on_disk} bytes on disk for 2.5 MB of names"
+    );
+}

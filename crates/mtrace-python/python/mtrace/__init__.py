@@ -160,9 +160,9 @@ def enable(path=DEFAULT_OUTPUT, *, capacity=None, ring=False, builtins=True, tas
     task's name; a coroutine is then one call from its start to its return
     (with ``tasks=False``, each resumption is a call, as in cProfile).
     ``meta_capacity``: bytes for the names of functions, threads and tasks
-    (``"16M"`` by default, about half a million task names; only what is
-    written takes disk space). Names past it are lost: ``mtanalyze`` then
-    shows them by id and warns ``dropped_metadata``.
+    (``"16M"`` by default, about half a million task names; reserved on
+    disk a MiB at a time as names fill it). Names past it are lost:
+    ``mtanalyze`` then shows them by id and warns ``dropped_metadata``.
     """
     _mtrace.start(str(path), capacity=capacity, ring=ring, builtins=builtins, tasks=tasks,
                   meta_capacity=meta_capacity)
