@@ -469,9 +469,6 @@ impl TraceMap {
         );
     }
 
-    /// [`TraceMap::populate`] for the pages of bytes `start..start + len` of
-    /// the file. Never past the file's current end (the ready slots): a page
-    /// there is not mapped, or, after a cut, would raise SIGBUS.
     /// Tells the kernel not to read ahead when a page of `start..end` (of
     /// the map) faults: the metadata region is written a record at a time,
     /// never read, and a fault at its start read ahead into the hole after
@@ -494,6 +491,9 @@ impl TraceMap {
         let _ = (start, end);
     }
 
+    /// [`TraceMap::populate`] for the pages of bytes `start..start + len` of
+    /// the file. Never past the file's current end (the ready slots): a page
+    /// there is not mapped, or, after a cut, would raise SIGBUS.
     fn populate_bytes(&self, start: usize, len: usize) {
         #[cfg(target_os = "linux")]
         {
