@@ -11,7 +11,7 @@ use rayon::prelude::*;
 use crate::analysis::clock::GilRuns;
 use crate::analysis::cut::{cut_thread, ThreadPass};
 use crate::analysis::decode::{decode, Decoded, FunctionTable};
-use crate::analysis::frames::FnAcc;
+use crate::analysis::frames::{FnAcc, Tally};
 use crate::analysis::options::{own_stack_wanted, AnalyzeError, AnalyzeOptions, PathMode};
 use crate::analysis::window::Window;
 use crate::input::LoadedTrace;
@@ -36,6 +36,22 @@ pub(crate) struct Prepared<'a> {
     pub(crate) gil_runs: Option<GilRuns>,
     /// What part of the trace counts.
     pub(crate) window: Window,
+    /// With [`Fuse::Shared`]: its tally, reset for this trace, holding
+    /// what the segment pass replayed.
+    pub(crate) tally: Option<Tally>,
+}
+
+/// Whether the segment pass replays the threads' own stacks on the way.
+pub(crate) enum Fuse {
+    /// No (`check`, the timeline exports).
+    No,
+    /// Yes, threads in parallel, each into a tally of its own, when the
+    /// tallies fit [`fusion_budget`].
+    PerThread,
+    /// Yes, threads one after the other, all into this tally (reset here
+    /// for the trace, then left in [`Prepared::tally`] for the replay of
+    /// the other stacks): a sequential analysis, one tally per trace.
+    Shared(Box<Tally>),
 }
 
 /// The clock `opts` asks for, else the one the trace prefers, else `stack`.
@@ -56,14 +72,15 @@ fn fusion_budget(file_len: usize) -> usize {
 
 /// Decodes and cuts `trace`, for an analysis with `opts` (none: `check`).
 /// The `gil` clock's runs are merged alongside the segment pass. With
-/// `fuse`, the segment pass also replays the own stacks `opts` select, when
-/// the clock allows (`gil` needs every thread's events first) and the
-/// tallies fit [`fusion_budget`]. `stage_done` is called with `decode`
-/// and `cut` as those stages end (see [`crate::analyze_in_stages`]).
+/// `fuse` (see [`Fuse`]), the segment pass also replays the own stacks
+/// `opts` select, when the clock allows (`gil` needs every thread's events
+/// first) and, per thread, the tallies fit [`fusion_budget`]. `stage_done`
+/// is called with `decode` and `cut` as those stages end (see
+/// [`crate::analyze_in_stages`]).
 pub(crate) fn prepare<'a>(
     trace: &'a LoadedTrace,
     opts: Option<&AnalyzeOptions>,
-    fuse: bool,
+    fuse: Fuse,
     stage_done: &mut dyn FnMut(&'static str),
 ) -> Result<Prepared<'a>, AnalyzeError> {
     let decoded = decode(trace.bytes()).map_err(|error| AnalyzeError::Format {
@@ -88,14 +105,28 @@ pub(crate) fn prepare<'a>(
         None => Window::ALL,
     };
     let clock = opts.map(|o| resolve_clock(o, &decoded));
-    let fuse = opts.filter(|_| fuse).and_then(|opts| {
-        let clock = clock?;
-        let can = clock != Clock::Gil
-            && opts.paths == PathMode::Off
-            && tallies_fit(&decoded, trace.bytes().len());
-        can.then_some((clock, window, opts))
-    });
-    let cut = || cut_threads(&decoded, fuse);
+    let per_thread = matches!(fuse, Fuse::PerThread);
+    let mut shared = match fuse {
+        Fuse::Shared(mut t) => {
+            let paths = opts.is_some_and(|o| o.paths != PathMode::Off);
+            t.reset(decoded.functions.entries().len(), paths, window);
+            Some(*t)
+        }
+        _ => None,
+    };
+    let fuse = opts
+        .filter(|_| per_thread || shared.is_some())
+        .and_then(|opts| {
+            let clock = clock?;
+            // One tally for every thread always fits.
+            let fits = shared.is_some() || tallies_fit(&decoded, trace.bytes().len());
+            let can = clock != Clock::Gil && opts.paths == PathMode::Off && fits;
+            can.then_some((clock, window, opts))
+        });
+    let mut cut = || match shared.as_mut() {
+        Some(t) => cut_threads_into(&decoded, fuse, t),
+        None => cut_threads(&decoded, fuse),
+    };
     let (passes, gil_runs) = if clock == Some(Clock::Gil) {
         let (passes, runs) = rayon::join(cut, || GilRuns::build(&decoded));
         (passes, Some(runs))
@@ -115,6 +146,7 @@ pub(crate) fn prepare<'a>(
         clock: clock.unwrap_or(Clock::Stack),
         gil_runs,
         window,
+        tally: shared,
     })
 }
 
@@ -135,7 +167,23 @@ fn cut_threads(
         .map(|i| {
             let tid = decoded.threads[i as usize].tid.0;
             let fuse = fuse.and_then(|(c, w, opts)| own_stack_wanted(tid, opts).then_some((c, w)));
-            cut_thread(decoded, i, fuse)
+            cut_thread(decoded, i, fuse, None)
+        })
+        .collect()
+}
+
+/// [`cut_threads`] one thread after the other, replaying the own stacks
+/// into `tally`.
+fn cut_threads_into(
+    decoded: &Decoded<'_>,
+    fuse: Option<(Clock, Window, &AnalyzeOptions)>,
+    tally: &mut Tally,
+) -> Vec<ThreadPass> {
+    (0..decoded.threads.len() as u32)
+        .map(|i| {
+            let tid = decoded.threads[i as usize].tid.0;
+            let fuse = fuse.and_then(|(c, w, opts)| own_stack_wanted(tid, opts).then_some((c, w)));
+            cut_thread(decoded, i, fuse, Some(&mut *tally))
         })
         .collect()
 }
