@@ -25,7 +25,8 @@ use crate::model::warnings::{Location, WarningKind, Warnings};
 pub(crate) struct Prepared<'a> {
     pub(crate) decoded: Decoded<'a>,
     pub(crate) passes: Vec<ThreadPass>,
-    /// The metadata's functions, and the ids the passes met that it does not name.
+    /// The metadata's functions, and the ids the passes met that it does
+    /// not name (moved out of `decoded`, whose table is then empty).
     pub(crate) functions: FunctionTable,
     pub(crate) end_tick: u64,
     /// Problems of the file and of its threads' passes.
@@ -83,7 +84,7 @@ pub(crate) fn prepare<'a>(
     fuse: Fuse,
     stage_done: &mut dyn FnMut(&'static str),
 ) -> Result<Prepared<'a>, AnalyzeError> {
-    let decoded = decode(trace.bytes()).map_err(|error| AnalyzeError::Format {
+    let mut decoded = decode(trace.bytes()).map_err(|error| AnalyzeError::Format {
         source_name: trace.source.clone(),
         error,
     })?;
@@ -133,7 +134,7 @@ pub(crate) fn prepare<'a>(
     } else {
         (cut(), None)
     };
-    let (functions, unknown) = complete_functions(&decoded, &passes);
+    let (functions, unknown) = complete_functions(&mut decoded, &passes);
     let end_tick = end_tick(&decoded, &passes);
     let warnings = trace_warnings(&decoded, &passes, unknown);
     stage_done("cut");
@@ -188,11 +189,12 @@ fn cut_threads_into(
         .collect()
 }
 
-/// The metadata's function table with every id the passes met and the
-/// metadata does not name (their dense indices follow the named ones), and
-/// how many such ids there were.
-fn complete_functions(decoded: &Decoded<'_>, passes: &[ThreadPass]) -> (FunctionTable, u64) {
-    let mut functions = decoded.functions.clone();
+/// The metadata's function table, taken from `decoded` (the segment pass
+/// was its last reader), with every id the passes met and the metadata
+/// does not name (their dense indices follow the named ones), and how many
+/// such ids there were.
+fn complete_functions(decoded: &mut Decoded<'_>, passes: &[ThreadPass]) -> (FunctionTable, u64) {
+    let mut functions = std::mem::take(&mut decoded.functions);
     let mut unknown: Vec<u32> = passes
         .iter()
         .flat_map(|p| p.unknown_functions.iter().copied())
