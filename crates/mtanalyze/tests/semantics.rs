@@ -1491,7 +1491,7 @@ proptest! {
     /// them (stale state of one trace would show in the next).
     #[test]
     fn traces_analyzed_in_a_row_with_reused_tables_equal_analyze(
-        traces in proptest::collection::vec((1u64..4, 0u64..4, 1u8..5, steps(), any::<bool>()), 2..8),
+        traces in proptest::collection::vec((1u64..4, 0u64..4, 1u8..5, steps(), any::<bool>()), 2..10),
         clock in prop_oneof![Just(Clock::Stack), Just(Clock::Gil), Just(Clock::Wall)],
         paths in prop_oneof![
             Just(mtanalyze::PathMode::Off),
@@ -1533,17 +1533,21 @@ proptest! {
                 analyze(&trace, &opts).map_err(|e| e.to_string())
             })
             .collect();
+        // Two rayon threads: from four traces on, each is analyzed on one
+        // thread with its worker's tables (fewer go the parallel way),
+        // whatever the machine's cores.
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
         let mut full = Vec::new();
-        let r: Result<(), ()> = mtanalyze::analyze_each(&files, &opts, |_, _, r| {
+        let r: Result<(), ()> = pool.install(|| mtanalyze::analyze_each(&files, &opts, |_, _, r| {
             full.push(r.map_err(|e| e.to_string()));
             Ok(())
-        });
+        }));
         prop_assert!(r.is_ok());
         let mut compact = Vec::new();
-        let r: Result<(), ()> = mtanalyze::analyze_each_compact(&files, &opts, |_, _, r| {
+        let r: Result<(), ()> = pool.install(|| mtanalyze::analyze_each_compact(&files, &opts, |_, _, r| {
             compact.push(r.map(|c| c.into_report()).map_err(|e| e.to_string()));
             Ok(())
-        });
+        }));
         prop_assert!(r.is_ok());
         let _ = std::fs::remove_dir_all(&dir);
         prop_assert_eq!(&full, &want);

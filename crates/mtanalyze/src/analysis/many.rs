@@ -16,7 +16,11 @@
 //! parallel it made a tally per thread and per replay worker, and summed
 //! them. A trace of more than [`SEQUENTIAL_BYTES`] is still analyzed in
 //! parallel (in the caller's pool), so one big trace among small ones does
-//! not end the run on one core.
+//! not end the run on one core; and so is every trace when there are fewer
+//! than [`SEQUENTIAL_TRACES_PER_THREAD`] per rayon thread (the traces alone
+//! would leave threads idle), by two workers per thread as before (a
+//! worker's own steps, loading and assembling, run on it, not on rayon's
+//! threads).
 //!
 //! Workers take the next trace as soon as they finish one, so a slow trace
 //! holds up no other; but none runs more than a window of traces ahead of
@@ -50,8 +54,17 @@ pub enum TraceError {
     Analyze(#[from] AnalyzeError),
 }
 
-/// Workers per rayon thread: each analyzes its trace on its own thread.
+/// Workers per rayon thread when traces are analyzed sequentially: each
+/// analyzes its trace on its own thread.
 const WORKERS_PER_THREAD: usize = 1;
+
+/// Workers per rayon thread when traces are analyzed in parallel: two keep
+/// the threads busy while the workers load and assemble.
+const PARALLEL_WORKERS_PER_THREAD: usize = 2;
+
+/// Traces per rayon thread from which they are analyzed sequentially, one
+/// per worker (see the module doc).
+const SEQUENTIAL_TRACES_PER_THREAD: usize = 2;
 
 /// Traces up to this size are analyzed sequentially by their worker;
 /// bigger ones in parallel (see the module doc). 32 MiB is some two
@@ -107,7 +120,7 @@ fn analyze_in(
     opts: &AnalyzeOptions,
     scratch: &mut WorkerScratch,
 ) -> Result<CompactReport, AnalyzeError> {
-    if trace.bytes().len() > SEQUENTIAL_BYTES {
+    if !scratch.sequential || trace.bytes().len() > SEQUENTIAL_BYTES {
         return analyze_compact(trace, opts);
     }
     match &scratch.pool {
@@ -118,6 +131,9 @@ fn analyze_in(
 
 /// What a worker keeps from trace to trace.
 struct WorkerScratch {
+    /// Whether small traces are analyzed sequentially (enough traces for
+    /// every thread; see the module doc).
+    sequential: bool,
     /// A pool of one thread, the worker itself: the stages that use rayon
     /// run on it, not on the caller's pool (`None` if it could not be made).
     pool: Option<rayon::ThreadPool>,
@@ -133,7 +149,13 @@ fn each_with<T: Send, E>(
         + Sync,
     mut each: impl FnMut(usize, &Path, Result<T, TraceError>) -> Result<(), E>,
 ) -> Result<(), E> {
-    let workers = (WORKERS_PER_THREAD * rayon::current_num_threads()).clamp(1, paths.len().max(1));
+    let threads = rayon::current_num_threads();
+    let sequential = paths.len() >= SEQUENTIAL_TRACES_PER_THREAD * threads;
+    let per_thread = match sequential {
+        true => WORKERS_PER_THREAD,
+        false => PARALLEL_WORKERS_PER_THREAD,
+    };
+    let workers = (per_thread * threads).clamp(1, paths.len().max(1));
     let window = AHEAD_PER_WORKER * workers;
     let state = Mutex::new(Progress {
         next: 0,
@@ -149,12 +171,17 @@ fn each_with<T: Send, E>(
             let tx = tx.clone();
             let (lock, moved, analyze) = (&lock, &moved, &analyze);
             scope.spawn(move || {
-                let pool = rayon::ThreadPoolBuilder::new()
-                    .num_threads(1)
-                    .use_current_thread()
-                    .build()
-                    .ok();
+                let pool = sequential
+                    .then(|| {
+                        rayon::ThreadPoolBuilder::new()
+                            .num_threads(1)
+                            .use_current_thread()
+                            .build()
+                            .ok()
+                    })
+                    .flatten();
                 let mut scratch = WorkerScratch {
+                    sequential,
                     pool,
                     tables: Scratch::default(),
                 };

@@ -1,6 +1,7 @@
 //! The stages every command shares, before any stack is replayed: decode
-//! the chunks, cut every thread into segments (threads in parallel; the
-//! `gil` clock's runs are merged alongside), complete the function table
+//! the chunks, cut every thread into segments (threads in parallel, or one
+//! after the other into one tally for a sequential analysis, see [`Fuse`];
+//! the `gil` clock's runs are merged alongside), complete the function table
 //! with the ids no metadata names, and gather the trace-level warnings.
 //!
 //! `check` stops here; `analyze` and the timeline exports go on to group
