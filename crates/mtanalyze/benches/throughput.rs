@@ -21,8 +21,10 @@
 //!
 //! * the merge case (`--merge N`, 1,000; `--merge-events`, 100,000 each):
 //!   N synthetic traces merged into one report the way `mtanalyze DIR`
-//!   does it (`mtanalyze::analyze_each_compact` into `mtanalyze::Merged`), against
-//!   one synthetic trace of the same total events, and N/10 traces for how
+//!   does it (`mtanalyze::analyze_each_compact` into `mtanalyze::Merged`:
+//!   a worker per core, each analyzing its trace sequentially with tables
+//!   it reuses from trace to trace), against one synthetic trace of the
+//!   same total events (its stacks in parallel), and N/10 traces for how
 //!   the heap grows with the events (it should not: a batch of traces is
 //!   analyzed at a time, and the merged report grows with functions and
 //!   stacks, not events);

@@ -50,6 +50,10 @@ pub(super) struct ThreadPass {
     pub lost_at: Option<u64>,
     /// The wakes this thread recorded: (logical stack id, tick).
     pub wakes: Vec<(u64, u64)>,
+    /// The own stack's replay began and was given up (a function the
+    /// metadata does not name): what it added is still in its tally, so a
+    /// tally shared with other stacks no longer holds their sums alone.
+    pub own_given_up: bool,
 }
 
 /// A thread's own stack replayed by the segment pass, which reads its
@@ -59,8 +63,10 @@ pub(super) struct ThreadPass {
 /// its open frames.
 #[derive(Debug)]
 pub(super) struct OwnReplay {
-    /// The statistics, with the stack's open frames set aside.
-    pub tally: Tally,
+    /// The statistics, with the stack's open frames set aside; `None` if
+    /// they went into a tally the caller shares between threads (see
+    /// [`cut_thread`]).
+    pub tally: Option<Tally>,
     /// The replay, suspended.
     pub state: Suspended,
     /// Problems the replay found.
@@ -131,7 +137,7 @@ impl Cutter<'_, '_, '_> {
             && seed_snapshot(decoded, seg)
                 .is_some_and(|mut ids| ids.any(|id| decoded.functions.get(id.0).is_none()))
         {
-            self.own = None;
+            self.give_up_own();
             return;
         }
         let start_ns = f
@@ -158,6 +164,13 @@ impl Cutter<'_, '_, '_> {
         s.end = end;
         s.end_tick = end_tick;
         self.keep(s);
+    }
+
+    /// Stops replaying the own stack: the replay pass will.
+    fn give_up_own(&mut self) {
+        if self.own.take().is_some_and(|f| f.began) {
+            self.pass.own_given_up = true;
+        }
     }
 
     /// Stores a finished segment (see `own_segments`).
@@ -445,7 +458,7 @@ impl Cutter<'_, '_, '_> {
                     self.pass.unknown_functions.insert(f);
                     if self.stack == StackKey::Own(tid) {
                         // Its dense index is settled after every pass.
-                        self.own = None;
+                        self.give_up_own();
                     }
                 }
             }
@@ -477,18 +490,28 @@ fn ordinary(
 
 /// Cuts thread `index` of `decoded` into segments. With `fuse` (the `stack`
 /// or `wall` clock), also replays the thread's own stack on the way, unless
-/// it meets a function the metadata does not name (see [`OwnReplay`]).
+/// it meets a function the metadata does not name (see [`OwnReplay`]):
+/// into `shared` if given (a tally for the metadata's functions and the
+/// window, which a sequential analysis uses for every stack of the trace),
+/// else into a tally of its own.
 pub(crate) fn cut_thread(
     decoded: &Decoded<'_>,
     index: u32,
     fuse: Option<(Clock, Window)>,
+    shared: Option<&mut Tally>,
 ) -> ThreadPass {
     let thread = &decoded.threads[index as usize];
     let tid = thread.tid.0;
-    let mut tally =
-        fuse.map(|(_, window)| Tally::new(decoded.functions.entries().len(), false, window));
+    let mut own_tally = None;
+    let tally = match (fuse, shared) {
+        (None, _) => None,
+        (Some(_), Some(t)) => Some(t),
+        (Some((_, window)), None) => {
+            Some(own_tally.insert(Tally::new(decoded.functions.entries().len(), false, window)))
+        }
+    };
     let mut observer = NoObserver;
-    let own = match (fuse, tally.as_mut()) {
+    let own = match (fuse, tally) {
         (Some((clock, _)), Some(t)) => Some(OwnFusion {
             replay: StackReplay::new(t, ROOT, &mut observer),
             clock,
@@ -521,9 +544,9 @@ pub(crate) fn cut_thread(
         event: 0,
     };
     let (mut pass, own) = cut.finish(end);
-    if let (Some((state, warnings, ends_at_ns)), Some(tally)) = (own, tally) {
+    if let Some((state, warnings, ends_at_ns)) = own {
         pass.own_replay = Some(OwnReplay {
-            tally,
+            tally: own_tally,
             state,
             warnings,
             ends_at_ns,

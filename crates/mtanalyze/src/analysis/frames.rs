@@ -80,7 +80,7 @@ pub(super) struct Acc {
     /// By dense function index.
     pub functions: Vec<FnAcc>,
     /// By (caller, callee) dense indices.
-    pub edges: FxHashMap<(u32, u32), EdgeAcc>,
+    pub edges: EdgeSums,
     /// Call paths, when asked for.
     pub paths: Option<PathTree>,
 }
@@ -90,7 +90,7 @@ impl Acc {
     pub(super) fn new(n: usize, paths: bool) -> Acc {
         Acc {
             functions: vec![FnAcc::default(); n],
-            edges: FxHashMap::default(),
+            edges: EdgeSums::default(),
             paths: paths.then(PathTree::default),
         }
     }
@@ -112,11 +112,46 @@ impl Acc {
             a.scheduled_ns = a.scheduled_ns.saturating_add(b.scheduled_ns);
             a.through_callees += b.through_callees;
         }
-        for (k, b) in other.edges {
-            self.edges.entry(k).or_default().add(&b);
-        }
+        self.edges.merge(other.edges);
         if let (Some(a), Some(b)) = (&mut self.paths, &other.paths) {
             a.merge_from(b, ROOT);
+        }
+    }
+}
+
+/// The totals of every (caller, callee) edge, each listed once: a tally's
+/// edges as they are (its table numbers each edge once), summed with
+/// another's through an index only when two are merged.
+#[derive(Clone, Debug, Default)]
+pub(super) struct EdgeSums {
+    list: Vec<((u32, u32), EdgeAcc)>,
+}
+
+impl EdgeSums {
+    /// Every edge with its totals, in no particular order.
+    pub(super) fn iter(&self) -> impl Iterator<Item = (&(u32, u32), &EdgeAcc)> {
+        self.list.iter().map(|(k, a)| (k, a))
+    }
+
+    /// Adds `other`'s totals.
+    fn merge(&mut self, other: EdgeSums) {
+        if self.list.is_empty() {
+            self.list = other.list;
+            return;
+        }
+        let mut index: FxHashMap<(u32, u32), usize> = FxHashMap::default();
+        index.reserve(self.list.len() + other.list.len());
+        for (i, (k, _)) in self.list.iter().enumerate() {
+            index.insert(*k, i);
+        }
+        for (k, b) in other.list {
+            match index.get(&k) {
+                Some(&i) => self.list[i].1.add(&b),
+                None => {
+                    index.insert(k, self.list.len());
+                    self.list.push((k, b));
+                }
+            }
         }
     }
 }
@@ -218,6 +253,12 @@ impl EdgeTable {
             }
         }
         number
+    }
+
+    /// Empties the table, keeping its index as large as it grew.
+    fn clear(&mut self) {
+        self.entries.clear();
+        self.index.fill(Self::VACANT);
     }
 
     /// Every edge with its totals, emptying the table.
@@ -346,12 +387,55 @@ impl Tally {
         }
     }
 
+    /// Makes this tally as [`Tally::new`] would, keeping its buffers: a
+    /// worker that analyzes trace after trace makes its tables once.
+    /// Whatever an earlier trace left in it (even frames a replay that was
+    /// given up left open) is cleared.
+    pub(super) fn reset(&mut self, n: usize, paths: bool, window: Window) {
+        self.acc.functions.clear();
+        self.acc.functions.resize(n, FnAcc::default());
+        self.acc.edges.list.clear();
+        self.acc.paths = paths.then(PathTree::default);
+        self.frames.clear();
+        self.fn_open.clear();
+        self.fn_open.resize(n, 0);
+        self.edges.clear();
+        self.window = window;
+    }
+
+    /// Makes room for `n` functions (the ids the metadata does not name
+    /// follow the named ones; see `prepare.rs`).
+    pub(super) fn grow(&mut self, n: usize) {
+        if self.fn_open.len() < n {
+            self.fn_open.resize(n, 0);
+        }
+        if self.acc.functions.len() < n {
+            self.acc.functions.resize(n, FnAcc::default());
+        }
+    }
+
     /// The statistics of every stack replayed.
     pub(super) fn into_acc(mut self) -> Acc {
-        for (key, e) in self.edges.drain() {
-            self.acc.edges.entry(key).or_default().add(&e);
-        }
-        self.acc
+        self.take_acc()
+    }
+
+    /// The statistics of every stack replayed, leaving the tally empty
+    /// but for its buffers (see [`Tally::reset`]).
+    pub(super) fn take_acc(&mut self) -> Acc {
+        let mut acc = std::mem::replace(
+            &mut self.acc,
+            Acc {
+                functions: Vec::new(),
+                edges: EdgeSums::default(),
+                paths: None,
+            },
+        );
+        // The table numbers each edge once: the list needs no index.
+        acc.edges.merge(EdgeSums {
+            list: self.edges.drain().collect(),
+        });
+        self.edges.clear();
+        acc
     }
 }
 

@@ -2,10 +2,25 @@
 //! parallel and hands their reports over one at a time, in the order given.
 //!
 //! ```text
-//! paths     a  b  c  d  e  f  g  h ...   taken in order by 2 workers per rayon thread
-//! workers   a  c  e | b  d  f ...        each analyzes a trace (its stacks in parallel)
+//! paths     a  b  c  d  e  f  g  h ...   taken in order by a worker per rayon thread
+//! workers   a  c  e | b  d  f ...        each analyzes a trace on its own thread, one
+//!                                        stage and one stack after the other
 //! each      a, b, c, d, ...              in order on the caller's thread
 //! ```
+//!
+//! The traces are what runs in parallel, not their stacks: a worker
+//! analyzes a trace sequentially ([`analyze_compact_in`]; the stages that
+//! use rayon run in a pool of one thread, the worker itself), with one
+//! tally for all its stacks, kept from trace to trace. A small trace then
+//! costs one set of tables and no hand-offs between threads; analyzed in
+//! parallel it made a tally per thread and per replay worker, and summed
+//! them. A trace of more than [`SEQUENTIAL_BYTES`] is still analyzed in
+//! parallel (in the caller's pool), so one big trace among small ones does
+//! not end the run on one core; and so is every trace when there are fewer
+//! than [`SEQUENTIAL_TRACES_PER_THREAD`] per rayon thread (the traces alone
+//! would leave threads idle), by two workers per thread as before (a
+//! worker's own steps, loading and assembling, run on it, not on rayon's
+//! threads).
 //!
 //! Workers take the next trace as soon as they finish one, so a slow trace
 //! holds up no other; but none runs more than a window of traces ahead of
@@ -23,7 +38,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Condvar, Mutex};
 
 use crate::analysis::options::{AnalyzeError, AnalyzeOptions};
-use crate::analysis::pipeline::{analyze, analyze_compact};
+use crate::analysis::pipeline::{analyze_compact, analyze_compact_in, Scratch};
 use crate::input::{load, LoadError, LoadedTrace};
 use crate::model::compact::CompactReport;
 use crate::model::report::Report;
@@ -39,9 +54,22 @@ pub enum TraceError {
     Analyze(#[from] AnalyzeError),
 }
 
-/// Workers per rayon thread: a worker's own steps (loading, decoding,
-/// assembling) run on it, not on rayon's threads, so two keep them busy.
-const WORKERS_PER_THREAD: usize = 2;
+/// Workers per rayon thread when traces are analyzed sequentially: each
+/// analyzes its trace on its own thread.
+const WORKERS_PER_THREAD: usize = 1;
+
+/// Workers per rayon thread when traces are analyzed in parallel: two keep
+/// the threads busy while the workers load and assemble.
+const PARALLEL_WORKERS_PER_THREAD: usize = 2;
+
+/// Traces per rayon thread from which they are analyzed sequentially, one
+/// per worker (see the module doc).
+const SEQUENTIAL_TRACES_PER_THREAD: usize = 2;
+
+/// Traces up to this size are analyzed sequentially by their worker;
+/// bigger ones in parallel (see the module doc). 32 MiB is some two
+/// million events: a fraction of a second on one core.
+const SEQUENTIAL_BYTES: usize = 32 << 20;
 
 /// How far ahead of the trace being handed over the workers may go, per
 /// worker: reports waiting to be handed over are at most this many.
@@ -66,7 +94,12 @@ pub fn analyze_each<E>(
     opts: &AnalyzeOptions,
     each: impl FnMut(usize, &Path, Result<Report, TraceError>) -> Result<(), E>,
 ) -> Result<(), E> {
-    each_with(paths, opts, analyze, each)
+    each_with(
+        paths,
+        opts,
+        |t, o, s| Ok(analyze_in(t, o, s)?.into_report()),
+        each,
+    )
 }
 
 /// [`analyze_each`], handing over [`CompactReport`]s: for a caller that
@@ -77,17 +110,52 @@ pub fn analyze_each_compact<E>(
     opts: &AnalyzeOptions,
     each: impl FnMut(usize, &Path, Result<CompactReport, TraceError>) -> Result<(), E>,
 ) -> Result<(), E> {
-    each_with(paths, opts, analyze_compact, each)
+    each_with(paths, opts, analyze_in, each)
+}
+
+/// One trace's analysis by a worker: sequential in `scratch` if the trace
+/// is small, else in parallel (see the module doc).
+fn analyze_in(
+    trace: &LoadedTrace,
+    opts: &AnalyzeOptions,
+    scratch: &mut WorkerScratch,
+) -> Result<CompactReport, AnalyzeError> {
+    if !scratch.sequential || trace.bytes().len() > SEQUENTIAL_BYTES {
+        return analyze_compact(trace, opts);
+    }
+    match &scratch.pool {
+        Some(pool) => pool.install(|| analyze_compact_in(trace, opts, &mut scratch.tables)),
+        None => analyze_compact_in(trace, opts, &mut scratch.tables),
+    }
+}
+
+/// What a worker keeps from trace to trace.
+struct WorkerScratch {
+    /// Whether small traces are analyzed sequentially (enough traces for
+    /// every thread; see the module doc).
+    sequential: bool,
+    /// A pool of one thread, the worker itself: the stages that use rayon
+    /// run on it, not on the caller's pool (`None` if it could not be made).
+    pool: Option<rayon::ThreadPool>,
+    /// The analysis's tables.
+    tables: Scratch,
 }
 
 /// [`analyze_each`] with `analyze` making what is handed over.
 fn each_with<T: Send, E>(
     paths: &[PathBuf],
     opts: &AnalyzeOptions,
-    analyze: fn(&LoadedTrace, &AnalyzeOptions) -> Result<T, AnalyzeError>,
+    analyze: impl Fn(&LoadedTrace, &AnalyzeOptions, &mut WorkerScratch) -> Result<T, AnalyzeError>
+        + Sync,
     mut each: impl FnMut(usize, &Path, Result<T, TraceError>) -> Result<(), E>,
 ) -> Result<(), E> {
-    let workers = (WORKERS_PER_THREAD * rayon::current_num_threads()).clamp(1, paths.len().max(1));
+    let threads = rayon::current_num_threads();
+    let sequential = paths.len() >= SEQUENTIAL_TRACES_PER_THREAD * threads;
+    let per_thread = match sequential {
+        true => WORKERS_PER_THREAD,
+        false => PARALLEL_WORKERS_PER_THREAD,
+    };
+    let workers = (per_thread * threads).clamp(1, paths.len().max(1));
     let window = AHEAD_PER_WORKER * workers;
     let state = Mutex::new(Progress {
         next: 0,
@@ -101,24 +169,40 @@ fn each_with<T: Send, E>(
     std::thread::scope(|scope| {
         for _ in 0..workers {
             let tx = tx.clone();
-            let (lock, moved) = (&lock, &moved);
-            scope.spawn(move || loop {
-                let i = {
-                    let mut s = lock();
-                    while !s.stop && s.next < paths.len() && s.next >= s.delivered + window {
-                        s = moved.wait(s).unwrap_or_else(|e| e.into_inner());
-                    }
-                    if s.stop || s.next >= paths.len() {
+            let (lock, moved, analyze) = (&lock, &moved, &analyze);
+            scope.spawn(move || {
+                let pool = sequential
+                    .then(|| {
+                        rayon::ThreadPoolBuilder::new()
+                            .num_threads(1)
+                            .use_current_thread()
+                            .build()
+                            .ok()
+                    })
+                    .flatten();
+                let mut scratch = WorkerScratch {
+                    sequential,
+                    pool,
+                    tables: Scratch::default(),
+                };
+                loop {
+                    let i = {
+                        let mut s = lock();
+                        while !s.stop && s.next < paths.len() && s.next >= s.delivered + window {
+                            s = moved.wait(s).unwrap_or_else(|e| e.into_inner());
+                        }
+                        if s.stop || s.next >= paths.len() {
+                            return;
+                        }
+                        s.next += 1;
+                        s.next - 1
+                    };
+                    let r = load(&paths[i])
+                        .map_err(TraceError::from)
+                        .and_then(|t| Ok(analyze(&t, opts, &mut scratch)?));
+                    if tx.send((i, r)).is_err() {
                         return;
                     }
-                    s.next += 1;
-                    s.next - 1
-                };
-                let r = load(&paths[i])
-                    .map_err(TraceError::from)
-                    .and_then(|t| Ok(analyze(&t, opts)?));
-                if tx.send((i, r)).is_err() {
-                    return;
                 }
             });
         }

@@ -1,4 +1,11 @@
 //! [`analyze`]: every stage in order, the stacks replayed in parallel.
+//!
+//! [`analyze_compact_in`] does the same one step after the other on the
+//! calling thread, with one tally for every stack of the trace (the own
+//! stacks the segment pass replays, then the others) kept in a [`Scratch`]
+//! from trace to trace: what a worker of [`crate::analyze_each`] does, where
+//! the traces, not their stacks, are what runs in parallel. Both give the
+//! same report.
 
 use std::sync::Mutex;
 
@@ -9,6 +16,7 @@ use crate::analysis::cut::OwnReplay;
 use crate::analysis::frames::{Acc, NoObserver, Tally};
 use crate::analysis::options::{AnalyzeError, AnalyzeOptions, PathMode};
 use crate::analysis::paths::{ROOT, STACK_LABEL};
+use crate::analysis::prepare::Fuse;
 use crate::analysis::replay::{StackReplay, StackTotals};
 use crate::analysis::segment::StackKey;
 use crate::analysis::stacks::Analysis;
@@ -52,7 +60,7 @@ fn analyze_to_compact(
     opts: &AnalyzeOptions,
     stage_done: &mut dyn FnMut(&'static str),
 ) -> Result<CompactReport, AnalyzeError> {
-    let mut analysis = Analysis::build(trace, opts, true, stage_done)?;
+    let mut analysis = Analysis::build(trace, opts, Fuse::PerThread, stage_done)?;
     // Own stacks the segment pass replayed wait only for the end of the trace.
     let fused: Vec<(u64, OwnReplay)> = {
         let prep = &mut analysis.prep;
@@ -71,20 +79,18 @@ fn analyze_to_compact(
     let end_ns = analysis.end_ns();
     let finished: Vec<_> = fused
         .into_par_iter()
-        .map(|(tid, mut own)| {
+        .map(|(tid, own)| {
+            // Each thread replayed into its own tally (`Fuse::PerThread`).
+            let mut tally = own.tally.unwrap_or_else(|| analysis.new_tally(false));
             let stats = StackReplay::resume(
                 own.state,
-                &mut own.tally,
+                &mut tally,
                 &mut NoObserver,
                 analysis.clock,
                 end_ns,
                 own.ends_at_ns,
             );
-            (
-                own.tally.into_acc(),
-                (StackKey::Own(tid), stats),
-                own.warnings,
-            )
+            (tally.into_acc(), (StackKey::Own(tid), stats), own.warnings)
         })
         .collect();
     let mut own: Vec<(StackKey, StackTotals)> = Vec::with_capacity(finished.len());
@@ -95,6 +101,79 @@ fn analyze_to_compact(
     }
     stage_done("replay");
     // The segments are no longer needed: free them before the rows are made.
+    analysis.drop_segments();
+    let stacks = rows(&analysis, totals, own);
+    Ok(assemble(trace, analysis, opts, acc, stacks, warnings))
+}
+
+/// What a worker keeps from trace to trace for [`analyze_compact_in`]:
+/// one tally, whose tables then grow once, not per trace.
+#[derive(Default)]
+pub(crate) struct Scratch {
+    tally: Option<Tally>,
+}
+
+/// [`analyze_compact`] on the calling thread, one stage and one stack
+/// after the other, every stack into `scratch`'s tally (see the module
+/// doc). The stages that split work with rayon still do, in whatever pool
+/// the caller runs this in ([`crate::analyze_each`]: a pool of one thread
+/// per worker, so nothing leaves the worker).
+pub(crate) fn analyze_compact_in(
+    trace: &LoadedTrace,
+    opts: &AnalyzeOptions,
+    scratch: &mut Scratch,
+) -> Result<CompactReport, AnalyzeError> {
+    let tally = scratch
+        .tally
+        .take()
+        .unwrap_or_else(|| Tally::new(0, false, crate::analysis::window::Window::ALL));
+    let mut analysis = Analysis::build(trace, opts, Fuse::Shared(Box::new(tally)), &mut |_| {})?;
+    let Some(mut tally) = analysis.prep.tally.take() else {
+        // `Fuse::Shared` always leaves its tally there.
+        return analyze_compact(trace, opts);
+    };
+    if analysis.prep.passes.iter().any(|p| p.own_given_up) {
+        // A thread's own stack was given up half replayed into the
+        // shared tally (a function the metadata does not name; damaged
+        // files only): start again, each thread with a tally of its own.
+        scratch.tally = Some(tally);
+        drop(analysis);
+        return analyze_compact(trace, opts);
+    }
+    tally.grow(analysis.functions().entries().len());
+    let mut warnings = Warnings::default();
+    let mut totals: Vec<Option<StackTotals>> = Vec::new();
+    totals.resize_with(analysis.stack_count(), || None);
+    for (i, row) in totals.iter_mut().enumerate() {
+        analysis.prefetch(i + SEGMENTS_AHEAD, false);
+        analysis.prefetch(i + EVENTS_AHEAD, true);
+        let root = match opts.paths {
+            PathMode::PerStack => STACK_LABEL | i as u32,
+            _ => ROOT,
+        };
+        *row = analysis.replay(i, &mut tally, &mut warnings, root, &mut NoObserver);
+    }
+    // The own stacks the segment pass replayed, suspended on this tally.
+    let end_ns = analysis.end_ns();
+    let mut own = Vec::new();
+    let prep = &mut analysis.prep;
+    for (p, t) in prep.passes.iter_mut().zip(&prep.decoded.threads) {
+        let Some(o) = p.own_replay.take() else {
+            continue;
+        };
+        let stats = StackReplay::resume(
+            o.state,
+            &mut tally,
+            &mut NoObserver,
+            analysis.clock,
+            end_ns,
+            o.ends_at_ns,
+        );
+        own.push((StackKey::Own(t.tid.0), stats));
+        warnings.merge(o.warnings);
+    }
+    let acc = tally.take_acc();
+    scratch.tally = Some(tally);
     analysis.drop_segments();
     let stacks = rows(&analysis, totals, own);
     Ok(assemble(trace, analysis, opts, acc, stacks, warnings))

@@ -1,6 +1,7 @@
 //! The stages every command shares, before any stack is replayed: decode
-//! the chunks, cut every thread into segments (threads in parallel; the
-//! `gil` clock's runs are merged alongside), complete the function table
+//! the chunks, cut every thread into segments (threads in parallel, or one
+//! after the other into one tally for a sequential analysis, see [`Fuse`];
+//! the `gil` clock's runs are merged alongside), complete the function table
 //! with the ids no metadata names, and gather the trace-level warnings.
 //!
 //! `check` stops here; `analyze` and the timeline exports go on to group
@@ -11,7 +12,7 @@ use rayon::prelude::*;
 use crate::analysis::clock::GilRuns;
 use crate::analysis::cut::{cut_thread, ThreadPass};
 use crate::analysis::decode::{decode, Decoded, FunctionTable};
-use crate::analysis::frames::FnAcc;
+use crate::analysis::frames::{FnAcc, Tally};
 use crate::analysis::options::{own_stack_wanted, AnalyzeError, AnalyzeOptions, PathMode};
 use crate::analysis::window::Window;
 use crate::input::LoadedTrace;
@@ -25,7 +26,8 @@ use crate::model::warnings::{Location, WarningKind, Warnings};
 pub(crate) struct Prepared<'a> {
     pub(crate) decoded: Decoded<'a>,
     pub(crate) passes: Vec<ThreadPass>,
-    /// The metadata's functions, and the ids the passes met that it does not name.
+    /// The metadata's functions, and the ids the passes met that it does
+    /// not name (moved out of `decoded`, whose table is then empty).
     pub(crate) functions: FunctionTable,
     pub(crate) end_tick: u64,
     /// Problems of the file and of its threads' passes.
@@ -36,6 +38,22 @@ pub(crate) struct Prepared<'a> {
     pub(crate) gil_runs: Option<GilRuns>,
     /// What part of the trace counts.
     pub(crate) window: Window,
+    /// With [`Fuse::Shared`]: its tally, reset for this trace, holding
+    /// what the segment pass replayed.
+    pub(crate) tally: Option<Tally>,
+}
+
+/// Whether the segment pass replays the threads' own stacks on the way.
+pub(crate) enum Fuse {
+    /// No (`check`, the timeline exports).
+    No,
+    /// Yes, threads in parallel, each into a tally of its own, when the
+    /// tallies fit [`fusion_budget`].
+    PerThread,
+    /// Yes, threads one after the other, all into this tally (reset here
+    /// for the trace, then left in [`Prepared::tally`] for the replay of
+    /// the other stacks): a sequential analysis, one tally per trace.
+    Shared(Box<Tally>),
 }
 
 /// The clock `opts` asks for, else the one the trace prefers, else `stack`.
@@ -56,17 +74,18 @@ fn fusion_budget(file_len: usize) -> usize {
 
 /// Decodes and cuts `trace`, for an analysis with `opts` (none: `check`).
 /// The `gil` clock's runs are merged alongside the segment pass. With
-/// `fuse`, the segment pass also replays the own stacks `opts` select, when
-/// the clock allows (`gil` needs every thread's events first) and the
-/// tallies fit [`fusion_budget`]. `stage_done` is called with `decode`
-/// and `cut` as those stages end (see [`crate::analyze_in_stages`]).
+/// `fuse` (see [`Fuse`]), the segment pass also replays the own stacks
+/// `opts` select, when the clock allows (`gil` needs every thread's events
+/// first) and, per thread, the tallies fit [`fusion_budget`]. `stage_done`
+/// is called with `decode` and `cut` as those stages end (see
+/// [`crate::analyze_in_stages`]).
 pub(crate) fn prepare<'a>(
     trace: &'a LoadedTrace,
     opts: Option<&AnalyzeOptions>,
-    fuse: bool,
+    fuse: Fuse,
     stage_done: &mut dyn FnMut(&'static str),
 ) -> Result<Prepared<'a>, AnalyzeError> {
-    let decoded = decode(trace.bytes()).map_err(|error| AnalyzeError::Format {
+    let mut decoded = decode(trace.bytes()).map_err(|error| AnalyzeError::Format {
         source_name: trace.source.clone(),
         error,
     })?;
@@ -88,21 +107,35 @@ pub(crate) fn prepare<'a>(
         None => Window::ALL,
     };
     let clock = opts.map(|o| resolve_clock(o, &decoded));
-    let fuse = opts.filter(|_| fuse).and_then(|opts| {
-        let clock = clock?;
-        let can = clock != Clock::Gil
-            && opts.paths == PathMode::Off
-            && tallies_fit(&decoded, trace.bytes().len());
-        can.then_some((clock, window, opts))
-    });
-    let cut = || cut_threads(&decoded, fuse);
+    let per_thread = matches!(fuse, Fuse::PerThread);
+    let mut shared = match fuse {
+        Fuse::Shared(mut t) => {
+            let paths = opts.is_some_and(|o| o.paths != PathMode::Off);
+            t.reset(decoded.functions.entries().len(), paths, window);
+            Some(*t)
+        }
+        _ => None,
+    };
+    let fuse = opts
+        .filter(|_| per_thread || shared.is_some())
+        .and_then(|opts| {
+            let clock = clock?;
+            // One tally for every thread always fits.
+            let fits = shared.is_some() || tallies_fit(&decoded, trace.bytes().len());
+            let can = clock != Clock::Gil && opts.paths == PathMode::Off && fits;
+            can.then_some((clock, window, opts))
+        });
+    let mut cut = || match shared.as_mut() {
+        Some(t) => cut_threads_into(&decoded, fuse, t),
+        None => cut_threads(&decoded, fuse),
+    };
     let (passes, gil_runs) = if clock == Some(Clock::Gil) {
         let (passes, runs) = rayon::join(cut, || GilRuns::build(&decoded));
         (passes, Some(runs))
     } else {
         (cut(), None)
     };
-    let (functions, unknown) = complete_functions(&decoded, &passes);
+    let (functions, unknown) = complete_functions(&mut decoded, &passes);
     let end_tick = end_tick(&decoded, &passes);
     let warnings = trace_warnings(&decoded, &passes, unknown);
     stage_done("cut");
@@ -115,6 +148,7 @@ pub(crate) fn prepare<'a>(
         clock: clock.unwrap_or(Clock::Stack),
         gil_runs,
         window,
+        tally: shared,
     })
 }
 
@@ -135,16 +169,33 @@ fn cut_threads(
         .map(|i| {
             let tid = decoded.threads[i as usize].tid.0;
             let fuse = fuse.and_then(|(c, w, opts)| own_stack_wanted(tid, opts).then_some((c, w)));
-            cut_thread(decoded, i, fuse)
+            cut_thread(decoded, i, fuse, None)
         })
         .collect()
 }
 
-/// The metadata's function table with every id the passes met and the
-/// metadata does not name (their dense indices follow the named ones), and
-/// how many such ids there were.
-fn complete_functions(decoded: &Decoded<'_>, passes: &[ThreadPass]) -> (FunctionTable, u64) {
-    let mut functions = decoded.functions.clone();
+/// [`cut_threads`] one thread after the other, replaying the own stacks
+/// into `tally`.
+fn cut_threads_into(
+    decoded: &Decoded<'_>,
+    fuse: Option<(Clock, Window, &AnalyzeOptions)>,
+    tally: &mut Tally,
+) -> Vec<ThreadPass> {
+    (0..decoded.threads.len() as u32)
+        .map(|i| {
+            let tid = decoded.threads[i as usize].tid.0;
+            let fuse = fuse.and_then(|(c, w, opts)| own_stack_wanted(tid, opts).then_some((c, w)));
+            cut_thread(decoded, i, fuse, Some(&mut *tally))
+        })
+        .collect()
+}
+
+/// The metadata's function table, taken from `decoded` (the segment pass
+/// was its last reader), with every id the passes met and the metadata
+/// does not name (their dense indices follow the named ones), and how many
+/// such ids there were.
+fn complete_functions(decoded: &mut Decoded<'_>, passes: &[ThreadPass]) -> (FunctionTable, u64) {
+    let mut functions = std::mem::take(&mut decoded.functions);
     let mut unknown: Vec<u32> = passes
         .iter()
         .flat_map(|p| p.unknown_functions.iter().copied())

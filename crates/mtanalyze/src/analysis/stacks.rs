@@ -13,7 +13,7 @@ use crate::analysis::cut::ThreadPass;
 use crate::analysis::decode::{prefetch, Decoded, FunctionTable, Pos, ThreadChunks};
 use crate::analysis::frames::{Observer, Tally};
 use crate::analysis::options::{wanted, AnalyzeError, AnalyzeOptions};
-use crate::analysis::prepare::{prepare, Prepared};
+use crate::analysis::prepare::{prepare, Fuse, Prepared};
 use crate::analysis::replay::{replay_stack, ReplayContext, StackTotals};
 use crate::analysis::segment::{Segment, SegmentList, StackKey};
 use crate::input::LoadedTrace;
@@ -264,16 +264,17 @@ pub(crate) struct Analysis<'a> {
 impl<'a> Analysis<'a> {
     /// Decodes and segments `trace` and selects the stacks `opts` asks for.
     pub(crate) fn new(trace: &'a LoadedTrace, opts: &AnalyzeOptions) -> Result<Self, AnalyzeError> {
-        Self::build(trace, opts, false, &mut |_| {})
+        Self::build(trace, opts, Fuse::No, &mut |_| {})
     }
 
     /// With `fuse`, the segment pass replays the own stacks it can (see
-    /// [`prepare`](crate::analysis::prepare::prepare)); [`crate::analyze`] finishes them instead of replaying them.
+    /// [`prepare`](crate::analysis::prepare::prepare) and [`Fuse`]);
+    /// [`crate::analyze`] finishes them instead of replaying them.
     /// `stage_done` is called as each stage ends (`decode`, `cut`, `group`).
     pub(crate) fn build(
         trace: &'a LoadedTrace,
         opts: &AnalyzeOptions,
-        fuse: bool,
+        fuse: Fuse,
         stage_done: &mut dyn FnMut(&'static str),
     ) -> Result<Self, AnalyzeError> {
         let mut prep = prepare(trace, Some(opts), fuse, stage_done)?;

@@ -24,9 +24,7 @@ use std::collections::hash_map::Entry;
 use rustc_hash::FxHashMap;
 
 use crate::model::compact::{edge_row, CompactReport, NumberedEdge};
-use crate::model::report::{
-    CallPath, EdgeStats, FunctionKey, FunctionStats, Report, TraceSummary, Warning,
-};
+use crate::model::report::{CallPath, FunctionKey, FunctionStats, Report, TraceSummary, Warning};
 
 /// A report being built from several.
 #[derive(Debug, Default)]
@@ -37,6 +35,10 @@ pub struct Merged {
     numbers: FxHashMap<FunctionKey, u32>,
     /// By (caller, callee) number: the position in the report's edges.
     edges: FxHashMap<(u32, u32), usize>,
+    /// The sums of the report's edges, by position (in [`crate::model::report::EdgeStats::sums`]
+    /// order): what every trace adds to, packed, where the rows are a few
+    /// strings each; written into the rows by [`Merged::finish`].
+    edge_sums: Vec<[u64; 5]>,
     paths: FxHashMap<(String, Vec<u32>), usize>,
     traces: usize,
 }
@@ -64,9 +66,10 @@ impl Merged {
             let caller = number(&mut self.numbers, &e.caller_key());
             let callee = number(&mut self.numbers, &e.callee_key());
             match self.edges.entry((caller, callee)) {
-                Entry::Occupied(i) => add_sums(&mut into.edges[*i.get()], e.sums()),
+                Entry::Occupied(i) => add_sums(&mut self.edge_sums[*i.get()], e.sums()),
                 Entry::Vacant(v) => {
                     v.insert(into.edges.len());
+                    self.edge_sums.push(e.sums());
                     into.edges.push(e);
                 }
             }
@@ -98,7 +101,7 @@ impl Merged {
         for e in &edges {
             let key = (our_number(e.caller), our_number(e.callee));
             match self.edges.get(&key) {
-                Some(&i) => add_sums(&mut into.edges[i], e.sums),
+                Some(&i) => add_sums(&mut self.edge_sums[i], e.sums),
                 None => new.push((key.0, key.1, e)),
             }
         }
@@ -108,6 +111,7 @@ impl Merged {
         new.sort_unstable_by(|a, b| order(a.2).cmp(&order(b.2)));
         for (caller, callee, e) in new {
             self.edges.insert((caller, callee), into.edges.len());
+            self.edge_sums.push(e.sums);
             into.edges.push(edge_row(&keys, e));
         }
     }
@@ -182,6 +186,9 @@ impl Merged {
     /// display (the views do).
     pub fn finish(self) -> Option<Report> {
         let mut r = self.report?;
+        for (row, sums) in r.edges.iter_mut().zip(self.edge_sums) {
+            row.set_sums(sums);
+        }
         r.trace.traces = self.traces as u64;
         if self.traces == 1 {
             // One trace is not a merge: its marks name no trace.
@@ -217,13 +224,11 @@ fn add_function(a: &mut FunctionStats, b: &FunctionStats) {
     }
 }
 
-/// Adds an edge's sums (in [`EdgeStats::sums`] order) to `a`'s.
-fn add_sums(a: &mut EdgeStats, b: [u64; 5]) {
-    let mut sums = a.sums();
-    for (x, y) in sums.iter_mut().zip(b) {
+/// Adds an edge's sums to `a` (both in [`crate::model::report::EdgeStats::sums`] order).
+fn add_sums(a: &mut [u64; 5], b: [u64; 5]) {
+    for (x, y) in a.iter_mut().zip(b) {
         *x = x.saturating_add(y);
     }
-    a.set_sums(sums);
 }
 
 /// The number of function `key` among `numbers`, given one if new.
