@@ -679,42 +679,31 @@ fn reserve_hole(file: &File, from: u64, to: u64) -> io::Result<()> {
     if to <= from {
         return Ok(());
     }
-    if free_bytes(file).is_some_and(|free| free < to - from) {
-        return Err(io::Error::from_raw_os_error(libc::ENOSPC));
-    }
-    #[cfg(target_os = "linux")]
-    {
-        use std::os::fd::AsRawFd;
-        // SAFETY: a valid descriptor; the range lies inside the file.
-        let err = unsafe {
-            libc::posix_fallocate(
-                file.as_raw_fd(),
-                from as libc::off_t,
-                (to - from) as libc::off_t,
-            )
-        };
-        match err {
-            0 | libc::EOPNOTSUPP | libc::ENOSYS | libc::EINVAL => Ok(()),
-            e => Err(io::Error::from_raw_os_error(e)),
-        }
-    }
-    #[cfg(not(target_os = "linux"))]
-    Ok(())
+    allocate(file, from, to).map(|_| ())
 }
 
 /// Extends the file from `from` to `to` bytes and reserves the new blocks,
 /// so a full disk is an error now rather than a SIGBUS on a later write into
 /// the map. File systems that cannot reserve keep the new part sparse.
 fn reserve_blocks(file: &File, from: u64, to: u64) -> io::Result<()> {
-    // Refuse at once what cannot fit, rather than let the allocation fill
-    // the disk first.
+    match allocate(file, from, to)? {
+        true => Ok(()),
+        false => file.set_len(to),
+    }
+}
+
+/// Reserves the blocks of `from..to` (`posix_fallocate`, which also
+/// extends the file to `to`): true if they are, false if the file system
+/// cannot reserve blocks. A range larger than the free space is refused at
+/// once (ENOSPC), rather than let the allocation fill the disk first.
+fn allocate(file: &File, from: u64, to: u64) -> io::Result<bool> {
     if free_bytes(file).is_some_and(|free| free < to - from) {
         return Err(io::Error::from_raw_os_error(libc::ENOSPC));
     }
     #[cfg(target_os = "linux")]
     {
         use std::os::fd::AsRawFd;
-        // SAFETY: a valid descriptor; the range is past the old end of file.
+        // SAFETY: a valid descriptor and a range of non-negative offsets.
         let err = unsafe {
             libc::posix_fallocate(
                 file.as_raw_fd(),
@@ -723,11 +712,11 @@ fn reserve_blocks(file: &File, from: u64, to: u64) -> io::Result<()> {
             )
         };
         match err {
-            0 => Ok(()),
-            libc::EOPNOTSUPP | libc::ENOSYS | libc::EINVAL => file.set_len(to),
+            0 => Ok(true),
+            libc::EOPNOTSUPP | libc::ENOSYS | libc::EINVAL => Ok(false),
             e => Err(io::Error::from_raw_os_error(e)),
         }
     }
     #[cfg(not(target_os = "linux"))]
-    file.set_len(to)
+    Ok(false)
 }

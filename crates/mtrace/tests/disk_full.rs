@@ -40,6 +40,14 @@ impl SmallDisk {
         }
     }
 
+    /// A 4 MiB tmpfs, or None after saying on stderr why the test is
+    /// skipped (mounting needs privileges a machine may not give).
+    fn mount_or_skip(name: &str) -> Option<SmallDisk> {
+        SmallDisk::mount(name, "4m")
+            .map_err(|why| eprintln!("skipped: cannot mount a tmpfs ({why})"))
+            .ok()
+    }
+
     fn path(&self) -> &Path {
         &self.0
     }
@@ -62,12 +70,8 @@ impl Drop for SmallDisk {
 #[test]
 fn a_disk_that_fills_up_ends_the_recording_honestly() {
     let _serial = serial();
-    let disk = match SmallDisk::mount("disk-full", "4m") {
-        Ok(disk) => disk,
-        Err(why) => {
-            eprintln!("skipped: cannot mount a tmpfs ({why})");
-            return;
-        }
+    let Some(disk) = SmallDisk::mount_or_skip("disk-full") else {
+        return;
     };
     let path = disk.path().join("full.mtrace");
     // Default settings: the maximum (at least 256 MiB) is far beyond the disk.
@@ -164,12 +168,8 @@ fn a_disk_that_fills_up_ends_the_recording_honestly() {
 #[test]
 fn a_disk_without_room_for_the_first_step_refuses_at_start() {
     let _serial = serial();
-    let disk = match SmallDisk::mount("disk-tiny", "4m") {
-        Ok(disk) => disk,
-        Err(why) => {
-            eprintln!("skipped: cannot mount a tmpfs ({why})");
-            return;
-        }
+    let Some(disk) = SmallDisk::mount_or_skip("disk-tiny") else {
+        return;
     };
     // Leave less than the first step (header, 1 MiB of names, 1 MiB of chunks).
     let filler = disk.path().join("filler");
@@ -189,12 +189,8 @@ fn a_disk_without_room_for_the_first_step_refuses_at_start() {
 #[test]
 fn names_past_a_full_disk_are_dropped_and_counted() {
     let _serial = serial();
-    let disk = match SmallDisk::mount("meta-full", "4m") {
-        Ok(disk) => disk,
-        Err(why) => {
-            eprintln!("skipped: cannot mount a tmpfs ({why})");
-            return;
-        }
+    let Some(disk) = SmallDisk::mount_or_skip("meta-full") else {
+        return;
     };
     let path = disk.path().join("names.mtrace");
     // A metadata region four times the disk: reserved a step at a time, so
