@@ -4,6 +4,7 @@
 
 use std::collections::BTreeMap;
 
+use mtanalyze_testkit::sums::summed;
 use serde_json::Value;
 
 use crate::pictures::{check_nesting, chrome_tracks};
@@ -52,21 +53,6 @@ fn function_sums(v: &Value) -> BTreeMap<String, Vec<u64>> {
     m
 }
 
-fn add(
-    a: &BTreeMap<String, Vec<u64>>,
-    b: &BTreeMap<String, Vec<u64>>,
-) -> BTreeMap<String, Vec<u64>> {
-    let mut out = a.clone();
-    for (k, v) in b {
-        let e = out.entry(k.clone()).or_insert_with(|| vec![0; v.len()]);
-        for (x, y) in e.iter_mut().zip(v) {
-            *x += y;
-        }
-    }
-    out.retain(|_, v| v.iter().any(|&x| x != 0));
-    out
-}
-
 #[test]
 fn windows_that_split_the_sample_trace_add_up_under_every_clock() {
     for clock in ["stack", "gil", "wall"] {
@@ -74,8 +60,8 @@ fn windows_that_split_the_sample_trace_add_up_under_every_clock() {
         let early = report(clock, &["--to", "123.456789ms"]);
         let middle = report(clock, &["--from", "123.456789ms", "--to", "0.3s"]);
         let late = report(clock, &["--from", "300000us"]);
-        let sum = add(
-            &add(&function_sums(&early), &function_sums(&middle)),
+        let sum = summed(
+            &summed(&function_sums(&early), &function_sums(&middle)),
             &function_sums(&late),
         );
         assert_eq!(sum, function_sums(&whole), "clock {clock}");

@@ -9,7 +9,9 @@
 //! * [`fusion`]: the two ways the analyzer replays a thread's own stack,
 //!   side by side;
 //! * [`synth`]: the deterministic synthetic trace generators (the `synth`
-//!   example and the throughput benchmark).
+//!   example and the throughput benchmark);
+//! * [`sums`]: reports' additive fields by row, summed (the time window
+//!   tests).
 //!
 //! `mtanalyze`'s own unit tests use this crate too (a dev-dependency cycle
 //! cargo allows); they take only plain data from it (JSON-lines text), since
@@ -17,5 +19,6 @@
 
 pub mod fusion;
 pub mod reference;
+pub mod sums;
 pub mod synth;
 pub mod worked_examples;

@@ -1312,21 +1312,6 @@ fn additive_fields(r: &Report) -> BTreeMap<String, Vec<u64>> {
     m
 }
 
-/// The sum of two reports' additive fields.
-fn summed(
-    a: &BTreeMap<String, Vec<u64>>,
-    b: &BTreeMap<String, Vec<u64>>,
-) -> BTreeMap<String, Vec<u64>> {
-    let mut out = a.clone();
-    for (k, v) in b {
-        let e = out.entry(k.clone()).or_insert_with(|| vec![0; v.len()]);
-        for (x, y) in e.iter_mut().zip(v) {
-            *x += y;
-        }
-    }
-    out
-}
-
 proptest! {
     #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
 
@@ -1358,11 +1343,11 @@ proptest! {
             let ab = additive_fields(&run_window(&bytes, clock, Some(a), Some(b)));
             let bc = additive_fields(&run_window(&bytes, clock, Some(b), Some(c)));
             let ac = additive_fields(&run_window(&bytes, clock, Some(a), Some(c)));
-            prop_assert_eq!(summed(&ab, &bc), ac.clone(), "[{}, {}) + [{}, {}), clock {}", a, b, b, c, clock);
+            prop_assert_eq!(mtanalyze_testkit::sums::summed(&ab, &bc), ac.clone(), "[{}, {}) + [{}, {}), clock {}", a, b, b, c, clock);
             // Open ends: [0, b) + [b, end of trace).
             let to_b = additive_fields(&run_window(&bytes, clock, None, Some(b)));
             let from_b = additive_fields(&run_window(&bytes, clock, Some(b), None));
-            prop_assert_eq!(summed(&to_b, &from_b), additive_fields(&plain), "split at {}, clock {}", b, clock);
+            prop_assert_eq!(mtanalyze_testkit::sums::summed(&to_b, &from_b), additive_fields(&plain), "split at {}, clock {}", b, clock);
             if clock != Clock::Gil {
                 let trace = from_bytes("test", bytes.clone()).expect("loads");
                 let opts = AnalyzeOptions {
