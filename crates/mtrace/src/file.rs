@@ -476,17 +476,7 @@ impl TraceMap {
     /// `enable()` with a 16 MiB region).
     fn no_readahead(&self, start: usize, end: usize) {
         #[cfg(target_os = "linux")]
-        if end > start {
-            // SAFETY: the range lies inside the mapping; the advice changes
-            // no byte of it.
-            unsafe {
-                libc::madvise(
-                    self.base.add(start) as *mut libc::c_void,
-                    end - start,
-                    libc::MADV_RANDOM,
-                )
-            };
-        }
+        self.advise(start, end, libc::MADV_RANDOM);
         #[cfg(not(target_os = "linux"))]
         let _ = (start, end);
     }
@@ -499,20 +489,27 @@ impl TraceMap {
         {
             let first = start / self.page * self.page;
             let end = round_up(start + len, self.page).min(self.mapped_len(self.ready_slots()));
-            if end > first {
-                // SAFETY: the range lies inside the mapped file; populating
-                // changes no byte of it.
-                unsafe {
-                    libc::madvise(
-                        self.base.add(first) as *mut libc::c_void,
-                        end - first,
-                        libc::MADV_POPULATE_WRITE,
-                    )
-                };
-            }
+            self.advise(first, end, libc::MADV_POPULATE_WRITE);
         }
         #[cfg(not(target_os = "linux"))]
         let _ = (start, len);
+    }
+
+    /// `madvise(advice)` over bytes `start..end` of the map (nothing if
+    /// empty). The callers' advice changes no byte of the file.
+    #[cfg(target_os = "linux")]
+    fn advise(&self, start: usize, end: usize, advice: libc::c_int) {
+        if end > start {
+            // SAFETY: the range lies inside the mapping (the callers keep
+            // it there), and the advice given does not change its bytes.
+            unsafe {
+                libc::madvise(
+                    self.base.add(start) as *mut libc::c_void,
+                    end - start,
+                    advice,
+                )
+            };
+        }
     }
 
     /// The state word of chunk slot `slot` (below [`TraceMap::ready_slots`]).
