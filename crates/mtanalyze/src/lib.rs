@@ -47,8 +47,9 @@ pub struct ReadmeDoctests;
 
 pub use analysis::timeline::Timelines;
 pub use analysis::{
-    analyze, analyze_compact, analyze_each, analyze_each_compact, analyze_in_stages, check, marks,
-    AnalyzeError, AnalyzeOptions, PathMode, RecursionCollapse, TimeBound, TraceError,
+    analyze, analyze_compact, analyze_each, analyze_each_compact, analyze_each_summed,
+    analyze_in_stages, check, marks, AnalyzeError, AnalyzeOptions, PathMode, RecursionCollapse,
+    TimeBound, TraceError,
 };
 pub use input::chrome::ImportError;
 pub use input::jsonl::{to_binary as jsonl_to_binary, JsonlError};
@@ -61,7 +62,7 @@ pub use model::diff::{
 };
 pub use model::gate::{gate, GateBreach, GateChange, GateError, GateField, GateOp, GateRule};
 pub use model::marks::Mark;
-pub use model::merge::{merge, Merged};
+pub use model::merge::{merge, Merged, Sums};
 pub use model::report::{
     CallPath, Clock, EdgeStats, FunctionKey, FunctionStats, Report, StackKey, StackName,
     StackStats, ThreadList, ThreadSummary, TimeWindow, TraceSummary, Warning,

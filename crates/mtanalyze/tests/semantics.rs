@@ -1173,6 +1173,10 @@ fn many_short_stacks_are_many_finished_and_open_migrating_stacks() {
     assert!(open > 0, "some frames stay open at the end");
 }
 
+/// Runs of the merge property so far: each writes its traces into a
+/// directory of its own.
+static SUMMED_RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 100, ..ProptestConfig::default() })]
 
@@ -1202,6 +1206,44 @@ proptest! {
             compact.add_compact(c);
         }
         prop_assert_eq!(compact.finish().expect("at least one"), merged.clone());
+        // Summed by the workers of `analyze_each_summed` (each its own
+        // traces, in whatever order they took them; the sums combined
+        // after): the same report, rows in the same order.
+        let dir = std::env::temp_dir().join(format!(
+            "mtanalyze-summed-{}-{}",
+            std::process::id(),
+            SUMMED_RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        std::fs::create_dir_all(&dir).expect("a temporary directory");
+        let paths: Vec<PathBuf> = traces
+            .iter()
+            .enumerate()
+            .map(|(i, (t, s, f, steps))| {
+                let p = dir.join(format!("{i}.bin"));
+                std::fs::write(&p, to_binary_direct(&ordered_lines(*t, *s, *f, steps))).expect("written");
+                p
+            })
+            .collect();
+        let opts = AnalyzeOptions { clock: Some(clock), ..Default::default() };
+        let mut summed = mtanalyze::Merged::new();
+        let sums = mtanalyze::analyze_each_summed(&paths, &opts, |_, _, r| {
+            summed.add_compact(r.map_err(|e| e.to_string())?);
+            Ok::<(), String>(())
+        });
+        let _ = std::fs::remove_dir_all(&dir);
+        summed.absorb(sums.expect("every trace analyzes"));
+        let mut summed = summed.finish().expect("at least one");
+        // Named by their files, not "test".
+        summed.trace.source.clone_from(&merged.trace.source);
+        prop_assert_eq!(summed, merged.clone());
+        // Rows in the order first met: a trace's new functions in its
+        // order, its new edges in its order (by caller, then callee).
+        let mut seen = std::collections::HashSet::new();
+        let want_functions: Vec<_> = reports.iter().flat_map(|r| &r.functions).map(|f| f.key()).filter(|k| seen.insert(k.clone())).collect();
+        let mut seen = std::collections::HashSet::new();
+        let want_edges: Vec<_> = reports.iter().flat_map(|r| &r.edges).map(|e| (e.caller_key(), e.callee_key())).filter(|k| seen.insert(k.clone())).collect();
+        prop_assert_eq!(merged.functions.iter().map(|f| f.key()).collect::<Vec<_>>(), want_functions);
+        prop_assert_eq!(merged.edges.iter().map(|e| (e.caller_key(), e.callee_key())).collect::<Vec<_>>(), want_edges);
         let mut reversed = mtanalyze::merge(reports.iter().rev().cloned()).expect("at least one");
         // Function totals by identity.
         let mut want: BTreeMap<String, [u64; 8]> = BTreeMap::new();

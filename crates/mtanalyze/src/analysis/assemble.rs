@@ -31,7 +31,7 @@ pub(super) fn assemble(
     analysis.drop_segments();
     let prep = &analysis.prep;
     let entries = prep.functions.entries();
-    let (functions, position) = function_rows(&acc, entries);
+    let (functions, row_keys, position) = function_rows(&acc, entries);
     if !prep.window.is_all() {
         // Stacks that neither lived nor did anything in the window.
         stacks.retain(|s| s.running_ns | s.paused_ns | s.events | s.switches_in != 0);
@@ -74,13 +74,15 @@ pub(super) fn assemble(
     CompactReport {
         report,
         keys: std::mem::take(&mut analysis.prep.functions).into_keys(),
+        row_keys,
         edges,
     }
 }
 
-/// The functions that were called, sorted by key, and for each dense index
-/// its position among them (`u32::MAX`: never called).
-fn function_rows(acc: &Acc, entries: &[FunctionEntry]) -> (Vec<FunctionStats>, Vec<u32>) {
+/// The functions that were called, sorted by key, with each one's dense
+/// index, and for each dense index its position among them (`u32::MAX`:
+/// never called).
+fn function_rows(acc: &Acc, entries: &[FunctionEntry]) -> (Vec<FunctionStats>, Vec<u32>, Vec<u32>) {
     let mut on_paths = vec![false; acc.functions.len()];
     if let Some(t) = &acc.paths {
         t.mark_functions(&mut on_paths);
@@ -122,7 +124,12 @@ fn function_rows(acc: &Acc, entries: &[FunctionEntry]) -> (Vec<FunctionStats>, V
     for (pos, (dense, _)) in functions.iter().enumerate() {
         position[*dense] = pos as u32;
     }
-    (functions.into_iter().map(|(_, f)| f).collect(), position)
+    let dense = functions.iter().map(|&(i, _)| i as u32).collect();
+    (
+        functions.into_iter().map(|(_, f)| f).collect(),
+        dense,
+        position,
+    )
 }
 
 /// Root labels of per-stack call paths, by selected stack (a million tasks

@@ -49,7 +49,7 @@ pub(crate) mod timeline;
 mod window;
 
 pub use check::check;
-pub use many::{analyze_each, analyze_each_compact, TraceError};
+pub use many::{analyze_each, analyze_each_compact, analyze_each_summed, TraceError};
 pub use marks::marks;
 pub use options::{AnalyzeError, AnalyzeOptions, PathMode, TimeBound};
 pub use paths::RecursionCollapse;

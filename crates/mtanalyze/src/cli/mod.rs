@@ -13,7 +13,7 @@ pub(crate) mod report;
 
 use std::path::{Path, PathBuf};
 
-use mtanalyze::{AnalyzeOptions, Clock, CompactReport, LoadedTrace, Report};
+use mtanalyze::{AnalyzeOptions, Clock, CompactReport, LoadedTrace, Report, Sums, TraceError};
 
 use output::{message, say, Failure};
 use progress::Progress;
@@ -87,11 +87,44 @@ pub(crate) fn expand_traces(args: &[PathBuf]) -> Result<Vec<PathBuf>, Failure> {
 pub(crate) fn each_report(
     traces: &[PathBuf],
     options: &AnalyzeOptions,
-    mut each: impl FnMut(&Path, CompactReport) -> Result<(), Failure>,
+    each: impl FnMut(&Path, CompactReport) -> Result<(), Failure>,
 ) -> Result<(), Failure> {
+    each_report_with(traces, options, each, |t, o, f| {
+        mtanalyze::analyze_each_compact(t, o, f)
+    })
+}
+
+/// [`each_report`] for a caller that sums the reports into a `Merged`:
+/// the workers sum the functions, edges and call paths
+/// (`mtanalyze::analyze_each_summed`), so each report brings only what
+/// is listed trace after trace; returns the sums for `Merged::absorb`.
+pub(crate) fn each_report_summed(
+    traces: &[PathBuf],
+    options: &AnalyzeOptions,
+    each: impl FnMut(&Path, CompactReport) -> Result<(), Failure>,
+) -> Result<Sums, Failure> {
+    each_report_with(traces, options, each, |t, o, f| {
+        mtanalyze::analyze_each_summed(t, o, f)
+    })
+}
+
+/// What a report handed over by the analysis of several traces comes as.
+type Handed = Result<CompactReport, TraceError>;
+
+/// [`each_report`] with `analyze_each` running the analysis.
+fn each_report_with<S>(
+    traces: &[PathBuf],
+    options: &AnalyzeOptions,
+    mut each: impl FnMut(&Path, CompactReport) -> Result<(), Failure>,
+    analyze_each: impl FnOnce(
+        &[PathBuf],
+        &AnalyzeOptions,
+        &mut dyn FnMut(usize, &Path, Handed) -> Result<(), Failure>,
+    ) -> Result<S, Failure>,
+) -> Result<S, Failure> {
     let mut errors = Vec::new();
     let mut clock: Option<Clock> = None;
-    mtanalyze::analyze_each_compact(traces, options, |_, path, r| match r {
+    let out = analyze_each(traces, options, &mut |_, path, r| match r {
         Ok(compact) => {
             let report = compact.report();
             match clock {
@@ -121,5 +154,5 @@ pub(crate) fn each_report(
     for e in errors {
         say(&format!("mtanalyze: {e} (left out)"));
     }
-    Ok(())
+    Ok(out)
 }

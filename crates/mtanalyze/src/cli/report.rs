@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use crate::cli::args::{analyze_options, Format, ReportArgs};
 use crate::cli::output::{Failure, Output};
-use crate::cli::{analyze, each_report, expand_traces, say_warnings};
+use crate::cli::{analyze, each_report, each_report_summed, expand_traces, say_warnings};
 use mtanalyze::render;
 use mtanalyze::view::{self, Direction, EdgeSelection, ViewOptions};
 use mtanalyze::{PathMode, Report};
@@ -182,13 +182,19 @@ fn analyze_many(
 ) -> Result<(Report, Vec<Report>), Failure> {
     let mut merged = mtanalyze::Merged::new();
     let mut each = Vec::new();
-    each_report(traces, options, |_, report| {
-        if keep {
+    if keep {
+        each_report(traces, options, |_, report| {
             each.push(report.clone().into_report());
-        }
-        merged.add_compact(report);
-        Ok(())
-    })?;
+            merged.add_compact(report);
+            Ok(())
+        })?;
+    } else {
+        let sums = each_report_summed(traces, options, |_, report| {
+            merged.add_compact(report);
+            Ok(())
+        })?;
+        merged.absorb(sums);
+    }
     let report = merged
         .finish()
         .ok_or_else(|| Failure::Message("no trace given (see --help)".into()))?;

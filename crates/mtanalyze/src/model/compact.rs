@@ -31,6 +31,8 @@ pub struct CompactReport {
     pub(crate) report: Report,
     /// Every function an edge may name, by number.
     pub(crate) keys: Vec<FunctionKey>,
+    /// Each function row's number in `keys` (a merge finds rows by it).
+    pub(crate) row_keys: Vec<u32>,
     /// Edges with a call or time, in no particular order.
     pub(crate) edges: Vec<NumberedEdge>,
 }
@@ -48,6 +50,7 @@ impl CompactReport {
             mut report,
             keys,
             edges,
+            ..
         } = self;
         report.edges = edge_rows(&keys, edges.iter());
         report

@@ -13,33 +13,313 @@
 //! Memory is the reports', so it grows with functions times traces, not
 //! with events: [`merge`] folds reports in as they come.
 //!
+//! What adds up by identity (functions, edges, call paths) is kept in
+//! [`Sums`], apart from what is listed trace after trace. Sums can be made
+//! apart and combined: [`crate::analyze_each_summed`]'s workers each sum
+//! the traces they analyzed, and the caller only lists the rest. Each row
+//! remembers the first trace that met it, so the merged report lists its
+//! rows as one sum in the traces' order would, however the work was split:
+//! functions and call paths in the order first met, edges first met in the
+//! same trace by caller then callee.
+//!
 //! Edges are found by their functions' numbers (every function an edge
 //! named gets one, in the order met), not by four strings: a small trace
 //! has thousands of edges, and a [`CompactReport`] hands them over
-//! numbered, so its edges cost a lookup of two integers each and a row
-//! only when new.
-
-use std::collections::hash_map::Entry;
+//! numbered, so its edges cost a lookup of two integers each.
 
 use rustc_hash::FxHashMap;
 
 use crate::model::compact::{edge_row, CompactReport, NumberedEdge};
-use crate::model::report::{CallPath, FunctionKey, FunctionStats, Report, TraceSummary, Warning};
+use crate::model::report::{
+    CallPath, EdgeStats, FunctionKey, FunctionStats, Report, TraceSummary, Warning,
+};
+
+/// Where a row was first met: the trace's position among the merged
+/// traces, then the row's position in that trace's list.
+type First = (u32, u32);
+
+/// A function's row summed over traces.
+#[derive(Debug)]
+struct FunctionSum {
+    row: FunctionStats,
+    first: First,
+    /// The trace `row.module` came from (`u32::MAX`: none yet): the module
+    /// is the first trace's that names one.
+    module_from: u32,
+}
+
+/// An edge's sums (in [`EdgeStats::sums`] order) and the first trace that
+/// met it.
+#[derive(Debug)]
+struct EdgeSum {
+    sums: [u64; 5],
+    first: u32,
+}
+
+/// A call path's counts, its frames by function number.
+#[derive(Debug)]
+struct PathSum {
+    ncalls: u64,
+    self_ns: u64,
+    first: First,
+}
+
+/// What adds up by identity over traces: functions, edges and call paths
+/// (see the module doc), whichever order the traces are added in.
+#[derive(Debug, Default)]
+pub struct Sums {
+    /// Every function a row or an edge named, numbered in the order met.
+    keys: Vec<FunctionKey>,
+    numbers: FxHashMap<FunctionKey, u32>,
+    /// By function number: its row, if a trace had one.
+    functions: Vec<Option<FunctionSum>>,
+    /// By (caller, callee) number.
+    edges: FxHashMap<(u32, u32), EdgeSum>,
+    /// By stack and frames (function numbers, outermost first).
+    paths: FxHashMap<(String, Vec<u32>), PathSum>,
+}
+
+impl Sums {
+    /// The number of function `key`, given one if new.
+    fn number(&mut self, key: &FunctionKey) -> u32 {
+        if let Some(&n) = self.numbers.get(key) {
+            return n;
+        }
+        let n = self.keys.len() as u32;
+        self.numbers.insert(key.clone(), n);
+        self.keys.push(key.clone());
+        self.functions.push(None);
+        n
+    }
+
+    /// Adds function row `f` of trace `trace` (at position `pos` in its
+    /// list), numbered `n`.
+    fn add_function(&mut self, n: u32, f: FunctionStats, first: First) {
+        let slot = &mut self.functions[n as usize];
+        let Some(sum) = slot else {
+            let module_from = if f.module.is_empty() {
+                u32::MAX
+            } else {
+                first.0
+            };
+            *slot = Some(FunctionSum {
+                row: f,
+                first,
+                module_from,
+            });
+            return;
+        };
+        let mut sums = sum.row.sums();
+        add_all(&mut sums, f.sums());
+        sum.row.set_sums(sums);
+        sum.first = sum.first.min(first);
+        if !f.module.is_empty() && first.0 < sum.module_from {
+            sum.row.module = f.module;
+            sum.module_from = first.0;
+        }
+    }
+
+    fn add_edge(&mut self, key: (u32, u32), sums: [u64; 5], first: u32) {
+        self.edges
+            .entry(key)
+            .and_modify(|e| {
+                add_all(&mut e.sums, sums);
+                e.first = e.first.min(first);
+            })
+            .or_insert(EdgeSum { sums, first });
+    }
+
+    fn add_path(&mut self, key: (String, Vec<u32>), ncalls: u64, self_ns: u64, first: First) {
+        self.paths
+            .entry(key)
+            .and_modify(|p| {
+                p.ncalls = p.ncalls.saturating_add(ncalls);
+                p.self_ns = p.self_ns.saturating_add(self_ns);
+                p.first = p.first.min(first);
+            })
+            .or_insert(PathSum {
+                ncalls,
+                self_ns,
+                first,
+            });
+    }
+
+    /// Adds the functions, edges and call paths of `r`, trace number
+    /// `trace`, leaving them empty.
+    fn add_report(&mut self, trace: u32, r: &mut Report) {
+        let index = self.add_rows(trace, r, None);
+        for e in std::mem::take(&mut r.edges) {
+            let key = (self.number(&e.caller_key()), self.number(&e.callee_key()));
+            self.add_edge(key, e.sums(), trace);
+        }
+        self.add_paths(trace, r, &index);
+    }
+
+    /// Adds the functions, edges and call paths of `c`, trace number
+    /// `trace`, leaving them empty.
+    pub(crate) fn add_compact(&mut self, trace: u32, c: &mut CompactReport) {
+        // The trace's function numbers to ours, each looked up once.
+        let ours: Vec<u32> = c.keys.iter().map(|k| self.number(k)).collect();
+        let index = self.add_rows(trace, &mut c.report, Some((&c.row_keys, &ours)));
+        for e in std::mem::take(&mut c.edges) {
+            let NumberedEdge {
+                caller,
+                callee,
+                sums,
+            } = e;
+            let key = (ours[caller as usize], ours[callee as usize]);
+            self.add_edge(key, sums, trace);
+        }
+        self.add_paths(trace, &mut c.report, &index);
+        // Freed here, on the thread that made them (a worker's), not by
+        // whoever takes the rest of the report.
+        c.keys = Vec::new();
+        c.row_keys = Vec::new();
+    }
+
+    /// Adds `r`'s function rows, whose numbers are `numbered` (each row's
+    /// key number, and those numbers to ours) or found by key; returns each
+    /// row's number.
+    fn add_rows(
+        &mut self,
+        trace: u32,
+        r: &mut Report,
+        numbered: Option<(&[u32], &[u32])>,
+    ) -> Vec<u32> {
+        let rows = std::mem::take(&mut r.functions);
+        let mut index = Vec::with_capacity(rows.len());
+        for (pos, f) in rows.into_iter().enumerate() {
+            let n = match numbered {
+                Some((row_keys, ours)) => ours[row_keys[pos] as usize],
+                None => self.number(&f.key()),
+            };
+            self.add_function(n, f, (trace, pos as u32));
+            index.push(n);
+        }
+        index
+    }
+
+    /// Adds `r`'s call paths, whose frames index the rows numbered `index`.
+    fn add_paths(&mut self, trace: u32, r: &mut Report, index: &[u32]) {
+        for (pos, p) in std::mem::take(&mut r.paths).into_iter().enumerate() {
+            // A frame out of the rows (no report makes one) stays itself.
+            let frames = p
+                .frames
+                .iter()
+                .map(|&f| index.get(f as usize).copied().unwrap_or(f))
+                .collect();
+            self.add_path((p.stack, frames), p.ncalls, p.self_ns, (trace, pos as u32));
+        }
+    }
+
+    /// Adds everything `other` summed.
+    pub fn absorb(&mut self, other: Sums) {
+        let Sums {
+            keys,
+            numbers: _,
+            functions,
+            edges,
+            paths,
+        } = other;
+        let ours: Vec<u32> = keys.iter().map(|k| self.number(k)).collect();
+        for (n, f) in functions.into_iter().enumerate() {
+            let Some(f) = f else { continue };
+            let FunctionSum {
+                row,
+                first,
+                module_from,
+            } = f;
+            let n = ours[n];
+            let module = (module_from != u32::MAX).then(|| row.module.clone());
+            let mut row = row;
+            row.module.clear();
+            self.add_function(n, row, first);
+            // The module goes with the trace it came from, not `first`'s.
+            if let (Some(module), Some(sum)) = (module, &mut self.functions[n as usize]) {
+                if module_from < sum.module_from {
+                    sum.row.module = module;
+                    sum.module_from = module_from;
+                }
+            }
+        }
+        for ((caller, callee), e) in edges {
+            self.add_edge(
+                (ours[caller as usize], ours[callee as usize]),
+                e.sums,
+                e.first,
+            );
+        }
+        for ((stack, frames), p) in paths {
+            let frames = frames
+                .iter()
+                .map(|&f| ours.get(f as usize).copied().unwrap_or(f))
+                .collect();
+            self.add_path((stack, frames), p.ncalls, p.self_ns, p.first);
+        }
+    }
+
+    /// The rows: functions and call paths in the order first met, edges
+    /// by first trace, then caller, then callee (see the module doc).
+    fn into_rows(self) -> (Vec<FunctionStats>, Vec<EdgeStats>, Vec<CallPath>) {
+        let Sums {
+            keys,
+            functions,
+            edges,
+            paths,
+            ..
+        } = self;
+        let mut rows: Vec<(u32, FunctionSum)> = functions
+            .into_iter()
+            .enumerate()
+            .filter_map(|(n, f)| Some((n as u32, f?)))
+            .collect();
+        rows.sort_unstable_by_key(|(_, f)| f.first);
+        // Function numbers to row positions (paths name functions by row).
+        let mut position = vec![u32::MAX; keys.len()];
+        for (pos, (n, _)) in rows.iter().enumerate() {
+            position[*n as usize] = pos as u32;
+        }
+        let functions = rows.into_iter().map(|(_, f)| f.row).collect();
+        let mut edges: Vec<((u32, u32), EdgeSum)> = edges.into_iter().collect();
+        edges.sort_unstable_by(|(a, x), (b, y)| {
+            let key = |n: u32| &keys[n as usize];
+            (x.first, key(a.0), key(a.1)).cmp(&(y.first, key(b.0), key(b.1)))
+        });
+        let edges = edges
+            .into_iter()
+            .map(|((caller, callee), e)| {
+                let e = NumberedEdge {
+                    caller,
+                    callee,
+                    sums: e.sums,
+                };
+                edge_row(&keys, &e)
+            })
+            .collect();
+        let mut paths: Vec<((String, Vec<u32>), PathSum)> = paths.into_iter().collect();
+        paths.sort_unstable_by_key(|(_, p)| p.first);
+        let paths = paths
+            .into_iter()
+            .map(|((stack, frames), p)| CallPath {
+                stack,
+                frames: frames
+                    .into_iter()
+                    .map(|n| position.get(n as usize).copied().unwrap_or(n))
+                    .collect(),
+                ncalls: p.ncalls,
+                self_ns: p.self_ns,
+            })
+            .collect();
+        (functions, edges, paths)
+    }
+}
 
 /// A report being built from several.
 #[derive(Debug, Default)]
 pub struct Merged {
+    /// Everything but the functions, edges and call paths (in `sums`).
     report: Option<Report>,
-    functions: FxHashMap<FunctionKey, usize>,
-    /// Every function an edge named, numbered in the order met.
-    numbers: FxHashMap<FunctionKey, u32>,
-    /// By (caller, callee) number: the position in the report's edges.
-    edges: FxHashMap<(u32, u32), usize>,
-    /// The sums of the report's edges, by position (in [`crate::model::report::EdgeStats::sums`]
-    /// order): what every trace adds to, packed, where the rows are a few
-    /// strings each; written into the rows by [`Merged::finish`].
-    edge_sums: Vec<[u64; 5]>,
-    paths: FxHashMap<(String, Vec<u32>), usize>,
+    sums: Sums,
     traces: usize,
 }
 
@@ -57,124 +337,37 @@ impl Merged {
     /// Adds one trace's report. Reports must share a clock (the caller
     /// checks: a sum over different clocks means nothing).
     pub fn add(&mut self, mut r: Report) {
-        let edges = std::mem::take(&mut r.edges);
-        self.add_all_but_edges(r);
-        let Some(into) = &mut self.report else {
-            return;
-        };
-        for e in edges {
-            let caller = number(&mut self.numbers, &e.caller_key());
-            let callee = number(&mut self.numbers, &e.callee_key());
-            match self.edges.entry((caller, callee)) {
-                Entry::Occupied(i) => add_sums(&mut self.edge_sums[*i.get()], e.sums()),
-                Entry::Vacant(v) => {
-                    v.insert(into.edges.len());
-                    self.edge_sums.push(e.sums());
-                    into.edges.push(e);
-                }
-            }
-        }
+        self.sums.add_report(self.traces as u32, &mut r);
+        self.add_listed(r);
     }
 
     /// [`Merged::add`] for a report whose edges are numbered: the same
-    /// sum, in the same order, without a row per edge (see [`CompactReport`]).
-    pub fn add_compact(&mut self, c: CompactReport) {
-        let CompactReport {
-            report,
-            keys,
-            edges,
-        } = c;
-        self.add_all_but_edges(report);
-        let Some(into) = &mut self.report else {
-            return;
-        };
-        // The trace's function numbers to ours, each looked up once.
-        let mut ours = vec![u32::MAX; keys.len()];
-        let mut our_number = |n: u32| {
-            let slot = &mut ours[n as usize];
-            if *slot == u32::MAX {
-                *slot = number(&mut self.numbers, &keys[n as usize]);
-            }
-            *slot
-        };
-        let mut new: Vec<(u32, u32, &NumberedEdge)> = Vec::new();
-        for e in &edges {
-            let key = (our_number(e.caller), our_number(e.callee));
-            match self.edges.get(&key) {
-                Some(&i) => add_sums(&mut self.edge_sums[i], e.sums),
-                None => new.push((key.0, key.1, e)),
-            }
-        }
-        // New edges go last in the order the trace's report lists them
-        // (by caller, then callee), as `add` would add them.
-        let order = |e: &NumberedEdge| (&keys[e.caller as usize], &keys[e.callee as usize]);
-        new.sort_unstable_by(|a, b| order(a.2).cmp(&order(b.2)));
-        for (caller, callee, e) in new {
-            self.edges.insert((caller, callee), into.edges.len());
-            self.edge_sums.push(e.sums);
-            into.edges.push(edge_row(&keys, e));
-        }
+    /// sum, in the same order, without a row per edge (see
+    /// [`CompactReport`]). A report from [`crate::analyze_each_summed`]
+    /// brings only what is listed (its sums are the workers').
+    pub fn add_compact(&mut self, mut c: CompactReport) {
+        self.sums.add_compact(self.traces as u32, &mut c);
+        self.add_listed(c.report);
     }
 
-    /// Adds everything of `r` but its edges (which the callers add).
-    fn add_all_but_edges(&mut self, mut r: Report) {
-        debug_assert!(r.edges.is_empty(), "the edges are added by number");
+    /// Adds sums made apart (see [`Sums`]), whose traces were numbered as
+    /// this merge numbers them: by their place among the traces added.
+    pub fn absorb(&mut self, sums: Sums) {
+        self.sums.absorb(sums);
+    }
+
+    /// Adds what `r` lists trace after trace (its functions, edges and
+    /// paths are in the sums already).
+    fn add_listed(&mut self, mut r: Report) {
         // Marks say which trace they came from: the report's position.
         for m in &mut r.marks {
             m.trace = Some(self.traces as u64);
         }
         self.traces += 1;
         let Some(into) = &mut self.report else {
-            for (i, f) in r.functions.iter().enumerate() {
-                self.functions.insert(f.key(), i);
-            }
-            for (i, p) in r.paths.iter().enumerate() {
-                self.paths.insert((p.stack.clone(), p.frames.clone()), i);
-            }
             self.report = Some(r);
             return;
         };
-        // The other report's function indices in the merged list (paths
-        // name functions by index).
-        let mut index = Vec::with_capacity(r.functions.len());
-        for f in r.functions {
-            let i = *self.functions.entry(f.key()).or_insert_with(|| {
-                into.functions.push(FunctionStats {
-                    ncalls: 0,
-                    primitive_calls: 0,
-                    tottime_ns: 0,
-                    cumtime_ns: 0,
-                    paused_ns: 0,
-                    open_at_end: 0,
-                    cut_short: 0,
-                    scheduled_ns: 0,
-                    waiting_ns: 0,
-                    ..f.clone()
-                });
-                into.functions.len() - 1
-            });
-            add_function(&mut into.functions[i], &f);
-            index.push(i as u32);
-        }
-        for p in r.paths {
-            let frames: Vec<u32> = p
-                .frames
-                .iter()
-                .map(|&f| index.get(f as usize).copied().unwrap_or(f))
-                .collect();
-            match self.paths.get(&(p.stack.clone(), frames.clone())) {
-                Some(&i) => {
-                    let q = &mut into.paths[i];
-                    q.ncalls = q.ncalls.saturating_add(p.ncalls);
-                    q.self_ns = q.self_ns.saturating_add(p.self_ns);
-                }
-                None => {
-                    self.paths
-                        .insert((p.stack.clone(), frames.clone()), into.paths.len());
-                    into.paths.push(CallPath { frames, ..p });
-                }
-            }
-        }
         into.stacks.extend(r.stacks);
         into.marks.extend(r.marks);
         add_warnings(&mut into.warnings, r.warnings);
@@ -182,13 +375,11 @@ impl Merged {
     }
 
     /// The merged report (`None` if nothing was added). Functions and
-    /// edges are in the order they were first met; sort them as usual for
-    /// display (the views do).
+    /// edges are in the order they were first met (see the module doc);
+    /// sort them as usual for display (the views do).
     pub fn finish(self) -> Option<Report> {
         let mut r = self.report?;
-        for (row, sums) in r.edges.iter_mut().zip(self.edge_sums) {
-            row.set_sums(sums);
-        }
+        (r.functions, r.edges, r.paths) = self.sums.into_rows();
         r.trace.traces = self.traces as u64;
         if self.traces == 1 {
             // One trace is not a merge: its marks name no trace.
@@ -209,38 +400,12 @@ pub fn merge(reports: impl IntoIterator<Item = Report>) -> Option<Report> {
     m.finish()
 }
 
-fn add_function(a: &mut FunctionStats, b: &FunctionStats) {
-    a.ncalls = a.ncalls.saturating_add(b.ncalls);
-    a.primitive_calls = a.primitive_calls.saturating_add(b.primitive_calls);
-    a.tottime_ns = a.tottime_ns.saturating_add(b.tottime_ns);
-    a.cumtime_ns = a.cumtime_ns.saturating_add(b.cumtime_ns);
-    a.paused_ns = a.paused_ns.saturating_add(b.paused_ns);
-    a.open_at_end = a.open_at_end.saturating_add(b.open_at_end);
-    a.cut_short = a.cut_short.saturating_add(b.cut_short);
-    a.scheduled_ns = a.scheduled_ns.saturating_add(b.scheduled_ns);
-    a.waiting_ns = a.waiting_ns.saturating_add(b.waiting_ns);
-    if a.module.is_empty() {
-        a.module.clone_from(&b.module);
-    }
-}
-
-/// Adds an edge's sums to `a` (both in [`crate::model::report::EdgeStats::sums`] order).
-fn add_sums(a: &mut [u64; 5], b: [u64; 5]) {
+/// Adds `b` to `a`, element by element.
+fn add_all<const N: usize>(a: &mut [u64; N], b: [u64; N]) {
     for (x, y) in a.iter_mut().zip(b) {
         *x = x.saturating_add(y);
     }
 }
-
-/// The number of function `key` among `numbers`, given one if new.
-fn number(numbers: &mut FxHashMap<FunctionKey, u32>, key: &FunctionKey) -> u32 {
-    if let Some(&n) = numbers.get(key) {
-        return n;
-    }
-    let n = numbers.len() as u32;
-    numbers.insert(key.clone(), n);
-    n
-}
-
 fn add_warnings(into: &mut Vec<Warning>, from: Vec<Warning>) {
     for w in from {
         match into.iter_mut().find(|x| x.kind == w.kind) {
