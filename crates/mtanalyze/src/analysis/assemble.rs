@@ -6,7 +6,7 @@
 //! [`CompactReport::into_report`] makes them rows for everyone else.
 
 use crate::analysis::decode::{Decoded, FunctionEntry};
-use crate::analysis::frames::Acc;
+use crate::analysis::frames::{Acc, EdgeAcc, FnAcc};
 use crate::analysis::marks::to_marks;
 use crate::analysis::options::{AnalyzeOptions, PathMode};
 use crate::analysis::paths::{ROOT, STACK_LABEL};
@@ -15,8 +15,18 @@ use crate::analysis::segment::StackKey;
 use crate::analysis::stacks::Analysis;
 use crate::input::LoadedTrace;
 use crate::model::compact::{CompactReport, NumberedEdge};
+use crate::model::merge::Sums;
 use crate::model::report::{CallPath, FunctionStats, Report, StackStats, TimeWindow};
 use crate::model::warnings::Warnings;
+
+/// Where the function rows and edges of a report go.
+pub(super) enum Rows<'s> {
+    /// Into the report.
+    Made,
+    /// Added to these sums as this trace number, not made (see
+    /// [`fold_rows`]); the report has none. Not with call paths.
+    Summed(&'s mut Sums, u32),
+}
 
 /// Builds the report from the statistics `acc` of all stacks, each stack's
 /// own (`stacks`, best in id order) and the problems the replays found.
@@ -27,11 +37,19 @@ pub(super) fn assemble(
     acc: Acc,
     mut stacks: Vec<StackStats>,
     replay_warnings: Warnings,
+    rows: Rows<'_>,
 ) -> CompactReport {
     analysis.drop_segments();
     let prep = &analysis.prep;
     let entries = prep.functions.entries();
-    let (functions, row_keys, position) = function_rows(&acc, entries);
+    let summed = matches!(rows, Rows::Summed(..));
+    let (functions, row_keys, position) = match rows {
+        Rows::Made => function_rows(&acc, entries),
+        Rows::Summed(sums, number) => {
+            fold_rows(&acc, entries, sums, number);
+            Default::default()
+        }
+    };
     if !prep.window.is_all() {
         // Stacks that neither lived nor did anything in the window.
         stacks.retain(|s| s.running_ns | s.paused_ns | s.events | s.switches_in != 0);
@@ -41,7 +59,10 @@ pub(super) fn assemble(
         _ => Vec::new(),
     };
     let paths = call_paths(&acc, opts, &labels, &position);
-    let edges = numbered_edges(&acc);
+    let edges = match summed {
+        true => Vec::new(),
+        false => numbered_edges(&acc),
+    };
     let mut warnings = prep.warnings.clone();
     warnings.merge(replay_warnings);
     let mut summary = prep.summary(trace, analysis.all_stacks);
@@ -71,9 +92,13 @@ pub(super) fn assemble(
         marks,
         paths,
     };
+    let keys = match summed {
+        true => Vec::new(),
+        false => std::mem::take(&mut analysis.prep.functions).into_keys(),
+    };
     CompactReport {
         report,
-        keys: std::mem::take(&mut analysis.prep.functions).into_keys(),
+        keys,
         row_keys,
         edges,
     }
@@ -93,27 +118,11 @@ fn function_rows(acc: &Acc, entries: &[FunctionEntry]) -> (Vec<FunctionStats>, V
         .enumerate()
         // Called, or (in a time window) with a frame entered before it
         // that ran, paused or had callees in it.
-        .filter(|&(i, a)| {
-            a.ncalls | a.tottime_ns | a.cumtime_ns | a.paused_ns | a.through_callees != 0
-                || on_paths[i]
-        })
+        .filter(|&(i, a)| has_row(a) || on_paths[i])
         .map(|(i, a)| {
             let e = &entries[i];
-            let stats = FunctionStats {
-                function: e.key.function.clone(),
-                file: e.key.file.clone(),
-                line: e.key.line,
-                module: e.module.clone(),
-                ncalls: a.ncalls,
-                primitive_calls: a.primitive_calls,
-                tottime_ns: a.tottime_ns,
-                cumtime_ns: a.cumtime_ns,
-                paused_ns: a.paused_ns,
-                open_at_end: a.open_at_end,
-                cut_short: a.cut_short,
-                scheduled_ns: a.scheduled_ns.min(a.paused_ns),
-                waiting_ns: a.paused_ns - a.scheduled_ns.min(a.paused_ns),
-            };
+            let mut stats = FunctionStats::new(&e.key, &e.module);
+            stats.set_sums(function_sums(a));
             (i, stats)
         })
         .collect();
@@ -191,25 +200,84 @@ fn call_paths(
     paths
 }
 
+/// Whether a function gets a row (call paths aside): called, or (in a
+/// time window) with a frame entered before it that ran, paused or had
+/// callees in it.
+fn has_row(a: &FnAcc) -> bool {
+    a.ncalls | a.tottime_ns | a.cumtime_ns | a.paused_ns | a.through_callees != 0
+}
+
+/// A function's row numbers, in [`FunctionStats::sums`] order.
+fn function_sums(a: &FnAcc) -> [u64; 9] {
+    let scheduled_ns = a.scheduled_ns.min(a.paused_ns);
+    [
+        a.ncalls,
+        a.primitive_calls,
+        a.tottime_ns,
+        a.cumtime_ns,
+        a.paused_ns,
+        a.open_at_end,
+        a.cut_short,
+        scheduled_ns,
+        a.paused_ns - scheduled_ns,
+    ]
+}
+
+/// An edge's numbers in [`crate::model::report::EdgeStats::sums`] order,
+/// if it gets a row: not if its frames were all outside the time window.
+fn edge_sums(a: &EdgeAcc) -> Option<[u64; 5]> {
+    (a.ncalls | a.tottime_ns | a.cumtime_ns != 0).then_some([
+        a.ncalls,
+        a.primitive_calls,
+        a.tottime_ns,
+        a.cumtime_ns,
+        a.callee_cumtime_ns,
+    ])
+}
+
 /// Every caller -> callee edge with a call or time in the window, by
 /// dense function index (see [`CompactReport`]).
 fn numbered_edges(acc: &Acc) -> Vec<NumberedEdge> {
     acc.edges
         .iter()
-        // Edges whose frames were all outside the time window.
-        .filter(|(_, a)| a.ncalls | a.tottime_ns | a.cumtime_ns != 0)
-        .map(|(&(caller, callee), a)| NumberedEdge {
-            caller,
-            callee,
-            sums: [
-                a.ncalls,
-                a.primitive_calls,
-                a.tottime_ns,
-                a.cumtime_ns,
-                a.callee_cumtime_ns,
-            ],
+        .filter_map(|(&(caller, callee), a)| {
+            Some(NumberedEdge {
+                caller,
+                callee,
+                sums: edge_sums(a)?,
+            })
         })
         .collect()
+}
+
+/// Adds the function rows and edges of `acc` to `sums` as trace number
+/// `trace`, as [`Sums::add_compact`] would add them from the report: what
+/// a worker summing its traces does, without making rows it would only
+/// read once. Not for call paths, whose frames name rows.
+fn fold_rows(acc: &Acc, entries: &[FunctionEntry], sums: &mut Sums, trace: u32) {
+    debug_assert!(acc.paths.is_none(), "call paths name rows");
+    // Our numbers of the trace's functions, looked up when first needed.
+    let mut ours = vec![u32::MAX; entries.len()];
+    let mut number = |sums: &mut Sums, d: u32| {
+        let slot = &mut ours[d as usize];
+        if *slot == u32::MAX {
+            *slot = sums.number(&entries[d as usize].key);
+        }
+        *slot
+    };
+    for (d, a) in acc.functions.iter().enumerate() {
+        if has_row(a) {
+            let n = number(sums, d as u32);
+            let e = &entries[d];
+            sums.add_function_sums(n, &e.module, function_sums(a), trace);
+        }
+    }
+    for (&(caller, callee), a) in acc.edges.iter() {
+        if let Some(s) = edge_sums(a) {
+            let key = (number(sums, caller), number(sums, callee));
+            sums.add_edge(key, s, trace);
+        }
+    }
 }
 
 /// Names the report's stacks, moving the names out of the metadata: a

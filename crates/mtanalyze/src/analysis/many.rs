@@ -104,7 +104,7 @@ pub fn analyze_each<E>(
     each_with(
         paths,
         opts,
-        |t, o, s, _| Ok(analyze_in(t, o, s)?.into_report()),
+        |t, o, s, _| Ok(analyze_in(t, o, s, None)?.into_report()),
         each,
     )
     .map(drop)
@@ -118,7 +118,7 @@ pub fn analyze_each_compact<E>(
     opts: &AnalyzeOptions,
     each: impl FnMut(usize, &Path, Result<CompactReport, TraceError>) -> Result<(), E>,
 ) -> Result<(), E> {
-    each_with(paths, opts, |t, o, s, _| analyze_in(t, o, s), each).map(drop)
+    each_with(paths, opts, |t, o, s, _| analyze_in(t, o, s, None), each).map(drop)
 }
 
 /// [`analyze_each_compact`] for a caller that sums every trace into a
@@ -137,9 +137,11 @@ pub fn analyze_each_summed<E>(
         paths,
         opts,
         |t, o, s, i| {
-            let mut c = analyze_in(t, o, s)?;
             // Traces are numbered by their place in `paths`: a failed one
             // leaves a gap, which keeps the order.
+            let mut c = analyze_in(t, o, s, Some(i as u32))?;
+            // What the analysis did not add up itself (a trace analyzed
+            // in parallel, or call paths).
             s.sums.add_compact(i as u32, &mut c);
             Ok(c)
         },
@@ -148,18 +150,25 @@ pub fn analyze_each_summed<E>(
 }
 
 /// One trace's analysis by a worker: sequential in `scratch` if the trace
-/// is small, else in parallel (see the module doc).
+/// is small, else in parallel (see the module doc). With `summed` (the
+/// trace's number), a sequential analysis adds its function rows and edges
+/// to the worker's sums itself (see [`analyze_compact_in`]).
 fn analyze_in(
     trace: &LoadedTrace,
     opts: &AnalyzeOptions,
     scratch: &mut WorkerScratch,
+    summed: Option<u32>,
 ) -> Result<CompactReport, AnalyzeError> {
     if !scratch.sequential || trace.bytes().len() > SEQUENTIAL_BYTES {
         return analyze_compact(trace, opts);
     }
-    match &scratch.pool {
-        Some(pool) => pool.install(|| analyze_compact_in(trace, opts, &mut scratch.tables)),
-        None => analyze_compact_in(trace, opts, &mut scratch.tables),
+    let WorkerScratch {
+        pool, tables, sums, ..
+    } = scratch;
+    let into = summed.map(|i| (sums, i));
+    match pool {
+        Some(pool) => pool.install(|| analyze_compact_in(trace, opts, tables, into)),
+        None => analyze_compact_in(trace, opts, tables, into),
     }
 }
 

@@ -11,7 +11,7 @@ use std::sync::Mutex;
 
 use rayon::prelude::*;
 
-use crate::analysis::assemble::assemble;
+use crate::analysis::assemble::{assemble, Rows};
 use crate::analysis::cut::OwnReplay;
 use crate::analysis::frames::{Acc, NoObserver, Tally};
 use crate::analysis::options::{AnalyzeError, AnalyzeOptions, PathMode};
@@ -22,6 +22,7 @@ use crate::analysis::segment::StackKey;
 use crate::analysis::stacks::Analysis;
 use crate::input::LoadedTrace;
 use crate::model::compact::CompactReport;
+use crate::model::merge::Sums;
 use crate::model::report::{Report, StackName, StackStats};
 use crate::model::warnings::Warnings;
 
@@ -103,7 +104,15 @@ fn analyze_to_compact(
     // The segments are no longer needed: free them before the rows are made.
     analysis.drop_segments();
     let stacks = rows(&analysis, totals, own);
-    Ok(assemble(trace, analysis, opts, acc, stacks, warnings))
+    Ok(assemble(
+        trace,
+        analysis,
+        opts,
+        acc,
+        stacks,
+        warnings,
+        Rows::Made,
+    ))
 }
 
 /// What a worker keeps from trace to trace for [`analyze_compact_in`]:
@@ -117,11 +126,15 @@ pub(crate) struct Scratch {
 /// after the other, every stack into `scratch`'s tally (see the module
 /// doc). The stages that split work with rayon still do, in whatever pool
 /// the caller runs this in ([`crate::analyze_each`]: a pool of one thread
-/// per worker, so nothing leaves the worker).
+/// per worker, so nothing leaves the worker). With `into` (sums and this
+/// trace's number among the traces summed) and no call paths, the
+/// function rows and edges are added to the sums, not made: the report
+/// has none (a worker of [`crate::analyze_each_summed`]).
 pub(crate) fn analyze_compact_in(
     trace: &LoadedTrace,
     opts: &AnalyzeOptions,
     scratch: &mut Scratch,
+    into: Option<(&mut Sums, u32)>,
 ) -> Result<CompactReport, AnalyzeError> {
     let tally = scratch
         .tally
@@ -176,7 +189,11 @@ pub(crate) fn analyze_compact_in(
     scratch.tally = Some(tally);
     analysis.drop_segments();
     let stacks = rows(&analysis, totals, own);
-    Ok(assemble(trace, analysis, opts, acc, stacks, warnings))
+    let rows = match into {
+        Some((sums, number)) if opts.paths == PathMode::Off => Rows::Summed(sums, number),
+        _ => Rows::Made,
+    };
+    Ok(assemble(trace, analysis, opts, acc, stacks, warnings, rows))
 }
 
 /// The report's rows, in id order, from the totals of the selected stacks

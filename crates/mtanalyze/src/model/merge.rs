@@ -19,8 +19,9 @@
 //! the traces they analyzed, and the caller only lists the rest. Each row
 //! remembers the first trace that met it, so the merged report lists its
 //! rows as one sum in the traces' order would, however the work was split:
-//! functions and call paths in the order first met, edges first met in the
-//! same trace by caller then callee.
+//! by the first trace that met them, and within it functions by name, file
+//! and line and edges by caller then callee (as a trace's report lists
+//! them), call paths in the trace's order.
 //!
 //! Edges are found by their functions' numbers (every function an edge
 //! named gets one, in the order met), not by four strings: a small trace
@@ -42,7 +43,8 @@ type First = (u32, u32);
 #[derive(Debug)]
 struct FunctionSum {
     row: FunctionStats,
-    first: First,
+    /// The first trace that met it.
+    first: u32,
     /// The trace `row.module` came from (`u32::MAX`: none yet): the module
     /// is the first trace's that names one.
     module_from: u32,
@@ -81,7 +83,7 @@ pub struct Sums {
 
 impl Sums {
     /// The number of function `key`, given one if new.
-    fn number(&mut self, key: &FunctionKey) -> u32 {
+    pub(crate) fn number(&mut self, key: &FunctionKey) -> u32 {
         if let Some(&n) = self.numbers.get(key) {
             return n;
         }
@@ -92,34 +94,28 @@ impl Sums {
         n
     }
 
-    /// Adds function row `f` of trace `trace` (at position `pos` in its
-    /// list), numbered `n`.
-    fn add_function(&mut self, n: u32, f: FunctionStats, first: First) {
+    /// Adds the numbers `sums` (in [`FunctionStats::sums`] order) of
+    /// function `n` in module `module` (maybe "") to its row, as met in
+    /// trace `trace`.
+    pub(crate) fn add_function_sums(&mut self, n: u32, module: &str, sums: [u64; 9], trace: u32) {
         let slot = &mut self.functions[n as usize];
-        let Some(sum) = slot else {
-            let module_from = if f.module.is_empty() {
-                u32::MAX
-            } else {
-                first.0
-            };
-            *slot = Some(FunctionSum {
-                row: f,
-                first,
-                module_from,
-            });
-            return;
-        };
-        let mut sums = sum.row.sums();
-        add_all(&mut sums, f.sums());
-        sum.row.set_sums(sums);
-        sum.first = sum.first.min(first);
-        if !f.module.is_empty() && first.0 < sum.module_from {
-            sum.row.module = f.module;
-            sum.module_from = first.0;
+        let sum = slot.get_or_insert_with(|| FunctionSum {
+            row: FunctionStats::new(&self.keys[n as usize], ""),
+            first: trace,
+            module_from: u32::MAX,
+        });
+        let mut total = sum.row.sums();
+        add_all(&mut total, sums);
+        sum.row.set_sums(total);
+        sum.first = sum.first.min(trace);
+        // The module is the first trace's that names one.
+        if !module.is_empty() && trace < sum.module_from {
+            module.clone_into(&mut sum.row.module);
+            sum.module_from = trace;
         }
     }
 
-    fn add_edge(&mut self, key: (u32, u32), sums: [u64; 5], first: u32) {
+    pub(crate) fn add_edge(&mut self, key: (u32, u32), sums: [u64; 5], first: u32) {
         self.edges
             .entry(key)
             .and_modify(|e| {
@@ -193,7 +189,7 @@ impl Sums {
                 Some((row_keys, ours)) => ours[row_keys[pos] as usize],
                 None => self.number(&f.key()),
             };
-            self.add_function(n, f, (trace, pos as u32));
+            self.add_function_sums(n, &f.module, f.sums(), trace);
             index.push(n);
         }
         index
@@ -214,6 +210,11 @@ impl Sums {
 
     /// Adds everything `other` summed.
     pub fn absorb(&mut self, other: Sums) {
+        if self.keys.is_empty() {
+            // Nothing here yet (no row names a function no key does).
+            *self = other;
+            return;
+        }
         let Sums {
             keys,
             numbers: _,
@@ -230,14 +231,11 @@ impl Sums {
                 module_from,
             } = f;
             let n = ours[n];
-            let module = (module_from != u32::MAX).then(|| row.module.clone());
-            let mut row = row;
-            row.module.clear();
-            self.add_function(n, row, first);
             // The module goes with the trace it came from, not `first`'s.
-            if let (Some(module), Some(sum)) = (module, &mut self.functions[n as usize]) {
+            self.add_function_sums(n, "", row.sums(), first);
+            if let Some(sum) = &mut self.functions[n as usize] {
                 if module_from < sum.module_from {
-                    sum.row.module = module;
+                    sum.row.module = row.module;
                     sum.module_from = module_from;
                 }
             }
@@ -258,8 +256,9 @@ impl Sums {
         }
     }
 
-    /// The rows: functions and call paths in the order first met, edges
-    /// by first trace, then caller, then callee (see the module doc).
+    /// The rows, each kind by the first trace that met it, then functions
+    /// by key, edges by caller then callee, call paths in their trace's
+    /// order (see the module doc).
     fn into_rows(self) -> (Vec<FunctionStats>, Vec<EdgeStats>, Vec<CallPath>) {
         let Sums {
             keys,
@@ -273,7 +272,9 @@ impl Sums {
             .enumerate()
             .filter_map(|(n, f)| Some((n as u32, f?)))
             .collect();
-        rows.sort_unstable_by_key(|(_, f)| f.first);
+        rows.sort_unstable_by(|(a, x), (b, y)| {
+            (x.first, &keys[*a as usize]).cmp(&(y.first, &keys[*b as usize]))
+        });
         // Function numbers to row positions (paths name functions by row).
         let mut position = vec![u32::MAX; keys.len()];
         for (pos, (n, _)) in rows.iter().enumerate() {

@@ -212,6 +212,25 @@ pub struct FunctionStats {
 }
 
 impl FunctionStats {
+    /// The row of function `key` in module `module`, every number zero.
+    pub(crate) fn new(key: &FunctionKey, module: &str) -> FunctionStats {
+        FunctionStats {
+            function: key.function.clone(),
+            file: key.file.clone(),
+            line: key.line,
+            module: module.to_owned(),
+            ncalls: 0,
+            primitive_calls: 0,
+            tottime_ns: 0,
+            cumtime_ns: 0,
+            paused_ns: 0,
+            open_at_end: 0,
+            cut_short: 0,
+            scheduled_ns: 0,
+            waiting_ns: 0,
+        }
+    }
+
     /// Its sums, in a fixed order: `ncalls`, `primitive_calls`,
     /// `tottime_ns`, `cumtime_ns`, `paused_ns`, `open_at_end`, `cut_short`,
     /// `scheduled_ns`, `waiting_ns`. Each adds up over traces merged and
