@@ -8,6 +8,8 @@
 //! a payload are `u32 len, UTF-8 bytes`. Unknown kinds are skipped by length,
 //! so newer writers can add kinds.
 
+use std::borrow::Cow;
+
 use crate::event::{FunctionId, StackId, ThreadId};
 use crate::layout::{
     read_u16, read_u32, read_u64, META_ALIGN, META_FUNCTION, META_HOST, META_MARK,
@@ -166,9 +168,11 @@ pub fn for_each_record(
 }
 
 /// A record as [`for_each_record_borrowed`] hands it over: a logical
-/// stack's name borrowed from the region (a task-per-request trace has
-/// one per task, and a reader that keeps them its own way need not have
-/// each made a `String` first), any other record as [`MetaRecord`].
+/// stack's name and a function's strings borrowed from the region (a
+/// task-per-request trace has a name per task, a merge of many traces
+/// reads every trace's function table, and a reader that keeps them its
+/// own way need not have each made a `String` first), any other record as
+/// [`MetaRecord`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum MetaRecordRef<'a> {
     /// [`MetaRecord::Stack`], its name borrowed when it is valid UTF-8.
@@ -176,20 +180,46 @@ pub enum MetaRecordRef<'a> {
         /// The stack's id as used in `switch` events.
         id: StackId,
         /// Its name.
-        name: std::borrow::Cow<'a, str>,
+        name: Cow<'a, str>,
+    },
+    /// [`MetaRecord::Function`], its strings borrowed when valid UTF-8.
+    Function {
+        /// The id events refer to.
+        id: FunctionId,
+        /// The function or scope name.
+        name: Cow<'a, str>,
+        /// Source file, empty if unknown.
+        file: Cow<'a, str>,
+        /// Source line, 0 if unknown.
+        line: u32,
+        /// Module path, empty if unknown.
+        module: Cow<'a, str>,
     },
     /// Any other record.
     Other(MetaRecord),
 }
 
 impl MetaRecordRef<'_> {
-    /// The record, its name copied if borrowed.
+    /// The record, its strings copied if borrowed.
     pub fn into_owned(self) -> MetaRecord {
         match self {
             MetaRecordRef::Stack { id, name } => MetaRecord::Stack {
                 id,
                 name: name.into_owned(),
             },
+            MetaRecordRef::Function {
+                id,
+                name,
+                file,
+                line,
+                module,
+            } => MetaRecord::Function(FunctionMeta {
+                id,
+                name: name.into_owned(),
+                file: file.into_owned(),
+                line,
+                module: module.into_owned(),
+            }),
             MetaRecordRef::Other(r) => r,
         }
     }
@@ -240,13 +270,16 @@ fn decode_payload(kind: u16, p: &[u8]) -> Result<Option<MetaRecordRef<'_>>, &'st
                 name: cursor.borrowed_str()?,
             }))
         }
-        META_FUNCTION => MetaRecord::Function(FunctionMeta {
-            id: FunctionId(cursor.u32()?),
-            line: cursor.u32()?,
-            name: cursor.str()?,
-            file: cursor.str()?,
-            module: cursor.str()?,
-        }),
+        META_FUNCTION => {
+            // In the record's order: id, line, name, file, module.
+            return Ok(Some(MetaRecordRef::Function {
+                id: FunctionId(cursor.u32()?),
+                line: cursor.u32()?,
+                name: cursor.borrowed_str()?,
+                file: cursor.borrowed_str()?,
+                module: cursor.borrowed_str()?,
+            }));
+        }
         META_THREAD => MetaRecord::Thread {
             tid: ThreadId(cursor.u64()?),
             os_tid: cursor.u64()?,
@@ -292,7 +325,7 @@ impl<'a> Cursor<'a> {
         Ok(self.borrowed_str()?.into_owned())
     }
 
-    fn borrowed_str(&mut self) -> Result<std::borrow::Cow<'a, str>, &'static str> {
+    fn borrowed_str(&mut self) -> Result<Cow<'a, str>, &'static str> {
         let len = self.u32()? as usize;
         if len > META_STRING_MAX {
             return Err("string longer than the format allows");
@@ -353,6 +386,53 @@ mod tests {
         }
         assert_eq!(bytes.len() % 8, 0);
         assert_eq!(decode_records(&bytes, 0), (sample(), None));
+    }
+
+    #[test]
+    fn names_come_borrowed_when_valid_utf8_and_copied_when_not() {
+        let mut bytes = Vec::new();
+        for r in sample() {
+            r.encode(&mut bytes);
+        }
+        let mut borrowed = 0;
+        for_each_record_borrowed(&bytes, 0, |r| match r {
+            MetaRecordRef::Function {
+                name, file, module, ..
+            } => {
+                assert!([&name, &file, &module]
+                    .iter()
+                    .all(|s| matches!(s, Cow::Borrowed(_))));
+                assert_eq!((&*name, &*file, &*module), ("parse", "src/p.rs", "app::p"));
+                borrowed += 1;
+            }
+            MetaRecordRef::Stack { name, .. } => {
+                assert!(matches!(name, Cow::Borrowed("task-7")));
+                borrowed += 1;
+            }
+            MetaRecordRef::Other(_) => {}
+        });
+        assert_eq!(borrowed, 2);
+        // A name that is not UTF-8 is made valid, as the owned reader does.
+        let mut bytes = Vec::new();
+        MetaRecord::Function(FunctionMeta {
+            id: FunctionId(3),
+            name: "x".into(),
+            file: String::new(),
+            line: 1,
+            module: String::new(),
+        })
+        .encode(&mut bytes);
+        let at = bytes
+            .iter()
+            .position(|&b| b == b'x')
+            .expect("the name's byte");
+        bytes[at] = 0xff;
+        let mut seen = None;
+        for_each_record_borrowed(&bytes, 0, |r| seen = Some(r.into_owned()));
+        match seen {
+            Some(MetaRecord::Function(f)) => assert_eq!((f.name.as_str(), f.line), ("\u{fffd}", 1)),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

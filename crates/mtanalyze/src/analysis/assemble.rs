@@ -107,7 +107,10 @@ pub(super) fn assemble(
 /// The functions that were called, sorted by key, with each one's dense
 /// index, and for each dense index its position among them (`u32::MAX`:
 /// never called).
-fn function_rows(acc: &Acc, entries: &[FunctionEntry]) -> (Vec<FunctionStats>, Vec<u32>, Vec<u32>) {
+fn function_rows(
+    acc: &Acc,
+    entries: &[FunctionEntry<'_>],
+) -> (Vec<FunctionStats>, Vec<u32>, Vec<u32>) {
     let mut on_paths = vec![false; acc.functions.len()];
     if let Some(t) = &acc.paths {
         t.mark_functions(&mut on_paths);
@@ -121,7 +124,7 @@ fn function_rows(acc: &Acc, entries: &[FunctionEntry]) -> (Vec<FunctionStats>, V
         .filter(|&(i, a)| has_row(a) || on_paths[i])
         .map(|(i, a)| {
             let e = &entries[i];
-            let mut stats = FunctionStats::new(&e.key, &e.module);
+            let mut stats = FunctionStats::new(&e.key.function, &e.key.file, e.key.line, &e.module);
             stats.set_sums(function_sums(a));
             (i, stats)
         })
@@ -254,14 +257,15 @@ fn numbered_edges(acc: &Acc) -> Vec<NumberedEdge> {
 /// `trace`, as [`Sums::add_compact`] would add them from the report: what
 /// a worker summing its traces does, without making rows it would only
 /// read once. Not for call paths, whose frames name rows.
-fn fold_rows(acc: &Acc, entries: &[FunctionEntry], sums: &mut Sums, trace: u32) {
+fn fold_rows(acc: &Acc, entries: &[FunctionEntry<'_>], sums: &mut Sums, trace: u32) {
     debug_assert!(acc.paths.is_none(), "call paths name rows");
     // Our numbers of the trace's functions, looked up when first needed.
     let mut ours = vec![u32::MAX; entries.len()];
     let mut number = |sums: &mut Sums, d: u32| {
         let slot = &mut ours[d as usize];
         if *slot == u32::MAX {
-            *slot = sums.number(&entries[d as usize].key);
+            let k = &entries[d as usize].key;
+            *slot = sums.number(&k.function, &k.file, k.line);
         }
         *slot
     };

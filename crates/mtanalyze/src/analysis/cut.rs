@@ -471,7 +471,7 @@ impl Cutter<'_, '_, '_> {
 /// going back from `floor`. Its function's dense index if so.
 #[inline(always)]
 fn ordinary(
-    functions: &FunctionTable,
+    functions: &FunctionTable<'_>,
     kind: u64,
     tick: u64,
     payload: u64,

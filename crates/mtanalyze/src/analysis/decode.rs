@@ -8,6 +8,8 @@
 //! overwritten (ring mode) or lost, and the chunk after the hole restarts
 //! from its snapshot of open frames.
 
+use std::borrow::Cow;
+
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
@@ -21,22 +23,45 @@ use mtrace_format::{
 
 use crate::model::report::{FunctionKey, StackName};
 
-/// One function of the report: its identity and module.
+/// One function of the report: its identity and module, borrowed from the
+/// trace's metadata when valid UTF-8 (a merge of many traces reads every
+/// trace's function table; its strings need not be made and freed).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct FunctionEntry {
+pub(crate) struct FunctionEntry<'a> {
     /// Name, file and line.
-    pub key: FunctionKey,
+    pub key: EntryKey<'a>,
     /// Module path ("" if unknown).
-    pub module: String,
+    pub module: Cow<'a, str>,
+}
+
+/// A function's name, file and line as the metadata gives them (see
+/// [`FunctionEntry`]); [`EntryKey::to_key`] makes the report's
+/// [`FunctionKey`].
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct EntryKey<'a> {
+    /// Function or scope name.
+    pub function: Cow<'a, str>,
+    /// Source file ("" if unknown).
+    pub file: Cow<'a, str>,
+    /// Source line (0 if unknown).
+    pub line: u32,
+}
+
+impl EntryKey<'_> {
+    /// The report's key (its strings copied).
+    pub(crate) fn to_key(&self) -> FunctionKey {
+        FunctionKey::new(&self.function, &self.file, self.line)
+    }
 }
 
 /// Maps the trace's function ids to dense indices, one per distinct
 /// (name, file, line), so recursion and statistics are per function as the
 /// user sees it even if two ids name the same site.
 #[derive(Clone, Debug, Default)]
-pub(crate) struct FunctionTable {
-    entries: Vec<FunctionEntry>,
-    by_key: FxHashMap<FunctionKey, u32>,
+pub(crate) struct FunctionTable<'a> {
+    entries: Vec<FunctionEntry<'a>>,
+    /// Borrowed keys: a copy costs no allocation.
+    by_key: FxHashMap<EntryKey<'a>, u32>,
     /// Small ids (every writer numbers from 1) index this directly; the
     /// hot loops look ids up once per event.
     by_small_id: Vec<u32>,
@@ -47,7 +72,7 @@ pub(crate) struct FunctionTable {
 const SMALL_IDS: u32 = 1 << 20;
 const NONE: u32 = u32::MAX;
 
-impl FunctionTable {
+impl<'a> FunctionTable<'a> {
     /// The dense index of a function id, if known.
     #[inline]
     pub(crate) fn get(&self, id: u32) -> Option<u32> {
@@ -60,7 +85,7 @@ impl FunctionTable {
     }
 
     /// Registers `id` with this identity (ids seen twice keep the first).
-    pub(crate) fn insert(&mut self, id: u32, entry: FunctionEntry) -> u32 {
+    pub(crate) fn insert(&mut self, id: u32, entry: FunctionEntry<'a>) -> u32 {
         if let Some(dense) = self.get(id) {
             return dense;
         }
@@ -89,24 +114,24 @@ impl FunctionTable {
         self.insert(
             id,
             FunctionEntry {
-                key: FunctionKey {
-                    function: format!("fn#{id}"),
-                    file: String::new(),
+                key: EntryKey {
+                    function: Cow::Owned(format!("fn#{id}")),
+                    file: Cow::Borrowed(""),
                     line: 0,
                 },
-                module: String::new(),
+                module: Cow::Borrowed(""),
             },
         )
     }
 
     /// All functions, by dense index.
-    pub(crate) fn entries(&self) -> &[FunctionEntry] {
+    pub(crate) fn entries(&self) -> &[FunctionEntry<'a>] {
         &self.entries
     }
 
     /// Every function's key, by dense index (the table is not needed after).
     pub(crate) fn into_keys(self) -> Vec<FunctionKey> {
-        self.entries.into_iter().map(|e| e.key).collect()
+        self.entries.iter().map(|e| e.key.to_key()).collect()
     }
 }
 
@@ -158,7 +183,7 @@ pub(crate) struct Decoded<'a> {
     /// agree to the nanosecond).
     pub scale: TickScale,
     /// Functions by dense index (unknown ids are added by the segment pass).
-    pub functions: FunctionTable,
+    pub functions: FunctionTable<'a>,
     /// Names of logical stacks.
     pub stack_names: StackNames,
     /// Names and OS ids of threads.
@@ -240,21 +265,33 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Decoded<'_>, FormatError> {
                 stack_names.push((id.0, StackName::new(&name)));
                 return;
             }
+            MetaRecordRef::Function {
+                id,
+                name,
+                file,
+                line,
+                module,
+            } => {
+                let key = EntryKey {
+                    function: name,
+                    file,
+                    line,
+                };
+                functions.insert(id.0, FunctionEntry { key, module });
+                return;
+            }
             MetaRecordRef::Other(r) => r,
         };
         match r {
             MetaRecord::Function(f) => {
-                functions.insert(
-                    f.id.0,
-                    FunctionEntry {
-                        key: FunctionKey {
-                            function: f.name,
-                            file: f.file,
-                            line: f.line,
-                        },
-                        module: f.module,
-                    },
-                );
+                // Function records come borrowed (above); kept for completeness.
+                let key = EntryKey {
+                    function: f.name.into(),
+                    file: f.file.into(),
+                    line: f.line,
+                };
+                let module = f.module.into();
+                functions.insert(f.id.0, FunctionEntry { key, module });
             }
             // Stack records come borrowed (above); kept for completeness.
             MetaRecord::Stack { id, name } => stack_names.push((id.0, name.into())),

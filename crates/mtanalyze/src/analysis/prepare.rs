@@ -28,7 +28,7 @@ pub(crate) struct Prepared<'a> {
     pub(crate) passes: Vec<ThreadPass>,
     /// The metadata's functions, and the ids the passes met that it does
     /// not name (moved out of `decoded`, whose table is then empty).
-    pub(crate) functions: FunctionTable,
+    pub(crate) functions: FunctionTable<'a>,
     pub(crate) end_tick: u64,
     /// Problems of the file and of its threads' passes.
     pub(crate) warnings: Warnings,
@@ -194,7 +194,10 @@ fn cut_threads_into(
 /// was its last reader), with every id the passes met and the metadata
 /// does not name (their dense indices follow the named ones), and how many
 /// such ids there were.
-fn complete_functions(decoded: &mut Decoded<'_>, passes: &[ThreadPass]) -> (FunctionTable, u64) {
+fn complete_functions<'a>(
+    decoded: &mut Decoded<'a>,
+    passes: &[ThreadPass],
+) -> (FunctionTable<'a>, u64) {
     let mut functions = std::mem::take(&mut decoded.functions);
     let mut unknown: Vec<u32> = passes
         .iter()

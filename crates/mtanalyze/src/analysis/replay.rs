@@ -44,7 +44,7 @@ pub(super) struct ReplayContext<'d, 'a> {
     /// The decoded trace.
     pub decoded: &'d Decoded<'a>,
     /// Function ids to dense indices (complete: unknown ids added).
-    pub functions: &'d FunctionTable,
+    pub functions: &'d FunctionTable<'a>,
     /// The clock.
     pub clock: Clock,
     /// The `gil` clock's timeline (only for `Clock::Gil`).
@@ -389,7 +389,7 @@ impl<'a, O: Observer> StackReplay<'a, O> {
     pub(super) fn begin(
         &mut self,
         decoded: &Decoded<'_>,
-        functions: &FunctionTable,
+        functions: &FunctionTable<'_>,
         clock: Clock,
         seg: &Segment,
         warnings: &mut Warnings,
@@ -709,7 +709,7 @@ pub(super) fn stack_name(decoded: &Decoded<'_>, key: StackKey) -> String {
 
 fn seed_frames(
     decoded: &Decoded<'_>,
-    functions: &FunctionTable,
+    functions: &FunctionTable<'_>,
     seg: &Segment,
     frames: &mut FrameStack<'_, impl Observer>,
     ns: u64,

@@ -355,7 +355,7 @@ impl<'a> Analysis<'a> {
     }
 
     /// Every function, by dense index.
-    pub(crate) fn functions(&self) -> &FunctionTable {
+    pub(crate) fn functions(&self) -> &FunctionTable<'a> {
         &self.prep.functions
     }
 

@@ -143,7 +143,7 @@ impl<'a> Timelines<'a> {
     }
 
     /// Every function, by the index [`SliceKind::Frame`] holds.
-    pub(crate) fn functions(&self) -> &[FunctionEntry] {
+    pub(crate) fn functions(&self) -> &[FunctionEntry<'_>] {
         self.analysis.functions().entries()
     }
 
@@ -312,7 +312,9 @@ mod tests {
                     .iter()
                     .map(|s| {
                         let name = match s.kind {
-                            SliceKind::Frame(f) => t.functions()[f as usize].key.function.clone(),
+                            SliceKind::Frame(f) => {
+                                t.functions()[f as usize].key.function.to_string()
+                            }
                             SliceKind::Paused => "paused".into(),
                         };
                         (name, s.depth, s.start_ns, s.end_ns)
@@ -403,7 +405,7 @@ mod tests {
             ..AnalyzeOptions::default()
         };
         let t = Timelines::new(&trace, &opts).unwrap();
-        let name = |f: u32| t.functions()[f as usize].key.function.clone();
+        let name = |f: u32| t.functions()[f as usize].key.function.to_string();
         let mut rows = Vec::new();
         for i in 0..t.stacks().len() {
             t.frames(i, &mut |f| {

@@ -28,7 +28,9 @@
 //! has thousands of edges, and a [`CompactReport`] hands them over
 //! numbered, so its edges cost a lookup of two integers each.
 
-use rustc_hash::FxHashMap;
+use std::hash::{Hash, Hasher};
+
+use rustc_hash::{FxHashMap, FxHasher};
 
 use crate::model::compact::{edge_row, CompactReport, NumberedEdge};
 use crate::model::report::{
@@ -72,7 +74,11 @@ struct PathSum {
 pub struct Sums {
     /// Every function a row or an edge named, numbered in the order met.
     keys: Vec<FunctionKey>,
-    numbers: FxHashMap<FunctionKey, u32>,
+    /// Function numbers by the hash of their key ([`key_hash`]), so a key
+    /// is found from borrowed strings and held once. A key whose hash
+    /// another key has is in `collided` instead, found by a walk.
+    numbers: FxHashMap<u64, u32>,
+    collided: Vec<u32>,
     /// By function number: its row, if a trace had one.
     functions: Vec<Option<FunctionSum>>,
     /// By (caller, callee) number.
@@ -82,16 +88,33 @@ pub struct Sums {
 }
 
 impl Sums {
-    /// The number of function `key`, given one if new.
-    pub(crate) fn number(&mut self, key: &FunctionKey) -> u32 {
-        if let Some(&n) = self.numbers.get(key) {
+    /// The number of function `function` (`file`, `line`), given one if
+    /// new.
+    pub(crate) fn number(&mut self, function: &str, file: &str, line: u32) -> u32 {
+        let is = |k: &FunctionKey| k.function == function && k.file == file && k.line == line;
+        let hash = key_hash(function, file, line);
+        let first = self.numbers.get(&hash).copied();
+        if let Some(n) = first.filter(|&n| is(&self.keys[n as usize])) {
+            return n;
+        }
+        if let Some(&n) = self.collided.iter().find(|&&n| is(&self.keys[n as usize])) {
             return n;
         }
         let n = self.keys.len() as u32;
-        self.numbers.insert(key.clone(), n);
-        self.keys.push(key.clone());
+        self.keys.push(FunctionKey::new(function, file, line));
         self.functions.push(None);
+        match first {
+            Some(_) => self.collided.push(n),
+            None => {
+                self.numbers.insert(hash, n);
+            }
+        }
         n
+    }
+
+    /// [`Sums::number`] of `key`.
+    fn number_of(&mut self, key: &FunctionKey) -> u32 {
+        self.number(&key.function, &key.file, key.line)
     }
 
     /// Adds the numbers `sums` (in [`FunctionStats::sums`] order) of
@@ -100,7 +123,10 @@ impl Sums {
     pub(crate) fn add_function_sums(&mut self, n: u32, module: &str, sums: [u64; 9], trace: u32) {
         let slot = &mut self.functions[n as usize];
         let sum = slot.get_or_insert_with(|| FunctionSum {
-            row: FunctionStats::new(&self.keys[n as usize], ""),
+            row: {
+                let k = &self.keys[n as usize];
+                FunctionStats::new(&k.function, &k.file, k.line, "")
+            },
             first: trace,
             module_from: u32::MAX,
         });
@@ -145,7 +171,11 @@ impl Sums {
     fn add_report(&mut self, trace: u32, r: &mut Report) {
         let index = self.add_rows(trace, r, None);
         for e in std::mem::take(&mut r.edges) {
-            let key = (self.number(&e.caller_key()), self.number(&e.callee_key()));
+            let caller = self.number(&e.caller, &e.caller_file, e.caller_line);
+            let key = (
+                caller,
+                self.number(&e.callee, &e.callee_file, e.callee_line),
+            );
             self.add_edge(key, e.sums(), trace);
         }
         self.add_paths(trace, r, &index);
@@ -155,7 +185,7 @@ impl Sums {
     /// `trace`, leaving them empty.
     pub(crate) fn add_compact(&mut self, trace: u32, c: &mut CompactReport) {
         // The trace's function numbers to ours, each looked up once.
-        let ours: Vec<u32> = c.keys.iter().map(|k| self.number(k)).collect();
+        let ours: Vec<u32> = c.keys.iter().map(|k| self.number_of(k)).collect();
         let index = self.add_rows(trace, &mut c.report, Some((&c.row_keys, &ours)));
         for e in std::mem::take(&mut c.edges) {
             let NumberedEdge {
@@ -187,7 +217,7 @@ impl Sums {
         for (pos, f) in rows.into_iter().enumerate() {
             let n = match numbered {
                 Some((row_keys, ours)) => ours[row_keys[pos] as usize],
-                None => self.number(&f.key()),
+                None => self.number(&f.function, &f.file, f.line),
             };
             self.add_function_sums(n, &f.module, f.sums(), trace);
             index.push(n);
@@ -218,11 +248,12 @@ impl Sums {
         let Sums {
             keys,
             numbers: _,
+            collided: _,
             functions,
             edges,
             paths,
         } = other;
-        let ours: Vec<u32> = keys.iter().map(|k| self.number(k)).collect();
+        let ours: Vec<u32> = keys.iter().map(|k| self.number_of(k)).collect();
         for (n, f) in functions.into_iter().enumerate() {
             let Some(f) = f else { continue };
             let FunctionSum {
@@ -401,6 +432,13 @@ pub fn merge(reports: impl IntoIterator<Item = Report>) -> Option<Report> {
     m.finish()
 }
 
+/// The hash [`Sums`] finds a function's number by.
+fn key_hash(function: &str, file: &str, line: u32) -> u64 {
+    let mut h = FxHasher::default();
+    (function, file, line).hash(&mut h);
+    h.finish()
+}
+
 /// Adds `b` to `a`, element by element.
 fn add_all<const N: usize>(a: &mut [u64; N], b: [u64; N]) {
     for (x, y) in a.iter_mut().zip(b) {
@@ -466,5 +504,25 @@ fn add_summary(a: &mut TraceSummary, b: TraceSummary, n: usize) {
     if differ(&a.input_format, &b.input_format) {
         // The schema's kinds are one trace's; a mix reads as binary.
         a.input_format = "binary".into();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_whose_hash_another_key_has_gets_its_own_number() {
+        let mut sums = Sums::default();
+        assert_eq!(sums.number("a", "a.py", 1), 0);
+        // As if "b" hashed like "a": its hash already names number 0.
+        sums.numbers.insert(key_hash("b", "b.py", 2), 0);
+        assert_eq!(sums.number("b", "b.py", 2), 1);
+        assert_eq!(sums.collided, [1]);
+        assert_eq!(sums.number("b", "b.py", 2), 1);
+        assert_eq!(sums.number("a", "a.py", 1), 0);
+        assert_eq!(sums.number("a", "a.py", 2), 2);
+        assert_eq!(sums.keys[1], FunctionKey::new("b", "b.py", 2));
+        assert_eq!(sums.functions.len(), 3);
     }
 }

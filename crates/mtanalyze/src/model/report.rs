@@ -212,12 +212,13 @@ pub struct FunctionStats {
 }
 
 impl FunctionStats {
-    /// The row of function `key` in module `module`, every number zero.
-    pub(crate) fn new(key: &FunctionKey, module: &str) -> FunctionStats {
+    /// The row of function `function` (`file`, `line`) in module
+    /// `module`, every number zero.
+    pub(crate) fn new(function: &str, file: &str, line: u32, module: &str) -> FunctionStats {
         FunctionStats {
-            function: key.function.clone(),
-            file: key.file.clone(),
-            line: key.line,
+            function: function.to_owned(),
+            file: file.to_owned(),
+            line,
             module: module.to_owned(),
             ncalls: 0,
             primitive_calls: 0,

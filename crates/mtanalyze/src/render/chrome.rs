@@ -162,14 +162,14 @@ pub fn chrome(
                     let key = functions.get(f as usize).map(|e| &e.key);
                     let site = key.filter(|k| !k.file.is_empty());
                     Edge {
-                        name: key.map_or("?", |k| k.function.as_str()),
+                        name: key.map_or("?", |k| &*k.function),
                         cat: "function",
                         ph: "B",
                         ts: micros(s.start_ns),
                         pid,
                         tid,
                         cname: None,
-                        file: site.map(|k| k.file.as_str()),
+                        file: site.map(|k| &*k.file),
                         line: site.map(|k| k.line),
                     }
                 }
