@@ -37,8 +37,8 @@ use crate::model::report::{
     CallPath, EdgeStats, FunctionKey, FunctionStats, Report, TraceSummary, Warning,
 };
 
-/// Where a row was first met: the trace's position among the merged
-/// traces, then the row's position in that trace's list.
+/// Where a call path was first met: the trace's number among the merged
+/// traces, then the path's position in that trace's list.
 type First = (u32, u32);
 
 /// A function's row summed over traces.
@@ -141,6 +141,8 @@ impl Sums {
         }
     }
 
+    /// Adds the numbers `sums` (in [`EdgeStats::sums`] order) of the edge
+    /// `key` (caller and callee numbers), as met in trace `first`.
     pub(crate) fn add_edge(&mut self, key: (u32, u32), sums: [u64; 5], first: u32) {
         self.edges
             .entry(key)
@@ -151,6 +153,7 @@ impl Sums {
             .or_insert(EdgeSum { sums, first });
     }
 
+    /// Adds a call path's counts, as met at `first`.
     fn add_path(&mut self, key: (String, Vec<u32>), ncalls: u64, self_ns: u64, first: First) {
         self.paths
             .entry(key)
