@@ -119,8 +119,6 @@ fn function_rows(
         .functions
         .iter()
         .enumerate()
-        // Called, or (in a time window) with a frame entered before it
-        // that ran, paused or had callees in it.
         .filter(|&(i, a)| has_row(a) || on_paths[i])
         .map(|(i, a)| {
             let e = &entries[i];
@@ -273,7 +271,7 @@ fn fold_rows(acc: &Acc, entries: &[FunctionEntry<'_>], sums: &mut Sums, trace: u
         if has_row(a) {
             let n = number(sums, d as u32);
             let e = &entries[d];
-            sums.add_function_sums(n, &e.module, function_sums(a), trace);
+            sums.add_function_sums(n, function_sums(a), trace, &e.module, trace);
         }
     }
     for (&(caller, callee), a) in acc.edges.iter() {

@@ -47,6 +47,25 @@ pub(crate) struct EntryKey<'a> {
     pub line: u32,
 }
 
+impl<'a> FunctionEntry<'a> {
+    /// The entry of a function record's strings.
+    pub(crate) fn new(
+        function: Cow<'a, str>,
+        file: Cow<'a, str>,
+        line: u32,
+        module: Cow<'a, str>,
+    ) -> FunctionEntry<'a> {
+        FunctionEntry {
+            key: EntryKey {
+                function,
+                file,
+                line,
+            },
+            module,
+        }
+    }
+}
+
 impl EntryKey<'_> {
     /// The report's key (its strings copied).
     pub(crate) fn to_key(&self) -> FunctionKey {
@@ -111,17 +130,8 @@ impl<'a> FunctionTable<'a> {
 
     /// Registers an id that appears in events but not in the metadata.
     pub(crate) fn insert_unknown(&mut self, id: u32) -> u32 {
-        self.insert(
-            id,
-            FunctionEntry {
-                key: EntryKey {
-                    function: Cow::Owned(format!("fn#{id}")),
-                    file: Cow::Borrowed(""),
-                    line: 0,
-                },
-                module: Cow::Borrowed(""),
-            },
-        )
+        let name = Cow::Owned(format!("fn#{id}"));
+        self.insert(id, FunctionEntry::new(name, "".into(), 0, "".into()))
     }
 
     /// All functions, by dense index.
@@ -272,12 +282,7 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Decoded<'_>, FormatError> {
                 line,
                 module,
             } => {
-                let key = EntryKey {
-                    function: name,
-                    file,
-                    line,
-                };
-                functions.insert(id.0, FunctionEntry { key, module });
+                functions.insert(id.0, FunctionEntry::new(name, file, line, module));
                 return;
             }
             MetaRecordRef::Other(r) => r,
@@ -285,13 +290,9 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Decoded<'_>, FormatError> {
         match r {
             MetaRecord::Function(f) => {
                 // Function records come borrowed (above); kept for completeness.
-                let key = EntryKey {
-                    function: f.name.into(),
-                    file: f.file.into(),
-                    line: f.line,
-                };
-                let module = f.module.into();
-                functions.insert(f.id.0, FunctionEntry { key, module });
+                let entry =
+                    FunctionEntry::new(f.name.into(), f.file.into(), f.line, f.module.into());
+                functions.insert(f.id.0, entry);
             }
             // Stack records come borrowed (above); kept for completeness.
             MetaRecord::Stack { id, name } => stack_names.push((id.0, name.into())),

@@ -93,8 +93,8 @@ impl Sums {
     pub(crate) fn number(&mut self, function: &str, file: &str, line: u32) -> u32 {
         let is = |k: &FunctionKey| k.function == function && k.file == file && k.line == line;
         let hash = key_hash(function, file, line);
-        let first = self.numbers.get(&hash).copied();
-        if let Some(n) = first.filter(|&n| is(&self.keys[n as usize])) {
+        let taken = self.numbers.get(&hash).copied();
+        if let Some(n) = taken.filter(|&n| is(&self.keys[n as usize])) {
             return n;
         }
         if let Some(&n) = self.collided.iter().find(|&&n| is(&self.keys[n as usize])) {
@@ -103,7 +103,7 @@ impl Sums {
         let n = self.keys.len() as u32;
         self.keys.push(FunctionKey::new(function, file, line));
         self.functions.push(None);
-        match first {
+        match taken {
             Some(_) => self.collided.push(n),
             None => {
                 self.numbers.insert(hash, n);
@@ -118,9 +118,17 @@ impl Sums {
     }
 
     /// Adds the numbers `sums` (in [`FunctionStats::sums`] order) of
-    /// function `n` in module `module` (maybe "") to its row, as met in
-    /// trace `trace`.
-    pub(crate) fn add_function_sums(&mut self, n: u32, module: &str, sums: [u64; 9], trace: u32) {
+    /// function `n` to its row, as met in trace `trace`, and its module
+    /// (maybe "") as named in trace `module_from` (one trace's row: the
+    /// same trace; sums made apart: their own first trace to name one).
+    pub(crate) fn add_function_sums(
+        &mut self,
+        n: u32,
+        sums: [u64; 9],
+        trace: u32,
+        module: &str,
+        module_from: u32,
+    ) {
         let slot = &mut self.functions[n as usize];
         let sum = slot.get_or_insert_with(|| FunctionSum {
             row: {
@@ -135,9 +143,9 @@ impl Sums {
         sum.row.set_sums(total);
         sum.first = sum.first.min(trace);
         // The module is the first trace's that names one.
-        if !module.is_empty() && trace < sum.module_from {
+        if !module.is_empty() && module_from < sum.module_from {
             module.clone_into(&mut sum.row.module);
-            sum.module_from = trace;
+            sum.module_from = module_from;
         }
     }
 
@@ -222,7 +230,7 @@ impl Sums {
                 Some((row_keys, ours)) => ours[row_keys[pos] as usize],
                 None => self.number(&f.function, &f.file, f.line),
             };
-            self.add_function_sums(n, &f.module, f.sums(), trace);
+            self.add_function_sums(n, f.sums(), trace, &f.module, trace);
             index.push(n);
         }
         index
@@ -244,7 +252,7 @@ impl Sums {
     /// Adds everything `other` summed.
     pub fn absorb(&mut self, other: Sums) {
         if self.keys.is_empty() {
-            // Nothing here yet (no row names a function no key does).
+            // Nothing summed yet (every row and edge names a key).
             *self = other;
             return;
         }
@@ -264,15 +272,8 @@ impl Sums {
                 first,
                 module_from,
             } = f;
-            let n = ours[n];
             // The module goes with the trace it came from, not `first`'s.
-            self.add_function_sums(n, "", row.sums(), first);
-            if let Some(sum) = &mut self.functions[n as usize] {
-                if module_from < sum.module_from {
-                    sum.row.module = row.module;
-                    sum.module_from = module_from;
-                }
-            }
+            self.add_function_sums(ours[n], row.sums(), first, &row.module, module_from);
         }
         for ((caller, callee), e) in edges {
             self.add_edge(
@@ -448,6 +449,7 @@ fn add_all<const N: usize>(a: &mut [u64; N], b: [u64; N]) {
         *x = x.saturating_add(y);
     }
 }
+
 fn add_warnings(into: &mut Vec<Warning>, from: Vec<Warning>) {
     for w in from {
         match into.iter_mut().find(|x| x.kind == w.kind) {
@@ -527,5 +529,20 @@ mod tests {
         assert_eq!(sums.number("a", "a.py", 2), 2);
         assert_eq!(sums.keys[1], FunctionKey::new("b", "b.py", 2));
         assert_eq!(sums.functions.len(), 3);
+    }
+
+    #[test]
+    fn sums_made_apart_keep_the_module_of_the_first_trace_that_names_one() {
+        let mut a = Sums::default();
+        let n = a.number("f", "f.py", 1);
+        a.add_function_sums(n, [1; 9], 5, "x", 5);
+        let mut b = Sums::default();
+        let n = b.number("f", "f.py", 1);
+        b.add_function_sums(n, [1; 9], 1, "", 1);
+        b.add_function_sums(n, [1; 9], 3, "y", 3);
+        a.absorb(b);
+        let (rows, _, _) = a.into_rows();
+        assert_eq!(rows.len(), 1);
+        assert_eq!((rows[0].module.as_str(), rows[0].ncalls), ("y", 3));
     }
 }
