@@ -46,7 +46,7 @@ fn check_describes_a_good_trace() {
     let run = mtanalyze(["check".as_ref(), bin.as_os_str()]).success();
     let out = &run.stdout;
     assert_eq!(field(out, "file"), format!("{} (binary)", bin.display()));
-    assert_eq!(field(out, "format"), "version 2");
+    assert_eq!(field(out, "format"), "version 3");
     assert_eq!(field(out, "finished"), "yes");
     assert_eq!(field(out, "ring"), "no");
     assert!(field(out, "clock").starts_with("ns: "), "{out}");
@@ -85,7 +85,7 @@ fn check_describes_a_good_trace() {
     .success()
     .json();
     assert_eq!(v["events"], 804);
-    assert_eq!(v["format_version"], 2);
+    assert_eq!(v["format_version"], 3);
     assert_eq!(v["finished"], true);
     assert_eq!(v["chunks_damaged"], serde_json::json!([]));
     assert_eq!(v["threads"][1]["events"], 400);

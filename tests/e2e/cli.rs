@@ -16,7 +16,7 @@ fn table_matches_the_recursion_example_with_total_slash_primitive_calls() {
     let run = mtanalyze([&trace]).success();
     assert!(run
         .stdout
-        .starts_with(&format!("trace: {} (jsonl, format 2)\n", trace.display())));
+        .starts_with(&format!("trace: {} (jsonl, format 3)\n", trace.display())));
     // Worked example 4: f 3/1 calls, 60 ns self, 90 ns cumulative; g 2/1, 30, 50.
     assert_text_eq(
         "\
@@ -153,7 +153,7 @@ fn a_trace_named_like_a_subcommand_is_reached_after_double_dash() {
     let dir = TempDir::new("named-check");
     dir.write("check", RECURSION);
     let run = mtanalyze_in(Some(dir.path()), ["--", "check"]).success();
-    run.stdout_has("trace: check (jsonl, format 2)");
+    run.stdout_has("trace: check (jsonl, format 3)");
     mtanalyze_in(Some(dir.path()), ["./check"]).success();
     // Without `--` the word is the subcommand, which then lacks its TRACE.
     let bare = mtanalyze_in(Some(dir.path()), ["check"]);

@@ -184,8 +184,8 @@ fn known_changes_are_reported_exactly() {
     let (base, new) = known(&dir);
     let run = diff(&base, &new, &[]).success();
     assert!(run.stdout.starts_with(&format!(
-        "base: {} (jsonl, format 2)  duration: 2.45µs  events: 10  stacks: 1\n\
-         new:  {} (jsonl, format 2)  duration: 3.29µs  events: 10  stacks: 1\n",
+        "base: {} (jsonl, format 3)  duration: 2.45µs  events: 10  stacks: 1\n\
+         new:  {} (jsonl, format 3)  duration: 3.29µs  events: 10  stacks: 1\n",
         base.display(),
         new.display()
     )));
@@ -508,8 +508,8 @@ fn jsonl_against_its_binary_conversion_changes_nothing() {
         mtanalyze(["convert".as_ref(), jsonl.as_os_str(), bin.as_os_str()]).success();
         for (base, new) in [(&jsonl, &bin), (&bin, &jsonl)] {
             let run = diff(base, new, &[]).success();
-            run.stdout_has("(jsonl, format 2)")
-                .stdout_has("(binary, format 2)")
+            run.stdout_has("(jsonl, format 3)")
+                .stdout_has("(binary, format 3)")
                 .stdout_has("change: 0ns (0.0%)");
             let v = diff_json(base, new, &[]);
             let functions = array(&v["functions"]);

@@ -44,7 +44,7 @@ fn report_json_has_the_documented_fields_with_integer_ns() {
     let t = &v["trace"];
     assert_eq!(t["source"], trace.display().to_string());
     assert_eq!(t["input_format"], "jsonl");
-    assert_eq!(t["format_version"], 2);
+    assert_eq!(t["format_version"], 3);
     assert_eq!(t["end_ns"], 90);
     assert_eq!(t["duration_ns"], 90);
     assert_eq!(t["events"], 10);

@@ -43,6 +43,8 @@ pub const KIND_THREAD_EXIT: u64 = 5;
 pub const KIND_LOST: u64 = 6;
 /// Kind nibble of a `wake` event (format version 2).
 pub const KIND_WAKE: u64 = 7;
+/// Kind nibble of an `end` event (format version 3).
+pub const KIND_END: u64 = 8;
 
 /// Splits 16 event bytes into (kind, tick, payload) without judging them.
 /// For hot loops that branch on the kind themselves; [`raw_is_valid`]
@@ -61,7 +63,7 @@ pub fn raw_is_valid(kind: u64, payload: u64) -> bool {
     match kind {
         KIND_ENTER | KIND_EXIT => payload != 0 && payload <= u32::MAX as u64,
         KIND_SWITCH => true,
-        KIND_WAKE => payload != 0,
+        KIND_WAKE | KIND_END => payload != 0,
         KIND_THREAD_START | KIND_THREAD_EXIT | KIND_LOST => payload == 0,
         _ => false,
     }
@@ -87,6 +89,10 @@ pub enum EventKind {
     /// The task on this logical stack (never `StackId::OWN`) was woken: it
     /// is ready to run again. Written by whichever thread woke it.
     Wake(StackId),
+    /// The logical stack (never `StackId::OWN`) ended: its owner dropped
+    /// it, and no thread will switch onto it again. Written by the thread
+    /// that dropped it, while no thread runs it.
+    End(StackId),
 }
 
 /// One decoded event: a tick in the trace's clock and what happened.
@@ -109,6 +115,8 @@ pub enum BadEvent {
     NonZeroPayload,
     /// A `wake` names stack 0, a thread's own stack, which is never woken.
     WakeOfOwnStack,
+    /// An `end` names stack 0: a thread's own stack ends with its thread.
+    EndOfOwnStack,
 }
 
 impl Event {
@@ -123,6 +131,7 @@ impl Event {
             EventKind::ThreadExit => (KIND_THREAD_EXIT, 0),
             EventKind::Lost => (KIND_LOST, 0),
             EventKind::Wake(s) => (KIND_WAKE, s.0),
+            EventKind::End(s) => (KIND_END, s.0),
         };
         encode_raw(kind, self.tick, payload)
     }
@@ -157,6 +166,8 @@ impl Event {
             KIND_LOST => no_payload(EventKind::Lost)?,
             KIND_WAKE if payload != 0 => EventKind::Wake(StackId(payload)),
             KIND_WAKE => return Err(BadEvent::WakeOfOwnStack),
+            KIND_END if payload != 0 => EventKind::End(StackId(payload)),
+            KIND_END => return Err(BadEvent::EndOfOwnStack),
             other => return Err(BadEvent::UnknownKind(other as u8)),
         };
         Ok(Event { tick, kind })
@@ -204,6 +215,7 @@ mod tests {
             Just(EventKind::ThreadExit),
             Just(EventKind::Lost),
             (1u64..).prop_map(|s| EventKind::Wake(StackId(s))),
+            (1u64..).prop_map(|s| EventKind::End(StackId(s))),
         ]
     }
 

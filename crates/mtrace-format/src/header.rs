@@ -300,7 +300,7 @@ mod tests {
         let err = Header::decode(&b).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "unsupported format version 7 (this build reads versions 1 to 2)"
+            "unsupported format version 7 (this build reads versions 1 to 3)"
         );
     }
 

@@ -21,8 +21,8 @@
 pub const MAGIC: [u8; 8] = *b"MTRACE\0\x01";
 /// The format version this crate writes. Version 2 is version 1 plus the
 /// `lost` event (kind 6), the 16 bytes every chunk keeps free for it, and
-/// the `wake` event (kind 7).
-pub const FORMAT_VERSION: u32 = 2;
+/// the `wake` event (kind 7). Version 3 adds the `end` event (kind 8).
+pub const FORMAT_VERSION: u32 = 3;
 /// The oldest format version this crate reads (every version up to
 /// [`FORMAT_VERSION`] is read).
 pub const OLDEST_READ_VERSION: u32 = 1;

@@ -201,6 +201,10 @@ impl<W: Write + Seek> TraceWriter<W> {
             | EventKind::ThreadExit
             | EventKind::Lost
             | EventKind::Wake(_) => {}
+            // No snapshot will carry an ended stack's frames again.
+            EventKind::End(s) => {
+                self.stack_frames.remove(&s);
+            }
         }
         // A `lost` event ends its chunk; the thread's next event, if any,
         // starts a chunk that readers restart from its snapshot.

@@ -11,7 +11,7 @@
 use rustc_hash::FxHashSet;
 
 use mtrace_format::event::{
-    raw_is_valid, KIND_ENTER, KIND_EXIT, KIND_LOST, KIND_SWITCH, KIND_WAKE,
+    raw_is_valid, KIND_END, KIND_ENTER, KIND_EXIT, KIND_LOST, KIND_SWITCH, KIND_WAKE,
 };
 use mtrace_format::StackId;
 
@@ -421,6 +421,11 @@ impl Cutter<'_, '_, '_> {
         if kind == KIND_WAKE {
             // Not an event of the stack the thread runs: of the one woken.
             self.pass.wakes.push((payload, tick));
+            return true;
+        }
+        if kind == KIND_END {
+            // Of the stack that ended, not of the one the thread runs.
+            // TODO(issue 15): end the stack's life here.
             return true;
         }
         if kind == KIND_LOST {

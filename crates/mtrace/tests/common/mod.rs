@@ -214,6 +214,8 @@ pub enum Step {
     Lost,
     /// A task's stack was woken.
     Wake(u64),
+    /// A logical stack ended (was dropped).
+    StackEnd(u64),
 }
 
 pub fn steps(d: &Decoded, events: &[Event]) -> Vec<Step> {
@@ -231,6 +233,7 @@ pub fn steps(d: &Decoded, events: &[Event]) -> Vec<Step> {
                 EventKind::Switch(s) => Step::Switch(s.0),
                 EventKind::Lost => Step::Lost,
                 EventKind::Wake(s) => Step::Wake(s.0),
+                EventKind::End(s) => Step::StackEnd(s.0),
             }
         })
         .collect()
@@ -283,6 +286,9 @@ pub fn replay(start: &Snapshot, events: &[Event]) -> Replayed {
             | EventKind::ThreadExit
             | EventKind::Lost
             | EventKind::Wake(_) => {}
+            EventKind::End(s) => {
+                stacks.remove(&s.0);
+            }
         }
     }
     let own = stacks[&StackId::OWN.0].0.clone();
