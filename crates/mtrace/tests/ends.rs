@@ -56,6 +56,16 @@ fn start(trace: &TempTrace) -> mtrace::Recording {
     mtrace::start(Config::new(trace.path()).capacity(4 << 20).chunk_size(4096)).unwrap()
 }
 
+/// A tokio runtime with two worker threads and timers.
+fn two_workers() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("worker")
+        .enable_time()
+        .build()
+        .unwrap()
+}
+
 fn named_thread<T: Send + 'static>(name: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
     std::thread::Builder::new()
         .name(name.into())
@@ -222,12 +232,7 @@ fn each_finished_task_on_a_multi_thread_runtime_ends_once_after_its_last_poll() 
     let _serial = serial();
     let trace = TempTrace::new("ends-tokio");
     let recording = start(&trace);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name("worker")
-        .enable_time()
-        .build()
-        .unwrap();
+    let rt = two_workers();
     const TASKS: u64 = 40;
     let ids: Vec<u64> = rt.block_on(async {
         let tasks: Vec<_> = (0..TASKS)
@@ -286,12 +291,7 @@ fn a_cancelled_task_closes_its_frames_then_ends() {
     let _serial = serial();
     let trace = TempTrace::new("ends-cancelled");
     let recording = start(&trace);
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .thread_name("worker")
-        .enable_time()
-        .build()
-        .unwrap();
+    let rt = two_workers();
     let stack = rt.block_on(async {
         let task = handler().on_logical_stack("cancelled");
         let stack = task.stack().id().0;
