@@ -14,6 +14,10 @@
 //! adapter-poll      CALLS polls of Countdown.on_logical_stack(..)  switch in + switch out per poll
 //! ```
 //!
+//! The stack of `switch-pair` and the task of `adapter-poll` are dropped
+//! at the end of each sample, which records their `end`: one event more a
+//! sample, not a unit.
+//!
 //! The async ones are polled with a no-op waker on the timing thread, not
 //! on a runtime, so the numbers are the adapter's own cost without a
 //! scheduler's noise (the `async` workload measures it on tokio).

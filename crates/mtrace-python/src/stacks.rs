@@ -22,6 +22,10 @@
 //! Each level above 0 is an [`mtrace::LogicalStack`] held by a [`Context`]
 //! in a process-wide table; the thread keeps the shadow stack (function ids
 //! of the open frames) of the level it runs, and those of the levels below.
+//! A context whose owner is done (an asyncio task's coroutine returned or
+//! unwound, a greenlet died, a dead task's address taken by a new one) is
+//! removed and dropped by the thread that saw it, which records its
+//! stack's `end` there, after the switch away (see `release`).
 //!
 //! # Conventions
 //!
@@ -659,8 +663,8 @@ unsafe fn acquire(
     }
     // Named outside the lock: naming calls into Python.
     let name = name();
-    let mut table = lock(&CONTEXTS);
-    let table = table.get_or_insert_with(Table::default);
+    let mut guard = lock(&CONTEXTS);
+    let table = guard.get_or_insert_with(Table::default);
     if let Some(c) = table.get_mut(&(kind, key)) {
         if c.busy {
             return None;
@@ -684,19 +688,28 @@ unsafe fn acquire(
         resume_at: 0,
     });
     let ptr = &mut *c as *mut Context;
-    // Replacing a stale context drops it: no thread runs it (not busy).
-    table.insert((kind, key), c);
+    // Replacing a stale context ends it: no thread runs it (not busy). Its
+    // stack's drop records the end if it ran in this recording (see
+    // `release`), after the lock.
+    let stale = table.insert((kind, key), c);
+    drop(guard);
+    drop(stale);
     Some(ptr)
 }
 
-/// Gives a context back; `finished` removes it from the table.
+/// Gives a context back; `finished` removes it from the table and drops
+/// it, which ends its stack: the `LogicalStack`'s drop records an `end` on
+/// this thread, after the switch away the caller made, if the stack ran in
+/// the running recording (a session is a recording: a context last run in
+/// an older one ends silently). Dropped after the table's lock, so other
+/// threads' task switches never wait for the event.
 unsafe fn release(context: *mut Context, finished: bool) {
     let mut table = lock(&CONTEXTS);
     let key = (*context).key;
     if finished {
-        if let Some(t) = table.as_mut() {
-            t.remove(&key);
-        }
+        let ended = table.as_mut().and_then(|t| t.remove(&key));
+        drop(table);
+        drop(ended);
     } else {
         (*context).busy = false;
     }
@@ -786,14 +799,19 @@ pub(crate) unsafe fn greenlet_switch(
         leave_ctx(t, finished);
         if origin_dead && !finished {
             let mut table = lock(&CONTEXTS);
-            if let Some(table) = table.as_mut() {
+            let dead = table.as_mut().and_then(|table| {
                 if table
                     .get(&(Kind::Greenlet, origin))
                     .is_some_and(|c| !c.busy)
                 {
-                    table.remove(&(Kind::Greenlet, origin));
+                    table.remove(&(Kind::Greenlet, origin))
+                } else {
+                    None
                 }
-            }
+            });
+            // Its stack ends (as in `release`), after the lock.
+            drop(table);
+            drop(dead);
         }
         if !target_is_main {
             if let Some(context) = acquire(Kind::Greenlet, target, false, name) {

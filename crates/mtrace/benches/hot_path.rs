@@ -7,13 +7,18 @@
 //! memory that was touched once before timing starts, so page faults are
 //! not measured. The last line, `recorder_vs_floor_ratio: X`, is the
 //! one-thread median divided by the one-thread floor median.
+//!
+//! It also times the drop of a `LogicalStack` (the median ns per drop of
+//! batches of anonymous stacks, made and switched onto outside the timing):
+//! one that ran in the recording writes an `end`; one never entered, or
+//! dropped after the recording finished, only checks.
 
 use std::hint::black_box;
 use std::path::PathBuf;
 use std::sync::{Arc, Barrier};
 use std::time::Instant;
 
-use mtrace::{Config, FunctionId, Mode};
+use mtrace::{Config, FunctionId, LogicalStack, Mode};
 use mtrace_format::event::encode_enter;
 
 /// Bytes of the ring, and of the floor's buffer.
@@ -39,6 +44,46 @@ fn measure(events: usize, mut sample: impl FnMut()) -> f64 {
             let t = Instant::now();
             sample();
             t.elapsed().as_nanos() as f64 / events as f64
+        })
+        .collect();
+    median(times)
+}
+
+/// Stacks dropped per timed sample of the drop measurements.
+const STACKS: usize = 4096;
+/// Timed samples of each drop measurement.
+const DROP_SAMPLES: usize = 51;
+
+/// Batches of `STACKS` anonymous stacks for the drop measurements, each
+/// switched onto once (in whatever recording runs) if `entered`.
+fn stack_batches(entered: bool) -> Vec<Vec<LogicalStack>> {
+    (0..DROP_SAMPLES)
+        .map(|_| {
+            let mut stacks: Vec<LogicalStack> =
+                (0..STACKS).map(|_| LogicalStack::anonymous()).collect();
+            if entered {
+                for s in &mut stacks {
+                    drop(s.enter());
+                }
+            }
+            stacks
+        })
+        .collect()
+}
+
+/// Median ns per stack of dropping each batch.
+fn drops(batches: Vec<Vec<LogicalStack>>) -> f64 {
+    let times = batches
+        .into_iter()
+        .map(|mut stacks| {
+            // In the cache first, as a task's stack is when its task ends.
+            black_box(stacks.iter().map(|s| s.id().0).sum::<u64>());
+            let t = Instant::now();
+            // Drops every stack in place; the vector keeps its buffer.
+            stacks.clear();
+            let ns = t.elapsed().as_nanos() as f64 / STACKS as f64;
+            black_box(stacks);
+            ns
         })
         .collect();
     median(times)
@@ -133,8 +178,12 @@ fn main() {
     let rec_1 = std::thread::spawn(move || recorder(f)).join().unwrap();
     let floor_2 = two_threads(|_| floor(), f);
     let rec_2 = two_threads(recorder, f);
+    let drop_end = drops(stack_batches(true));
+    let drop_unentered = drops(stack_batches(false));
+    let entered_before_finish = stack_batches(true);
     let summary = recording.finish().expect("finish");
     let off = recorder(f);
+    let drop_off = drops(entered_before_finish);
     let _ = std::fs::remove_file(&path);
 
     let rec_2_worst = rec_2[0].max(rec_2[1]);
@@ -156,6 +205,9 @@ fn main() {
         rec_2_worst / rec_1
     );
     println!("not recording, enter+exit:                   {off:6.2} ns/event");
+    println!("LogicalStack drop, ran in the recording (end): {drop_end:6.2} ns/stack");
+    println!("LogicalStack drop, never entered (recording): {drop_unentered:6.2} ns/stack");
+    println!("LogicalStack drop, after the recording:       {drop_off:6.2} ns/stack");
     println!(
         "recorded {} events, {} chunk claims skipped, {} dropped",
         summary.events, summary.dropped_chunks, summary.dropped_events

@@ -52,8 +52,9 @@ impl Default for Service {
 
 /// Runs `service` on a fresh runtime while recording into `out`.
 pub fn record(out: &Path, service: &Service) -> Result<mtrace::Summary, String> {
-    // Twelve 16-byte events a request, twice over for partly filled chunks.
-    let capacity = (service.requests * 12 * 16 * 2).max(16 << 20);
+    // Fourteen 16-byte events a request (two polls, eight frame events, a
+    // wake, the end of its stack), twice over for partly filled chunks.
+    let capacity = (service.requests * 14 * 16 * 2).max(16 << 20);
     // A name a request ("request-123456" and its record), 1 MiB at least.
     let names = (service.requests as usize * 64).max(1 << 20);
     let config = mtrace::Config::new(out)

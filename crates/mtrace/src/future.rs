@@ -33,6 +33,9 @@ use crate::stack::LogicalStack;
 pub struct Instrumented<F> {
     // Dropped by hand, on the task's stack.
     inner: ManuallyDrop<F>,
+    /// Dropped, like every field, after `Drop::drop` has closed the inner
+    /// future's frames on it and switched away: its `end` comes after
+    /// those exits.
     stack: LogicalStack,
     /// The inner future returned `Ready`: dropping it closes no frame.
     done: bool,
@@ -122,7 +125,8 @@ impl<F> Drop for Instrumented<F> {
 /// opened inside the task, such as the ones `#[mtrace::profile]` opens for an
 /// `async fn`, stay on the task's stack between polls and move with it to
 /// whichever worker thread polls it next. Dropping an unfinished task closes
-/// its frames on its own stack.
+/// its frames on its own stack. Dropping the task, finished or not, ends its
+/// stack (an `end` event, after those exits; see [`LogicalStack`]).
 ///
 /// ```
 /// use mtrace::LogicalStackExt;

@@ -30,6 +30,20 @@ static NEXT_STACK_ID: AtomicU64 = AtomicU64::new(1);
 /// Guards nest: entering stack B while on stack A returns to A on drop.
 /// When nothing is recorded, entering a stack does nothing.
 ///
+/// Dropping a stack that ran in the running recording (a thread entered it
+/// since that recording started) records an `end` event on the dropping
+/// thread: the stack is complete, no thread will run it again (stack ids
+/// are never reused). Drop the stack when its fiber or task is done, not
+/// before: a stack that is only switched out may run again. Frames still
+/// open on it then (a fiber abandoned mid-call, a task cancelled while
+/// suspended) are left open; the analyzer closes them at the end as cut
+/// short, instead of letting them pause until the end of the trace. A
+/// stack that did not run in the running recording (created while nothing
+/// recorded and never entered since, or last entered in an earlier
+/// recording, before a stop and start or in the parent of a forked child)
+/// ends silently: its drop costs a comparison, and a load of the global
+/// switch when it did run once.
+///
 /// ```
 /// let mut task = mtrace::LogicalStack::new("task-1");
 /// {
@@ -44,7 +58,8 @@ pub struct LogicalStack {
     /// Open frames while switched out (while switched in: what the thread
     /// gets back on switch-out).
     frames: Vec<u32>,
-    /// The generation `frames` belong to.
+    /// The generation `frames` belong to: the recording the stack last
+    /// ran in (`GEN_OFF`: none yet), which its drop ends it in.
     frames_gen: u64,
     /// The generation whose metadata names this stack.
     named_in: u64,
@@ -121,6 +136,21 @@ impl LogicalStack {
                     self.named_in = g;
                 }
             }
+        }
+    }
+}
+
+impl Drop for LogicalStack {
+    /// Records the stack's `end` if it ran in the running recording. A
+    /// guard borrows the stack, so no thread runs it now: the end comes
+    /// after its last switch away.
+    #[inline]
+    fn drop(&mut self) {
+        // A generation is never `GEN_OFF` and never used twice in a
+        // process (a forked child's next recording gets a new one too).
+        let g = self.frames_gen;
+        if g != GEN_OFF && g == shared::GEN.load(Ordering::Relaxed) {
+            thread::end(g, self.id);
         }
     }
 }

@@ -323,6 +323,15 @@ pub(crate) fn wake(id: StackId) {
     }
 }
 
+/// Records that logical stack `id`, which ran in the running recording
+/// `g`, ended (its owner dropped it), on the calling thread. Out of line:
+/// a stack ends once, and [`LogicalStack`](crate::LogicalStack)'s drop,
+/// inlined wherever a stack is dropped, keeps only its check.
+#[inline(never)]
+pub(crate) fn end(g: u64, id: StackId) {
+    emit(local(), g, EventKind::End(id));
+}
+
 /// The calling thread's trace id in recording `g`, or 0 if it has recorded
 /// nothing in it yet (or its id does not fit the 32 bits a mark keeps).
 /// Binds nothing.

@@ -1,10 +1,11 @@
 //! A forked child shares the parent's trace mapping: it must not record into
-//! it, nor finish it. The parent's trace stays intact.
+//! it, nor finish it. The parent's trace stays intact, and the child ends
+//! only the logical stacks that ran in its own recording.
 
 mod common;
 
 use common::{decode, serial, steps, Step, TempTrace};
-use mtrace::{Config, FinishError};
+use mtrace::{Config, FinishError, LogicalStack};
 
 #[test]
 fn a_forked_child_leaves_the_parents_trace_alone() {
@@ -124,4 +125,55 @@ fn a_child_recording_of_its_own_never_writes_into_the_parents_chunk() {
     assert_eq!(events.len(), 1 + 1 + 100 + 1, "{events:?}");
     let child = decode(child_trace.path());
     assert!(child.header.finished());
+}
+
+/// A stack that ran in the parent's recording is dropped in a forked
+/// child that records into a file of its own: no end of it there (the
+/// child's recording is another generation), while a stack the child ran
+/// itself ends.
+#[test]
+fn a_forked_child_ends_only_the_stacks_it_ran_in_its_own_recording() {
+    let _serial = serial();
+    let trace = TempTrace::new("fork-ends-parent");
+    let child_trace = TempTrace::new("fork-ends-child");
+    let recording =
+        mtrace::start(Config::new(trace.path()).capacity(1 << 20).chunk_size(4096)).unwrap();
+    let mut inherited = LogicalStack::new("inherited");
+    drop(inherited.enter());
+    let mut own = LogicalStack::new("child's own");
+    let own_id = own.id().0;
+    // SAFETY: the child records into a file of its own and leaves with `_exit`.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0);
+    if pid == 0 {
+        let code = match mtrace::start(Config::new(child_trace.path()).capacity(1 << 20)) {
+            Ok(child) => {
+                drop(inherited);
+                drop(own.enter());
+                drop(own);
+                i32::from(child.finish().is_err())
+            }
+            Err(_) => 4,
+        };
+        // SAFETY: ends the child without running the parent's exit handlers.
+        unsafe { libc::_exit(code) };
+    }
+    let mut status = 0;
+    // SAFETY: waiting for our own child.
+    assert_eq!(unsafe { libc::waitpid(pid, &mut status, 0) }, pid);
+    assert!(libc::WIFEXITED(status));
+    assert_eq!(libc::WEXITSTATUS(status), 0, "the child recorded");
+    recording.finish().unwrap();
+
+    let ends = |path| {
+        let d = decode(path);
+        d.threads
+            .keys()
+            .flat_map(|&tid| steps(&d, &d.events(tid)))
+            .filter(|s| matches!(s, Step::StackEnd(_)))
+            .collect::<Vec<Step>>()
+    };
+    assert_eq!(ends(child_trace.path()), [Step::StackEnd(own_id)]);
+    // The parent ended nothing: both stacks are still alive in it.
+    assert_eq!(ends(trace.path()), []);
 }

@@ -122,6 +122,8 @@ fn future_polled_on_two_threads_carries_its_frames() {
             exit("query"),
             exit("handler"),
             Step::Switch(0),
+            // The finished task is dropped here: its stack ends.
+            Step::StackEnd(stack.0),
             Step::End
         ]
     );

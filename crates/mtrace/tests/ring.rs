@@ -58,6 +58,11 @@ fn workload(iterations: u64) -> Vec<EventKind> {
             exit(&mut out, id);
         }
     }
+    // The stack ran (at i = 0): dropping it ends it.
+    drop(stack);
+    if iterations > 0 {
+        out.push(EventKind::End(s));
+    }
     out.push(EventKind::ThreadExit);
     out
 }
@@ -97,6 +102,9 @@ impl Model {
             EventKind::Enter(f) => frames.push(f.0),
             EventKind::Exit(f) => assert_eq!(frames.pop(), Some(f.0)),
             EventKind::Switch(s) => self.current = s,
+            EventKind::End(s) => {
+                self.stacks.remove(&s.0);
+            }
             _ => {}
         }
     }

@@ -40,6 +40,9 @@ fn nested_switches_return_to_the_previous_stack() {
             mtrace::exit(own);
             assert_eq!(a.open_frames(), &[] as &[u32]);
             assert_eq!(b.open_frames(), &[on_b.0]);
+            // Both ran: each ends, B with its frame still open.
+            drop(b);
+            drop(a);
             ids
         })
         .unwrap()
@@ -73,6 +76,8 @@ fn nested_switches_return_to_the_previous_stack() {
         x("on-a"),
         Step::Switch(StackId::OWN.0),
         x("own"),
+        Step::StackEnd(b_id.0),
+        Step::StackEnd(a_id.0),
         Step::End,
     ]);
     assert_eq!(got, expected);
@@ -147,7 +152,12 @@ fn switches_that_fill_chunks_keep_every_frame_where_it_belongs() {
         });
         expected.push(Step::Switch(StackId::OWN.0));
     }
-    expected.extend([Step::Exit("own".into()), Step::End]);
+    expected.extend([
+        Step::Exit("own".into()),
+        // The task's stack is dropped as the thread returns.
+        Step::StackEnd(task_id.0),
+        Step::End,
+    ]);
     assert_eq!(got, expected);
 
     let chunks = &d.chunks[&tid];
