@@ -42,6 +42,7 @@ fn report(
         functions: functions.into_iter().collect(),
         edges: edges.into_iter().collect(),
         warnings,
+        ended: Default::default(),
     }
 }
 

@@ -37,12 +37,14 @@ fn run_jsonl(text: &str, clock: Clock) -> Report {
     run(text.as_bytes().to_vec(), clock)
 }
 
-/// The warnings the reference counts (input repairs).
-const REPAIRS: [&str; 4] = [
+/// The warnings the reference counts (input repairs, and ends that do not
+/// count).
+const REPAIRS: [&str; 5] = [
     "clock_backwards",
     "exit_mismatch",
     "exit_not_open",
     "exit_on_empty_stack",
+    "end_ignored",
 ];
 
 /// The engine's report in the reference's shape (functions keyed by name).
@@ -75,6 +77,12 @@ fn as_ref_report(r: &Report) -> RefReport {
         .filter(|w| REPAIRS.contains(&w.kind.as_str()))
         .map(|w| w.count)
         .sum();
+    out.ended = r
+        .stacks
+        .iter()
+        .filter(|s| s.ended)
+        .map(|s| s.name.to_string())
+        .collect();
     out
 }
 
@@ -269,6 +277,7 @@ fn to_jsonl(lines: &[reference::Line]) -> String {
             reference::Ev::Switch(Some(s)) => format!("\"ev\": \"switch\", \"stack\": \"{s}\""),
             reference::Ev::Lost => "\"ev\": \"lost\"".into(),
             reference::Ev::Wake(s) => format!("\"ev\": \"wake\", \"stack\": \"{s}\""),
+            reference::Ev::End(s) => format!("\"ev\": \"end\", \"stack\": \"{s}\""),
         };
         out.push_str(&format!(
             "{{\"ts\": {}, \"tid\": {}, {body}}}\n",
@@ -322,6 +331,7 @@ fn to_binary_in_chunks(lines: &[reference::Line], chunk_size: usize) -> Vec<u8> 
             reference::Ev::Switch(Some(s)) => EventKind::Switch(w.stack(s)),
             reference::Ev::Lost => EventKind::Lost,
             reference::Ev::Wake(s) => EventKind::Wake(w.stack(s)),
+            reference::Ev::End(s) => EventKind::End(w.stack(s)),
         };
         w.event(ThreadId(l.tid), l.ts, kind).unwrap();
     }
@@ -466,6 +476,10 @@ fn to_binary_with_ids_shifted(lines: &[reference::Line], shift: u32) -> Vec<u8> 
             reference::Ev::Wake(s) => {
                 let next = StackId(((ids.len() as u64) + 1) << shift);
                 EventKind::Wake(*ids.entry(s.clone()).or_insert(next))
+            }
+            reference::Ev::End(s) => {
+                let next = StackId(((ids.len() as u64) + 1) << shift);
+                EventKind::End(*ids.entry(s.clone()).or_insert(next))
             }
         };
         w.event(ThreadId(l.tid), l.ts, kind).unwrap();

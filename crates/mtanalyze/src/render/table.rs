@@ -628,6 +628,7 @@ mod tests {
                         switches_in,
                         max_depth,
                         events,
+                        ended: own,
                     }
                 },
             )
