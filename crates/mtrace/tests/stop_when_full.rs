@@ -98,7 +98,10 @@ fn a_thread_cut_short_ends_with_a_lost_mark() {
     let summary = recording.finish().unwrap();
     assert!(summary.dropped_events > 0);
     let d = decode(trace.path());
-    assert_eq!(d.header.version, 3, "lost marks came in version 2; this recorder writes 3");
+    assert_eq!(
+        d.header.version, 3,
+        "lost marks came in version 2; this recorder writes 3"
+    );
     let mut marked = 0;
     for (&tid, chunks) in &d.chunks {
         let events = d.events(tid);
