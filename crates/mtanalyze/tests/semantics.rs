@@ -1296,6 +1296,27 @@ fn stack_names(stacks: u64) -> Vec<String> {
     (1..=stacks + 1).map(|s| format!("co{s}")).collect()
 }
 
+/// [`ordered_lines`] with ends taken from the steps themselves (the first
+/// three choose stacks that end when last left, the next two ends at
+/// arbitrary lines): for the properties of many traces, whose strategies
+/// stay as they were.
+fn lines_with_ends(
+    threads: u64,
+    stacks: u64,
+    functions: u8,
+    steps: &[(u8, u8, u8)],
+) -> Vec<reference::Line> {
+    let lines = ordered_lines(threads, stacks, functions, steps);
+    let finals: Vec<(u8, u8, u8)> = steps.iter().take(3).copied().collect();
+    let picks: Vec<(u16, u8, u8)> = steps
+        .iter()
+        .skip(3)
+        .take(2)
+        .map(|&(a, b, c)| (u16::from(a) * 7, b, c))
+        .collect();
+    with_ends(&lines, &stack_names(stacks), &finals, &picks)
+}
+
 fn finals() -> impl Strategy<Value = Vec<(u8, u8, u8)>> {
     proptest::collection::vec((any::<u8>(), any::<u8>(), any::<u8>()), 0..5)
 }
@@ -1599,14 +1620,14 @@ proptest! {
     ) {
         let reports: Vec<Report> = traces
             .iter()
-            .map(|(t, s, f, steps)| run(to_binary_direct(&ordered_lines(*t, *s, *f, steps)), clock))
+            .map(|(t, s, f, steps)| run(to_binary_direct(&lines_with_ends(*t, *s, *f, steps)), clock))
             .collect();
         let merged = mtanalyze::merge(reports.clone()).expect("at least one");
         // The merge of compact reports (edges numbered) is the same report,
         // rows in the same order; each compact report is its trace's.
         let mut compact = mtanalyze::Merged::new();
         for (t, s, f, steps) in &traces {
-            let bytes = to_binary_direct(&ordered_lines(*t, *s, *f, steps));
+            let bytes = to_binary_direct(&lines_with_ends(*t, *s, *f, steps));
             let trace = from_bytes("test", bytes).expect("loads");
             let opts = AnalyzeOptions { clock: Some(clock), ..Default::default() };
             let c = mtanalyze::analyze_compact(&trace, &opts).expect("analyzes");
@@ -1628,7 +1649,7 @@ proptest! {
             .enumerate()
             .map(|(i, (t, s, f, steps))| {
                 let p = dir.join(format!("{i}.bin"));
-                std::fs::write(&p, to_binary_direct(&ordered_lines(*t, *s, *f, steps))).expect("written");
+                std::fs::write(&p, to_binary_direct(&lines_with_ends(*t, *s, *f, steps))).expect("written");
                 p
             })
             .collect();
@@ -1950,7 +1971,7 @@ proptest! {
             let bytes = if *stranger && i % 3 == 1 {
                 trace_with_a_stranger_midway()
             } else {
-                to_binary_direct(&ordered_lines(*t, *s, *f, steps))
+                to_binary_direct(&lines_with_ends(*t, *s, *f, steps))
             };
             let p = dir.join(format!("{i}.bin"));
             std::fs::write(&p, bytes).unwrap();
