@@ -152,6 +152,19 @@ fn the_worked_example_through_the_cli() {
     // Not over the function table.
     let plain = mtanalyze([trace.as_os_str()]).success().stdout;
     assert!(!plain.contains("logical stacks:"), "{plain}");
+    // A selection changes neither which stacks ended nor which ends count.
+    let one = mtanalyze([
+        trace.as_os_str(),
+        "--stack".as_ref(),
+        "task-1".as_ref(),
+        "--format".as_ref(),
+        "json".as_ref(),
+    ])
+    .success()
+    .json();
+    assert_eq!(one["stacks"].as_array().map(Vec::len), Some(1));
+    assert_eq!(life(&one, "task-1"), ([20, 40, 15, 25], true));
+    assert_eq!(warning_count(&one, "end_ignored"), 1);
 }
 
 /// Without its ends the example's abandoned frames run to the end of the
