@@ -10,26 +10,9 @@ use mtrace_format::{EventKind, StackId, ThreadId, TraceWriter, WriterOptions};
 use serde_json::Value;
 
 use crate::schema::assert_valid;
-use crate::util::{json_report, mtanalyze, TempDir};
+use mtanalyze_testkit::worked_examples::{without_ends, ENDS as EXAMPLE};
 
-/// The worked example: task-1 is left inside `handle` > `query` at 20,
-/// woken at 45 and dropped at 60; task-2 runs `step` 20..30 and is dropped
-/// at 40; task-9 never ran, so its end is ignored; thread 2 runs `serve`
-/// 0..100.
-const EXAMPLE: &str = r#"{"ts": 0, "tid": 1, "ev": "switch", "stack": "task-1"}
-{"ts": 0, "tid": 1, "ev": "enter", "fn": "handle"}
-{"ts": 10, "tid": 1, "ev": "enter", "fn": "query"}
-{"ts": 20, "tid": 1, "ev": "switch", "stack": "task-2"}
-{"ts": 20, "tid": 1, "ev": "enter", "fn": "step"}
-{"ts": 30, "tid": 1, "ev": "exit", "fn": "step"}
-{"ts": 30, "tid": 1, "ev": "switch", "stack": null}
-{"ts": 0, "tid": 2, "ev": "enter", "fn": "serve"}
-{"ts": 40, "tid": 2, "ev": "end", "stack": "task-2"}
-{"ts": 45, "tid": 2, "ev": "wake", "stack": "task-1"}
-{"ts": 60, "tid": 2, "ev": "end", "stack": "task-1"}
-{"ts": 70, "tid": 2, "ev": "end", "stack": "task-9"}
-{"ts": 100, "tid": 2, "ev": "exit", "fn": "serve"}
-"#;
+use crate::util::{json_report, mtanalyze, TempDir};
 
 /// (ncalls, tottime, cumtime, paused, scheduled, cut_short, open_at_end)
 /// of a function.
@@ -172,11 +155,7 @@ fn the_worked_example_through_the_cli() {
 #[test]
 fn without_the_ends_the_abandoned_frames_run_to_the_end() {
     let dir = TempDir::new("ends-without");
-    let text: String = EXAMPLE
-        .lines()
-        .filter(|l| !l.contains("\"end\""))
-        .map(|l| format!("{l}\n"))
-        .collect();
+    let text = without_ends(EXAMPLE);
     let r = json_report(&dir.write("no-ends.jsonl", &text), "stack");
     assert_eq!(row(&r, "handle"), [1, 10, 20, 80, 55, 0, 1]);
     assert_eq!(life(&r, "task-1"), ([20, 80, 55, 25], false));
@@ -301,11 +280,7 @@ fn an_abandoned_stack_ends_at_its_end_under_every_clock() {
 fn a_version_2_file_says_nothing_about_ends() {
     let dir = TempDir::new("ends-v2");
     // A version-2 recorder writes no ends: the example without them.
-    let text: String = EXAMPLE
-        .lines()
-        .filter(|l| !l.contains("\"end\""))
-        .map(|l| format!("{l}\n"))
-        .collect();
+    let text = without_ends(EXAMPLE);
     let jsonl = dir.write("v3.jsonl", &text);
     let bin = dir.join("v3.bin");
     mtanalyze(["convert".as_ref(), jsonl.as_os_str(), bin.as_os_str()]).success();

@@ -1141,6 +1141,25 @@ fn generate_many(
     Generated { lines }
 }
 
+/// `lines` as a binary file in 1 KiB chunks (a task's open frames cross
+/// chunk boundaries, in snapshots), in the binary file's order of equal
+/// timestamps (see `ordered_lines`): the engine equals the reference, and
+/// own stacks replayed by the segment pass equal the replay pass, under
+/// every clock.
+fn in_small_chunks_equal_the_reference(
+    mut lines: Vec<reference::Line>,
+) -> Result<(), TestCaseError> {
+    lines.sort_by_key(|l| (l.ts, l.tid));
+    let bytes = to_binary_in_chunks(&lines, mtrace_format::layout::MIN_CHUNK_SIZE);
+    for clock in [RefClock::Stack, RefClock::Gil, RefClock::Wall] {
+        let want = reference::reference(&lines, clock, None);
+        let (fused, replayed) = fused_and_replayed(&bytes, engine_clock(clock));
+        prop_assert_eq!(&as_ref_report(&replayed), &want, "clock {:?}", clock);
+        prop_assert_eq!(fused, replayed, "clock {:?}", clock);
+    }
+    Ok(())
+}
+
 /// Enough steps for tens to hundreds of tasks, each switched in a few times.
 fn many_steps() -> impl Strategy<Value = Vec<(u8, u8, u8)>> {
     proptest::collection::vec((any::<u8>(), any::<u8>(), any::<u8>()), 100..2000)
@@ -1172,17 +1191,9 @@ proptest! {
     fn many_short_stacks_in_small_chunks_fused_and_replayed_equal_the_reference(
         threads in 2u64..=4, tasks in 10u64..300, functions in 1u8..5, steps in many_steps(),
     ) {
-        let mut lines = generate_many(threads, tasks, functions, &steps, false).lines;
+        let lines = generate_many(threads, tasks, functions, &steps, false).lines;
         prop_assume!(!lines.is_empty());
-        // The binary file's order of equal timestamps (see `ordered_lines`).
-        lines.sort_by_key(|l| (l.ts, l.tid));
-        let bytes = to_binary_in_chunks(&lines, mtrace_format::layout::MIN_CHUNK_SIZE);
-        for clock in [RefClock::Stack, RefClock::Gil, RefClock::Wall] {
-            let want = reference::reference(&lines, clock, None);
-            let (fused, replayed) = fused_and_replayed(&bytes, engine_clock(clock));
-            prop_assert_eq!(&as_ref_report(&replayed), &want, "clock {:?}", clock);
-            prop_assert_eq!(fused, replayed, "clock {:?}", clock);
-        }
+        in_small_chunks_equal_the_reference(lines)?;
     }
 }
 
@@ -1414,16 +1425,9 @@ proptest! {
         let lines = generate_many(threads, tasks, functions, &steps, true).lines;
         prop_assume!(!lines.is_empty());
         let names: Vec<String> = (0..tasks).map(|n| format!("task-{n}")).collect();
-        let mut lines = with_ends(&lines, &names, &[], &picks);
+        let lines = with_ends(&lines, &names, &[], &picks);
         engine_matches_reference(&shuffle_threads(&lines, seed))?;
-        lines.sort_by_key(|l| (l.ts, l.tid));
-        let bytes = to_binary_in_chunks(&lines, mtrace_format::layout::MIN_CHUNK_SIZE);
-        for clock in [RefClock::Stack, RefClock::Gil, RefClock::Wall] {
-            let want = reference::reference(&lines, clock, None);
-            let (fused, replayed) = fused_and_replayed(&bytes, engine_clock(clock));
-            prop_assert_eq!(&as_ref_report(&replayed), &want, "clock {:?}", clock);
-            prop_assert_eq!(fused, replayed, "clock {:?}", clock);
-        }
+        in_small_chunks_equal_the_reference(lines)?;
     }
 }
 
@@ -1432,7 +1436,22 @@ proptest! {
 /// numbers, and without the ends the abandoned frames run to the end.
 #[test]
 fn ends_worked_example_in_engine_and_reference() {
-    let text = ENDS_EXAMPLE;
+    let text = mtanalyze_testkit::worked_examples::ENDS;
+    // The document's events are these, line for line.
+    let doc = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../schemas/semantics.md"),
+    )
+    .expect("semantics.md");
+    let section = doc
+        .split("## Ends of logical stacks")
+        .nth(1)
+        .expect("the section");
+    let block = section
+        .split("```jsonl\n")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .expect("its events");
+    assert_eq!(block, text, "semantics.md and worked_examples::ENDS");
     let want_fns: BTreeMap<&str, [u64; 5]> = BTreeMap::from([
         ("handle", [1, 1, 10, 20, 40]),
         ("query", [1, 1, 10, 10, 40]),
@@ -1487,11 +1506,7 @@ fn ends_worked_example_in_engine_and_reference() {
     let t2 = task("task-2");
     assert_eq!((t2.running_ns, t2.paused_ns, t2.ended), (10, 0, true));
     // Without the ends: open until the end of the trace.
-    let without: String = text
-        .lines()
-        .filter(|l| !l.contains("\"end\""))
-        .map(|l| format!("{l}\n"))
-        .collect();
+    let without = mtanalyze_testkit::worked_examples::without_ends(text);
     let r = run_jsonl(&without, Clock::Stack);
     let f = |n: &str| {
         r.functions
@@ -1510,22 +1525,6 @@ fn ends_worked_example_in_engine_and_reference() {
     );
     assert!(r.stacks.iter().all(|s| !s.ended));
 }
-
-/// The worked example's events (`schemas/semantics.md`, "Ends of logical stacks").
-const ENDS_EXAMPLE: &str = r#"{"ts": 0, "tid": 1, "ev": "switch", "stack": "task-1"}
-{"ts": 0, "tid": 1, "ev": "enter", "fn": "handle"}
-{"ts": 10, "tid": 1, "ev": "enter", "fn": "query"}
-{"ts": 20, "tid": 1, "ev": "switch", "stack": "task-2"}
-{"ts": 20, "tid": 1, "ev": "enter", "fn": "step"}
-{"ts": 30, "tid": 1, "ev": "exit", "fn": "step"}
-{"ts": 30, "tid": 1, "ev": "switch", "stack": null}
-{"ts": 0, "tid": 2, "ev": "enter", "fn": "serve"}
-{"ts": 40, "tid": 2, "ev": "end", "stack": "task-2"}
-{"ts": 45, "tid": 2, "ev": "wake", "stack": "task-1"}
-{"ts": 60, "tid": 2, "ev": "end", "stack": "task-1"}
-{"ts": 70, "tid": 2, "ev": "end", "stack": "task-9"}
-{"ts": 100, "tid": 2, "ev": "exit", "fn": "serve"}
-"#;
 
 /// Ties and the lost-events rules, one case each: an end at the time of
 /// the switch away counts, at the time of a switch onto the stack it does
