@@ -413,6 +413,18 @@ print(json.dumps(out))
                 report_sums(&r["stacks"], &["id", "name", "threads"], &STACK_SUMS),
                 "stacks of {source}"
             );
+            // Which stacks ended: the column is the JSON's flag (absent: false).
+            let ended_in_table: BTreeMap<String, bool> = mine("stacks")
+                .into_iter()
+                .map(|s| (s["stack"].to_string(), s["ended"] == json!(true)))
+                .collect();
+            let ended_in_report: BTreeMap<String, bool> = r["stacks"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|s| (s["id"].to_string(), s.get("ended") == Some(&json!(true))))
+                .collect();
+            assert_eq!(ended_in_table, ended_in_report, "ended of {source}");
             assert_eq!(
                 sums(mine("warnings"), &["kind", "first"], &["count"]),
                 report_sums(&r["warnings"], &["kind", "first"], &["count"]),
@@ -473,13 +485,30 @@ print(json.dumps(out))
     #[test]
     fn the_parquet_crate_reads_back_the_reports_numbers() {
         let dir = TempDir::new("parquet");
-        let cases: [(Vec<PathBuf>, &str); 3] = [
+        // Two stacks that ended (one with frames left open), one that did not.
+        let ends = dir.write(
+            "ends.jsonl",
+            r#"{"ts": 0, "tid": 1, "ev": "switch", "stack": "task-1"}
+{"ts": 0, "tid": 1, "ev": "enter", "fn": "handle"}
+{"ts": 10, "tid": 1, "ev": "switch", "stack": "task-2"}
+{"ts": 10, "tid": 1, "ev": "enter", "fn": "step"}
+{"ts": 20, "tid": 1, "ev": "exit", "fn": "step"}
+{"ts": 20, "tid": 1, "ev": "switch", "stack": "task-3"}
+{"ts": 20, "tid": 1, "ev": "enter", "fn": "step"}
+{"ts": 25, "tid": 1, "ev": "switch", "stack": null}
+{"ts": 30, "tid": 2, "ev": "end", "stack": "task-1"}
+{"ts": 30, "tid": 2, "ev": "end", "stack": "task-2"}
+{"ts": 90, "tid": 1, "ev": "enter", "fn": "idle"}
+"#,
+        );
+        let cases: [(Vec<PathBuf>, &str); 4] = [
             (vec![repo_file("sample-traces/workload.bin")], "stack"),
             (several(), "stack"),
             (
                 vec![vector("fibers.jsonl"), vector("gil-threads.jsonl")],
                 "gil",
             ),
+            (vec![ends, vector("fibers.jsonl")], "stack"),
         ];
         for (i, (traces, clock)) in cases.iter().enumerate() {
             let out = dir.join(&format!("out{i}"));

@@ -175,6 +175,7 @@ fn schemas_describe_and_require_every_field() {
             "TraceSummary.host",
             "TraceSummary.window",
             "Mark.trace",
+            "StackStats.ended",
         ],
     );
     assert_documented("check.schema.json", &["ThreadSummary.lost_from_ns"]);

@@ -38,6 +38,11 @@
 //!   stack); its own stack and its current stack end there if that was
 //!   their last stretch; a logical stack paused at the end with frames open
 //!   ends at the later of its last switch away and the earliest mark.
+//! - Ends of logical stacks: an `end` of S at t counts if it is S's latest
+//!   end and every stretch a thread ran S began before t and was left (a
+//!   switch away or a mark) at or before t; S's frames still open then
+//!   close at t, or at the lost-events point if that is earlier. Every
+//!   other end is ignored and counted in `warnings` (`end_ignored`).
 //! - `warnings` counts one per repaired input line (a clamped timestamp, an
 //!   exit that closed frames above its function, an exit of a function that is
 //!   not open, an exit on an empty stack). Frames still open at the end of the
@@ -45,7 +50,7 @@
 
 #![allow(dead_code)]
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// One event of the interchange format.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -64,6 +69,9 @@ pub enum Ev {
     /// The task on the named logical stack was woken by this thread: an
     /// event of the thread (the `gil` clock sees it) that changes no stack.
     Wake(String),
+    /// The named logical stack ended (recorded by this thread, which it
+    /// does not change): see "Ends of logical stacks" in `semantics.md`.
+    End(String),
 }
 
 /// One event line: lines of one thread are given in that thread's order.
@@ -105,6 +113,8 @@ pub struct RefReport {
     /// Keyed by (caller, callee).
     pub edges: BTreeMap<(String, String), EdgeStats>,
     pub warnings: u64,
+    /// The logical stacks whose life an `end` ended (the stacks' `ended`).
+    pub ended: BTreeSet<String>,
 }
 
 /// The id of a thread's own stack in reports.
@@ -274,6 +284,9 @@ pub fn reference(lines: &[Line], clock: Clock, end_ts: Option<u64>) -> RefReport
             }
         }
     }
+    let (ends, ignored_ends) = counting_ends(&threads);
+    report.warnings += ignored_ends;
+    report.ended = ends.keys().cloned().collect();
     let no_intervals: Vec<Interval> = Vec::new();
     for (stack_id, mut events) in per_stack {
         events.sort_by_key(|e| (e.ts, e.segment_start, e.tid, e.seq));
@@ -304,12 +317,16 @@ pub fn reference(lines: &[Line], clock: Clock, end_ts: Option<u64>) -> RefReport
                         }
                     }
                 }
-                Ev::Switch(_) | Ev::Lost | Ev::Wake(_) => unreachable!(),
+                Ev::Switch(_) | Ev::Lost | Ev::Wake(_) | Ev::End(_) => unreachable!(),
             }
         }
         // Frames still open at the end close at the end of the trace, or
-        // where the trace lost the stack's end.
-        let close_at = stack_end(&stack_id, &threads, end);
+        // where the trace lost the stack's end, or at the stack's end
+        // event, whichever is earliest.
+        let mut close_at = stack_end(&stack_id, &threads, end);
+        if let Some(&t) = ends.get(&stack_id) {
+            close_at = close_at.min(t);
+        }
         while !open.is_empty() {
             close_top(&mut open, close_at, intervals, &mut report);
         }
@@ -354,6 +371,59 @@ fn stack_end(id: &str, threads: &BTreeMap<u64, Vec<Event>>, end: u64) -> u64 {
         };
     }
     last_left.map_or(end, |left| left.max(first_mark))
+}
+
+/// "Ends of logical stacks": the end that counts of each stack that has
+/// one (its latest end, if every stretch a thread ran the stack began
+/// before it and was left at or before it), and how many ends were
+/// ignored (all others).
+fn counting_ends(threads: &BTreeMap<u64, Vec<Event>>) -> (BTreeMap<String, u64>, u64) {
+    let mut ends: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+    for e in threads.values().flatten() {
+        if let Ev::End(s) = &e.ev {
+            ends.entry(s.clone()).or_default().push(e.ts);
+        }
+    }
+    // Every stretch a thread ran a stack it switched onto: (start, left),
+    // `None` if the thread was still on it at its last event.
+    let mut stretches: BTreeMap<String, Vec<(u64, Option<u64>)>> = BTreeMap::new();
+    for events in threads.values() {
+        let mut on: Option<(String, u64)> = None;
+        for e in events {
+            if let Ev::Switch(_) | Ev::Lost = e.ev {
+                if let Some((s, start)) = on.take() {
+                    stretches.entry(s).or_default().push((start, Some(e.ts)));
+                }
+                if let Ev::Switch(_) = e.ev {
+                    on = Some((e.stack_after.clone(), e.ts));
+                }
+            }
+        }
+        if let Some((s, start)) = on {
+            stretches.entry(s).or_default().push((start, None));
+        }
+    }
+    let mut counting = BTreeMap::new();
+    let mut ignored = 0;
+    for (stack, times) in ends {
+        let Some(&t) = times.iter().max() else {
+            continue;
+        };
+        // Every end but the latest.
+        ignored += times.len() as u64 - 1;
+        let fits = stretches.get(&stack).is_some_and(|runs| {
+            !runs.is_empty()
+                && runs
+                    .iter()
+                    .all(|&(start, left)| start < t && left.is_some_and(|l| l <= t))
+        });
+        if fits {
+            counting.insert(stack, t);
+        } else {
+            ignored += 1;
+        }
+    }
+    (counting, ignored)
 }
 
 /// Total length of `[from, to]` that lies inside the running intervals.
@@ -457,6 +527,10 @@ pub fn parse_jsonl(text: &str) -> Vec<Line> {
             "wake" => match get("stack") {
                 Some(Json::Str(s)) => Ev::Wake(s.clone()),
                 _ => fail("\"wake\" needs a stack name"),
+            },
+            "end" => match get("stack") {
+                Some(Json::Str(s)) => Ev::End(s.clone()),
+                _ => fail("\"end\" needs a stack name"),
             },
             "switch" => match get("stack") {
                 Some(Json::Str(s)) => Ev::Switch(Some(s.clone())),

@@ -42,6 +42,7 @@ fn report(
         functions: functions.into_iter().collect(),
         edges: edges.into_iter().collect(),
         warnings,
+        ended: Default::default(),
     }
 }
 
@@ -80,6 +81,36 @@ pub const RECURSION: &str = r#"{"ts": 0, "tid": 1, "ev": "enter", "fn": "f"}
 {"ts": 80, "tid": 1, "ev": "exit", "fn": "f"}
 {"ts": 90, "tid": 1, "ev": "exit", "fn": "f"}
 "#;
+
+/// The worked example of "Ends of logical stacks" (`--clock stack`):
+/// task-1 is left inside `handle` > `query` at 20, woken at 45 and dropped
+/// at 60; task-2 runs `step` 20..30 and is dropped at 40; task-9 never ran,
+/// so its end is ignored; thread 2 runs `serve` 0..100. Its numbers are
+/// checked in `crates/mtanalyze/tests/semantics.rs` and `tests/e2e/ends.rs`
+/// (the document's table has columns this module's reports do not).
+pub const ENDS: &str = r#"{"ts": 0, "tid": 1, "ev": "switch", "stack": "task-1"}
+{"ts": 0, "tid": 1, "ev": "enter", "fn": "handle"}
+{"ts": 10, "tid": 1, "ev": "enter", "fn": "query"}
+{"ts": 20, "tid": 1, "ev": "switch", "stack": "task-2"}
+{"ts": 20, "tid": 1, "ev": "enter", "fn": "step"}
+{"ts": 30, "tid": 1, "ev": "exit", "fn": "step"}
+{"ts": 30, "tid": 1, "ev": "switch", "stack": null}
+{"ts": 0, "tid": 2, "ev": "enter", "fn": "serve"}
+{"ts": 40, "tid": 2, "ev": "end", "stack": "task-2"}
+{"ts": 45, "tid": 2, "ev": "wake", "stack": "task-1"}
+{"ts": 60, "tid": 2, "ev": "end", "stack": "task-1"}
+{"ts": 70, "tid": 2, "ev": "end", "stack": "task-9"}
+{"ts": 100, "tid": 2, "ev": "exit", "fn": "serve"}
+"#;
+
+/// The same lines without their `end` events: what a trace of a recorder
+/// that writes none (format version 2) would hold.
+pub fn without_ends(text: &str) -> String {
+    text.lines()
+        .filter(|l| !l.contains("\"ev\": \"end\""))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}
 
 /// Example 5 (stack clock): every repair, plus frames open at the end.
 pub const REPAIRS: &str = r#"{"ts": 100, "tid": 1, "ev": "enter", "fn": "a"}

@@ -37,12 +37,14 @@ fn run_jsonl(text: &str, clock: Clock) -> Report {
     run(text.as_bytes().to_vec(), clock)
 }
 
-/// The warnings the reference counts (input repairs).
-const REPAIRS: [&str; 4] = [
+/// The warnings the reference counts (input repairs, and ends that do not
+/// count).
+const REPAIRS: [&str; 5] = [
     "clock_backwards",
     "exit_mismatch",
     "exit_not_open",
     "exit_on_empty_stack",
+    "end_ignored",
 ];
 
 /// The engine's report in the reference's shape (functions keyed by name).
@@ -75,6 +77,12 @@ fn as_ref_report(r: &Report) -> RefReport {
         .filter(|w| REPAIRS.contains(&w.kind.as_str()))
         .map(|w| w.count)
         .sum();
+    out.ended = r
+        .stacks
+        .iter()
+        .filter(|s| s.ended)
+        .map(|s| s.name.to_string())
+        .collect();
     out
 }
 
@@ -269,6 +277,7 @@ fn to_jsonl(lines: &[reference::Line]) -> String {
             reference::Ev::Switch(Some(s)) => format!("\"ev\": \"switch\", \"stack\": \"{s}\""),
             reference::Ev::Lost => "\"ev\": \"lost\"".into(),
             reference::Ev::Wake(s) => format!("\"ev\": \"wake\", \"stack\": \"{s}\""),
+            reference::Ev::End(s) => format!("\"ev\": \"end\", \"stack\": \"{s}\""),
         };
         out.push_str(&format!(
             "{{\"ts\": {}, \"tid\": {}, {body}}}\n",
@@ -322,6 +331,7 @@ fn to_binary_in_chunks(lines: &[reference::Line], chunk_size: usize) -> Vec<u8> 
             reference::Ev::Switch(Some(s)) => EventKind::Switch(w.stack(s)),
             reference::Ev::Lost => EventKind::Lost,
             reference::Ev::Wake(s) => EventKind::Wake(w.stack(s)),
+            reference::Ev::End(s) => EventKind::End(w.stack(s)),
         };
         w.event(ThreadId(l.tid), l.ts, kind).unwrap();
     }
@@ -466,6 +476,10 @@ fn to_binary_with_ids_shifted(lines: &[reference::Line], shift: u32) -> Vec<u8> 
             reference::Ev::Wake(s) => {
                 let next = StackId(((ids.len() as u64) + 1) << shift);
                 EventKind::Wake(*ids.entry(s.clone()).or_insert(next))
+            }
+            reference::Ev::End(s) => {
+                let next = StackId(((ids.len() as u64) + 1) << shift);
+                EventKind::End(*ids.entry(s.clone()).or_insert(next))
             }
         };
         w.event(ThreadId(l.tid), l.ts, kind).unwrap();
@@ -987,7 +1001,17 @@ fn lost_chunks_and_snapshots_replay_the_same_in_the_segment_pass() {
 /// when the steps run out stay open at the end. Like [`generate`], a stack
 /// is current on one thread at a time, time only moves forward (ties
 /// except at switches), and a few exits are wrong on purpose.
-fn generate_many(threads: u64, tasks: u64, functions: u8, steps: &[(u8, u8, u8)]) -> Generated {
+///
+/// With `ends`, a task that returns is then dropped (an `end` by the
+/// thread that ran it, right after its switch back), and some tasks that
+/// wait with frames open are abandoned: ended there, never run again.
+fn generate_many(
+    threads: u64,
+    tasks: u64,
+    functions: u8,
+    steps: &[(u8, u8, u8)],
+    ends: bool,
+) -> Generated {
     const NAMES: [&str; 5] = ["a", "b", "c", "d", "e"];
     /// Frames a task may have open: short stacks, as a task's are.
     const MAX_DEPTH: usize = 6;
@@ -1067,6 +1091,15 @@ fn generate_many(threads: u64, tasks: u64, functions: u8, steps: &[(u8, u8, u8)]
                         // the task waits: back to the worker's own stack
                         current[t] = None;
                         switch(&mut lines, &mut now, None);
+                        if ends && what % 16 == 12 && !frames.is_empty() {
+                            // abandoned with its frames open, and dropped
+                            finished[n as usize] = true;
+                            lines.push(reference::Line {
+                                tid,
+                                ts: now,
+                                ev: reference::Ev::End(format!("task-{n}")),
+                            });
+                        }
                         continue;
                     }
                     13 => {
@@ -1091,6 +1124,13 @@ fn generate_many(threads: u64, tasks: u64, functions: u8, steps: &[(u8, u8, u8)]
                         finished[n as usize] = true;
                         current[t] = None;
                         switch(&mut lines, &mut now, None);
+                        if ends {
+                            lines.push(reference::Line {
+                                tid,
+                                ts: now,
+                                ev: reference::Ev::End(format!("task-{n}")),
+                            });
+                        }
                         continue;
                     }
                 }
@@ -1099,6 +1139,25 @@ fn generate_many(threads: u64, tasks: u64, functions: u8, steps: &[(u8, u8, u8)]
         lines.push(reference::Line { tid, ts: now, ev });
     }
     Generated { lines }
+}
+
+/// `lines` as a binary file in 1 KiB chunks (a task's open frames cross
+/// chunk boundaries, in snapshots), in the binary file's order of equal
+/// timestamps (see `ordered_lines`): the engine equals the reference, and
+/// own stacks replayed by the segment pass equal the replay pass, under
+/// every clock.
+fn in_small_chunks_equal_the_reference(
+    mut lines: Vec<reference::Line>,
+) -> Result<(), TestCaseError> {
+    lines.sort_by_key(|l| (l.ts, l.tid));
+    let bytes = to_binary_in_chunks(&lines, mtrace_format::layout::MIN_CHUNK_SIZE);
+    for clock in [RefClock::Stack, RefClock::Gil, RefClock::Wall] {
+        let want = reference::reference(&lines, clock, None);
+        let (fused, replayed) = fused_and_replayed(&bytes, engine_clock(clock));
+        prop_assert_eq!(&as_ref_report(&replayed), &want, "clock {:?}", clock);
+        prop_assert_eq!(fused, replayed, "clock {:?}", clock);
+    }
+    Ok(())
 }
 
 /// Enough steps for tens to hundreds of tasks, each switched in a few times.
@@ -1119,7 +1178,7 @@ proptest! {
         threads in 2u64..=4, tasks in 10u64..300, functions in 1u8..5, steps in many_steps(),
         seed in any::<u64>(),
     ) {
-        let g = generate_many(threads, tasks, functions, &steps);
+        let g = generate_many(threads, tasks, functions, &steps, false);
         prop_assume!(!g.lines.is_empty());
         engine_matches_reference(&shuffle_threads(&g.lines, seed))?;
     }
@@ -1132,17 +1191,9 @@ proptest! {
     fn many_short_stacks_in_small_chunks_fused_and_replayed_equal_the_reference(
         threads in 2u64..=4, tasks in 10u64..300, functions in 1u8..5, steps in many_steps(),
     ) {
-        let mut lines = generate_many(threads, tasks, functions, &steps).lines;
+        let lines = generate_many(threads, tasks, functions, &steps, false).lines;
         prop_assume!(!lines.is_empty());
-        // The binary file's order of equal timestamps (see `ordered_lines`).
-        lines.sort_by_key(|l| (l.ts, l.tid));
-        let bytes = to_binary_in_chunks(&lines, mtrace_format::layout::MIN_CHUNK_SIZE);
-        for clock in [RefClock::Stack, RefClock::Gil, RefClock::Wall] {
-            let want = reference::reference(&lines, clock, None);
-            let (fused, replayed) = fused_and_replayed(&bytes, engine_clock(clock));
-            prop_assert_eq!(&as_ref_report(&replayed), &want, "clock {:?}", clock);
-            prop_assert_eq!(fused, replayed, "clock {:?}", clock);
-        }
+        in_small_chunks_equal_the_reference(lines)?;
     }
 }
 
@@ -1152,7 +1203,7 @@ fn many_short_stacks_are_many_finished_and_open_migrating_stacks() {
     let steps: Vec<(u8, u8, u8)> = (0..1000u32)
         .map(|i| ((i * 7 % 251) as u8, (i * 37 % 253) as u8, (i % 5) as u8))
         .collect();
-    let g = generate_many(3, 100, 4, &steps);
+    let g = generate_many(3, 100, 4, &steps, false);
     let r = run_jsonl(&to_jsonl(&g.lines), Clock::Stack);
     let tasks: Vec<_> = r
         .stacks
@@ -1173,6 +1224,383 @@ fn many_short_stacks_are_many_finished_and_open_migrating_stacks() {
     assert!(open > 0, "some frames stay open at the end");
 }
 
+// ---- ends of logical stacks ----
+
+/// Where each stack a thread switched onto was last left (a switch away or
+/// a `lost` mark), if no thread is on it after its thread's last line.
+fn last_left(lines: &[reference::Line]) -> BTreeMap<String, Option<u64>> {
+    let mut on: BTreeMap<u64, Option<String>> = BTreeMap::new();
+    let mut left: BTreeMap<String, Option<u64>> = BTreeMap::new();
+    for l in lines {
+        let cur = on.entry(l.tid).or_default();
+        if let reference::Ev::Switch(_) | reference::Ev::Lost = l.ev {
+            if let Some(s) = cur.take() {
+                left.insert(s, Some(l.ts));
+            }
+            if let reference::Ev::Switch(Some(s)) = &l.ev {
+                left.insert(s.clone(), None);
+                *cur = Some(s.clone());
+            }
+        }
+    }
+    left
+}
+
+/// The lines with `end` events added ("Ends of logical stacks"). Each of
+/// `finals` (stack, delay, thread) ends `names[stack]` by that thread
+/// `delay % 3` ns after it was last left (0: at its switch away): ends
+/// that count, of stacks that finished or were abandoned with frames open;
+/// of a stack still run at the end, or never run, one that does not. Each
+/// of `picks` (position, thread, stack) ends a stack at that line's time,
+/// wherever that falls: mostly ends that do not count (while the stack
+/// runs, before a switch onto it, a second end, a stack that never ran).
+/// Each end goes after every line of its time or earlier, so a thread's
+/// lines keep their order and time only moves forward.
+fn with_ends(
+    lines: &[reference::Line],
+    names: &[String],
+    finals: &[(u8, u8, u8)],
+    picks: &[(u16, u8, u8)],
+) -> Vec<reference::Line> {
+    if lines.is_empty() || names.is_empty() {
+        return lines.to_vec();
+    }
+    let threads = lines.iter().map(|l| l.tid).max().unwrap_or(1);
+    let last_ts = lines.iter().map(|l| l.ts).max().unwrap_or(0);
+    let left = last_left(lines);
+    let end = |s: u8, t: u8, ts: u64| reference::Line {
+        tid: 1 + u64::from(t) % threads,
+        ts,
+        ev: reference::Ev::End(names[s as usize % names.len()].clone()),
+    };
+    // (insert before line i, the end)
+    let mut extra: Vec<(usize, reference::Line)> = Vec::new();
+    for &(s, delay, t) in finals {
+        let name = &names[s as usize % names.len()];
+        let at = match left.get(name) {
+            Some(Some(l)) => l + u64::from(delay % 3),
+            _ => last_ts + u64::from(delay % 3),
+        };
+        let i = lines.partition_point(|l| l.ts <= at);
+        extra.push((i, end(s, t, at)));
+    }
+    for &(pos, t, s) in picks {
+        let i = pos as usize % lines.len();
+        extra.push((i + 1, end(s, t, lines[i].ts)));
+    }
+    extra.sort_by_key(|(i, _)| *i);
+    let mut out = Vec::with_capacity(lines.len() + extra.len());
+    let mut extra = extra.into_iter().peekable();
+    for (i, l) in lines.iter().enumerate() {
+        while let Some((_, e)) = extra.next_if(|(j, _)| *j == i) {
+            out.push(e);
+        }
+        out.push(l.clone());
+    }
+    out.extend(extra.map(|(_, e)| e));
+    out
+}
+
+/// `co1`..`co<stacks>`, which the generator runs, and one more that it
+/// never does.
+fn stack_names(stacks: u64) -> Vec<String> {
+    (1..=stacks + 1).map(|s| format!("co{s}")).collect()
+}
+
+/// [`ordered_lines`] with ends taken from the steps themselves (the first
+/// three choose stacks that end when last left, the next two ends at
+/// arbitrary lines): for the properties of many traces, whose strategies
+/// stay as they were.
+fn lines_with_ends(
+    threads: u64,
+    stacks: u64,
+    functions: u8,
+    steps: &[(u8, u8, u8)],
+) -> Vec<reference::Line> {
+    let lines = ordered_lines(threads, stacks, functions, steps);
+    let finals: Vec<(u8, u8, u8)> = steps.iter().take(3).copied().collect();
+    let picks: Vec<(u16, u8, u8)> = steps
+        .iter()
+        .skip(3)
+        .take(2)
+        .map(|&(a, b, c)| (u16::from(a) * 7, b, c))
+        .collect();
+    with_ends(&lines, &stack_names(stacks), &finals, &picks)
+}
+
+fn finals() -> impl Strategy<Value = Vec<(u8, u8, u8)>> {
+    proptest::collection::vec((any::<u8>(), any::<u8>(), any::<u8>()), 0..5)
+}
+
+fn end_picks() -> impl Strategy<Value = Vec<(u16, u8, u8)>> {
+    proptest::collection::vec((any::<u16>(), any::<u8>(), any::<u8>()), 0..5)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    /// With ends (that count, and that do not) and threads whose events
+    /// end at `lost` marks, the engine equals the literal reference under
+    /// every clock, for any interleaving: every number, the warnings that
+    /// ignored ends add, and which stacks ended. Own stacks replayed by the
+    /// segment pass still equal the replay pass's, and a merge of reports
+    /// carries each stack's flag.
+    #[test]
+    fn ends_engine_equals_literal_reference(
+        threads in 1u64..4, stacks in 1u64..4, functions in 1u8..5, steps in steps(),
+        finals in finals(), picks in end_picks(),
+        cuts in proptest::collection::vec(0u8..130, 0..4), seed in any::<u64>(),
+    ) {
+        let lines = ordered_lines(threads, stacks, functions, &steps);
+        prop_assume!(!lines.is_empty());
+        let lines = with_marks(&with_ends(&lines, &stack_names(stacks), &finals, &picks), &cuts);
+        engine_matches_reference(&shuffle_threads(&lines, seed))?;
+        let bytes = to_binary_direct(&lines);
+        for clock in [Clock::Stack, Clock::Wall] {
+            let (fused, replayed) = fused_and_replayed(&bytes, clock);
+            prop_assert_eq!(fused, replayed, "clock {}", clock);
+        }
+        let r = run(bytes, Clock::Stack);
+        let merged = mtanalyze::merge(vec![r.clone(), r.clone()]).expect("two reports");
+        let flags = |r: &Report| r.stacks.iter().map(|s| s.ended).collect::<Vec<_>>();
+        prop_assert_eq!(flags(&merged), [flags(&r), flags(&r)].concat());
+    }
+}
+
+/// The ends tests' inputs hold what they are about: ends that count on
+/// stacks left with frames open (closed there, as cut short) and on
+/// finished ones, and ends the rule ignores.
+#[test]
+fn generated_ends_count_cut_short_and_are_ignored() {
+    let (mut ended, mut cut, mut ignored, mut cases) = (0, 0, 0, 0);
+    for k in 0..64u32 {
+        let steps: Vec<(u8, u8, u8)> = (0..120u32)
+            .map(|i| {
+                (
+                    (i * 7 + k) as u8,
+                    (i * 37 + k * 11) as u8,
+                    (i + k) as u8 % 5,
+                )
+            })
+            .collect();
+        let lines = ordered_lines(2, 3, 3, &steps);
+        let finals = [
+            (k as u8, k as u8, 0),
+            (k as u8 + 1, 0, 1),
+            (k as u8 + 2, 1, 0),
+        ];
+        let picks = [((k * 13) as u16, 0, k as u8), ((k * 29) as u16, 1, 3)];
+        let lines = with_ends(&lines, &stack_names(3), &finals, &picks);
+        let r = run_jsonl(&to_jsonl(&lines), Clock::Stack);
+        cases += 1;
+        ended += r.stacks.iter().filter(|s| s.ended).count();
+        cut += r.functions.iter().map(|f| f.cut_short).sum::<u64>();
+        ignored += r
+            .warnings
+            .iter()
+            .filter(|w| w.kind == "end_ignored")
+            .map(|w| w.count)
+            .sum::<u64>();
+    }
+    eprintln!(
+        "{cases} traces: {ended} stacks ended, {cut} frames cut short, {ignored} ends ignored"
+    );
+    assert!(ended >= 64, "{ended} stacks ended in {cases} traces");
+    assert!(cut >= 16, "{cut} frames closed at an end");
+    assert!(ignored >= 64, "{ignored} ends ignored");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+
+    /// Many short tasks that return and are dropped, or are abandoned with
+    /// frames open and dropped, with a few ends that do not fit: the
+    /// engine equals the reference under every clock, for any interleaving
+    /// and in small binary chunks (fused and replayed alike).
+    #[test]
+    fn many_short_stacks_with_ends_equal_the_reference(
+        threads in 2u64..=4, tasks in 10u64..300, functions in 1u8..5, steps in many_steps(),
+        picks in end_picks(), seed in any::<u64>(),
+    ) {
+        let lines = generate_many(threads, tasks, functions, &steps, true).lines;
+        prop_assume!(!lines.is_empty());
+        let names: Vec<String> = (0..tasks).map(|n| format!("task-{n}")).collect();
+        let lines = with_ends(&lines, &names, &[], &picks);
+        engine_matches_reference(&shuffle_threads(&lines, seed))?;
+        in_small_chunks_equal_the_reference(lines)?;
+    }
+}
+
+/// The worked example of "Ends of logical stacks" in `schemas/semantics.md`
+/// (also `tests/e2e/ends.rs`): the reference and the engine give its
+/// numbers, and without the ends the abandoned frames run to the end.
+#[test]
+fn ends_worked_example_in_engine_and_reference() {
+    let text = mtanalyze_testkit::worked_examples::ENDS;
+    // The document's events are these, line for line.
+    let doc = std::fs::read_to_string(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../schemas/semantics.md"),
+    )
+    .expect("semantics.md");
+    let section = doc
+        .split("## Ends of logical stacks")
+        .nth(1)
+        .expect("the section");
+    let block = section
+        .split("```jsonl\n")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .expect("its events");
+    assert_eq!(block, text, "semantics.md and worked_examples::ENDS");
+    let want_fns: BTreeMap<&str, [u64; 5]> = BTreeMap::from([
+        ("handle", [1, 1, 10, 20, 40]),
+        ("query", [1, 1, 10, 10, 40]),
+        ("step", [1, 1, 10, 10, 0]),
+        ("serve", [1, 1, 100, 100, 0]),
+    ]);
+    let rows = |r: &RefReport| -> BTreeMap<String, [u64; 5]> {
+        r.functions
+            .iter()
+            .map(|(k, f)| {
+                let row = [
+                    f.ncalls,
+                    f.primitive_calls,
+                    f.tottime_ns,
+                    f.cumtime_ns,
+                    f.paused_ns,
+                ];
+                (k.clone(), row)
+            })
+            .collect()
+    };
+    let want: BTreeMap<String, [u64; 5]> =
+        want_fns.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+    let lines = reference::parse_jsonl(text);
+    let by_ref = reference::reference(&lines, RefClock::Stack, None);
+    assert_eq!(rows(&by_ref), want);
+    assert_eq!(by_ref.warnings, 1, "the end of task-9, which never ran");
+    let ended: Vec<&str> = by_ref.ended.iter().map(String::as_str).collect();
+    assert_eq!(ended, ["task-1", "task-2"]);
+    let r = run_jsonl(text, Clock::Stack);
+    assert_eq!(as_ref_report(&r), by_ref);
+    let f = |n: &str| r.functions.iter().find(|f| f.function == n).expect(n);
+    for n in ["handle", "query"] {
+        assert_eq!(
+            (f(n).scheduled_ns, f(n).cut_short, f(n).open_at_end),
+            (15, 1, 0),
+            "{n}"
+        );
+    }
+    let task = |n: &str| r.stacks.iter().find(|s| s.name == n).expect(n);
+    let t1 = task("task-1");
+    assert_eq!(
+        (
+            t1.running_ns,
+            t1.paused_ns,
+            t1.scheduled_ns,
+            t1.waiting_ns,
+            t1.ended
+        ),
+        (20, 40, 15, 25, true)
+    );
+    let t2 = task("task-2");
+    assert_eq!((t2.running_ns, t2.paused_ns, t2.ended), (10, 0, true));
+    // Without the ends: open until the end of the trace.
+    let without = mtanalyze_testkit::worked_examples::without_ends(text);
+    let r = run_jsonl(&without, Clock::Stack);
+    let f = |n: &str| {
+        r.functions
+            .iter()
+            .find(|f| f.function == n)
+            .expect(n)
+            .clone()
+    };
+    assert_eq!(
+        (
+            f("handle").paused_ns,
+            f("handle").scheduled_ns,
+            f("handle").open_at_end
+        ),
+        (80, 55, 1)
+    );
+    assert!(r.stacks.iter().all(|s| !s.ended));
+}
+
+/// Ties and the lost-events rules, one case each: an end at the time of
+/// the switch away counts, at the time of a switch onto the stack it does
+/// not (whatever the lines' order); a mark that makes the trace incomplete
+/// before the end cuts the stack there.
+#[test]
+fn ends_at_ties_and_with_lost_marks() {
+    let frames_of = |text: &str| {
+        let r = run_jsonl(text, Clock::Stack);
+        let f = r
+            .functions
+            .iter()
+            .find(|f| f.function == "f")
+            .expect("f")
+            .clone();
+        let ended = r.stacks.iter().any(|s| s.ended);
+        let ignored = r.warnings.iter().any(|w| w.kind == "end_ignored");
+        (f.cumtime_ns + f.paused_ns, f.cut_short, ended, ignored)
+    };
+    let left_at_10 = |end_line: &str, end_first: bool| {
+        let mut lines = vec![
+            r#"{"ts": 0, "tid": 1, "ev": "switch", "stack": "t"}"#,
+            r#"{"ts": 0, "tid": 1, "ev": "enter", "fn": "f"}"#,
+        ];
+        let away = r#"{"ts": 10, "tid": 1, "ev": "switch", "stack": null}"#;
+        if end_first {
+            lines.extend([end_line, away]);
+        } else {
+            lines.extend([away, end_line]);
+        }
+        lines.push(r#"{"ts": 50, "tid": 1, "ev": "enter", "fn": "g"}"#);
+        lines.join("\n")
+    };
+    let end_by_2 = r#"{"ts": 10, "tid": 2, "ev": "end", "stack": "t"}"#;
+    // At the switch away, before or after its line: counts, f spans 0..10.
+    assert_eq!(
+        frames_of(&left_at_10(end_by_2, false)),
+        (10, 1, true, false)
+    );
+    assert_eq!(frames_of(&left_at_10(end_by_2, true)), (10, 1, true, false));
+    // At a switch onto the stack: ignored, f open until the end (50).
+    let back = r#"{"ts": 0, "tid": 1, "ev": "switch", "stack": "t"}
+{"ts": 0, "tid": 1, "ev": "enter", "fn": "f"}
+{"ts": 10, "tid": 1, "ev": "switch", "stack": null}
+{"ts": 20, "tid": 2, "ev": "end", "stack": "t"}
+{"ts": 20, "tid": 1, "ev": "switch", "stack": "t"}
+{"ts": 30, "tid": 1, "ev": "switch", "stack": null}
+{"ts": 50, "tid": 1, "ev": "enter", "fn": "g"}"#;
+    assert_eq!(frames_of(back), (50, 0, false, true));
+    // Switched onto and away at the time of the end: it ran at t, ignored.
+    let touched = r#"{"ts": 0, "tid": 1, "ev": "switch", "stack": "t"}
+{"ts": 0, "tid": 1, "ev": "enter", "fn": "f"}
+{"ts": 10, "tid": 1, "ev": "switch", "stack": null}
+{"ts": 20, "tid": 1, "ev": "switch", "stack": "t"}
+{"ts": 20, "tid": 1, "ev": "switch", "stack": null}
+{"ts": 20, "tid": 2, "ev": "end", "stack": "t"}
+{"ts": 50, "tid": 1, "ev": "enter", "fn": "g"}"#;
+    assert_eq!(frames_of(touched), (50, 0, false, true));
+    // Thread 3 loses its events at 25, before the end at 40: the stack,
+    // paused since 10, ends at the mark (rule 3), not at its end.
+    let lost = r#"{"ts": 0, "tid": 1, "ev": "switch", "stack": "t"}
+{"ts": 0, "tid": 1, "ev": "enter", "fn": "f"}
+{"ts": 10, "tid": 1, "ev": "switch", "stack": null}
+{"ts": 0, "tid": 3, "ev": "enter", "fn": "h"}
+{"ts": 25, "tid": 3, "ev": "lost"}
+{"ts": 40, "tid": 2, "ev": "end", "stack": "t"}
+{"ts": 50, "tid": 1, "ev": "enter", "fn": "g"}"#;
+    assert_eq!(frames_of(lost), (25, 1, true, false));
+    // A mark after the end: the end wins.
+    let later = lost.replace(
+        "\"ts\": 25, \"tid\": 3, \"ev\": \"lost\"",
+        "\"ts\": 45, \"tid\": 3, \"ev\": \"lost\"",
+    );
+    assert_eq!(frames_of(&later), (40, 1, true, false));
+}
+
 /// Runs of the merge property so far: each writes its traces into a
 /// directory of its own.
 static SUMMED_RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
@@ -1191,14 +1619,14 @@ proptest! {
     ) {
         let reports: Vec<Report> = traces
             .iter()
-            .map(|(t, s, f, steps)| run(to_binary_direct(&ordered_lines(*t, *s, *f, steps)), clock))
+            .map(|(t, s, f, steps)| run(to_binary_direct(&lines_with_ends(*t, *s, *f, steps)), clock))
             .collect();
         let merged = mtanalyze::merge(reports.clone()).expect("at least one");
         // The merge of compact reports (edges numbered) is the same report,
         // rows in the same order; each compact report is its trace's.
         let mut compact = mtanalyze::Merged::new();
         for (t, s, f, steps) in &traces {
-            let bytes = to_binary_direct(&ordered_lines(*t, *s, *f, steps));
+            let bytes = to_binary_direct(&lines_with_ends(*t, *s, *f, steps));
             let trace = from_bytes("test", bytes).expect("loads");
             let opts = AnalyzeOptions { clock: Some(clock), ..Default::default() };
             let c = mtanalyze::analyze_compact(&trace, &opts).expect("analyzes");
@@ -1220,7 +1648,7 @@ proptest! {
             .enumerate()
             .map(|(i, (t, s, f, steps))| {
                 let p = dir.join(format!("{i}.bin"));
-                std::fs::write(&p, to_binary_direct(&ordered_lines(*t, *s, *f, steps))).expect("written");
+                std::fs::write(&p, to_binary_direct(&lines_with_ends(*t, *s, *f, steps))).expect("written");
                 p
             })
             .collect();
@@ -1357,7 +1785,7 @@ fn additive_fields(r: &Report) -> BTreeMap<String, Vec<u64>> {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
 
-    /// Time windows: for every clock, with wakes and lost marks, the
+    /// Time windows: for every clock, with wakes, ends and lost marks, the
     /// windows [a, b) and [b, c) add up to [a, c) in every additive field
     /// of every function, edge, stack and call path; a window holding the
     /// whole trace is the plain report; and the segment pass's replay of
@@ -1366,12 +1794,14 @@ proptest! {
     fn windows_add_up_for_every_additive_field(
         threads in 1u64..4, stacks in 0u64..4, functions in 1u8..5, steps in steps(),
         picks in proptest::collection::vec((any::<u16>(), any::<u8>(), any::<u8>()), 0..20),
+        finals in finals(), end_picks in end_picks(),
         cuts in proptest::collection::vec(0u8..130, 0..4),
         bounds in (any::<u16>(), any::<u16>(), any::<u16>()),
     ) {
         let lines = ordered_lines(threads, stacks, functions, &steps);
         prop_assume!(!lines.is_empty());
-        let lines = with_marks(&with_wakes(&lines, &picks), &cuts);
+        let ended = with_ends(&lines, &stack_names(stacks), &finals, &end_picks);
+        let lines = with_marks(&with_wakes(&ended, &picks), &cuts);
         let bytes = to_binary_direct(&lines);
         let end = lines.iter().map(|l| l.ts).max().unwrap_or(0) + 3;
         let mut cut = [bounds.0 as u64 % end, bounds.1 as u64 % end, bounds.2 as u64 % end];
@@ -1540,7 +1970,7 @@ proptest! {
             let bytes = if *stranger && i % 3 == 1 {
                 trace_with_a_stranger_midway()
             } else {
-                to_binary_direct(&ordered_lines(*t, *s, *f, steps))
+                to_binary_direct(&lines_with_ends(*t, *s, *f, steps))
             };
             let p = dir.join(format!("{i}.bin"));
             std::fs::write(&p, bytes).unwrap();

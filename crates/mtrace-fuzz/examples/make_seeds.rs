@@ -4,7 +4,9 @@
 //!   (names, nesting, switches, ticks), rewritten with 1 KiB chunks so one
 //!   seed holds several chunks with snapshots; variants with a lost chunk
 //!   (a gap restarted from a snapshot) and an unfinished (killed) file; and
-//!   each real recorder file cut after its first two chunks.
+//!   each real recorder file cut after its first two chunks; and variants
+//!   where every logical stack ends (format version 3's `end`) when it was
+//!   last left, or after the last event if it still runs.
 //! * `seeds/jsonl/`: the same events as JSON lines, and the semantics
 //!   vectors of `tests/e2e/vectors/`.
 //! * `seeds/chrome/`: the same traces exported as Chrome Trace Event JSON by
@@ -43,6 +45,8 @@ enum What {
     Enter(String, String, u32),
     Exit(String, String, u32),
     Switch(Option<String>),
+    /// The named logical stack ended.
+    End(String),
 }
 
 /// Every thread's events, in order, with names.
@@ -106,6 +110,12 @@ fn read_sample(bytes: &[u8]) -> (BTreeMap<u64, Vec<Named>>, HashMap<u64, String>
                             .cloned()
                             .unwrap_or_else(|| format!("stack-{}", s.0)),
                     )))?,
+                    EventKind::End(s) => What::End(
+                        stacks
+                            .get(&s.0)
+                            .cloned()
+                            .unwrap_or_else(|| format!("stack-{}", s.0)),
+                    ),
                     EventKind::ThreadStart
                     | EventKind::ThreadExit
                     | EventKind::Lost
@@ -145,6 +155,40 @@ fn pick(
     out
 }
 
+/// `events` with an `end` of every logical stack they switch onto, by the
+/// first thread: when the stack was last left (an end that counts), or one
+/// ns after the last event if a thread still runs it (one that does not).
+fn with_ends(events: &[Named]) -> Vec<Named> {
+    let mut out = events.to_vec();
+    let (Some(first), Some(last)) = (events.first(), events.last()) else {
+        return out;
+    };
+    // Per stack: when it was last left, `None` while a thread runs it.
+    let mut left: BTreeMap<String, Option<u64>> = BTreeMap::new();
+    let mut on: HashMap<u64, String> = HashMap::new();
+    for e in events {
+        if let What::Switch(to) = &e.what {
+            if let Some(from) = on.remove(&e.tid) {
+                left.insert(from, Some(e.ns));
+            }
+            if let Some(to) = to {
+                left.insert(to.clone(), None);
+                on.insert(e.tid, to.clone());
+            }
+        }
+    }
+    for (stack, at) in left {
+        out.push(Named {
+            ns: at.unwrap_or(last.ns + 1),
+            tid: first.tid,
+            what: What::End(stack),
+        });
+    }
+    // In time order; an end goes after the events of its time.
+    out.sort_by_key(|e| e.ns);
+    out
+}
+
 /// The events as a binary trace with 1 KiB chunks.
 fn binary(events: &[Named], names: &HashMap<u64, String>) -> Vec<u8> {
     let options = WriterOptions {
@@ -164,6 +208,7 @@ fn binary(events: &[Named], names: &HashMap<u64, String>) -> Vec<u8> {
             What::Exit(n, f, l) => EventKind::Exit(w.function(n, f, *l, "sample")),
             What::Switch(None) => EventKind::Switch(StackId::OWN),
             What::Switch(Some(s)) => EventKind::Switch(w.stack(s)),
+            What::End(s) => EventKind::End(w.stack(s)),
         };
         w.event(ThreadId(e.tid), e.ns, kind).unwrap();
     }
@@ -199,6 +244,13 @@ fn jsonl(events: &[Named], names: &HashMap<u64, String>) -> String {
             What::Switch(Some(st)) => writeln!(
                 s,
                 r#"{{"ts": {}, "tid": {}, "ev": "switch", "stack": {}}}"#,
+                e.ns,
+                e.tid,
+                q(st)
+            ),
+            What::End(st) => writeln!(
+                s,
+                r#"{{"ts": {}, "tid": {}, "ev": "end", "stack": {}}}"#,
                 e.ns,
                 e.tid,
                 q(st)
@@ -361,6 +413,19 @@ fn main() {
             );
             put(&chrome_dir, format!("{stem}-{label}.json"), &chrome(&b));
             put(&bin_dir, format!("{stem}-{label}.bin"), &b);
+            let ended = with_ends(&events);
+            if ended.len() > events.len() {
+                put(
+                    &bin_dir,
+                    format!("{stem}-{label}-ends.bin"),
+                    &binary(&ended, &names),
+                );
+                put(
+                    &jsonl_dir,
+                    format!("{stem}-{label}-ends.jsonl"),
+                    jsonl(&ended, &names).as_bytes(),
+                );
+            }
         }
         // The recorder's own layout: header, metadata, the first two chunks.
         let f = TraceFile::parse(&bytes).unwrap();

@@ -110,6 +110,7 @@ pub fn analyzer(data: &[u8]) {
         render::table::header(out, &report, width).unwrap();
         let rows = view::function_rows(&report, &view);
         render::table::functions(out, &rows, report.functions.len(), width, true).unwrap();
+        render::table::ends_line(out, &report).unwrap();
         let stacks = view::stack_rows(&report, Some(SortKey::Paused), Some(20));
         render::table::stacks(out, &stacks, report.stacks.len(), width).unwrap();
         let groups = view::stack_groups(&report, Some(SortKey::Ncalls));
@@ -126,7 +127,10 @@ pub fn analyzer(data: &[u8]) {
         render::json::report(&mut written, &whole).unwrap();
         let mut expected = serde_json::to_vec_pretty(&whole).unwrap();
         expected.push(b'\n');
-        assert!(written == expected, "the JSON writer differs from serde_json");
+        assert!(
+            written == expected,
+            "the JSON writer differs from serde_json"
+        );
         let _ = render::warnings_summary(&report.warnings);
         reports.push(report);
     }
@@ -156,6 +160,20 @@ pub fn analyzer(data: &[u8]) {
     if let Some(whole) = reports.first() {
         windows_add_up(&trace, whole);
     }
+    // Which stacks ended is a fact of the trace: only logical stacks end,
+    // and the same ones under every clock.
+    for r in &reports {
+        assert!(
+            r.stacks
+                .iter()
+                .all(|s| !s.ended || matches!(s.id, mtanalyze::StackKey::Logical(_))),
+            "an own stack ended"
+        );
+        assert!(
+            ended(r) == reports.first().map(ended).unwrap_or_default(),
+            "the clocks disagree on which stacks ended"
+        );
+    }
     if let [stack, gil, wall] = &reports[..] {
         let d = mtanalyze::diff(stack, wall, Default::default());
         render::diff::json(&mut sink(), &d).unwrap();
@@ -180,6 +198,11 @@ pub fn analyzer(data: &[u8]) {
             }
         }
     }
+}
+
+/// The stacks whose life ended at an `end` event.
+fn ended(r: &mtanalyze::Report) -> Vec<mtanalyze::StackKey> {
+    r.stacks.iter().filter(|s| s.ended).map(|s| s.id).collect()
 }
 
 /// The functions' sums (`FunctionStats::sums`) by identity, rows of zeros
@@ -234,6 +257,14 @@ fn windows_add_up(trace: &mtanalyze::LoadedTrace, whole: &mtanalyze::Report) {
         assert!(
             sum == function_sums(whole),
             "windows [0, {middle}) and [{middle}, end) do not add up to the whole"
+        );
+    }
+    // A window does not change which stacks ended.
+    for s in a.stacks.iter().chain(&b.stacks) {
+        assert!(
+            s.ended == ended(whole).contains(&s.id),
+            "a window changed whether {} ended",
+            s.id
         );
     }
     if let Ok(t) = Timelines::new(trace, &window(Some(middle / 2), Some(middle))) {

@@ -321,6 +321,7 @@ mod tests {
             switches_in: 0,
             max_depth: 0,
             events: 0,
+            ended: false,
         }
     }
 

@@ -50,6 +50,8 @@ pub(super) struct ThreadPass {
     pub lost_at: Option<u64>,
     /// The wakes this thread recorded: (logical stack id, tick).
     pub wakes: Vec<(u64, u64)>,
+    /// The ends of logical stacks this thread recorded: (stack id, tick).
+    pub ends: Vec<(u64, u64)>,
     /// The own stack's replay began and was given up (a function the
     /// metadata does not name): what it added is still in its tally, so a
     /// tally shared with other stacks no longer holds their sums alone.
@@ -424,8 +426,9 @@ impl Cutter<'_, '_, '_> {
             return true;
         }
         if kind == KIND_END {
-            // Of the stack that ended, not of the one the thread runs.
-            // TODO(issue 15): end the stack's life here.
+            // Of the stack that ended, not of the one the thread runs
+            // (which of them count is decided once all are read: `ends.rs`).
+            self.pass.ends.push((payload, tick));
             return true;
         }
         if kind == KIND_LOST {

@@ -5,7 +5,8 @@
 //!           (and marks, on the report's time scale)                marks.rs
 //! cut       each thread's events -> segments (threads in parallel)   cut.rs, segment.rs
 //! prepare   the above, the complete function table, file warnings    prepare.rs
-//! group     segments by stack, in time order; select stacks          stacks.rs
+//! group     segments by stack, in time order; select stacks;         stacks.rs,
+//!           which `end` events count, each stack's end                ends.rs
 //! replay    each stack (stacks in parallel): frames, recursion,      replay.rs, frames.rs,
 //!           time by the clock model                                  clock.rs
 //! assemble  the summed statistics -> Report (edges still numbered:   assemble.rs
@@ -35,6 +36,7 @@ mod check;
 pub(crate) mod clock;
 mod cut;
 pub(crate) mod decode;
+mod ends;
 mod frames;
 mod many;
 mod marks;

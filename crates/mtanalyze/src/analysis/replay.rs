@@ -69,11 +69,13 @@ impl ReplayContext<'_, '_> {
 /// Replays one stack's segments (`segment(j)` is its `j`-th in start
 /// order, `None` past the last) into `tally`, showing `observer` every
 /// frame and running stretch; returns the stack's statistics and any
-/// problems.
+/// problems. `wakes`: when its task was woken (ns, ascending); `ended_ns`:
+/// where an `end` that counts ended its life (`ends.rs`).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn replay_stack<'s, O: Observer>(
     ctx: &ReplayContext<'_, '_>,
     wakes: &[u64],
+    ended_ns: Option<u64>,
     segment: impl Fn(usize) -> Option<&'s Segment>,
     tally: &mut Tally,
     warnings: &mut Warnings,
@@ -161,7 +163,15 @@ pub(super) fn replay_stack<'s, O: Observer>(
         (LastEnd::SwitchedAway, true, Some(mark)) => Some(mark.max(stack.so_far.prev_end_ns)),
         _ => None,
     };
-    stack.finish(ctx.clock, end_ns, cut_at)
+    // An end never makes a life longer: the earlier of the two.
+    let cut_at = match (ended_ns, cut_at) {
+        (Some(t), Some(c)) => Some(t.min(c)),
+        (Some(t), None) => Some(t),
+        (None, c) => c,
+    };
+    let mut totals = stack.finish(ctx.clock, end_ns, cut_at);
+    totals.ended = ended_ns.is_some();
+    totals
 }
 
 /// Where a segment runs, for [`replay_segment`].
@@ -264,6 +274,8 @@ pub(super) struct StackTotals {
     scheduled_ns: u64,
     switches_in: u64,
     max_depth: u32,
+    /// An `end` that counts ended its life.
+    ended: bool,
     events: u64,
 }
 
@@ -281,6 +293,7 @@ impl StackTotals {
             switches_in: self.switches_in,
             max_depth: self.max_depth,
             events: self.events,
+            ended: self.ended,
         }
     }
 }
@@ -556,6 +569,7 @@ impl<'a, O: Observer> StackReplay<'a, O> {
             scheduled_ns: self.frames.scheduled.min(paused_ns),
             switches_in: self.so_far.switches_in,
             max_depth: self.frames.max_depth,
+            ended: false,
             events: self.so_far.events,
         }
     }

@@ -11,6 +11,7 @@ use rustc_hash::FxHashMap;
 use crate::analysis::clock::GilTimeline;
 use crate::analysis::cut::ThreadPass;
 use crate::analysis::decode::{prefetch, Decoded, FunctionTable, Pos, ThreadChunks};
+use crate::analysis::ends::{counting_ends, take_ends, StackEnds};
 use crate::analysis::frames::{Observer, Tally};
 use crate::analysis::options::{wanted, AnalyzeError, AnalyzeOptions};
 use crate::analysis::prepare::{prepare, Fuse, Prepared};
@@ -259,6 +260,8 @@ pub(crate) struct Analysis<'a> {
     first_mark_ns: Option<u64>,
     /// Each woken logical stack's wake times (ns, ascending).
     wakes: FxHashMap<u64, Vec<u64>>,
+    /// Where each selected stack's life ended, if an `end` says so.
+    ends: StackEnds,
 }
 
 impl<'a> Analysis<'a> {
@@ -280,6 +283,19 @@ impl<'a> Analysis<'a> {
         let mut prep = prepare(trace, Some(opts), fuse, stage_done)?;
         let clock = prep.clock;
         let (order, all, biggest_of_all) = group_by_stack(&prep.passes, &prep.decoded.threads);
+        // Which ends count is judged on every stack, selected or not.
+        let raw_ends = take_ends(&mut prep.passes, &prep.decoded.threads, prep.decoded.scale);
+        let counting = {
+            let passes = &prep.passes;
+            let of_stack = |id: u64| {
+                let i = all
+                    .binary_search_by_key(&StackKey::Logical(id), |(k, _)| *k)
+                    .ok()?;
+                let range = all[i].1.clone();
+                Some(order[range].iter().map(|&h| segment(passes, h)))
+            };
+            counting_ends(raw_ends, prep.decoded.scale, of_stack, &mut prep.warnings)
+        };
         // Own stacks the segment pass replayed left no segments behind.
         let fused = prep
             .passes
@@ -312,6 +328,8 @@ impl<'a> Analysis<'a> {
             keep
         });
         biggest.sort_unstable_by(|a, b| b.cmp(a));
+        let ends = StackEnds::new(&counting, stacks.iter().map(|(k, _)| *k));
+        drop(counting);
         let end_ns = prep.ns(prep.end_tick);
         let gil = prep
             .gil_runs
@@ -334,6 +352,7 @@ impl<'a> Analysis<'a> {
         Ok(Analysis {
             first_mark_ns,
             wakes,
+            ends,
             prep,
             clock,
             gil,
@@ -409,8 +428,9 @@ impl<'a> Analysis<'a> {
             Some(StackKey::Logical(id)) => self.wakes.get(&id).map_or(&[][..], Vec::as_slice),
             _ => &[],
         };
+        let ended_ns = self.ends.of(i);
         Some(replay_stack(
-            &ctx, wakes, nth, tally, warnings, paths_root, observer,
+            &ctx, wakes, ended_ns, nth, tally, warnings, paths_root, observer,
         ))
     }
 

@@ -144,14 +144,16 @@ fn table(
         sections += 1;
         writeln!(out)
     };
-    if args.stacks && args.group {
+    if args.stacks {
         section(out)?;
+        render::table::ends_line(out, report)?;
+    }
+    if args.stacks && args.group {
         let mut groups = view::stack_groups(report, sort);
         let total = groups.len();
         groups.truncate(args.limit.unwrap_or(total));
         render::table::stack_groups(out, &groups, total, width)?;
     } else if args.stacks {
-        section(out)?;
         let rows = view::stack_rows(report, sort, args.limit);
         render::table::stacks(out, &rows, report.stacks.len(), width)?;
     }

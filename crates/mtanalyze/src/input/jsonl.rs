@@ -61,6 +61,8 @@ enum Parsed {
     Lost,
     /// The task on the named stack was woken.
     Wake(String),
+    /// The named logical stack ended: no thread will run it again.
+    End(String),
     /// A named instant (a metadata record, not an event).
     Mark(String),
 }
@@ -140,9 +142,19 @@ pub fn to_binary(text: &str) -> Result<Vec<u8>, JsonlError> {
                     ))
                 }
             },
+            "end" => match &r.stack {
+                serde_json::Value::String(s) if own_stack_tid(s).is_none() => {
+                    Parsed::End(s.clone())
+                }
+                _ => {
+                    return Err(err(
+                        "\"end\" needs \"stack\": the name of a logical stack".into()
+                    ))
+                }
+            },
             other => {
                 return Err(err(format!(
-                    "unknown \"ev\" {other:?} (expected enter, exit, switch, lost, wake, mark or thread)"
+                    "unknown \"ev\" {other:?} (expected enter, exit, switch, lost, wake, end, mark or thread)"
                 )))
             }
         };
@@ -254,6 +266,7 @@ fn write(events: &[Line], names: &[(u64, String)]) -> Result<Vec<u8>, JsonlError
             }
             Parsed::Lost => EventKind::Lost,
             Parsed::Wake(name) => EventKind::Wake(w.stack(name)),
+            Parsed::End(name) => EventKind::End(w.stack(name)),
             Parsed::Mark(_) => continue, // written above
         };
         w.event(ThreadId(e.tid), tick, kind)
@@ -338,6 +351,18 @@ mod tests {
     }
 
     #[test]
+    fn an_end_names_the_logical_stack_that_ended() {
+        let text = r#"{"ts": 5, "tid": 1, "ev": "switch", "stack": "task-7"}
+{"ts": 7, "tid": 1, "ev": "switch", "stack": null}
+{"ts": 9, "tid": 2, "ev": "end", "stack": "task-7"}
+{"ts": 9, "tid": 2, "ev": "end", "stack": "never-ran"}
+"#;
+        let evs = events_of(&to_binary(text).unwrap());
+        assert!(evs.contains(&(2, 9, EventKind::End(StackId(1)))));
+        assert!(evs.contains(&(2, 9, EventKind::End(StackId(2)))));
+    }
+
+    #[test]
     fn marks_become_mark_records_with_their_ticks() {
         use mtrace_format::MetaRecord;
         // Two lines share ts 10: K = 2, and the mark keeps its line order.
@@ -419,6 +444,14 @@ mod tests {
                 "invalid value",
             ),
             ("not json", "expected"),
+            (
+                "{\"ts\": 1, \"tid\": 1, \"ev\": \"end\", \"stack\": null}",
+                "\"end\" needs \"stack\"",
+            ),
+            (
+                "{\"ts\": 1, \"tid\": 1, \"ev\": \"end\", \"stack\": \"thread:1\"}",
+                "the name of a logical stack",
+            ),
         ];
         for (line, want) in cases {
             let text =

@@ -199,7 +199,8 @@ pub struct FunctionStats {
     pub open_at_end: u64,
     /// Frames the trace does not see whole: closed where their thread's
     /// events were lost (a `lost` mark, or the point after which a paused
-    /// stack's fate is unknown), or opened from a snapshot after lost chunks.
+    /// stack's fate is unknown), opened from a snapshot after lost chunks,
+    /// or left open on a logical stack that then ended (its `end` event).
     #[serde(default)]
     pub cut_short: u64,
     /// The part of `paused_ns` during which the frame's task had been woken
@@ -369,6 +370,20 @@ pub struct StackStats {
     pub max_depth: u32,
     /// Enter and exit events replayed on it.
     pub events: u64,
+    /// Its life ended at an `end` event (a logical stack whose owner
+    /// dropped it; format version 3): frames still open there were closed
+    /// there, as cut short. A fact of the whole trace, whatever the time
+    /// window. Left out of JSON when false.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub ended: bool,
+}
+
+// The flag sits in the padding after `max_depth`: half a million rows.
+const _: () = assert!(std::mem::size_of::<StackStats>() == 120);
+
+/// For `skip_serializing_if`.
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// What the trace holds, independent of the clock.

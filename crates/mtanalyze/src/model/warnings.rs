@@ -44,6 +44,9 @@ pub enum WarningKind {
     /// The recorder dropped names (of functions, stacks, threads) because
     /// its metadata region was full.
     DroppedMetadata,
+    /// An `end` of a logical stack that does not fit the stack's life (it
+    /// ran at or after the end, never ran, or ended again later).
+    EndIgnored,
 }
 
 impl WarningKind {
@@ -66,6 +69,7 @@ impl WarningKind {
             WarningKind::DroppedEvents => "dropped_events",
             WarningKind::EventsLost => "events_lost",
             WarningKind::DroppedMetadata => "dropped_metadata",
+            WarningKind::EndIgnored => "end_ignored",
         }
     }
 
@@ -91,6 +95,9 @@ impl WarningKind {
             }
             WarningKind::DroppedMetadata => {
                 "shown by id: stacks as stack:<id>, functions as fn#<id> (record with a larger metadata capacity: MTRACE_META_CAPACITY=64M or Config::meta_capacity in Rust, --meta-capacity in Python)"
+            }
+            WarningKind::EndIgnored => {
+                "ignored the end (only a stack's latest end counts, and only if no thread ran the stack at it or after it)"
             }
         }
     }

@@ -172,7 +172,11 @@ fn stack_row(text: &mut Vec<u8>, row: &StackStats) -> io::Result<()> {
     number(text, b"waiting_ns", row.waiting_ns, false);
     number(text, b"switches_in", row.switches_in, false);
     number(text, b"max_depth", row.max_depth.into(), false);
-    number(text, b"events", row.events, true);
+    number(text, b"events", row.events, !row.ended);
+    if row.ended {
+        // Only when true (`skip_serializing_if`).
+        text.extend_from_slice(b"      \"ended\": true\n");
+    }
     text.extend_from_slice(b"    }");
     Ok(())
 }
@@ -273,6 +277,8 @@ mod tests {
                 row.threads = (1..=i % 4).collect();
                 row.running_ns = i * 1_000_003;
                 row.events = i;
+                // Written only when true.
+                row.ended = i % 5 == 1;
                 row
             })
             .collect();

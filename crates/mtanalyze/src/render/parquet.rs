@@ -159,6 +159,7 @@ const STACKS: &[(&str, Kind)] = &[
     ("switches_in", Kind::Int),
     ("max_depth", Kind::Int),
     ("events", Kind::Int),
+    ("ended", Kind::Bool),
 ];
 
 const WARNINGS: &[(&str, Kind)] = &[
@@ -510,7 +511,8 @@ impl ParquetTables {
                     .int(s.waiting_ns)
                     .int(s.switches_in)
                     .int(u64::from(s.max_depth))
-                    .int(s.events);
+                    .int(s.events)
+                    .bool(s.ended);
             })?;
         }
         for w in &report.warnings {

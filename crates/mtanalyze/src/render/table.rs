@@ -18,7 +18,7 @@ use prettytable::{Cell, Row, Table};
 
 use super::fit::{elide_middle, fit, plan, width_of, wrap_items, wrap_with, Column, Give, Text};
 use super::{calls, duration};
-use crate::model::report::{FunctionStats, Report, StackStats, TimeWindow};
+use crate::model::report::{FunctionStats, Report, StackKey, StackStats, TimeWindow};
 use crate::view::{Direction, EdgeGroup, StackGroup};
 
 /// `{label}{source} ({format}, format N)`, the source's middle cut to fit `width`.
@@ -105,7 +105,7 @@ pub fn header(out: &mut dyn Write, report: &Report, width: Option<usize>) -> io:
         .fold(0u64, |n, f| n.saturating_add(f.cut_short));
     if cut_short > 0 {
         damage.push(format!(
-            "frames cut short by lost events or chunks: {cut_short} (cut_short in --format json)"
+            "frames cut short by lost events or chunks, or by their stack's end: {cut_short} (cut_short in --format json)"
         ));
     }
     if t.chunks_lost > 0 {
@@ -218,6 +218,28 @@ pub fn functions_by_trace(
         })
         .collect();
     print_fitted(out, &columns, &body, width)
+}
+
+/// The line over the per-stack tables that says how many logical stacks
+/// ended (an `end` event counted) and how many did not: only for a trace
+/// of format version 3 or more, which can say so, with logical stacks.
+pub fn ends_line(out: &mut dyn Write, report: &Report) -> io::Result<()> {
+    if report.trace.format_version < 3 {
+        return Ok(());
+    }
+    let (logical, ended) = report
+        .stacks
+        .iter()
+        .filter(|s| matches!(s.id, StackKey::Logical(_)))
+        .fold((0u64, 0u64), |(n, e), s| (n + 1, e + u64::from(s.ended)));
+    if logical == 0 {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "logical stacks: {ended} ended, {} still open at the end of the trace",
+        logical - ended
+    )
 }
 
 /// The per-stack table (`--stacks`). `total` is how many stacks the report
@@ -594,7 +616,7 @@ pub(super) fn print(out: &mut dyn Write, table: &Table) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::report::{StackKey, StackName, ThreadList};
+    use crate::model::report::{StackName, ThreadList};
     use proptest::prelude::*;
 
     fn row() -> impl Strategy<Value = StackStats> {
@@ -628,6 +650,7 @@ mod tests {
                         switches_in,
                         max_depth,
                         events,
+                        ended: own,
                     }
                 },
             )

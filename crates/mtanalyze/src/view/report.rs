@@ -565,6 +565,7 @@ mod tests {
             switches_in: 0,
             max_depth: 0,
             events: 0,
+            ended: false,
         };
         assert_eq!(group_name(&stack("stack:7", "request-1234")), "request-#");
         assert_eq!(
