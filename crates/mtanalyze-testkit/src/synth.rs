@@ -7,7 +7,8 @@
 //! * [`generate_tasks`]: an async service as the recorder's
 //!   `crates/mtrace/examples/async_tasks.rs` records it: many short-lived
 //!   tasks, each on its own named logical stack, polled two or three times
-//!   by whichever worker thread is free (many stacks, a dozen events each).
+//!   by whichever worker thread is free (many stacks, a dozen events each,
+//!   the last the task's `end`).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -220,11 +221,12 @@ enum Phase {
 /// ```text
 /// poll 1 (worker A):  switch(task) enter handle, enter parse, exit parse, enter fetch  switch(own)
 /// poll 2 (worker B):  switch(task) enter decode, exit decode                           switch(own)   (one task in four)
-/// poll 3 (worker C):  switch(task) exit fetch, enter render, exit render, exit handle  switch(own)
+/// poll 3 (worker C):  switch(task) exit fetch, enter render, exit render, exit handle  switch(own)  end(task)
 /// ```
 ///
-/// Twelve events a task (sixteen with the middle poll), as the recorder
-/// writes for the example. Workers pick the task that became ready first
+/// Thirteen events a task (seventeen with the middle poll), as the recorder
+/// writes for the example: the last is the task's `end`, when the runtime
+/// drops it (format version 3). Workers pick the task that became ready first
 /// whenever they are free, so they run in parallel and a task's polls land
 /// on different workers; a task's next poll starts after its wait, never
 /// while another worker still runs it.
@@ -311,6 +313,10 @@ pub fn generate_tasks(
             }
         };
         step(&mut now, 50, EventKind::Switch(StackId::OWN));
+        if next.is_none() {
+            // The runtime drops the finished task on the worker: its stack ends.
+            step(&mut now, 50, EventKind::End(StackId(stack)));
+        }
         for (tick, kind) in poll {
             w.event(tid, tick, kind)?;
             written += 1;
@@ -339,9 +345,10 @@ mod tests {
     use super::*;
 
     /// The many-task trace is what the benchmark claims it is: one stack
-    /// per task, polled two or three times by several workers, twelve
-    /// events a task plus four per middle poll, every frame closed, and
-    /// nothing for the analyzer to repair.
+    /// per task, polled two or three times by several workers, thirteen
+    /// events a task (its `end` the last) plus four per middle poll, every
+    /// frame closed, every task ended, and nothing for the analyzer to
+    /// repair.
     #[test]
     fn tasks_are_short_lived_migrating_stacks_of_a_dozen_events() {
         let path = std::env::temp_dir().join(format!("synth-tasks-{}.bin", std::process::id()));
@@ -365,7 +372,8 @@ mod tests {
         let middle_polls: u64 = tasks.iter().map(|s| s.switches_in - 2).sum();
         assert!(tasks.iter().all(|s| (2..=3).contains(&s.switches_in)));
         assert!((300..700).contains(&middle_polls), "{middle_polls} of 2000");
-        assert_eq!(written, 2_000 * 12 + middle_polls * 4);
+        assert_eq!(written, 2_000 * 13 + middle_polls * 4);
+        assert!(tasks.iter().all(|s| s.ended));
         let migrated = tasks.iter().filter(|s| s.threads.len() > 1).count();
         assert!(migrated > 1_000, "{migrated} of 2000 tasks changed workers");
         assert!(r.functions.iter().all(|f| f.open_at_end == 0));
