@@ -12,25 +12,24 @@ use serde_json::Value;
 use crate::schema::assert_valid;
 use mtanalyze_testkit::worked_examples::{without_ends, ENDS as EXAMPLE};
 
-use crate::util::{json_report, mtanalyze, TempDir};
+use crate::util::{function_numbers, json_report, mtanalyze, TempDir};
 
 /// (ncalls, tottime, cumtime, paused, scheduled, cut_short, open_at_end)
 /// of a function.
 fn row(report: &Value, function: &str) -> [u64; 7] {
-    let f = report["functions"]
-        .as_array()
-        .and_then(|fs| fs.iter().find(|f| f["function"] == function))
-        .unwrap_or_else(|| panic!("no row for {function}"));
-    let n = |k: &str| f[k].as_u64().unwrap_or(u64::MAX);
-    [
-        n("ncalls"),
-        n("tottime_ns"),
-        n("cumtime_ns"),
-        n("paused_ns"),
-        n("scheduled_ns"),
-        n("cut_short"),
-        n("open_at_end"),
-    ]
+    function_numbers(
+        report,
+        function,
+        [
+            "ncalls",
+            "tottime_ns",
+            "cumtime_ns",
+            "paused_ns",
+            "scheduled_ns",
+            "cut_short",
+            "open_at_end",
+        ],
+    )
 }
 
 /// The stack row named `name`.

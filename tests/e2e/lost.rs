@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 
-use crate::util::{json_report, mtanalyze, TempDir};
+use crate::util::{function_numbers, json_report, mtanalyze, TempDir};
 
 /// Thread 1 loses its events at 40 inside `main` > `work`; thread 2 left
 /// task-1 paused inside `handle` at 30 and runs `serve` to the end (100).
@@ -47,19 +47,18 @@ fn report(dir: &TempDir, name: &str, events: &str, clock: &str) -> Value {
 type Row = [u64; 6];
 
 fn row(report: &Value, function: &str) -> Row {
-    let f = report["functions"]
-        .as_array()
-        .and_then(|fs| fs.iter().find(|f| f["function"] == function))
-        .unwrap_or_else(|| panic!("no row for {function}"));
-    let n = |k: &str| f[k].as_u64().unwrap_or(u64::MAX);
-    [
-        n("ncalls"),
-        n("tottime_ns"),
-        n("cumtime_ns"),
-        n("paused_ns"),
-        n("open_at_end"),
-        n("cut_short"),
-    ]
+    function_numbers(
+        report,
+        function,
+        [
+            "ncalls",
+            "tottime_ns",
+            "cumtime_ns",
+            "paused_ns",
+            "open_at_end",
+            "cut_short",
+        ],
+    )
 }
 
 fn thread(report: &Value, tid: u64) -> (Option<u64>, u64) {

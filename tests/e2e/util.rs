@@ -299,6 +299,20 @@ pub fn many_functions(n: usize) -> String {
 }
 
 /// The `--format json` report of `trace` under `clock`.
+/// The numbers `keys` of function `function`'s row in a JSON report
+/// (`u64::MAX` for a missing one); panics if it has no row.
+pub fn function_numbers<const N: usize>(
+    report: &serde_json::Value,
+    function: &str,
+    keys: [&str; N],
+) -> [u64; N] {
+    let f = report["functions"]
+        .as_array()
+        .and_then(|fs| fs.iter().find(|f| f["function"] == function))
+        .unwrap_or_else(|| panic!("no row for {function}"));
+    keys.map(|k| f[k].as_u64().unwrap_or(u64::MAX))
+}
+
 pub fn json_report(trace: &Path, clock: &str) -> serde_json::Value {
     mtanalyze([
         trace.as_os_str(),
