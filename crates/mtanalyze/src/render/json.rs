@@ -133,13 +133,18 @@ fn stacks(
 /// the run on them, a few bytes per call.
 fn stack_row(text: &mut Vec<u8>, row: &StackStats) -> io::Result<()> {
     let mut numbers = itoa::Buffer::new();
-    let mut number = |text: &mut Vec<u8>, key: &[u8], n: u64, last: bool| {
-        text.extend_from_slice(b"      \"");
-        text.extend_from_slice(key);
-        text.extend_from_slice(b"\": ");
+    // `key_line`: the indent, the quoted key and `: ` as one constant,
+    // copied at once (a copy each was a fifth of a row's instructions).
+    let mut number = |text: &mut Vec<u8>, key_line: &str, n: u64, last: bool| {
+        text.extend_from_slice(key_line.as_bytes());
         text.extend_from_slice(numbers.format(n).as_bytes());
         text.extend_from_slice(if last { b"\n" } else { b",\n" });
     };
+    macro_rules! key {
+        ($key:literal) => {
+            concat!("      \"", $key, "\": ")
+        };
+    }
     text.extend_from_slice(b"{\n      \"id\": \"");
     // A key is `thread:<n>` or `stack:<n>`: nothing in it to escape.
     let (kind, n): (&[u8], u64) = match row.id {
@@ -166,13 +171,13 @@ fn stack_row(text: &mut Vec<u8>, row: &StackStats) -> io::Result<()> {
         text.extend_from_slice(b"\n      ]");
     }
     text.extend_from_slice(b",\n");
-    number(text, b"running_ns", row.running_ns, false);
-    number(text, b"paused_ns", row.paused_ns, false);
-    number(text, b"scheduled_ns", row.scheduled_ns, false);
-    number(text, b"waiting_ns", row.waiting_ns, false);
-    number(text, b"switches_in", row.switches_in, false);
-    number(text, b"max_depth", row.max_depth.into(), false);
-    number(text, b"events", row.events, !row.ended);
+    number(text, key!("running_ns"), row.running_ns, false);
+    number(text, key!("paused_ns"), row.paused_ns, false);
+    number(text, key!("scheduled_ns"), row.scheduled_ns, false);
+    number(text, key!("waiting_ns"), row.waiting_ns, false);
+    number(text, key!("switches_in"), row.switches_in, false);
+    number(text, key!("max_depth"), row.max_depth.into(), false);
+    number(text, key!("events"), row.events, !row.ended);
     if row.ended {
         // Only when true (`skip_serializing_if`).
         text.extend_from_slice(b"      \"ended\": true\n");
