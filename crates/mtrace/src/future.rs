@@ -110,8 +110,13 @@ impl<F: Future> Future for Instrumented<F> {
 impl<F> Drop for Instrumented<F> {
     fn drop(&mut self) {
         // Dropping an unfinished inner future may close frames (a cancelled
-        // `#[profile] async fn`): do it on the task's stack.
-        let _on_stack = (!self.done).then(|| self.stack.enter());
+        // `#[profile] async fn`): do it on the task's stack, if it opened
+        // any in this recording. A task never polled in it (dropped by a
+        // runtime shutting down, or polled only before a restart) has no
+        // frames here: switching onto it would make a stack of an empty
+        // stretch and an end.
+        let polled_here = !self.done && self.stack.ran_in_recording();
+        let _on_stack = polled_here.then(|| self.stack.enter());
         // SAFETY: dropped exactly once, in place, and never used again.
         unsafe { ManuallyDrop::drop(&mut self.inner) };
     }

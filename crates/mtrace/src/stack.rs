@@ -128,6 +128,15 @@ impl LogicalStack {
         }
     }
 
+    /// Whether a thread entered the stack in the running recording.
+    #[inline]
+    pub(crate) fn ran_in_recording(&self) -> bool {
+        // A generation is never `GEN_OFF` and never used twice in a
+        // process (a forked child's next recording gets a new one too).
+        let g = self.frames_gen;
+        g != GEN_OFF && g == shared::GEN.load(Ordering::Relaxed)
+    }
+
     #[inline]
     fn name_in(&mut self, g: u64) {
         if g > GEN_OFF && self.named_in != g {
@@ -146,11 +155,8 @@ impl Drop for LogicalStack {
     /// after its last switch away.
     #[inline]
     fn drop(&mut self) {
-        // A generation is never `GEN_OFF` and never used twice in a
-        // process (a forked child's next recording gets a new one too).
-        let g = self.frames_gen;
-        if g != GEN_OFF && g == shared::GEN.load(Ordering::Relaxed) {
-            thread::end(g, self.id);
+        if self.ran_in_recording() {
+            thread::end(self.frames_gen, self.id);
         }
     }
 }

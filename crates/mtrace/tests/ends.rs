@@ -325,3 +325,48 @@ fn a_cancelled_task_closes_its_frames_then_ends() {
         ]
     );
 }
+
+/// A task dropped before any poll in the recording (a runtime shutting
+/// down with tasks never run) writes nothing: no switch onto its stack,
+/// no end; one polled once and then dropped unfinished switches on,
+/// closes its frame, switches away and ends.
+#[test]
+fn a_task_never_polled_in_the_recording_writes_nothing() {
+    let _serial = serial();
+    let trace = TempTrace::new("ends-never-polled");
+    let recording = start(&trace);
+    let (never, once) = named_thread("dropper", || {
+        let never = handler().on_logical_stack("never-polled");
+        let mut once = Box::pin(handler().on_logical_stack("polled-once"));
+        let ids = (never.stack().id().0, once.stack().id().0);
+        let waker = std::task::Waker::noop();
+        let mut cx = std::task::Context::from_waker(waker);
+        assert!(std::future::Future::poll(once.as_mut(), &mut cx).is_pending());
+        drop(never);
+        drop(once);
+        ids
+    });
+    recording.finish().unwrap();
+
+    let d = decode(trace.path());
+    let got: Vec<u64> = ends(&d).iter().map(|e| e.0).collect();
+    assert_eq!(got, [once], "only the task polled in the recording ends");
+    let steps = steps(&d, &d.events(d.tid("dropper")));
+    assert!(
+        !steps.contains(&Step::Switch(never)),
+        "a task never polled is never switched onto: {steps:?}"
+    );
+    let on = |s: &Step| *s == Step::Switch(once);
+    assert_eq!(steps.iter().filter(|s| on(s)).count(), 2, "{steps:?}");
+    assert_eq!(
+        steps[steps.len() - 6..],
+        [
+            Step::Switch(once),
+            Step::Exit("stuck".into()),
+            Step::Exit("handler".into()),
+            Step::Switch(StackId::OWN.0),
+            Step::StackEnd(once),
+            Step::End,
+        ]
+    );
+}
