@@ -200,11 +200,11 @@ impl<W: Write + Seek> TraceWriter<W> {
             EventKind::ThreadStart
             | EventKind::ThreadExit
             | EventKind::Lost
-            | EventKind::Wake(_) => {}
-            // No snapshot will carry an ended stack's frames again.
-            EventKind::End(s) => {
-                self.stack_frames.remove(&s);
-            }
+            // An end changes no frames. The ended stack's are kept: input
+            // that runs it again after its end (an end the analyzer
+            // ignores) still needs them in later snapshots.
+            | EventKind::Wake(_)
+            | EventKind::End(_) => {}
         }
         // A `lost` event ends its chunk; the thread's next event, if any,
         // starts a chunk that readers restart from its snapshot.
