@@ -2011,3 +2011,20 @@ proptest! {
         prop_assert_eq!(&compact, &want);
     }
 }
+
+/// Known mismatch, found by `ends_engine_equals_literal_reference` (ninth
+/// session) and reproduced with wakes in place of its ends, so it predates
+/// them: two threads whose last events (wakes, or ends) go back in time at
+/// the end of the trace (`clock_backwards`, repair 1) under `gil`. The
+/// engine gives the edge b -> b 45 ns of cumulative time, the reference
+/// 44; without those events both give 44. Which side misorders the
+/// clamped events at equal ticks is not settled yet.
+#[test]
+#[ignore = "known engine/reference mismatch under gil, see the doc comment"]
+fn gil_with_clamped_wakes_at_the_end_equals_the_reference() {
+    let text = include_str!("regressions/gil-clamped-wakes.jsonl");
+    let lines = reference::parse_jsonl(text);
+    let want = reference::reference(&lines, RefClock::Gil, None);
+    let got = as_ref_report(&run_jsonl(text, Clock::Gil));
+    assert_eq!(got, want);
+}
