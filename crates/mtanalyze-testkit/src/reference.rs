@@ -128,7 +128,8 @@ struct Event {
     tid: u64,
     /// Position within the thread's own order.
     seq: usize,
-    /// Position in the whole input (only breaks `gil` ties between threads).
+    /// Position in the whole input (only breaks `gil` ties between
+    /// threads); a clamped event takes its thread's previous event's.
     input_index: usize,
     /// Timestamp after clamping.
     ts: u64,
@@ -166,18 +167,25 @@ pub fn reference(lines: &[Line], clock: Clock, end_ts: Option<u64>) -> RefReport
     let mut threads: BTreeMap<u64, Vec<Event>> = BTreeMap::new();
     for (&tid, tlines) in &by_thread {
         let mut events = Vec::new();
-        let mut prev_ts: Option<u64> = None;
+        // The thread's previous event: (timestamp, input position).
+        let mut prev: Option<(u64, usize)> = None;
         let mut current = own_stack(tid);
         let mut segment_start: Option<u64> = None;
-        for (seq, &(input_index, line)) in tlines.iter().enumerate() {
+        for (seq, &(mut input_index, line)) in tlines.iter().enumerate() {
             let mut ts = line.ts;
-            if let Some(p) = prev_ts {
+            if let Some((p, p_index)) = prev {
                 if ts < p {
+                    // Repair 1: the previous event's time, and its place
+                    // among ties, so that under `gil` it comes right after
+                    // that event, before another thread's at the same time
+                    // ("Running intervals": the converter gives it the
+                    // previous event's tick).
                     ts = p;
+                    input_index = p_index;
                     report.warnings += 1;
                 }
             }
-            prev_ts = Some(ts);
+            prev = Some((ts, input_index));
             // The thread's own stack starts running at the thread's first event.
             let seg = *segment_start.get_or_insert(ts);
             let stack_before = current.clone();
