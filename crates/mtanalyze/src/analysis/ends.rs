@@ -14,12 +14,11 @@
 //! ties do not depend on the order of lines or ticks. The replay
 //! (`replay.rs`) closes the frames still open on a stack at its end.
 //!
-//! Per stack this keeps one `u64`, and only in traces that have ends: the
-//! segment pass's list of ends is sorted, judged and dropped here.
+//! Only in traces that have ends: while judging, each grouped stack's
+//! latest end (24 bytes); after, one `u64` per selected stack.
 
 use mtrace_format::TickScale;
 
-use crate::analysis::cut::ThreadPass;
 use crate::analysis::decode::ThreadChunks;
 use crate::analysis::segment::{Segment, StackKey, RUNS_TO_END};
 use crate::model::warnings::{Location, WarningKind, Warnings};
@@ -60,63 +59,67 @@ impl StackEnds {
     }
 }
 
-/// Takes every `end` the segment pass found out of `passes`: (stack id,
-/// ns, id of the thread that wrote it).
-pub(crate) fn take_ends(
-    passes: &mut [ThreadPass],
+/// The ends that count, as (stack id, ns) ascending by id, of every `end`
+/// the segment pass found (`ends`: each thread's (stack id, tick), in
+/// `threads`' order); each other end adds an `end_ignored` warning to
+/// `warnings`. The stacks that have segments are numbered `0..stacks`
+/// ascending by key; `index(id)` is logical stack `id`'s number (`None`:
+/// it never ran) and `segments(i)` the segments of stack `i`.
+///
+/// Each end goes straight to its stack's slot, which keeps the latest:
+/// no list of every end, no sort (a task-per-request trace has an end a
+/// task, and sorting them took a third of what ends cost its analysis).
+pub(crate) fn counting_ends<'s, I>(
+    ends: Vec<Vec<(u64, u64)>>,
     threads: &[ThreadChunks],
     scale: TickScale,
-) -> Vec<(u64, u64, u64)> {
-    let mut all = Vec::new();
-    for (pass, thread) in passes.iter_mut().zip(threads) {
-        let tid = thread.tid.0;
-        for (stack, tick) in std::mem::take(&mut pass.ends) {
-            all.push((stack, scale.ns(tick), tid));
-        }
-    }
-    all
-}
-
-/// The ends of `all` (see [`take_ends`]) that count, as (stack id, ns),
-/// ascending by id; each other end adds an `end_ignored` warning to
-/// `warnings`. `segments(id)`: the segments of logical stack `id`, `None`
-/// if it has none (it never ran).
-pub(crate) fn counting_ends<'s, I>(
-    mut all: Vec<(u64, u64, u64)>,
-    scale: TickScale,
-    segments: impl Fn(u64) -> Option<I>,
+    stacks: usize,
+    index: impl Fn(u64) -> Option<usize>,
+    segments: impl Fn(usize) -> I,
     warnings: &mut Warnings,
 ) -> Vec<(u64, u64)>
 where
     I: Iterator<Item = &'s Segment>,
 {
-    if all.is_empty() {
+    if ends.iter().all(Vec::is_empty) {
         return Vec::new();
     }
-    // Sorted, each stack's latest end is the last of its run.
-    all.sort_unstable();
     let mut ignored = |ns: u64, thread: u64| {
         warnings.add(WarningKind::EndIgnored, Location::Time { ns, thread });
     };
-    let mut counting = Vec::new();
-    let mut rest = &all[..];
-    while let Some(&(stack, _, _)) = rest.first() {
-        let n = rest.iter().take_while(|e| e.0 == stack).count();
-        let (this, tail) = rest.split_at(n);
-        rest = tail;
-        let Some((&(_, t, tid), earlier)) = this.split_last() else {
-            continue;
-        };
-        for &(_, ns, thread) in earlier {
-            ignored(ns, thread);
+    // By stack number: its latest end so far (ns, writing thread, id);
+    // `NO_END` ns: none yet (24 bytes a stack, where an `Option` takes 32).
+    let mut latest = vec![(NO_END, 0u64, 0u64); stacks];
+    for (thread_ends, thread) in ends.into_iter().zip(threads) {
+        let tid = thread.tid.0;
+        for (id, tick) in thread_ends {
+            let ns = scale.ns(tick);
+            let Some(slot) = index(id).and_then(|i| latest.get_mut(i)) else {
+                // A stack that never ran.
+                ignored(ns, tid);
+                continue;
+            };
+            // Every end but the latest (of equal ones, the last met).
+            if slot.0 == NO_END {
+                *slot = (ns, tid, id);
+            } else if ns < slot.0 {
+                ignored(ns, tid);
+            } else {
+                let earlier = std::mem::replace(slot, (ns, tid, id));
+                ignored(earlier.0, earlier.1);
+            }
         }
-        let fits = segments(stack).is_some_and(|mut segs| {
-            segs.all(|s| {
-                scale.ns(s.start_tick) < t && s.end_tick != RUNS_TO_END && scale.ns(s.end_tick) <= t
-            })
+    }
+    let mut counting = Vec::new();
+    for (i, (t, tid, id)) in latest.into_iter().enumerate() {
+        if t == NO_END {
+            continue;
+        }
+        let fits = segments(i).all(|s| {
+            scale.ns(s.start_tick) < t && s.end_tick != RUNS_TO_END && scale.ns(s.end_tick) <= t
         });
         if fits {
-            counting.push((stack, t));
+            counting.push((id, t));
         } else {
             ignored(t, tid);
         }

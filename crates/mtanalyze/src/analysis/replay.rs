@@ -164,11 +164,7 @@ pub(super) fn replay_stack<'s, O: Observer>(
         _ => None,
     };
     // An end never makes a life longer: the earlier of the two.
-    let cut_at = match (ended_ns, cut_at) {
-        (Some(t), Some(c)) => Some(t.min(c)),
-        (Some(t), None) => Some(t),
-        (None, c) => c,
-    };
+    let cut_at = cut_at.into_iter().chain(ended_ns).min();
     let mut totals = stack.finish(ctx.clock, end_ns, cut_at);
     totals.ended = ended_ns.is_some();
     totals

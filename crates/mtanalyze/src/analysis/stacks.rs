@@ -11,7 +11,7 @@ use rustc_hash::FxHashMap;
 use crate::analysis::clock::GilTimeline;
 use crate::analysis::cut::ThreadPass;
 use crate::analysis::decode::{prefetch, Decoded, FunctionTable, Pos, ThreadChunks};
-use crate::analysis::ends::{counting_ends, take_ends, StackEnds};
+use crate::analysis::ends::{counting_ends, StackEnds};
 use crate::analysis::frames::{Observer, Tally};
 use crate::analysis::options::{wanted, AnalyzeError, AnalyzeOptions};
 use crate::analysis::prepare::{prepare, Fuse, Prepared};
@@ -284,17 +284,25 @@ impl<'a> Analysis<'a> {
         let clock = prep.clock;
         let (order, all, biggest_of_all) = group_by_stack(&prep.passes, &prep.decoded.threads);
         // Which ends count is judged on every stack, selected or not.
-        let raw_ends = take_ends(&mut prep.passes, &prep.decoded.threads, prep.decoded.scale);
+        let ends = prep
+            .passes
+            .iter_mut()
+            .map(|p| std::mem::take(&mut p.ends))
+            .collect();
         let counting = {
             let passes = &prep.passes;
-            let of_stack = |id: u64| {
-                let i = all
-                    .binary_search_by_key(&StackKey::Logical(id), |(k, _)| *k)
-                    .ok()?;
-                let range = all[i].1.clone();
-                Some(order[range].iter().map(|&h| segment(passes, h)))
-            };
-            counting_ends(raw_ends, prep.decoded.scale, of_stack, &mut prep.warnings)
+            counting_ends(
+                ends,
+                &prep.decoded.threads,
+                prep.decoded.scale,
+                all.len(),
+                |id| {
+                    all.binary_search_by_key(&StackKey::Logical(id), |(k, _)| *k)
+                        .ok()
+                },
+                |i| order[all[i].1.clone()].iter().map(|&h| segment(passes, h)),
+                &mut prep.warnings,
+            )
         };
         // Own stacks the segment pass replayed left no segments behind.
         let fused = prep
