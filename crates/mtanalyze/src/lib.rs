@@ -47,9 +47,9 @@ pub struct ReadmeDoctests;
 
 pub use analysis::timeline::Timelines;
 pub use analysis::{
-    analyze, analyze_compact, analyze_each, analyze_each_compact, analyze_each_summed,
-    analyze_in_stages, check, marks, AnalyzeError, AnalyzeOptions, PathMode, RecursionCollapse,
-    TimeBound, TraceError,
+    analyze, analyze_batched, analyze_compact, analyze_each, analyze_each_compact,
+    analyze_each_summed, analyze_in_stages, analyze_streamed_with, check, marks, AnalyzeError,
+    AnalyzeOptions, PathMode, RecursionCollapse, TimeBound, TraceError,
 };
 pub use input::chrome::ImportError;
 pub use input::jsonl::{to_binary as jsonl_to_binary, JsonlError};

@@ -10,12 +10,14 @@ use crate::analysis::frames::{Acc, EdgeAcc, FnAcc};
 use crate::analysis::marks::to_marks;
 use crate::analysis::options::{AnalyzeOptions, PathMode};
 use crate::analysis::paths::{ROOT, STACK_LABEL};
+use crate::analysis::prepare::Prepared;
 use crate::analysis::replay::stack_name;
 use crate::analysis::segment::StackKey;
 use crate::analysis::stacks::Analysis;
 use crate::input::LoadedTrace;
 use crate::model::compact::{CompactReport, NumberedEdge};
 use crate::model::merge::Sums;
+use crate::model::report::Clock;
 use crate::model::report::{CallPath, FunctionStats, Report, StackStats, TimeWindow};
 use crate::model::warnings::Warnings;
 
@@ -28,19 +30,50 @@ pub(super) enum Rows<'s> {
     Summed(&'s mut Sums, u32),
 }
 
+/// What a report is made from besides the statistics: the prepared trace,
+/// the clock, how many stacks the trace has, and the labels of per-stack
+/// call paths (by selected stack).
+pub(super) struct Source<'a> {
+    pub(super) prep: Prepared<'a>,
+    pub(super) clock: Clock,
+    pub(super) all_stacks: u64,
+    pub(super) labels: Vec<String>,
+}
+
+impl<'a> Source<'a> {
+    /// The source of a batch analysis's report (its segments are freed).
+    pub(super) fn of(mut analysis: Analysis<'a>, opts: &AnalyzeOptions) -> Self {
+        analysis.drop_segments();
+        let labels = match opts.paths {
+            PathMode::PerStack => path_labels(&analysis),
+            _ => Vec::new(),
+        };
+        Source {
+            clock: analysis.clock,
+            all_stacks: analysis.all_stacks,
+            prep: analysis.prep,
+            labels,
+        }
+    }
+}
+
 /// Builds the report from the statistics `acc` of all stacks, each stack's
 /// own (`stacks`, best in id order) and the problems the replays found.
 pub(super) fn assemble(
     trace: &LoadedTrace,
-    mut analysis: Analysis<'_>,
+    source: Source<'_>,
     opts: &AnalyzeOptions,
     acc: Acc,
     mut stacks: Vec<StackStats>,
     replay_warnings: Warnings,
     rows: Rows<'_>,
 ) -> CompactReport {
-    analysis.drop_segments();
-    let prep = &analysis.prep;
+    let Source {
+        mut prep,
+        clock,
+        all_stacks,
+        labels,
+    } = source;
     let entries = prep.functions.entries();
     let summed = matches!(rows, Rows::Summed(..));
     let (functions, row_keys, position) = match rows {
@@ -54,9 +87,9 @@ pub(super) fn assemble(
         // Stacks that neither lived nor did anything in the window.
         stacks.retain(|s| s.running_ns | s.paused_ns | s.events | s.switches_in != 0);
     }
-    let labels = match opts.paths {
-        PathMode::PerStack if acc.paths.is_some() => path_labels(&analysis),
-        _ => Vec::new(),
+    let labels = match acc.paths {
+        Some(_) => labels,
+        None => Vec::new(),
     };
     let paths = call_paths(&acc, opts, &labels, &position);
     let edges = match summed {
@@ -65,7 +98,7 @@ pub(super) fn assemble(
     };
     let mut warnings = prep.warnings.clone();
     warnings.merge(replay_warnings);
-    let mut summary = prep.summary(trace, analysis.all_stacks);
+    let mut summary = prep.summary(trace, all_stacks);
     if !prep.window.is_all() {
         let (from_ns, to_ns) = prep.window.bounds();
         summary.window = Some(TimeWindow {
@@ -79,12 +112,12 @@ pub(super) fn assemble(
     if !stacks.is_sorted_by_key(|s| s.id) {
         stacks.sort_unstable_by_key(|s| s.id);
     }
-    name_stacks(&mut stacks, &mut analysis.prep.decoded);
-    let decoded = &mut analysis.prep.decoded;
+    name_stacks(&mut stacks, &mut prep.decoded);
+    let decoded = &mut prep.decoded;
     let marks = to_marks(std::mem::take(&mut decoded.marks), decoded.scale);
     let report = Report {
         trace: summary,
-        clock: analysis.clock,
+        clock,
         functions,
         edges: Vec::new(),
         stacks,
@@ -94,7 +127,7 @@ pub(super) fn assemble(
     };
     let keys = match summed {
         true => Vec::new(),
-        false => std::mem::take(&mut analysis.prep.functions).into_keys(),
+        false => std::mem::take(&mut prep.functions).into_keys(),
     };
     CompactReport {
         report,

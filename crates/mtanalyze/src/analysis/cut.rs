@@ -562,3 +562,203 @@ pub(crate) fn cut_thread(
     }
     pass
 }
+
+/// One thread's segment pass cut into steps for the streamed analysis
+/// (`stream.rs`): each [`ThreadStream::cut_until`] reads whole chunks until
+/// the thread's clock reaches a time, and leaves the segments it closed,
+/// the wakes and the ends in [`ThreadStream::pass`] for the caller to take.
+/// Between steps the thread's state is kept here: its open segment, the
+/// stack it runs, and the own stack's replay, suspended on the thread's
+/// own tally (it is always fused: a stream that cannot fuse is not
+/// streamed).
+pub(crate) struct ThreadStream {
+    index: u32,
+    /// What the pass found so far; its segments, wakes and ends are the
+    /// caller's to drain after each step.
+    pub pass: ThreadPass,
+    open: Option<Segment>,
+    stack: StackKey,
+    own: OwnBetweenSteps,
+    /// Where the thread's next chunk starts, and the tick its events may
+    /// not go below.
+    next: Pos,
+    floor: u64,
+    done: bool,
+}
+
+/// The own stack's fused replay between two steps.
+struct OwnBetweenSteps {
+    tally: Tally,
+    clock: Clock,
+    state: Option<Suspended>,
+    warnings: Warnings,
+    running: Option<(u64, u64)>,
+    began: bool,
+    ends_at_ns: Option<u64>,
+}
+
+/// Why a trace cannot be streamed after all (the batch analysis takes it).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct NotStreamable(pub &'static str);
+
+impl ThreadStream {
+    /// Thread `index` of `decoded`, not read yet; its own stack replayed
+    /// into a tally of its own with `clock` (`stack` or `wall`), counting
+    /// what `window` holds.
+    pub(crate) fn new(decoded: &Decoded<'_>, index: u32, clock: Clock, window: Window) -> Self {
+        let tid = decoded.threads[index as usize].tid.0;
+        ThreadStream {
+            index,
+            pass: ThreadPass::default(),
+            open: None,
+            stack: StackKey::Own(tid),
+            own: OwnBetweenSteps {
+                tally: Tally::new(decoded.functions.entries().len(), false, window),
+                clock,
+                state: None,
+                warnings: Warnings::default(),
+                running: None,
+                began: false,
+                ends_at_ns: None,
+            },
+            next: Pos::default(),
+            floor: 0,
+            done: false,
+        }
+    }
+
+    /// Ends the pass once every event is read ([`ThreadStream::floor`] is `None`),
+    /// as [`cut_thread`] does: the segment the thread is in runs until the
+    /// end of the trace (it is the pass's last, if on a logical stack), and
+    /// so does the own stack's replay if it is in it.
+    pub(crate) fn finish(mut self, decoded: &Decoded<'_>) -> ThreadPass {
+        let end = Pos {
+            chunk: decoded.threads[self.index as usize].chunks.len() as u32,
+            event: 0,
+        };
+        if let Some(mut s) = self.open.take() {
+            s.end = end;
+            if !s.is_own() {
+                self.pass.segments.push(s);
+            }
+        }
+        let own = self.own;
+        if let (true, Some(state)) = (own.began, own.state) {
+            self.pass.own_replay = Some(OwnReplay {
+                tally: Some(own.tally),
+                state,
+                warnings: own.warnings,
+                ends_at_ns: own.ends_at_ns,
+            });
+        }
+        self.pass
+    }
+
+    /// The tick no event still to read is below (clamped ticks never go
+    /// back); `None` once every event is read.
+    pub(crate) fn floor(&self) -> Option<u64> {
+        (!self.done).then_some(self.floor)
+    }
+
+    /// The segment the thread is in, if any.
+    pub(crate) fn open_segment(&self) -> Option<&Segment> {
+        self.open.as_ref()
+    }
+
+    /// Reads whole chunks until the thread's clock reaches `until` (the
+    /// last event read is at or after it) or its events end. Whatever
+    /// the batch analysis handles and a stream does not (a lost or damaged
+    /// chunk, a `lost` mark, a function the metadata does not name) stops
+    /// the stream with [`NotStreamable`].
+    pub(crate) fn cut_until(
+        &mut self,
+        decoded: &Decoded<'_>,
+        until: u64,
+    ) -> Result<(), NotStreamable> {
+        if self.done {
+            return Ok(());
+        }
+        let thread = &decoded.threads[self.index as usize];
+        let mut observer = NoObserver;
+        let OwnBetweenSteps {
+            tally,
+            clock,
+            state,
+            warnings,
+            running,
+            began,
+            ends_at_ns,
+        } = &mut self.own;
+        let replay = match state.take() {
+            Some(s) => StackReplay::reopen(s, tally, &mut observer, &[]),
+            None => StackReplay::new(tally, ROOT, &mut observer),
+        };
+        let fusion = OwnFusion {
+            replay,
+            clock: *clock,
+            warnings: std::mem::take(warnings),
+            running: *running,
+            began: *began,
+            ends_at_ns: *ends_at_ns,
+        };
+        let mut cut = Cutter {
+            decoded,
+            index: self.index,
+            tid: thread.tid.0,
+            pass: std::mem::take(&mut self.pass),
+            open: self.open.take(),
+            stack: self.stack,
+            own: Some(fusion),
+            own_segments: SegmentList::default(),
+        };
+        let end = Pos {
+            chunk: thread.chunks.len() as u32,
+            event: 0,
+        };
+        let mut batches = Batches::new(&decoded.file, &thread.chunks, self.next, end, self.floor);
+        let mut problem = None;
+        loop {
+            let Some(batch) = batches.next_batch() else {
+                self.done = true;
+                break;
+            };
+            if batch.restart.is_some() {
+                problem = Some(NotStreamable("a chunk starts from a snapshot"));
+                break;
+            }
+            cut.batch(&batch, &mut batches);
+            if batches.floor() >= until {
+                break;
+            }
+        }
+        self.next = batches.position();
+        self.floor = batches.floor();
+        let pass = &cut.pass;
+        problem = problem.or(if cut.own.is_none() || !pass.unknown_functions.is_empty() {
+            Some(NotStreamable("a function the metadata does not name"))
+        } else if pass.lost_at.is_some() || pass.warnings.count(WarningKind::EventsLost) > 0 {
+            Some(NotStreamable("a `lost` mark"))
+        } else if pass.warnings.count(WarningKind::DamagedEvent) > 0 {
+            Some(NotStreamable("a damaged event"))
+        } else {
+            None
+        });
+        if let Some(p) = problem {
+            return Err(p);
+        }
+        // Own segments were set aside only in case the fused replay gave
+        // up, which stops the stream anyway: `own_segments` is dropped.
+        self.pass = std::mem::take(&mut cut.pass);
+        self.open = cut.open.take();
+        self.stack = cut.stack;
+        if let Some(f) = cut.own.take() {
+            let running_since = f.running.map(|(start, _)| start);
+            *warnings = f.warnings;
+            *running = f.running;
+            *began = f.began;
+            *ends_at_ns = f.ends_at_ns;
+            *state = Some(f.replay.suspend(running_since));
+        }
+        Ok(())
+    }
+}

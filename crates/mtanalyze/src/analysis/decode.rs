@@ -244,6 +244,11 @@ impl StackNames {
     }
 
     /// The name of stack `id`.
+    /// How many names (at most one an id).
+    pub(crate) fn len(&self) -> usize {
+        self.0.len()
+    }
+
     pub(crate) fn get(&self, id: u64) -> Option<&str> {
         let i = self.0.binary_search_by_key(&id, |(k, _)| *k).ok()?;
         Some(&self.0[i].1)
@@ -534,6 +539,11 @@ impl<'a, 'd> Batches<'a, 'd> {
     #[inline(always)]
     pub(crate) fn floor(&self) -> u64 {
         self.prev_tick
+    }
+
+    /// Where the next batch starts.
+    pub(crate) fn position(&self) -> Pos {
+        self.next
     }
 
     /// Tells the walk that an event of the last batch was damaged: the

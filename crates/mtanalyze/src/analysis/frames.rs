@@ -575,7 +575,10 @@ impl<'a, O: Observer> FrameStack<'a, O> {
     /// Removes the open frames without accounting them, undoing their
     /// counts (see [`StackReplay::suspend`]).
     pub(crate) fn take_all(&mut self) -> Vec<Frame> {
-        let frames = std::mem::take(&mut self.t.frames);
+        // Copied out, not taken: the tally keeps its buffer for the next
+        // stack (a streamed analysis sets stacks aside all the time), and
+        // a stack with no open frame costs no allocation.
+        let frames: Vec<Frame> = self.t.frames.drain(..).collect();
         for f in &frames {
             self.t.fn_open[f.func as usize] -= 1;
             if f.edge != NO_PARENT {
@@ -593,7 +596,7 @@ impl<'a, O: Observer> FrameStack<'a, O> {
                 self.t.edges.reopen(f.edge);
             }
         }
-        self.t.frames = frames;
+        self.t.frames.extend(frames);
     }
 
     /// Closes every open frame at `ns`, counting them as open at the end

@@ -47,6 +47,7 @@ mod prepare;
 mod replay;
 pub(crate) mod segment;
 mod stacks;
+mod stream;
 pub(crate) mod timeline;
 mod window;
 
@@ -55,4 +56,6 @@ pub use many::{analyze_each, analyze_each_compact, analyze_each_summed, TraceErr
 pub use marks::marks;
 pub use options::{AnalyzeError, AnalyzeOptions, PathMode, TimeBound};
 pub use paths::RecursionCollapse;
-pub use pipeline::{analyze, analyze_compact, analyze_in_stages};
+pub use pipeline::{
+    analyze, analyze_batched, analyze_compact, analyze_in_stages, analyze_streamed_with,
+};

@@ -11,7 +11,7 @@ use std::sync::Mutex;
 
 use rayon::prelude::*;
 
-use crate::analysis::assemble::{assemble, Rows};
+use crate::analysis::assemble::{assemble, Rows, Source};
 use crate::analysis::cut::OwnReplay;
 use crate::analysis::frames::{Acc, NoObserver, Tally};
 use crate::analysis::options::{AnalyzeError, AnalyzeOptions, PathMode};
@@ -20,6 +20,7 @@ use crate::analysis::prepare::Fuse;
 use crate::analysis::replay::{StackReplay, StackTotals};
 use crate::analysis::segment::StackKey;
 use crate::analysis::stacks::Analysis;
+use crate::analysis::stream::{analyze_streamed, STEP_EVENTS};
 use crate::input::LoadedTrace;
 use crate::model::compact::CompactReport;
 use crate::model::merge::Sums;
@@ -55,8 +56,41 @@ pub fn analyze_in_stages(
 }
 
 /// Every stage but the edge rows; `stage_done` as for [`analyze_in_stages`],
-/// but for `assemble`.
+/// but for `assemble`. A trace that can be streamed is (`stream.rs`): its
+/// stages are then one, reported as `replay`.
 fn analyze_to_compact(
+    trace: &LoadedTrace,
+    opts: &AnalyzeOptions,
+    stage_done: &mut dyn FnMut(&'static str),
+) -> Result<CompactReport, AnalyzeError> {
+    if let Some(report) = analyze_streamed(trace, opts, STEP_EVENTS)? {
+        stage_done("replay");
+        return Ok(report);
+    }
+    analyze_batch(trace, opts, stage_done)
+}
+
+/// The streamed analysis ([`analyze`] when it can), reading about
+/// `step_events` events a step, or `None` if the trace or the options
+/// need the batch analysis. For tests that compare the two.
+#[doc(hidden)]
+pub fn analyze_streamed_with(
+    trace: &LoadedTrace,
+    opts: &AnalyzeOptions,
+    step_events: u64,
+) -> Result<Option<Report>, AnalyzeError> {
+    Ok(analyze_streamed(trace, opts, step_events)?.map(CompactReport::into_report))
+}
+
+/// The batch analysis, never streamed. For tests that compare the two.
+#[doc(hidden)]
+pub fn analyze_batched(trace: &LoadedTrace, opts: &AnalyzeOptions) -> Result<Report, AnalyzeError> {
+    Ok(analyze_batch(trace, opts, &mut |_| {})?.into_report())
+}
+
+/// [`analyze_to_compact`] the batch way: every segment cut, then grouped
+/// by stack, then every stack replayed.
+fn analyze_batch(
     trace: &LoadedTrace,
     opts: &AnalyzeOptions,
     stage_done: &mut dyn FnMut(&'static str),
@@ -106,7 +140,7 @@ fn analyze_to_compact(
     let stacks = rows(&analysis, totals, own);
     Ok(assemble(
         trace,
-        analysis,
+        Source::of(analysis, opts),
         opts,
         acc,
         stacks,
@@ -193,7 +227,15 @@ pub(crate) fn analyze_compact_in(
         Some((sums, number)) if opts.paths == PathMode::Off => Rows::Summed(sums, number),
         _ => Rows::Made,
     };
-    Ok(assemble(trace, analysis, opts, acc, stacks, warnings, rows))
+    Ok(assemble(
+        trace,
+        Source::of(analysis, opts),
+        opts,
+        acc,
+        stacks,
+        warnings,
+        rows,
+    ))
 }
 
 /// The report's rows, in id order, from the totals of the selected stacks

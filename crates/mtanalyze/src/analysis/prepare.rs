@@ -85,28 +85,8 @@ pub(crate) fn prepare<'a>(
     fuse: Fuse,
     stage_done: &mut dyn FnMut(&'static str),
 ) -> Result<Prepared<'a>, AnalyzeError> {
-    let mut decoded = decode(trace.bytes()).map_err(|error| AnalyzeError::Format {
-        source_name: trace.source.clone(),
-        error,
-    })?;
+    let (decoded, window, clock) = decode_for(trace, opts)?;
     stage_done("decode");
-    let window = match opts {
-        Some(o) => {
-            // A mark's time: its first instance (the earliest tick).
-            let mark_ns = |name: &str| {
-                let tick = decoded
-                    .marks
-                    .iter()
-                    .filter(|m| m.name == name)
-                    .map(|m| m.tick)
-                    .min()?;
-                Some(decoded.scale.ns(tick))
-            };
-            o.window(mark_ns, &trace.source)?
-        }
-        None => Window::ALL,
-    };
-    let clock = opts.map(|o| resolve_clock(o, &decoded));
     let per_thread = matches!(fuse, Fuse::PerThread);
     let mut shared = match fuse {
         Fuse::Shared(mut t) => {
@@ -135,25 +115,72 @@ pub(crate) fn prepare<'a>(
     } else {
         (cut(), None)
     };
-    let (functions, unknown) = complete_functions(&mut decoded, &passes);
-    let end_tick = end_tick(&decoded, &passes);
-    let warnings = trace_warnings(&decoded, &passes, unknown);
+    let prepared = Prepared::new(decoded, passes, clock, gil_runs, window, shared);
     stage_done("cut");
-    Ok(Prepared {
-        decoded,
-        passes,
-        functions,
-        end_tick,
-        warnings,
-        clock: clock.unwrap_or(Clock::Stack),
-        gil_runs,
-        window,
-        tally: shared,
-    })
+    Ok(prepared)
+}
+
+/// The decoded trace, the time window `opts` ask for and the clock (none
+/// without options: `check`).
+pub(super) fn decode_for<'a>(
+    trace: &'a LoadedTrace,
+    opts: Option<&AnalyzeOptions>,
+) -> Result<(Decoded<'a>, Window, Option<Clock>), AnalyzeError> {
+    let decoded = decode(trace.bytes()).map_err(|error| AnalyzeError::Format {
+        source_name: trace.source.clone(),
+        error,
+    })?;
+    let window = match opts {
+        Some(o) => {
+            // A mark's time: its first instance (the earliest tick).
+            let mark_ns = |name: &str| {
+                let tick = decoded
+                    .marks
+                    .iter()
+                    .filter(|m| m.name == name)
+                    .map(|m| m.tick)
+                    .min()?;
+                Some(decoded.scale.ns(tick))
+            };
+            o.window(mark_ns, &trace.source)?
+        }
+        None => Window::ALL,
+    };
+    let clock = opts.map(|o| resolve_clock(o, &decoded));
+    Ok((decoded, window, clock))
+}
+
+impl<'a> Prepared<'a> {
+    /// The prepared trace once every thread's pass is done: the function
+    /// table completed with the ids no metadata names, the end of the
+    /// trace, and the file's and the passes' warnings.
+    pub(super) fn new(
+        mut decoded: Decoded<'a>,
+        passes: Vec<ThreadPass>,
+        clock: Option<Clock>,
+        gil_runs: Option<GilRuns>,
+        window: Window,
+        tally: Option<Tally>,
+    ) -> Self {
+        let (functions, unknown) = complete_functions(&mut decoded, &passes);
+        let end_tick = end_tick(&decoded, &passes);
+        let warnings = trace_warnings(&decoded, &passes, unknown);
+        Prepared {
+            decoded,
+            passes,
+            functions,
+            end_tick,
+            warnings,
+            clock: clock.unwrap_or(Clock::Stack),
+            gil_runs,
+            window,
+            tally,
+        }
+    }
 }
 
 /// Whether a replay tally per thread fits [`fusion_budget`].
-fn tallies_fit(decoded: &Decoded<'_>, file_len: usize) -> bool {
+pub(super) fn tallies_fit(decoded: &Decoded<'_>, file_len: usize) -> bool {
     let tally_bytes = decoded.functions.entries().len() * std::mem::size_of::<(FnAcc, u32)>();
     decoded.threads.len().saturating_mul(tally_bytes) <= fusion_budget(file_len)
 }

@@ -113,47 +113,7 @@ pub(super) fn replay_stack<'s, O: Observer>(
             Some(_) => LastEnd::SwitchedAway,
             None => LastEnd::Running,
         };
-        let start_ns = stack.begin(ctx.decoded, ctx.functions, ctx.clock, seg, warnings);
-        let thread = &ctx.decoded.threads[seg.thread as usize];
-        let tid = thread.tid.0;
-        let mut batches = Batches::new(
-            ctx.file(),
-            &thread.chunks,
-            seg.start,
-            seg.end,
-            seg.start_tick,
-        );
-        // The whole trace (nearly every run) or a time window: each has
-        // its own per-event code.
-        let window = stack.frames.window();
-        let seg = SegmentRun {
-            start_ns,
-            end_ns: seg_end_ns,
-            switched_away: seg.switched_away().is_some(),
-            thread: seg.thread,
-            tid,
-        };
-        gil_hint = if window.is_all() {
-            replay_segment(
-                ctx,
-                &mut stack,
-                &mut batches,
-                seg,
-                gil_hint,
-                warnings,
-                WholeTrace,
-            )
-        } else {
-            replay_segment(
-                ctx,
-                &mut stack,
-                &mut batches,
-                seg,
-                gil_hint,
-                warnings,
-                window,
-            )
-        };
+        gil_hint = replay_one_segment(ctx, &mut stack, seg, gil_hint, warnings);
         i += 1;
     }
     let cut_at = match (last_end, logical, ctx.first_mark_ns) {
@@ -168,6 +128,55 @@ pub(super) fn replay_stack<'s, O: Observer>(
     let mut totals = stack.finish(ctx.clock, end_ns, cut_at);
     totals.ended = ended_ns.is_some();
     totals
+}
+
+/// Replays segment `seg` onto `stack` (begun here, its events, its end);
+/// returns where the `gil` timeline's cursor got to (`gil_hint`: where the
+/// stack's last segment left it). A segment that runs to the end of the
+/// trace ends at `ctx.end_tick`.
+pub(super) fn replay_one_segment<O: Observer>(
+    ctx: &ReplayContext<'_, '_>,
+    stack: &mut StackReplay<'_, O>,
+    seg: &Segment,
+    gil_hint: usize,
+    warnings: &mut Warnings,
+) -> usize {
+    let seg_end_ns = seg
+        .switched_away()
+        .map_or_else(|| ctx.ns(ctx.end_tick), |t| ctx.ns(t));
+    let start_ns = stack.begin(ctx.decoded, ctx.functions, ctx.clock, seg, warnings);
+    let thread = &ctx.decoded.threads[seg.thread as usize];
+    let tid = thread.tid.0;
+    let mut batches = Batches::new(
+        ctx.file(),
+        &thread.chunks,
+        seg.start,
+        seg.end,
+        seg.start_tick,
+    );
+    // The whole trace (nearly every run) or a time window: each has
+    // its own per-event code.
+    let window = stack.frames.window();
+    let seg = SegmentRun {
+        start_ns,
+        end_ns: seg_end_ns,
+        switched_away: seg.switched_away().is_some(),
+        thread: seg.thread,
+        tid,
+    };
+    if window.is_all() {
+        replay_segment(
+            ctx,
+            stack,
+            &mut batches,
+            seg,
+            gil_hint,
+            warnings,
+            WholeTrace,
+        )
+    } else {
+        replay_segment(ctx, stack, &mut batches, seg, gil_hint, warnings, window)
+    }
 }
 
 /// Where a segment runs, for [`replay_segment`].
@@ -263,7 +272,7 @@ enum LastEnd {
 /// id and the name, which the report adds (`assemble`). Smaller than a
 /// row: half a million of these are held while the segments still are.
 #[derive(Debug, Default)]
-pub(super) struct StackTotals {
+pub(crate) struct StackTotals {
     threads: ThreadList,
     running_ns: u64,
     paused_ns: u64,
@@ -371,6 +380,27 @@ pub(super) struct Suspended {
     max_depth: u32,
     /// The segment still running at the thread's last event: its start.
     running_since_ns: Option<u64>,
+    /// The stack's scheduled clock ([`FrameStack::scheduled`]).
+    scheduled: u64,
+    /// Where the replay was in the stack's wakes (see [`Woken`]): the
+    /// first not yet used, then `run_start_ns` and `away_ns`. The wakes
+    /// themselves stay with the caller, who may drop the used ones
+    /// ([`Suspended::wakes_used`]).
+    woken: (usize, u64, Option<u64>),
+}
+
+impl Suspended {
+    /// How many of the stack's wakes (ascending) the replay has used: the
+    /// caller may drop that many from the front before the replay is
+    /// taken up again.
+    pub(super) fn wakes_used(&self) -> usize {
+        self.woken.0
+    }
+
+    /// The caller dropped the used wakes.
+    pub(super) fn forget_used_wakes(&mut self) {
+        self.woken.0 = 0;
+    }
 }
 
 impl<'a, O: Observer> StackReplay<'a, O> {
@@ -581,7 +611,34 @@ impl<'a, O: Observer> StackReplay<'a, O> {
             so_far: std::mem::take(&mut self.so_far),
             max_depth: self.frames.max_depth,
             running_since_ns,
+            scheduled: self.frames.scheduled,
+            woken: (self.woken.next, self.woken.run_start_ns, self.woken.away_ns),
         }
+    }
+
+    /// Takes up a suspended replay on the tally it was replayed with, to
+    /// go on with more segments (`wakes`: the stack's wakes, ns ascending,
+    /// less the used ones the caller dropped). Without call paths: a
+    /// suspended stack's paths are already merged.
+    pub(super) fn reopen(
+        s: Suspended,
+        tally: &'a mut Tally,
+        observer: &'a mut O,
+        wakes: &'a [u64],
+    ) -> Self {
+        let mut stack = StackReplay::new(tally, ROOT, observer);
+        stack.frames.put_back(s.frames);
+        stack.frames.max_depth = s.max_depth;
+        stack.frames.scheduled = s.scheduled;
+        stack.so_far = s.so_far;
+        let (next, run_start_ns, away_ns) = s.woken;
+        stack.woken = Woken {
+            wakes,
+            next,
+            run_start_ns,
+            away_ns,
+        };
+        stack
     }
 
     /// Takes up a suspended replay on the tally it was replayed with, ends
@@ -595,11 +652,9 @@ impl<'a, O: Observer> StackReplay<'a, O> {
         end_ns: u64,
         cut_at: Option<u64>,
     ) -> StackTotals {
-        let mut stack = StackReplay::new(tally, ROOT, observer);
-        stack.frames.put_back(s.frames);
-        stack.frames.max_depth = s.max_depth;
-        stack.so_far = s.so_far;
-        if let Some(start_ns) = s.running_since_ns {
+        let running_since_ns = s.running_since_ns;
+        let mut stack = StackReplay::reopen(s, tally, observer, &[]);
+        if let Some(start_ns) = running_since_ns {
             stack.end_linear(clock, start_ns, end_ns);
         }
         stack.finish(clock, end_ns, cut_at)

@@ -162,7 +162,6 @@ impl Warnings {
     }
 
     /// How many of `kind`.
-    #[cfg(test)]
     pub(crate) fn count(&self, kind: WarningKind) -> u64 {
         self.map.get(&kind).map_or(0, |e| e.0)
     }

@@ -1,0 +1,747 @@
+//! The streamed analysis: the segment pass and the replay take turns in
+//! steps of time, so a stack is replayed while its events are still in
+//! cache, and its segments are dropped as soon as they are replayed.
+//!
+//! ```text
+//! step:  every thread cut until its clock reaches T (whole chunks; threads in parallel)
+//!        H = the lowest clock of a thread not done: no event still to read is before H
+//!        each stack's closed segments that start before H (and before a segment of it
+//!        still open on some thread) replayed in time order onto its suspended replay
+//!        (stacks in lanes by id, one tally a lane, lanes in parallel)
+//!        each stack's latest `end` before H judged as `ends.rs` judges it: if it
+//!        counts, the stack is finished there and its row made; T = H + a step
+//! last:  every thread's last segment runs to the end of the trace; every stack
+//!        still alive finished there; own stacks (replayed by the segment pass) too
+//! ```
+//!
+//! A task-per-request trace then holds only the stacks alive at a time,
+//! not every segment of the trace; the report's rows are made as stacks
+//! finish. Judging an end before the whole trace is read assumes nothing
+//! later runs the stack again or ends it again (a correct recorder never
+//! does); if something does, the stream stops and [`crate::analyze`]
+//! starts over the batch way, whose judgment sees everything. So does
+//! whatever the stream does not handle: the `gil` clock (its runs need
+//! every thread first), call paths, stack selection, lost or damaged
+//! chunks, `lost` marks, functions the metadata does not name. Reports
+//! are identical either way (`tests/semantics.rs` compares them).
+
+use rayon::prelude::*;
+use std::collections::hash_map::Entry;
+
+use rustc_hash::FxHashMap;
+
+use crate::analysis::assemble::{assemble, Rows, Source};
+use crate::analysis::cut::{NotStreamable, ThreadPass, ThreadStream};
+use crate::analysis::decode::{Decoded, FunctionTable, Pos};
+use crate::analysis::frames::{Acc, NoObserver, Tally};
+use crate::analysis::options::{AnalyzeError, AnalyzeOptions, PathMode};
+use crate::analysis::paths::ROOT;
+use crate::analysis::prepare::{decode_for, tallies_fit, Prepared};
+use crate::analysis::replay::{
+    replay_one_segment, ReplayContext, StackReplay, StackTotals, Suspended,
+};
+use crate::analysis::segment::{Segment, StackKey, RUNS_TO_END};
+use crate::analysis::window::Window;
+use crate::input::LoadedTrace;
+use crate::model::compact::CompactReport;
+use crate::model::report::{Clock, StackName, StackStats};
+use crate::model::warnings::{Location, WarningKind, Warnings};
+
+/// How many events a step reads, all threads together, by default: a few
+/// MB of events, which stay in cache until their stacks are replayed.
+pub(crate) const STEP_EVENTS: u64 = 1 << 16;
+
+/// Analyzes `trace` as a stream (see the module doc), reading about
+/// `step_events` events a step; `Ok(None)` if the trace or the options
+/// need the batch analysis.
+pub(crate) fn analyze_streamed(
+    trace: &LoadedTrace,
+    opts: &AnalyzeOptions,
+    step_events: u64,
+) -> Result<Option<CompactReport>, AnalyzeError> {
+    let plain = opts.paths == PathMode::Off && opts.threads.is_empty() && opts.stacks.is_empty();
+    if !plain {
+        return Ok(None);
+    }
+    let (decoded, window, clock) = decode_for(trace, Some(opts))?;
+    let clock = clock.unwrap_or(Clock::Stack);
+    let whole = decoded.lost == 0 && decoded.damaged.is_empty() && decoded.cut.is_empty();
+    if clock == Clock::Gil || !whole || !tallies_fit(&decoded, trace.bytes().len()) {
+        return Ok(None);
+    }
+    let Ok((prep, stacks, acc, warnings, all_stacks)) =
+        stream(decoded, clock, window, step_events.max(1))
+    else {
+        return Ok(None);
+    };
+    let source = Source {
+        prep,
+        clock,
+        all_stacks,
+        labels: Vec::new(),
+    };
+    Ok(Some(assemble(
+        trace,
+        source,
+        opts,
+        acc,
+        stacks,
+        warnings,
+        Rows::Made,
+    )))
+}
+
+/// What a stream gives the report: the prepared trace, the stack rows
+/// (unnamed, in no order), the summed statistics, the replays' warnings
+/// and how many stacks the trace has.
+type Streamed<'a> = (Prepared<'a>, Vec<StackStats>, Acc, Warnings, u64);
+
+/// The steps (see the module doc).
+fn stream(
+    decoded: Decoded<'_>,
+    clock: Clock,
+    window: Window,
+    step_events: u64,
+) -> Result<Streamed<'_>, NotStreamable> {
+    let mut threads: Vec<ThreadStream> = (0..decoded.threads.len() as u32)
+        .map(|i| ThreadStream::new(&decoded, i, clock, window))
+        .collect();
+    let n_functions = decoded.functions.entries().len();
+    let mut lanes: Vec<Lane> = (0..rayon::current_num_threads().max(1))
+        .map(|_| Lane::new(Tally::new(n_functions, false, window)))
+        .collect();
+    // One vector for every row, made for as many as the trace names
+    // (the recorder names every task): rows gathered per lane and joined
+    // at the end would be held twice.
+    let mut rows: Vec<StackStats> =
+        Vec::with_capacity(decoded.stack_names.len() + decoded.threads.len());
+    let mut step = Step::new(&decoded, step_events);
+    let mut horizon = 0u64;
+    let mut read = 0u64;
+    loop {
+        let until = horizon.saturating_add(step.ticks);
+        threads
+            .par_iter_mut()
+            .try_for_each(|t| t.cut_until(&decoded, until))?;
+        let now_read: u64 = threads.iter().map(|t| t.pass.events).sum();
+        step.adapt(now_read - read);
+        read = now_read;
+        let next = threads.iter().filter_map(ThreadStream::floor).min();
+        let Some(h) = next else { break };
+        horizon = h;
+        let opens = open_segments(&threads);
+        route(&mut threads, &decoded, &mut lanes);
+        let ctx = context(&decoded, &decoded.functions, clock, u64::MAX);
+        lanes
+            .par_iter_mut()
+            .try_for_each(|lane| lane.step(&ctx, Some(horizon), &opens))?;
+        take_rows(&mut lanes, &mut rows);
+    }
+    // Every event read: the last segments run to the end of the trace.
+    let mut passes: Vec<_> = threads.into_iter().map(|t| t.finish(&decoded)).collect();
+    for (index, pass) in passes.iter_mut().enumerate() {
+        route_parts(index, &decoded, pass, &mut lanes);
+    }
+    let mut prep = Prepared::new(decoded, passes, Some(clock), None, window, None);
+    let end_ns = prep.ns(prep.end_tick);
+    let ctx = context(&prep.decoded, &prep.functions, clock, prep.end_tick);
+    lanes
+        .par_iter_mut()
+        .try_for_each(|lane| lane.last_step(&ctx, end_ns))?;
+    take_rows(&mut lanes, &mut rows);
+    let mut acc: Option<Acc> = None;
+    let mut warnings = Warnings::default();
+    let mut all_stacks = 0;
+    for Lane { work, .. } in lanes {
+        all_stacks += work.seen;
+        warnings.merge(work.warnings);
+        let a = work.tally.into_acc();
+        match &mut acc {
+            Some(sum) => sum.merge(a),
+            None => acc = Some(a),
+        }
+    }
+    let mut acc = acc.unwrap_or_else(|| Acc::new(n_functions, false));
+    // The own stacks, each on its thread's tally.
+    let own: Vec<_> = prep
+        .passes
+        .iter_mut()
+        .zip(&prep.decoded.threads)
+        .filter_map(|(p, t)| Some((t.tid.0, p.own_replay.take()?)))
+        .collect();
+    all_stacks += own.len() as u64;
+    let finished: Vec<_> = own
+        .into_par_iter()
+        .map(|(tid, own)| {
+            let mut tally = own
+                .tally
+                .unwrap_or_else(|| Tally::new(n_functions, false, window));
+            let stats = StackReplay::resume(
+                own.state,
+                &mut tally,
+                &mut NoObserver,
+                clock,
+                end_ns,
+                own.ends_at_ns,
+            );
+            let row = stats.into_row(StackKey::Own(tid), StackName::default());
+            (tally.into_acc(), row, own.warnings)
+        })
+        .collect();
+    for (a, row, w) in finished {
+        acc.merge(a);
+        rows.push(row);
+        warnings.merge(w);
+    }
+    Ok((prep, rows, acc, warnings, all_stacks))
+}
+
+/// Moves the rows the lanes made in a step to `rows`.
+fn take_rows(lanes: &mut [Lane], rows: &mut Vec<StackStats>) {
+    for lane in lanes {
+        rows.append(&mut lane.work.rows);
+    }
+}
+
+/// A replay context for the stream (`end_tick`: the end of the trace once
+/// known; before, no segment that runs to it is replayed).
+fn context<'d, 'a>(
+    decoded: &'d Decoded<'a>,
+    functions: &'d FunctionTable<'a>,
+    clock: Clock,
+    end_tick: u64,
+) -> ReplayContext<'d, 'a> {
+    ReplayContext {
+        decoded,
+        functions,
+        clock,
+        gil: None,
+        end_tick,
+        first_mark_ns: None,
+    }
+}
+
+/// How far in ticks a step reads, adapted to read about the events asked for.
+struct Step {
+    ticks: u64,
+    events: u64,
+}
+
+impl Step {
+    fn new(decoded: &Decoded<'_>, events: u64) -> Step {
+        let h = decoded.file.header();
+        let total: u64 = decoded
+            .threads
+            .iter()
+            .flat_map(|t| &t.chunks)
+            .map(|c| c.events as u64)
+            .sum();
+        // The recording's span over its events, else a millisecond.
+        let span = h
+            .end_tick
+            .map(|e| e.saturating_sub(h.clock.start_tick))
+            .filter(|&s| s > 0 && total > 0);
+        let ticks = match span {
+            Some(s) => ((s as u128 * events as u128) / total as u128) as u64,
+            None => (h.clock.ticks_per_second() / 1000.0) as u64,
+        };
+        Step {
+            ticks: ticks.max(1),
+            events,
+        }
+    }
+
+    /// A step read `read` events: the next reads about `self.events`
+    /// (within four times more or less ticks than this one).
+    fn adapt(&mut self, read: u64) {
+        let want = self.events as u128;
+        let scaled = self.ticks as u128 * want / (read.max(1) as u128);
+        let lo = (self.ticks / 4).max(1) as u128;
+        let hi = self.ticks.saturating_mul(4) as u128;
+        self.ticks = scaled.clamp(lo, hi) as u64;
+    }
+}
+
+/// Sorts a step's segments by stack, each stack's in time order. They
+/// come thread after thread, each thread's in time order: a counting sort
+/// by stack id (stable; ids in a step are dense) leaves every stack's as a
+/// run per thread, which a short sort orders (most tasks have one to three).
+fn by_stack(segments: &mut Vec<Segment>, scratch: &mut Vec<Segment>) {
+    let (Some(lo), Some(hi)) = (
+        segments.iter().map(|s| s.stack).min(),
+        segments.iter().map(|s| s.stack).max(),
+    ) else {
+        return;
+    };
+    let span = hi - lo;
+    if span > 4 * segments.len() as u64 + 1024 {
+        segments.sort_unstable_by_key(|s| (s.stack, key(s)));
+        return;
+    }
+    let mut starts = vec![0u32; span as usize + 2];
+    for s in segments.iter() {
+        starts[(s.stack - lo) as usize + 1] += 1;
+    }
+    for i in 1..starts.len() {
+        starts[i] += starts[i - 1];
+    }
+    scratch.clear();
+    scratch.extend_from_slice(segments);
+    for s in segments.iter() {
+        let slot = &mut starts[(s.stack - lo) as usize];
+        scratch[*slot as usize] = s.clone();
+        *slot += 1;
+    }
+    std::mem::swap(segments, scratch);
+    let mut rest = &mut segments[..];
+    while let Some(first) = rest.first() {
+        let id = first.stack;
+        let n = rest.iter().take_while(|s| s.stack == id).count();
+        let (group, tail) = rest.split_at_mut(n);
+        if n > 1 && !group.is_sorted_by_key(key) {
+            group.sort_unstable_by_key(key);
+        }
+        rest = tail;
+    }
+}
+
+/// A segment's place in its stack's time order (as `stacks.rs` sorts).
+type SegmentKey = (u64, u32, Pos);
+
+fn key(s: &Segment) -> SegmentKey {
+    (s.start_tick, s.thread, s.start)
+}
+
+/// The logical stacks some thread is on now, with the key of that segment.
+fn open_segments(threads: &[ThreadStream]) -> FxHashMap<u64, SegmentKey> {
+    let mut opens: FxHashMap<u64, SegmentKey> = FxHashMap::default();
+    for s in threads.iter().filter_map(ThreadStream::open_segment) {
+        if !s.is_own() {
+            let k = key(s);
+            opens
+                .entry(s.stack)
+                .and_modify(|o| *o = (*o).min(k))
+                .or_insert(k);
+        }
+    }
+    opens
+}
+
+/// Hands what every thread's last step found to the lanes.
+fn route(threads: &mut [ThreadStream], decoded: &Decoded<'_>, lanes: &mut [Lane]) {
+    for (index, t) in threads.iter_mut().enumerate() {
+        route_parts(index, decoded, &mut t.pass, lanes);
+    }
+}
+
+/// Moves a pass's segments, wakes and ends to the lanes of their stacks.
+fn route_parts(index: usize, decoded: &Decoded<'_>, pass: &mut ThreadPass, lanes: &mut [Lane]) {
+    let tid = decoded.threads.get(index).map_or(0, |t| t.tid.0);
+    let n = lanes.len() as u64;
+    for s in std::mem::take(&mut pass.segments) {
+        lanes[(s.stack % n) as usize].inbox.segments.push(s);
+    }
+    for (id, tick) in std::mem::take(&mut pass.wakes) {
+        lanes[(id % n) as usize].inbox.wakes.push((id, tick));
+    }
+    for (id, tick) in std::mem::take(&mut pass.ends) {
+        let end = End {
+            tick,
+            thread: index as u32,
+            tid,
+        };
+        lanes[(id % n) as usize].inbox.ends.push((id, end));
+    }
+}
+
+/// An `end` event: when, and which thread recorded it.
+#[derive(Clone, Copy, Debug)]
+struct End {
+    tick: u64,
+    thread: u32,
+    tid: u64,
+}
+
+/// What a lane gets from one step's passes.
+#[derive(Default)]
+struct Inbox {
+    segments: Vec<Segment>,
+    wakes: Vec<(u64, u64)>,
+    ends: Vec<(u64, End)>,
+}
+
+/// A logical stack between steps.
+#[derive(Default)]
+struct LiveStack {
+    /// Its replay so far (`None`: no segment replayed yet).
+    replay: Option<Suspended>,
+    /// Closed segments not replayed yet, in no order.
+    pending: Vec<Segment>,
+    /// Its wakes (ns) the replay has not used (sorted before each use).
+    wakes: Vec<u64>,
+    /// Its latest end so far, not judged yet (ns, and the end).
+    end: Option<(u64, End)>,
+    /// The latest start and end of a replayed segment, ns.
+    replayed_start_ns: Option<u64>,
+    replayed_end_ns: u64,
+    /// It is in its lane's `waiting` list.
+    waiting: bool,
+}
+
+impl LiveStack {
+    fn ran(&self) -> bool {
+        self.replay.is_some() || !self.pending.is_empty()
+    }
+}
+
+/// The logical stacks whose ids fall in one lane: each replayed on the
+/// lane's tally (a suspended replay's frames hold its tally's edge
+/// numbers, so a stack stays in its lane).
+struct Lane {
+    stacks: FxHashMap<u64, LiveStack>,
+    /// Stacks with segments not replayed or an end not judged.
+    waiting: Vec<u64>,
+    inbox: Inbox,
+    /// Room for sorting the inbox.
+    scratch: Vec<Segment>,
+    work: LaneWork,
+}
+
+/// What a lane's replays write to.
+struct LaneWork {
+    tally: Tally,
+    /// Stacks finished by an end that counts: any later sign of them
+    /// stops the stream.
+    finished: IdSet,
+    /// The rows of the stacks finished in this step (the caller takes
+    /// them into one vector after each step).
+    rows: Vec<StackStats>,
+    warnings: Warnings,
+    /// Stacks that ran.
+    seen: u64,
+}
+
+/// What became of a stack in a step.
+enum Settled {
+    /// Finished by its end: its row is made.
+    Finished,
+    /// It has segments or an end for a later step.
+    Waiting,
+    /// Suspended until it runs again or the trace ends.
+    Idle,
+}
+
+impl Lane {
+    fn new(tally: Tally) -> Lane {
+        Lane {
+            stacks: FxHashMap::default(),
+            waiting: Vec::new(),
+            inbox: Inbox::default(),
+            scratch: Vec::new(),
+            work: LaneWork {
+                tally,
+                finished: IdSet::default(),
+                rows: Vec::new(),
+                warnings: Warnings::default(),
+                seen: 0,
+            },
+        }
+    }
+
+    /// Stack `id`, made if new; an error if an end that counted finished it.
+    fn live(&mut self, id: u64, what: &'static str) -> Result<&mut LiveStack, NotStreamable> {
+        match self.stacks.entry(id) {
+            Entry::Occupied(e) => Ok(e.into_mut()),
+            Entry::Vacant(e) if self.work.finished.contains(id) => {
+                let _ = e;
+                Err(NotStreamable(what))
+            }
+            Entry::Vacant(e) => Ok(e.insert(LiveStack::default())),
+        }
+    }
+
+    /// Takes in the inbox, then replays and judges what `horizon` (ticks;
+    /// `None`: the end of the trace) allows, `opens` being the stacks
+    /// threads are on. The inbox's segments and ends are sorted by stack:
+    /// a stack that begins and ends within the step (most tasks) is
+    /// replayed from them and never enters the map of live stacks.
+    fn step(
+        &mut self,
+        ctx: &ReplayContext<'_, '_>,
+        horizon: Option<u64>,
+        opens: &FxHashMap<u64, SegmentKey>,
+    ) -> Result<(), NotStreamable> {
+        let scale = ctx.decoded.scale;
+        let mut inbox = std::mem::take(&mut self.inbox);
+        for &(id, tick) in &inbox.wakes {
+            if let Ok(live) = self.live(id, "") {
+                live.wakes.push(scale.ns(tick));
+            }
+        }
+        by_stack(&mut inbox.segments, &mut self.scratch);
+        // Stable: each stack's ends stay in thread order.
+        inbox.ends.sort_by_key(|&(id, _)| id);
+        let (mut segs, mut ends) = (&inbox.segments[..], &inbox.ends[..]);
+        loop {
+            let id = match (segs.first(), ends.first()) {
+                (Some(s), Some(e)) => s.stack.min(e.0),
+                (Some(s), None) => s.stack,
+                (None, Some(e)) => e.0,
+                (None, None) => break,
+            };
+            let n = segs.iter().take_while(|s| s.stack == id).count();
+            let m = ends.iter().take_while(|e| e.0 == id).count();
+            let (group, stack_ends) = (&segs[..n], &ends[..m]);
+            (segs, ends) = (&segs[n..], &ends[m..]);
+            let mut live = match self.stacks.remove(&id) {
+                Some(live) => live,
+                None if self.work.finished.contains(id) => {
+                    return Err(NotStreamable(
+                        "a stack ran or ended after an end that counted",
+                    ));
+                }
+                None => LiveStack::default(),
+            };
+            self.work.seen += (!live.ran() && !group.is_empty()) as u64;
+            for &(_, end) in stack_ends {
+                self.work.take_end(&mut live, end, scale);
+            }
+            let was_waiting = std::mem::take(&mut live.waiting);
+            let open = opens.get(&id).copied();
+            match self.work.settle(ctx, id, &mut live, group, horizon, open) {
+                Settled::Finished => continue,
+                Settled::Waiting => {
+                    live.waiting = true;
+                    if !was_waiting {
+                        self.waiting.push(id);
+                    }
+                }
+                Settled::Idle => {}
+            }
+            if live.replay.is_some() || live.waiting || !live.wakes.is_empty() {
+                self.stacks.insert(id, live);
+            }
+        }
+        inbox.segments.clear();
+        inbox.ends.clear();
+        inbox.wakes.clear();
+        self.inbox = inbox;
+        // Stacks left waiting by an earlier step that got nothing new.
+        let waiting = std::mem::take(&mut self.waiting);
+        for id in waiting {
+            let Some(live) = self.stacks.get_mut(&id) else {
+                continue;
+            };
+            if !live.waiting {
+                continue;
+            }
+            let open = opens.get(&id).copied();
+            match self.work.settle(ctx, id, live, &[], horizon, open) {
+                Settled::Finished => {
+                    self.stacks.remove(&id);
+                }
+                Settled::Waiting => self.waiting.push(id),
+                Settled::Idle => live.waiting = false,
+            }
+        }
+        Ok(())
+    }
+
+    /// The step after the last event: everything is judged and replayed,
+    /// and every stack still alive finished at the end of the trace
+    /// (`end_ns`).
+    fn last_step(&mut self, ctx: &ReplayContext<'_, '_>, end_ns: u64) -> Result<(), NotStreamable> {
+        self.step(ctx, None, &FxHashMap::default())?;
+        for (id, mut live) in std::mem::take(&mut self.stacks) {
+            if live.replay.is_some() {
+                if let Some(totals) = self.work.replay(ctx, &mut live, &[], Some(None), end_ns) {
+                    let row = totals.into_row(StackKey::Logical(id), StackName::default());
+                    self.work.rows.push(row);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl LaneWork {
+    /// Takes `end` as `live`'s latest end if it is (the latest is kept;
+    /// of equal ones, the last in thread order, as `ends.rs` meets them);
+    /// the other is ignored.
+    fn take_end(&mut self, live: &mut LiveStack, end: End, scale: mtrace_format::TickScale) {
+        let ns = scale.ns(end.tick);
+        match live.end {
+            Some((t, e)) if ns < t || (ns == t && end.thread < e.thread) => {
+                ignored(&mut self.warnings, ns, end.tid);
+            }
+            Some((t, e)) => {
+                ignored(&mut self.warnings, t, e.tid);
+                live.end = Some((ns, end));
+            }
+            None => live.end = Some((ns, end)),
+        }
+    }
+
+    /// Replays what `horizon` allows of stack `id` (its pending segments
+    /// and `group`, this step's, in time order) and judges its end (see
+    /// [`Lane::step`]; `open`: the segment of it a thread is in).
+    fn settle(
+        &mut self,
+        ctx: &ReplayContext<'_, '_>,
+        id: u64,
+        live: &mut LiveStack,
+        group: &[Segment],
+        horizon: Option<u64>,
+        open: Option<SegmentKey>,
+    ) -> Settled {
+        let scale = ctx.decoded.scale;
+        let h_ns = horizon.map(|h| scale.ns(h));
+        // Segments carried from earlier steps (rare) join this step's.
+        let carried = !live.pending.is_empty();
+        let merged = if carried {
+            let mut all = std::mem::take(&mut live.pending);
+            all.extend_from_slice(group);
+            all.sort_unstable_by_key(key);
+            all
+        } else {
+            Vec::new()
+        };
+        let segments = if carried { &merged[..] } else { group };
+        if let Some((t, end)) = live.end.filter(|(t, _)| h_ns.is_none_or(|h| *t < h)) {
+            if counts(live, segments, t, open.is_some(), scale) {
+                if let Some(totals) = self.replay(ctx, live, segments, Some(Some(t)), u64::MAX) {
+                    let mut row = totals.into_row(StackKey::Logical(id), StackName::default());
+                    row.ended = true;
+                    self.rows.push(row);
+                }
+                self.finished.insert(id);
+                return Settled::Finished;
+            }
+            ignored(&mut self.warnings, t, end.tid);
+            live.end = None;
+        }
+        let ready = segments
+            .iter()
+            .take_while(|s| {
+                horizon.is_none_or(|h| s.start_tick < h) && open.is_none_or(|o| key(s) < o)
+            })
+            .count();
+        if ready > 0 {
+            self.replay(ctx, live, &segments[..ready], None, u64::MAX);
+        }
+        live.pending = segments[ready..].to_vec();
+        if !live.pending.is_empty() || live.end.is_some() {
+            Settled::Waiting
+        } else {
+            Settled::Idle
+        }
+    }
+
+    /// Replays `segments` (in time order) onto `live`'s replay; then
+    /// finishes it with `finish` (`Some(cut_at)`: at its end, if it has
+    /// one that counts; `end_ns`: the end of the trace) or suspends it.
+    fn replay(
+        &mut self,
+        ctx: &ReplayContext<'_, '_>,
+        live: &mut LiveStack,
+        segments: &[Segment],
+        finish: Option<Option<u64>>,
+        end_ns: u64,
+    ) -> Option<StackTotals> {
+        let mut observer = NoObserver;
+        let mut state = live.replay.take();
+        if let Some(s) = &mut state {
+            let used = s.wakes_used().min(live.wakes.len());
+            live.wakes.drain(..used);
+            s.forget_used_wakes();
+        }
+        live.wakes.sort_unstable();
+        let mut stack = match state {
+            Some(s) => StackReplay::reopen(s, &mut self.tally, &mut observer, &live.wakes),
+            None => {
+                let mut r = StackReplay::new(&mut self.tally, ROOT, &mut observer);
+                r.wakes(&live.wakes);
+                r
+            }
+        };
+        let scale = ctx.decoded.scale;
+        for s in segments {
+            let start = scale.ns(s.start_tick);
+            live.replayed_start_ns = Some(live.replayed_start_ns.map_or(start, |l| l.max(start)));
+            if let Some(away) = s.switched_away() {
+                live.replayed_end_ns = live.replayed_end_ns.max(scale.ns(away));
+            }
+            replay_one_segment(ctx, &mut stack, s, 0, &mut self.warnings);
+        }
+        match finish {
+            Some(cut_at) => Some(stack.finish(ctx.clock, end_ns, cut_at)),
+            None => {
+                live.replay = Some(stack.suspend(None));
+                None
+            }
+        }
+    }
+}
+
+/// Whether `live`'s latest end, at `t` ns, counts (see `ends.rs`), given
+/// its segments not replayed yet (`pending`) and all that can still run
+/// it: `open`, a thread on it now (every later segment starts after `t`).
+fn counts(
+    live: &LiveStack,
+    pending: &[Segment],
+    t: u64,
+    open: bool,
+    scale: mtrace_format::TickScale,
+) -> bool {
+    (live.replay.is_some() || !pending.is_empty())
+        && !open
+        && live.replayed_start_ns.is_none_or(|s| s < t)
+        && live.replayed_end_ns <= t
+        && pending.iter().all(|s| {
+            scale.ns(s.start_tick) < t && s.end_tick != RUNS_TO_END && scale.ns(s.end_tick) <= t
+        })
+}
+
+/// An end that does not count.
+fn ignored(warnings: &mut Warnings, ns: u64, tid: u64) {
+    warnings.add(WarningKind::EndIgnored, Location::Time { ns, thread: tid });
+}
+
+/// A set of stack ids, as a bitmap in pages of 512 ids: ids are dense
+/// (the recorder numbers stacks in order), so half a million finished
+/// tasks take 64 KB, and a lookup is one hash and one bit.
+#[derive(Debug, Default)]
+struct IdSet {
+    pages: FxHashMap<u64, [u64; 8]>,
+}
+
+impl IdSet {
+    fn contains(&self, id: u64) -> bool {
+        self.pages
+            .get(&(id >> 9))
+            .is_some_and(|p| p[(id >> 6 & 7) as usize] & 1 << (id & 63) != 0)
+    }
+
+    fn insert(&mut self, id: u64) {
+        let page = self.pages.entry(id >> 9).or_default();
+        page[(id >> 6 & 7) as usize] |= 1 << (id & 63);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn id_set_holds_what_was_inserted() {
+        let mut s = IdSet::default();
+        let ids = [5, 7, 6, 1, 3, 2, 511, 512, 1 << 40, u64::MAX];
+        for id in ids {
+            s.insert(id);
+        }
+        assert!(ids.iter().all(|&id| s.contains(id)));
+        assert!([0, 4, 8, 510, 513, (1 << 40) + 1, u64::MAX - 1]
+            .iter()
+            .all(|&id| !s.contains(id)));
+    }
+}
