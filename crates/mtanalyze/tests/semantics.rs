@@ -2029,3 +2029,183 @@ fn gil_with_clamped_wakes_at_the_end_equals_the_reference() {
     let got = as_ref_report(&run_jsonl(text, Clock::Gil));
     assert_eq!(got, want);
 }
+
+/// Every report the streamed analysis (`stream.rs`) gives for `bytes`
+/// under `opts`, in steps of a few events (a chunk a thread, in files of
+/// small chunks) up to one step for the whole trace, equals the batch
+/// analysis's. Returns whether it streamed at all (it declines input it
+/// does not handle, and stops where an end it judged early turns out not
+/// to count: `analyze` then takes the batch way).
+fn streamed_equals_batched(bytes: &[u8], opts: &AnalyzeOptions) -> Result<bool, TestCaseError> {
+    let trace = from_bytes("test", bytes.to_vec()).expect("loads");
+    let batch = mtanalyze::analyze_batched(&trace, opts).expect("analyzes");
+    let mut streamed = false;
+    for step in [1, 3, 40, 1 << 20] {
+        if let Some(r) = mtanalyze::analyze_streamed_with(&trace, opts, step).expect("analyzes") {
+            prop_assert_eq!(&r, &batch, "step {}", step);
+            streamed = true;
+        }
+    }
+    prop_assert_eq!(&analyze(&trace, opts).expect("analyzes"), &batch);
+    Ok(streamed)
+}
+
+/// Options for the streamed tests: a clock and, from `window`, no time
+/// window or one of the trace's.
+fn stream_options(clock: Clock, window: (u8, u8)) -> AnalyzeOptions {
+    let (from, to) = match window {
+        (0, _) => (None, None),
+        (a, b) => (
+            Some(u64::from(a % 40)),
+            Some(u64::from(a % 40) + u64::from(b)),
+        ),
+    };
+    AnalyzeOptions {
+        clock: Some(clock),
+        from: from.map(mtanalyze::TimeBound::At),
+        to: to.map(mtanalyze::TimeBound::At),
+        ..Default::default()
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// Many short tasks migrating between threads, returning, abandoned
+    /// with frames open, dropped: streamed in steps of a chunk, the report
+    /// is the batch analysis's, under `stack` and `wall`, with or without a
+    /// time window. These traces are what a recorder writes (no end is
+    /// followed by a run), so they always stream.
+    #[test]
+    fn many_short_stacks_streamed_equal_batched(
+        threads in 2u64..=4, tasks in 10u64..300, functions in 1u8..5, steps in many_steps(),
+        window in (any::<u8>(), any::<u8>()),
+    ) {
+        let lines = generate_many(threads, tasks, functions, &steps, true).lines;
+        prop_assume!(!lines.is_empty());
+        let mut lines = lines;
+        lines.sort_by_key(|l| (l.ts, l.tid));
+        for bytes in [
+            to_binary_in_chunks(&lines, mtrace_format::layout::MIN_CHUNK_SIZE),
+            to_binary_direct(&lines),
+        ] {
+            for clock in [Clock::Stack, Clock::Wall] {
+                let streamed = streamed_equals_batched(&bytes, &stream_options(clock, window))?;
+                prop_assert!(streamed, "a recorder's trace streams (clock {})", clock);
+            }
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    /// Small traces with wakes and with ends anywhere (mostly ends that do
+    /// not count: while the stack runs, before it runs again, twice, of a
+    /// stack that never ran): wherever the stream goes, its report is the
+    /// batch analysis's; where it stops, `analyze` still is.
+    #[test]
+    fn odd_ends_and_wakes_streamed_equal_batched(
+        threads in 1u64..4, stacks in prop_oneof![1u64..4, 20u64..40], functions in 1u8..5,
+        steps in steps(),
+        finals in finals(), picks in end_picks(), wakes in end_picks(),
+        window in (any::<u8>(), any::<u8>()),
+    ) {
+        let lines = ordered_lines(threads, stacks, functions, &steps);
+        prop_assume!(!lines.is_empty());
+        let lines = with_ends(&lines, &stack_names(stacks), &finals, &picks);
+        let mut lines = with_wakes(&lines, &wakes);
+        lines.sort_by_key(|l| (l.ts, l.tid));
+        let bytes = to_binary_in_chunks(&lines, mtrace_format::layout::MIN_CHUNK_SIZE);
+        for clock in [Clock::Stack, Clock::Wall] {
+            streamed_equals_batched(&bytes, &stream_options(clock, window))?;
+        }
+    }
+}
+
+/// The inputs of the streamed tests do stream, in many steps, and also
+/// stop the stream: some ends that the stream judged early turn out not to
+/// count.
+#[test]
+fn streamed_tests_stream_and_stop() {
+    let (mut streamed, mut stopped) = (0, 0);
+    for k in 0..64u32 {
+        let steps: Vec<(u8, u8, u8)> = (0..2000u32)
+            .map(|i| {
+                (
+                    (i * 7 + k) as u8,
+                    (i * 37 + k * 11) as u8,
+                    (i + k) as u8 % 5,
+                )
+            })
+            .collect();
+        // Many stacks on two threads: each waits long between its runs,
+        // so an end while it waits is judged before it runs again.
+        let lines = ordered_lines(2, 40, 3, &steps);
+        let finals = [(k as u8, k as u8, 0), (k as u8 + 1, 0, 1)];
+        let picks: Vec<(u16, u8, u8)> = (0..(k % 3))
+            .map(|j| (((k + 1) * (j + 3) * 97) as u16, j as u8, (k + j) as u8))
+            .collect();
+        let mut lines = with_ends(&lines, &stack_names(40), &finals, &picks);
+        lines.sort_by_key(|l| (l.ts, l.tid));
+        let bytes = to_binary_in_chunks(&lines, mtrace_format::layout::MIN_CHUNK_SIZE);
+        let trace = from_bytes("test", bytes).expect("loads");
+        let opts = stream_options(Clock::Stack, (0, 0));
+        match mtanalyze::analyze_streamed_with(&trace, &opts, 1).expect("analyzes") {
+            Some(_) => streamed += 1,
+            None => stopped += 1,
+        }
+    }
+    eprintln!("{streamed} traces streamed, {stopped} stopped");
+    assert!(
+        streamed >= 8 && stopped >= 8,
+        "{streamed} streamed, {stopped} stopped"
+    );
+}
+
+/// Two ends of a stack at the same time, by two threads, in either order
+/// of lines and in steps of any size: the one of the later thread counts
+/// (as `ends.rs` meets them, thread after thread), the other is the
+/// warning, streamed or not. Thread 1 is busy before its end, so in small
+/// steps thread 2's end is met first.
+#[test]
+fn equal_ends_by_two_threads_keep_the_later_thread() {
+    for (first, second) in [(1, 2), (2, 1)] {
+        let mut text = String::from(
+            r#"{"ts": 0, "tid": 1, "ev": "switch", "stack": "t"}
+{"ts": 0, "tid": 1, "ev": "enter", "fn": "f"}
+{"ts": 10, "tid": 1, "ev": "switch", "stack": null}
+"#,
+        );
+        for _ in 0..200 {
+            text.push_str(
+                "{\"ts\": 15, \"tid\": 1, \"ev\": \"enter\", \"fn\": \"h\"}\n\
+                 {\"ts\": 15, \"tid\": 1, \"ev\": \"exit\", \"fn\": \"h\"}\n",
+            );
+        }
+        text.push_str(&format!(
+            r#"{{"ts": 20, "tid": {first}, "ev": "end", "stack": "t"}}
+{{"ts": 20, "tid": {second}, "ev": "end", "stack": "t"}}
+{{"ts": 50, "tid": 1, "ev": "enter", "fn": "g"}}
+{{"ts": 50, "tid": 2, "ev": "enter", "fn": "g"}}"#
+        ));
+        let lines = reference::parse_jsonl(&text);
+        let bytes = to_binary_in_chunks(&lines, mtrace_format::layout::MIN_CHUNK_SIZE);
+        let trace = from_bytes("test", bytes).expect("loads");
+        let opts = stream_options(Clock::Stack, (0, 0));
+        let batch = mtanalyze::analyze_batched(&trace, &opts).expect("analyzes");
+        let w = batch
+            .warnings
+            .iter()
+            .find(|w| w.kind == "end_ignored")
+            .expect("a warning");
+        assert_eq!((w.count, w.first.as_str()), (1, "thread 1 at 20 ns"));
+        assert!(batch.stacks.iter().any(|s| s.ended));
+        for step in [1, 1 << 20] {
+            let streamed = mtanalyze::analyze_streamed_with(&trace, &opts, step)
+                .expect("analyzes")
+                .expect("streams");
+            assert_eq!(streamed, batch, "step {step}");
+        }
+    }
+}
