@@ -154,6 +154,21 @@ pub fn analyzer(data: &[u8]) {
             "own stacks replayed by the segment pass differ"
         );
     }
+    // The streamed analysis (what `analyze` does with `stack` or `wall`
+    // and no call paths) in steps of a chunk, where it streams at all,
+    // gives the batch analysis's report.
+    for clock in [Clock::Stack, Clock::Wall] {
+        let options = AnalyzeOptions {
+            clock: Some(clock),
+            ..AnalyzeOptions::default()
+        };
+        if let (Ok(Some(streamed)), Ok(batch)) = (
+            mtanalyze::analyze_streamed_with(&trace, &options, 1),
+            mtanalyze::analyze_batched(&trace, &options),
+        ) {
+            assert!(streamed == batch, "the streamed analysis differs");
+        }
+    }
     // Time windows split any trace, damaged or not, exactly: the halves
     // [0, m) and [m, end) sum to the whole in every function's totals, and
     // a window draws its timelines too.

@@ -13,6 +13,11 @@
 //!           a CompactReport, made rows unless a merge sums them)
 //!
 //! A time window (`window.rs`) confines what the replay counts.
+//!
+//! stream    cut and replay in steps of time, stacks finished at their   stream.rs
+//!           `end` (the `stack` and `wall` clocks without call paths or
+//!           stack selection, on whole traces): what `analyze` does when
+//!           it can; the same report, without holding every segment
 //! ```
 //!
 //! A thread's own stack runs on that thread only, so [`analyze`] lets the

@@ -43,8 +43,9 @@ pub fn analyze_compact(
 
 /// [`analyze`], calling `stage_done` with each stage's name as it ends:
 /// `decode`, `cut`, `group`, `replay`, `assemble` (see the `analysis`
-/// module). What each costs is then measurable from outside; the analyzer
-/// bench's `--stages` prints time and heap per stage.
+/// module); a streamed analysis has only `replay` (which is every step)
+/// and `assemble`. What each costs is then measurable from outside; the
+/// analyzer bench's `--stages` prints time and heap per stage.
 pub fn analyze_in_stages(
     trace: &LoadedTrace,
     opts: &AnalyzeOptions,

@@ -263,36 +263,14 @@ impl Step {
 }
 
 /// Sorts a step's segments by stack, each stack's in time order. They
-/// come thread after thread, each thread's in time order: a counting sort
-/// by stack id (stable; ids in a step are dense) leaves every stack's as a
-/// run per thread, which a short sort orders (most tasks have one to three).
+/// come thread after thread, each thread's in time order: a stable sort
+/// by stack id ([`by_id`]) leaves every stack's as a run per thread,
+/// which a short sort orders (most tasks have one to three).
 fn by_stack(segments: &mut Vec<Segment>, scratch: &mut Vec<Segment>) {
-    let (Some(lo), Some(hi)) = (
-        segments.iter().map(|s| s.stack).min(),
-        segments.iter().map(|s| s.stack).max(),
-    ) else {
-        return;
-    };
-    let span = hi - lo;
-    if span > 4 * segments.len() as u64 + 1024 {
+    if !by_id(segments, scratch, |s| s.stack) {
         segments.sort_unstable_by_key(|s| (s.stack, key(s)));
         return;
     }
-    let mut starts = vec![0u32; span as usize + 2];
-    for s in segments.iter() {
-        starts[(s.stack - lo) as usize + 1] += 1;
-    }
-    for i in 1..starts.len() {
-        starts[i] += starts[i - 1];
-    }
-    scratch.clear();
-    scratch.extend_from_slice(segments);
-    for s in segments.iter() {
-        let slot = &mut starts[(s.stack - lo) as usize];
-        scratch[*slot as usize] = s.clone();
-        *slot += 1;
-    }
-    std::mem::swap(segments, scratch);
     let mut rest = &mut segments[..];
     while let Some(first) = rest.first() {
         let id = first.stack;
@@ -303,6 +281,35 @@ fn by_stack(segments: &mut Vec<Segment>, scratch: &mut Vec<Segment>) {
         }
         rest = tail;
     }
+}
+
+/// Sorts `items` by `id`, stably, with a counting sort (`scratch`: room
+/// for it): the ids of a step's stacks are dense. Returns false, leaving
+/// `items` as they were, if the ids are too sparse for one.
+fn by_id<T: Clone>(items: &mut Vec<T>, scratch: &mut Vec<T>, id: impl Fn(&T) -> u64) -> bool {
+    let (Some(lo), Some(hi)) = (items.iter().map(&id).min(), items.iter().map(&id).max()) else {
+        return true;
+    };
+    let span = hi - lo;
+    if span > 4 * items.len() as u64 + 1024 {
+        return false;
+    }
+    let mut starts = vec![0u32; span as usize + 2];
+    for s in items.iter() {
+        starts[(id(s) - lo) as usize + 1] += 1;
+    }
+    for i in 1..starts.len() {
+        starts[i] += starts[i - 1];
+    }
+    scratch.clear();
+    scratch.extend_from_slice(items);
+    for s in items.iter() {
+        let slot = &mut starts[(id(s) - lo) as usize];
+        scratch[*slot as usize] = s.clone();
+        *slot += 1;
+    }
+    std::mem::swap(items, scratch);
+    true
 }
 
 /// A segment's place in its stack's time order (as `stacks.rs` sorts).
@@ -404,6 +411,7 @@ struct Lane {
     inbox: Inbox,
     /// Room for sorting the inbox.
     scratch: Vec<Segment>,
+    end_scratch: Vec<(u64, End)>,
     work: LaneWork,
 }
 
@@ -438,6 +446,7 @@ impl Lane {
             waiting: Vec::new(),
             inbox: Inbox::default(),
             scratch: Vec::new(),
+            end_scratch: Vec::new(),
             work: LaneWork {
                 tally,
                 finished: IdSet::default(),
@@ -480,7 +489,9 @@ impl Lane {
         }
         by_stack(&mut inbox.segments, &mut self.scratch);
         // Stable: each stack's ends stay in thread order.
-        inbox.ends.sort_by_key(|&(id, _)| id);
+        if !by_id(&mut inbox.ends, &mut self.end_scratch, |e| e.0) {
+            inbox.ends.sort_by_key(|&(id, _)| id);
+        }
         let (mut segs, mut ends) = (&inbox.segments[..], &inbox.ends[..]);
         loop {
             let id = match (segs.first(), ends.first()) {
