@@ -118,24 +118,37 @@ fn stream(
     let mut step = Step::new(&decoded, step_events);
     let mut horizon = 0u64;
     let mut read = 0u64;
+    let mut opens = FxHashMap::default();
+    // Step k's replay runs beside step k+1's segment pass: the lanes have
+    // what the pass found up to step k in their inboxes, and the threads
+    // go on from there.
+    let ctx = context(&decoded, &decoded.functions, clock, u64::MAX);
     loop {
         let until = horizon.saturating_add(step.ticks);
-        threads
-            .par_iter_mut()
-            .try_for_each(|t| t.cut_until(&decoded, until))?;
+        let (cut, replay) = rayon::join(
+            || {
+                threads
+                    .par_iter_mut()
+                    .try_for_each(|t| t.cut_until(&decoded, until))
+            },
+            || {
+                let opens = std::mem::take(&mut opens);
+                lanes
+                    .par_iter_mut()
+                    .try_for_each(|lane| lane.step(&ctx, Some(horizon), &opens))
+            },
+        );
+        cut?;
+        replay?;
+        take_rows(&mut lanes, &mut rows);
         let now_read: u64 = threads.iter().map(|t| t.pass.events).sum();
         step.adapt(now_read - read);
         read = now_read;
         let next = threads.iter().filter_map(ThreadStream::floor).min();
         let Some(h) = next else { break };
         horizon = h;
-        let opens = open_segments(&threads);
+        opens = open_segments(&threads);
         route(&mut threads, &decoded, &mut lanes);
-        let ctx = context(&decoded, &decoded.functions, clock, u64::MAX);
-        lanes
-            .par_iter_mut()
-            .try_for_each(|lane| lane.step(&ctx, Some(horizon), &opens))?;
-        take_rows(&mut lanes, &mut rows);
     }
     // Every event read: the last segments run to the end of the trace.
     let mut passes: Vec<_> = threads.into_iter().map(|t| t.finish(&decoded)).collect();
