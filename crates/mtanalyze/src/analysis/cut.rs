@@ -515,7 +515,7 @@ pub(crate) fn cut_thread(
         (None, _) => None,
         (Some(_), Some(t)) => Some(t),
         (Some((_, window)), None) => {
-            Some(own_tally.insert(Tally::new(decoded.functions.entries().len(), false, window)))
+            Some(own_tally.insert(Tally::new(decoded.functions.dense_len(), false, window)))
         }
     };
     let mut observer = NoObserver;

@@ -21,6 +21,7 @@ use mtrace_format::{
     StackId, ThreadId, TickScale, TraceFile,
 };
 
+use crate::model::merge::Sums;
 use crate::model::report::{FunctionKey, StackName};
 
 /// One function of the report: its identity and module, borrowed from the
@@ -76,15 +77,38 @@ impl EntryKey<'_> {
 /// Maps the trace's function ids to dense indices, one per distinct
 /// (name, file, line), so recursion and statistics are per function as the
 /// user sees it even if two ids name the same site.
+///
+/// Numbered (built with a [`Numbering`]), the dense indices are a
+/// worker's numbers instead, shared by every trace it sums: entry `i` is
+/// function `numbers[i]`, and indices no entry of this trace has belong
+/// to the worker's other traces.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct FunctionTable<'a> {
     entries: Vec<FunctionEntry<'a>>,
-    /// Borrowed keys: a copy costs no allocation.
+    /// Borrowed keys: a copy costs no allocation (not when numbered: the
+    /// numbering finds keys).
     by_key: FxHashMap<EntryKey<'a>, u32>,
     /// Small ids (every writer numbers from 1) index this directly; the
     /// hot loops look ids up once per event.
     by_small_id: Vec<u32>,
     by_id: FxHashMap<u32, u32>,
+    /// Numbered: each entry's number, and one more than the highest.
+    numbered: Option<(Vec<u32>, usize)>,
+}
+
+/// Function numbers shared by the traces one worker sums: each trace's
+/// functions are numbered as the worker's [`Sums`] numbers them, so the
+/// tally the worker keeps from trace to trace counts every trace under
+/// the same numbers, and its totals and edges go to the sums without a
+/// lookup (see `pipeline.rs`, [`FunctionTable`]).
+pub(crate) struct Numbering<'s> {
+    /// Gives the numbers (by name, file and line).
+    pub sums: &'s mut Sums,
+    /// By number: the last trace (its `trace` below) that has an entry
+    /// for it, so two ids of one function in a trace share one entry.
+    pub met: &'s mut Vec<u32>,
+    /// This trace's mark in `met`: new for every trace, never 0.
+    pub trace: u32,
 }
 
 /// Ids below this are looked up in a vector (4 MiB at most).
@@ -103,19 +127,59 @@ impl<'a> FunctionTable<'a> {
         }
     }
 
-    /// Registers `id` with this identity (ids seen twice keep the first).
-    pub(crate) fn insert(&mut self, id: u32, entry: FunctionEntry<'a>) -> u32 {
+    /// An empty table whose dense indices `numbering` gives (see
+    /// [`Numbering`]).
+    pub(crate) fn numbered() -> FunctionTable<'a> {
+        FunctionTable {
+            numbered: Some((Vec::new(), 0)),
+            ..FunctionTable::default()
+        }
+    }
+
+    /// Registers `id` with this identity (ids seen twice keep the first),
+    /// numbered by `numbering` if the table is numbered (it must be given
+    /// then).
+    pub(crate) fn insert(
+        &mut self,
+        id: u32,
+        entry: FunctionEntry<'a>,
+        numbering: Option<&mut Numbering<'_>>,
+    ) -> u32 {
         if let Some(dense) = self.get(id) {
             return dense;
         }
-        let dense = match self.by_key.get(&entry.key) {
-            Some(&d) => d,
-            None => {
-                let d = self.entries.len() as u32;
-                self.by_key.insert(entry.key.clone(), d);
-                self.entries.push(entry);
-                d
+        let dense = match (&mut self.numbered, numbering) {
+            (Some((numbers, len)), Some(to)) => {
+                let k = &entry.key;
+                let n = to.sums.number(&k.function, &k.file, k.line);
+                let met = match to.met.get_mut(n as usize) {
+                    Some(m) => m,
+                    None => {
+                        to.met.resize(n as usize + 1, 0);
+                        &mut to.met[n as usize]
+                    }
+                };
+                if *met != to.trace {
+                    *met = to.trace;
+                    self.entries.push(entry);
+                    numbers.push(n);
+                    *len = (*len).max(n as usize + 1);
+                }
+                n
             }
+            _ => match self.by_key.get(&entry.key) {
+                Some(&d) => d,
+                None => {
+                    debug_assert!(
+                        self.numbered.is_none(),
+                        "a numbered table needs its numbering"
+                    );
+                    let d = self.entries.len() as u32;
+                    self.by_key.insert(entry.key.clone(), d);
+                    self.entries.push(entry);
+                    d
+                }
+            },
         };
         if id < SMALL_IDS {
             if self.by_small_id.len() <= id as usize {
@@ -128,20 +192,46 @@ impl<'a> FunctionTable<'a> {
         dense
     }
 
-    /// Registers an id that appears in events but not in the metadata.
-    pub(crate) fn insert_unknown(&mut self, id: u32) -> u32 {
+    /// Registers an id that appears in events but not in the metadata
+    /// (`numbering` as for [`FunctionTable::insert`]).
+    pub(crate) fn insert_unknown(&mut self, id: u32, numbering: Option<&mut Numbering<'_>>) -> u32 {
         let name = Cow::Owned(format!("fn#{id}"));
-        self.insert(id, FunctionEntry::new(name, "".into(), 0, "".into()))
+        let entry = FunctionEntry::new(name, "".into(), 0, "".into());
+        self.insert(id, entry, numbering)
     }
 
-    /// All functions, by dense index.
+    /// All functions, by dense index (not numbered: see
+    /// [`FunctionTable::numbered_entries`]).
     pub(crate) fn entries(&self) -> &[FunctionEntry<'a>] {
+        debug_assert!(self.numbered.is_none(), "numbered entries have numbers");
         &self.entries
+    }
+
+    /// Every function with its dense index.
+    pub(crate) fn numbered_entries(&self) -> impl Iterator<Item = (u32, &FunctionEntry<'a>)> {
+        let numbers = self.numbered.as_ref().map(|(n, _)| &n[..]);
+        self.entries
+            .iter()
+            .enumerate()
+            .map(move |(i, e)| (numbers.map_or(i as u32, |n| n[i]), e))
+    }
+
+    /// The dense indices of this trace's functions (not in order).
+    pub(crate) fn numbers(&self) -> impl Iterator<Item = u32> + '_ {
+        self.numbered_entries().map(|(n, _)| n)
+    }
+
+    /// How many dense indices there are: a tally for this trace needs
+    /// that many functions.
+    pub(crate) fn dense_len(&self) -> usize {
+        self.numbered
+            .as_ref()
+            .map_or(self.entries.len(), |&(_, len)| len)
     }
 
     /// Every function's key, by dense index (the table is not needed after).
     pub(crate) fn into_keys(self) -> Vec<FunctionKey> {
-        self.entries.iter().map(|e| e.key.to_key()).collect()
+        self.entries().iter().map(|e| e.key.to_key()).collect()
     }
 }
 
@@ -255,10 +345,17 @@ impl StackNames {
     }
 }
 
-/// Decodes chunk headers (in parallel) and metadata.
-pub(crate) fn decode(bytes: &[u8]) -> Result<Decoded<'_>, FormatError> {
+/// Decodes chunk headers (in parallel) and metadata, numbering the
+/// functions by `numbering` if given (see [`Numbering`]).
+pub(crate) fn decode<'a>(
+    bytes: &'a [u8],
+    mut numbering: Option<&mut Numbering<'_>>,
+) -> Result<Decoded<'a>, FormatError> {
     let file = TraceFile::parse(bytes)?;
-    let mut functions = FunctionTable::default();
+    let mut functions = match numbering {
+        Some(_) => FunctionTable::numbered(),
+        None => FunctionTable::default(),
+    };
     let mut stack_names = Vec::new();
     let mut thread_names = FxHashMap::default();
     let mut host = String::new();
@@ -282,7 +379,8 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Decoded<'_>, FormatError> {
                 line,
                 module,
             } => {
-                functions.insert(id.0, FunctionEntry::new(name, file, line, module));
+                let entry = FunctionEntry::new(name, file, line, module);
+                functions.insert(id.0, entry, numbering.as_deref_mut());
                 return;
             }
             MetaRecordRef::Other(r) => r,
@@ -292,7 +390,7 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Decoded<'_>, FormatError> {
                 // Function records come borrowed (above); kept for completeness.
                 let entry =
                     FunctionEntry::new(f.name.into(), f.file.into(), f.line, f.module.into());
-                functions.insert(f.id.0, entry);
+                functions.insert(f.id.0, entry, numbering.as_deref_mut());
             }
             // Stack records come borrowed (above); kept for completeness.
             MetaRecord::Stack { id, name } => stack_names.push((id.0, name.into())),

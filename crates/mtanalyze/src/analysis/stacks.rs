@@ -277,7 +277,7 @@ impl<'a> Analysis<'a> {
     pub(crate) fn build(
         trace: &'a LoadedTrace,
         opts: &AnalyzeOptions,
-        fuse: Fuse,
+        fuse: Fuse<'_>,
         stage_done: &mut dyn FnMut(&'static str),
     ) -> Result<Self, AnalyzeError> {
         let mut prep = prepare(trace, Some(opts), fuse, stage_done)?;
@@ -504,6 +504,6 @@ impl<'a> Analysis<'a> {
 
     /// An empty tally for this trace's functions.
     pub(crate) fn new_tally(&self, paths: bool) -> Tally {
-        Tally::new(self.prep.functions.entries().len(), paths, self.prep.window)
+        Tally::new(self.prep.functions.dense_len(), paths, self.prep.window)
     }
 }
