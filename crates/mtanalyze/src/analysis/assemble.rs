@@ -260,9 +260,9 @@ pub(super) fn fold_numbered(
     trace: u32,
     edges: &mut EdgeTotals,
 ) -> usize {
-    for (n, e) in functions.numbered_entries() {
+    for (n, module) in functions.numbered_modules() {
         if let Some(a) = tally.function(n).filter(|a| has_row(a)) {
-            sums.add_function_sums(n, function_sums(a), trace, &e.module, trace);
+            sums.add_function_sums(n, function_sums(a), trace, module, trace);
         }
     }
     // Every edge the tally numbers, in one pass: an edge this trace did

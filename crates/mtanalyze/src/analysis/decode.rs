@@ -79,33 +79,44 @@ impl EntryKey<'_> {
 /// user sees it even if two ids name the same site.
 ///
 /// Numbered (built with a [`Numbering`]), the dense indices are a
-/// worker's numbers instead, shared by every trace it sums: entry `i` is
-/// function `numbers[i]`, and indices no entry of this trace has belong
-/// to the worker's other traces.
+/// worker's numbers instead, shared by every trace it sums, and the table
+/// keeps no entries: only each function's number and module (the report
+/// has no rows of its own to name), the names having gone to the
+/// numbering. Indices that none of this trace's functions has belong to
+/// the worker's other traces.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct FunctionTable<'a> {
     entries: Vec<FunctionEntry<'a>>,
-    /// Borrowed keys: a copy costs no allocation (not when numbered: the
-    /// numbering finds keys).
+    /// Borrowed keys: a copy costs no allocation.
     by_key: FxHashMap<EntryKey<'a>, u32>,
     /// Small ids (every writer numbers from 1) index this directly; the
     /// hot loops look ids up once per event.
     by_small_id: Vec<u32>,
     by_id: FxHashMap<u32, u32>,
-    /// Numbered: each entry's number, and one more than the highest.
-    numbered: Option<(Vec<u32>, usize)>,
+    /// Numbered: the functions.
+    numbered: Option<Numbered<'a>>,
+}
+
+/// The functions of a numbered [`FunctionTable`].
+#[derive(Clone, Debug, Default)]
+struct Numbered<'a> {
+    /// Each function's number and module, as the metadata wrote it.
+    functions: Vec<(u32, Cow<'a, [u8]>)>,
+    /// One more than the highest number.
+    len: usize,
 }
 
 /// Function numbers shared by the traces one worker sums: each trace's
 /// functions are numbered as the worker's [`Sums`] numbers them, so the
 /// tally the worker keeps from trace to trace counts every trace under
 /// the same numbers, and its totals and edges go to the sums without a
-/// lookup (see `pipeline.rs`, [`FunctionTable`]).
+/// lookup (see `pipeline.rs`, [`FunctionTable`]). The metadata's strings
+/// are looked up as written: bytes the sums have met need no UTF-8 check.
 pub(crate) struct Numbering<'s> {
     /// Gives the numbers (by name, file and line).
     pub sums: &'s mut Sums,
-    /// By number: the last trace (its `trace` below) that has an entry
-    /// for it, so two ids of one function in a trace share one entry.
+    /// By number: the last trace (its `trace` below) that has the
+    /// function, so two ids of one function in a trace count it once.
     pub met: &'s mut Vec<u32>,
     /// This trace's mark in `met`: new for every trace, never 0.
     pub trace: u32,
@@ -127,60 +138,70 @@ impl<'a> FunctionTable<'a> {
         }
     }
 
-    /// An empty table whose dense indices `numbering` gives (see
-    /// [`Numbering`]).
+    /// An empty table whose dense indices a [`Numbering`] gives.
     pub(crate) fn numbered() -> FunctionTable<'a> {
         FunctionTable {
-            numbered: Some((Vec::new(), 0)),
+            numbered: Some(Numbered::default()),
             ..FunctionTable::default()
         }
     }
 
-    /// Registers `id` with this identity (ids seen twice keep the first),
-    /// numbered by `numbering` if the table is numbered (it must be given
-    /// then).
-    pub(crate) fn insert(
+    /// Registers `id` with this identity (ids seen twice keep the first).
+    /// Not for a numbered table ([`FunctionTable::insert_numbered`]).
+    pub(crate) fn insert(&mut self, id: u32, entry: FunctionEntry<'a>) -> u32 {
+        if let Some(dense) = self.get(id) {
+            return dense;
+        }
+        debug_assert!(
+            self.numbered.is_none(),
+            "a numbered table needs its numbering"
+        );
+        let dense = match self.by_key.get(&entry.key) {
+            Some(&d) => d,
+            None => {
+                let d = self.entries.len() as u32;
+                self.by_key.insert(entry.key.clone(), d);
+                self.entries.push(entry);
+                d
+            }
+        };
+        self.map(id, dense);
+        dense
+    }
+
+    /// Registers `id` as function `name` (`file`, `line`; the metadata's
+    /// bytes) with its `module`, numbered by `to`, in a numbered table
+    /// (ids seen twice keep the first).
+    pub(crate) fn insert_numbered(
         &mut self,
         id: u32,
-        entry: FunctionEntry<'a>,
-        numbering: Option<&mut Numbering<'_>>,
+        (name, file, line): (&[u8], &[u8], u32),
+        module: Cow<'a, [u8]>,
+        to: &mut Numbering<'_>,
     ) -> u32 {
         if let Some(dense) = self.get(id) {
             return dense;
         }
-        let dense = match (&mut self.numbered, numbering) {
-            (Some((numbers, len)), Some(to)) => {
-                let k = &entry.key;
-                let n = to.sums.number(&k.function, &k.file, k.line);
-                let met = match to.met.get_mut(n as usize) {
-                    Some(m) => m,
-                    None => {
-                        to.met.resize(n as usize + 1, 0);
-                        &mut to.met[n as usize]
-                    }
-                };
-                if *met != to.trace {
-                    *met = to.trace;
-                    self.entries.push(entry);
-                    numbers.push(n);
-                    *len = (*len).max(n as usize + 1);
-                }
-                n
+        let n = to.sums.number_bytes(name, file, line);
+        let met = match to.met.get_mut(n as usize) {
+            Some(m) => m,
+            None => {
+                to.met.resize(n as usize + 1, 0);
+                &mut to.met[n as usize]
             }
-            _ => match self.by_key.get(&entry.key) {
-                Some(&d) => d,
-                None => {
-                    debug_assert!(
-                        self.numbered.is_none(),
-                        "a numbered table needs its numbering"
-                    );
-                    let d = self.entries.len() as u32;
-                    self.by_key.insert(entry.key.clone(), d);
-                    self.entries.push(entry);
-                    d
-                }
-            },
         };
+        if *met != to.trace {
+            *met = to.trace;
+            let numbered = self.numbered.get_or_insert_with(Numbered::default);
+            numbered.functions.push((n, module));
+            numbered.len = numbered.len.max(n as usize + 1);
+        }
+        self.map(id, n);
+        n
+    }
+
+    /// Maps `id` to `dense`.
+    fn map(&mut self, id: u32, dense: u32) {
         if id < SMALL_IDS {
             if self.by_small_id.len() <= id as usize {
                 self.by_small_id.resize(id as usize + 1, NONE);
@@ -189,44 +210,44 @@ impl<'a> FunctionTable<'a> {
         } else {
             self.by_id.insert(id, dense);
         }
-        dense
     }
 
     /// Registers an id that appears in events but not in the metadata
-    /// (`numbering` as for [`FunctionTable::insert`]).
+    /// (numbered by `numbering` if the table is numbered).
     pub(crate) fn insert_unknown(&mut self, id: u32, numbering: Option<&mut Numbering<'_>>) -> u32 {
-        let name = Cow::Owned(format!("fn#{id}"));
-        let entry = FunctionEntry::new(name, "".into(), 0, "".into());
-        self.insert(id, entry, numbering)
+        let name = format!("fn#{id}");
+        match numbering {
+            Some(to) => {
+                let key = (name.as_bytes(), &b""[..], 0);
+                self.insert_numbered(id, key, Cow::Borrowed(b""), to)
+            }
+            None => self.insert(id, FunctionEntry::new(name.into(), "".into(), 0, "".into())),
+        }
     }
 
     /// All functions, by dense index (not numbered: see
-    /// [`FunctionTable::numbered_entries`]).
+    /// [`FunctionTable::numbered_modules`]).
     pub(crate) fn entries(&self) -> &[FunctionEntry<'a>] {
-        debug_assert!(self.numbered.is_none(), "numbered entries have numbers");
+        debug_assert!(self.numbered.is_none(), "a numbered table has no entries");
         &self.entries
     }
 
-    /// Every function with its dense index.
-    pub(crate) fn numbered_entries(&self) -> impl Iterator<Item = (u32, &FunctionEntry<'a>)> {
-        let numbers = self.numbered.as_ref().map(|(n, _)| &n[..]);
-        self.entries
-            .iter()
-            .enumerate()
-            .map(move |(i, e)| (numbers.map_or(i as u32, |n| n[i]), e))
+    /// A numbered table's functions: each one's number and module (the
+    /// metadata's bytes).
+    pub(crate) fn numbered_modules(&self) -> impl Iterator<Item = (u32, &[u8])> {
+        let functions = self.numbered.as_ref().map_or(&[][..], |n| &n.functions);
+        functions.iter().map(|(n, module)| (*n, &module[..]))
     }
 
-    /// The dense indices of this trace's functions (not in order).
+    /// A numbered table's numbers (not in order).
     pub(crate) fn numbers(&self) -> impl Iterator<Item = u32> + '_ {
-        self.numbered_entries().map(|(n, _)| n)
+        self.numbered_modules().map(|(n, _)| n)
     }
 
     /// How many dense indices there are: a tally for this trace needs
     /// that many functions.
     pub(crate) fn dense_len(&self) -> usize {
-        self.numbered
-            .as_ref()
-            .map_or(self.entries.len(), |&(_, len)| len)
+        self.numbered.as_ref().map_or(self.entries.len(), |n| n.len)
     }
 
     /// Every function's key, by dense index (the table is not needed after).
@@ -379,8 +400,18 @@ pub(crate) fn decode<'a>(
                 line,
                 module,
             } => {
-                let entry = FunctionEntry::new(name, file, line, module);
-                functions.insert(id.0, entry, numbering.as_deref_mut());
+                match numbering.as_deref_mut() {
+                    Some(to) => {
+                        let key = (name, file, line);
+                        functions.insert_numbered(id.0, key, Cow::Borrowed(module), to);
+                    }
+                    None => {
+                        let lossy = String::from_utf8_lossy;
+                        let entry =
+                            FunctionEntry::new(lossy(name), lossy(file), line, lossy(module));
+                        functions.insert(id.0, entry);
+                    }
+                }
                 return;
             }
             MetaRecordRef::Other(r) => r,
@@ -388,9 +419,22 @@ pub(crate) fn decode<'a>(
         match r {
             MetaRecord::Function(f) => {
                 // Function records come borrowed (above); kept for completeness.
-                let entry =
-                    FunctionEntry::new(f.name.into(), f.file.into(), f.line, f.module.into());
-                functions.insert(f.id.0, entry, numbering.as_deref_mut());
+                match numbering.as_deref_mut() {
+                    Some(to) => {
+                        let key = (f.name.as_bytes(), f.file.as_bytes(), f.line);
+                        let module = Cow::Owned(f.module.clone().into_bytes());
+                        functions.insert_numbered(f.id.0, key, module, to);
+                    }
+                    None => {
+                        let entry = FunctionEntry::new(
+                            f.name.into(),
+                            f.file.into(),
+                            f.line,
+                            f.module.into(),
+                        );
+                        functions.insert(f.id.0, entry);
+                    }
+                }
             }
             // Stack records come borrowed (above); kept for completeness.
             MetaRecord::Stack { id, name } => stack_names.push((id.0, name.into())),
