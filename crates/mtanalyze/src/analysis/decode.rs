@@ -126,15 +126,41 @@ pub(crate) struct Numbering<'s> {
 const SMALL_IDS: u32 = 1 << 20;
 const NONE: u32 = u32::MAX;
 
-impl<'a> FunctionTable<'a> {
-    /// The dense index of a function id, if known.
-    #[inline]
-    pub(crate) fn get(&self, id: u32) -> Option<u32> {
-        match self.by_small_id.get(id as usize) {
+/// [`FunctionTable::get`] for a loop over events: the small ids' slice
+/// held apart from the table, so the loop keeps it at hand whatever else
+/// the table holds.
+#[derive(Clone, Copy)]
+pub(crate) struct FunctionIds<'t> {
+    small: &'t [u32],
+    by_id: &'t FxHashMap<u32, u32>,
+}
+
+impl FunctionIds<'_> {
+    /// [`FunctionTable::get`].
+    #[inline(always)]
+    pub(crate) fn get(self, id: u32) -> Option<u32> {
+        match self.small.get(id as usize) {
             Some(&NONE) => None,
             Some(&d) => Some(d),
             None if id < SMALL_IDS => None,
             None => self.by_id.get(&id).copied(),
+        }
+    }
+}
+
+impl<'a> FunctionTable<'a> {
+    /// The dense index of a function id, if known.
+    #[inline]
+    pub(crate) fn get(&self, id: u32) -> Option<u32> {
+        self.ids().get(id)
+    }
+
+    /// The lookup of [`FunctionTable::get`], for a loop over events.
+    #[inline(always)]
+    pub(crate) fn ids(&self) -> FunctionIds<'_> {
+        FunctionIds {
+            small: &self.by_small_id,
+            by_id: &self.by_id,
         }
     }
 
