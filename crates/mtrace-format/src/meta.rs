@@ -172,7 +172,10 @@ pub fn for_each_record(
 /// task-per-request trace has a name per task, a merge of many traces
 /// reads every trace's function table, and a reader that keeps them its
 /// own way need not have each made a `String` first), any other record as
-/// [`MetaRecord`].
+/// [`MetaRecord`]. A function's strings come as their bytes, not yet
+/// checked to be UTF-8: a reader that has met the same bytes before (a
+/// merge of many traces of one program) need not check them again.
+/// `String::from_utf8_lossy` reads them as [`MetaRecord`] has them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum MetaRecordRef<'a> {
     /// [`MetaRecord::Stack`], its name borrowed when it is valid UTF-8.
@@ -182,18 +185,19 @@ pub enum MetaRecordRef<'a> {
         /// Its name.
         name: Cow<'a, str>,
     },
-    /// [`MetaRecord::Function`], its strings borrowed when valid UTF-8.
+    /// [`MetaRecord::Function`], its strings' bytes borrowed, as written
+    /// (see above).
     Function {
         /// The id events refer to.
         id: FunctionId,
         /// The function or scope name.
-        name: Cow<'a, str>,
+        name: &'a [u8],
         /// Source file, empty if unknown.
-        file: Cow<'a, str>,
+        file: &'a [u8],
         /// Source line, 0 if unknown.
         line: u32,
         /// Module path, empty if unknown.
-        module: Cow<'a, str>,
+        module: &'a [u8],
     },
     /// Any other record.
     Other(MetaRecord),
@@ -215,10 +219,10 @@ impl MetaRecordRef<'_> {
                 module,
             } => MetaRecord::Function(FunctionMeta {
                 id,
-                name: name.into_owned(),
-                file: file.into_owned(),
+                name: String::from_utf8_lossy(name).into_owned(),
+                file: String::from_utf8_lossy(file).into_owned(),
                 line,
-                module: module.into_owned(),
+                module: String::from_utf8_lossy(module).into_owned(),
             }),
             MetaRecordRef::Other(r) => r,
         }
@@ -275,9 +279,9 @@ fn decode_payload(kind: u16, p: &[u8]) -> Result<Option<MetaRecordRef<'_>>, &'st
             return Ok(Some(MetaRecordRef::Function {
                 id: FunctionId(cursor.u32()?),
                 line: cursor.u32()?,
-                name: cursor.borrowed_str()?,
-                file: cursor.borrowed_str()?,
-                module: cursor.borrowed_str()?,
+                name: cursor.bytes()?,
+                file: cursor.bytes()?,
+                module: cursor.bytes()?,
             }));
         }
         META_THREAD => MetaRecord::Thread {
@@ -326,6 +330,11 @@ impl<'a> Cursor<'a> {
     }
 
     fn borrowed_str(&mut self) -> Result<Cow<'a, str>, &'static str> {
+        Ok(String::from_utf8_lossy(self.bytes()?))
+    }
+
+    /// A string's bytes, as written.
+    fn bytes(&mut self) -> Result<&'a [u8], &'static str> {
         let len = self.u32()? as usize;
         if len > META_STRING_MAX {
             return Err("string longer than the format allows");
@@ -336,7 +345,7 @@ impl<'a> Cursor<'a> {
             .get(self.at..end)
             .ok_or("string runs past its record")?;
         self.at = end;
-        Ok(String::from_utf8_lossy(bytes))
+        Ok(bytes)
     }
 }
 
@@ -389,7 +398,7 @@ mod tests {
     }
 
     #[test]
-    fn names_come_borrowed_when_valid_utf8_and_copied_when_not() {
+    fn names_come_borrowed_and_are_made_valid_when_owned() {
         let mut bytes = Vec::new();
         for r in sample() {
             r.encode(&mut bytes);
@@ -399,10 +408,10 @@ mod tests {
             MetaRecordRef::Function {
                 name, file, module, ..
             } => {
-                assert!([&name, &file, &module]
-                    .iter()
-                    .all(|s| matches!(s, Cow::Borrowed(_))));
-                assert_eq!((&*name, &*file, &*module), ("parse", "src/p.rs", "app::p"));
+                assert_eq!(
+                    (name, file, module),
+                    (&b"parse"[..], &b"src/p.rs"[..], &b"app::p"[..])
+                );
                 borrowed += 1;
             }
             MetaRecordRef::Stack { name, .. } => {

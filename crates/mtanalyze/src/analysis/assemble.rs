@@ -5,8 +5,8 @@
 //! [`CompactReport`]): a merge of many traces sums them by number, and
 //! [`CompactReport::into_report`] makes them rows for everyone else.
 
-use crate::analysis::decode::{Decoded, FunctionEntry};
-use crate::analysis::frames::{Acc, EdgeAcc, FnAcc};
+use crate::analysis::decode::{Decoded, FunctionEntry, FunctionTable};
+use crate::analysis::frames::{Acc, EdgeAcc, FnAcc, Tally};
 use crate::analysis::marks::to_marks;
 use crate::analysis::options::{AnalyzeOptions, PathMode};
 use crate::analysis::paths::{ROOT, STACK_LABEL};
@@ -22,12 +22,12 @@ use crate::model::report::{CallPath, FunctionStats, Report, StackStats, TimeWind
 use crate::model::warnings::Warnings;
 
 /// Where the function rows and edges of a report go.
-pub(super) enum Rows<'s> {
+pub(super) enum Rows {
     /// Into the report.
     Made,
-    /// Added to these sums as this trace number, not made (see
-    /// [`fold_rows`]); the report has none. Not with call paths.
-    Summed(&'s mut Sums, u32),
+    /// Added to a worker's sums already ([`fold_numbered`]); the report
+    /// has none. Not with call paths.
+    Summed,
 }
 
 /// What a report is made from besides the statistics: the prepared trace,
@@ -66,7 +66,7 @@ pub(super) fn assemble(
     acc: Acc,
     mut stacks: Vec<StackStats>,
     replay_warnings: Warnings,
-    rows: Rows<'_>,
+    rows: Rows,
 ) -> CompactReport {
     let Source {
         mut prep,
@@ -74,14 +74,10 @@ pub(super) fn assemble(
         all_stacks,
         labels,
     } = source;
-    let entries = prep.functions.entries();
-    let summed = matches!(rows, Rows::Summed(..));
+    let summed = matches!(rows, Rows::Summed);
     let (functions, row_keys, position) = match rows {
-        Rows::Made => function_rows(&acc, entries),
-        Rows::Summed(sums, number) => {
-            fold_rows(&acc, entries, sums, number);
-            Default::default()
-        }
+        Rows::Made => function_rows(&acc, prep.functions.entries()),
+        Rows::Summed => Default::default(),
     };
     if !prep.window.is_all() {
         // Stacks that neither lived nor did anything in the window.
@@ -284,34 +280,94 @@ fn numbered_edges(acc: &Acc) -> Vec<NumberedEdge> {
         .collect()
 }
 
-/// Adds the function rows and edges of `acc` to `sums` as trace number
-/// `trace`, as [`Sums::add_compact`] would add them from the report: what
-/// a worker summing its traces does, without making rows it would only
-/// read once. Not for call paths, whose frames name rows.
-fn fold_rows(acc: &Acc, entries: &[FunctionEntry<'_>], sums: &mut Sums, trace: u32) {
-    debug_assert!(acc.paths.is_none(), "call paths name rows");
-    // Our numbers of the trace's functions, looked up when first needed.
-    let mut ours = vec![u32::MAX; entries.len()];
-    let mut number = |sums: &mut Sums, d: u32| {
-        let slot = &mut ours[d as usize];
-        if *slot == u32::MAX {
-            let k = &entries[d as usize].key;
-            *slot = sums.number(&k.function, &k.file, k.line);
-        }
-        *slot
-    };
-    for (d, a) in acc.functions.iter().enumerate() {
-        if has_row(a) {
-            let n = number(sums, d as u32);
-            let e = &entries[d];
-            sums.add_function_sums(n, function_sums(a), trace, &e.module, trace);
+/// Adds the function rows of `tally` (numbered as `sums` number them: see
+/// [`crate::analysis::decode::Numbering`]) to `sums` as trace number
+/// `trace`, and its edges to `edges`, as [`Sums::add_compact`] would add
+/// them from the report: what a worker summing its traces does, without
+/// making rows it would only read once, nor looking each one up. Leaves
+/// the tally's edge totals zero; returns how many edges the trace had.
+pub(super) fn fold_numbered(
+    tally: &mut Tally,
+    functions: &FunctionTable<'_>,
+    sums: &mut Sums,
+    trace: u32,
+    edges: &mut EdgeTotals,
+) -> usize {
+    for (n, module) in functions.numbered_modules() {
+        if let Some(a) = tally.function(n).filter(|a| has_row(a)) {
+            sums.add_function_sums(n, function_sums(a), trace, module, trace);
         }
     }
-    for (&(caller, callee), a) in acc.edges.iter() {
-        if let Some(s) = edge_sums(a) {
-            let key = (number(sums, caller), number(sums, callee));
-            sums.add_edge(key, s, trace);
+    // Every edge the tally numbers, in one pass: an edge this trace did
+    // not call adds zeros (its frames outside a time window add nothing
+    // either: it gets no row from this trace).
+    edges.grow(tally.edge_count());
+    let mut had = 0;
+    for ((key, a), e) in tally.take_edge_totals().zip(&mut edges.0) {
+        let counts = a.ncalls | a.tottime_ns | a.cumtime_ns != 0;
+        let keep = (counts as u64).wrapping_neg();
+        add_all(
+            &mut e.sums,
+            [
+                a.ncalls,
+                a.primitive_calls,
+                a.tottime_ns,
+                a.cumtime_ns,
+                a.callee_cumtime_ns & keep,
+            ],
+        );
+        if counts && e.first == u32::MAX {
+            (e.key, e.first) = (key, trace);
         }
+        had += counts as usize;
+    }
+    had
+}
+
+/// One edge of [`EdgeTotals`].
+#[derive(Clone, Copy, Debug)]
+pub(super) struct EdgeTotal {
+    /// Caller and callee, the sums' numbers.
+    key: (u32, u32),
+    /// In [`crate::model::report::EdgeStats::sums`] order.
+    sums: [u64; 5],
+    /// The first trace that had it (`u32::MAX`: none yet).
+    first: u32,
+}
+
+/// The edges of the traces one worker summed ([`fold_numbered`]), by
+/// their numbers in the worker's tally, summed so far. Added to the sums
+/// once, at the end ([`EdgeTotals::flush`]), not trace by trace.
+#[derive(Debug, Default)]
+pub(super) struct EdgeTotals(Vec<EdgeTotal>);
+
+impl EdgeTotals {
+    /// Makes room for `n` edges.
+    fn grow(&mut self, n: usize) {
+        if self.0.len() < n {
+            let none = EdgeTotal {
+                key: (0, 0),
+                sums: [0; 5],
+                first: u32::MAX,
+            };
+            self.0.resize(n, none);
+        }
+    }
+
+    /// Adds every edge to `sums` and forgets them (their numbers with them).
+    pub(super) fn flush(&mut self, sums: &mut Sums) {
+        for e in self.0.drain(..) {
+            if e.first != u32::MAX {
+                sums.add_edge(e.key, e.sums, e.first);
+            }
+        }
+    }
+}
+
+/// Adds `b` to `a`, element by element, as [`Sums`] adds.
+fn add_all<const N: usize>(a: &mut [u64; N], b: [u64; N]) {
+    for (x, y) in a.iter_mut().zip(b) {
+        *x = x.saturating_add(y);
     }
 }
 

@@ -15,7 +15,7 @@ use mtrace_format::event::{
 };
 use mtrace_format::StackId;
 
-use crate::analysis::decode::{Batch, Batches, Decoded, FunctionTable, Pos, Restart};
+use crate::analysis::decode::{Batch, Batches, Decoded, FunctionIds, Pos, Restart};
 use crate::analysis::frames::{NoObserver, Tally};
 use crate::analysis::paths::ROOT;
 use crate::analysis::replay::{seed_snapshot, StackReplay, Suspended};
@@ -313,7 +313,7 @@ impl Cutter<'_, '_, '_> {
         batches: &mut Batches<'_, '_>,
         start: usize,
     ) -> usize {
-        let functions = &self.decoded.functions;
+        let functions = self.decoded.functions.ids();
         let n = batch.len();
         let mut floor = batches.floor();
         if self.open.is_none() {
@@ -366,7 +366,7 @@ impl Cutter<'_, '_, '_> {
         mut floor: u64,
         span: W,
     ) -> (usize, u64) {
-        let functions = &self.decoded.functions;
+        let functions = self.decoded.functions.ids();
         let scale = self.decoded.scale;
         while i < batch.len() {
             let (kind, tick, payload) = batch.parts(i);
@@ -479,7 +479,7 @@ impl Cutter<'_, '_, '_> {
 /// going back from `floor`. Its function's dense index if so.
 #[inline(always)]
 fn ordinary(
-    functions: &FunctionTable<'_>,
+    functions: FunctionIds<'_>,
     kind: u64,
     tick: u64,
     payload: u64,
@@ -515,7 +515,7 @@ pub(crate) fn cut_thread(
         (None, _) => None,
         (Some(_), Some(t)) => Some(t),
         (Some((_, window)), None) => {
-            Some(own_tally.insert(Tally::new(decoded.functions.entries().len(), false, window)))
+            Some(own_tally.insert(Tally::new(decoded.functions.dense_len(), false, window)))
         }
     };
     let mut observer = NoObserver;
@@ -613,7 +613,7 @@ impl ThreadStream {
             open: None,
             stack: StackKey::Own(tid),
             own: OwnBetweenSteps {
-                tally: Tally::new(decoded.functions.entries().len(), false, window),
+                tally: Tally::new(decoded.functions.dense_len(), false, window),
                 clock,
                 state: None,
                 warnings: Warnings::default(),

@@ -414,6 +414,67 @@ impl Tally {
         }
     }
 
+    /// Readies this tally for a worker's next trace when its functions
+    /// are the worker's numbers ([`crate::analysis::decode::Numbering`]):
+    /// every total and open-frame counter back to zero, the edges keeping
+    /// their numbers (a worker's traces call mostly the same edges, which
+    /// are then numbered once, not per trace). `used`: the functions the
+    /// last trace counted, if [`Tally::take_edge_totals`] took its edges
+    /// (only those then need zeroing); `None`: everything.
+    pub(super) fn clear_numbered(&mut self, used: Option<&[u32]>) {
+        match used {
+            Some(used) => {
+                for &n in used {
+                    if let Some(a) = self.acc.functions.get_mut(n as usize) {
+                        *a = FnAcc::default();
+                    }
+                }
+                debug_assert!(self.fn_open.iter().all(|&o| o == 0), "frames left open");
+                debug_assert!(self.edges.entries.iter().all(|e| e.open == 0));
+            }
+            None => {
+                self.acc.functions.fill(FnAcc::default());
+                self.fn_open.fill(0);
+                for e in &mut self.edges.entries {
+                    e.open = 0;
+                    e.totals = EdgeAcc::default();
+                }
+            }
+        }
+        self.acc.edges.list.clear();
+        self.acc.paths = None;
+        self.frames.clear();
+    }
+
+    /// Counts what happens in `window` from now on.
+    pub(super) fn set_window(&mut self, window: Window) {
+        self.window = window;
+    }
+
+    /// The totals of function `n` (dense index).
+    pub(super) fn function(&self, n: u32) -> Option<&FnAcc> {
+        self.acc.functions.get(n as usize)
+    }
+
+    /// Every edge's (caller, callee) and totals, by number, the totals
+    /// left zero and the numbers kept (see [`Tally::clear_numbered`]).
+    pub(super) fn take_edge_totals(&mut self) -> impl Iterator<Item = ((u32, u32), EdgeAcc)> + '_ {
+        self.edges.entries.iter_mut().map(|e| {
+            let key = ((e.key >> 32) as u32, e.key as u32);
+            (key, std::mem::take(&mut e.totals))
+        })
+    }
+
+    /// How many edges are numbered.
+    pub(super) fn edge_count(&self) -> usize {
+        self.edges.entries.len()
+    }
+
+    /// Forgets the edges' numbers (their totals must have been taken).
+    pub(super) fn forget_edges(&mut self) {
+        self.edges.clear();
+    }
+
     /// The statistics of every stack replayed.
     pub(super) fn into_acc(mut self) -> Acc {
         self.take_acc()

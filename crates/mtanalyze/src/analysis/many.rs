@@ -37,7 +37,10 @@
 //! itself ([`Sums`]), so the caller only lists what is listed trace after
 //! trace (stacks, marks, the summary) and combines the workers' sums at
 //! the end. Summed on the caller's thread, they took a tenth of the CPU of
-//! a merge of 1,000 small traces, on the cores the workers needed.
+//! a merge of 1,000 small traces, on the cores the workers needed. A
+//! worker numbers its traces' functions as its sums do, and keeps one
+//! tally under those numbers for all of them (see `pipeline.rs`): a
+//! trace's rows and edges then go to the sums by index.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -186,6 +189,14 @@ struct WorkerScratch {
     sums: Sums,
 }
 
+impl WorkerScratch {
+    /// What the worker summed, all of it (see [`Scratch::flush`]).
+    fn into_sums(mut self) -> Sums {
+        self.tables.flush(&mut self.sums);
+        self.sums
+    }
+}
+
 /// [`analyze_each`] with `analyze` making what is handed over from trace
 /// number `i`; returns the workers' sums, added up.
 fn each_with<T: Send, E>(
@@ -240,7 +251,7 @@ fn each_with<T: Send, E>(
                             s = moved.wait(s).unwrap_or_else(|e| e.into_inner());
                         }
                         if s.stop || s.next >= paths.len() {
-                            return scratch.sums;
+                            return scratch.into_sums();
                         }
                         s.next += 1;
                         s.next - 1
@@ -249,7 +260,7 @@ fn each_with<T: Send, E>(
                         .map_err(TraceError::from)
                         .and_then(|t| Ok(analyze(&t, opts, &mut scratch, i)?));
                     if tx.send((i, r)).is_err() {
-                        return scratch.sums;
+                        return scratch.into_sums();
                     }
                 }
             }));
@@ -322,6 +333,110 @@ mod tests {
                 (5, Err(e)) => assert!(e.contains("missing.jsonl"), "{e}"),
                 (k, Ok(functions)) => assert_eq!(functions, if k % 2 == 0 { 3 } else { 2 }),
                 (k, Err(e)) => panic!("trace {k}: {e}"),
+            }
+        }
+    }
+
+    /// Trace `i` of [`one_worker_sums_its_traces_as_a_merge_of_their_reports`]:
+    /// five functions declared in an order of its own (their ids differ
+    /// from trace to trace), of which it calls the first `2 + i % 4` (some
+    /// get a row only in later traces), a module named only in some
+    /// traces; its own stacks and a logical one migrating between its two
+    /// threads. `unknown`: an id no record names, on thread 1's own stack
+    /// (`Some(true)`: its replay in the segment pass is given up) or on
+    /// the logical stack.
+    fn worker_trace(i: usize, unknown: Option<bool>) -> LoadedTrace {
+        use mtrace_format::{EventKind, FunctionId, StackId, ThreadId, TraceWriter, WriterOptions};
+        let out = std::io::Cursor::new(Vec::new());
+        let mut w = TraceWriter::new(out, WriterOptions::default()).unwrap();
+        let names = ["a", "b", "c", "d", "e"];
+        let mut ids = [FunctionId(0); 5];
+        for k in 0..names.len() {
+            let k = (k + i) % names.len();
+            let module = if (i + k).is_multiple_of(3) {
+                ""
+            } else {
+                ["m", "n"][i % 2]
+            };
+            ids[k] = w.function(names[k], "f.rs", k as u32, module);
+        }
+        let called = &ids[..2 + i % 4];
+        let stack = w.stack("s");
+        let mut t = 10 * i as u64;
+        let mut ev = |w: &mut TraceWriter<_>, tid, kind| {
+            t += 7;
+            w.event(ThreadId(tid), t, kind).unwrap();
+        };
+        for (n, &f) in called.iter().enumerate() {
+            let g = called[(n + 1) % called.len()];
+            ev(&mut w, 1, EventKind::Enter(f));
+            ev(&mut w, 1, EventKind::Enter(g));
+            ev(&mut w, 1, EventKind::Enter(f));
+            ev(&mut w, 1, EventKind::Exit(f));
+            ev(&mut w, 1, EventKind::Exit(g));
+            ev(&mut w, 2, EventKind::Switch(stack));
+            ev(&mut w, 2, EventKind::Enter(g));
+            ev(&mut w, 2, EventKind::Switch(StackId::OWN));
+            ev(&mut w, 1, EventKind::Switch(stack));
+            ev(&mut w, 1, EventKind::Exit(g));
+            ev(&mut w, 1, EventKind::Switch(StackId::OWN));
+            ev(&mut w, 1, EventKind::Exit(f));
+        }
+        match unknown {
+            Some(true) => {
+                ev(&mut w, 1, EventKind::Enter(FunctionId(99)));
+                ev(&mut w, 1, EventKind::Enter(called[0]));
+            }
+            Some(false) => {
+                ev(&mut w, 2, EventKind::Switch(stack));
+                ev(&mut w, 2, EventKind::Enter(FunctionId(77)));
+                ev(&mut w, 2, EventKind::Enter(called[1]));
+                ev(&mut w, 2, EventKind::Switch(StackId::OWN));
+            }
+            None => {}
+        }
+        // Left open at the end.
+        ev(&mut w, 2, EventKind::Enter(called[1]));
+        let bytes = w.finish(None).unwrap().into_inner();
+        crate::input::from_bytes(&format!("t{i}"), bytes).unwrap()
+    }
+
+    /// One worker summing trace after trace, its tally and numbering kept
+    /// throughout (a trace given up and analyzed again among them), adds
+    /// up to the merge of the traces' reports, rows in the same order.
+    #[test]
+    fn one_worker_sums_its_traces_as_a_merge_of_their_reports() {
+        use crate::analysis::options::TimeBound;
+        use crate::model::merge::{merge, Merged};
+        let traces: Vec<LoadedTrace> = (0..12)
+            .map(|i| worker_trace(i, [None, None, None, Some(true), None, Some(false)][i % 6]))
+            .collect();
+        let windows = [(None, None), (Some(100), Some(400)), (Some(150), None)];
+        for clock in [crate::Clock::Stack, crate::Clock::Gil, crate::Clock::Wall] {
+            for (from, to) in windows {
+                let opts = AnalyzeOptions {
+                    clock: Some(clock),
+                    from: from.map(TimeBound::At),
+                    to: to.map(TimeBound::At),
+                    ..AnalyzeOptions::default()
+                };
+                let want = merge(traces.iter().map(|t| crate::analyze(t, &opts).unwrap()));
+                let mut scratch = WorkerScratch {
+                    sequential: true,
+                    pool: None,
+                    tables: Scratch::default(),
+                    sums: Sums::default(),
+                };
+                let mut merged = Merged::new();
+                for (i, t) in traces.iter().enumerate() {
+                    let mut c = analyze_in(t, &opts, &mut scratch, Some(i as u32)).unwrap();
+                    scratch.sums.add_compact(i as u32, &mut c);
+                    merged.add_compact(c);
+                }
+                merged.absorb(scratch.into_sums());
+                let got = merged.finish();
+                assert!(got.as_ref().is_some_and(|r| r.edges.len() > 5));
+                assert_eq!(got, want, "{clock:?} {from:?} {to:?}");
             }
         }
     }

@@ -6,13 +6,22 @@
 //! from trace to trace: what a worker of [`crate::analyze_each`] does, where
 //! the traces, not their stacks, are what runs in parallel. Both give the
 //! same report.
+//!
+//! A worker that sums its traces ([`crate::analyze_each_summed`]) numbers
+//! every trace's functions as its sums number them (by name, file and
+//! line), so the tally it keeps counts every trace under the same
+//! numbers: its edges are numbered once for all the worker's traces, and
+//! a trace's rows reach the sums by index, without a lookup (see
+//! [`Scratch`]). Small traces of one program then cost about what the
+//! same events in one big trace cost.
 
 use std::sync::Mutex;
 
 use rayon::prelude::*;
 
-use crate::analysis::assemble::{assemble, Rows, Source};
+use crate::analysis::assemble::{assemble, fold_numbered, EdgeTotals, Rows, Source};
 use crate::analysis::cut::OwnReplay;
+use crate::analysis::decode::Numbering;
 use crate::analysis::frames::{Acc, NoObserver, Tally};
 use crate::analysis::options::{AnalyzeError, AnalyzeOptions, PathMode};
 use crate::analysis::paths::{ROOT, STACK_LABEL};
@@ -155,6 +164,50 @@ fn analyze_batch(
 #[derive(Default)]
 pub(crate) struct Scratch {
     tally: Option<Tally>,
+    /// For traces whose rows are summed, not made.
+    summed: SummedScratch,
+}
+
+/// What a worker that sums its traces keeps from trace to trace: a tally
+/// whose functions are numbered as the worker's sums number them (see
+/// [`Numbering`]), so that its edges keep their numbers from trace to
+/// trace too, and what those edges summed so far. A trace then costs no
+/// function table of its own, no renumbering of its edges and no lookup
+/// of each function row and edge in the sums: the per-trace work that a
+/// merge of many small traces does on top of one big trace's.
+#[derive(Default)]
+struct SummedScratch {
+    /// The tally (`None` at first, or if an analysis that failed kept it).
+    tally: Option<Tally>,
+    /// What the tally's edges summed, by their numbers in it.
+    edges: EdgeTotals,
+    /// The functions the last trace counted in the tally, if it was
+    /// folded into the sums (else the next trace clears the whole tally).
+    last: Option<Vec<u32>>,
+    /// [`Numbering::met`].
+    met: Vec<u32>,
+    /// [`Numbering::trace`] of the last trace.
+    trace: u32,
+}
+
+/// A worker's tally forgets its edges' numbers (their sums going to the
+/// sums) when it numbers more than this many times the edges of the last
+/// trace, plus [`EDGES_KEPT_SPARE`]: a trace's fold reads every edge the
+/// tally numbers, so many traces of different programs would otherwise
+/// read ever more edges per trace.
+const EDGES_KEPT_PER_TRACE_EDGE: usize = 4;
+/// See [`EDGES_KEPT_PER_TRACE_EDGE`].
+const EDGES_KEPT_SPARE: usize = 4096;
+
+impl Scratch {
+    /// Adds what the worker's tally summed but has not yet added to `sums`
+    /// (call it when the worker is done, before `sums` are read).
+    pub(crate) fn flush(&mut self, sums: &mut Sums) {
+        self.summed.edges.flush(sums);
+        if let Some(t) = &mut self.summed.tally {
+            t.forget_edges();
+        }
+    }
 }
 
 /// [`analyze_compact`] on the calling thread, one stage and one stack
@@ -164,13 +217,17 @@ pub(crate) struct Scratch {
 /// per worker, so nothing leaves the worker). With `into` (sums and this
 /// trace's number among the traces summed) and no call paths, the
 /// function rows and edges are added to the sums, not made: the report
-/// has none (a worker of [`crate::analyze_each_summed`]).
+/// has none (a worker of [`crate::analyze_each_summed`]); some of them may
+/// wait in `scratch` until [`Scratch::flush`].
 pub(crate) fn analyze_compact_in(
     trace: &LoadedTrace,
     opts: &AnalyzeOptions,
     scratch: &mut Scratch,
     into: Option<(&mut Sums, u32)>,
 ) -> Result<CompactReport, AnalyzeError> {
+    if let Some((sums, number)) = into.filter(|_| opts.paths == PathMode::Off) {
+        return analyze_summed_in(trace, opts, &mut scratch.summed, sums, number);
+    }
     let tally = scratch
         .tally
         .take()
@@ -188,18 +245,122 @@ pub(crate) fn analyze_compact_in(
         drop(analysis);
         return analyze_compact(trace, opts);
     }
-    tally.grow(analysis.functions().entries().len());
+    let (totals, own, warnings) = replay_in(&mut analysis, &mut tally, opts.paths);
+    let acc = tally.take_acc();
+    scratch.tally = Some(tally);
+    analysis.drop_segments();
+    let stacks = rows(&analysis, totals, own);
+    Ok(assemble(
+        trace,
+        Source::of(analysis, opts),
+        opts,
+        acc,
+        stacks,
+        warnings,
+        Rows::Made,
+    ))
+}
+
+/// [`analyze_compact_in`] for a worker that sums its traces: the trace's
+/// functions numbered as `sums` number them, its statistics counted in the
+/// worker's tally under those numbers and added to `sums` as trace
+/// `number` (its edges to `scratch`'s, see [`SummedScratch`]).
+fn analyze_summed_in(
+    trace: &LoadedTrace,
+    opts: &AnalyzeOptions,
+    scratch: &mut SummedScratch,
+    sums: &mut Sums,
+    number: u32,
+) -> Result<CompactReport, AnalyzeError> {
+    let tally = match scratch.tally.take() {
+        Some(mut t) => {
+            t.clear_numbered(scratch.last.as_deref());
+            t
+        }
+        None => {
+            // A new tally numbers edges anew: what the old one numbered
+            // goes to the sums first.
+            scratch.edges.flush(sums);
+            Tally::new(0, false, crate::analysis::window::Window::ALL)
+        }
+    };
+    // Until this trace is folded, the tally is not known to be clear.
+    let mut last = scratch.last.take().unwrap_or_default();
+    if scratch.trace == u32::MAX {
+        scratch.met.fill(0);
+        scratch.trace = 0;
+    }
+    scratch.trace += 1;
+    let numbering = Numbering {
+        sums: &mut *sums,
+        met: &mut scratch.met,
+        trace: scratch.trace,
+    };
+    let fuse = Fuse::Numbered(Box::new(tally), numbering);
+    let mut analysis = Analysis::build(trace, opts, fuse, &mut |_| {})?;
+    let Some(mut tally) = analysis.prep.tally.take() else {
+        // `Fuse::Numbered` always leaves its tally there.
+        return analyze_compact(trace, opts);
+    };
+    if analysis.prep.passes.iter().any(|p| p.own_given_up) {
+        // As in `analyze_compact_in`; the next trace clears the whole tally.
+        scratch.tally = Some(tally);
+        drop(analysis);
+        return analyze_compact(trace, opts);
+    }
+    let (totals, own, warnings) = replay_in(&mut analysis, &mut tally, opts.paths);
+    let edges = fold_numbered(
+        &mut tally,
+        analysis.functions(),
+        sums,
+        number,
+        &mut scratch.edges,
+    );
+    if tally.edge_count() > EDGES_KEPT_PER_TRACE_EDGE * edges + EDGES_KEPT_SPARE {
+        scratch.edges.flush(sums);
+        tally.forget_edges();
+    }
+    last.clear();
+    last.extend(analysis.functions().numbers());
+    scratch.last = Some(last);
+    scratch.tally = Some(tally);
+    analysis.drop_segments();
+    let stacks = rows(&analysis, totals, own);
+    Ok(assemble(
+        trace,
+        Source::of(analysis, opts),
+        opts,
+        Acc::default(),
+        stacks,
+        warnings,
+        Rows::Summed,
+    ))
+}
+
+/// The statistics of one selected stack (`None`: not replayed), by index.
+type StackSlots = Vec<Option<StackTotals>>;
+
+/// Replays every selected stack of `analysis` into `tally`, one after the
+/// other, then finishes the own stacks the segment pass replayed into it:
+/// each selected stack's statistics, the own stacks', and the problems
+/// found.
+fn replay_in(
+    analysis: &mut Analysis<'_>,
+    tally: &mut Tally,
+    paths: PathMode,
+) -> (StackSlots, Vec<(StackKey, StackTotals)>, Warnings) {
+    tally.grow(analysis.functions().dense_len());
     let mut warnings = Warnings::default();
-    let mut totals: Vec<Option<StackTotals>> = Vec::new();
+    let mut totals: StackSlots = Vec::new();
     totals.resize_with(analysis.stack_count(), || None);
     for (i, row) in totals.iter_mut().enumerate() {
         analysis.prefetch(i + SEGMENTS_AHEAD, false);
         analysis.prefetch(i + EVENTS_AHEAD, true);
-        let root = match opts.paths {
+        let root = match paths {
             PathMode::PerStack => STACK_LABEL | i as u32,
             _ => ROOT,
         };
-        *row = analysis.replay(i, &mut tally, &mut warnings, root, &mut NoObserver);
+        *row = analysis.replay(i, tally, &mut warnings, root, &mut NoObserver);
     }
     // The own stacks the segment pass replayed, suspended on this tally.
     let end_ns = analysis.end_ns();
@@ -211,7 +372,7 @@ pub(crate) fn analyze_compact_in(
         };
         let stats = StackReplay::resume(
             o.state,
-            &mut tally,
+            tally,
             &mut NoObserver,
             analysis.clock,
             end_ns,
@@ -220,23 +381,7 @@ pub(crate) fn analyze_compact_in(
         own.push((StackKey::Own(t.tid.0), stats));
         warnings.merge(o.warnings);
     }
-    let acc = tally.take_acc();
-    scratch.tally = Some(tally);
-    analysis.drop_segments();
-    let stacks = rows(&analysis, totals, own);
-    let rows = match into {
-        Some((sums, number)) if opts.paths == PathMode::Off => Rows::Summed(sums, number),
-        _ => Rows::Made,
-    };
-    Ok(assemble(
-        trace,
-        Source::of(analysis, opts),
-        opts,
-        acc,
-        stacks,
-        warnings,
-        rows,
-    ))
+    (totals, own, warnings)
 }
 
 /// The report's rows, in id order, from the totals of the selected stacks

@@ -11,7 +11,7 @@ use rayon::prelude::*;
 
 use crate::analysis::clock::GilRuns;
 use crate::analysis::cut::{cut_thread, ThreadPass};
-use crate::analysis::decode::{decode, Decoded, FunctionTable};
+use crate::analysis::decode::{decode, Decoded, FunctionTable, Numbering};
 use crate::analysis::frames::{FnAcc, Tally};
 use crate::analysis::options::{own_stack_wanted, AnalyzeError, AnalyzeOptions, PathMode};
 use crate::analysis::window::Window;
@@ -44,7 +44,7 @@ pub(crate) struct Prepared<'a> {
 }
 
 /// Whether the segment pass replays the threads' own stacks on the way.
-pub(crate) enum Fuse {
+pub(crate) enum Fuse<'s> {
     /// No (`check`, the timeline exports).
     No,
     /// Yes, threads in parallel, each into a tally of its own, when the
@@ -54,6 +54,11 @@ pub(crate) enum Fuse {
     /// for the trace, then left in [`Prepared::tally`] for the replay of
     /// the other stacks): a sequential analysis, one tally per trace.
     Shared(Box<Tally>),
+    /// [`Fuse::Shared`] for a worker that sums its traces (no call
+    /// paths): the functions are numbered by the worker's numbering, and
+    /// the tally, counting by those numbers, was cleared by the worker
+    /// ([`Tally::clear_numbered`]), which keeps its edges numbered.
+    Numbered(Box<Tally>, Numbering<'s>),
 }
 
 /// The clock `opts` asks for, else the one the trace prefers, else `stack`.
@@ -82,16 +87,27 @@ fn fusion_budget(file_len: usize) -> usize {
 pub(crate) fn prepare<'a>(
     trace: &'a LoadedTrace,
     opts: Option<&AnalyzeOptions>,
-    fuse: Fuse,
+    fuse: Fuse<'_>,
     stage_done: &mut dyn FnMut(&'static str),
 ) -> Result<Prepared<'a>, AnalyzeError> {
-    let (decoded, window, clock) = decode_for(trace, opts)?;
+    let (fuse, mut numbering) = match fuse {
+        Fuse::Numbered(t, numbering) => (Fuse::Shared(t), Some(numbering)),
+        fuse => (fuse, None),
+    };
+    let (decoded, window, clock) = decode_for(trace, opts, numbering.as_mut())?;
     stage_done("decode");
     let per_thread = matches!(fuse, Fuse::PerThread);
     let mut shared = match fuse {
         Fuse::Shared(mut t) => {
             let paths = opts.is_some_and(|o| o.paths != PathMode::Off);
-            t.reset(decoded.functions.entries().len(), paths, window);
+            let n = decoded.functions.dense_len();
+            if numbering.is_some() {
+                debug_assert!(!paths, "a numbered tally keeps no call paths");
+                t.grow(n);
+                t.set_window(window);
+            } else {
+                t.reset(n, paths, window);
+            }
             Some(*t)
         }
         _ => None,
@@ -115,7 +131,15 @@ pub(crate) fn prepare<'a>(
     } else {
         (cut(), None)
     };
-    let prepared = Prepared::new(decoded, passes, clock, gil_runs, window, shared);
+    let prepared = Prepared::new(
+        decoded,
+        passes,
+        clock,
+        gil_runs,
+        window,
+        shared,
+        numbering.as_mut(),
+    );
     stage_done("cut");
     Ok(prepared)
 }
@@ -125,8 +149,9 @@ pub(crate) fn prepare<'a>(
 pub(super) fn decode_for<'a>(
     trace: &'a LoadedTrace,
     opts: Option<&AnalyzeOptions>,
+    numbering: Option<&mut Numbering<'_>>,
 ) -> Result<(Decoded<'a>, Window, Option<Clock>), AnalyzeError> {
-    let decoded = decode(trace.bytes()).map_err(|error| AnalyzeError::Format {
+    let decoded = decode(trace.bytes(), numbering).map_err(|error| AnalyzeError::Format {
         source_name: trace.source.clone(),
         error,
     })?;
@@ -161,8 +186,9 @@ impl<'a> Prepared<'a> {
         gil_runs: Option<GilRuns>,
         window: Window,
         tally: Option<Tally>,
+        numbering: Option<&mut Numbering<'_>>,
     ) -> Self {
-        let (functions, unknown) = complete_functions(&mut decoded, &passes);
+        let (functions, unknown) = complete_functions(&mut decoded, &passes, numbering);
         let end_tick = end_tick(&decoded, &passes);
         let warnings = trace_warnings(&decoded, &passes, unknown);
         Prepared {
@@ -181,7 +207,7 @@ impl<'a> Prepared<'a> {
 
 /// Whether a replay tally per thread fits [`fusion_budget`].
 pub(super) fn tallies_fit(decoded: &Decoded<'_>, file_len: usize) -> bool {
-    let tally_bytes = decoded.functions.entries().len() * std::mem::size_of::<(FnAcc, u32)>();
+    let tally_bytes = decoded.functions.dense_len() * std::mem::size_of::<(FnAcc, u32)>();
     decoded.threads.len().saturating_mul(tally_bytes) <= fusion_budget(file_len)
 }
 
@@ -219,11 +245,12 @@ fn cut_threads_into(
 
 /// The metadata's function table, taken from `decoded` (the segment pass
 /// was its last reader), with every id the passes met and the metadata
-/// does not name (their dense indices follow the named ones), and how many
-/// such ids there were.
+/// does not name (their dense indices follow the named ones; numbered by
+/// `numbering` if the table is), and how many such ids there were.
 fn complete_functions<'a>(
     decoded: &mut Decoded<'a>,
     passes: &[ThreadPass],
+    mut numbering: Option<&mut Numbering<'_>>,
 ) -> (FunctionTable<'a>, u64) {
     let mut functions = std::mem::take(&mut decoded.functions);
     let mut unknown: Vec<u32> = passes
@@ -233,7 +260,7 @@ fn complete_functions<'a>(
     unknown.sort_unstable();
     unknown.dedup();
     for &id in &unknown {
-        functions.insert_unknown(id);
+        functions.insert_unknown(id, numbering.as_deref_mut());
     }
     (functions, unknown.len() as u64)
 }

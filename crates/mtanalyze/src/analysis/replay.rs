@@ -726,6 +726,7 @@ fn replay_events<C: SegmentClock, O: Observer, W: Span>(
     span: W,
 ) -> u64 {
     let scale = ctx.decoded.scale;
+    let functions = ctx.functions.ids();
     let mut events = 0;
     while let Some(batch) = batches.next_batch() {
         for (i, ev) in batch.events().enumerate() {
@@ -747,12 +748,12 @@ fn replay_events<C: SegmentClock, O: Observer, W: Span>(
             let r = clock.at(tick, ns, frames.observer);
             if kind == KIND_ENTER {
                 events += span.contains(ns) as u64;
-                if let Some(d) = ctx.functions.get(payload as u32) {
+                if let Some(d) = functions.get(payload as u32) {
                     frames.enter_in(d, ns, r, span);
                 }
             } else if kind == KIND_EXIT {
                 events += span.contains(ns) as u64;
-                if let Some(d) = ctx.functions.get(payload as u32) {
+                if let Some(d) = functions.get(payload as u32) {
                     if let Err(kind) = frames.exit_in(d, ns, r, span) {
                         warnings.add(kind, Location::Time { ns, thread: tid });
                     }

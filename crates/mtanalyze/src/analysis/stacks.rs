@@ -99,10 +99,11 @@ pub(crate) fn group_by_stack(
     }
     pieces.into_par_iter().for_each(|(piece, bounds)| {
         let base = bounds[0];
+        let mut keyed = Vec::new();
         for w in bounds.windows(2) {
             let group = &mut piece[w[0] - base..w[1] - base];
             if group.len() > 1 {
-                sort_by_time(passes, group);
+                sort_by_time(passes, group, &mut keyed);
             }
         }
     });
@@ -213,16 +214,40 @@ impl LogicalSlots {
 /// Groups up to this long are sorted with each segment's key read once.
 const SMALL_GROUP: usize = 8;
 
+/// Groups up to this long are sorted with each segment's key read once
+/// into a buffer: a small trace's stacks (a few dozen segments each, in a
+/// short run per thread), whose keys were read again at every comparison.
+/// Longer groups are a few long runs, one per thread, which a stable sort
+/// merges in place, with no buffer as long as the group.
+const KEYED_GROUP: usize = 1024;
+
+/// A segment's place in its stack's time order (unique).
+type TimeKey = (u64, u32, Pos);
+
 /// Sorts one stack's handles by their segments' start: time, then thread
 /// and position (unique). A short task's few segments are scattered in
-/// memory: their keys are read once, not at every comparison.
-fn sort_by_time(passes: &[ThreadPass], g: &mut [SegmentHandle]) {
+/// memory: their keys are read once, not at every comparison (`keyed`:
+/// a buffer for that, for groups up to [`KEYED_GROUP`]).
+fn sort_by_time(
+    passes: &[ThreadPass],
+    g: &mut [SegmentHandle],
+    keyed: &mut Vec<(TimeKey, SegmentHandle)>,
+) {
     let key = |h: SegmentHandle| {
         let s = segment(passes, h);
         (s.start_tick, s.thread, s.start)
     };
-    if g.len() > SMALL_GROUP {
+    if g.len() > KEYED_GROUP {
         g.sort_by_key(|h| key(*h));
+        return;
+    }
+    if g.len() > SMALL_GROUP {
+        keyed.clear();
+        keyed.extend(g.iter().map(|&h| (key(h), h)));
+        keyed.sort_unstable();
+        for (h, (_, sorted)) in g.iter_mut().zip(keyed.iter()) {
+            *h = *sorted;
+        }
         return;
     }
     let mut keyed = [((0, 0, Pos::default()), (0, 0)); SMALL_GROUP];
@@ -277,7 +302,7 @@ impl<'a> Analysis<'a> {
     pub(crate) fn build(
         trace: &'a LoadedTrace,
         opts: &AnalyzeOptions,
-        fuse: Fuse,
+        fuse: Fuse<'_>,
         stage_done: &mut dyn FnMut(&'static str),
     ) -> Result<Self, AnalyzeError> {
         let mut prep = prepare(trace, Some(opts), fuse, stage_done)?;
@@ -504,6 +529,6 @@ impl<'a> Analysis<'a> {
 
     /// An empty tally for this trace's functions.
     pub(crate) fn new_tally(&self, paths: bool) -> Tally {
-        Tally::new(self.prep.functions.entries().len(), paths, self.prep.window)
+        Tally::new(self.prep.functions.dense_len(), paths, self.prep.window)
     }
 }

@@ -63,7 +63,7 @@ pub(crate) fn analyze_streamed(
     if !plain {
         return Ok(None);
     }
-    let (decoded, window, clock) = decode_for(trace, Some(opts))?;
+    let (decoded, window, clock) = decode_for(trace, Some(opts), None)?;
     let clock = clock.unwrap_or(Clock::Stack);
     let whole = decoded.lost == 0 && decoded.damaged.is_empty() && decoded.cut.is_empty();
     if clock == Clock::Gil || !whole || !tallies_fit(&decoded, trace.bytes().len()) {
@@ -106,7 +106,7 @@ fn stream(
     let mut threads: Vec<ThreadStream> = (0..decoded.threads.len() as u32)
         .map(|i| ThreadStream::new(&decoded, i, clock, window))
         .collect();
-    let n_functions = decoded.functions.entries().len();
+    let n_functions = decoded.functions.dense_len();
     let mut lanes: Vec<Lane> = (0..rayon::current_num_threads().max(1))
         .map(|_| Lane::new(Tally::new(n_functions, false, window)))
         .collect();
@@ -155,7 +155,7 @@ fn stream(
     for (index, pass) in passes.iter_mut().enumerate() {
         route_parts(index, &decoded, pass, &mut lanes);
     }
-    let mut prep = Prepared::new(decoded, passes, Some(clock), None, window, None);
+    let mut prep = Prepared::new(decoded, passes, Some(clock), None, window, None, None);
     let end_ns = prep.ns(prep.end_tick);
     let ctx = context(&prep.decoded, &prep.functions, clock, prep.end_tick);
     lanes

@@ -28,7 +28,7 @@
 //! has thousands of edges, and a [`CompactReport`] hands them over
 //! numbered, so its edges cost a lookup of two integers each.
 
-use std::hash::{Hash, Hasher};
+use std::hash::Hasher;
 
 use rustc_hash::{FxHashMap, FxHasher};
 
@@ -91,13 +91,9 @@ impl Sums {
     /// The number of function `function` (`file`, `line`), given one if
     /// new.
     pub(crate) fn number(&mut self, function: &str, file: &str, line: u32) -> u32 {
-        let is = |k: &FunctionKey| k.function == function && k.file == file && k.line == line;
-        let hash = key_hash(function, file, line);
+        let hash = key_hash(function.as_bytes(), file.as_bytes(), line);
         let taken = self.numbers.get(&hash).copied();
-        if let Some(n) = taken.filter(|&n| is(&self.keys[n as usize])) {
-            return n;
-        }
-        if let Some(&n) = self.collided.iter().find(|&&n| is(&self.keys[n as usize])) {
+        if let Some(n) = self.find(taken, function.as_bytes(), file.as_bytes(), line) {
             return n;
         }
         let n = self.keys.len() as u32;
@@ -112,6 +108,33 @@ impl Sums {
         n
     }
 
+    /// [`Sums::number`] of a function as a trace's metadata writes it:
+    /// its name and file as bytes, read as `String::from_utf8_lossy`
+    /// reads them. Bytes met before (most, when the traces are of one
+    /// program) are not read again.
+    pub(crate) fn number_bytes(&mut self, function: &[u8], file: &[u8], line: u32) -> u32 {
+        let taken = self.numbers.get(&key_hash(function, file, line)).copied();
+        match self.find(taken, function, file, line) {
+            Some(n) => n,
+            None => {
+                let lossy = String::from_utf8_lossy;
+                self.number(&lossy(function), &lossy(file), line)
+            }
+        }
+    }
+
+    /// The number of the key with these bytes, if it has one: `taken`
+    /// (the number its hash finds) or one whose hash another key has.
+    fn find(&self, taken: Option<u32>, function: &[u8], file: &[u8], line: u32) -> Option<u32> {
+        let is = |n: u32| {
+            let k = &self.keys[n as usize];
+            k.function.as_bytes() == function && k.file.as_bytes() == file && k.line == line
+        };
+        taken
+            .filter(|&n| is(n))
+            .or_else(|| self.collided.iter().copied().find(|&n| is(n)))
+    }
+
     /// [`Sums::number`] of `key`.
     fn number_of(&mut self, key: &FunctionKey) -> u32 {
         self.number(&key.function, &key.file, key.line)
@@ -119,14 +142,16 @@ impl Sums {
 
     /// Adds the numbers `sums` (in [`FunctionStats::sums`] order) of
     /// function `n` to its row, as met in trace `trace`, and its module
-    /// (maybe "") as named in trace `module_from` (one trace's row: the
-    /// same trace; sums made apart: their own first trace to name one).
+    /// (maybe empty; its bytes, read as `String::from_utf8_lossy` reads
+    /// them, only if the row takes it) as named in trace `module_from`
+    /// (one trace's row: the same trace; sums made apart: their own first
+    /// trace to name one).
     pub(crate) fn add_function_sums(
         &mut self,
         n: u32,
         sums: [u64; 9],
         trace: u32,
-        module: &str,
+        module: &[u8],
         module_from: u32,
     ) {
         let slot = &mut self.functions[n as usize];
@@ -144,7 +169,7 @@ impl Sums {
         sum.first = sum.first.min(trace);
         // The module is the first trace's that names one.
         if !module.is_empty() && module_from < sum.module_from {
-            module.clone_into(&mut sum.row.module);
+            sum.row.module = String::from_utf8_lossy(module).into_owned();
             sum.module_from = module_from;
         }
     }
@@ -230,7 +255,7 @@ impl Sums {
                 Some((row_keys, ours)) => ours[row_keys[pos] as usize],
                 None => self.number(&f.function, &f.file, f.line),
             };
-            self.add_function_sums(n, f.sums(), trace, &f.module, trace);
+            self.add_function_sums(n, f.sums(), trace, f.module.as_bytes(), trace);
             index.push(n);
         }
         index
@@ -273,7 +298,8 @@ impl Sums {
                 module_from,
             } = f;
             // The module goes with the trace it came from, not `first`'s.
-            self.add_function_sums(ours[n], row.sums(), first, &row.module, module_from);
+            let module = row.module.as_bytes();
+            self.add_function_sums(ours[n], row.sums(), first, module, module_from);
         }
         for ((caller, callee), e) in edges {
             self.add_edge(
@@ -436,10 +462,16 @@ pub fn merge(reports: impl IntoIterator<Item = Report>) -> Option<Report> {
     m.finish()
 }
 
-/// The hash [`Sums`] finds a function's number by.
-fn key_hash(function: &str, file: &str, line: u32) -> u64 {
+/// The hash [`Sums`] finds a function's number by (of the bytes, so a
+/// trace's metadata is looked up as written: [`Sums::number_bytes`]).
+fn key_hash(function: &[u8], file: &[u8], line: u32) -> u64 {
     let mut h = FxHasher::default();
-    (function, file, line).hash(&mut h);
+    // As `str` hashes: the bytes, then a byte no UTF-8 string has.
+    h.write(function);
+    h.write_u8(0xff);
+    h.write(file);
+    h.write_u8(0xff);
+    h.write_u32(line);
     h.finish()
 }
 
@@ -521,7 +553,7 @@ mod tests {
         let mut sums = Sums::default();
         assert_eq!(sums.number("a", "a.py", 1), 0);
         // As if "b" hashed like "a": its hash already names number 0.
-        sums.numbers.insert(key_hash("b", "b.py", 2), 0);
+        sums.numbers.insert(key_hash(b"b", b"b.py", 2), 0);
         assert_eq!(sums.number("b", "b.py", 2), 1);
         assert_eq!(sums.collided, [1]);
         assert_eq!(sums.number("b", "b.py", 2), 1);
@@ -535,11 +567,11 @@ mod tests {
     fn sums_made_apart_keep_the_module_of_the_first_trace_that_names_one() {
         let mut a = Sums::default();
         let n = a.number("f", "f.py", 1);
-        a.add_function_sums(n, [1; 9], 5, "x", 5);
+        a.add_function_sums(n, [1; 9], 5, b"x", 5);
         let mut b = Sums::default();
         let n = b.number("f", "f.py", 1);
-        b.add_function_sums(n, [1; 9], 1, "", 1);
-        b.add_function_sums(n, [1; 9], 3, "y", 3);
+        b.add_function_sums(n, [1; 9], 1, b"", 1);
+        b.add_function_sums(n, [1; 9], 3, b"y", 3);
         a.absorb(b);
         let (rows, _, _) = a.into_rows();
         assert_eq!(rows.len(), 1);
