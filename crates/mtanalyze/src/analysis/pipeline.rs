@@ -29,7 +29,7 @@ use crate::analysis::prepare::Fuse;
 use crate::analysis::replay::{StackReplay, StackTotals};
 use crate::analysis::segment::StackKey;
 use crate::analysis::stacks::Analysis;
-use crate::analysis::stream::{analyze_streamed, STEP_EVENTS};
+use crate::analysis::stream::{analyze_streamed, STEP_EVENTS, STREAM_FROM_STACKS};
 use crate::input::LoadedTrace;
 use crate::model::compact::CompactReport;
 use crate::model::merge::Sums;
@@ -66,30 +66,31 @@ pub fn analyze_in_stages(
 }
 
 /// Every stage but the edge rows; `stage_done` as for [`analyze_in_stages`],
-/// but for `assemble`. A trace that can be streamed is (`stream.rs`): its
-/// stages are then one, reported as `replay`.
+/// but for `assemble`. A trace of many stacks that can be streamed is
+/// (`stream.rs`): its stages are then one, reported as `replay`.
 fn analyze_to_compact(
     trace: &LoadedTrace,
     opts: &AnalyzeOptions,
     stage_done: &mut dyn FnMut(&'static str),
 ) -> Result<CompactReport, AnalyzeError> {
-    if let Some(report) = analyze_streamed(trace, opts, STEP_EVENTS)? {
+    if let Some(report) = analyze_streamed(trace, opts, STEP_EVENTS, STREAM_FROM_STACKS)? {
         stage_done("replay");
         return Ok(report);
     }
     analyze_batch(trace, opts, stage_done)
 }
 
-/// The streamed analysis ([`analyze`] when it can), reading about
-/// `step_events` events a step, or `None` if the trace or the options
-/// need the batch analysis. For tests that compare the two.
+/// The streamed analysis ([`analyze`] when it can and the trace names
+/// many stacks), reading about `step_events` events a step, whatever the
+/// number of stacks, or `None` if the trace or the options need the batch
+/// analysis. For tests that compare the two.
 #[doc(hidden)]
 pub fn analyze_streamed_with(
     trace: &LoadedTrace,
     opts: &AnalyzeOptions,
     step_events: u64,
 ) -> Result<Option<Report>, AnalyzeError> {
-    Ok(analyze_streamed(trace, opts, step_events)?.map(CompactReport::into_report))
+    Ok(analyze_streamed(trace, opts, step_events, 0)?.map(CompactReport::into_report))
 }
 
 /// The batch analysis, never streamed. For tests that compare the two.
