@@ -36,7 +36,7 @@ use crate::analysis::decode::{Decoded, FunctionTable, Pos};
 use crate::analysis::frames::{Acc, NoObserver, Tally};
 use crate::analysis::options::{AnalyzeError, AnalyzeOptions, PathMode};
 use crate::analysis::paths::ROOT;
-use crate::analysis::prepare::{decode_for, tallies_fit, Prepared};
+use crate::analysis::prepare::{clock_for, decode_for, tallies_fit, Prepared};
 use crate::analysis::replay::{
     replay_one_segment, ReplayContext, StackReplay, StackTotals, Suspended,
 };
@@ -73,7 +73,14 @@ pub(crate) fn analyze_streamed(
     min_stacks: usize,
 ) -> Result<Option<CompactReport>, AnalyzeError> {
     let plain = opts.paths == PathMode::Off && opts.threads.is_empty() && opts.stacks.is_empty();
-    if !plain {
+    // The clock from the header alone: a trace that prefers `gil` (CPython
+    // with a GIL) is not decoded twice. A header that does not parse is
+    // the batch analysis's to report.
+    let gil = match mtrace_format::TraceFile::parse(trace.bytes()) {
+        Ok(file) => clock_for(opts, file.header()) == Clock::Gil,
+        Err(_) => true,
+    };
+    if !plain || gil {
         return Ok(None);
     }
     let (decoded, window, clock) = decode_for(trace, Some(opts), None)?;
