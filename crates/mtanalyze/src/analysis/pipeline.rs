@@ -73,8 +73,8 @@ fn analyze_to_compact(
     opts: &AnalyzeOptions,
     stage_done: &mut dyn FnMut(&'static str),
 ) -> Result<CompactReport, AnalyzeError> {
-    if let Some(report) = analyze_streamed(trace, opts, STEP_EVENTS, STREAM_FROM_STACKS)? {
-        stage_done("replay");
+    let streamed = analyze_streamed(trace, opts, STEP_EVENTS, STREAM_FROM_STACKS, stage_done)?;
+    if let Some(report) = streamed {
         return Ok(report);
     }
     analyze_batch(trace, opts, stage_done)
@@ -90,7 +90,8 @@ pub fn analyze_streamed_with(
     opts: &AnalyzeOptions,
     step_events: u64,
 ) -> Result<Option<Report>, AnalyzeError> {
-    Ok(analyze_streamed(trace, opts, step_events, 0)?.map(CompactReport::into_report))
+    let streamed = analyze_streamed(trace, opts, step_events, 0, &mut |_| {})?;
+    Ok(streamed.map(CompactReport::into_report))
 }
 
 /// The batch analysis, never streamed. For tests that compare the two.

@@ -65,12 +65,14 @@ pub(crate) const STREAM_FROM_STACKS: usize = 1024;
 /// Analyzes `trace` as a stream (see the module doc), reading about
 /// `step_events` events a step, if its metadata names at least
 /// `min_stacks` stacks; `Ok(None)` if the trace or the options need the
-/// batch analysis.
+/// batch analysis. `stage_done` is called with `replay` once every step
+/// is done (the stream has no other stage before `assemble`).
 pub(crate) fn analyze_streamed(
     trace: &LoadedTrace,
     opts: &AnalyzeOptions,
     step_events: u64,
     min_stacks: usize,
+    stage_done: &mut dyn FnMut(&'static str),
 ) -> Result<Option<CompactReport>, AnalyzeError> {
     let plain = opts.paths == PathMode::Off && opts.threads.is_empty() && opts.stacks.is_empty();
     // The clock from the header alone: a trace that prefers `gil` (CPython
@@ -97,6 +99,7 @@ pub(crate) fn analyze_streamed(
     else {
         return Ok(None);
     };
+    stage_done("replay");
     let source = Source {
         prep,
         clock,
