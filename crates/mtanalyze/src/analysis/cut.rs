@@ -736,7 +736,7 @@ impl ThreadStream {
         let pass = &cut.pass;
         problem = problem.or(if cut.own.is_none() || !pass.unknown_functions.is_empty() {
             Some(NotStreamable("a function the metadata does not name"))
-        } else if pass.lost_at.is_some() || pass.warnings.count(WarningKind::EventsLost) > 0 {
+        } else if pass.warnings.count(WarningKind::EventsLost) > 0 {
             Some(NotStreamable("a `lost` mark"))
         } else if pass.warnings.count(WarningKind::DamagedEvent) > 0 {
             Some(NotStreamable("a damaged event"))

@@ -84,9 +84,7 @@ where
     if ends.iter().all(Vec::is_empty) {
         return Vec::new();
     }
-    let mut ignored = |ns: u64, thread: u64| {
-        warnings.add(WarningKind::EndIgnored, Location::Time { ns, thread });
-    };
+    let mut ignored = |ns: u64, thread: u64| ignore_end(warnings, ns, thread);
     // By stack number: its latest end so far (ns, writing thread, id);
     // `NO_END` ns: none yet (24 bytes a stack, where an `Option` takes 32).
     let mut latest = vec![(NO_END, 0u64, 0u64); stacks];
@@ -102,7 +100,7 @@ where
             // Every end but the latest (of equal ones, the last met).
             if slot.0 == NO_END {
                 *slot = (ns, tid, id);
-            } else if ns < slot.0 {
+            } else if !replaces(ns, tid, slot.0, slot.1) {
                 ignored(ns, tid);
             } else {
                 let earlier = std::mem::replace(slot, (ns, tid, id));
@@ -115,14 +113,31 @@ where
         if t == NO_END {
             continue;
         }
-        let fits = segments(i).all(|s| {
-            scale.ns(s.start_tick) < t && s.end_tick != RUNS_TO_END && scale.ns(s.end_tick) <= t
-        });
-        if fits {
+        if segments(i).all(|s| fits_end(s, t, scale)) {
             counting.push((id, t));
         } else {
             ignored(t, tid);
         }
     }
     counting
+}
+
+/// Whether segment `s` allows an end at `t` ns to count: it began before
+/// `t` and was left, by a switch away or a `lost` mark, at or before it.
+pub(crate) fn fits_end(s: &Segment, t: u64, scale: TickScale) -> bool {
+    scale.ns(s.start_tick) < t && s.end_tick != RUNS_TO_END && scale.ns(s.end_tick) <= t
+}
+
+/// Whether an end at `ns` by thread `thread` replaces a stack's latest end
+/// so far, at `latest_ns` by `latest_thread`, as its latest. Ends are met
+/// thread after thread (threads ascending by id), each thread's in order:
+/// of equal times the one met last is kept, so an end of the same time by
+/// an earlier thread, met after (as a streamed analysis can), does not.
+pub(crate) fn replaces(ns: u64, thread: u64, latest_ns: u64, latest_thread: u64) -> bool {
+    ns > latest_ns || (ns == latest_ns && thread >= latest_thread)
+}
+
+/// An end that does not count: one `end_ignored` warning at its place.
+pub(crate) fn ignore_end(warnings: &mut Warnings, ns: u64, tid: u64) {
+    warnings.add(WarningKind::EndIgnored, Location::Time { ns, thread: tid });
 }

@@ -33,6 +33,7 @@ use rustc_hash::FxHashMap;
 use crate::analysis::assemble::{assemble, Rows, Source};
 use crate::analysis::cut::{NotStreamable, ThreadPass, ThreadStream};
 use crate::analysis::decode::{Decoded, FunctionTable, Pos};
+use crate::analysis::ends::{fits_end, ignore_end, replaces};
 use crate::analysis::frames::{Acc, NoObserver, Tally};
 use crate::analysis::options::{AnalyzeError, AnalyzeOptions, PathMode};
 use crate::analysis::paths::ROOT;
@@ -40,12 +41,12 @@ use crate::analysis::prepare::{clock_for, decode_for, tallies_fit, Prepared};
 use crate::analysis::replay::{
     replay_one_segment, ReplayContext, StackReplay, StackTotals, Suspended,
 };
-use crate::analysis::segment::{Segment, StackKey, RUNS_TO_END};
+use crate::analysis::segment::{Segment, StackKey};
 use crate::analysis::window::Window;
 use crate::input::LoadedTrace;
 use crate::model::compact::CompactReport;
 use crate::model::report::{Clock, StackName, StackStats};
-use crate::model::warnings::{Location, WarningKind, Warnings};
+use crate::model::warnings::Warnings;
 
 /// How many events a step reads, all threads together, by default: about
 /// a megabyte of events, still in cache when their stacks are replayed.
@@ -393,20 +394,16 @@ fn route_parts(index: usize, decoded: &Decoded<'_>, pass: &mut ThreadPass, lanes
         lanes[(id % n) as usize].inbox.wakes.push((id, tick));
     }
     for (id, tick) in std::mem::take(&mut pass.ends) {
-        let end = End {
-            tick,
-            thread: index as u32,
-            tid,
-        };
+        let end = End { tick, tid };
         lanes[(id % n) as usize].inbox.ends.push((id, end));
     }
 }
 
-/// An `end` event: when, and which thread recorded it.
+/// An `end` event: when, and which thread recorded it (threads ascend
+/// by id, so the id orders them as `ends.rs` meets them).
 #[derive(Clone, Copy, Debug)]
 struct End {
     tick: u64,
-    thread: u32,
     tid: u64,
 }
 
@@ -623,11 +620,11 @@ impl LaneWork {
     fn take_end(&mut self, live: &mut LiveStack, end: End, scale: mtrace_format::TickScale) {
         let ns = scale.ns(end.tick);
         match live.end {
-            Some((t, e)) if ns < t || (ns == t && end.thread < e.thread) => {
-                ignored(&mut self.warnings, ns, end.tid);
+            Some((t, e)) if !replaces(ns, end.tid, t, e.tid) => {
+                ignore_end(&mut self.warnings, ns, end.tid);
             }
             Some((t, e)) => {
-                ignored(&mut self.warnings, t, e.tid);
+                ignore_end(&mut self.warnings, t, e.tid);
                 live.end = Some((ns, end));
             }
             None => live.end = Some((ns, end)),
@@ -669,7 +666,7 @@ impl LaneWork {
                 self.finished.insert(id);
                 return Settled::Finished;
             }
-            ignored(&mut self.warnings, t, end.tid);
+            ignore_end(&mut self.warnings, t, end.tid);
             live.end = None;
         }
         let ready = segments
@@ -749,14 +746,7 @@ fn counts(
         && !open
         && live.replayed_start_ns.is_none_or(|s| s < t)
         && live.replayed_end_ns <= t
-        && pending.iter().all(|s| {
-            scale.ns(s.start_tick) < t && s.end_tick != RUNS_TO_END && scale.ns(s.end_tick) <= t
-        })
-}
-
-/// An end that does not count.
-fn ignored(warnings: &mut Warnings, ns: u64, tid: u64) {
-    warnings.add(WarningKind::EndIgnored, Location::Time { ns, thread: tid });
+        && pending.iter().all(|s| fits_end(s, t, scale))
 }
 
 /// A set of stack ids, as a bitmap in pages of 512 ids: ids are dense
