@@ -147,16 +147,12 @@ fn analyze_batch(
         warnings.merge(w);
     }
     stage_done("replay");
-    // The segments are no longer needed: free them before the rows are made.
-    analysis.drop_segments();
-    let stacks = rows(&analysis, totals, own);
-    Ok(assemble(
+    Ok(report_of(
         trace,
-        Source::of(analysis, opts),
+        analysis,
         opts,
         acc,
-        stacks,
-        warnings,
+        (totals, own, warnings),
         Rows::Made,
     ))
 }
@@ -234,33 +230,18 @@ pub(crate) fn analyze_compact_in(
         .tally
         .take()
         .unwrap_or_else(|| Tally::new(0, false, crate::analysis::window::Window::ALL));
-    let mut analysis = Analysis::build(trace, opts, Fuse::Shared(Box::new(tally)), &mut |_| {})?;
-    let Some(mut tally) = analysis.prep.tally.take() else {
-        // `Fuse::Shared` always leaves its tally there.
-        return analyze_compact(trace, opts);
+    let fuse = Fuse::Shared(Box::new(tally));
+    let (mut analysis, mut tally) = match build_shared(trace, opts, fuse)? {
+        Ok(built) => built,
+        Err(tally) => {
+            scratch.tally = tally;
+            return analyze_compact(trace, opts);
+        }
     };
-    if analysis.prep.passes.iter().any(|p| p.own_given_up) {
-        // A thread's own stack was given up half replayed into the
-        // shared tally (a function the metadata does not name; damaged
-        // files only): start again, each thread with a tally of its own.
-        scratch.tally = Some(tally);
-        drop(analysis);
-        return analyze_compact(trace, opts);
-    }
-    let (totals, own, warnings) = replay_in(&mut analysis, &mut tally, opts.paths);
+    let replayed = replay_in(&mut analysis, &mut tally, opts.paths);
     let acc = tally.take_acc();
     scratch.tally = Some(tally);
-    analysis.drop_segments();
-    let stacks = rows(&analysis, totals, own);
-    Ok(assemble(
-        trace,
-        Source::of(analysis, opts),
-        opts,
-        acc,
-        stacks,
-        warnings,
-        Rows::Made,
-    ))
+    Ok(report_of(trace, analysis, opts, acc, replayed, Rows::Made))
 }
 
 /// [`analyze_compact_in`] for a worker that sums its traces: the trace's
@@ -299,18 +280,15 @@ fn analyze_summed_in(
         trace: scratch.trace,
     };
     let fuse = Fuse::Numbered(Box::new(tally), numbering);
-    let mut analysis = Analysis::build(trace, opts, fuse, &mut |_| {})?;
-    let Some(mut tally) = analysis.prep.tally.take() else {
-        // `Fuse::Numbered` always leaves its tally there.
-        return analyze_compact(trace, opts);
+    let (mut analysis, mut tally) = match build_shared(trace, opts, fuse)? {
+        Ok(built) => built,
+        Err(tally) => {
+            // The next trace clears the whole tally.
+            scratch.tally = tally;
+            return analyze_compact(trace, opts);
+        }
     };
-    if analysis.prep.passes.iter().any(|p| p.own_given_up) {
-        // As in `analyze_compact_in`; the next trace clears the whole tally.
-        scratch.tally = Some(tally);
-        drop(analysis);
-        return analyze_compact(trace, opts);
-    }
-    let (totals, own, warnings) = replay_in(&mut analysis, &mut tally, opts.paths);
+    let replayed = replay_in(&mut analysis, &mut tally, opts.paths);
     let edges = fold_numbered(
         &mut tally,
         analysis.functions(),
@@ -326,17 +304,56 @@ fn analyze_summed_in(
     last.extend(analysis.functions().numbers());
     scratch.last = Some(last);
     scratch.tally = Some(tally);
-    analysis.drop_segments();
-    let stacks = rows(&analysis, totals, own);
-    Ok(assemble(
+    Ok(report_of(
         trace,
-        Source::of(analysis, opts),
+        analysis,
         opts,
         Acc::default(),
-        stacks,
-        warnings,
+        replayed,
         Rows::Summed,
     ))
+}
+
+/// [`Analysis::build`] with `fuse` (one tally every stack of the trace is
+/// replayed into: `Fuse::Shared` or `Fuse::Numbered`) and that tally.
+/// `Err(tally)`: start again the parallel way, the tally (if any) the
+/// caller's to keep, because a thread's own stack was given up half
+/// replayed into it (a function the metadata does not name; damaged
+/// files only).
+fn build_shared<'a>(
+    trace: &'a LoadedTrace,
+    opts: &AnalyzeOptions,
+    fuse: Fuse<'_>,
+) -> Result<Result<(Analysis<'a>, Tally), Option<Tally>>, AnalyzeError> {
+    let mut analysis = Analysis::build(trace, opts, fuse, &mut |_| {})?;
+    // Both fusions always leave their tally there.
+    let Some(tally) = analysis.prep.tally.take() else {
+        return Ok(Err(None));
+    };
+    if analysis.prep.passes.iter().any(|p| p.own_given_up) {
+        return Ok(Err(Some(tally)));
+    }
+    Ok(Ok((analysis, tally)))
+}
+
+/// What the replay of a trace's stacks gives: each selected stack's
+/// statistics, the own stacks' (by key), the problems found.
+type Replayed = (StackSlots, Vec<(StackKey, StackTotals)>, Warnings);
+
+/// The report of a replayed `analysis` (`acc`: its summed statistics).
+/// The segments are freed first: they are not needed for the rows.
+fn report_of(
+    trace: &LoadedTrace,
+    mut analysis: Analysis<'_>,
+    opts: &AnalyzeOptions,
+    acc: Acc,
+    (totals, own, warnings): Replayed,
+    rows_to: Rows,
+) -> CompactReport {
+    analysis.drop_segments();
+    let stacks = rows(&analysis, totals, own);
+    let source = Source::of(analysis, opts);
+    assemble(trace, source, opts, acc, stacks, warnings, rows_to)
 }
 
 /// The statistics of one selected stack (`None`: not replayed), by index.
@@ -346,11 +363,7 @@ type StackSlots = Vec<Option<StackTotals>>;
 /// other, then finishes the own stacks the segment pass replayed into it:
 /// each selected stack's statistics, the own stacks', and the problems
 /// found.
-fn replay_in(
-    analysis: &mut Analysis<'_>,
-    tally: &mut Tally,
-    paths: PathMode,
-) -> (StackSlots, Vec<(StackKey, StackTotals)>, Warnings) {
+fn replay_in(analysis: &mut Analysis<'_>, tally: &mut Tally, paths: PathMode) -> Replayed {
     tally.grow(analysis.functions().dense_len());
     let mut warnings = Warnings::default();
     let mut totals: StackSlots = Vec::new();
