@@ -441,6 +441,132 @@ mod tests {
         }
     }
 
+    /// Functions of the traces of
+    /// [`a_worker_that_forgets_its_edges_sums_them_all_the_same`].
+    const FAN_FUNCTIONS: u32 = 150;
+
+    /// A trace calling each (caller, callee) of `edges` once, the calls
+    /// of a caller in one frame of it (a callee that is its caller is
+    /// called from a second frame of it: a recursive edge), each taking a
+    /// time of its own; functions `f0` to `f149` declared from `f{i}` on,
+    /// so their ids differ from trace to trace. One caller in eight runs
+    /// on a logical stack of thread 2, the rest on thread 1's own stack.
+    fn fan_trace(i: usize, edges: &[(u32, u32)]) -> LoadedTrace {
+        use mtrace_format::{EventKind, FunctionId, StackId, ThreadId, TraceWriter, WriterOptions};
+        let out = std::io::Cursor::new(Vec::new());
+        let mut w = TraceWriter::new(out, WriterOptions::default()).unwrap();
+        let mut ids = vec![FunctionId(0); FAN_FUNCTIONS as usize];
+        for k in 0..FAN_FUNCTIONS {
+            let k = (k + i as u32) % FAN_FUNCTIONS;
+            ids[k as usize] = w.function(&format!("f{k}"), "fan.rs", k, "fan");
+        }
+        let stack = w.stack("s");
+        let mut t = 1_000;
+        let mut ev = |w: &mut TraceWriter<_>, tid, step: u32, kind| {
+            t += 1 + u64::from(step % 11);
+            w.event(ThreadId(tid), t, kind).unwrap();
+        };
+        for run in edges.chunk_by(|a, b| a.0 == b.0) {
+            let c = run[0].0;
+            let (f, tid) = (ids[c as usize], 1 + u64::from(c % 8 == 0));
+            if tid == 2 {
+                ev(&mut w, 2, 0, EventKind::Switch(stack));
+            }
+            ev(&mut w, tid, c, EventKind::Enter(f));
+            for &(_, callee) in run {
+                let (g, step) = (ids[callee as usize], 7 * c + 3 * callee + i as u32);
+                ev(&mut w, tid, step, EventKind::Enter(g));
+                ev(&mut w, tid, step / 2, EventKind::Exit(g));
+            }
+            ev(&mut w, tid, c, EventKind::Exit(f));
+            if tid == 2 {
+                ev(&mut w, 2, 0, EventKind::Switch(StackId::OWN));
+            }
+        }
+        let bytes = w.finish(None).unwrap().into_inner();
+        crate::input::from_bytes(&format!("fan{i}"), bytes).unwrap()
+    }
+
+    /// `callers` each calling the 50 functions `c + stride * k`: 5,000
+    /// edges for 100 callers.
+    fn fan(callers: std::ops::Range<u32>, stride: u32) -> Vec<(u32, u32)> {
+        callers
+            .flat_map(|c| (0..50).map(move |k| (c, (c + stride * k) % FAN_FUNCTIONS)))
+            .collect()
+    }
+
+    /// A worker's tally forgets the numbers of its edges once it numbers
+    /// many more than a trace calls (their sums going to the worker's sums
+    /// first): traces of 5,000 edges and traces of three or four, which
+    /// call again edges numbered before a reset, add up to the merge of
+    /// their reports all the same, every function, edge and stack, under
+    /// every clock, with and without a window (which makes even a big
+    /// trace forget its edges: it counts few of them).
+    #[test]
+    fn a_worker_that_forgets_its_edges_sums_them_all_the_same() {
+        use crate::analysis::options::TimeBound;
+        use crate::model::merge::{merge, Merged};
+        let a = fan(0..100, 1);
+        let c = fan(50..150, 2);
+        // (70, 100) and (3, 3) are a's, (70, 100) c's too; (120, 5) is new.
+        let b = [(120, 5), (70, 100), (3, 3)];
+        // (149, 1) is c's, (99, 100) a's, (60, 60) both's; (7, 140) is new.
+        let d = [(149, 1), (99, 100), (7, 140), (60, 60)];
+        let e = [(60, 60), (0, 1), (120, 5)];
+        let edges: [&[(u32, u32)]; 5] = [&a, &b, &c, &d, &e];
+        let traces: Vec<LoadedTrace> = edges
+            .iter()
+            .enumerate()
+            .map(|(i, e)| fan_trace(i, e))
+            .collect();
+        // How many edges the worker's tally numbers after each trace (none
+        // after a reset), and the edge rows of the merge. The window holds
+        // the first 30 or so calls of a trace: a and c count too few of
+        // theirs to keep them.
+        let windows = [
+            ((None, None), [5_000, 0, 5_000, 0, 3], 8_752),
+            ((Some(1_000), Some(1_400)), [0, 3, 0, 4, 6], 74),
+        ];
+        for clock in [crate::Clock::Stack, crate::Clock::Gil, crate::Clock::Wall] {
+            for ((from, to), numbered, rows) in windows {
+                let opts = AnalyzeOptions {
+                    clock: Some(clock),
+                    from: from.map(TimeBound::At),
+                    to: to.map(TimeBound::At),
+                    ..AnalyzeOptions::default()
+                };
+                let case = format!("{clock:?} {from:?} {to:?}");
+                let want = merge(traces.iter().map(|t| crate::analyze(t, &opts).unwrap())).unwrap();
+                let mut scratch = WorkerScratch {
+                    sequential: true,
+                    pool: None,
+                    tables: Scratch::default(),
+                    sums: Sums::default(),
+                };
+                let mut merged = Merged::new();
+                let mut seen = Vec::new();
+                for (i, t) in traces.iter().enumerate() {
+                    let mut c = analyze_in(t, &opts, &mut scratch, Some(i as u32)).unwrap();
+                    seen.push(scratch.tables.summed_edges_numbered().unwrap());
+                    scratch.sums.add_compact(i as u32, &mut c);
+                    merged.add_compact(c);
+                }
+                assert_eq!(seen, numbered, "{case}: edges numbered after each trace");
+                merged.absorb(scratch.into_sums());
+                let got = merged.finish().unwrap();
+                assert_eq!(want.edges.len(), rows, "{case}");
+                assert_eq!(got.functions, want.functions, "{case}");
+                assert_eq!(got.edges.len(), rows, "{case}");
+                for (g, w) in got.edges.iter().zip(&want.edges) {
+                    assert_eq!(g, w, "{case}");
+                }
+                assert_eq!(got.stacks, want.stacks, "{case}");
+                assert_eq!(got.trace, want.trace, "{case}");
+                assert_eq!(got, want, "{case}");
+            }
+        }
+    }
+
     #[test]
     fn an_error_from_the_caller_stops_the_run() {
         let paths = vec![

@@ -208,6 +208,16 @@ impl Scratch {
     }
 }
 
+#[cfg(test)]
+impl Scratch {
+    /// How many edges the tally of a worker that sums its traces numbers
+    /// (`None` before its first trace): none right after a trace whose
+    /// fold made it forget them (see [`EDGES_KEPT_PER_TRACE_EDGE`]).
+    pub(super) fn summed_edges_numbered(&self) -> Option<usize> {
+        self.summed.tally.as_ref().map(Tally::edge_count)
+    }
+}
+
 /// [`analyze_compact`] on the calling thread, one stage and one stack
 /// after the other, every stack into `scratch`'s tally (see the module
 /// doc). The stages that split work with rayon still do, in whatever pool
