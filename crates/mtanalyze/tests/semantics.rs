@@ -2073,8 +2073,8 @@ proptest! {
 
     /// Many short tasks migrating between threads, returning, abandoned
     /// with frames open, dropped: streamed in steps of a chunk, the report
-    /// is the batch analysis's, under `stack` and `wall`, with or without a
-    /// time window. These traces are what a recorder writes (no end is
+    /// is the batch analysis's, under every clock, with or without a time
+    /// window. These traces are what a recorder writes (no end is
     /// followed by a run), so they always stream.
     #[test]
     fn many_short_stacks_streamed_equal_batched(
@@ -2089,7 +2089,7 @@ proptest! {
             to_binary_in_chunks(&lines, mtrace_format::layout::MIN_CHUNK_SIZE),
             to_binary_direct(&lines),
         ] {
-            for clock in [Clock::Stack, Clock::Wall] {
+            for clock in [Clock::Stack, Clock::Gil, Clock::Wall] {
                 let streamed = streamed_equals_batched(&bytes, &stream_options(clock, window))?;
                 prop_assert!(streamed, "a recorder's trace streams (clock {})", clock);
             }
@@ -2117,7 +2117,7 @@ proptest! {
         let mut lines = with_wakes(&lines, &wakes);
         lines.sort_by_key(|l| (l.ts, l.tid));
         let bytes = to_binary_in_chunks(&lines, mtrace_format::layout::MIN_CHUNK_SIZE);
-        for clock in [Clock::Stack, Clock::Wall] {
+        for clock in [Clock::Stack, Clock::Gil, Clock::Wall] {
             streamed_equals_batched(&bytes, &stream_options(clock, window))?;
         }
     }

@@ -154,10 +154,10 @@ pub fn analyzer(data: &[u8]) {
             "own stacks replayed by the segment pass differ"
         );
     }
-    // The streamed analysis (what `analyze` does with `stack` or `wall`
-    // and no call paths) in steps of a chunk, where it streams at all,
-    // gives the batch analysis's report.
-    for clock in [Clock::Stack, Clock::Wall] {
+    // The streamed analysis (what `analyze` does without call paths) in
+    // steps of a chunk, where it streams at all, gives the batch
+    // analysis's report.
+    for clock in [Clock::Stack, Clock::Gil, Clock::Wall] {
         let options = AnalyzeOptions {
             clock: Some(clock),
             ..AnalyzeOptions::default()

@@ -50,26 +50,65 @@ const GALLOP_LIMIT: usize = 8;
 /// trace yet: they can be merged while the segment pass runs. Threads are
 /// named by their index in [`Decoded::threads`], which lists them by
 /// ascending id, so (tick, index) orders runs as (tick, thread id) does.
+///
+/// Runs are numbered from the first of the trace; a streamed analysis
+/// merges them step by step and drops those no stack can still need
+/// ([`GilTimeline::prune_before`]), so the held ones start at run `base`.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct GilRuns {
+    base: usize,
     ticks: Vec<u64>,
     threads: Vec<u32>,
+    /// The thread of the last run merged, dropped or not.
+    last_thread: Option<u32>,
 }
 
 impl GilRuns {
-    fn len(&self) -> usize {
-        self.ticks.len()
+    /// The number of the run after the last one held.
+    fn end(&self) -> usize {
+        self.base + self.ticks.len()
     }
 
-    /// (tick, thread index) of run `i`.
+    /// (tick, thread index) of run `i`, if held.
     #[inline(always)]
     fn key(&self, i: usize) -> Option<(u64, u32)> {
-        Some((*self.ticks.get(i)?, *self.threads.get(i)?))
+        let j = i.checked_sub(self.base)?;
+        Some((*self.ticks.get(j)?, *self.threads.get(j)?))
+    }
+
+    /// The start of run `i`, if held.
+    #[inline(always)]
+    fn tick(&self, i: usize) -> Option<u64> {
+        self.ticks.get(i.checked_sub(self.base)?).copied()
     }
 
     /// Merges every thread's events (a sequential pass: the clock is a
     /// global order by definition).
     pub(crate) fn build(decoded: &Decoded<'_>) -> GilRuns {
+        let mut runs = GilRuns::default();
+        GilMerge::new(decoded).extend(&mut runs, u64::MAX);
+        // Held for the whole replay: without the slack of their doubling
+        // (up to half of what they hold), which made the heap grow faster
+        // than the runs do.
+        runs.ticks.shrink_to_fit();
+        runs.threads.shrink_to_fit();
+        runs
+    }
+}
+
+/// The merge of every thread's events into [`GilRuns`], which can stop at
+/// a tick and go on from there (a streamed analysis merges a step at a
+/// time).
+pub(crate) struct GilMerge<'a, 'd> {
+    streams: Vec<Ticks<'a, 'd>>,
+    /// The next event of every thread not merged yet, by (tick, thread
+    /// index): the index orders threads as their ids do.
+    heap: BinaryHeap<Reverse<(u64, u32)>>,
+}
+
+impl<'a, 'd> GilMerge<'a, 'd> {
+    /// Nothing merged yet.
+    pub(crate) fn new(decoded: &'d Decoded<'a>) -> Self {
         let mut streams: Vec<_> = decoded
             .threads
             .iter()
@@ -78,36 +117,39 @@ impl GilRuns {
                 current: None,
             })
             .collect();
-        // (tick, thread index): the index orders threads as their ids do.
         let mut heap = BinaryHeap::new();
         for (i, s) in streams.iter_mut().enumerate() {
             if let Some(tick) = s.next() {
                 heap.push(Reverse((tick, i as u32)));
             }
         }
-        let mut runs = GilRuns::default();
-        while let Some(Reverse((tick, i))) = heap.pop() {
-            if runs.threads.last() != Some(&i) {
+        GilMerge { streams, heap }
+    }
+
+    /// Merges into `runs` every event before tick `until`.
+    fn extend(&mut self, runs: &mut GilRuns, until: u64) {
+        let GilMerge { streams, heap } = self;
+        while let Some(&Reverse((tick, i))) = heap.peek() {
+            if tick >= until {
+                break;
+            }
+            heap.pop();
+            if runs.last_thread != Some(i) {
                 runs.ticks.push(tick);
                 runs.threads.push(i);
+                runs.last_thread = Some(i);
             }
             // The thread keeps running while its events come before every
             // other thread's next one: take them without the heap (runs
             // are long, so the heap sees a run, not each event).
             let other = heap.peek().map(|Reverse(key)| *key);
             for next in streams[i as usize].by_ref() {
-                if other.is_some_and(|o| (next, i) > o) {
+                if next >= until || other.is_some_and(|o| (next, i) > o) {
                     heap.push(Reverse((next, i)));
                     break;
                 }
             }
         }
-        // Held for the whole replay: without the slack of their doubling
-        // (up to half of what they hold), which made the heap grow faster
-        // than the runs do.
-        runs.ticks.shrink_to_fit();
-        runs.threads.shrink_to_fit();
-        runs
     }
 }
 
@@ -121,6 +163,45 @@ impl GilTimeline {
             end_ns,
             scale,
         }
+    }
+
+    /// A timeline to be merged step by step ([`GilTimeline::extend`]),
+    /// whose end is not known yet ([`GilTimeline::set_end`]).
+    pub(crate) fn streamed(scale: TickScale) -> GilTimeline {
+        GilTimeline::new(GilRuns::default(), u64::MAX, scale)
+    }
+
+    /// Merges every event before tick `until` (see [`GilMerge`]). A
+    /// thread's run is then known after any of its events before
+    /// `until` whose run ends before it, or whose own next event does.
+    pub(crate) fn extend(&mut self, merge: &mut GilMerge<'_, '_>, until: u64) {
+        merge.extend(&mut self.runs, until);
+        self.index = index(&self.runs);
+    }
+
+    /// Drops the runs that end at or before `tick`: only a walk from
+    /// `tick` on can come (a cursor whose hint was dropped searches).
+    pub(crate) fn prune_before(&mut self, tick: u64) {
+        let runs = &mut self.runs;
+        // The last run starting before `tick` is where a walk from it starts.
+        let drop = runs.ticks.partition_point(|&t| t < tick).saturating_sub(1);
+        if drop > 0 {
+            runs.ticks.drain(..drop);
+            runs.threads.drain(..drop);
+            runs.base += drop;
+            self.index = index(&self.runs);
+        }
+    }
+
+    /// How many runs are held.
+    #[cfg(test)]
+    fn held(&self) -> usize {
+        self.runs.ticks.len()
+    }
+
+    /// The trace ends at `end_ns` (the last run lasts until then).
+    pub(crate) fn set_end(&mut self, end_ns: u64) {
+        self.end_ns = end_ns;
     }
 
     /// A cursor for walking the events of thread `thread` (its index in
@@ -163,8 +244,8 @@ impl GilCursor<'_> {
             i += 1;
         }
         self.run = Some(i);
-        let next_foreign = match runs.ticks.get(i + 1) {
-            Some(&t) => self.timeline.scale.ns(t),
+        let next_foreign = match runs.tick(i + 1) {
+            Some(t) => self.timeline.scale.ns(t),
             None => self.timeline.end_ns,
         };
         next_own_ns.min(next_foreign).saturating_sub(ns)
@@ -181,13 +262,13 @@ impl GilCursor<'_> {
 
 /// The key of every [`INDEX_EVERY`]-th run of `runs`.
 fn index(runs: &GilRuns) -> Vec<(u64, u32)> {
-    (0..runs.len())
+    (runs.base..runs.end())
         .step_by(INDEX_EVERY)
         .filter_map(|i| runs.key(i))
         .collect()
 }
 
-/// The last run starting at or before `key` (0 if none): galloping
+/// The last run starting at or before `key` (the first held if none): galloping
 /// forward from `hint` while it is close, else through `index` (the
 /// timeline's, of `runs`).
 ///
@@ -214,7 +295,7 @@ fn locate(runs: &GilRuns, index: &[(u64, u32)], key: (u64, u32), hint: usize) ->
         let (mut lo, mut step) = (hint, 1);
         while step <= GALLOP_LIMIT {
             if !at_or_before(lo + step) {
-                let end = (lo + step).min(runs.len());
+                let end = (lo + step).min(runs.end());
                 return first_after(lo + 1, end) - 1;
             }
             lo += step;
@@ -225,10 +306,10 @@ fn locate(runs: &GilRuns, index: &[(u64, u32)], key: (u64, u32), hint: usize) ->
     // last of them (the next block's first run is after it).
     let blocks = index.partition_point(|&k| k <= key);
     let Some(block) = blocks.checked_sub(1) else {
-        return 0;
+        return runs.base;
     };
-    let lo = block * INDEX_EVERY;
-    first_after(lo + 1, (lo + INDEX_EVERY).min(runs.len())) - 1
+    let lo = runs.base + block * INDEX_EVERY;
+    first_after(lo + 1, (lo + INDEX_EVERY).min(runs.end())) - 1
 }
 
 /// A thread's clamped event ticks, in order (what the other passes see).
@@ -274,6 +355,7 @@ mod tests {
         let runs = GilRuns {
             ticks: keys.iter().map(|k| k.0).collect(),
             threads: keys.iter().map(|k| k.1).collect(),
+            ..GilRuns::default()
         };
         let index = index(&runs);
         let search = |key: (u64, u32)| keys.partition_point(|&k| k <= key).saturating_sub(1);
@@ -297,5 +379,45 @@ mod tests {
             }
         }
         assert_eq!(locate(&GilRuns::default(), &[], (5, 1), 0), 0);
+    }
+
+    #[test]
+    fn pruned_runs_are_found_by_their_numbers_from_the_prune_point_on() {
+        let keys: Vec<(u64, u32)> = (0..700u64)
+            .map(|i| (i / 2 * 3 + 1, (i % 2) as u32))
+            .collect();
+        let search = |key: (u64, u32)| keys.partition_point(|&k| k <= key).saturating_sub(1);
+        let runs = GilRuns {
+            ticks: keys.iter().map(|k| k.0).collect(),
+            threads: keys.iter().map(|k| k.1).collect(),
+            ..GilRuns::default()
+        };
+        let scale = mtrace_format::ClockInfo {
+            kind: mtrace_format::ClockKind::Tsc,
+            start_tick: 0,
+            start_unix_ns: 0,
+            calib_ticks: 1,
+            calib_ns: 1,
+        }
+        .scale();
+        let mut timeline = GilTimeline::new(runs, u64::MAX, scale);
+        let mut held = timeline.held();
+        for prune in [0, 2, 3, 100, 101, 250, 251, 600, 1049, 2000] {
+            timeline.prune_before(prune);
+            assert!(timeline.held() <= held && timeline.held() >= 1);
+            held = timeline.held();
+            // The first run held starts before `prune` (or is the first).
+            assert!(timeline.runs.ticks[0] < prune.max(2));
+            for tick in prune..1100 {
+                for thread in 0..=2 {
+                    let key = (tick, thread);
+                    let want = search(key);
+                    for hint in [0, want.saturating_sub(3), want, 10_000] {
+                        let got = locate(&timeline.runs, &timeline.index, key, hint);
+                        assert_eq!(got, want, "prune {prune} key {key:?} hint {hint}");
+                    }
+                }
+            }
+        }
     }
 }

@@ -578,7 +578,10 @@ pub(crate) struct ThreadStream {
     pub pass: ThreadPass,
     open: Option<Segment>,
     stack: StackKey,
-    own: OwnBetweenSteps,
+    /// `None` under `gil`, whose own stacks are replayed as logical ones
+    /// are (the runs need every thread's events first): their segments
+    /// are the caller's too.
+    own: Option<OwnBetweenSteps>,
     /// Where the thread's next chunk starts, and the tick its events may
     /// not go below.
     next: Pos,
@@ -602,8 +605,8 @@ struct OwnBetweenSteps {
 pub(crate) struct NotStreamable(pub &'static str);
 
 impl ThreadStream {
-    /// Thread `index` of `decoded`, not read yet; its own stack replayed
-    /// into a tally of its own with `clock` (`stack` or `wall`), counting
+    /// Thread `index` of `decoded`, not read yet; under `stack` or `wall`
+    /// (`clock`), its own stack replayed into a tally of its own, counting
     /// what `window` holds.
     pub(crate) fn new(decoded: &Decoded<'_>, index: u32, clock: Clock, window: Window) -> Self {
         let tid = decoded.threads[index as usize].tid.0;
@@ -612,7 +615,7 @@ impl ThreadStream {
             pass: ThreadPass::default(),
             open: None,
             stack: StackKey::Own(tid),
-            own: OwnBetweenSteps {
+            own: (clock != Clock::Gil).then(|| OwnBetweenSteps {
                 tally: Tally::new(decoded.functions.dense_len(), false, window),
                 clock,
                 state: None,
@@ -620,7 +623,7 @@ impl ThreadStream {
                 running: None,
                 began: false,
                 ends_at_ns: None,
-            },
+            }),
             next: Pos::default(),
             floor: 0,
             done: false,
@@ -638,18 +641,19 @@ impl ThreadStream {
         };
         if let Some(mut s) = self.open.take() {
             s.end = end;
-            if !s.is_own() {
+            if !s.is_own() || self.own.is_none() {
                 self.pass.segments.push(s);
             }
         }
-        let own = self.own;
-        if let (true, Some(state)) = (own.began, own.state) {
-            self.pass.own_replay = Some(OwnReplay {
-                tally: Some(own.tally),
-                state,
-                warnings: own.warnings,
-                ends_at_ns: own.ends_at_ns,
-            });
+        if let Some(own) = self.own {
+            if let (true, Some(state)) = (own.began, own.state) {
+                self.pass.own_replay = Some(OwnReplay {
+                    tally: Some(own.tally),
+                    state,
+                    warnings: own.warnings,
+                    ends_at_ns: own.ends_at_ns,
+                });
+            }
         }
         self.pass
     }
@@ -680,27 +684,36 @@ impl ThreadStream {
         }
         let thread = &decoded.threads[self.index as usize];
         let mut observer = NoObserver;
-        let OwnBetweenSteps {
-            tally,
-            clock,
-            state,
-            warnings,
-            running,
-            began,
-            ends_at_ns,
-        } = &mut self.own;
-        let replay = match state.take() {
-            Some(s) => StackReplay::reopen(s, tally, &mut observer, &[]),
-            None => StackReplay::new(tally, ROOT, &mut observer),
+        let (fusion, own) = match &mut self.own {
+            Some(OwnBetweenSteps {
+                tally,
+                clock,
+                state,
+                warnings,
+                running,
+                began,
+                ends_at_ns,
+            }) => {
+                let replay = match state.take() {
+                    Some(s) => StackReplay::reopen(s, tally, &mut observer, &[]),
+                    None => StackReplay::new(tally, ROOT, &mut observer),
+                };
+                let fusion = OwnFusion {
+                    replay,
+                    clock: *clock,
+                    warnings: std::mem::take(warnings),
+                    running: *running,
+                    began: *began,
+                    ends_at_ns: *ends_at_ns,
+                };
+                (
+                    Some(fusion),
+                    Some((state, warnings, running, began, ends_at_ns)),
+                )
+            }
+            None => (None, None),
         };
-        let fusion = OwnFusion {
-            replay,
-            clock: *clock,
-            warnings: std::mem::take(warnings),
-            running: *running,
-            began: *began,
-            ends_at_ns: *ends_at_ns,
-        };
+        let fused = own.is_some();
         let mut cut = Cutter {
             decoded,
             index: self.index,
@@ -708,7 +721,7 @@ impl ThreadStream {
             pass: std::mem::take(&mut self.pass),
             open: self.open.take(),
             stack: self.stack,
-            own: Some(fusion),
+            own: fusion,
             own_segments: SegmentList::default(),
         };
         let end = Pos {
@@ -734,7 +747,8 @@ impl ThreadStream {
         self.next = batches.position();
         self.floor = batches.floor();
         let pass = &cut.pass;
-        problem = problem.or(if cut.own.is_none() || !pass.unknown_functions.is_empty() {
+        let gave_up = fused && cut.own.is_none();
+        problem = problem.or(if gave_up || !pass.unknown_functions.is_empty() {
             Some(NotStreamable("a function the metadata does not name"))
         } else if pass.warnings.count(WarningKind::EventsLost) > 0 {
             Some(NotStreamable("a `lost` mark"))
@@ -748,10 +762,13 @@ impl ThreadStream {
         }
         // Own segments were set aside only in case the fused replay gave
         // up, which stops the stream anyway: `own_segments` is dropped.
+        // (Without the fused replay, they are in the pass's segments.)
         self.pass = std::mem::take(&mut cut.pass);
         self.open = cut.open.take();
         self.stack = cut.stack;
-        if let Some(f) = cut.own.take() {
+        if let (Some(f), Some((state, warnings, running, began, ends_at_ns))) =
+            (cut.own.take(), own)
+        {
             let running_since = f.running.map(|(start, _)| start);
             *warnings = f.warnings;
             *running = f.running;

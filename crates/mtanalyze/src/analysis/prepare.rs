@@ -63,17 +63,12 @@ pub(crate) enum Fuse<'s> {
 
 /// The clock `opts` asks for, else the one the trace prefers, else `stack`.
 fn resolve_clock(opts: &AnalyzeOptions, decoded: &Decoded<'_>) -> Clock {
-    clock_for(opts, decoded.file.header())
-}
-
-/// [`resolve_clock`] from the header alone (which a caller can read
-/// before decoding the trace).
-pub(super) fn clock_for(opts: &AnalyzeOptions, header: &mtrace_format::Header) -> Clock {
-    opts.clock.unwrap_or(match header.preferred_clock {
-        mtrace_format::PreferredClock::Gil => Clock::Gil,
-        mtrace_format::PreferredClock::Wall => Clock::Wall,
-        _ => Clock::Stack,
-    })
+    opts.clock
+        .unwrap_or(match decoded.file.header().preferred_clock {
+            mtrace_format::PreferredClock::Gil => Clock::Gil,
+            mtrace_format::PreferredClock::Wall => Clock::Wall,
+            _ => Clock::Stack,
+        })
 }
 
 /// Heap the segment pass may spend on replaying own stacks (a tally per

@@ -5,25 +5,29 @@
 //! ```text
 //! step:  every thread cut until its clock reaches T (whole chunks; threads in parallel)
 //!        H = the lowest clock of a thread not done: no event still to read is before H
-//!        each stack's closed segments that start before H (and before a segment of it
-//!        still open on some thread) replayed in time order onto its suspended replay
+//!        `gil`: every thread's events before H merged into the runs; the runs before
+//!        the earliest segment not replayed yet dropped
+//!        each stack's closed segments that start before H (`gil`: whose switch away
+//!        is before H) and before a segment of it still open on some thread, replayed
+//!        in time order onto its suspended replay
 //!        (stacks in lanes by id, one tally a lane, lanes in parallel)
 //!        each stack's latest `end` before H judged as `ends.rs` judges it: if it
 //!        counts, the stack is finished there and its row made; T = H + a step
 //! last:  every thread's last segment runs to the end of the trace; every stack
-//!        still alive finished there; own stacks (replayed by the segment pass) too
+//!        still alive finished there; own stacks (replayed by the segment pass,
+//!        or under `gil` in the lanes, as logical ones) too
 //! ```
 //!
 //! A task-per-request trace then holds only the stacks alive at a time,
-//! not every segment of the trace; the report's rows are made as stacks
-//! finish. Judging an end before the whole trace is read assumes nothing
-//! later runs the stack again or ends it again (a correct recorder never
-//! does); if something does, the stream stops and [`crate::analyze`]
-//! starts over the batch way, whose judgment sees everything. So does
-//! whatever the stream does not handle: the `gil` clock (its runs need
-//! every thread first), call paths, stack selection, lost or damaged
-//! chunks, `lost` marks, functions the metadata does not name. Reports
-//! are identical either way (`tests/semantics.rs` compares them).
+//! not every segment of the trace (nor, under `gil`, every run); the
+//! report's rows are made as stacks finish. Judging an end before the
+//! whole trace is read assumes nothing later runs the stack again or ends
+//! it again (a correct recorder never does); if something does, the
+//! stream stops and [`crate::analyze`] starts over the batch way, whose
+//! judgment sees everything. So does whatever the stream does not handle:
+//! call paths, stack selection, lost or damaged chunks, `lost` marks,
+//! functions the metadata does not name. Reports are identical either way
+//! (`tests/semantics.rs` compares them).
 
 use rayon::prelude::*;
 use std::collections::hash_map::Entry;
@@ -31,13 +35,14 @@ use std::collections::hash_map::Entry;
 use rustc_hash::FxHashMap;
 
 use crate::analysis::assemble::{assemble, Rows, Source};
+use crate::analysis::clock::{GilMerge, GilTimeline};
 use crate::analysis::cut::{NotStreamable, ThreadPass, ThreadStream};
 use crate::analysis::decode::{Decoded, FunctionTable, Pos};
 use crate::analysis::ends::{fits_end, ignore_end, replaces};
 use crate::analysis::frames::{Acc, NoObserver, Tally};
 use crate::analysis::options::{AnalyzeError, AnalyzeOptions, PathMode};
 use crate::analysis::paths::ROOT;
-use crate::analysis::prepare::{clock_for, decode_for, tallies_fit, Prepared};
+use crate::analysis::prepare::{decode_for, tallies_fit, Prepared};
 use crate::analysis::replay::{
     replay_one_segment, ReplayContext, StackReplay, StackTotals, Suspended,
 };
@@ -76,14 +81,7 @@ pub(crate) fn analyze_streamed(
     stage_done: &mut dyn FnMut(&'static str),
 ) -> Result<Option<CompactReport>, AnalyzeError> {
     let plain = opts.paths == PathMode::Off && opts.threads.is_empty() && opts.stacks.is_empty();
-    // The clock from the header alone: a trace that prefers `gil` (CPython
-    // with a GIL) is not decoded twice. A header that does not parse is
-    // the batch analysis's to report.
-    let gil = match mtrace_format::TraceFile::parse(trace.bytes()) {
-        Ok(file) => clock_for(opts, file.header()) == Clock::Gil,
-        Err(_) => true,
-    };
-    if !plain || gil {
+    if !plain {
         return Ok(None);
     }
     let (decoded, window, clock) = decode_for(trace, Some(opts), None)?;
@@ -92,7 +90,7 @@ pub(crate) fn analyze_streamed(
     }
     let clock = clock.unwrap_or(Clock::Stack);
     let whole = decoded.lost == 0 && decoded.damaged.is_empty() && decoded.cut.is_empty();
-    if clock == Clock::Gil || !whole || !tallies_fit(&decoded, trace.bytes().len()) {
+    if !whole || !tallies_fit(&decoded, trace.bytes().len()) {
         return Ok(None);
     }
     let Ok((prep, stacks, acc, warnings, all_stacks)) =
@@ -153,10 +151,17 @@ fn stream(
     let mut horizon = 0u64;
     let mut read = 0u64;
     let mut opens = FxHashMap::default();
+    // The `gil` clock's runs, merged up to the horizon before each replay,
+    // and dropped once no stack can need them (`earliest`: the earliest
+    // start of a segment not replayed yet).
+    let mut gil = (clock == Clock::Gil).then(|| {
+        let timeline = GilTimeline::streamed(decoded.scale);
+        (timeline, GilMerge::new(&decoded))
+    });
+    let mut earliest = 0u64;
     // Step k's replay runs beside step k+1's segment pass: the lanes have
     // what the pass found up to step k in their inboxes, and the threads
     // go on from there.
-    let ctx = context(&decoded, &decoded.functions, clock, u64::MAX);
     loop {
         let until = horizon.saturating_add(step.ticks);
         let (cut, replay) = rayon::join(
@@ -167,6 +172,12 @@ fn stream(
             },
             || {
                 let opens = std::mem::take(&mut opens);
+                let timeline = gil.as_mut().map(|(timeline, merge)| {
+                    timeline.prune_before(earliest);
+                    timeline.extend(merge, horizon);
+                    &*timeline
+                });
+                let ctx = context(&decoded, &decoded.functions, clock, timeline, u64::MAX);
                 lanes
                     .par_iter_mut()
                     .try_for_each(|lane| lane.step(&ctx, Some(horizon), &opens))
@@ -183,15 +194,33 @@ fn stream(
         horizon = h;
         opens = open_segments(&threads);
         route(&mut threads, &decoded, &mut lanes);
+        earliest = threads
+            .iter()
+            .filter_map(|t| Some(t.open_segment()?.start_tick))
+            .chain(lanes.iter().filter_map(Lane::earliest_segment))
+            .fold(horizon, u64::min);
     }
     // Every event read: the last segments run to the end of the trace.
     let mut passes: Vec<_> = threads.into_iter().map(|t| t.finish(&decoded)).collect();
     for (index, pass) in passes.iter_mut().enumerate() {
         route_parts(index, &decoded, pass, &mut lanes);
     }
+    let mut timeline = gil.map(|(mut timeline, mut merge)| {
+        timeline.extend(&mut merge, u64::MAX);
+        timeline
+    });
     let mut prep = Prepared::new(decoded, passes, Some(clock), None, window, None, None);
     let end_ns = prep.ns(prep.end_tick);
-    let ctx = context(&prep.decoded, &prep.functions, clock, prep.end_tick);
+    if let Some(t) = &mut timeline {
+        t.set_end(end_ns);
+    }
+    let ctx = context(
+        &prep.decoded,
+        &prep.functions,
+        clock,
+        timeline.as_ref(),
+        prep.end_tick,
+    );
     lanes
         .par_iter_mut()
         .try_for_each(|lane| lane.last_step(&ctx, end_ns))?;
@@ -250,19 +279,21 @@ fn take_rows(lanes: &mut [Lane], rows: &mut Vec<StackStats>) {
     }
 }
 
-/// A replay context for the stream (`end_tick`: the end of the trace once
-/// known; before, no segment that runs to it is replayed).
+/// A replay context for the stream (`gil`: the `gil` clock's runs so far;
+/// `end_tick`: the end of the trace once known; before, no segment that
+/// runs to it is replayed).
 fn context<'d, 'a>(
     decoded: &'d Decoded<'a>,
     functions: &'d FunctionTable<'a>,
     clock: Clock,
+    gil: Option<&'d GilTimeline>,
     end_tick: u64,
 ) -> ReplayContext<'d, 'a> {
     ReplayContext {
         decoded,
         functions,
         clock,
-        gil: None,
+        gil,
         end_tick,
         first_mark_ns: None,
     }
@@ -388,7 +419,13 @@ fn route_parts(index: usize, decoded: &Decoded<'_>, pass: &mut ThreadPass, lanes
     let tid = decoded.threads.get(index).map_or(0, |t| t.tid.0);
     let n = lanes.len() as u64;
     for s in std::mem::take(&mut pass.segments) {
-        lanes[(s.stack % n) as usize].inbox.segments.push(s);
+        // Own stacks' segments (only under `gil`; else the segment pass
+        // replays them): a lane by thread, all of a thread's to one.
+        if s.is_own() {
+            lanes[(s.thread as u64 % n) as usize].inbox.own.push(s);
+        } else {
+            lanes[(s.stack % n) as usize].inbox.segments.push(s);
+        }
     }
     for (id, tick) in std::mem::take(&mut pass.wakes) {
         lanes[(id % n) as usize].inbox.wakes.push((id, tick));
@@ -411,6 +448,8 @@ struct End {
 #[derive(Default)]
 struct Inbox {
     segments: Vec<Segment>,
+    /// Own stacks' segments, thread after thread, each's in time order.
+    own: Vec<Segment>,
     wakes: Vec<(u64, u64)>,
     ends: Vec<(u64, End)>,
 }
@@ -431,6 +470,8 @@ struct LiveStack {
     replayed_end_ns: u64,
     /// It is in its lane's `waiting` list.
     waiting: bool,
+    /// Where its last segment left the `gil` clock's runs.
+    gil_hint: usize,
 }
 
 impl LiveStack {
@@ -444,6 +485,8 @@ impl LiveStack {
 /// numbers, so a stack stays in its lane).
 struct Lane {
     stacks: FxHashMap<u64, LiveStack>,
+    /// Own stacks (only under `gil`), by their thread's index.
+    own: FxHashMap<u32, LiveStack>,
     /// Stacks with segments not replayed or an end not judged.
     waiting: Vec<u64>,
     inbox: Inbox,
@@ -481,6 +524,7 @@ impl Lane {
     fn new(tally: Tally) -> Lane {
         Lane {
             stacks: FxHashMap::default(),
+            own: FxHashMap::default(),
             waiting: Vec::new(),
             inbox: Inbox::default(),
             scratch: Vec::new(),
@@ -571,7 +615,9 @@ impl Lane {
                 self.stacks.insert(id, live);
             }
         }
+        self.step_own(ctx, &inbox.own, horizon);
         inbox.segments.clear();
+        inbox.own.clear();
         inbox.ends.clear();
         inbox.wakes.clear();
         self.inbox = inbox;
@@ -596,15 +642,59 @@ impl Lane {
         Ok(())
     }
 
+    /// Replays what `horizon` allows of the own stacks: this step's
+    /// segments (`own`) and those an earlier step left.
+    fn step_own(&mut self, ctx: &ReplayContext<'_, '_>, own: &[Segment], horizon: Option<u64>) {
+        let mut rest = own;
+        while let Some(first) = rest.first() {
+            let thread = first.thread;
+            let n = rest.iter().take_while(|s| s.thread == thread).count();
+            let (group, tail) = rest.split_at(n);
+            rest = tail;
+            let live = self.own.entry(thread).or_default();
+            self.work.seen += (!live.ran()) as u64;
+            // No end, and no other thread runs it: only the horizon waits.
+            self.work.settle(ctx, u64::MAX, live, group, horizon, None);
+        }
+        for live in self.own.values_mut() {
+            if !live.pending.is_empty() {
+                self.work.settle(ctx, u64::MAX, live, &[], horizon, None);
+            }
+        }
+    }
+
+    /// The earliest start (tick) of a segment the lane has not replayed.
+    fn earliest_segment(&self) -> Option<u64> {
+        let waiting = self.waiting.iter().filter_map(|id| self.stacks.get(id));
+        let pending = waiting
+            .chain(self.own.values())
+            .filter_map(|live| live.pending.first());
+        let inbox = self.inbox.segments.iter().chain(&self.inbox.own);
+        pending.chain(inbox).map(|s| s.start_tick).min()
+    }
+
     /// The step after the last event: everything is judged and replayed,
     /// and every stack still alive finished at the end of the trace
     /// (`end_ns`).
     fn last_step(&mut self, ctx: &ReplayContext<'_, '_>, end_ns: u64) -> Result<(), NotStreamable> {
         self.step(ctx, None, &FxHashMap::default())?;
-        for (id, mut live) in std::mem::take(&mut self.stacks) {
+        let logical = std::mem::take(&mut self.stacks)
+            .into_iter()
+            .map(|(id, live)| (StackKey::Logical(id), live));
+        let own = std::mem::take(&mut self.own)
+            .into_iter()
+            .map(|(index, live)| {
+                let tid = ctx
+                    .decoded
+                    .threads
+                    .get(index as usize)
+                    .map_or(0, |t| t.tid.0);
+                (StackKey::Own(tid), live)
+            });
+        for (key, mut live) in logical.chain(own) {
             if live.replay.is_some() {
                 if let Some(totals) = self.work.replay(ctx, &mut live, &[], Some(None), end_ns) {
-                    let row = totals.into_row(StackKey::Logical(id), StackName::default());
+                    let row = totals.into_row(key, StackName::default());
                     self.work.rows.push(row);
                 }
             }
@@ -669,11 +759,19 @@ impl LaneWork {
             ignore_end(&mut self.warnings, t, end.tid);
             live.end = None;
         }
+        // Before the horizon, a segment's events are all read (it is
+        // closed); under `gil`, its switch away must be too: how long a
+        // thread ran after an event depends on the next event of any
+        // thread, and the runs are merged up to the horizon.
+        let gil = ctx.clock == Clock::Gil;
+        let before = |s: &Segment, h: u64| match s.switched_away() {
+            Some(away) if gil => away < h,
+            Some(_) => s.start_tick < h,
+            None => false,
+        };
         let ready = segments
             .iter()
-            .take_while(|s| {
-                horizon.is_none_or(|h| s.start_tick < h) && open.is_none_or(|o| key(s) < o)
-            })
+            .take_while(|s| horizon.is_none_or(|h| before(s, h)) && open.is_none_or(|o| key(s) < o))
             .count();
         if ready > 0 {
             self.replay(ctx, live, &segments[..ready], None, u64::MAX);
@@ -720,7 +818,8 @@ impl LaneWork {
             if let Some(away) = s.switched_away() {
                 live.replayed_end_ns = live.replayed_end_ns.max(scale.ns(away));
             }
-            replay_one_segment(ctx, &mut stack, s, 0, &mut self.warnings);
+            live.gil_hint =
+                replay_one_segment(ctx, &mut stack, s, live.gil_hint, &mut self.warnings);
         }
         match finish {
             Some(cut_at) => Some(stack.finish(ctx.clock, end_ns, cut_at)),
