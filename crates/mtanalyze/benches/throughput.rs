@@ -231,6 +231,23 @@ fn analyze_json(path: &Path, clock: mtanalyze::Clock) -> (u64, usize) {
     (report.trace.events, report.stacks.len())
 }
 
+/// What `mtanalyze TRACE --clock C` does (the function table): the stacks
+/// only counted, since the table shows none of them.
+fn analyze_table(path: &Path, clock: mtanalyze::Clock) {
+    let trace = mtanalyze::load(path).expect("load trace");
+    let options = mtanalyze::AnalyzeOptions {
+        clock: Some(clock),
+        stack_rows: mtanalyze::StackRows::Counted,
+        ..mtanalyze::AnalyzeOptions::default()
+    };
+    let report = mtanalyze::analyze(&trace, &options).expect("analyze");
+    let rows = mtanalyze::view::function_rows(&report, &mtanalyze::view::ViewOptions::default());
+    mtanalyze::render::table::header(&mut std::io::sink(), &report, None).expect("table");
+    let total = report.functions.len();
+    mtanalyze::render::table::functions(&mut std::io::sink(), &rows, total, None, false)
+        .expect("table");
+}
+
 /// Writes the report as `--format json` does, to nowhere.
 fn write_json(report: &mtanalyze::Report) {
     let view = mtanalyze::view::ReportView::from(report);
@@ -298,6 +315,8 @@ struct ClockRun {
     clock: mtanalyze::Clock,
     seconds: f64,
     peak_heap: usize,
+    /// The peak heap of the function table's job ([`analyze_table`]).
+    table_heap: usize,
 }
 
 /// One trace's medians.
@@ -319,7 +338,11 @@ impl Measured {
     }
 
     fn heap_percent(&self, c: &ClockRun) -> f64 {
-        100.0 * c.peak_heap as f64 / self.size.max(1) as f64
+        self.percent(c.peak_heap)
+    }
+
+    fn percent(&self, bytes: usize) -> f64 {
+        100.0 * bytes as f64 / self.size.max(1) as f64
     }
 }
 
@@ -336,9 +359,11 @@ fn bench(path: &Path, runs: usize, clocks: &[mtanalyze::Clock], stages: bool) ->
     let mut replay_floor = Vec::new();
     let mut job: Vec<Vec<f64>> = vec![Vec::new(); clocks.len()];
     let mut peak = vec![0usize; clocks.len()];
+    let mut table_peak = vec![0usize; clocks.len()];
     let (mut events, mut stacks) = (0u64, 0usize);
     for (i, &clock) in clocks.iter().enumerate() {
         peak[i] = heap_of(|| analyze_json(path, clock)).0;
+        table_peak[i] = heap_of(|| analyze_table(path, clock)).0;
     }
     for _ in 0..runs {
         let t = Instant::now();
@@ -361,11 +386,12 @@ fn bench(path: &Path, runs: usize, clocks: &[mtanalyze::Clock], stages: bool) ->
         clocks: clocks
             .iter()
             .zip(job)
-            .zip(peak)
-            .map(|((&clock, j), peak_heap)| ClockRun {
+            .zip(peak.into_iter().zip(table_peak))
+            .map(|((&clock, j), (peak_heap, table_heap))| ClockRun {
                 clock,
                 seconds: median(j),
                 peak_heap,
+                table_heap,
             })
             .collect(),
     };
@@ -405,6 +431,11 @@ fn bench(path: &Path, runs: usize, clocks: &[mtanalyze::Clock], stages: bool) ->
             "    peak_heap: {:.1} MB ({:.2}% of the file)",
             c.peak_heap as f64 / 1e6,
             m.heap_percent(c)
+        );
+        println!(
+            "    peak_heap of the function table (mtanalyze TRACE): {:.1} MB ({:.2}% of the file)",
+            c.table_heap as f64 / 1e6,
+            m.percent(c.table_heap)
         );
     }
     if stages {
@@ -781,6 +812,9 @@ fn main() {
             if let Some((m, c)) = with(trace, clock) {
                 let h = m.heap_percent(c);
                 let name = format!("{label} peak_heap");
+                target(&name, clock, h, "% of the file", "<= 10%", h <= 10.0);
+                let h = m.percent(c.table_heap);
+                let name = format!("{label} peak_heap of the function table");
                 target(&name, clock, h, "% of the file", "<= 10%", h <= 10.0);
             }
         }

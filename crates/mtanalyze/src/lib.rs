@@ -64,7 +64,7 @@ pub use model::gate::{gate, GateBreach, GateChange, GateError, GateField, GateOp
 pub use model::marks::Mark;
 pub use model::merge::{merge, Merged, Sums};
 pub use model::report::{
-    CallPath, Clock, EdgeStats, FunctionKey, FunctionStats, Report, StackKey, StackName,
+    CallPath, Clock, EdgeStats, FunctionKey, FunctionStats, Report, StackKey, StackName, StackRows,
     StackStats, ThreadList, ThreadSummary, TimeWindow, TraceSummary, Warning,
 };
 pub use model::runs::{attach_ranges, runs, Runs};

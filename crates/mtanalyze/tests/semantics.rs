@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use mtanalyze::from_bytes;
 use mtanalyze::WarningKind;
-use mtanalyze::{analyze, AnalyzeOptions, Clock, Report};
+use mtanalyze::{analyze, AnalyzeOptions, Clock, Report, StackRows};
 use mtanalyze_testkit::reference::{
     self, Clock as RefClock, EdgeStats as RefEdge, FnStats as RefFn, RefReport,
 };
@@ -2033,20 +2033,37 @@ fn gil_with_clamped_wakes_at_the_end_equals_the_reference() {
 /// Every report the streamed analysis (`stream.rs`) gives for `bytes`
 /// under `opts`, in steps of a few events (a chunk a thread, in files of
 /// small chunks) up to one step for the whole trace, equals the batch
-/// analysis's. Returns whether it streamed at all (it declines input it
-/// does not handle, and stops where an end it judged early turns out not
-/// to count: `analyze` then takes the batch way).
+/// analysis's; so does it with the stacks only counted
+/// (`StackRows::Counted`), which is the batch report without its stack
+/// rows. Returns whether it streamed at all (it declines input it does
+/// not handle, and stops where an end it judged early turns out not to
+/// count: `analyze` then takes the batch way).
 fn streamed_equals_batched(bytes: &[u8], opts: &AnalyzeOptions) -> Result<bool, TestCaseError> {
     let trace = from_bytes("test", bytes.to_vec()).expect("loads");
     let batch = mtanalyze::analyze_batched(&trace, opts).expect("analyzes");
+    let counted_opts = AnalyzeOptions {
+        stack_rows: StackRows::Counted,
+        ..opts.clone()
+    };
+    let counted = Report {
+        stacks: Vec::new(),
+        stack_rows: StackRows::Counted,
+        ..batch.clone()
+    };
     let mut streamed = false;
     for step in [1, 3, 40, 1 << 20] {
         if let Some(r) = mtanalyze::analyze_streamed_with(&trace, opts, step).expect("analyzes") {
             prop_assert_eq!(&r, &batch, "step {}", step);
             streamed = true;
         }
+        let r = mtanalyze::analyze_streamed_with(&trace, &counted_opts, step).expect("analyzes");
+        if let Some(r) = r {
+            prop_assert_eq!(&r, &counted, "rows counted, step {}", step);
+        }
     }
     prop_assert_eq!(&analyze(&trace, opts).expect("analyzes"), &batch);
+    let r = mtanalyze::analyze_batched(&trace, &counted_opts).expect("analyzes");
+    prop_assert_eq!(&r, &counted, "rows counted, batch");
     Ok(streamed)
 }
 

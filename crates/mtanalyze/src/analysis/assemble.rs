@@ -17,8 +17,9 @@ use crate::analysis::stacks::Analysis;
 use crate::input::LoadedTrace;
 use crate::model::compact::{CompactReport, NumberedEdge};
 use crate::model::merge::Sums;
-use crate::model::report::Clock;
-use crate::model::report::{CallPath, FunctionStats, Report, StackStats, TimeWindow};
+use crate::model::report::{
+    CallPath, Clock, FunctionStats, Report, StackRows, StackStats, TimeWindow,
+};
 use crate::model::warnings::Warnings;
 
 /// Where the function rows and edges of a report go.
@@ -79,6 +80,9 @@ pub(super) fn assemble(
         Rows::Made => function_rows(&acc, prep.functions.entries()),
         Rows::Summed => Default::default(),
     };
+    if opts.stack_rows == StackRows::Counted {
+        stacks = Vec::new();
+    }
     if !prep.window.is_all() {
         // Stacks that neither lived nor did anything in the window.
         stacks.retain(|s| s.running_ns | s.paused_ns | s.events | s.switches_in != 0);
@@ -120,6 +124,7 @@ pub(super) fn assemble(
         warnings: warnings.to_report(),
         marks,
         paths,
+        stack_rows: opts.stack_rows,
     };
     let keys = match summed {
         true => Vec::new(),

@@ -360,7 +360,12 @@ pub(crate) struct Decoded<'a> {
 /// million names cost no hashing, and the report takes them in one
 /// sequential pass ([`StackNames::into_sorted`]).
 #[derive(Clone, Debug, Default)]
-pub(crate) struct StackNames(Vec<(u64, StackName)>);
+pub(crate) struct StackNames {
+    names: Vec<(u64, StackName)>,
+    /// How many stacks the metadata names when the names are not kept
+    /// ([`decode`]'s `keep_names`).
+    counted: usize,
+}
 
 impl StackNames {
     /// From metadata records in file order; a later record for the same id
@@ -377,31 +382,35 @@ impl StackNames {
             }
             same
         });
-        StackNames(names)
+        StackNames { names, counted: 0 }
+    }
+
+    /// How many names (at most one an id; if they were only counted, the
+    /// records naming a stack other than the record before).
+    pub(crate) fn len(&self) -> usize {
+        self.names.len().max(self.counted)
     }
 
     /// The name of stack `id`.
-    /// How many names (at most one an id).
-    pub(crate) fn len(&self) -> usize {
-        self.0.len()
-    }
-
     pub(crate) fn get(&self, id: u64) -> Option<&str> {
-        let i = self.0.binary_search_by_key(&id, |(k, _)| *k).ok()?;
-        Some(&self.0[i].1)
+        let i = self.names.binary_search_by_key(&id, |(k, _)| *k).ok()?;
+        Some(&self.names[i].1)
     }
 
     /// (id, name) pairs, ascending by id.
     pub(crate) fn into_sorted(self) -> Vec<(u64, StackName)> {
-        self.0
+        self.names
     }
 }
 
 /// Decodes chunk headers (in parallel) and metadata, numbering the
-/// functions by `numbering` if given (see [`Numbering`]).
+/// functions by `numbering` if given (see [`Numbering`]). Stack names are
+/// only counted unless `keep_names`: a task-per-request trace has one a
+/// task, which a report without stack rows never shows.
 pub(crate) fn decode<'a>(
     bytes: &'a [u8],
     mut numbering: Option<&mut Numbering<'_>>,
+    keep_names: bool,
 ) -> Result<Decoded<'a>, FormatError> {
     let file = TraceFile::parse(bytes)?;
     let mut functions = match numbering {
@@ -409,6 +418,7 @@ pub(crate) fn decode<'a>(
         None => FunctionTable::default(),
     };
     let mut stack_names = Vec::new();
+    let (mut names_counted, mut last_named) = (0usize, None);
     let mut thread_names = FxHashMap::default();
     let mut host = String::new();
     let mut marks = Vec::new();
@@ -421,7 +431,11 @@ pub(crate) fn decode<'a>(
         meta_records += 1;
         let r = match r {
             MetaRecordRef::Stack { id, name } => {
-                stack_names.push((id.0, StackName::new(&name)));
+                if keep_names {
+                    stack_names.push((id.0, StackName::new(&name)));
+                } else if last_named.replace(id.0) != Some(id.0) {
+                    names_counted += 1;
+                }
                 return;
             }
             MetaRecordRef::Function {
@@ -468,7 +482,13 @@ pub(crate) fn decode<'a>(
                 }
             }
             // Stack records come borrowed (above); kept for completeness.
-            MetaRecord::Stack { id, name } => stack_names.push((id.0, name.into())),
+            MetaRecord::Stack { id, name } => {
+                if keep_names {
+                    stack_names.push((id.0, name.into()));
+                } else if last_named.replace(id.0) != Some(id.0) {
+                    names_counted += 1;
+                }
+            }
             MetaRecord::Thread { tid, os_tid, name } => {
                 thread_names.insert(tid.0, (name, os_tid));
             }
@@ -536,7 +556,10 @@ pub(crate) fn decode<'a>(
         scale: file.header().clock.scale(),
         file,
         functions,
-        stack_names: StackNames::new(stack_names),
+        stack_names: StackNames {
+            counted: names_counted,
+            ..StackNames::new(stack_names)
+        },
         thread_names,
         host,
         marks,
@@ -805,5 +828,25 @@ mod tests {
         // Already sorted (the recorder's order), with a repeat.
         let n = names(&[(1, "a"), (2, "b"), (2, "c"), (3, "d")]);
         assert_eq!((n.get(2), n.get(3)), (Some("c"), Some("d")));
+    }
+
+    #[test]
+    fn stack_names_not_kept_are_counted() {
+        let text: String = (1..=5)
+            .map(|i| {
+                format!(
+                    "{{\"ts\": {i}, \"tid\": 1, \"ev\": \"switch\", \"stack\": \"task-{i}\"}}\n"
+                )
+            })
+            .collect();
+        let trace = crate::input::from_bytes("t", text.into_bytes()).expect("loads");
+        let kept = decode(trace.bytes(), None, true).expect("decodes");
+        let counted = decode(trace.bytes(), None, false).expect("decodes");
+        assert_eq!(kept.stack_names.len(), 5);
+        assert_eq!(counted.stack_names.len(), 5);
+        let (id, name) = kept.stack_names.clone().into_sorted()[0].clone();
+        assert_eq!(&*name, "task-1");
+        assert_eq!(counted.stack_names.get(id), None);
+        assert!(counted.stack_names.into_sorted().is_empty());
     }
 }

@@ -8,7 +8,7 @@ use crate::analysis::decode::StackNames;
 use crate::analysis::paths::RecursionCollapse;
 use crate::analysis::segment::StackKey;
 use crate::analysis::window::Window;
-use crate::model::report::Clock;
+use crate::model::report::{Clock, StackRows};
 
 /// What to analyze and how.
 #[derive(Clone, Debug, Default)]
@@ -30,6 +30,8 @@ pub struct AnalyzeOptions {
     pub from: Option<TimeBound>,
     /// Count only the time before this (`--to`; `None`: to the end).
     pub to: Option<TimeBound>,
+    /// Keep a row per stack in the report, or only count the stacks.
+    pub stack_rows: StackRows,
 }
 
 /// One end of a time window.
@@ -104,6 +106,14 @@ fn parse_duration_ns(s: &str) -> Result<u64, String> {
 }
 
 impl AnalyzeOptions {
+    /// Whether the stacks' names are needed: for their rows, for selecting
+    /// stacks by name, or to label call paths per stack.
+    pub(crate) fn shows_stack_names(&self) -> bool {
+        self.stack_rows == StackRows::Kept
+            || !self.stacks.is_empty()
+            || self.paths == PathMode::PerStack
+    }
+
     /// The time window these options ask for, `mark_ns` giving the time
     /// of the first mark of a name (ns from time zero).
     pub(crate) fn window(
@@ -206,4 +216,34 @@ pub(crate) fn own_stack_wanted(tid: u64, opts: &AnalyzeOptions) -> bool {
     let thread_ok = opts.threads.is_empty() || opts.threads.contains(&tid);
     let id = StackKey::Own(tid).to_string();
     thread_ok && (opts.stacks.is_empty() || opts.stacks.contains(&id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stack_names_are_decoded_only_where_something_shows_them() {
+        let counted = || AnalyzeOptions {
+            stack_rows: StackRows::Counted,
+            ..AnalyzeOptions::default()
+        };
+        assert!(AnalyzeOptions::default().shows_stack_names());
+        assert!(!counted().shows_stack_names());
+        let by_name = AnalyzeOptions {
+            stacks: vec!["request-7".into()],
+            ..counted()
+        };
+        assert!(by_name.shows_stack_names());
+        let labelled = AnalyzeOptions {
+            paths: PathMode::PerStack,
+            ..counted()
+        };
+        assert!(labelled.shows_stack_names());
+        let merged_paths = AnalyzeOptions {
+            paths: PathMode::Merged,
+            ..counted()
+        };
+        assert!(!merged_paths.shows_stack_names());
+    }
 }

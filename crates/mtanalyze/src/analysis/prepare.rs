@@ -151,10 +151,12 @@ pub(super) fn decode_for<'a>(
     opts: Option<&AnalyzeOptions>,
     numbering: Option<&mut Numbering<'_>>,
 ) -> Result<(Decoded<'a>, Window, Option<Clock>), AnalyzeError> {
-    let decoded = decode(trace.bytes(), numbering).map_err(|error| AnalyzeError::Format {
-        source_name: trace.source.clone(),
-        error,
-    })?;
+    let keep_names = opts.is_none_or(AnalyzeOptions::shows_stack_names);
+    let decoded =
+        decode(trace.bytes(), numbering, keep_names).map_err(|error| AnalyzeError::Format {
+            source_name: trace.source.clone(),
+            error,
+        })?;
     let window = match opts {
         Some(o) => {
             // A mark's time: its first instance (the earliest tick).

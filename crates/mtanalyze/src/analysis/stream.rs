@@ -50,7 +50,7 @@ use crate::analysis::segment::{Segment, StackKey};
 use crate::analysis::window::Window;
 use crate::input::LoadedTrace;
 use crate::model::compact::CompactReport;
-use crate::model::report::{Clock, StackName, StackStats};
+use crate::model::report::{Clock, StackName, StackRows, StackStats};
 use crate::model::warnings::Warnings;
 
 /// How many events a step reads, all threads together, by default: about
@@ -94,11 +94,14 @@ pub(crate) fn analyze_streamed(
         return Ok(None);
     }
     let Ok((prep, stacks, acc, warnings, all_stacks)) =
-        stream(decoded, clock, window, step_events.max(1))
+        stream(decoded, clock, window, step_events.max(1), opts.stack_rows)
     else {
         return Ok(None);
     };
     stage_done("replay");
+    // Rows only counted were never held (the tests check it here: the
+    // report would be the same, `assemble` drops them).
+    debug_assert!(opts.stack_rows == StackRows::Kept || stacks.is_empty());
     let source = Source {
         prep,
         clock,
@@ -127,7 +130,9 @@ fn stream(
     clock: Clock,
     window: Window,
     step_events: u64,
+    stack_rows: StackRows,
 ) -> Result<Streamed<'_>, NotStreamable> {
+    let keep = stack_rows == StackRows::Kept;
     let mut threads: Vec<ThreadStream> = (0..decoded.threads.len() as u32)
         .map(|i| ThreadStream::new(&decoded, i, clock, window))
         .collect();
@@ -138,7 +143,8 @@ fn stream(
     // One vector for every row, made for as many as the trace names (the
     // recorder names every task), but no more than it has events (a stack
     // runs from an event on): rows gathered per lane and joined at the end
-    // would be held twice.
+    // would be held twice. (None if the rows are only counted: each
+    // step's are dropped.)
     let events: u64 = decoded
         .threads
         .iter()
@@ -146,7 +152,12 @@ fn stream(
         .map(|c| c.events as u64)
         .sum();
     let named = (decoded.stack_names.len() as u64).min(events) as usize;
-    let mut rows: Vec<StackStats> = Vec::with_capacity(named + decoded.threads.len());
+    let room = if keep {
+        named + decoded.threads.len()
+    } else {
+        0
+    };
+    let mut rows: Vec<StackStats> = Vec::with_capacity(room);
     let mut step = Step::new(&decoded, events, step_events);
     let mut horizon = 0u64;
     let mut read = 0u64;
@@ -185,7 +196,7 @@ fn stream(
         );
         cut?;
         replay?;
-        take_rows(&mut lanes, &mut rows);
+        take_rows(&mut lanes, &mut rows, keep);
         let now_read: u64 = threads.iter().map(|t| t.pass.events).sum();
         step.adapt(now_read - read);
         read = now_read;
@@ -224,7 +235,7 @@ fn stream(
     lanes
         .par_iter_mut()
         .try_for_each(|lane| lane.last_step(&ctx, end_ns))?;
-    take_rows(&mut lanes, &mut rows);
+    take_rows(&mut lanes, &mut rows, keep);
     let mut acc: Option<Acc> = None;
     let mut warnings = Warnings::default();
     let mut all_stacks = 0;
@@ -266,16 +277,22 @@ fn stream(
         .collect();
     for (a, row, w) in finished {
         acc.merge(a);
-        rows.push(row);
+        if keep {
+            rows.push(row);
+        }
         warnings.merge(w);
     }
     Ok((prep, rows, acc, warnings, all_stacks))
 }
 
-/// Moves the rows the lanes made in a step to `rows`.
-fn take_rows(lanes: &mut [Lane], rows: &mut Vec<StackStats>) {
+/// Moves the rows the lanes made in a step to `rows` if they are kept;
+/// else drops them.
+fn take_rows(lanes: &mut [Lane], rows: &mut Vec<StackStats>, keep: bool) {
     for lane in lanes {
-        rows.append(&mut lane.work.rows);
+        match keep {
+            true => rows.append(&mut lane.work.rows),
+            false => lane.work.rows.clear(),
+        }
     }
 }
 

@@ -8,7 +8,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use regex::Regex;
 
 use mtanalyze::view::{DiffSortKey, SortKey};
-use mtanalyze::{AnalyzeOptions, Clock, PathMode, RecursionCollapse, TimeBound};
+use mtanalyze::{AnalyzeOptions, Clock, PathMode, RecursionCollapse, StackRows, TimeBound};
 
 /// Offline analyzer for mtrace traces: cProfile-style statistics that stay
 /// correct when work moves between threads, fibers and async tasks.
@@ -189,6 +189,22 @@ pub(crate) fn analyze_options(
         collapse_recursion: collapse.map(RecursionCollapse::from),
         from: clock.from.clone(),
         to: clock.to.clone(),
+        stack_rows: StackRows::Kept,
+    }
+}
+
+/// `options` for an output that shows no stack row unless `shown`: the
+/// stacks are then only counted (see [`StackRows::Counted`]), unless some
+/// are selected (the table's header says how many of them).
+pub(crate) fn rows_if(shown: bool, options: AnalyzeOptions) -> AnalyzeOptions {
+    let selected = !options.threads.is_empty() || !options.stacks.is_empty();
+    let stack_rows = match shown || selected {
+        true => StackRows::Kept,
+        false => StackRows::Counted,
+    };
+    AnalyzeOptions {
+        stack_rows,
+        ..options
     }
 }
 
@@ -463,4 +479,27 @@ fn parse_percent(s: &str) -> Result<f64, String> {
 
 fn parse_regex(s: &str) -> Result<Regex, regex::Error> {
     Regex::new(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stack_rows_are_only_counted_when_none_is_shown_and_none_selected() {
+        let all = AnalyzeOptions::default;
+        assert_eq!(rows_if(false, all()).stack_rows, StackRows::Counted);
+        assert_eq!(rows_if(true, all()).stack_rows, StackRows::Kept);
+        // The table's header says how many of the stacks were selected.
+        let some_threads = AnalyzeOptions {
+            threads: vec![1],
+            ..all()
+        };
+        assert_eq!(rows_if(false, some_threads).stack_rows, StackRows::Kept);
+        let some_stacks = AnalyzeOptions {
+            stacks: vec!["stack:1".into()],
+            ..all()
+        };
+        assert_eq!(rows_if(false, some_stacks).stack_rows, StackRows::Kept);
+    }
 }

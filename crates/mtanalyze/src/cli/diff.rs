@@ -4,7 +4,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use crate::cli::args::{analyze_options, gate_rules, DiffArgs, DiffFormat};
+use crate::cli::args::{analyze_options, gate_rules, rows_if, DiffArgs, DiffFormat};
 use crate::cli::output::{message, say, Failure, Output};
 use crate::cli::progress::Progress;
 use crate::cli::{expand_traces, load, say_warnings};
@@ -63,7 +63,11 @@ pub(crate) fn diff(args: &DiffArgs, out: &mut dyn Write) -> Result<(), Failure> 
     } else {
         PathMode::Off
     };
-    let options = analyze_options(&args.clock, None, paths, args.collapse.recursion);
+    // A diff shows no stack.
+    let options = rows_if(
+        false,
+        analyze_options(&args.clock, None, paths, args.collapse.recursion),
+    );
     let analyze = |path: &Path| -> Result<Report, Failure> {
         mtanalyze::analyze(&load(path)?, &options).map_err(message)
     };

@@ -4,7 +4,7 @@
 
 use std::io::Write;
 
-use crate::cli::args::{analyze_options, ExportArgs, ExportFormat, FlamegraphArgs};
+use crate::cli::args::{analyze_options, rows_if, ExportArgs, ExportFormat, FlamegraphArgs};
 use crate::cli::output::{message, Failure, Output};
 use crate::cli::progress::Progress;
 use crate::cli::{analyze, load, say_warnings};
@@ -23,7 +23,7 @@ pub(crate) fn flamegraph(args: &FlamegraphArgs, out: &mut dyn Write) -> Result<(
         paths,
         args.collapse.recursion,
     );
-    let report = analyze(&args.trace, &options)?;
+    let report = analyze(&args.trace, &rows_if(false, options))?;
     let mut svg = Vec::new();
     render::flamegraph::flamegraph(&mut svg, &report, args.filter.as_ref())
         .map_err(|e| message(format!("{}: {e}", args.trace.display())))?;
@@ -49,7 +49,7 @@ pub(crate) fn export(args: &ExportArgs, out: &mut dyn Write) -> Result<(), Failu
     let target = Output::new(args.output.as_deref(), &[trace])?;
     let options = analyze_options(&args.clock, Some(&args.select), PathMode::Off, None);
     if args.format == ExportFormat::Callgrind {
-        let report = analyze(trace, &options)?;
+        let report = analyze(trace, &rows_if(false, options))?;
         target.write(out, |w| render::callgrind::callgrind(w, &report))?;
         out.flush()?;
         say_warnings(&report, None);
@@ -57,7 +57,7 @@ pub(crate) fn export(args: &ExportArgs, out: &mut dyn Write) -> Result<(), Failu
     }
     if args.format == ExportFormat::Pprof {
         let options = analyze_options(&args.clock, Some(&args.select), PathMode::Merged, None);
-        let report = analyze(trace, &options)?;
+        let report = analyze(trace, &rows_if(false, options))?;
         target.write(out, |w| render::pprof::pprof(w, &report))?;
         out.flush()?;
         say_warnings(&report, None);

@@ -4,7 +4,7 @@
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use crate::cli::args::{analyze_options, Format, ReportArgs};
+use crate::cli::args::{analyze_options, rows_if, Format, ReportArgs};
 use crate::cli::output::{Failure, Output};
 use crate::cli::{analyze, each_report, each_report_summed, expand_traces, say_warnings};
 use mtanalyze::render;
@@ -53,11 +53,15 @@ pub(crate) fn report(args: &ReportArgs, out: &mut dyn Write) -> Result<(), Failu
         (true, false) => PathMode::Merged,
         (true, true) => PathMode::PerStack,
     };
-    let options = analyze_options(
-        &args.clock,
-        Some(&args.select),
-        paths,
-        args.collapse.recursion,
+    // Stack rows are shown by JSON and the table's --stacks.
+    let options = rows_if(
+        args.format == Format::Json || args.stacks,
+        analyze_options(
+            &args.clock,
+            Some(&args.select),
+            paths,
+            args.collapse.recursion,
+        ),
     );
     if args.by_trace && !matches!(args.format, Format::Table | Format::Json) {
         return Err(Failure::Message(

@@ -34,7 +34,7 @@ use rustc_hash::{FxHashMap, FxHasher};
 
 use crate::model::compact::{edge_row, CompactReport, NumberedEdge};
 use crate::model::report::{
-    CallPath, EdgeStats, FunctionKey, FunctionStats, Report, TraceSummary, Warning,
+    CallPath, EdgeStats, FunctionKey, FunctionStats, Report, StackRows, TraceSummary, Warning,
 };
 
 /// Where a call path was first met: the trace's number among the merged
@@ -431,6 +431,9 @@ impl Merged {
             return;
         };
         into.stacks.extend(r.stacks);
+        if r.stack_rows == StackRows::Counted {
+            into.stack_rows = StackRows::Counted;
+        }
         into.marks.extend(r.marks);
         add_warnings(&mut into.warnings, r.warnings);
         add_summary(&mut into.trace, r.trace, self.traces);

@@ -22,7 +22,8 @@ pub struct Report {
     pub functions: Vec<FunctionStats>,
     /// Per caller -> callee edge statistics.
     pub edges: Vec<EdgeStats>,
-    /// Per logical stack statistics.
+    /// Per logical stack statistics (empty if only counted: see
+    /// `stack_rows`).
     pub stacks: Vec<StackStats>,
     /// Problems found in the input and how they were repaired.
     pub warnings: Vec<Warning>,
@@ -33,6 +34,26 @@ pub struct Report {
     /// Call paths with their self time, when asked for (`AnalyzeOptions::paths`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub paths: Vec<CallPath>,
+    /// Whether `stacks` holds the rows or the stacks were only counted
+    /// (`AnalyzeOptions::stack_rows`). Not written: a report is written
+    /// with its rows.
+    #[serde(skip)]
+    pub stack_rows: StackRows,
+}
+
+/// Whether a report keeps a row per stack.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum StackRows {
+    /// Every selected stack's row, in [`Report::stacks`].
+    #[default]
+    Kept,
+    /// Counted in [`TraceSummary::stacks`] only; [`Report::stacks`] is
+    /// empty. For outputs that show no stack (the function table, folded
+    /// call paths, pstats, callgrind, pprof, diffs): a task-per-request
+    /// trace's report then holds nothing per task (a row is 120 bytes, half
+    /// the file of a short task), and a streamed analysis holds only the
+    /// stacks alive at a time.
+    Counted,
 }
 
 /// Which stretches of time count as running.

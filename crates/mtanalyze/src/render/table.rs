@@ -18,7 +18,7 @@ use prettytable::{Cell, Row, Table};
 
 use super::fit::{elide_middle, fit, plan, width_of, wrap_items, wrap_with, Column, Give, Text};
 use super::{calls, duration};
-use crate::model::report::{FunctionStats, Report, StackKey, StackStats, TimeWindow};
+use crate::model::report::{FunctionStats, Report, StackKey, StackRows, StackStats, TimeWindow};
 use crate::view::{Direction, EdgeGroup, StackGroup};
 
 /// `{label}{source} ({format}, format N)`, the source's middle cut to fit `width`.
@@ -61,8 +61,10 @@ pub fn header(out: &mut dyn Write, report: &Report, width: Option<usize>) -> io:
         .iter()
         .fold(0u64, |n, w| n.saturating_add(w.count));
     writeln!(out, "{}", trace_line("trace: ", t, width))?;
-    // With --thread/--stack, say how many of the stacks were replayed.
-    let stacks = if report.stacks.len() as u64 == t.stacks {
+    // With --thread/--stack, say how many of the stacks were replayed
+    // (a report that only counted its stacks cannot say).
+    let counted = report.stack_rows == StackRows::Counted;
+    let stacks = if counted || report.stacks.len() as u64 == t.stacks {
         t.stacks.to_string()
     } else {
         format!("{} of {}", report.stacks.len(), t.stacks)

@@ -439,6 +439,7 @@ mod tests {
                 edge("gamma", "beta"),
             ],
             stacks: vec![],
+            stack_rows: Default::default(),
             warnings: vec![],
             marks: vec![],
             paths: vec![
