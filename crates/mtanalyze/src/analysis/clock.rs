@@ -51,9 +51,11 @@ const GALLOP_LIMIT: usize = 8;
 /// named by their index in [`Decoded::threads`], which lists them by
 /// ascending id, so (tick, index) orders runs as (tick, thread id) does.
 ///
-/// Runs are numbered from the first of the trace; a streamed analysis
-/// merges them step by step and drops those no stack can still need
-/// ([`GilTimeline::prune_before`]), so the held ones start at run `base`.
+/// A streamed analysis merges runs step by step and drops those no stack
+/// can still need ([`GilTimeline::prune_before`]): the held ones start at
+/// run `base` of the trace. Indexes into them are local (`0` is `base`);
+/// only a cursor's hint and position are run numbers of the trace, which
+/// outlive a drop.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct GilRuns {
     base: usize,
@@ -64,22 +66,14 @@ pub(crate) struct GilRuns {
 }
 
 impl GilRuns {
-    /// The number of the run after the last one held.
-    fn end(&self) -> usize {
-        self.base + self.ticks.len()
+    fn len(&self) -> usize {
+        self.ticks.len()
     }
 
-    /// (tick, thread index) of run `i`, if held.
+    /// (tick, thread index) of held run `i`.
     #[inline(always)]
     fn key(&self, i: usize) -> Option<(u64, u32)> {
-        let j = i.checked_sub(self.base)?;
-        Some((*self.ticks.get(j)?, *self.threads.get(j)?))
-    }
-
-    /// The start of run `i`, if held.
-    #[inline(always)]
-    fn tick(&self, i: usize) -> Option<u64> {
-        self.ticks.get(i.checked_sub(self.base)?).copied()
+        Some((*self.ticks.get(i)?, *self.threads.get(i)?))
     }
 
     /// Merges every thread's events (a sequential pass: the clock is a
@@ -141,10 +135,13 @@ impl<'a, 'd> GilMerge<'a, 'd> {
             }
             // The thread keeps running while its events come before every
             // other thread's next one: take them without the heap (runs
-            // are long, so the heap sees a run, not each event).
-            let other = heap.peek().map(|Reverse(key)| *key);
+            // are long, so the heap sees a run, not each event). Keys after
+            // `last` wait: another thread's, or at or after `until`
+            // (`until` is above 0 here).
+            let last = (until - 1, u32::MAX);
+            let last = heap.peek().map_or(last, |Reverse(key)| last.min(*key));
             for next in streams[i as usize].by_ref() {
-                if next >= until || other.is_some_and(|o| (next, i) > o) {
+                if (next, i) > last {
                     heap.push(Reverse((next, i)));
                     break;
                 }
@@ -215,12 +212,14 @@ impl GilTimeline {
             timeline: self,
             thread,
             run: None,
-            hint,
+            // A dropped run is no hint (`locate` searches the index).
+            hint: hint.checked_sub(self.runs.base).unwrap_or(usize::MAX),
         }
     }
 }
 
-/// Walks one thread's events through a [`GilTimeline`].
+/// Walks one thread's events through a [`GilTimeline`] (`run` and `hint`
+/// index the held runs).
 pub(crate) struct GilCursor<'g> {
     timeline: &'g GilTimeline,
     thread: u32,
@@ -244,8 +243,8 @@ impl GilCursor<'_> {
             i += 1;
         }
         self.run = Some(i);
-        let next_foreign = match runs.tick(i + 1) {
-            Some(t) => self.timeline.scale.ns(t),
+        let next_foreign = match runs.ticks.get(i + 1) {
+            Some(&t) => self.timeline.scale.ns(t),
             None => self.timeline.end_ns,
         };
         next_own_ns.min(next_foreign).saturating_sub(ns)
@@ -256,19 +255,23 @@ impl GilCursor<'_> {
     /// The run of the last event walked (or the hint): a hint for a cursor
     /// over a later stretch of the same stack.
     pub(crate) fn position(&self) -> usize {
-        self.run.unwrap_or(self.hint)
+        let base = self.timeline.runs.base;
+        match self.run {
+            Some(i) => base + i,
+            None => self.hint.saturating_add(base),
+        }
     }
 }
 
 /// The key of every [`INDEX_EVERY`]-th run of `runs`.
 fn index(runs: &GilRuns) -> Vec<(u64, u32)> {
-    (runs.base..runs.end())
+    (0..runs.len())
         .step_by(INDEX_EVERY)
         .filter_map(|i| runs.key(i))
         .collect()
 }
 
-/// The last run starting at or before `key` (the first held if none): galloping
+/// The last run starting at or before `key` (0 if none): galloping
 /// forward from `hint` while it is close, else through `index` (the
 /// timeline's, of `runs`).
 ///
@@ -295,7 +298,7 @@ fn locate(runs: &GilRuns, index: &[(u64, u32)], key: (u64, u32), hint: usize) ->
         let (mut lo, mut step) = (hint, 1);
         while step <= GALLOP_LIMIT {
             if !at_or_before(lo + step) {
-                let end = (lo + step).min(runs.end());
+                let end = (lo + step).min(runs.len());
                 return first_after(lo + 1, end) - 1;
             }
             lo += step;
@@ -306,10 +309,10 @@ fn locate(runs: &GilRuns, index: &[(u64, u32)], key: (u64, u32), hint: usize) ->
     // last of them (the next block's first run is after it).
     let blocks = index.partition_point(|&k| k <= key);
     let Some(block) = blocks.checked_sub(1) else {
-        return runs.base;
+        return 0;
     };
-    let lo = runs.base + block * INDEX_EVERY;
-    first_after(lo + 1, (lo + INDEX_EVERY).min(runs.end())) - 1
+    let lo = block * INDEX_EVERY;
+    first_after(lo + 1, (lo + INDEX_EVERY).min(runs.len())) - 1
 }
 
 /// A thread's clamped event ticks, in order (what the other passes see).
@@ -413,7 +416,10 @@ mod tests {
                     let key = (tick, thread);
                     let want = search(key);
                     for hint in [0, want.saturating_sub(3), want, 10_000] {
-                        let got = locate(&timeline.runs, &timeline.index, key, hint);
+                        // Run numbers of the trace in and out.
+                        let mut cursor = timeline.cursor(thread, hint);
+                        cursor.run_after(tick, 0, u64::MAX);
+                        let got = cursor.position();
                         assert_eq!(got, want, "prune {prune} key {key:?} hint {hint}");
                     }
                 }
