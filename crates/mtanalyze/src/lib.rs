@@ -48,8 +48,9 @@ pub struct ReadmeDoctests;
 pub use analysis::timeline::Timelines;
 pub use analysis::{
     analyze, analyze_batched, analyze_compact, analyze_each, analyze_each_compact,
-    analyze_each_summed, analyze_in_stages, analyze_streamed_with, check, marks, AnalyzeError,
-    AnalyzeOptions, PathMode, RecursionCollapse, TimeBound, TraceError,
+    analyze_each_stack, analyze_each_stack_with, analyze_each_summed, analyze_in_stages,
+    analyze_streamed_with, check, marks, AnalyzeError, AnalyzeOptions, PathMode, RecursionCollapse,
+    StackSink, TimeBound, TraceError,
 };
 pub use input::chrome::ImportError;
 pub use input::jsonl::{to_binary as jsonl_to_binary, JsonlError};

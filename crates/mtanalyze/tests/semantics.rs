@@ -2035,7 +2035,8 @@ fn gil_with_clamped_wakes_at_the_end_equals_the_reference() {
 /// small chunks) up to one step for the whole trace, equals the batch
 /// analysis's; so does it with the stacks only counted
 /// (`StackRows::Counted`), which is the batch report without its stack
-/// rows. Returns whether it streamed at all (it declines input it does
+/// rows, and with the rows handed to a sink (`analyze_each_stack`), which
+/// gets the batch report's rows. Returns whether it streamed at all (it declines input it does
 /// not handle, and stops where an end it judged early turns out not to
 /// count: `analyze` then takes the batch way).
 fn streamed_equals_batched(bytes: &[u8], opts: &AnalyzeOptions) -> Result<bool, TestCaseError> {
@@ -2060,11 +2061,34 @@ fn streamed_equals_batched(bytes: &[u8], opts: &AnalyzeOptions) -> Result<bool, 
         if let Some(r) = r {
             prop_assert_eq!(&r, &counted, "rows counted, step {}", step);
         }
+        let mut sink = Collect(Vec::new());
+        let r =
+            mtanalyze::analyze_each_stack_with(&trace, opts, step, &mut sink).expect("analyzes");
+        let handed = Report {
+            stack_rows: StackRows::Handed,
+            ..counted.clone()
+        };
+        prop_assert_eq!(&r, &handed, "rows handed, step {}", step);
+        sink.0.sort_by_key(|s| s.id);
+        prop_assert_eq!(&sink.0, &batch.stacks, "the rows handed, step {}", step);
     }
     prop_assert_eq!(&analyze(&trace, opts).expect("analyzes"), &batch);
     let r = mtanalyze::analyze_batched(&trace, &counted_opts).expect("analyzes");
     prop_assert_eq!(&r, &counted, "rows counted, batch");
     Ok(streamed)
+}
+
+/// A sink that keeps every row handed to it.
+struct Collect(Vec<mtanalyze::StackStats>);
+
+impl mtanalyze::StackSink for Collect {
+    fn row(&mut self, row: mtanalyze::StackStats) {
+        self.0.push(row);
+    }
+
+    fn restart(&mut self) {
+        self.0.clear();
+    }
 }
 
 /// Options for the streamed tests: a clock and, from `window`, no time

@@ -41,6 +41,9 @@ pub(super) struct Source<'a> {
     pub(super) clock: Clock,
     pub(super) all_stacks: u64,
     pub(super) labels: Vec<String>,
+    /// Rows the report shows that are not in its `stacks` (a stream that
+    /// counted or handed them: see [`Report::stacks_shown`]).
+    pub(super) rows_elsewhere: u64,
 }
 
 impl<'a> Source<'a> {
@@ -56,6 +59,7 @@ impl<'a> Source<'a> {
             all_stacks: analysis.all_stacks,
             prep: analysis.prep,
             labels,
+            rows_elsewhere: 0,
         }
     }
 }
@@ -76,18 +80,19 @@ pub(super) fn assemble(
         clock,
         all_stacks,
         labels,
+        rows_elsewhere,
     } = source;
     let summed = matches!(rows, Rows::Summed);
     let (functions, row_keys, position) = match rows {
         Rows::Made => function_rows(&acc, prep.functions.entries()),
         Rows::Summed => Default::default(),
     };
+    if !prep.window.is_all() {
+        stacks.retain(lived_in_window);
+    }
+    let stacks_shown = rows_elsewhere + stacks.len() as u64;
     if opts.stack_rows == StackRows::Counted {
         stacks = Vec::new();
-    }
-    if !prep.window.is_all() {
-        // Stacks that neither lived nor did anything in the window.
-        stacks.retain(|s| s.running_ns | s.paused_ns | s.events | s.switches_in != 0);
     }
     let labels = match acc.paths {
         Some(_) => labels,
@@ -130,6 +135,7 @@ pub(super) fn assemble(
         marks,
         paths,
         stack_rows: opts.stack_rows,
+        stacks_shown,
     };
     let keys = match summed {
         true => Vec::new(),
@@ -379,6 +385,12 @@ fn add_all<const N: usize>(a: &mut [u64; N], b: [u64; N]) {
     for (x, y) in a.iter_mut().zip(b) {
         *x = x.saturating_add(y);
     }
+}
+
+/// Whether a stack's row is in a report with a time window: the stack
+/// lived or did something in it.
+pub(super) fn lived_in_window(s: &StackStats) -> bool {
+    s.running_ns | s.paused_ns | s.events | s.switches_in != 0
 }
 
 /// Names the report's stacks, moving the names out of the metadata: a

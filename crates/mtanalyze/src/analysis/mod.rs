@@ -59,8 +59,9 @@ mod window;
 pub use check::check;
 pub use many::{analyze_each, analyze_each_compact, analyze_each_summed, TraceError};
 pub use marks::marks;
-pub use options::{AnalyzeError, AnalyzeOptions, PathMode, TimeBound};
+pub use options::{AnalyzeError, AnalyzeOptions, PathMode, StackSink, TimeBound};
 pub use paths::RecursionCollapse;
 pub use pipeline::{
-    analyze, analyze_batched, analyze_compact, analyze_in_stages, analyze_streamed_with,
+    analyze, analyze_batched, analyze_compact, analyze_each_stack, analyze_each_stack_with,
+    analyze_in_stages, analyze_streamed_with,
 };

@@ -23,7 +23,7 @@ use crate::analysis::assemble::{assemble, fold_numbered, EdgeTotals, Rows, Sourc
 use crate::analysis::cut::OwnReplay;
 use crate::analysis::decode::Numbering;
 use crate::analysis::frames::{Acc, NoObserver, Tally};
-use crate::analysis::options::{AnalyzeError, AnalyzeOptions, PathMode};
+use crate::analysis::options::{AnalyzeError, AnalyzeOptions, NoSink, PathMode, StackSink};
 use crate::analysis::paths::{ROOT, STACK_LABEL};
 use crate::analysis::prepare::Fuse;
 use crate::analysis::replay::{StackReplay, StackTotals};
@@ -33,7 +33,7 @@ use crate::analysis::stream::{analyze_streamed, STEP_EVENTS, STREAM_FROM_STACKS}
 use crate::input::LoadedTrace;
 use crate::model::compact::CompactReport;
 use crate::model::merge::Sums;
-use crate::model::report::{Report, StackName, StackStats};
+use crate::model::report::{Report, StackName, StackRows, StackStats};
 use crate::model::warnings::Warnings;
 
 /// Analyzes a loaded trace.
@@ -73,11 +73,79 @@ fn analyze_to_compact(
     opts: &AnalyzeOptions,
     stage_done: &mut dyn FnMut(&'static str),
 ) -> Result<CompactReport, AnalyzeError> {
-    let streamed = analyze_streamed(trace, opts, STEP_EVENTS, STREAM_FROM_STACKS, stage_done)?;
+    // Rows handed to no one are only counted.
+    let counted;
+    let opts = match opts.stack_rows {
+        StackRows::Handed => {
+            counted = AnalyzeOptions {
+                stack_rows: StackRows::Counted,
+                ..opts.clone()
+            };
+            &counted
+        }
+        _ => opts,
+    };
+    let (step, from) = (STEP_EVENTS, STREAM_FROM_STACKS);
+    let streamed = analyze_streamed(trace, opts, step, from, stage_done, &mut NoSink)?;
     if let Some(report) = streamed {
         return Ok(report);
     }
     analyze_batch(trace, opts, stage_done)
+}
+
+/// [`analyze`], handing each stack's row to `sink` instead of keeping it
+/// (the report's `stacks` is empty, its `stack_rows` is
+/// [`StackRows::Handed`]): what a view that shows some of the rows, or
+/// sums of them, needs, without holding a row per stack. A streamed
+/// analysis hands the rows as their stacks finish.
+pub fn analyze_each_stack(
+    trace: &LoadedTrace,
+    opts: &AnalyzeOptions,
+    sink: &mut dyn StackSink,
+) -> Result<Report, AnalyzeError> {
+    each_stack(trace, opts, STEP_EVENTS, STREAM_FROM_STACKS, sink)
+}
+
+/// [`analyze_each_stack`] streamed in steps of about `step_events`
+/// events if the trace names at least `min_stacks` stacks.
+fn each_stack(
+    trace: &LoadedTrace,
+    opts: &AnalyzeOptions,
+    step_events: u64,
+    min_stacks: usize,
+    sink: &mut dyn StackSink,
+) -> Result<Report, AnalyzeError> {
+    let opts = AnalyzeOptions {
+        stack_rows: StackRows::Handed,
+        ..opts.clone()
+    };
+    let streamed = analyze_streamed(trace, &opts, step_events, min_stacks, &mut |_| {}, sink)?;
+    let compact = match streamed {
+        Some(r) => r,
+        None => {
+            // The stream may have handed some before it stopped.
+            sink.restart();
+            let mut r = analyze_batch(trace, &opts, &mut |_| {})?;
+            for row in std::mem::take(&mut r.report.stacks) {
+                sink.row(row);
+            }
+            r
+        }
+    };
+    Ok(compact.into_report())
+}
+
+/// [`analyze_each_stack`], streamed in steps of about `step_events`
+/// events whatever the number of stacks (where the trace can be). For
+/// tests.
+#[doc(hidden)]
+pub fn analyze_each_stack_with(
+    trace: &LoadedTrace,
+    opts: &AnalyzeOptions,
+    step_events: u64,
+    sink: &mut dyn StackSink,
+) -> Result<Report, AnalyzeError> {
+    each_stack(trace, opts, step_events, 0, sink)
 }
 
 /// The streamed analysis ([`analyze`] when it can and the trace names
@@ -90,7 +158,7 @@ pub fn analyze_streamed_with(
     opts: &AnalyzeOptions,
     step_events: u64,
 ) -> Result<Option<Report>, AnalyzeError> {
-    let streamed = analyze_streamed(trace, opts, step_events, 0, &mut |_| {})?;
+    let streamed = analyze_streamed(trace, opts, step_events, 0, &mut |_| {}, &mut NoSink)?;
     Ok(streamed.map(CompactReport::into_report))
 }
 

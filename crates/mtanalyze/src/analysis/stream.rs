@@ -34,13 +34,13 @@ use std::collections::hash_map::Entry;
 
 use rustc_hash::FxHashMap;
 
-use crate::analysis::assemble::{assemble, Rows, Source};
+use crate::analysis::assemble::{assemble, lived_in_window, Rows, Source};
 use crate::analysis::clock::{GilMerge, GilTimeline};
 use crate::analysis::cut::{NotStreamable, ThreadPass, ThreadStream};
 use crate::analysis::decode::{Decoded, FunctionTable, Pos};
 use crate::analysis::ends::{fits_end, ignore_end, replaces};
 use crate::analysis::frames::{Acc, NoObserver, Tally};
-use crate::analysis::options::{AnalyzeError, AnalyzeOptions, PathMode};
+use crate::analysis::options::{AnalyzeError, AnalyzeOptions, PathMode, StackSink};
 use crate::analysis::paths::ROOT;
 use crate::analysis::prepare::{decode_for, tallies_fit, Prepared};
 use crate::analysis::replay::{
@@ -72,13 +72,16 @@ pub(crate) const STREAM_FROM_STACKS: usize = 1024;
 /// `step_events` events a step, if its metadata names at least
 /// `min_stacks` stacks; `Ok(None)` if the trace or the options need the
 /// batch analysis. `stage_done` is called with `replay` once every step
-/// is done (the stream has no other stage before `assemble`).
+/// is done (the stream has no other stage before `assemble`). With
+/// `StackRows::Handed`, `sink` gets each stack's row, named, as its stack
+/// finishes.
 pub(crate) fn analyze_streamed(
     trace: &LoadedTrace,
     opts: &AnalyzeOptions,
     step_events: u64,
     min_stacks: usize,
     stage_done: &mut dyn FnMut(&'static str),
+    sink: &mut dyn StackSink,
 ) -> Result<Option<CompactReport>, AnalyzeError> {
     let plain = opts.paths == PathMode::Off && opts.threads.is_empty() && opts.stacks.is_empty();
     if !plain {
@@ -93,9 +96,14 @@ pub(crate) fn analyze_streamed(
     if !whole || !tallies_fit(&decoded, trace.bytes().len()) {
         return Ok(None);
     }
-    let Ok((prep, stacks, acc, warnings, all_stacks)) =
-        stream(decoded, clock, window, step_events.max(1), opts.stack_rows)
-    else {
+    let Ok((prep, stacks, acc, warnings, all_stacks, rows_elsewhere)) = stream(
+        decoded,
+        clock,
+        window,
+        step_events.max(1),
+        opts.stack_rows,
+        sink,
+    ) else {
         return Ok(None);
     };
     stage_done("replay");
@@ -107,6 +115,7 @@ pub(crate) fn analyze_streamed(
         clock,
         all_stacks,
         labels: Vec::new(),
+        rows_elsewhere,
     };
     Ok(Some(assemble(
         trace,
@@ -120,19 +129,27 @@ pub(crate) fn analyze_streamed(
 }
 
 /// What a stream gives the report: the prepared trace, the stack rows
-/// (unnamed, in no order), the summed statistics, the replays' warnings
-/// and how many stacks the trace has.
-type Streamed<'a> = (Prepared<'a>, Vec<StackStats>, Acc, Warnings, u64);
+/// (unnamed, in no order), the summed statistics, the replays' warnings,
+/// how many stacks the trace has and how many rows were counted or handed
+/// instead of kept.
+type Streamed<'a> = (Prepared<'a>, Vec<StackStats>, Acc, Warnings, u64, u64);
 
 /// The steps (see the module doc).
-fn stream(
-    decoded: Decoded<'_>,
+fn stream<'a>(
+    decoded: Decoded<'a>,
     clock: Clock,
     window: Window,
     step_events: u64,
     stack_rows: StackRows,
-) -> Result<Streamed<'_>, NotStreamable> {
+    sink: &mut dyn StackSink,
+) -> Result<Streamed<'a>, NotStreamable> {
     let keep = stack_rows == StackRows::Kept;
+    let mut out = RowsOut {
+        stack_rows,
+        sink,
+        window: !window.is_all(),
+        elsewhere: 0,
+    };
     let mut threads: Vec<ThreadStream> = (0..decoded.threads.len() as u32)
         .map(|i| ThreadStream::new(&decoded, i, clock, window))
         .collect();
@@ -196,7 +213,7 @@ fn stream(
         );
         cut?;
         replay?;
-        take_rows(&mut lanes, &mut rows, keep);
+        out.take(&mut lanes, &mut rows, &decoded);
         let now_read: u64 = threads.iter().map(|t| t.pass.events).sum();
         step.adapt(now_read - read);
         read = now_read;
@@ -235,7 +252,7 @@ fn stream(
     lanes
         .par_iter_mut()
         .try_for_each(|lane| lane.last_step(&ctx, end_ns))?;
-    take_rows(&mut lanes, &mut rows, keep);
+    out.take(&mut lanes, &mut rows, &prep.decoded);
     let mut acc: Option<Acc> = None;
     let mut warnings = Warnings::default();
     let mut all_stacks = 0;
@@ -277,22 +294,61 @@ fn stream(
         .collect();
     for (a, row, w) in finished {
         acc.merge(a);
-        if keep {
-            rows.push(row);
-        }
+        out.row(row, &mut rows, &prep.decoded);
         warnings.merge(w);
     }
-    Ok((prep, rows, acc, warnings, all_stacks))
+    Ok((prep, rows, acc, warnings, all_stacks, out.elsewhere))
 }
 
-/// Moves the rows the lanes made in a step to `rows` if they are kept;
-/// else drops them.
-fn take_rows(lanes: &mut [Lane], rows: &mut Vec<StackStats>, keep: bool) {
-    for lane in lanes {
-        match keep {
-            true => rows.append(&mut lane.work.rows),
-            false => lane.work.rows.clear(),
+/// Where the rows go as their stacks finish (`AnalyzeOptions::stack_rows`).
+struct RowsOut<'s> {
+    stack_rows: StackRows,
+    sink: &'s mut dyn StackSink,
+    /// The report has a time window (which shows only the stacks that
+    /// lived in it).
+    window: bool,
+    /// Rows counted or handed (of stacks the report shows).
+    elsewhere: u64,
+}
+
+impl RowsOut<'_> {
+    /// Takes the rows the lanes made in a step.
+    fn take(&mut self, lanes: &mut [Lane], rows: &mut Vec<StackStats>, decoded: &Decoded<'_>) {
+        for lane in lanes {
+            match self.stack_rows {
+                StackRows::Kept => rows.append(&mut lane.work.rows),
+                _ => {
+                    for row in lane.work.rows.drain(..) {
+                        self.row(row, rows, decoded);
+                    }
+                }
+            }
         }
+    }
+
+    /// Takes one row.
+    fn row(&mut self, row: StackStats, rows: &mut Vec<StackStats>, decoded: &Decoded<'_>) {
+        if self.stack_rows == StackRows::Kept {
+            return rows.push(row);
+        }
+        // As `assemble` filters the rows it keeps.
+        if self.window && !lived_in_window(&row) {
+            return;
+        }
+        self.elsewhere += 1;
+        if self.stack_rows == StackRows::Handed {
+            self.hand(row, decoded);
+        }
+    }
+
+    /// Hands `row` to the sink, named as the report names it (`assemble.rs`).
+    fn hand(&mut self, mut row: StackStats, decoded: &Decoded<'_>) {
+        row.name = match row.id {
+            StackKey::Own(tid) => decoded.thread_names.get(&tid).map(|n| n.0.as_str().into()),
+            StackKey::Logical(id) => decoded.stack_names.get(id).map(StackName::from),
+        }
+        .unwrap_or_default();
+        self.sink.row(row);
     }
 }
 

@@ -31,6 +31,19 @@ pub(crate) fn analyze(path: &Path, options: &AnalyzeOptions) -> Result<Report, F
     report
 }
 
+/// [`analyze`], each stack's row handed to `sink` (see
+/// [`mtanalyze::analyze_each_stack`]).
+pub(crate) fn analyze_stacks(
+    path: &Path,
+    options: &AnalyzeOptions,
+    sink: &mut dyn mtanalyze::StackSink,
+) -> Result<Report, Failure> {
+    let progress = Progress::spinner(format!("analyzing {}", path.display()));
+    let report = mtanalyze::analyze_each_stack(&load(path)?, options, sink).map_err(message);
+    progress.finish();
+    report
+}
+
 /// The one-line summary of a report's warnings, on stderr (after the
 /// output, which the caller has flushed), prefixed with `prefix` if any.
 pub(crate) fn say_warnings(report: &Report, prefix: Option<&str>) {

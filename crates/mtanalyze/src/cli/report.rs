@@ -6,9 +6,11 @@ use std::path::{Path, PathBuf};
 
 use crate::cli::args::{analyze_options, rows_if, Format, ReportArgs};
 use crate::cli::output::{Failure, Output};
-use crate::cli::{analyze, each_report, each_report_summed, expand_traces, say_warnings};
+use crate::cli::{
+    analyze, analyze_stacks, each_report, each_report_summed, expand_traces, say_warnings,
+};
 use mtanalyze::render;
-use mtanalyze::view::{self, Direction, EdgeSelection, ViewOptions};
+use mtanalyze::view::{self, Direction, EdgeSelection, StackView, ViewOptions};
 use mtanalyze::{PathMode, Report};
 
 pub(crate) fn report(args: &ReportArgs, out: &mut dyn Write) -> Result<(), Failure> {
@@ -68,7 +70,20 @@ pub(crate) fn report(args: &ReportArgs, out: &mut dyn Write) -> Result<(), Failu
             "--by-trace applies to the table and --format json".into(),
         ));
     }
-    let (report, each) = if traces.len() == 1 {
+    // One trace's --stacks table: only the rows (or groups) it shows are
+    // held, gathered as the analysis hands them over. (With --thread or
+    // --stack, the header says how many of the rows were selected: they
+    // are kept.)
+    let selected = !options.threads.is_empty() || !options.stacks.is_empty();
+    let one_table =
+        traces.len() == 1 && args.format == Format::Table && !args.by_trace && !selected;
+    let mut stack_view = (one_table && args.stacks).then(|| {
+        let sort = args.sort.map(Into::into);
+        StackView::new(sort, args.limit, args.group)
+    });
+    let (report, each) = if let Some(sink) = &mut stack_view {
+        (analyze_stacks(path, &options, sink)?, Vec::new())
+    } else if traces.len() == 1 {
         let report = analyze(path, &options)?;
         let each = if args.by_trace {
             vec![report.clone()]
@@ -112,7 +127,10 @@ pub(crate) fn report(args: &ReportArgs, out: &mut dyn Write) -> Result<(), Failu
             let total = each.iter().map(|r| r.functions.len()).sum();
             render::table::functions_by_trace(w, &rows, total, width)
         }
-        Format::Table => table(args, &report, width, w),
+        Format::Table => {
+            let stacks = stack_view.take().map(StackView::finish);
+            table(args, &report, stacks, width, w)
+        }
         Format::Markdown => {
             let rows = view::function_rows(&report, &view_options(args));
             render::markdown::report(w, &report, &rows)
@@ -134,9 +152,12 @@ fn view_options(args: &ReportArgs) -> ViewOptions {
 
 /// The header, then the sections asked for (stacks, their groups, callers,
 /// callees), or else the function table.
+/// The table output; the `--stacks` rows or groups from `stacks` if
+/// gathered as the analysis ran, else from the report.
 fn table(
     args: &ReportArgs,
     report: &Report,
+    stacks: Option<StackView>,
     width: Option<usize>,
     out: &mut dyn Write,
 ) -> io::Result<()> {
@@ -150,16 +171,30 @@ fn table(
     };
     if args.stacks {
         section(out)?;
-        render::table::ends_line(out, report)?;
+        match &stacks {
+            Some(v) => {
+                let (logical, ended) = v.logical_and_ended();
+                render::table::ends_counts_line(out, report, logical, ended)?;
+            }
+            None => render::table::ends_line(out, report)?,
+        }
     }
     if args.stacks && args.group {
-        let mut groups = view::stack_groups(report, sort);
+        let mut groups = match stacks {
+            Some(v) => v.groups(),
+            None => view::stack_groups(report, sort),
+        };
         let total = groups.len();
         groups.truncate(args.limit.unwrap_or(total));
         render::table::stack_groups(out, &groups, total, width)?;
     } else if args.stacks {
-        let rows = view::stack_rows(report, sort, args.limit);
-        render::table::stacks(out, &rows, report.stacks.len(), width)?;
+        match &stacks {
+            Some(v) => render::table::stacks(out, &v.rows(), v.total(), width)?,
+            None => {
+                let rows = view::stack_rows(report, sort, args.limit);
+                render::table::stacks(out, &rows, report.stacks.len(), width)?;
+            }
+        }
     }
     for (re, dir) in [
         (&args.callers, Direction::Callers),

@@ -431,8 +431,9 @@ impl Merged {
             return;
         };
         into.stacks.extend(r.stacks);
-        if r.stack_rows == StackRows::Counted {
-            into.stack_rows = StackRows::Counted;
+        into.stacks_shown += r.stacks_shown;
+        if r.stack_rows != StackRows::Kept {
+            into.stack_rows = r.stack_rows;
         }
         into.marks.extend(r.marks);
         add_warnings(&mut into.warnings, r.warnings);

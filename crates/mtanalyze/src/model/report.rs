@@ -39,6 +39,11 @@ pub struct Report {
     /// with its rows.
     #[serde(skip)]
     pub stack_rows: StackRows,
+    /// How many stacks the report shows: the rows of the stacks the
+    /// options select that lived in the time window, whether kept in
+    /// `stacks`, handed or counted. Not written (`stacks` is).
+    #[serde(skip)]
+    pub stacks_shown: u64,
 }
 
 /// Whether a report keeps a row per stack.
@@ -47,6 +52,10 @@ pub enum StackRows {
     /// Every selected stack's row, in [`Report::stacks`].
     #[default]
     Kept,
+    /// Handed to the caller one by one as their stacks finish, none kept
+    /// ([`crate::analyze_each_stack`] sets it; [`crate::analyze`] takes
+    /// it as `Counted`): [`Report::stacks`] is empty.
+    Handed,
     /// Counted in [`TraceSummary::stacks`] only; [`Report::stacks`] is
     /// empty. For outputs that show no stack (the function table, folded
     /// call paths, pstats, callgrind, pprof, diffs): a task-per-request

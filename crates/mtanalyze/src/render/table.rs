@@ -61,13 +61,16 @@ pub fn header(out: &mut dyn Write, report: &Report, width: Option<usize>) -> io:
         .iter()
         .fold(0u64, |n, w| n.saturating_add(w.count));
     writeln!(out, "{}", trace_line("trace: ", t, width))?;
-    // With --thread/--stack, say how many of the stacks were replayed
-    // (a report that only counted its stacks cannot say).
-    let counted = report.stack_rows == StackRows::Counted;
-    let stacks = if counted || report.stacks.len() as u64 == t.stacks {
+    // With --thread/--stack or a time window, say how many of the stacks
+    // are shown.
+    let shown = match report.stack_rows {
+        StackRows::Kept => report.stacks.len() as u64,
+        _ => report.stacks_shown,
+    };
+    let stacks = if shown == t.stacks {
         t.stacks.to_string()
     } else {
-        format!("{} of {}", report.stacks.len(), t.stacks)
+        format!("{shown} of {}", t.stacks)
     };
     let mut items = vec![
         format!("duration: {}", duration(t.duration_ns as f64)),
@@ -226,15 +229,23 @@ pub fn functions_by_trace(
 /// ended (an `end` event counted) and how many did not: only for a trace
 /// of format version 3 or more, which can say so, with logical stacks.
 pub fn ends_line(out: &mut dyn Write, report: &Report) -> io::Result<()> {
-    if report.trace.format_version < 3 {
-        return Ok(());
-    }
     let (logical, ended) = report
         .stacks
         .iter()
         .filter(|s| matches!(s.id, StackKey::Logical(_)))
         .fold((0u64, 0u64), |(n, e), s| (n + 1, e + u64::from(s.ended)));
-    if logical == 0 {
+    ends_counts_line(out, report, logical, ended)
+}
+
+/// [`ends_line`] of `logical` logical stacks, `ended` of them ended
+/// (counted as the rows were handed: see [`crate::view::StackView`]).
+pub fn ends_counts_line(
+    out: &mut dyn Write,
+    report: &Report,
+    logical: u64,
+    ended: u64,
+) -> io::Result<()> {
+    if report.trace.format_version < 3 || logical == 0 {
         return Ok(());
     }
     writeln!(

@@ -21,7 +21,7 @@ pub use diff::{
 };
 pub use report::{
     edge_groups, filtered_report, function_rows, stack_groups, stack_rows, Direction, EdgeGroup,
-    EdgeSelection, ReportView, SortKey, StackGroup, ViewOptions,
+    EdgeSelection, ReportView, SortKey, StackGroup, StackView, ViewOptions,
 };
 
 /// `file:line name` when the definition site is known, else the name:

@@ -90,17 +90,130 @@ pub fn stack_rows(
 ) -> Vec<&StackStats> {
     let mut rows: Vec<&StackStats> = report.stacks.iter().collect();
     if let Some(sort) = sort {
-        rows.sort_by(|a, b| match sort {
-            SortKey::Tottime | SortKey::Cumtime => b.running_ns.cmp(&a.running_ns),
-            SortKey::Paused => b.paused_ns.cmp(&a.paused_ns),
-            SortKey::Ncalls => b.events.cmp(&a.events),
-            SortKey::Name => a.name.cmp(&b.name),
-        });
+        rows.sort_by(|a, b| by_column(a, b, sort));
     }
     if let Some(n) = limit {
         rows.truncate(n);
     }
     rows
+}
+
+/// [`stack_rows`]' order of two stacks by `sort`'s column (equal: tied).
+fn by_column(a: &StackStats, b: &StackStats, sort: SortKey) -> Ordering {
+    match sort {
+        SortKey::Tottime | SortKey::Cumtime => b.running_ns.cmp(&a.running_ns),
+        SortKey::Paused => b.paused_ns.cmp(&a.paused_ns),
+        SortKey::Ncalls => b.events.cmp(&a.events),
+        SortKey::Name => a.name.cmp(&b.name),
+    }
+}
+
+/// What `--stacks` shows, gathered from rows handed one at a time in any
+/// order ([`crate::analyze_each_stack`]'s sink): the rows of
+/// [`stack_rows`] (or the groups of [`stack_groups`]) of the report that
+/// would have held them all, holding only those shown. Half a million tasks
+/// with `--limit 20` are 20 rows (40 at most, between two trims).
+#[derive(Debug)]
+pub struct StackView {
+    sort: Option<SortKey>,
+    limit: Option<usize>,
+    /// Rows kept (`None` when grouping).
+    rows: Option<Vec<StackStats>>,
+    groups: Option<GroupSums>,
+    /// Rows handed, and of them logical stacks and those ended.
+    total: usize,
+    logical: u64,
+    ended: u64,
+}
+
+impl StackView {
+    /// The rows `stack_rows(.., sort, limit)` would give, or with `group`
+    /// the groups `stack_groups(.., sort)` would.
+    pub fn new(sort: Option<SortKey>, limit: Option<usize>, group: bool) -> StackView {
+        StackView {
+            sort,
+            limit,
+            rows: (!group).then(Vec::new),
+            groups: group.then(GroupSums::default),
+            total: 0,
+            logical: 0,
+            ended: 0,
+        }
+    }
+
+    /// The order of [`stack_rows`] over a report in id order.
+    fn order(&self, a: &StackStats, b: &StackStats) -> Ordering {
+        let column = match self.sort {
+            Some(sort) => by_column(a, b, sort),
+            None => Ordering::Equal,
+        };
+        column.then(a.id.cmp(&b.id))
+    }
+
+    /// The rows shown, in order.
+    pub fn rows(&self) -> Vec<&StackStats> {
+        self.rows.iter().flatten().collect()
+    }
+
+    /// The groups (empty unless grouping), in order.
+    pub fn groups(self) -> Vec<StackGroup> {
+        let sort = self.sort;
+        self.groups.map(|g| g.finish(sort)).unwrap_or_default()
+    }
+
+    /// How many rows were handed.
+    pub fn total(&self) -> usize {
+        self.total
+    }
+
+    /// How many of them are logical stacks, and how many of those ended.
+    pub fn logical_and_ended(&self) -> (u64, u64) {
+        (self.logical, self.ended)
+    }
+
+    /// Keeps the `limit` first rows in order (all without one).
+    fn trim(&mut self) {
+        let Some(mut rows) = self.rows.take() else {
+            return;
+        };
+        rows.sort_by(|a, b| self.order(a, b));
+        if let Some(n) = self.limit {
+            rows.truncate(n);
+        }
+        self.rows = Some(rows);
+    }
+
+    /// Done: the rows in order.
+    pub fn finish(mut self) -> StackView {
+        self.trim();
+        self
+    }
+}
+
+impl crate::StackSink for StackView {
+    fn row(&mut self, row: StackStats) {
+        self.total += 1;
+        if matches!(row.id, crate::StackKey::Logical(_)) {
+            self.logical += 1;
+            self.ended += u64::from(row.ended);
+        }
+        if let Some(g) = &mut self.groups {
+            g.add(&row);
+        }
+        let Some(rows) = &mut self.rows else {
+            return;
+        };
+        rows.push(row);
+        // Twice the rows shown, then back to those: each trim sorts what
+        // it keeps, so the work stays in proportion to the rows handed.
+        if self.limit.is_some_and(|n| rows.len() >= 2 * n.max(16)) {
+            self.trim();
+        }
+    }
+
+    fn restart(&mut self) {
+        *self = StackView::new(self.sort, self.limit, self.groups.is_some());
+    }
 }
 
 /// Stacks whose names differ only in their numbers, summed: one row of
@@ -158,19 +271,30 @@ fn group_name(s: &StackStats) -> String {
 /// by running time (`tottime`, `cumtime`), paused time (`paused`), number
 /// of stacks (`ncalls`), or by name.
 pub fn stack_groups(report: &Report, sort: Option<SortKey>) -> Vec<StackGroup> {
-    let mut groups: Vec<StackGroup> = Vec::new();
-    let mut threads: Vec<BTreeSet<u64>> = Vec::new();
-    let mut index: HashMap<String, usize> = HashMap::new();
+    let mut sums = GroupSums::default();
     for s in &report.stacks {
-        let i = *index.entry(group_name(s)).or_insert_with_key(|name| {
-            groups.push(StackGroup {
+        sums.add(s);
+    }
+    sums.finish(sort)
+}
+
+/// Stack groups being summed, rows in any order.
+#[derive(Debug, Default)]
+struct GroupSums {
+    /// Each group, the threads of its stacks and its first stack.
+    groups: HashMap<String, (StackGroup, BTreeSet<u64>, crate::StackKey)>,
+}
+
+impl GroupSums {
+    fn add(&mut self, s: &StackStats) {
+        let (g, threads, first) = self.groups.entry(group_name(s)).or_insert_with_key(|name| {
+            let g = StackGroup {
                 name: name.clone(),
                 ..StackGroup::default()
-            });
-            threads.push(BTreeSet::new());
-            groups.len() - 1
+            };
+            (g, BTreeSet::new(), s.id)
         });
-        let g = &mut groups[i];
+        *first = (*first).min(s.id);
         g.stacks += 1;
         g.running_ns = g.running_ns.saturating_add(s.running_ns);
         g.paused_ns = g.paused_ns.saturating_add(s.paused_ns);
@@ -178,20 +302,31 @@ pub fn stack_groups(report: &Report, sort: Option<SortKey>) -> Vec<StackGroup> {
         g.switches_in = g.switches_in.saturating_add(s.switches_in);
         g.max_depth = g.max_depth.max(s.max_depth);
         g.events = g.events.saturating_add(s.events);
-        threads[i].extend(&s.threads);
+        threads.extend(&s.threads);
     }
-    for (g, t) in groups.iter_mut().zip(threads) {
-        g.threads = t.into_iter().collect();
+
+    /// The groups in the order of their first stack (the report's order is
+    /// by id), then by `sort`'s column if given (ties keep that order).
+    fn finish(self, sort: Option<SortKey>) -> Vec<StackGroup> {
+        let mut groups: Vec<_> = self.groups.into_values().collect();
+        groups.sort_unstable_by_key(|(_, _, first)| *first);
+        let mut groups: Vec<StackGroup> = groups
+            .into_iter()
+            .map(|(mut g, threads, _)| {
+                g.threads = threads.into_iter().collect();
+                g
+            })
+            .collect();
+        if let Some(sort) = sort {
+            groups.sort_by(|a, b| match sort {
+                SortKey::Tottime | SortKey::Cumtime => b.running_ns.cmp(&a.running_ns),
+                SortKey::Paused => b.paused_ns.cmp(&a.paused_ns),
+                SortKey::Ncalls => b.stacks.cmp(&a.stacks),
+                SortKey::Name => a.name.cmp(&b.name),
+            });
+        }
+        groups
     }
-    if let Some(sort) = sort {
-        groups.sort_by(|a, b| match sort {
-            SortKey::Tottime | SortKey::Cumtime => b.running_ns.cmp(&a.running_ns),
-            SortKey::Paused => b.paused_ns.cmp(&a.paused_ns),
-            SortKey::Ncalls => b.stacks.cmp(&a.stacks),
-            SortKey::Name => a.name.cmp(&b.name),
-        });
-    }
-    groups
 }
 
 /// Which side of an edge a [`EdgeGroup`] lists.
@@ -440,6 +575,7 @@ mod tests {
             ],
             stacks: vec![],
             stack_rows: Default::default(),
+            stacks_shown: 0,
             warnings: vec![],
             marks: vec![],
             paths: vec![
@@ -576,5 +712,88 @@ mod tests {
         assert_eq!(group_name(&stack("stack:7", "h2c")), "h#c");
         assert_eq!(group_name(&stack("stack:17", "")), "stack:#");
         assert_eq!(group_name(&stack("thread:3", "main")), "main");
+    }
+
+    #[test]
+    fn a_stack_view_fed_in_any_order_shows_what_the_whole_report_does() {
+        use crate::StackSink;
+        // Rows in id order (the report's), with ties in every column, a few
+        // names and unnamed stacks, own stacks first.
+        let mut stacks: Vec<StackStats> = (0..300u64)
+            .map(|i| StackStats {
+                id: if i < 4 {
+                    crate::StackKey::Own(i + 1)
+                } else {
+                    crate::StackKey::Logical(i)
+                },
+                name: match i % 5 {
+                    0 => "".into(),
+                    1 => format!("request-{}", i % 7).into(),
+                    2 => "worker".into(),
+                    _ => format!("conn {} req {}", i % 3, i).into(),
+                },
+                threads: vec![i % 4 + 1, i % 3 + 10].into(),
+                running_ns: (i * 7919) % 13,
+                paused_ns: (i * 104_729) % 11,
+                scheduled_ns: i % 3,
+                waiting_ns: 0,
+                switches_in: i % 4,
+                max_depth: (i % 9) as u32,
+                events: (i * 31) % 17,
+                ended: i % 3 == 0,
+            })
+            .collect();
+        stacks.sort_by_key(|s| s.id);
+        let report = Report {
+            stacks: stacks.clone(),
+            ..report()
+        };
+        // Handed in a shuffled order.
+        let mut shuffled = stacks.clone();
+        for i in 0..shuffled.len() {
+            let j = (i * 7_477 + 13) % shuffled.len();
+            shuffled.swap(i, j);
+        }
+        let sorts = [
+            None,
+            Some(SortKey::Tottime),
+            Some(SortKey::Cumtime),
+            Some(SortKey::Paused),
+            Some(SortKey::Ncalls),
+            Some(SortKey::Name),
+        ];
+        for sort in sorts {
+            for limit in [
+                None,
+                Some(0),
+                Some(1),
+                Some(5),
+                Some(40),
+                Some(299),
+                Some(1000),
+            ] {
+                let mut view = StackView::new(sort, limit, false);
+                view.row(stacks[0].clone());
+                view.restart(); // forgotten
+                for s in &shuffled {
+                    view.row(s.clone());
+                }
+                let view = view.finish();
+                let want = stack_rows(&report, sort, limit);
+                assert_eq!(view.rows(), want, "sort {sort:?} limit {limit:?}");
+                assert_eq!(view.total(), 300);
+            }
+            let mut view = StackView::new(sort, None, true);
+            for s in &shuffled {
+                view.row(s.clone());
+            }
+            let (logical, ended) = view.logical_and_ended();
+            assert_eq!((logical, ended), (296, 98));
+            assert_eq!(
+                view.finish().groups(),
+                stack_groups(&report, sort),
+                "{sort:?}"
+            );
+        }
     }
 }
