@@ -222,11 +222,13 @@ fn stream<'a>(
         horizon = h;
         opens = open_segments(&threads);
         route(&mut threads, &decoded, &mut lanes);
-        earliest = threads
-            .iter()
-            .filter_map(|t| Some(t.open_segment()?.start_tick))
-            .chain(lanes.iter().filter_map(Lane::earliest_segment))
-            .fold(horizon, u64::min);
+        if gil.is_some() {
+            earliest = threads
+                .iter()
+                .filter_map(|t| Some(t.open_segment()?.start_tick))
+                .chain(lanes.iter().filter_map(Lane::earliest_segment))
+                .fold(horizon, u64::min);
+        }
     }
     // Every event read: the last segments run to the end of the trace.
     let mut passes: Vec<_> = threads.into_iter().map(|t| t.finish(&decoded)).collect();
