@@ -89,7 +89,7 @@ pub(super) fn assemble(
         stacks.retain(lived_in_window);
     }
     let stacks_shown = rows_elsewhere + stacks.len() as u64;
-    if opts.stack_rows == StackRows::Counted {
+    if opts.stack_rows != StackRows::Kept {
         stacks = Vec::new();
     }
     let labels = match acc.paths {

@@ -125,10 +125,15 @@ fn each_stack(
         None => {
             // The stream may have handed some before it stopped.
             sink.restart();
-            let mut r = analyze_batch(trace, &opts, &mut |_| {})?;
+            let kept = AnalyzeOptions {
+                stack_rows: StackRows::Kept,
+                ..opts
+            };
+            let mut r = analyze_batch(trace, &kept, &mut |_| {})?;
             for row in std::mem::take(&mut r.report.stacks) {
                 sink.row(row);
             }
+            r.report.stack_rows = StackRows::Handed;
             r
         }
     };
