@@ -302,6 +302,16 @@ fn each_with<T: Send, E>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One sequential worker's scratch, as a worker of `analyze_each_summed` starts.
+    fn one_worker() -> WorkerScratch {
+        WorkerScratch {
+            sequential: true,
+            pool: None,
+            tables: Scratch::default(),
+            sums: Sums::default(),
+        }
+    }
     use mtanalyze_testkit::worked_examples::{FIBER_HANDOFF, GIL_TURNS};
 
     #[test]
@@ -421,12 +431,7 @@ mod tests {
                     ..AnalyzeOptions::default()
                 };
                 let want = merge(traces.iter().map(|t| crate::analyze(t, &opts).unwrap()));
-                let mut scratch = WorkerScratch {
-                    sequential: true,
-                    pool: None,
-                    tables: Scratch::default(),
-                    sums: Sums::default(),
-                };
+                let mut scratch = one_worker();
                 let mut merged = Merged::new();
                 for (i, t) in traces.iter().enumerate() {
                     let mut c = analyze_in(t, &opts, &mut scratch, Some(i as u32)).unwrap();
@@ -537,12 +542,7 @@ mod tests {
                 };
                 let case = format!("{clock:?} {from:?} {to:?}");
                 let want = merge(traces.iter().map(|t| crate::analyze(t, &opts).unwrap())).unwrap();
-                let mut scratch = WorkerScratch {
-                    sequential: true,
-                    pool: None,
-                    tables: Scratch::default(),
-                    sums: Sums::default(),
-                };
+                let mut scratch = one_worker();
                 let mut merged = Merged::new();
                 let mut seen = Vec::new();
                 for (i, t) in traces.iter().enumerate() {
