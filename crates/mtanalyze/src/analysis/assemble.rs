@@ -466,19 +466,7 @@ mod tests {
 
     #[test]
     fn rows_with_dense_ids_are_placed_as_a_sort_would_order_them() {
-        let row = |id: StackKey| StackStats {
-            id,
-            name: Default::default(),
-            threads: Default::default(),
-            running_ns: 0,
-            paused_ns: 0,
-            scheduled_ns: 0,
-            waiting_ns: 0,
-            switches_in: 0,
-            max_depth: 0,
-            events: 0,
-            ended: false,
-        };
+        let row = stack;
         let own = |t| StackKey::Own(t);
         let logical = |i| StackKey::Logical(i);
         for n in [0u64, 1, 2, 7, 100, 1000] {
