@@ -196,7 +196,7 @@ fn path_labels(analysis: &Analysis<'_>) -> Vec<String> {
             if name.is_empty() {
                 key.to_string()
             } else {
-                name
+                name.to_owned()
             }
         })
         .collect()

@@ -765,10 +765,10 @@ fn replay_events<C: SegmentClock, O: Observer, W: Span>(
 }
 
 /// The thread's or logical stack's recorded name ("" if none).
-pub(super) fn stack_name(decoded: &Decoded<'_>, key: StackKey) -> String {
+pub(super) fn stack_name<'d>(decoded: &'d Decoded<'_>, key: StackKey) -> &'d str {
     let name = match key {
-        StackKey::Own(t) => decoded.thread_names.get(&t).map(|n| n.0.clone()),
-        StackKey::Logical(s) => decoded.stack_names.get(s).map(str::to_owned),
+        StackKey::Own(t) => decoded.thread_names.get(&t).map(|n| n.0.as_str()),
+        StackKey::Logical(s) => decoded.stack_names.get(s),
     };
     name.unwrap_or_default()
 }

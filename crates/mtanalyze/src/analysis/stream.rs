@@ -44,7 +44,7 @@ use crate::analysis::options::{AnalyzeError, AnalyzeOptions, PathMode, StackSink
 use crate::analysis::paths::ROOT;
 use crate::analysis::prepare::{decode_for, tallies_fit, Prepared};
 use crate::analysis::replay::{
-    replay_one_segment, ReplayContext, StackReplay, StackTotals, Suspended,
+    replay_one_segment, stack_name, ReplayContext, StackReplay, StackTotals, Suspended,
 };
 use crate::analysis::segment::{Segment, StackKey};
 use crate::analysis::window::Window;
@@ -345,11 +345,7 @@ impl RowsOut<'_> {
 
     /// Hands `row` to the sink, named as the report names it (`assemble.rs`).
     fn hand(&mut self, mut row: StackStats, decoded: &Decoded<'_>) {
-        row.name = match row.id {
-            StackKey::Own(tid) => decoded.thread_names.get(&tid).map(|n| n.0.as_str().into()),
-            StackKey::Logical(id) => decoded.stack_names.get(id).map(StackName::from),
-        }
-        .unwrap_or_default();
+        row.name = stack_name(decoded, row.id).into();
         self.sink.row(row);
     }
 }
