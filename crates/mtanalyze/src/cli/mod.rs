@@ -25,10 +25,7 @@ pub(crate) fn load(path: &Path) -> Result<LoadedTrace, Failure> {
 
 /// Loads and analyzes one trace with a spinner for long runs.
 pub(crate) fn analyze(path: &Path, options: &AnalyzeOptions) -> Result<Report, Failure> {
-    let progress = Progress::spinner(format!("analyzing {}", path.display()));
-    let report = mtanalyze::analyze(&load(path)?, options).map_err(message);
-    progress.finish();
-    report
+    analyzing(path, |trace| mtanalyze::analyze(trace, options))
 }
 
 /// [`analyze`], each stack's row handed to `sink` (see
@@ -38,8 +35,18 @@ pub(crate) fn analyze_stacks(
     options: &AnalyzeOptions,
     sink: &mut dyn mtanalyze::StackSink,
 ) -> Result<Report, Failure> {
+    analyzing(path, |trace| {
+        mtanalyze::analyze_each_stack(trace, options, sink)
+    })
+}
+
+/// Loads the trace at `path` and runs `job` on it, with a spinner.
+fn analyzing(
+    path: &Path,
+    job: impl FnOnce(&LoadedTrace) -> Result<Report, mtanalyze::AnalyzeError>,
+) -> Result<Report, Failure> {
     let progress = Progress::spinner(format!("analyzing {}", path.display()));
-    let report = mtanalyze::analyze_each_stack(&load(path)?, options, sink).map_err(message);
+    let report = job(&load(path)?).map_err(message);
     progress.finish();
     report
 }
