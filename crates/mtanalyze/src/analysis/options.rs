@@ -125,6 +125,11 @@ fn parse_duration_ns(s: &str) -> Result<u64, String> {
 }
 
 impl AnalyzeOptions {
+    /// Whether only some stacks are analyzed (`threads` or `stacks` given).
+    pub fn selects_stacks(&self) -> bool {
+        !self.threads.is_empty() || !self.stacks.is_empty()
+    }
+
     /// Whether the stacks' names are needed: for their rows, for selecting
     /// stacks by name, or to label call paths per stack.
     pub(crate) fn shows_stack_names(&self) -> bool {

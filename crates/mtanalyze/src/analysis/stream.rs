@@ -83,7 +83,7 @@ pub(crate) fn analyze_streamed(
     stage_done: &mut dyn FnMut(&'static str),
     sink: &mut dyn StackSink,
 ) -> Result<Option<CompactReport>, AnalyzeError> {
-    let plain = opts.paths == PathMode::Off && opts.threads.is_empty() && opts.stacks.is_empty();
+    let plain = opts.paths == PathMode::Off && !opts.selects_stacks();
     if !plain {
         return Ok(None);
     }

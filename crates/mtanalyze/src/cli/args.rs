@@ -197,8 +197,7 @@ pub(crate) fn analyze_options(
 /// stacks are then only counted (see [`StackRows::Counted`]), unless some
 /// are selected (the table's header says how many of them).
 pub(crate) fn rows_if(shown: bool, options: AnalyzeOptions) -> AnalyzeOptions {
-    let selected = !options.threads.is_empty() || !options.stacks.is_empty();
-    let stack_rows = match shown || selected {
+    let stack_rows = match shown || options.selects_stacks() {
         true => StackRows::Kept,
         false => StackRows::Counted,
     };

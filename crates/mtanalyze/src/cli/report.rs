@@ -74,9 +74,10 @@ pub(crate) fn report(args: &ReportArgs, out: &mut dyn Write) -> Result<(), Failu
     // held, gathered as the analysis hands them over. (With --thread or
     // --stack, the header says how many of the rows were selected: they
     // are kept.)
-    let selected = !options.threads.is_empty() || !options.stacks.is_empty();
-    let one_table =
-        traces.len() == 1 && args.format == Format::Table && !args.by_trace && !selected;
+    let one_table = traces.len() == 1
+        && args.format == Format::Table
+        && !args.by_trace
+        && !options.selects_stacks();
     let mut stack_view = (one_table && args.stacks).then(|| {
         let sort = args.sort.map(Into::into);
         StackView::new(sort, args.limit, args.group)
