@@ -1367,6 +1367,20 @@ proptest! {
     }
 }
 
+/// `n` steps for `ordered_lines`, the same for the same `k`: the inputs
+/// of the tests that check what generated traces hold.
+fn fixed_steps(k: u32, n: u32) -> Vec<(u8, u8, u8)> {
+    (0..n)
+        .map(|i| {
+            (
+                (i * 7 + k) as u8,
+                (i * 37 + k * 11) as u8,
+                (i + k) as u8 % 5,
+            )
+        })
+        .collect()
+}
+
 /// The ends tests' inputs hold what they are about: ends that count on
 /// stacks left with frames open (closed there, as cut short) and on
 /// finished ones, and ends the rule ignores.
@@ -1374,15 +1388,7 @@ proptest! {
 fn generated_ends_count_cut_short_and_are_ignored() {
     let (mut ended, mut cut, mut ignored, mut cases) = (0, 0, 0, 0);
     for k in 0..64u32 {
-        let steps: Vec<(u8, u8, u8)> = (0..120u32)
-            .map(|i| {
-                (
-                    (i * 7 + k) as u8,
-                    (i * 37 + k * 11) as u8,
-                    (i + k) as u8 % 5,
-                )
-            })
-            .collect();
+        let steps = fixed_steps(k, 120);
         let lines = ordered_lines(2, 3, 3, &steps);
         let finals = [
             (k as u8, k as u8, 0),
@@ -2171,15 +2177,7 @@ proptest! {
 fn streamed_tests_stream_and_stop() {
     let (mut streamed, mut stopped) = (0, 0);
     for k in 0..64u32 {
-        let steps: Vec<(u8, u8, u8)> = (0..2000u32)
-            .map(|i| {
-                (
-                    (i * 7 + k) as u8,
-                    (i * 37 + k * 11) as u8,
-                    (i + k) as u8 % 5,
-                )
-            })
-            .collect();
+        let steps = fixed_steps(k, 2000);
         // Many stacks on two threads: each waits long between its runs,
         // so an end while it waits is judged before it runs again.
         let lines = ordered_lines(2, 40, 3, &steps);
