@@ -235,34 +235,80 @@ pub fn for_each_record_borrowed<'a>(
     base: u64,
     mut f: impl FnMut(MetaRecordRef<'a>),
 ) -> Option<MetaProblem> {
+    for_each_record_located(region, base, |_, r| f(r))
+}
+
+/// [`for_each_record_borrowed`], handing each record with its offset in
+/// `region`: [`record_at`] reads it again from there. (A reader of half a
+/// million task names can keep where each is, 4 bytes, instead of the
+/// name.)
+pub fn for_each_record_located<'a>(
+    region: &'a [u8],
+    base: u64,
+    mut f: impl FnMut(usize, MetaRecordRef<'a>),
+) -> Option<MetaProblem> {
     let mut at = 0usize;
     while at + META_RECORD_HEADER <= region.len() {
-        let problem = |why| MetaProblem {
-            offset: base + at as u64,
-            why,
-        };
-        let (Some(len), Some(kind)) = (read_u32(region, at), read_u16(region, at + 4)) else {
-            return Some(problem("record header cut short"));
-        };
-        if len == 0 && kind == 0 {
-            // Zero bytes: the rest of the region was never written.
-            break;
+        match record_and_end(region, at) {
+            Ok(None) => break, // zero bytes: the rest was never written
+            Ok(Some((record, end))) => {
+                // `None`: a kind from a newer writer, skipped.
+                if let Some(r) = record {
+                    f(at, r);
+                }
+                at = end;
+            }
+            Err(why) => {
+                return Some(MetaProblem {
+                    offset: base + at as u64,
+                    why,
+                })
+            }
         }
-        let payload_start = at + META_RECORD_HEADER;
-        let Some(payload) = payload_start
-            .checked_add(len as usize)
-            .and_then(|end| region.get(payload_start..end))
-        else {
-            return Some(problem("record longer than the metadata region"));
-        };
-        match decode_payload(kind, payload) {
-            Ok(Some(r)) => f(r),
-            Ok(None) => {} // a kind from a newer writer
-            Err(why) => return Some(problem(why)),
-        }
-        at = (payload_start + len as usize).div_ceil(META_ALIGN) * META_ALIGN;
     }
     None
+}
+
+/// The record at offset `at` of `region` (an offset
+/// [`for_each_record_located`] handed over), or `None` if there is none
+/// there that can be read.
+pub fn record_at(region: &[u8], at: usize) -> Option<MetaRecordRef<'_>> {
+    match record_and_end(region, at) {
+        Ok(Some((r, _))) => r,
+        _ => None,
+    }
+}
+
+/// The record at `at` (`None` inside if of a kind this reader does not
+/// know) and the offset of the next one; `Ok(None)` where the region was
+/// never written (zero bytes).
+#[allow(clippy::type_complexity)]
+fn record_and_end(
+    region: &[u8],
+    at: usize,
+) -> Result<Option<(Option<MetaRecordRef<'_>>, usize)>, &'static str> {
+    let header = at
+        .checked_add(META_RECORD_HEADER)
+        .and_then(|end| region.get(at..end));
+    let (Some(len), Some(kind)) = (
+        header.and_then(|h| read_u32(h, 0)),
+        header.and_then(|h| read_u16(h, 4)),
+    ) else {
+        return Err("record header cut short");
+    };
+    if len == 0 && kind == 0 {
+        return Ok(None);
+    }
+    let payload_start = at + META_RECORD_HEADER;
+    let Some(payload) = payload_start
+        .checked_add(len as usize)
+        .and_then(|end| region.get(payload_start..end))
+    else {
+        return Err("record longer than the metadata region");
+    };
+    let record = decode_payload(kind, payload)?;
+    let end = (payload_start + len as usize).div_ceil(META_ALIGN) * META_ALIGN;
+    Ok(Some((record, end)))
 }
 
 fn decode_payload(kind: u16, p: &[u8]) -> Result<Option<MetaRecordRef<'_>>, &'static str> {
@@ -442,6 +488,30 @@ mod tests {
             Some(MetaRecord::Function(f)) => assert_eq!((f.name.as_str(), f.line), ("\u{fffd}", 1)),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_record_is_read_again_at_the_offset_it_was_handed_with() {
+        let mut bytes = Vec::new();
+        let mut starts = Vec::new();
+        for r in sample() {
+            starts.push(bytes.len());
+            r.encode(&mut bytes);
+        }
+        let mut located = Vec::new();
+        let problem = for_each_record_located(&bytes, 0, |at, r| {
+            assert_eq!(record_at(&bytes, at), Some(r.clone()));
+            located.push((at, r.into_owned()));
+        });
+        assert_eq!(problem, None);
+        let want: Vec<(usize, MetaRecord)> = starts.into_iter().zip(sample()).collect();
+        assert_eq!(located, want);
+        // Anywhere else: nothing, or a record, never a panic.
+        for at in (0..bytes.len() + 16).filter(|at| !want.iter().any(|(s, _)| s == at)) {
+            let _ = record_at(&bytes, at);
+        }
+        assert_eq!(record_at(&bytes, bytes.len()), None);
+        assert_eq!(record_at(&bytes, usize::MAX), None);
     }
 
     #[test]

@@ -8,7 +8,7 @@ use crate::chunk::Chunk;
 use crate::error::{ChunkProblem, ChunkProblemKind, FormatError};
 use crate::header::Header;
 use crate::layout::HEADER_SIZE;
-use crate::meta::{for_each_record_borrowed, MetaProblem, MetaRecord, MetaRecordRef};
+use crate::meta::{for_each_record_located, MetaProblem, MetaRecord, MetaRecordRef};
 
 /// A trace file in memory.
 #[derive(Clone, Debug)]
@@ -94,22 +94,45 @@ impl<'a> TraceFile<'a> {
     /// file (see [`MetaRecordRef`]).
     pub fn for_each_metadata_borrowed(
         &self,
-        f: impl FnMut(MetaRecordRef<'a>),
+        mut f: impl FnMut(MetaRecordRef<'a>),
     ) -> Option<MetaProblem> {
-        let h = &self.header;
-        let len = self.bytes.len() as u64;
-        let claimed = h.meta_len.min(h.meta_capacity);
-        let start = h.meta_offset.min(len);
-        let end = h.meta_offset.saturating_add(claimed).min(len);
-        let bytes: &'a [u8] = self.bytes;
-        let mut problem = for_each_record_borrowed(&bytes[start as usize..end as usize], start, f);
-        if problem.is_none() && end < h.meta_offset.saturating_add(claimed) {
+        self.for_each_metadata_located(|_, r| f(r))
+    }
+
+    /// [`TraceFile::for_each_metadata_borrowed`], each record with its
+    /// offset in [`TraceFile::metadata_region`] (see
+    /// [`crate::meta::for_each_record_located`]).
+    pub fn for_each_metadata_located(
+        &self,
+        f: impl FnMut(usize, MetaRecordRef<'a>),
+    ) -> Option<MetaProblem> {
+        let (region, start) = self.metadata_region();
+        let claimed_end = {
+            let h = &self.header;
+            h.meta_offset.saturating_add(h.meta_len.min(h.meta_capacity))
+        };
+        let mut problem = for_each_record_located(region, start, f);
+        let end = start + region.len() as u64;
+        if problem.is_none() && end < claimed_end {
             problem = Some(MetaProblem {
                 offset: end,
                 why: "file ends inside the metadata region",
             });
         }
         problem
+    }
+
+    /// The committed bytes of the metadata region that are in the file,
+    /// and the file offset they start at. [`crate::meta::record_at`]
+    /// reads a record of it by its offset.
+    pub fn metadata_region(&self) -> (&'a [u8], u64) {
+        let h = &self.header;
+        let len = self.bytes.len() as u64;
+        let claimed = h.meta_len.min(h.meta_capacity);
+        let start = h.meta_offset.min(len);
+        let end = h.meta_offset.saturating_add(claimed).min(len);
+        let bytes: &'a [u8] = self.bytes;
+        (&bytes[start as usize..end as usize], start)
     }
 }
 
