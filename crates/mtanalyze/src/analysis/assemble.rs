@@ -18,7 +18,7 @@ use crate::input::LoadedTrace;
 use crate::model::compact::{CompactReport, NumberedEdge};
 use crate::model::merge::Sums;
 use crate::model::report::{
-    CallPath, Clock, FunctionStats, Report, StackRows, StackStats, TimeWindow,
+    CallPath, Clock, FunctionStats, Report, StackName, StackRows, StackStats, TimeWindow,
 };
 use crate::model::warnings::Warnings;
 
@@ -196,7 +196,7 @@ fn path_labels(analysis: &Analysis<'_>) -> Vec<String> {
             if name.is_empty() {
                 key.to_string()
             } else {
-                name.to_owned()
+                name.into_owned()
             }
         })
         .collect()
@@ -438,22 +438,21 @@ pub(super) fn lived_in_window(s: &StackStats) -> bool {
     s.running_ns | s.paused_ns | s.events | s.switches_in != 0
 }
 
-/// Names the report's stacks, moving the names out of the metadata: a
-/// trace of a million tasks has a million names, not worth copying.
+/// Names the report's stacks (thread names moved out of the metadata).
 /// `stacks` are sorted by id, logical ones ascending by number like the names,
 /// so one forward walk over the names finds every logical stack's.
 fn name_stacks(stacks: &mut [StackStats], decoded: &mut Decoded<'_>) {
-    let mut stack_names = std::mem::take(&mut decoded.stack_names)
-        .into_sorted()
-        .into_iter()
-        .peekable();
+    let stack_names = std::mem::take(&mut decoded.stack_names);
+    let mut stack_names = stack_names.iter().peekable();
     let mut thread_names = std::mem::take(&mut decoded.thread_names);
     for s in stacks {
         s.name = match s.id {
             StackKey::Own(tid) => thread_names.remove(&tid).map(|(name, _)| name.into()),
             StackKey::Logical(id) => {
                 while stack_names.next_if(|(k, _)| *k < id).is_some() {}
-                stack_names.next_if(|(k, _)| *k == id).map(|(_, name)| name)
+                stack_names
+                    .next_if(|(k, _)| *k == id)
+                    .map(|(_, name)| StackName::new(&name))
             }
         }
         .unwrap_or_default();

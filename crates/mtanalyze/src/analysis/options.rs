@@ -219,18 +219,17 @@ pub enum AnalyzeError {
 pub(crate) fn wanted<I: Iterator<Item = u64>>(
     key: &StackKey,
     tids: impl FnOnce() -> I,
-    names: &StackNames,
+    names: &StackNames<'_>,
     opts: &AnalyzeOptions,
 ) -> bool {
     if let StackKey::Own(tid) = key {
         return own_stack_wanted(*tid, opts);
     }
     let thread_ok = opts.threads.is_empty() || tids().any(|t| opts.threads.contains(&t));
-    let stack_ok = opts.stacks.is_empty()
-        || opts.stacks.iter().any(|want| {
-            *want == key.to_string()
-                || matches!(key, StackKey::Logical(id) if names.get(*id).is_some_and(|n| n == want))
-        });
+    let stack_ok = opts.stacks.is_empty() || opts.stacks.iter().any(|want| {
+        *want == key.to_string()
+            || matches!(key, StackKey::Logical(id) if names.get(*id).is_some_and(|n| *n == **want))
+    });
     thread_ok && stack_ok
 }
 

@@ -23,6 +23,8 @@
 //! per-segment logic belongs in `StackReplay`'s methods, so both drivers
 //! keep doing the same replay.
 
+use std::borrow::Cow;
+
 use mtrace_format::event::{raw_is_valid, raw_parts, KIND_ENTER, KIND_EXIT};
 use mtrace_format::layout::EVENT_SIZE;
 use mtrace_format::TraceFile;
@@ -765,9 +767,9 @@ fn replay_events<C: SegmentClock, O: Observer, W: Span>(
 }
 
 /// The thread's or logical stack's recorded name ("" if none).
-pub(super) fn stack_name<'d>(decoded: &'d Decoded<'_>, key: StackKey) -> &'d str {
+pub(super) fn stack_name<'d>(decoded: &'d Decoded<'_>, key: StackKey) -> Cow<'d, str> {
     let name = match key {
-        StackKey::Own(t) => decoded.thread_names.get(&t).map(|n| n.0.as_str()),
+        StackKey::Own(t) => decoded.thread_names.get(&t).map(|n| n.0.as_str().into()),
         StackKey::Logical(s) => decoded.stack_names.get(s),
     };
     name.unwrap_or_default()

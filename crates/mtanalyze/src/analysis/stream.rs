@@ -345,7 +345,7 @@ impl RowsOut<'_> {
 
     /// Hands `row` to the sink, named as the report names it (`assemble.rs`).
     fn hand(&mut self, mut row: StackStats, decoded: &Decoded<'_>) {
-        row.name = stack_name(decoded, row.id).into();
+        row.name = StackName::new(&stack_name(decoded, row.id));
         self.sink.row(row);
     }
 }

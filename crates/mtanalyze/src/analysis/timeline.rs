@@ -109,7 +109,7 @@ impl<'a> Timelines<'a> {
                 let key = analysis.stack_key(i)?;
                 Some(TimelineStack {
                     id: key.to_string(),
-                    name: stack_name(analysis.decoded(), key).to_owned(),
+                    name: stack_name(analysis.decoded(), key).into_owned(),
                     events: analysis.stack_weight(i),
                 })
             })
