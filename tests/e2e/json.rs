@@ -149,3 +149,66 @@ fn warnings_appear_in_the_json_too() {
     // The summary still goes to stderr, never into the JSON.
     assert!(run.stderr.starts_with("4 warnings: "), "{}", run.stderr);
 }
+
+/// A trace of 20,000 tasks: their rows (some 3 MB) are more than the
+/// CLI holds, so `--format json` sorts them on disk, in `$TMPDIR`. Its
+/// output is the library's report of the same trace, byte for byte; and
+/// where no run can be written, the rows are held and said so.
+#[test]
+fn json_of_many_stacks_sorted_on_disk_is_the_report_byte_for_byte() {
+    let dir = TempDir::new("json-many");
+    let trace = dir.join("tasks.bin");
+    let opts = mtanalyze_testkit::synth::TaskOptions {
+        tasks: 20_000,
+        ..Default::default()
+    };
+    mtanalyze_testkit::synth::generate_tasks(&opts, &trace, "test".into()).expect("writes");
+    let loaded = mtanalyze::load(&trace).expect("loads");
+    for clock in [mtanalyze::Clock::Stack, mtanalyze::Clock::Gil] {
+        let options = mtanalyze::AnalyzeOptions {
+            clock: Some(clock),
+            ..Default::default()
+        };
+        let report = mtanalyze::analyze(&loaded, &options).expect("analyzes");
+        assert_eq!(report.stacks.len(), 20_004);
+        let mut want = Vec::new();
+        // In the CLI's order (its default view).
+        let view = mtanalyze::view::filtered_report(
+            &report,
+            &mtanalyze::view::ViewOptions::default(),
+            &mtanalyze::view::EdgeSelection::default(),
+        );
+        mtanalyze::render::json::report(&mut want, &view).expect("writes");
+        let runs = dir.join("runs");
+        std::fs::create_dir_all(&runs).expect("mkdir");
+        for (tmp, held) in [(runs.clone(), false), (dir.join("missing"), true)] {
+            let out = dir.join("out.json");
+            let _ = std::fs::remove_file(&out);
+            let run = crate::util::command()
+                .env("TMPDIR", &tmp)
+                .args([trace.as_os_str(), "--format".as_ref(), "json".as_ref()])
+                .args(["--clock", &clock.to_string(), "-o"])
+                .arg(&out)
+                .output()
+                .expect("runs");
+            let stderr = String::from_utf8_lossy(&run.stderr);
+            assert!(run.status.success(), "{stderr}");
+            assert_eq!(
+                stderr.contains("stack rows held in memory, not sorted on disk"),
+                held,
+                "TMPDIR {}: {stderr}",
+                tmp.display()
+            );
+            let got = std::fs::read_to_string(&out).expect("output");
+            if got.as_bytes() != want {
+                let want = String::from_utf8_lossy(&want);
+                let (n, (w, g)) = (want.lines().zip(got.lines()).enumerate())
+                    .find(|(_, (w, g))| w != g)
+                    .unwrap_or((0, ("(one is longer)", "")));
+                panic!("clock {clock}, line {}: expected {w:?}, got {g:?}", n + 1);
+            }
+        }
+        // The runs are anonymous: nothing is left behind.
+        assert_eq!(std::fs::read_dir(&runs).expect("ls").count(), 0);
+    }
+}

@@ -226,9 +226,15 @@ fn analyze_json(path: &Path, clock: mtanalyze::Clock) -> (u64, usize) {
         clock: Some(clock),
         ..mtanalyze::AnalyzeOptions::default()
     };
-    let report = mtanalyze::analyze(&trace, &options).expect("analyze");
-    write_json(&report);
-    (report.trace.events, report.stacks.len())
+    // The rows sorted as they are handed over, on disk past the budget.
+    let mut rows = mtanalyze::view::SortedRows::new(mtanalyze::view::DEFAULT_BUDGET);
+    let report = mtanalyze::analyze_each_stack(&trace, &options, &mut rows).expect("analyze");
+    let stacks = rows.len() as usize;
+    let view = mtanalyze::view::ReportView::from(&report);
+    let rows = rows.into_sorted().expect("sorted rows");
+    mtanalyze::render::json::report_with_rows(&mut std::io::sink(), &view, rows)
+        .expect("serialize");
+    (report.trace.events, stacks)
 }
 
 /// What `mtanalyze TRACE --clock C` does (the function table): the stacks

@@ -2078,6 +2078,19 @@ fn streamed_equals_batched(bytes: &[u8], opts: &AnalyzeOptions) -> Result<bool, 
         sink.0.sort_by_key(|s| s.id);
         prop_assert_eq!(&sink.0, &batch.stacks, "the rows handed, step {}", step);
     }
+    // `--format json`: the rows handed to a sorter that spills every few
+    // rows to disk and merges in tiers of 3 give the batch report's JSON.
+    let mut sorted = mtanalyze::view::SortedRows::with_max_runs(1000, 3);
+    let r = mtanalyze::analyze_each_stack_with(&trace, opts, 3, &mut sorted).expect("analyzes");
+    prop_assert!(sorted.spill_error().is_none());
+    let rows = sorted.into_sorted().expect("merges");
+    let mut json = Vec::new();
+    let view = mtanalyze::view::ReportView::from(&r);
+    mtanalyze::render::json::report_with_rows(&mut json, &view, rows).expect("writes");
+    let mut want = Vec::new();
+    let view = mtanalyze::view::ReportView::from(&batch);
+    mtanalyze::render::json::report(&mut want, &view).expect("writes");
+    prop_assert!(json == want, "JSON of the rows sorted on disk");
     prop_assert_eq!(&analyze(&trace, opts).expect("analyzes"), &batch);
     let r = mtanalyze::analyze_batched(&trace, &counted_opts).expect("analyzes");
     prop_assert_eq!(&r, &counted, "rows counted, batch");

@@ -109,7 +109,8 @@ impl<'a> TraceFile<'a> {
         let (region, start) = self.metadata_region();
         let claimed_end = {
             let h = &self.header;
-            h.meta_offset.saturating_add(h.meta_len.min(h.meta_capacity))
+            h.meta_offset
+                .saturating_add(h.meta_len.min(h.meta_capacity))
         };
         let mut problem = for_each_record_located(region, start, f);
         let end = start + region.len() as u64;

@@ -10,7 +10,7 @@ use crate::cli::{
     analyze, analyze_stacks, each_report, each_report_summed, expand_traces, say_warnings,
 };
 use mtanalyze::render;
-use mtanalyze::view::{self, Direction, EdgeSelection, StackView, ViewOptions};
+use mtanalyze::view::{self, Direction, EdgeSelection, SortedRows, StackView, ViewOptions};
 use mtanalyze::{PathMode, Report};
 
 pub(crate) fn report(args: &ReportArgs, out: &mut dyn Write) -> Result<(), Failure> {
@@ -82,7 +82,16 @@ pub(crate) fn report(args: &ReportArgs, out: &mut dyn Write) -> Result<(), Failu
         let sort = args.sort.map(Into::into);
         StackView::new(sort, args.limit, args.group)
     });
+    // One trace's JSON: the rows are sorted by id as they are handed over,
+    // on disk past a budget, and written from there.
+    let one_json = traces.len() == 1
+        && args.format == Format::Json
+        && !args.by_trace
+        && !options.selects_stacks();
+    let mut sorted_rows = one_json.then(|| SortedRows::new(view::DEFAULT_BUDGET));
     let (report, each) = if let Some(sink) = &mut stack_view {
+        (analyze_stacks(path, &options, sink)?, Vec::new())
+    } else if let Some(sink) = &mut sorted_rows {
         (analyze_stacks(path, &options, sink)?, Vec::new())
     } else if traces.len() == 1 {
         let report = analyze(path, &options)?;
@@ -116,6 +125,13 @@ pub(crate) fn report(args: &ReportArgs, out: &mut dyn Write) -> Result<(), Failu
                     render::json::report(w, &view::filtered_report(r, &view, &edges))?;
                 }
                 w.write_all(b"]}\n")
+            } else if let Some(rows) = sorted_rows {
+                if let Some(e) = rows.spill_error() {
+                    eprintln!("note: stack rows held in memory, not sorted on disk: {e}");
+                }
+                let rows = rows.into_sorted()?;
+                let report = view::filtered_report(&report, &view, &edges);
+                render::json::report_with_rows(w, &report, rows)
             } else {
                 render::json::report(w, &view::filtered_report(&report, &view, &edges))
             }

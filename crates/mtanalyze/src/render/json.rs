@@ -11,6 +11,7 @@
 //! written in order. Every other field goes through `serde_json` as is,
 //! indented by [`Indented`].
 
+use std::borrow::Borrow;
 use std::io::{self, Write};
 
 use rayon::prelude::*;
@@ -23,8 +24,21 @@ use crate::view::ReportView;
 /// Writes the report as one pretty-printed JSON object and a newline
 /// (`ReportView::from(&report)` for a whole report).
 pub fn report(out: &mut dyn Write, report: &ReportView<'_>) -> io::Result<()> {
+    report_with_rows(out, report, report.stacks.iter().map(Ok))
+}
+
+/// [`report`], the stack rows taken from `rows`, in the report's order
+/// (by id), instead of from `report.stacks`: the rows of
+/// [`crate::analyze_each_stack`] given back by a
+/// [`crate::view::SortedRows`], which a report of half a million stacks
+/// need not hold. The output is the same byte for byte.
+pub fn report_with_rows<R: Borrow<StackStats> + Sync>(
+    out: &mut dyn Write,
+    report: &ReportView<'_>,
+    rows: impl Iterator<Item = io::Result<R>>,
+) -> io::Result<()> {
     let mut buffered = io::BufWriter::with_capacity(1 << 16, out);
-    write_report(&mut buffered, report)?;
+    write_report(&mut buffered, report, rows)?;
     writeln!(buffered)?;
     buffered.flush()
 }
@@ -46,14 +60,18 @@ fn pretty<T: Serialize + ?Sized>(out: &mut impl Write, value: &T) -> io::Result<
 
 /// The report's fields in [`ReportView`]'s order (its derived `Serialize`
 /// is the reference: a test checks the two agree byte for byte).
-fn write_report(out: &mut impl Write, report: &ReportView<'_>) -> io::Result<()> {
+fn write_report<R: Borrow<StackStats> + Sync>(
+    out: &mut impl Write,
+    report: &ReportView<'_>,
+    rows: impl Iterator<Item = io::Result<R>>,
+) -> io::Result<()> {
     out.write_all(b"{")?;
     field(out, "trace", report.trace, true)?;
     field(out, "clock", &report.clock, false)?;
     field(out, "functions", &report.functions, false)?;
     field(out, "edges", &report.edges, false)?;
     out.write_all(b",\n  \"stacks\": ")?;
-    stacks(out, report.stacks, ROWS_PER_JOB, ROWS_PER_BATCH)?;
+    stacks(out, rows, ROWS_PER_JOB, ROWS_PER_BATCH)?;
     field(out, "warnings", report.warnings, false)?;
     field(out, "marks", report.marks, false)?;
     if !report.paths.is_empty() {
@@ -87,21 +105,30 @@ const ROWS_PER_BATCH: usize = 8 * ROWS_PER_JOB;
 /// The stacks array, as a field of the top-level object (rows indented
 /// two levels), `per_job` rows formatted per parallel job and `per_batch`
 /// before any is written.
-fn stacks(
+fn stacks<R: Borrow<StackStats> + Sync>(
     out: &mut impl Write,
-    rows: &[StackStats],
+    mut rows: impl Iterator<Item = io::Result<R>>,
     per_job: usize,
     per_batch: usize,
 ) -> io::Result<()> {
-    if rows.is_empty() {
-        return out.write_all(b"[]");
-    }
-    out.write_all(b"[")?;
     let per_job = per_job.max(1);
+    let per_batch = per_batch.max(1);
     // One buffer per job of a batch, reused by the next batch: fresh ones
     // would be fresh pages, faulted in for every few thousand rows.
     let mut texts: Vec<Vec<u8>> = Vec::new();
-    for (b, batch) in rows.chunks(per_batch.max(1)).enumerate() {
+    let mut batch: Vec<R> = Vec::new();
+    let mut first = true;
+    loop {
+        batch.clear();
+        for row in rows.by_ref().take(per_batch) {
+            batch.push(row?);
+        }
+        if batch.is_empty() {
+            break;
+        }
+        if first {
+            out.write_all(b"[")?;
+        }
         let jobs = batch.len().div_ceil(per_job);
         if texts.len() < jobs {
             texts.resize_with(jobs, || Vec::with_capacity(per_job * 320));
@@ -113,17 +140,18 @@ fn stacks(
             .try_for_each(|(j, (text, job))| {
                 text.clear();
                 for (i, row) in job.iter().enumerate() {
-                    let first = b == 0 && j == 0 && i == 0;
+                    let first = first && j == 0 && i == 0;
                     text.extend_from_slice(if first { b"\n    " } else { b",\n    " });
-                    stack_row(text, row)?;
+                    stack_row(text, row.borrow())?;
                 }
                 io::Result::Ok(())
             })?;
         for text in &texts[..jobs] {
             out.write_all(text)?;
         }
+        first = false;
     }
-    out.write_all(b"\n  ]")
+    out.write_all(if first { b"[]" } else { b"\n  ]" })
 }
 
 /// One stack row, two levels in, as `serde_json`'s pretty printer writes
@@ -293,7 +321,7 @@ mod tests {
         // Batches and jobs that do not divide the rows, and single rows.
         for (per_job, per_batch) in [(1, 1), (3, 7), (7, 3), (64, 1000), (5000, 5000)] {
             let mut out = Vec::new();
-            stacks(&mut out, &report.stacks, per_job, per_batch).expect("writes");
+            stacks(&mut out, report.stacks.iter().map(Ok), per_job, per_batch).expect("writes");
             let text = String::from_utf8(out).expect("UTF-8");
             assert!(
                 want.contains(&format!("\"stacks\": {text},")),

@@ -6,10 +6,12 @@
 //! [`DiffViewOptions`]): no printing, no recomputation of statistics. The
 //! table and JSON renderers both go through it, so `--sort`, `--filter`,
 //! `--limit` and `--min-change` mean the same thing in every output format.
-//! `report.rs` holds the report's views, `diff.rs` the diff's.
+//! `report.rs` holds the report's views, `diff.rs` the diff's;
+//! `sorted_rows.rs` gives handed stack rows back in the report's order.
 
 mod diff;
 mod report;
+mod sorted_rows;
 
 use regex::Regex;
 
@@ -23,6 +25,7 @@ pub use report::{
     edge_groups, filtered_report, function_rows, stack_groups, stack_rows, Direction, EdgeGroup,
     EdgeSelection, ReportView, SortKey, StackGroup, StackView, ViewOptions,
 };
+pub use sorted_rows::{Sorted, SortedRows, DEFAULT_BUDGET};
 
 /// `file:line name` when the definition site is known, else the name:
 /// what `--filter`, `--callers` and `--callees` match against (besides the
