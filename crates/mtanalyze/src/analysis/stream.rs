@@ -155,7 +155,7 @@ fn stream<'a>(
         .collect();
     let n_functions = decoded.functions.dense_len();
     let mut lanes: Vec<Lane> = (0..rayon::current_num_threads().max(1))
-        .map(|_| Lane::new(Tally::new(n_functions, false, window)))
+        .map(|_| Lane::new(Tally::new(n_functions, false, window), stack_rows))
         .collect();
     // One vector for every row, made for as many as the trace names (the
     // recorder names every task), but no more than it has events (a stack
@@ -343,9 +343,13 @@ impl RowsOut<'_> {
         }
     }
 
-    /// Hands `row` to the sink, named as the report names it (`assemble.rs`).
+    /// Hands `row` to the sink, named as the report names it (`assemble.rs`;
+    /// the lanes name the rows they make, the threads' fused own stacks
+    /// come unnamed).
     fn hand(&mut self, mut row: StackStats, decoded: &Decoded<'_>) {
-        row.name = StackName::new(&stack_name(decoded, row.id));
+        if row.name.is_empty() {
+            row.name = StackName::new(&stack_name(decoded, row.id));
+        }
         self.sink.row(row);
     }
 }
@@ -573,6 +577,10 @@ struct LaneWork {
     /// Stacks finished by an end that counts: any later sign of them
     /// stops the stream.
     finished: IdSet,
+    /// Whether rows are named as they are made (handed rows, named in
+    /// parallel here rather than one by one as they are handed; kept rows
+    /// are named in one pass at the end).
+    name_rows: bool,
     /// The rows of the stacks finished in this step (the caller takes
     /// them into one vector after each step).
     rows: Vec<StackStats>,
@@ -592,7 +600,7 @@ enum Settled {
 }
 
 impl Lane {
-    fn new(tally: Tally) -> Lane {
+    fn new(tally: Tally, stack_rows: StackRows) -> Lane {
         Lane {
             stacks: FxHashMap::default(),
             own: FxHashMap::default(),
@@ -603,6 +611,7 @@ impl Lane {
             work: LaneWork {
                 tally,
                 finished: IdSet::default(),
+                name_rows: stack_rows == StackRows::Handed,
                 rows: Vec::new(),
                 warnings: Warnings::default(),
                 seen: 0,
@@ -765,7 +774,7 @@ impl Lane {
         for (key, mut live) in logical.chain(own) {
             if live.replay.is_some() {
                 if let Some(totals) = self.work.replay(ctx, &mut live, &[], Some(None), end_ns) {
-                    let row = totals.into_row(key, StackName::default());
+                    let row = totals.into_row(key, self.work.name(ctx, key));
                     self.work.rows.push(row);
                 }
             }
@@ -775,6 +784,14 @@ impl Lane {
 }
 
 impl LaneWork {
+    /// The name stack `key`'s row is made with.
+    fn name(&self, ctx: &ReplayContext<'_, '_>, key: StackKey) -> StackName {
+        match self.name_rows {
+            true => StackName::new(&stack_name(ctx.decoded, key)),
+            false => StackName::default(),
+        }
+    }
+
     /// Takes `end` as `live`'s latest end if it is (the latest is kept;
     /// of equal ones, the last in thread order, as `ends.rs` meets them);
     /// the other is ignored.
@@ -820,7 +837,8 @@ impl LaneWork {
         if let Some((t, end)) = live.end.filter(|(t, _)| h_ns.is_none_or(|h| *t < h)) {
             if counts(live, segments, t, open.is_some(), scale) {
                 if let Some(totals) = self.replay(ctx, live, segments, Some(Some(t)), u64::MAX) {
-                    let mut row = totals.into_row(StackKey::Logical(id), StackName::default());
+                    let key = StackKey::Logical(id);
+                    let mut row = totals.into_row(key, self.name(ctx, key));
                     row.ended = true;
                     self.rows.push(row);
                 }

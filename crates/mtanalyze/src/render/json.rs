@@ -32,10 +32,10 @@ pub fn report(out: &mut dyn Write, report: &ReportView<'_>) -> io::Result<()> {
 /// [`crate::analyze_each_stack`] given back by a
 /// [`crate::view::SortedRows`], which a report of half a million stacks
 /// need not hold. The output is the same byte for byte.
-pub fn report_with_rows<R: Borrow<StackStats> + Sync>(
+pub fn report_with_rows<R: Borrow<StackStats> + Send + Sync>(
     out: &mut dyn Write,
     report: &ReportView<'_>,
-    rows: impl Iterator<Item = io::Result<R>>,
+    rows: impl Iterator<Item = io::Result<R>> + Send,
 ) -> io::Result<()> {
     let mut buffered = io::BufWriter::with_capacity(1 << 16, out);
     write_report(&mut buffered, report, rows)?;
@@ -60,10 +60,10 @@ fn pretty<T: Serialize + ?Sized>(out: &mut impl Write, value: &T) -> io::Result<
 
 /// The report's fields in [`ReportView`]'s order (its derived `Serialize`
 /// is the reference: a test checks the two agree byte for byte).
-fn write_report<R: Borrow<StackStats> + Sync>(
+fn write_report<R: Borrow<StackStats> + Send + Sync>(
     out: &mut impl Write,
     report: &ReportView<'_>,
-    rows: impl Iterator<Item = io::Result<R>>,
+    rows: impl Iterator<Item = io::Result<R>> + Send,
 ) -> io::Result<()> {
     out.write_all(b"{")?;
     field(out, "trace", report.trace, true)?;
@@ -104,54 +104,58 @@ const ROWS_PER_BATCH: usize = 8 * ROWS_PER_JOB;
 
 /// The stacks array, as a field of the top-level object (rows indented
 /// two levels), `per_job` rows formatted per parallel job and `per_batch`
-/// before any is written.
-fn stacks<R: Borrow<StackStats> + Sync>(
+/// before any is written. The next batch is taken from `rows` while this
+/// one is formatted: rows read back from disk and merged
+/// ([`crate::view::SortedRows`]) come one at a time, on one thread.
+fn stacks<R: Borrow<StackStats> + Send + Sync>(
     out: &mut impl Write,
-    mut rows: impl Iterator<Item = io::Result<R>>,
+    mut rows: impl Iterator<Item = io::Result<R>> + Send,
     per_job: usize,
     per_batch: usize,
 ) -> io::Result<()> {
     let per_job = per_job.max(1);
     let per_batch = per_batch.max(1);
+    let take = |rows: &mut dyn Iterator<Item = io::Result<R>>| {
+        rows.take(per_batch).collect::<io::Result<Vec<R>>>()
+    };
     // One buffer per job of a batch, reused by the next batch: fresh ones
     // would be fresh pages, faulted in for every few thousand rows.
     let mut texts: Vec<Vec<u8>> = Vec::new();
-    let mut batch: Vec<R> = Vec::new();
+    let mut batch = take(&mut rows)?;
+    if batch.is_empty() {
+        return out.write_all(b"[]");
+    }
+    out.write_all(b"[")?;
     let mut first = true;
-    loop {
-        batch.clear();
-        for row in rows.by_ref().take(per_batch) {
-            batch.push(row?);
-        }
-        if batch.is_empty() {
-            break;
-        }
-        if first {
-            out.write_all(b"[")?;
-        }
+    while !batch.is_empty() {
         let jobs = batch.len().div_ceil(per_job);
         if texts.len() < jobs {
             texts.resize_with(jobs, || Vec::with_capacity(per_job * 320));
         }
-        texts[..jobs]
-            .par_iter_mut()
-            .zip(batch.par_chunks(per_job))
-            .enumerate()
-            .try_for_each(|(j, (text, job))| {
-                text.clear();
-                for (i, row) in job.iter().enumerate() {
-                    let first = first && j == 0 && i == 0;
-                    text.extend_from_slice(if first { b"\n    " } else { b",\n    " });
-                    stack_row(text, row.borrow())?;
-                }
-                io::Result::Ok(())
-            })?;
+        let format = || {
+            texts[..jobs]
+                .par_iter_mut()
+                .zip(batch.par_chunks(per_job))
+                .enumerate()
+                .try_for_each(|(j, (text, job))| {
+                    text.clear();
+                    for (i, row) in job.iter().enumerate() {
+                        let first = first && j == 0 && i == 0;
+                        text.extend_from_slice(if first { b"\n    " } else { b",\n    " });
+                        stack_row(text, row.borrow())?;
+                    }
+                    io::Result::Ok(())
+                })
+        };
+        let (formatted, next) = rayon::join(format, || take(&mut rows));
+        formatted?;
         for text in &texts[..jobs] {
             out.write_all(text)?;
         }
+        batch = next?;
         first = false;
     }
-    out.write_all(if first { b"[]" } else { b"\n  ]" })
+    out.write_all(b"\n  ]")
 }
 
 /// One stack row, two levels in, as `serde_json`'s pretty printer writes
