@@ -168,6 +168,21 @@ pub fn analyzer(data: &[u8]) {
         ) {
             assert!(streamed == batch, "the streamed analysis differs");
         }
+        // `--format json`: the rows handed as stacks finish, sorted on
+        // disk a few at a time, give the batch report's JSON.
+        let mut sorted = view::SortedRows::with_max_runs(1000, 2);
+        if let (Ok(handed), Ok(batch)) = (
+            mtanalyze::analyze_each_stack_with(&trace, &options, 1, &mut sorted),
+            mtanalyze::analyze_batched(&trace, &options),
+        ) {
+            let mut written = Vec::new();
+            let rows = sorted.into_sorted().unwrap();
+            let handed = view::ReportView::from(&handed);
+            render::json::report_with_rows(&mut written, &handed, rows).unwrap();
+            let mut expected = Vec::new();
+            render::json::report(&mut expected, &view::ReportView::from(&batch)).unwrap();
+            assert!(written == expected, "the JSON of rows sorted on disk differs");
+        }
     }
     // Time windows split any trace, damaged or not, exactly: the halves
     // [0, m) and [m, end) sum to the whole in every function's totals, and
