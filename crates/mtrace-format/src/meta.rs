@@ -172,18 +172,20 @@ pub fn for_each_record(
 /// task-per-request trace has a name per task, a merge of many traces
 /// reads every trace's function table, and a reader that keeps them its
 /// own way need not have each made a `String` first), any other record as
-/// [`MetaRecord`]. A function's strings come as their bytes, not yet
-/// checked to be UTF-8: a reader that has met the same bytes before (a
-/// merge of many traces of one program) need not check them again.
-/// `String::from_utf8_lossy` reads them as [`MetaRecord`] has them.
+/// [`MetaRecord`]. Strings come as their bytes, not yet checked to be
+/// UTF-8: a reader that has met the same bytes before (a merge of many
+/// traces of one program) need not check them again, and one that only
+/// notes where a task's name is (to read it later) need not check half a
+/// million of them. `String::from_utf8_lossy` reads them as
+/// [`MetaRecord`] has them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum MetaRecordRef<'a> {
-    /// [`MetaRecord::Stack`], its name borrowed when it is valid UTF-8.
+    /// [`MetaRecord::Stack`], its name's bytes borrowed, as written.
     Stack {
         /// The stack's id as used in `switch` events.
         id: StackId,
         /// Its name.
-        name: Cow<'a, str>,
+        name: &'a [u8],
     },
     /// [`MetaRecord::Function`], its strings' bytes borrowed, as written
     /// (see above).
@@ -209,7 +211,7 @@ impl MetaRecordRef<'_> {
         match self {
             MetaRecordRef::Stack { id, name } => MetaRecord::Stack {
                 id,
-                name: name.into_owned(),
+                name: String::from_utf8_lossy(name).into_owned(),
             },
             MetaRecordRef::Function {
                 id,
@@ -317,7 +319,7 @@ fn decode_payload(kind: u16, p: &[u8]) -> Result<Option<MetaRecordRef<'_>>, &'st
         META_STACK => {
             return Ok(Some(MetaRecordRef::Stack {
                 id: StackId(cursor.u64()?),
-                name: cursor.borrowed_str()?,
+                name: cursor.bytes()?,
             }))
         }
         META_FUNCTION => {
@@ -461,7 +463,7 @@ mod tests {
                 borrowed += 1;
             }
             MetaRecordRef::Stack { name, .. } => {
-                assert!(matches!(name, Cow::Borrowed("task-7")));
+                assert_eq!(name, b"task-7");
                 borrowed += 1;
             }
             MetaRecordRef::Other(_) => {}

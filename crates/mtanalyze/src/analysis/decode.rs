@@ -422,8 +422,9 @@ impl<'a> StackNames<'a> {
     }
 
     /// Adds the record at `at` in the region, naming stack `id` `name`
-    /// (records in file order).
-    fn push(&mut self, id: u64, at: usize, name: &str) {
+    /// (records in file order; the name's bytes are only read, and made
+    /// valid UTF-8, if the names are kept rather than their places).
+    fn push(&mut self, id: u64, at: usize, name: &[u8]) {
         if let NameTable::InFile {
             first,
             records,
@@ -458,7 +459,7 @@ impl<'a> StackNames<'a> {
                 NameTable::Owned(self.iter().map(|(i, n)| (i, StackName::new(&n))).collect());
         }
         if let NameTable::Owned(names) = &mut self.table {
-            names.push((id, StackName::new(name)));
+            names.push((id, StackName::new(&String::from_utf8_lossy(name))));
         }
     }
 
@@ -531,7 +532,7 @@ fn read_name(region: &[u8], at: u32) -> Option<Cow<'_, str>> {
         return None;
     }
     match meta::record_at(region, at as usize)? {
-        MetaRecordRef::Stack { name, .. } => Some(name),
+        MetaRecordRef::Stack { name, .. } => Some(String::from_utf8_lossy(name)),
         _ => None,
     }
 }
@@ -581,7 +582,7 @@ pub(crate) fn decode<'a>(
         let r = match r {
             MetaRecordRef::Stack { id, name } => {
                 if keep_names {
-                    stack_names.push(id.0, at, &name);
+                    stack_names.push(id.0, at, name);
                 } else if last_named.replace(id.0) != Some(id.0) {
                     names_counted += 1;
                 }
@@ -633,7 +634,7 @@ pub(crate) fn decode<'a>(
             // Stack records come borrowed (above); kept for completeness.
             MetaRecord::Stack { id, name } => {
                 if keep_names {
-                    stack_names.push(id.0, usize::MAX, &name);
+                    stack_names.push(id.0, usize::MAX, name.as_bytes());
                 } else if last_named.replace(id.0) != Some(id.0) {
                     names_counted += 1;
                 }
@@ -985,7 +986,7 @@ mod tests {
         let mut n = StackNames::in_file(region);
         meta::for_each_record_located(region, 0, |at, r| {
             if let MetaRecordRef::Stack { id, name } = r {
-                n.push(id.0, at, &name);
+                n.push(id.0, at, name);
             }
         });
         n.finish()
