@@ -435,15 +435,18 @@ impl<'a> StackNames<'a> {
             let at = u32::try_from(at).ok().filter(|&at| at != UNNAMED);
             let next = first.checked_add(records.len() as u64);
             if let (Some(at), Some(next)) = (at, next) {
-                if records.is_empty() {
-                    *first = id;
-                    records.push(at);
-                    return;
-                }
-                if id == next - 1 {
-                    // Renamed: the later record wins.
-                    *records.last_mut().expect("not empty") = at;
-                    return;
+                match records.last_mut() {
+                    None => {
+                        *first = id;
+                        records.push(at);
+                        return;
+                    }
+                    Some(last) if id == next - 1 => {
+                        // Renamed: the later record wins.
+                        *last = at;
+                        return;
+                    }
+                    Some(_) => {}
                 }
                 let gap = id.saturating_sub(next);
                 let fits = usize::try_from(gap)

@@ -5,13 +5,13 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use crate::cli::args::{analyze_options, rows_if, Format, ReportArgs};
-use crate::cli::output::{Failure, Output};
+use crate::cli::output::{say, Failure, Output};
 use crate::cli::{
     analyze, analyze_stacks, each_report, each_report_summed, expand_traces, say_warnings,
 };
 use mtanalyze::render;
 use mtanalyze::view::{self, Direction, EdgeSelection, SortedRows, StackView, ViewOptions};
-use mtanalyze::{PathMode, Report};
+use mtanalyze::{PathMode, Report, StackSink};
 
 pub(crate) fn report(args: &ReportArgs, out: &mut dyn Write) -> Result<(), Failure> {
     let traces = expand_traces(&args.traces)?;
@@ -89,9 +89,12 @@ pub(crate) fn report(args: &ReportArgs, out: &mut dyn Write) -> Result<(), Failu
         && !args.by_trace
         && !options.selects_stacks();
     let mut sorted_rows = one_json.then(|| SortedRows::new(view::DEFAULT_BUDGET));
-    let (report, each) = if let Some(sink) = &mut stack_view {
-        (analyze_stacks(path, &options, sink)?, Vec::new())
-    } else if let Some(sink) = &mut sorted_rows {
+    let sink: Option<&mut dyn StackSink> = match (&mut stack_view, &mut sorted_rows) {
+        (Some(view), _) => Some(view),
+        (_, Some(rows)) => Some(rows),
+        _ => None,
+    };
+    let (report, each) = if let Some(sink) = sink {
         (analyze_stacks(path, &options, sink)?, Vec::new())
     } else if traces.len() == 1 {
         let report = analyze(path, &options)?;
@@ -127,7 +130,11 @@ pub(crate) fn report(args: &ReportArgs, out: &mut dyn Write) -> Result<(), Failu
                 w.write_all(b"]}\n")
             } else if let Some(rows) = sorted_rows {
                 if let Some(e) = rows.spill_error() {
-                    eprintln!("note: stack rows held in memory, not sorted on disk: {e}");
+                    let dir = std::env::temp_dir();
+                    say(&format!(
+                        "mtanalyze: stack rows held in memory, not sorted on disk in {}: {e}",
+                        dir.display()
+                    ));
                 }
                 let rows = rows.into_sorted()?;
                 let report = view::filtered_report(&report, &view, &edges);
