@@ -977,6 +977,20 @@ fn fuzz_regressions_never_panic_in_the_library_or_the_binary() {
             if let Ok(c) = mtanalyze::check(&trace) {
                 mtanalyze::render::check::human(&mut Vec::new(), &c).unwrap();
             }
+            // The streamed analysis, where it streams, gives the batch
+            // report (the fuzz harness's differential, on every file here).
+            for clock in [Clock::Stack, Clock::Gil, Clock::Wall] {
+                let options = AnalyzeOptions {
+                    clock: Some(clock),
+                    ..Default::default()
+                };
+                if let (Ok(Some(streamed)), Ok(batch)) = (
+                    mtanalyze::analyze_streamed_with(&trace, &options, 1),
+                    mtanalyze::analyze_batched(&trace, &options),
+                ) {
+                    assert!(streamed == batch, "{name}, clock {clock}: streamed differs");
+                }
+            }
         }
         assert_survives(dir.path(), &path);
     }

@@ -15,7 +15,10 @@
 //! (`replay.rs`) closes the frames still open on a stack at its end.
 //!
 //! Only in traces that have ends: while judging, each grouped stack's
-//! latest end (24 bytes); after, one `u64` per selected stack.
+//! latest end (32 bytes); after, 16 bytes per selected stack. No time is
+//! taken to mean "no end": a trace's times saturate at `u64::MAX` ns, and
+//! an end there is an end (the fuzz target found the batch analysis
+//! dropping one, with no warning, where the streamed one ignored it).
 
 use mtrace_format::TickScale;
 
@@ -23,14 +26,11 @@ use crate::analysis::decode::ThreadChunks;
 use crate::analysis::segment::{Segment, StackKey, RUNS_TO_END};
 use crate::model::warnings::{Location, WarningKind, Warnings};
 
-/// [`StackEnds`]' mark of a stack that did not end.
-const NO_END: u64 = u64::MAX;
-
 /// The end of each selected stack, in ns, by its index among them; empty
 /// when the trace has no end that counts.
 #[derive(Debug, Default)]
 pub(crate) struct StackEnds {
-    ns: Vec<u64>,
+    ns: Vec<Option<u64>>,
 }
 
 impl StackEnds {
@@ -44,10 +44,10 @@ impl StackEnds {
         let ns = stacks
             .map(|key| {
                 let StackKey::Logical(id) = key else {
-                    return NO_END;
+                    return None;
                 };
                 while ends.next_if(|(s, _)| *s < id).is_some() {}
-                ends.next_if(|(s, _)| *s == id).map_or(NO_END, |&(_, t)| t)
+                ends.next_if(|(s, _)| *s == id).map(|&(_, t)| t)
             })
             .collect();
         StackEnds { ns }
@@ -55,7 +55,7 @@ impl StackEnds {
 
     /// Where selected stack `i`'s life ended, if it did.
     pub(crate) fn of(&self, i: usize) -> Option<u64> {
-        self.ns.get(i).copied().filter(|&t| t != NO_END)
+        self.ns.get(i).copied().flatten()
     }
 }
 
@@ -85,9 +85,8 @@ where
         return Vec::new();
     }
     let mut ignored = |ns: u64, thread: u64| ignore_end(warnings, ns, thread);
-    // By stack number: its latest end so far (ns, writing thread, id);
-    // `NO_END` ns: none yet (24 bytes a stack, where an `Option` takes 32).
-    let mut latest = vec![(NO_END, 0u64, 0u64); stacks];
+    // By stack number: its latest end so far (ns, writing thread, id).
+    let mut latest: Vec<Option<(u64, u64, u64)>> = vec![None; stacks];
     for (thread_ends, thread) in ends.into_iter().zip(threads) {
         let tid = thread.tid.0;
         for (id, tick) in thread_ends {
@@ -98,21 +97,21 @@ where
                 continue;
             };
             // Every end but the latest (of equal ones, the last met).
-            if slot.0 == NO_END {
-                *slot = (ns, tid, id);
-            } else if !replaces(ns, tid, slot.0, slot.1) {
-                ignored(ns, tid);
-            } else {
-                let earlier = std::mem::replace(slot, (ns, tid, id));
-                ignored(earlier.0, earlier.1);
+            match slot {
+                None => *slot = Some((ns, tid, id)),
+                Some((t, by, _)) if !replaces(ns, tid, *t, *by) => ignored(ns, tid),
+                Some(earlier) => {
+                    ignored(earlier.0, earlier.1);
+                    *earlier = (ns, tid, id);
+                }
             }
         }
     }
     let mut counting = Vec::new();
-    for (i, (t, tid, id)) in latest.into_iter().enumerate() {
-        if t == NO_END {
+    for (i, end) in latest.into_iter().enumerate() {
+        let Some((t, tid, id)) = end else {
             continue;
-        }
+        };
         if segments(i).all(|s| fits_end(s, t, scale)) {
             counting.push((id, t));
         } else {
