@@ -213,7 +213,7 @@ fn stream<'a>(
         );
         cut?;
         replay?;
-        out.take(&mut lanes, &mut rows, &decoded);
+        out.take(&mut lanes, &mut rows);
         let now_read: u64 = threads.iter().map(|t| t.pass.events).sum();
         step.adapt(now_read - read);
         read = now_read;
@@ -254,7 +254,7 @@ fn stream<'a>(
     lanes
         .par_iter_mut()
         .try_for_each(|lane| lane.last_step(&ctx, end_ns))?;
-    out.take(&mut lanes, &mut rows, &prep.decoded);
+    out.take(&mut lanes, &mut rows);
     let mut acc: Option<Acc> = None;
     let mut warnings = Warnings::default();
     let mut all_stacks = 0;
@@ -290,13 +290,14 @@ fn stream<'a>(
                 end_ns,
                 own.ends_at_ns,
             );
-            let row = stats.into_row(StackKey::Own(tid), StackName::default());
+            let key = StackKey::Own(tid);
+            let row = stats.into_row(key, row_name(stack_rows, &prep.decoded, key));
             (tally.into_acc(), row, own.warnings)
         })
         .collect();
     for (a, row, w) in finished {
         acc.merge(a);
-        out.row(row, &mut rows, &prep.decoded);
+        out.row(row, &mut rows);
         warnings.merge(w);
     }
     Ok((prep, rows, acc, warnings, all_stacks, out.elsewhere))
@@ -315,13 +316,13 @@ struct RowsOut<'s> {
 
 impl RowsOut<'_> {
     /// Takes the rows the lanes made in a step.
-    fn take(&mut self, lanes: &mut [Lane], rows: &mut Vec<StackStats>, decoded: &Decoded<'_>) {
+    fn take(&mut self, lanes: &mut [Lane], rows: &mut Vec<StackStats>) {
         for lane in lanes {
             match self.stack_rows {
                 StackRows::Kept => rows.append(&mut lane.work.rows),
                 _ => {
                     for row in lane.work.rows.drain(..) {
-                        self.row(row, rows, decoded);
+                        self.row(row, rows);
                     }
                 }
             }
@@ -329,7 +330,7 @@ impl RowsOut<'_> {
     }
 
     /// Takes one row.
-    fn row(&mut self, row: StackStats, rows: &mut Vec<StackStats>, decoded: &Decoded<'_>) {
+    fn row(&mut self, row: StackStats, rows: &mut Vec<StackStats>) {
         if self.stack_rows == StackRows::Kept {
             return rows.push(row);
         }
@@ -339,18 +340,20 @@ impl RowsOut<'_> {
         }
         self.elsewhere += 1;
         if self.stack_rows == StackRows::Handed {
-            self.hand(row, decoded);
+            // Named where it was made ([`row_name`]).
+            self.sink.row(row);
         }
     }
+}
 
-    /// Hands `row` to the sink, named as the report names it (`assemble.rs`;
-    /// the lanes name the rows they make, the threads' fused own stacks
-    /// come unnamed).
-    fn hand(&mut self, mut row: StackStats, decoded: &Decoded<'_>) {
-        if row.name.is_empty() {
-            row.name = StackName::new(&stack_name(decoded, row.id));
-        }
-        self.sink.row(row);
+/// The name stack `key`'s row is made with: the report's name
+/// (`assemble.rs`) for a row handed over, which is named where it is made,
+/// in parallel; none for a kept row (`assemble` names those in one pass
+/// at the end) or a counted one.
+fn row_name(stack_rows: StackRows, decoded: &Decoded<'_>, key: StackKey) -> StackName {
+    match stack_rows {
+        StackRows::Handed => StackName::new(&stack_name(decoded, key)),
+        StackRows::Kept | StackRows::Counted => StackName::default(),
     }
 }
 
@@ -577,10 +580,8 @@ struct LaneWork {
     /// Stacks finished by an end that counts: any later sign of them
     /// stops the stream.
     finished: IdSet,
-    /// Whether rows are named as they are made (handed rows, named in
-    /// parallel here rather than one by one as they are handed; kept rows
-    /// are named in one pass at the end).
-    name_rows: bool,
+    /// What becomes of the rows (which [`row_name`] names).
+    stack_rows: StackRows,
     /// The rows of the stacks finished in this step (the caller takes
     /// them into one vector after each step).
     rows: Vec<StackStats>,
@@ -611,7 +612,7 @@ impl Lane {
             work: LaneWork {
                 tally,
                 finished: IdSet::default(),
-                name_rows: stack_rows == StackRows::Handed,
+                stack_rows,
                 rows: Vec::new(),
                 warnings: Warnings::default(),
                 seen: 0,
@@ -784,12 +785,9 @@ impl Lane {
 }
 
 impl LaneWork {
-    /// The name stack `key`'s row is made with.
+    /// The name stack `key`'s row is made with ([`row_name`]).
     fn name(&self, ctx: &ReplayContext<'_, '_>, key: StackKey) -> StackName {
-        match self.name_rows {
-            true => StackName::new(&stack_name(ctx.decoded, key)),
-            false => StackName::default(),
-        }
+        row_name(self.stack_rows, ctx.decoded, key)
     }
 
     /// Takes `end` as `live`'s latest end if it is (the latest is kept;
