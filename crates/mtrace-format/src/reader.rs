@@ -107,14 +107,9 @@ impl<'a> TraceFile<'a> {
         f: impl FnMut(usize, MetaRecordRef<'a>),
     ) -> Option<MetaProblem> {
         let (region, start) = self.metadata_region();
-        let claimed_end = {
-            let h = &self.header;
-            h.meta_offset
-                .saturating_add(h.meta_len.min(h.meta_capacity))
-        };
         let mut problem = for_each_record_located(region, start, f);
         let end = start + region.len() as u64;
-        if problem.is_none() && end < claimed_end {
+        if problem.is_none() && end < self.claimed_metadata_end() {
             problem = Some(MetaProblem {
                 offset: end,
                 why: "file ends inside the metadata region",
@@ -127,13 +122,19 @@ impl<'a> TraceFile<'a> {
     /// and the file offset they start at. [`crate::meta::record_at`]
     /// reads a record of it by its offset.
     pub fn metadata_region(&self) -> (&'a [u8], u64) {
-        let h = &self.header;
         let len = self.bytes.len() as u64;
-        let claimed = h.meta_len.min(h.meta_capacity);
-        let start = h.meta_offset.min(len);
-        let end = h.meta_offset.saturating_add(claimed).min(len);
+        let start = self.header.meta_offset.min(len);
+        let end = self.claimed_metadata_end().min(len);
         let bytes: &'a [u8] = self.bytes;
         (&bytes[start as usize..end as usize], start)
+    }
+
+    /// Where the header says the committed metadata ends (a claim: it may
+    /// lie past the file's end).
+    fn claimed_metadata_end(&self) -> u64 {
+        let h = &self.header;
+        h.meta_offset
+            .saturating_add(h.meta_len.min(h.meta_capacity))
     }
 }
 

@@ -74,21 +74,16 @@ pub(crate) fn report(args: &ReportArgs, out: &mut dyn Write) -> Result<(), Failu
     // held, gathered as the analysis hands them over. (With --thread or
     // --stack, the header says how many of the rows were selected: they
     // are kept.)
-    let one_table = traces.len() == 1
-        && args.format == Format::Table
-        && !args.by_trace
-        && !options.selects_stacks();
-    let mut stack_view = (one_table && args.stacks).then(|| {
-        let sort = args.sort.map(Into::into);
-        StackView::new(sort, args.limit, args.group)
-    });
+    let every_stack_of_one = traces.len() == 1 && !args.by_trace && !options.selects_stacks();
+    let mut stack_view =
+        (every_stack_of_one && args.format == Format::Table && args.stacks).then(|| {
+            let sort = args.sort.map(Into::into);
+            StackView::new(sort, args.limit, args.group)
+        });
     // One trace's JSON: the rows are sorted by id as they are handed over,
     // on disk past a budget, and written from there.
-    let one_json = traces.len() == 1
-        && args.format == Format::Json
-        && !args.by_trace
-        && !options.selects_stacks();
-    let mut sorted_rows = one_json.then(|| SortedRows::new(view::DEFAULT_BUDGET));
+    let mut sorted_rows = (every_stack_of_one && args.format == Format::Json)
+        .then(|| SortedRows::new(view::DEFAULT_BUDGET));
     let sink: Option<&mut dyn StackSink> = match (&mut stack_view, &mut sorted_rows) {
         (Some(view), _) => Some(view),
         (_, Some(rows)) => Some(rows),
