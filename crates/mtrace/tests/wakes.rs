@@ -1,16 +1,24 @@
 //! Why a task waited (issue 19), on real tokio runtimes: the future
 //! adapter's wakes split a task's paused time into waiting (for its timer)
 //! and scheduled (woken, waiting for a worker). Checked through the
-//! analyzer's library, as a user's `mtanalyze` run would see them. The
-//! bounds are generous (the machine is shared); they test the split, not
-//! the timings.
+//! analyzer's library, as a user's `mtanalyze` run would see them.
+//!
+//! No test here asserts how long anything took (the machine is shared):
+//! each compares the analyzer's split with the one the trace's own events
+//! give (`split_from_events`, `schemas/semantics.md` read directly), and
+//! checks only what the workload's synchronization makes certain (a task
+//! woken while another holds the only thread has scheduled time).
 
 mod common;
 
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::{serial, TempTrace};
 use mtrace::{Config, LogicalStackExt};
+use mtrace_format::{EventKind, StackId};
 
 fn busy(d: Duration) {
     let start = Instant::now();
@@ -46,12 +54,101 @@ fn find<'a>(rows: &'a [(String, f64, f64, f64)], name: &str) -> &'a (String, f64
         .unwrap_or_else(|| panic!("no stack {name}: {rows:?}"))
 }
 
+/// (paused, scheduled) in ns of each logical stack, by name, from the
+/// trace's events as `schemas/semantics.md` defines them: a pause runs from
+/// a switch away to the next switch onto the stack; if the stack's first
+/// wake at or after the start of the stretch before it comes by the switch
+/// back, the pause is scheduled from that wake (or the switch away, if
+/// later) on. The workloads here end every task's frames with the task, so
+/// no pause runs to the end of the trace.
+fn split_from_events(trace: &std::path::Path) -> HashMap<String, (u64, u64)> {
+    let d = common::decode(trace);
+    let ns = |tick: u64| d.header.clock.ticks_to_ns(tick);
+    // Per stack id: its stretches (start, away) and its wakes, in ticks.
+    let mut stretches: HashMap<u64, Vec<(u64, u64)>> = HashMap::new();
+    let mut wakes: HashMap<u64, Vec<u64>> = HashMap::new();
+    for &tid in d.threads.keys() {
+        let mut running: Option<(u64, u64)> = None;
+        for e in d.events(tid) {
+            match e.kind {
+                EventKind::Switch(to) => {
+                    if let Some((stack, start)) = running.take() {
+                        stretches.entry(stack).or_default().push((start, e.tick));
+                    }
+                    if to != StackId::OWN {
+                        running = Some((to.0, e.tick));
+                    }
+                }
+                EventKind::Wake(stack) => wakes.entry(stack.0).or_default().push(e.tick),
+                _ => {}
+            }
+        }
+        assert!(running.is_none(), "thread {tid} ends on a logical stack");
+    }
+    let mut out = HashMap::new();
+    for (id, mut list) in stretches {
+        list.sort_unstable();
+        let mut woken = wakes.remove(&id).unwrap_or_default();
+        woken.sort_unstable();
+        let (mut paused, mut scheduled) = (0, 0);
+        for pair in list.windows(2) {
+            let ((start, away), (back, _)) = (pair[0], pair[1]);
+            paused += ns(back) - ns(away);
+            if let Some(&w) = woken.iter().find(|&&w| w >= start) {
+                if w <= back {
+                    scheduled += ns(back) - ns(w.max(away));
+                }
+            }
+        }
+        let name = d.stacks.get(&id).cloned().unwrap_or_default();
+        out.insert(name, (paused, scheduled));
+    }
+    out
+}
+
+/// Each stack's paused and scheduled time as the analyzer reports it is
+/// the trace's own (`split_from_events`), within the analyzer's rounding of
+/// ticks to ns (at most 1 ns a timestamp). Returns the analyzer's rows.
+fn split_checked(trace: &std::path::Path) -> Vec<(String, f64, f64, f64)> {
+    let truth = split_from_events(trace);
+    let loaded = mtanalyze::load(trace).expect("load");
+    let report =
+        mtanalyze::analyze(&loaded, &mtanalyze::AnalyzeOptions::default()).expect("analyze");
+    for s in report
+        .stacks
+        .iter()
+        .filter(|s| matches!(s.id, mtanalyze::StackKey::Logical(_)))
+    {
+        let &(paused, scheduled) = truth
+            .get(&*s.name)
+            .unwrap_or_else(|| panic!("stack {} not in the trace's events", s.name));
+        let slack = 4 * (s.switches_in + 1);
+        assert!(
+            s.paused_ns.abs_diff(paused) <= slack && s.scheduled_ns.abs_diff(scheduled) <= slack,
+            "{}: analyzer paused {} scheduled {}, the events say {paused} and {scheduled}",
+            s.name,
+            s.paused_ns,
+            s.scheduled_ns
+        );
+    }
+    split(trace)
+}
+
 /// Set from another thread after a delay, like an I/O completion: the
 /// waker runs on that thread at that moment.
 #[derive(Default)]
 struct Signal(std::sync::Mutex<(bool, Option<std::task::Waker>)>);
 
 impl Signal {
+    fn fired(&self) -> bool {
+        self.0.lock().unwrap().0
+    }
+
+    /// A task waits for it (its waker is set).
+    fn awaited(&self) -> bool {
+        self.0.lock().unwrap().1.is_some()
+    }
+
     fn fire(&self) {
         let mut s = self.0.lock().unwrap();
         s.0 = true;
@@ -75,11 +172,12 @@ impl Signal {
 }
 
 /// A current-thread runtime: task A waits for a signal another thread
-/// gives after 20 ms; task B busy-loops 70 ms. A is woken at ~20 ms while
-/// B holds the only thread, so A waits ~20 ms for its signal, then ~50 ms
-/// scheduled. (A tokio timer would not show this on a current-thread
-/// runtime: its driver fires timers only when the thread is free, so the
-/// wake itself comes late.)
+/// gives once A waits and task B holds the thread; B keeps the thread until
+/// the signal has fired, then 20 ms more. So A is woken while B holds the
+/// only thread: scheduled from the wake until B lets go, waiting before
+/// it. The order is the workload's, not the machine's timing. (A tokio
+/// timer would not show this on a current-thread runtime: its driver fires
+/// timers only when the thread is free, so the wake itself comes late.)
 #[test]
 fn a_task_woken_while_another_holds_the_thread_is_scheduled() {
     let _serial = serial();
@@ -89,19 +187,31 @@ fn a_task_woken_while_another_holds_the_thread_is_scheduled() {
         .enable_time()
         .build()
         .unwrap();
-    let signal = std::sync::Arc::new(Signal::default());
-    let firing = signal.clone();
-    let io = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(20));
-        firing.fire();
-    });
+    let signal = Arc::new(Signal::default());
+    let b_holds_thread = Arc::new(AtomicBool::new(false));
+    let io = {
+        let (signal, b_holds_thread) = (signal.clone(), b_holds_thread.clone());
+        std::thread::spawn(move || {
+            while !(signal.awaited() && b_holds_thread.load(Ordering::Acquire)) {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            // A waits for this long before it is woken.
+            std::thread::sleep(Duration::from_millis(20));
+            signal.fire();
+        })
+    };
     rt.block_on(async {
-        let a = tokio::spawn(async move { signal.wait().await }.on_logical_stack("task-A"));
+        let waited = signal.clone();
+        let a = tokio::spawn(async move { waited.wait().await }.on_logical_stack("task-A"));
         let b = tokio::spawn(
-            async {
+            async move {
                 // Let A start (and wait) first.
                 tokio::task::yield_now().await;
-                busy(Duration::from_millis(70));
+                b_holds_thread.store(true, Ordering::Release);
+                while !signal.fired() {
+                    std::hint::spin_loop();
+                }
+                busy(Duration::from_millis(20));
             }
             .on_logical_stack("task-B"),
         );
@@ -110,21 +220,16 @@ fn a_task_woken_while_another_holds_the_thread_is_scheduled() {
     });
     io.join().unwrap();
     recording.finish().unwrap();
-    let rows = split(trace.path());
+    let rows = split_checked(trace.path());
     let a = find(&rows, "task-A");
-    assert!(
-        a.2 >= 40.0,
-        "A scheduled {:.1} ms, expected ~50: {rows:?}",
-        a.2
-    );
-    assert!(
-        a.3 >= 15.0 && a.3 < 40.0,
-        "A waiting {:.1} ms, expected ~20: {rows:?}",
-        a.3
-    );
+    // Woken after its wait began, and before B let go of the thread.
+    assert!(a.2 > 0.0, "A has no scheduled time: {rows:?}");
+    assert!(a.3 > 0.0, "A has no waiting time: {rows:?}");
+    // B's one pause (its yield) lies inside A's (A is polled first, and B
+    // runs again before the signal's thread even starts its wait): none of
+    // A's wait or of its scheduled time is B's.
     let b = find(&rows, "task-B");
-    // B yields once at the start, then runs to its end: no 50 ms wait.
-    assert!(b.2 < 5.0, "B scheduled {:.1} ms: {rows:?}", b.2);
+    assert!(b.1 < a.1, "B paused longer than A: {rows:?}");
 }
 
 /// A 2-worker runtime with 8 tasks that busy-loop 20 ms after a 1 ms
@@ -159,7 +264,7 @@ fn more_ready_tasks_than_workers_show_scheduled_time_and_idle_workers_none() {
         });
         drop(rt);
         recording.finish().unwrap();
-        split(trace.path())
+        split_checked(trace.path())
             .iter()
             .filter(|r| r.0.starts_with("busy-"))
             .map(|r| r.2)
@@ -167,13 +272,12 @@ fn more_ready_tasks_than_workers_show_scheduled_time_and_idle_workers_none() {
     };
     let crowded = run(8, "wakes-crowded");
     let idle = run(2, "wakes-idle");
-    // 8 tasks of 20 ms on 2 workers: the last ones wait ~60 ms each.
+    // Both runs' splits are the events' own (`split_checked`); how little
+    // the idle run is scheduled depends on the machine, so it is not
+    // asserted. 8 tasks woken together on 2 workers: each spins 20 ms of
+    // wall time, so six of them wait for a worker for at least one spin.
     assert!(
         crowded >= 100.0,
-        "8 tasks on 2 workers: {crowded:.1} ms scheduled in all"
-    );
-    assert!(
-        idle < crowded / 5.0,
-        "2 tasks on 2 workers: {idle:.1} ms vs {crowded:.1}"
+        "8 tasks on 2 workers: {crowded:.1} ms scheduled in all (2 tasks: {idle:.1})"
     );
 }
