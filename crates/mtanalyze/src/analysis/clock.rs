@@ -214,9 +214,15 @@ impl GilTimeline {
             run: None,
             // A dropped run is no hint (`locate` searches the index).
             hint: hint.checked_sub(self.runs.base).unwrap_or(usize::MAX),
+            next: NO_RUN,
+            next_ns: self.end_ns,
         }
     }
 }
+
+/// Above every run's key, whatever its tick: thread indices are below
+/// `u32::MAX`.
+const NO_RUN: (u64, u32) = (u64::MAX, u32::MAX);
 
 /// Walks one thread's events through a [`GilTimeline`] (`run` and `hint`
 /// index the held runs).
@@ -225,6 +231,11 @@ pub(crate) struct GilCursor<'g> {
     thread: u32,
     run: Option<usize>,
     hint: usize,
+    /// The key of the run after `run` ([`NO_RUN`] if none), and when it
+    /// starts in ns (the end of the trace if none): a thread's events
+    /// mostly come many to a run, and each of them needs only these.
+    next: (u64, u32),
+    next_ns: u64,
 }
 
 impl GilCursor<'_> {
@@ -233,8 +244,16 @@ impl GilCursor<'_> {
     /// Calls must come in the thread's event order.
     #[inline]
     pub(crate) fn run_after(&mut self, tick: u64, ns: u64, next_own_ns: u64) -> u64 {
-        let runs = &self.timeline.runs;
         let key = (tick, self.thread);
+        if self.run.is_none() || self.next <= key {
+            self.find_run(key);
+        }
+        next_own_ns.min(self.next_ns).saturating_sub(ns)
+    }
+
+    /// Moves to the last run starting at or before `key`.
+    fn find_run(&mut self, key: (u64, u32)) {
+        let runs = &self.timeline.runs;
         let mut i = match self.run {
             Some(i) => i,
             None => locate(runs, &self.timeline.index, key, self.hint),
@@ -243,11 +262,10 @@ impl GilCursor<'_> {
             i += 1;
         }
         self.run = Some(i);
-        let next_foreign = match runs.ticks.get(i + 1) {
-            Some(&t) => self.timeline.scale.ns(t),
-            None => self.timeline.end_ns,
+        (self.next, self.next_ns) = match runs.key(i + 1) {
+            Some(next) => (next, self.timeline.scale.ns(next.0)),
+            None => (NO_RUN, self.timeline.end_ns),
         };
-        next_own_ns.min(next_foreign).saturating_sub(ns)
     }
 }
 
