@@ -234,9 +234,9 @@ fn a_task_woken_while_another_holds_the_thread_is_scheduled() {
 
 /// A 2-worker runtime with 8 tasks that busy-loop 20 ms after a 1 ms
 /// sleep: more ready tasks than workers, so tasks wait scheduled. With 2
-/// such tasks (idle workers), almost none.
+/// such tasks (idle workers), the split is checked too, not its size.
 #[test]
-fn more_ready_tasks_than_workers_show_scheduled_time_and_idle_workers_none() {
+fn more_ready_tasks_than_workers_show_scheduled_time() {
     let run = |tasks: usize, name: &str| -> f64 {
         let _serial = serial();
         let trace = TempTrace::new(name);
