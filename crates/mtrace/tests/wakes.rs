@@ -27,27 +27,6 @@ fn busy(d: Duration) {
     }
 }
 
-/// (paused, scheduled, waiting) in ms of each stack, by name.
-fn split(trace: &std::path::Path) -> Vec<(String, f64, f64, f64)> {
-    let loaded = mtanalyze::load(trace).expect("load");
-    let report =
-        mtanalyze::analyze(&loaded, &mtanalyze::AnalyzeOptions::default()).expect("analyze");
-    let ms = |ns: u64| ns as f64 / 1e6;
-    report
-        .stacks
-        .iter()
-        .map(|s| {
-            assert_eq!(s.scheduled_ns + s.waiting_ns, s.paused_ns);
-            (
-                s.name.to_string(),
-                ms(s.paused_ns),
-                ms(s.scheduled_ns),
-                ms(s.waiting_ns),
-            )
-        })
-        .collect()
-}
-
 fn find<'a>(rows: &'a [(String, f64, f64, f64)], name: &str) -> &'a (String, f64, f64, f64) {
     rows.iter()
         .find(|r| r.0 == name)
@@ -106,10 +85,11 @@ fn split_from_events(trace: &std::path::Path) -> HashMap<String, (u64, u64)> {
     out
 }
 
-/// Each stack's paused and scheduled time as the analyzer reports it is
-/// the trace's own (`split_from_events`), within the analyzer's rounding of
-/// ticks to ns (at most 1 ns a timestamp). Returns the analyzer's rows.
-fn split_checked(trace: &std::path::Path) -> Vec<(String, f64, f64, f64)> {
+/// (paused, scheduled, waiting) in ms of each stack, by name, as the
+/// analyzer reports them; each logical stack's paused and scheduled time
+/// checked to be the trace's own (`split_from_events`), within the
+/// analyzer's rounding of ticks to ns (at most 1 ns a timestamp).
+fn split(trace: &std::path::Path) -> Vec<(String, f64, f64, f64)> {
     let truth = split_from_events(trace);
     let loaded = mtanalyze::load(trace).expect("load");
     let report =
@@ -131,7 +111,20 @@ fn split_checked(trace: &std::path::Path) -> Vec<(String, f64, f64, f64)> {
             s.scheduled_ns
         );
     }
-    split(trace)
+    let ms = |ns: u64| ns as f64 / 1e6;
+    report
+        .stacks
+        .iter()
+        .map(|s| {
+            assert_eq!(s.scheduled_ns + s.waiting_ns, s.paused_ns);
+            (
+                s.name.to_string(),
+                ms(s.paused_ns),
+                ms(s.scheduled_ns),
+                ms(s.waiting_ns),
+            )
+        })
+        .collect()
 }
 
 /// Set from another thread after a delay, like an I/O completion: the
@@ -220,7 +213,7 @@ fn a_task_woken_while_another_holds_the_thread_is_scheduled() {
     });
     io.join().unwrap();
     recording.finish().unwrap();
-    let rows = split_checked(trace.path());
+    let rows = split(trace.path());
     let a = find(&rows, "task-A");
     // Woken after its wait began, and before B let go of the thread.
     assert!(a.2 > 0.0, "A has no scheduled time: {rows:?}");
@@ -264,7 +257,7 @@ fn more_ready_tasks_than_workers_show_scheduled_time() {
         });
         drop(rt);
         recording.finish().unwrap();
-        split_checked(trace.path())
+        split(trace.path())
             .iter()
             .filter(|r| r.0.starts_with("busy-"))
             .map(|r| r.2)
@@ -272,7 +265,7 @@ fn more_ready_tasks_than_workers_show_scheduled_time() {
     };
     let crowded = run(8, "wakes-crowded");
     let idle = run(2, "wakes-idle");
-    // Both runs' splits are the events' own (`split_checked`); how little
+    // Both runs' splits are the events' own (`split`); how little
     // the idle run is scheduled depends on the machine, so it is not
     // asserted. 8 tasks woken together on 2 workers: each spins 20 ms of
     // wall time, so six of them wait for a worker for at least one spin.
