@@ -76,7 +76,7 @@ fi
 say "testing with CPython ${versions[*]}"
 
 cargo fmt --manifest-path "$here/Cargo.toml" -- --check
-(cd "$repo" && cargo build -q --release -p mtanalyze)
+(cd "$repo" && cargo build -q --release -p mtanalyze-cli)
 export MTANALYZE="$target/release/mtanalyze"
 
 # One version: environment, install, lint, tests. Runs in a subshell with -e.

@@ -23,7 +23,7 @@ fn without_the_feature_the_format_is_refused_with_one_line() {
     ])
     .fails_with_one_line();
     assert!(
-        line.contains("cargo build --release -p mtanalyze --features parquet"),
+        line.contains("cargo build --release -p mtanalyze-cli --features parquet"),
         "{line}"
     );
     assert!(!out.exists());

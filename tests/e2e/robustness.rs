@@ -11,7 +11,7 @@
 //!   the soak tries 2500 per input (`MTANALYZE_SOAK=N` for another number):
 //!
 //!   ```sh
-//!   cargo test -p mtanalyze --test e2e robustness -- --ignored
+//!   cargo test -p mtanalyze-cli --test e2e robustness -- --ignored
 //!   ```
 //!
 //!   A failing input is kept in `$TMPDIR/mtanalyze-robustness-failures/`.

@@ -15,8 +15,8 @@
 //! [`analyze`] runs the pipeline; [`check()`] stops after the segment pass
 //! and describes the file; [`diff()`] compares two reports; [`marks()`]
 //! reads the named instants a program recorded, without analyzing. The analysis
-//! knows nothing about tables or command-line flags (the `mtanalyze`
-//! binary's `cli` module maps its flags to [`AnalyzeOptions`]);
+//! knows nothing about tables or command-line flags (the
+//! `mtanalyze-cli` crate maps its flags to [`AnalyzeOptions`]);
 //! `schemas/semantics.md` is its contract.
 //!
 //! ```no_run

@@ -2,8 +2,8 @@
 //!
 //! ```text
 //! cargo run --release -p mtrace --example async_tasks -- --out tasks.bin
-//! cargo run --release -p mtanalyze -- tasks.bin
-//! cargo run --release -p mtanalyze -- tasks.bin --stacks --limit 5
+//! cargo run --release -p mtanalyze-cli -- tasks.bin
+//! cargo run --release -p mtanalyze-cli -- tasks.bin --stacks --limit 5
 //! ```
 //!
 //! Every request is a task that parses (CPU), waits for a fetch (a tokio

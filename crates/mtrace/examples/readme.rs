@@ -1,7 +1,7 @@
 //! The README's "Record your own program" example, kept compiling by
 //! `cargo test` (which builds examples). Run it with
 //! `cargo run --release -p mtrace --example readme`, then
-//! `cargo run --release -p mtanalyze -- trace.bin`.
+//! `cargo run --release -p mtanalyze-cli -- trace.bin`.
 
 fn main() {
     // Records until `_rec` is dropped; an error leaves the program running unprofiled.

@@ -4,9 +4,9 @@
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use crate::cli::args::{analyze_options, rows_if, Format, ReportArgs};
-use crate::cli::output::{say, Failure, Output};
-use crate::cli::{
+use crate::args::{analyze_options, rows_if, Format, ReportArgs};
+use crate::output::{say, Failure, Output};
+use crate::{
     analyze, analyze_stacks, each_report, each_report_summed, expand_traces, say_warnings,
 };
 use mtanalyze::render;

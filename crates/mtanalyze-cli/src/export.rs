@@ -4,10 +4,10 @@
 
 use std::io::Write;
 
-use crate::cli::args::{analyze_options, rows_if, ExportArgs, ExportFormat, FlamegraphArgs};
-use crate::cli::output::{message, Failure, Output};
-use crate::cli::progress::Progress;
-use crate::cli::{analyze, load, say_warnings};
+use crate::args::{analyze_options, rows_if, ExportArgs, ExportFormat, FlamegraphArgs};
+use crate::output::{message, Failure, Output};
+use crate::progress::Progress;
+use crate::{analyze, load, say_warnings};
 use mtanalyze::{render, PathMode, Timelines};
 
 pub(crate) fn flamegraph(args: &FlamegraphArgs, out: &mut dyn Write) -> Result<(), Failure> {
@@ -84,7 +84,7 @@ pub(crate) fn export(args: &ExportArgs, out: &mut dyn Write) -> Result<(), Failu
 fn parquet(_: &ExportArgs) -> Result<(), Failure> {
     Err(message(
         "this mtanalyze was built without Parquet support: build it with \
-         `cargo build --release -p mtanalyze --features parquet`",
+         `cargo build --release -p mtanalyze-cli --features parquet`",
     ))
 }
 
@@ -96,7 +96,7 @@ fn parquet(args: &ExportArgs) -> Result<(), Failure> {
 
     use mtanalyze::render::parquet::ParquetTables;
 
-    use crate::cli::{each_report, expand_traces};
+    use crate::{each_report, expand_traces};
 
     let Some(dir) = args.output.as_deref().filter(|d| *d != Path::new("-")) else {
         return Err(message(

@@ -1,22 +1,106 @@
-//! The `mtanalyze` command line, used only by the binary: argument shapes
-//! (`args.rs`), one module per command, where outputs go and how failures
-//! read (`output.rs`), and the progress indicator (`progress.rs`). It
-//! reaches the library through its public API alone.
+//! `mtanalyze-cli`: the `mtanalyze` command line as a library, so that the
+//! `mtanalyze` binary and the Python extension (`mtrace._mtrace`, whose
+//! `mtanalyze` console script is the same program) run one implementation.
+//!
+//! ```text
+//! mtanalyze [OPTIONS] TRACE        report (the default command)
+//! mtanalyze check [--format F] TRACE
+//! mtanalyze convert IN OUT.bin
+//! mtanalyze diff [OPTIONS] BASE NEW [--flamegraph OUT.svg]
+//! mtanalyze flamegraph [OPTIONS] TRACE [-o OUT.svg]
+//! mtanalyze export --format chrome|speedscope|callgrind|pprof|parquet [OPTIONS] TRACE [-o OUT]
+//! ```
+//!
+//! [`run`] takes the arguments and returns the exit status; it never exits
+//! the process, so an embedding interpreter keeps running. Argument shapes
+//! live in `args.rs`, one module per command, where outputs go and how
+//! failures read in `output.rs`, the progress indicator in `progress.rs`.
+//! It reaches the analysis through `mtanalyze`'s public API alone.
+//!
+//! Outputs without `-o` (or with `-o -`) go to the writer [`run`] is given.
+//! A progress indicator appears on stderr when a run takes longer than a
+//! second, and only when stderr is a terminal.
+//!
+//! The first positional argument is a subcommand when it names one, else the
+//! trace of the default report. A trace file literally named like a
+//! subcommand is reached with `mtanalyze -- check` (or `./check`).
+//!
+//! Failures print one line, `mtanalyze: <message>`, on stderr and exit with
+//! status 2 (the status clap uses for usage errors). `diff --fail-if` exits
+//! with status 1 when a rule holds, after naming the rows that break it. A
+//! closed output (`mtanalyze trace | head`) ends the run quietly with status 0.
+#![deny(missing_docs)]
 
-pub(crate) mod args;
-pub(crate) mod diff;
-pub(crate) mod export;
-pub(crate) mod file;
-pub(crate) mod output;
-pub(crate) mod progress;
-pub(crate) mod report;
+mod args;
+mod diff;
+mod export;
+mod file;
+mod output;
+mod progress;
+mod report;
 
+use std::ffi::OsString;
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+
+use clap::Parser;
 
 use mtanalyze::{AnalyzeOptions, Clock, CompactReport, LoadedTrace, Report, Sums, TraceError};
 
+use args::{Cli, Command};
 use output::{message, say, Failure};
 use progress::Progress;
+
+/// Runs the command line `args` (the program's name first, as
+/// `std::env::args_os` gives it), writing the outputs that go to stdout to
+/// `out` (flushed before it returns), and returns the exit status: 0 done,
+/// 1 a `diff --fail-if` rule holds, 2 a usage error or a failure (said in
+/// one line on stderr). `--help` and `--version` print through clap to the process's
+/// stdout.
+pub fn run<I, T>(args: I, out: &mut dyn Write) -> u8
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            // Help and version go to stdout with status 0; usage errors to
+            // stderr with clap's status (2). A closed stream is not a panic.
+            let _ = e.print();
+            return u8::try_from(e.exit_code()).unwrap_or(2);
+        }
+    };
+    let result = dispatch(cli, out).and_then(|()| out.flush().map_err(Failure::Output));
+    match result {
+        Ok(()) => 0,
+        Err(Failure::Output(e)) if e.kind() == io::ErrorKind::BrokenPipe => 0,
+        Err(Failure::Output(e)) => {
+            say(&format!("mtanalyze: cannot write the output: {e}"));
+            2
+        }
+        Err(Failure::Message(m)) => {
+            say(&format!("mtanalyze: {m}"));
+            2
+        }
+        Err(Failure::Gate(n)) => {
+            let rows = if n == 1 { "row breaks" } else { "rows break" };
+            say(&format!("mtanalyze: {n} {rows} a --fail-if rule"));
+            1
+        }
+    }
+}
+
+fn dispatch(cli: Cli, out: &mut dyn Write) -> Result<(), Failure> {
+    match cli.command {
+        Some(Command::Check(args)) => file::check(&args, out),
+        Some(Command::Convert(args)) => file::convert(&args, out),
+        Some(Command::Diff(args)) => diff::diff(&args, out),
+        Some(Command::Flamegraph(args)) => export::flamegraph(&args, out),
+        Some(Command::Export(args)) => export::export(&args, out),
+        None => report::report(&cli.report, out),
+    }
+}
 
 /// Loads a trace; a failure is one line.
 pub(crate) fn load(path: &Path) -> Result<LoadedTrace, Failure> {

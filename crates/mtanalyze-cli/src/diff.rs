@@ -4,10 +4,10 @@
 use std::io::Write;
 use std::path::Path;
 
-use crate::cli::args::{analyze_options, gate_rules, rows_if, DiffArgs, DiffFormat};
-use crate::cli::output::{message, say, Failure, Output};
-use crate::cli::progress::Progress;
-use crate::cli::{expand_traces, load, say_warnings};
+use crate::args::{analyze_options, gate_rules, rows_if, DiffArgs, DiffFormat};
+use crate::output::{message, say, Failure, Output};
+use crate::progress::Progress;
+use crate::{expand_traces, load, say_warnings};
 use mtanalyze::view::{self, DiffViewOptions, EdgeSelection};
 use mtanalyze::{render, DiffOptions, PathMode, Report};
 use rayon::prelude::*;

@@ -2,9 +2,9 @@
 
 use std::io::Write;
 
-use crate::cli::args::{CheckArgs, CheckFormat, ConvertArgs};
-use crate::cli::load;
-use crate::cli::output::{message, Failure, Output};
+use crate::args::{CheckArgs, CheckFormat, ConvertArgs};
+use crate::load;
+use crate::output::{message, Failure, Output};
 use mtanalyze::render;
 
 pub(crate) fn check(args: &CheckArgs, out: &mut dyn Write) -> Result<(), Failure> {
