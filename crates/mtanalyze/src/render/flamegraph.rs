@@ -6,7 +6,7 @@
 //! * `mtanalyze diff BASE NEW --flamegraph`: a differential flame graph;
 //!   widths are the new trace's times, red frames got slower, blue faster
 //!   (inferno's reading of two-column folded lines), on a scale set by the
-//!   paths both traces have (see [`color_scaled`]).
+//!   paths both traces have (see `color_scaled`).
 
 use std::io::{self, Write};
 

@@ -9,7 +9,7 @@
 //! million in a task-per-request trace, where they were most of the
 //! analyzer's time) are formatted in parallel, a batch at a time, and
 //! written in order. Every other field goes through `serde_json` as is,
-//! indented by [`Indented`].
+//! indented by `Indented`.
 
 use std::borrow::Borrow;
 use std::io::{self, Write};

@@ -132,7 +132,7 @@ pub fn header(out: &mut dyn Write, report: &Report, width: Option<usize>) -> io:
 
 /// The function table. `total` is how many functions the report holds, so
 /// the reader learns when `--filter` or `--limit` hid some. `width`: the
-/// columns to fit in (see [`super::fit`]). `scheduled`: also the split of
+/// columns to fit in (see `render/fit.rs`). `scheduled`: also the split of
 /// `paused` into scheduled and waiting (`--scheduled`).
 pub fn functions(
     out: &mut dyn Write,
@@ -261,8 +261,8 @@ pub fn ends_counts_line(
 /// Written row by row: half a million tasks are half a million rows, which
 /// as a table of strings took more memory than the analysis. One pass
 /// measures the columns (each row formatted, then dropped), a second
-/// writes the rows, cut as [`super::fit::plan`] decides: the same layout
-/// as [`print_fitted`] (a test holds them equal).
+/// writes the rows, cut as `fit::plan` decides: the same layout
+/// as `print_fitted` (a test holds them equal).
 pub fn stacks(
     out: &mut dyn Write,
     stacks: &[&StackStats],
@@ -531,7 +531,7 @@ fn hidden_note(out: &mut dyn Write, hidden: &[String], width: Option<usize>) -> 
     Ok(())
 }
 
-/// Fits the rows into `width` (see [`super::fit`]) and prints them, saying
+/// Fits the rows into `width` (see `render/fit.rs`) and prints them, saying
 /// which columns were hidden to fit.
 pub(super) fn print_fitted(
     out: &mut dyn Write,
