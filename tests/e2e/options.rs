@@ -1,5 +1,6 @@
 //! `--sort`, `--limit`, `--filter`, `--callers`, `--callees`, `--stacks`,
-//! `--thread` and `--stack`, on worked example 1 (see `util::HANDOFF`):
+//! `--thread` and `--stack`, on worked example 1 (see `util::HANDOFF`),
+//! and pstats' other sort keys on a trace made for them (`PSTATS_KEYS`):
 //!
 //! | function | tottime | cumtime | paused | stack  |
 //! |----------|---------|---------|--------|--------|
@@ -81,6 +82,295 @@ fn sort_orders_numbers_descending_and_names_ascending() {
         ["query", "main", "handler"],
         "default is tottime"
     );
+}
+
+/// One thread calls, in turn: `zed` twice, `alpha` recursing three deep,
+/// `beta`, which calls the file-less `mid` twice, and another `alpha`.
+/// Every key but `paused`, `name` and `nfl` orders the rows its own way:
+///
+/// | function | file:line | ncalls | pcalls | tottime | cumtime | standard name    |
+/// |----------|-----------|--------|--------|---------|---------|------------------|
+/// | zed      | a.py:10   | 2      | 2      | 20      | 20      | `a.py:10(zed)`   |
+/// | alpha    | a.py:9    | 3      | 1      | 5       | 5       | `a.py:9(alpha)`  |
+/// | beta     | b.py:100  | 1      | 1      | 3       | 30      | `b.py:100(beta)` |
+/// | mid      | (none)    | 2      | 2      | 27      | 27      | `mid`            |
+/// | alpha    | b.py:2    | 1      | 1      | 2       | 2       | `b.py:2(alpha)`  |
+const PSTATS_KEYS: &str = r#"{"ts": 0, "tid": 1, "ev": "enter", "fn": "zed", "file": "a.py", "line": 10}
+{"ts": 10, "tid": 1, "ev": "exit", "fn": "zed"}
+{"ts": 10, "tid": 1, "ev": "enter", "fn": "zed", "file": "a.py", "line": 10}
+{"ts": 20, "tid": 1, "ev": "exit", "fn": "zed"}
+{"ts": 20, "tid": 1, "ev": "enter", "fn": "alpha", "file": "a.py", "line": 9}
+{"ts": 21, "tid": 1, "ev": "enter", "fn": "alpha", "file": "a.py", "line": 9}
+{"ts": 22, "tid": 1, "ev": "enter", "fn": "alpha", "file": "a.py", "line": 9}
+{"ts": 23, "tid": 1, "ev": "exit", "fn": "alpha"}
+{"ts": 24, "tid": 1, "ev": "exit", "fn": "alpha"}
+{"ts": 25, "tid": 1, "ev": "exit", "fn": "alpha"}
+{"ts": 40, "tid": 1, "ev": "enter", "fn": "beta", "file": "b.py", "line": 100}
+{"ts": 41, "tid": 1, "ev": "enter", "fn": "mid"}
+{"ts": 55, "tid": 1, "ev": "exit", "fn": "mid"}
+{"ts": 56, "tid": 1, "ev": "enter", "fn": "mid"}
+{"ts": 69, "tid": 1, "ev": "exit", "fn": "mid"}
+{"ts": 70, "tid": 1, "ev": "exit", "fn": "beta"}
+{"ts": 80, "tid": 1, "ev": "enter", "fn": "alpha", "file": "b.py", "line": 2}
+{"ts": 82, "tid": 1, "ev": "exit", "fn": "alpha"}
+"#;
+
+fn pstats_fixture() -> Fixture {
+    let dir = TempDir::new("pstats-keys");
+    let trace = dir.write("keys.jsonl", PSTATS_KEYS);
+    Fixture { _dir: dir, trace }
+}
+
+/// Rows as `name (file:line)`, or `name` without a file, from the table's
+/// last column and from the JSON report.
+fn sites(f: &Fixture, args: &[&str]) -> Vec<String> {
+    let run = f.run(args);
+    let table: Vec<String> = run
+        .stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("ncalls"))
+        .skip(2)
+        .map(|row| row.split_whitespace().skip(6).collect::<Vec<_>>().join(" "))
+        .collect();
+    let mut all = args.to_vec();
+    all.extend(["--format", "json"]);
+    let v = f.run(&all).json();
+    let json: Vec<String> = v["functions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|f| match (&f["function"], f["file"].as_str(), &f["line"]) {
+            (name, Some(""), _) => name.as_str().unwrap_or_default().to_owned(),
+            (name, file, line) => format!(
+                "{} ({}:{line})",
+                name.as_str().unwrap_or_default(),
+                file.unwrap_or_default()
+            ),
+        })
+        .collect();
+    assert_eq!(table, json, "table and JSON of {args:?}");
+    table
+}
+
+/// Every `--sort` key (clap's names) with its rows on `PSTATS_KEYS`.
+const PSTATS_ORDERS: [(&str, [&str; 5]); 10] = [
+    (
+        "tottime",
+        [
+            "mid",
+            "zed (a.py:10)",
+            "alpha (a.py:9)",
+            "beta (b.py:100)",
+            "alpha (b.py:2)",
+        ],
+    ),
+    (
+        "cumtime",
+        [
+            "beta (b.py:100)",
+            "mid",
+            "zed (a.py:10)",
+            "alpha (a.py:9)",
+            "alpha (b.py:2)",
+        ],
+    ),
+    // Ties (mid and zed; the single calls) by name, file, line.
+    (
+        "ncalls",
+        [
+            "alpha (a.py:9)",
+            "mid",
+            "zed (a.py:10)",
+            "alpha (b.py:2)",
+            "beta (b.py:100)",
+        ],
+    ),
+    // No paused time: all tied.
+    (
+        "paused",
+        [
+            "alpha (a.py:9)",
+            "alpha (b.py:2)",
+            "beta (b.py:100)",
+            "mid",
+            "zed (a.py:10)",
+        ],
+    ),
+    (
+        "name",
+        [
+            "alpha (a.py:9)",
+            "alpha (b.py:2)",
+            "beta (b.py:100)",
+            "mid",
+            "zed (a.py:10)",
+        ],
+    ),
+    // Most primitive calls first: alpha's three calls are one.
+    (
+        "pcalls",
+        [
+            "mid",
+            "zed (a.py:10)",
+            "alpha (a.py:9)",
+            "alpha (b.py:2)",
+            "beta (b.py:100)",
+        ],
+    ),
+    // A to Z, no file counting as pstats' built-ins' `~`, so last.
+    (
+        "file",
+        [
+            "alpha (a.py:9)",
+            "zed (a.py:10)",
+            "alpha (b.py:2)",
+            "beta (b.py:100)",
+            "mid",
+        ],
+    ),
+    // Numbers ascending: 0, 2, 9, 10, 100.
+    (
+        "line",
+        [
+            "mid",
+            "alpha (b.py:2)",
+            "alpha (a.py:9)",
+            "zed (a.py:10)",
+            "beta (b.py:100)",
+        ],
+    ),
+    // Text: `a.py:10(zed)` < `a.py:9(alpha)`, `b.py:100(beta)` <
+    // `b.py:2(alpha)`, then the built-in's bare `mid`.
+    (
+        "stdname",
+        [
+            "zed (a.py:10)",
+            "alpha (a.py:9)",
+            "beta (b.py:100)",
+            "alpha (b.py:2)",
+            "mid",
+        ],
+    ),
+    (
+        "nfl",
+        [
+            "alpha (a.py:9)",
+            "alpha (b.py:2)",
+            "beta (b.py:100)",
+            "mid",
+            "zed (a.py:10)",
+        ],
+    ),
+];
+
+/// The rows of `key` in [`PSTATS_ORDERS`].
+fn pstats_order(key: &str) -> [&'static str; 5] {
+    let found = PSTATS_ORDERS.iter().find(|(k, _)| *k == key);
+    found.map(|(_, rows)| *rows).unwrap_or_default()
+}
+
+#[test]
+fn sort_takes_every_pstats_key() {
+    let f = pstats_fixture();
+    for (key, want) in PSTATS_ORDERS {
+        assert_eq!(sites(&f, &["--sort", key]), want, "--sort {key}");
+    }
+    // --limit after the sort, as for the other keys.
+    assert_eq!(
+        sites(&f, &["--sort", "stdname", "--limit", "2"]),
+        ["zed (a.py:10)", "alpha (a.py:9)"]
+    );
+}
+
+#[test]
+fn sort_takes_cprofile_names_for_the_same_keys() {
+    let f = pstats_fixture();
+    for (alias, key) in [
+        ("calls", "ncalls"),
+        ("cumulative", "cumtime"),
+        ("time", "tottime"),
+        ("filename", "file"),
+        ("module", "file"),
+    ] {
+        // The key's rows are its own: an alias of another key would differ.
+        let rows = pstats_order(key);
+        let same: Vec<&str> = PSTATS_ORDERS
+            .iter()
+            .filter(|(_, r)| *r == rows)
+            .map(|(k, _)| *k)
+            .collect();
+        assert_eq!(same, [key]);
+        assert_eq!(sites(&f, &["--sort", alias]), rows, "--sort {alias}");
+        for format in ["table", "json", "markdown"] {
+            let args = |sort| ["--sort", sort, "--format", format];
+            assert_eq!(
+                f.run(&args(alias)).stdout,
+                f.run(&args(key)).stdout,
+                "--sort {alias} is --sort {key} ({format})"
+            );
+        }
+    }
+    let help = mtanalyze(["--help"]).success();
+    for key in ["pcalls", "file", "line", "stdname", "nfl", "cumulative"] {
+        help.stdout_has(key);
+    }
+}
+
+#[test]
+fn stacks_take_only_the_keys_a_stack_has() {
+    let f = fixture();
+    for key in ["pcalls", "file", "filename", "line", "stdname", "nfl"] {
+        let mut args: Vec<&OsStr> = vec![f.trace.as_os_str()];
+        args.extend(["--stacks", "--sort", key].map(OsStr::new));
+        let line = mtanalyze(&args).fails_with_one_line();
+        let shown = if key == "filename" { "file" } else { key };
+        assert_eq!(
+            line,
+            format!(
+                "mtanalyze: --sort {shown} does not apply to --stacks: stack rows sort by \
+                 tottime, cumtime, ncalls, paused or name"
+            )
+        );
+    }
+    // cProfile's names of the keys a stack has work.
+    assert_eq!(
+        stack_order(&f.run(&["--stacks", "--sort", "calls"])),
+        stack_order(&f.run(&["--stacks", "--sort", "ncalls"]))
+    );
+}
+
+#[test]
+fn by_trace_rows_take_the_new_keys() {
+    let dir = TempDir::new("pstats-keys-by-trace");
+    let one = dir.write("one.jsonl", PSTATS_KEYS);
+    let two = dir.write("two.jsonl", PSTATS_KEYS);
+    let run = mtanalyze([
+        one.as_os_str(),
+        two.as_os_str(),
+        "--by-trace".as_ref(),
+        "--sort".as_ref(),
+        "stdname".as_ref(),
+    ])
+    .success();
+    // ncalls..percall, then the trace, then the function: each function
+    // twice, in standard-name order, one.jsonl first.
+    let rows: Vec<(String, String)> = run
+        .stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("ncalls"))
+        .skip(2)
+        .map(|row| {
+            let cells: Vec<&str> = row.split_whitespace().collect();
+            (cells[6].to_owned(), cells[7..].join(" "))
+        })
+        .collect();
+    let mut want = Vec::new();
+    for site in pstats_order("stdname") {
+        for trace in ["one.jsonl", "two.jsonl"] {
+            want.push((trace.to_owned(), site.to_owned()));
+        }
+    }
+    assert_eq!(rows, want, "{}", run.stdout);
 }
 
 #[test]

@@ -84,19 +84,44 @@ impl From<CollapseArg> for RecursionCollapse {
     }
 }
 
-/// The column rows are ordered by.
+/// The column rows are ordered by: pstats' sort keys, each under every
+/// name `pstats.Stats.sort_stats` (and so `python -m cProfile -s`) takes,
+/// and paused time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub(crate) enum SortArg {
-    /// Self time (with --stacks: running time), largest first.
+    /// Self time (with --stacks: running time), largest first; also `time`.
+    #[value(alias = "time")]
     Tottime,
-    /// Cumulative time, largest first.
+    /// Cumulative time, largest first; also `cumulative`.
+    #[value(alias = "cumulative")]
     Cumtime,
-    /// Number of calls (with --stacks: events), most first.
+    /// Number of calls (with --stacks: events), most first; also `calls`.
+    #[value(alias = "calls")]
     Ncalls,
     /// Paused time, largest first.
     Paused,
     /// Function (or stack) name, A to Z.
     Name,
+    /// Primitive (not recursive) calls, most first.
+    Pcalls,
+    /// File name, A to Z (no file counts as pstats' `~`); also `filename`, `module`.
+    #[value(aliases = ["filename", "module"])]
+    File,
+    /// Line number, ascending.
+    Line,
+    /// The text `file:line(name)`, A to Z (as pstats: line 10 before line 9).
+    Stdname,
+    /// Name, then file, then line.
+    Nfl,
+}
+
+impl SortArg {
+    /// The name the command line shows it by.
+    pub(crate) fn name(self) -> String {
+        self.to_possible_value()
+            .map(|v| v.get_name().to_owned())
+            .unwrap_or_default()
+    }
 }
 
 impl From<SortArg> for SortKey {
@@ -107,6 +132,11 @@ impl From<SortArg> for SortKey {
             SortArg::Ncalls => SortKey::Ncalls,
             SortArg::Paused => SortKey::Paused,
             SortArg::Name => SortKey::Name,
+            SortArg::Pcalls => SortKey::Pcalls,
+            SortArg::File => SortKey::File,
+            SortArg::Line => SortKey::Line,
+            SortArg::Stdname => SortKey::Stdname,
+            SortArg::Nfl => SortKey::Nfl,
         }
     }
 }
@@ -232,7 +262,7 @@ pub(crate) struct ReportArgs {
     pub(crate) clock: ClockArgs,
     #[command(flatten)]
     pub(crate) select: SelectArgs,
-    /// Order of the function rows (numbers largest first, names A to Z) [default: tottime]; with --stacks, of the stack rows (by running time, paused time, events or name) [default: by id].
+    /// Order of the function rows (numbers largest first, names A to Z, lines ascending, ties by name, file, line) [default: tottime]; cProfile's names work too (calls, cumulative, filename, module, time). With --stacks, of the stack rows, by tottime or cumtime (running time), paused, ncalls (events) or name only [default: by id].
     #[arg(long, value_enum)]
     pub(crate) sort: Option<SortArg>,
     /// Show at most N functions (with --stacks: N stacks).

@@ -10,7 +10,9 @@ use crate::{
     analyze, analyze_stacks, each_report, each_report_summed, expand_traces, say_warnings,
 };
 use mtanalyze::render;
-use mtanalyze::view::{self, Direction, EdgeSelection, SortedRows, StackView, ViewOptions};
+use mtanalyze::view::{
+    self, Direction, EdgeSelection, SortKey, SortedRows, StackView, ViewOptions,
+};
 use mtanalyze::{PathMode, Report, StackSink};
 
 pub(crate) fn report(args: &ReportArgs, out: &mut dyn Write) -> Result<(), Failure> {
@@ -31,6 +33,16 @@ pub(crate) fn report(args: &ReportArgs, out: &mut dyn Write) -> Result<(), Failu
              --stacks do not apply (--filter does)"
                 .into(),
         ));
+    }
+    if let Some(sort) = args
+        .sort
+        .filter(|&s| args.stacks && !SortKey::from(s).orders_stacks())
+    {
+        return Err(Failure::Message(format!(
+            "--sort {} does not apply to --stacks: stack rows sort by tottime, cumtime, \
+             ncalls, paused or name",
+            sort.name()
+        )));
     }
     if args.per_thread && !folded {
         return Err(Failure::Message(
@@ -280,18 +292,8 @@ fn by_trace_rows<'r>(
                 .map(move |f| (label.clone(), f))
         })
         .collect();
-    let key = |f: &mtanalyze::FunctionStats| match view.sort {
-        view::SortKey::Tottime => f.tottime_ns,
-        view::SortKey::Cumtime => f.cumtime_ns,
-        view::SortKey::Ncalls => f.ncalls,
-        view::SortKey::Paused => f.paused_ns,
-        view::SortKey::Name => 0,
-    };
-    if view.sort == view::SortKey::Name {
-        rows.sort_by(|a, b| a.1.function.cmp(&b.1.function).then(a.0.cmp(&b.0)));
-    } else {
-        rows.sort_by(|a, b| key(b.1).cmp(&key(a.1)).then(a.0.cmp(&b.0)));
-    }
+    // Stable: rows tied on the key and the trace keep each trace's order.
+    rows.sort_by(|a, b| view.sort.order(a.1, b.1).then(a.0.cmp(&b.0)));
     rows.truncate(view.limit.unwrap_or(usize::MAX));
     rows
 }

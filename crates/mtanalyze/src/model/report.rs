@@ -300,7 +300,44 @@ impl FunctionStats {
     pub fn key(&self) -> FunctionKey {
         FunctionKey::new(&self.function, &self.file, self.line)
     }
+
+    /// The file as pstats keys the function: `~`, the file of pstats'
+    /// built-ins, when unknown (as `--format pstats` writes it).
+    pub fn pstats_file(&self) -> &str {
+        match self.file.as_str() {
+            "" => BUILTIN_FILE,
+            file => file,
+        }
+    }
+
+    /// pstats' standard name of the function (`pstats.func_std_string`,
+    /// what `--sort stdname` compares): `file:line(name)` with
+    /// [`FunctionStats::pstats_file`]; a built-in (file `~`, line 0) is its
+    /// name alone, written `{x}` when the name is `<x>`. The name is the
+    /// report's (for a Python trace the qualified name, as the table shows it).
+    pub fn std_name(&self) -> String {
+        self.std_name_parts(&mut itoa::Buffer::new()).concat()
+    }
+
+    /// [`FunctionStats::std_name`] in pieces, the line written with
+    /// `digits`: two names compare piece by piece with no allocation.
+    pub(crate) fn std_name_parts<'a>(&'a self, digits: &'a mut itoa::Buffer) -> [&'a str; 6] {
+        let (file, name) = (self.pstats_file(), self.function.as_str());
+        if file == BUILTIN_FILE && self.line == 0 {
+            // Python's `name[1:-1]` of a name that starts with `<` and ends
+            // with `>` (so is two bytes long at least).
+            return match name.starts_with('<') && name.ends_with('>') {
+                true => ["{", &name[1..name.len() - 1], "}", "", "", ""],
+                false => [name, "", "", "", "", ""],
+            };
+        }
+        [file, ":", digits.format(self.line), "(", name, ")"]
+    }
 }
+
+/// The file of pstats' built-in keys (`('~', 0, name)`), of the Python
+/// binding's C functions, and of functions with no file in pstats' eyes.
+pub(crate) const BUILTIN_FILE: &str = "~";
 
 /// Statistics of the frames of `callee` whose parent frame is `caller`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

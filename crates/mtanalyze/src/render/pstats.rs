@@ -35,7 +35,7 @@
 use std::collections::BTreeMap;
 use std::io::{self, Write};
 
-use crate::model::report::{Report, PRODUCER_PYTHON};
+use crate::model::report::{Report, BUILTIN_FILE, PRODUCER_PYTHON};
 
 /// A pstats function key: (file, line, name).
 type Key = (String, u32, String);
@@ -80,9 +80,6 @@ fn key(names: Names, function: &str, file: &str, line: u32) -> Key {
     let file = if file.is_empty() { BUILTIN_FILE } else { file };
     (file.to_owned(), line, function.to_owned())
 }
-
-/// The file of pstats' built-in keys (and of the Python binding's C functions).
-const BUILTIN_FILE: &str = "~";
 
 /// Writes the report as a pstats file (marshal bytes).
 pub fn pstats(out: &mut dyn Write, report: &Report) -> io::Result<()> {

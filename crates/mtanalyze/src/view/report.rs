@@ -14,20 +14,82 @@ use crate::model::report::{
     Warning,
 };
 
-/// The column the function rows are ordered by.
+/// The column the function rows are ordered by: pstats' sort keys
+/// (`pstats.Stats.sort_stats`, whose names the command line also takes), and
+/// paused time.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum SortKey {
-    /// Self time, largest first.
+    /// Self time, largest first (pstats `tottime`, `time`).
     #[default]
     Tottime,
-    /// Cumulative time, largest first.
+    /// Cumulative time, largest first (pstats `cumtime`, `cumulative`).
     Cumtime,
-    /// Number of calls, most first.
+    /// Number of calls, most first (pstats `ncalls`, `calls`).
     Ncalls,
     /// Paused time, largest first.
     Paused,
     /// Function name, A to Z.
     Name,
+    /// Primitive calls (those with no frame of the same function open
+    /// below them), most first (pstats `pcalls`).
+    Pcalls,
+    /// File name, A to Z, a function with no file counting as pstats'
+    /// built-ins' file `~` ([`FunctionStats::pstats_file`]) (pstats
+    /// `filename`, `module`).
+    File,
+    /// Line number, ascending (pstats `line`).
+    Line,
+    /// pstats' standard name `file:line(name)` ([`FunctionStats::std_name`])
+    /// compared as a string, A to Z: line 10 of a file comes before its
+    /// line 9, as in pstats (pstats `stdname`).
+    Stdname,
+    /// Name, then file (as for [`SortKey::File`]), then line, ascending
+    /// (pstats `nfl`).
+    Nfl,
+}
+
+impl SortKey {
+    /// The order of two function rows by this key alone (`Equal`: tied;
+    /// [`function_rows`] breaks ties by name, file and line ascending).
+    pub fn order(self, a: &FunctionStats, b: &FunctionStats) -> Ordering {
+        match self {
+            SortKey::Tottime => b.tottime_ns.cmp(&a.tottime_ns),
+            SortKey::Cumtime => b.cumtime_ns.cmp(&a.cumtime_ns),
+            SortKey::Ncalls => b.ncalls.cmp(&a.ncalls),
+            SortKey::Paused => b.paused_ns.cmp(&a.paused_ns),
+            SortKey::Name => a.function.cmp(&b.function),
+            SortKey::Pcalls => b.primitive_calls.cmp(&a.primitive_calls),
+            SortKey::File => a.pstats_file().cmp(b.pstats_file()),
+            SortKey::Line => a.line.cmp(&b.line),
+            SortKey::Stdname => {
+                let (mut da, mut db) = (itoa::Buffer::new(), itoa::Buffer::new());
+                let (sa, sb) = (a.std_name_parts(&mut da), b.std_name_parts(&mut db));
+                // Byte order of UTF-8 is code point order, Python's str order.
+                let sa = sa.into_iter().flat_map(str::bytes);
+                sa.cmp(sb.into_iter().flat_map(str::bytes))
+            }
+            SortKey::Nfl => {
+                (&a.function, a.pstats_file(), a.line).cmp(&(&b.function, b.pstats_file(), b.line))
+            }
+        }
+    }
+
+    /// Whether the key orders stack rows ([`stack_rows`], [`stack_groups`],
+    /// [`StackView`]): tottime, cumtime, ncalls, paused and name do; a stack
+    /// has no primitive calls, file or line, and those keys leave the
+    /// stacks in the report's order.
+    pub fn orders_stacks(self) -> bool {
+        match self {
+            SortKey::Tottime
+            | SortKey::Cumtime
+            | SortKey::Ncalls
+            | SortKey::Paused
+            | SortKey::Name => true,
+            SortKey::Pcalls | SortKey::File | SortKey::Line | SortKey::Stdname | SortKey::Nfl => {
+                false
+            }
+        }
+    }
 }
 
 /// How to select and order rows.
@@ -42,14 +104,8 @@ pub struct ViewOptions {
 }
 
 fn by_key(sort: SortKey, a: &FunctionStats, b: &FunctionStats) -> Ordering {
-    let primary = match sort {
-        SortKey::Tottime => b.tottime_ns.cmp(&a.tottime_ns),
-        SortKey::Cumtime => b.cumtime_ns.cmp(&a.cumtime_ns),
-        SortKey::Ncalls => b.ncalls.cmp(&a.ncalls),
-        SortKey::Paused => b.paused_ns.cmp(&a.paused_ns),
-        SortKey::Name => Ordering::Equal,
-    };
-    primary.then_with(|| (&a.function, &a.file, a.line).cmp(&(&b.function, &b.file, b.line)))
+    sort.order(a, b)
+        .then_with(|| (&a.function, &a.file, a.line).cmp(&(&b.function, &b.file, b.line)))
 }
 
 /// The function rows to show: filtered, sorted, then limited.
@@ -81,8 +137,9 @@ fn function_indices(report: &Report, opts: &ViewOptions) -> Vec<usize> {
 /// own stacks, then logical stacks, by id) unless `sort` is given, which
 /// orders by the stack's column of the same meaning, largest first:
 /// `tottime` and `cumtime` by running time, `paused` by paused time,
-/// `ncalls` by events, `name` by name (ties keep the report's order).
-/// Then at most `limit` rows.
+/// `ncalls` by events, `name` by name (ties keep the report's order; the
+/// keys that do not order stacks, see [`SortKey::orders_stacks`], keep it
+/// too). Then at most `limit` rows.
 pub fn stack_rows(
     report: &Report,
     sort: Option<SortKey>,
@@ -105,6 +162,9 @@ fn by_column(a: &StackStats, b: &StackStats, sort: SortKey) -> Ordering {
         SortKey::Paused => b.paused_ns.cmp(&a.paused_ns),
         SortKey::Ncalls => b.events.cmp(&a.events),
         SortKey::Name => a.name.cmp(&b.name),
+        SortKey::Pcalls | SortKey::File | SortKey::Line | SortKey::Stdname | SortKey::Nfl => {
+            Ordering::Equal
+        }
     }
 }
 
@@ -269,7 +329,8 @@ fn group_name(s: &StackStats) -> String {
 /// The `--stacks --group` rows: groups in the order of their first stack
 /// in the report unless `sort` is given, which orders them largest first
 /// by running time (`tottime`, `cumtime`), paused time (`paused`), number
-/// of stacks (`ncalls`), or by name.
+/// of stacks (`ncalls`), or by name (the keys that do not order stacks
+/// keep the first stacks' order).
 pub fn stack_groups(report: &Report, sort: Option<SortKey>) -> Vec<StackGroup> {
     let mut sums = GroupSums::default();
     for s in &report.stacks {
@@ -323,6 +384,11 @@ impl GroupSums {
                 SortKey::Paused => b.paused_ns.cmp(&a.paused_ns),
                 SortKey::Ncalls => b.stacks.cmp(&a.stacks),
                 SortKey::Name => a.name.cmp(&b.name),
+                SortKey::Pcalls
+                | SortKey::File
+                | SortKey::Line
+                | SortKey::Stdname
+                | SortKey::Nfl => Ordering::Equal,
             });
         }
         groups
@@ -618,6 +684,131 @@ mod tests {
         assert_eq!(order(SortKey::Name), ["alpha", "beta", "gamma"]);
     }
 
+    /// Rows for pstats' other keys, each labelled by its `module` (f1..f7):
+    ///
+    /// | row | name        | file   | line | ncalls | pcalls | standard name     |
+    /// |-----|-------------|--------|------|--------|--------|-------------------|
+    /// | f1  | zed         | a.py   | 10   | 5      | 1      | `a.py:10(zed)`    |
+    /// | f2  | alpha       | a.py   | 9    | 3      | 3      | `a.py:9(alpha)`   |
+    /// | f3  | mid         | (none) | 0    | 2      | 2      | `mid`             |
+    /// | f4  | `<genexpr>` | ~      | 0    | 9      | 0      | `{genexpr}`       |
+    /// | f5  | alpha       | b.py   | 100  | 4      | 4      | `b.py:100(alpha)` |
+    /// | f6  | alpha       | (none) | 50   | 1      | 1      | `~:50(alpha)`     |
+    /// | f7  | alpha       | a.py   | 100  | 7      | 5      | `a.py:100(alpha)` |
+    fn pstats_rows() -> Report {
+        let row = |label: &str, name: &str, file: &str, line, ncalls, pcalls| FunctionStats {
+            line,
+            module: label.into(),
+            primitive_calls: pcalls,
+            ..f(name, file, ncalls, 0, 0, 0)
+        };
+        Report {
+            functions: vec![
+                row("f1", "zed", "a.py", 10, 5, 1),
+                row("f2", "alpha", "a.py", 9, 3, 3),
+                row("f3", "mid", "", 0, 2, 2),
+                row("f4", "<genexpr>", "~", 0, 9, 0),
+                row("f5", "alpha", "b.py", 100, 4, 4),
+                row("f6", "alpha", "", 50, 1, 1),
+                row("f7", "alpha", "a.py", 100, 7, 5),
+            ],
+            edges: vec![],
+            paths: vec![],
+            ..report()
+        }
+    }
+
+    #[test]
+    fn standard_names_are_pstats_func_std_string() {
+        let r = pstats_rows();
+        let std: Vec<String> = r.functions.iter().map(FunctionStats::std_name).collect();
+        assert_eq!(
+            std,
+            [
+                "a.py:10(zed)",
+                "a.py:9(alpha)",
+                "mid",
+                "{genexpr}",
+                "b.py:100(alpha)",
+                "~:50(alpha)",
+                "a.py:100(alpha)"
+            ]
+        );
+        // Python's `name[1:-1]`, empty for `<>`; `<x` is not bracketed.
+        let std = |name| f(name, "", 1, 0, 0, 0).std_name();
+        assert_eq!([std("<>"), std("<x"), std("x>")], ["{}", "<x", "x>"]);
+    }
+
+    #[test]
+    fn pstats_keys_order_as_pstats_with_ties_by_name_file_line() {
+        let r = pstats_rows();
+        let order = |sort| -> Vec<String> {
+            let opts = ViewOptions {
+                sort,
+                ..Default::default()
+            };
+            function_rows(&r, &opts)
+                .iter()
+                .map(|f| f.module.clone())
+                .collect()
+        };
+        // Most first; f1 and f6 tie on one primitive call (alpha before zed).
+        assert_eq!(
+            order(SortKey::Pcalls),
+            ["f7", "f5", "f2", "f3", "f6", "f1", "f4"]
+        );
+        assert_eq!(
+            order(SortKey::Ncalls),
+            ["f4", "f7", "f1", "f5", "f2", "f3", "f6"]
+        );
+        // No file is pstats' `~`: after b.py, with the built-in f4.
+        assert_eq!(
+            order(SortKey::File),
+            ["f2", "f7", "f1", "f5", "f4", "f6", "f3"]
+        );
+        // Numbers: 9 before 10 before 100.
+        assert_eq!(
+            order(SortKey::Line),
+            ["f4", "f3", "f2", "f1", "f6", "f7", "f5"]
+        );
+        // Text: `a.py:10(` before `a.py:100(` before `a.py:9(`, then
+        // b.py, the built-ins' bare names and `{...}`, and `~:`.
+        assert_eq!(
+            order(SortKey::Stdname),
+            ["f1", "f7", "f2", "f5", "f3", "f4", "f6"]
+        );
+        // Name, file (no file as `~`, so f6 is the last alpha), line.
+        assert_eq!(
+            order(SortKey::Nfl),
+            ["f4", "f2", "f7", "f5", "f6", "f3", "f1"]
+        );
+        // Name alone breaks its ties by the file as recorded: f6's "" first.
+        assert_eq!(
+            order(SortKey::Name),
+            ["f4", "f6", "f2", "f7", "f5", "f3", "f1"]
+        );
+    }
+
+    #[test]
+    fn only_the_keys_with_a_stack_column_order_stacks() {
+        let ordering = [
+            SortKey::Tottime,
+            SortKey::Cumtime,
+            SortKey::Ncalls,
+            SortKey::Paused,
+            SortKey::Name,
+        ];
+        let not = [
+            SortKey::Pcalls,
+            SortKey::File,
+            SortKey::Line,
+            SortKey::Stdname,
+            SortKey::Nfl,
+        ];
+        assert!(ordering.iter().all(|k| k.orders_stacks()));
+        assert!(!not.iter().any(|k| k.orders_stacks()));
+    }
+
     #[test]
     fn filter_matches_the_name_or_the_site_and_limit_applies_after_it() {
         let r = report();
@@ -761,6 +952,8 @@ mod tests {
             Some(SortKey::Paused),
             Some(SortKey::Ncalls),
             Some(SortKey::Name),
+            // Keeps the report's order.
+            Some(SortKey::Stdname),
         ];
         for sort in sorts {
             for limit in [
