@@ -11,7 +11,8 @@
 //! Both feed `stacks.rs`, which decides which stack each event belongs to
 //! (the thread's own, a greenlet's, an asyncio task's) and keeps the shadow
 //! stacks that make a return whose call was not recorded harmless.
-//! `registry.rs` names code objects and C functions.
+//! `registry.rs` names code objects and C functions. `analyze.rs` is the
+//! other half: the Rust analyzer and its command line, linked in.
 //!
 //! ```text
 //! CPython events -> monitoring.rs | legacy.rs -> stacks.rs -> mtrace::{enter, exit, LogicalStack}
@@ -23,6 +24,7 @@
 //! atomics, mutexes), so the module is declared free-threading safe; on a
 //! free-threaded build the trace asks for the `stack` clock instead of `gil`.
 
+mod analyze;
 mod registry;
 mod stacks;
 
@@ -337,6 +339,10 @@ fn _mtrace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(floor_stop, m)?)?;
     m.add_function(wrap_pyfunction!(mark, m)?)?;
     m.add_function(wrap_pyfunction!(tool_id, m)?)?;
+    m.add_function(wrap_pyfunction!(analyze::analyze, m)?)?;
+    m.add_function(wrap_pyfunction!(analyze::run_mtanalyze, m)?)?;
+    m.add_function(wrap_pyfunction!(analyze::run_mtanalyze_captured, m)?)?;
+    m.add("TraceError", m.py().get_type::<analyze::TraceError>())?;
     m.add(
         "BACKEND",
         if cfg!(Py_3_12) {

@@ -1,0 +1,117 @@
+//! The analyzer from Python: `mtrace.analyze` and the `mtanalyze` console
+//! script, both the Rust analyzer linked into the extension (never a second
+//! analyzer written in Python).
+//!
+//! * [`analyze`] loads and analyzes a trace with the GIL released and hands
+//!   the report back as the serde form the JSON report is written from
+//!   (`pythonize`): dicts and lists with the same field names, units and
+//!   order as `mtanalyze --format json`, no JSON text in between. The Python package
+//!   wraps it in `mtrace.Report`.
+//! * [`run_mtanalyze`] runs the command line (`mtanalyze_cli::run`) on the
+//!   process's stdout; [`run_mtanalyze_captured`] returns what it wrote, for a
+//!   caller whose `sys.stdout` is not the process's (a notebook).
+//!
+//! A trace that cannot be read raises `TraceError` (a `ValueError`) with
+//! the analyzer's own message, which names the file and the byte offset.
+
+use std::ffi::OsString;
+use std::io::{self, BufWriter};
+use std::path::Path;
+
+use mtanalyze::view::{filtered_report, EdgeSelection, ViewOptions};
+use mtanalyze::{AnalyzeOptions, Clock, TimeBound};
+use pyo3::exceptions::{PyOSError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+pyo3::create_exception!(
+    _mtrace,
+    TraceError,
+    PyValueError,
+    "A trace that cannot be read or analyzed (the message names the file and the byte offset)."
+);
+
+/// Why an analysis from Python did not give a report.
+enum Failure {
+    /// The file could not be opened or read.
+    Io(String),
+    /// The trace is not one, or is damaged past what the analyzer salvages.
+    Trace(String),
+}
+
+impl From<Failure> for PyErr {
+    fn from(f: Failure) -> PyErr {
+        match f {
+            Failure::Io(m) => PyOSError::new_err(m),
+            Failure::Trace(m) => TraceError::new_err(m),
+        }
+    }
+}
+
+/// An option's text as the analyzer's type, or a ValueError naming it.
+fn parsed<T: std::str::FromStr<Err = String>>(what: &str, text: Option<&str>) -> PyResult<Option<T>> {
+    text.map(|t| t.parse::<T>().map_err(|e| PyValueError::new_err(format!("{what}: {e}"))))
+        .transpose()
+}
+
+/// Analyzes the trace at `path` and returns the report as the JSON report's
+/// value (a dict). `clock`: `stack`, `gil` or `wall` (None: the trace's
+/// preferred clock); `start`/`end`: `--from`/`--to` (a duration from the
+/// start such as `"150ms"`, or `"mark:NAME"`); `threads`, `stacks`: as
+/// `--thread` and `--stack`.
+#[pyfunction]
+#[pyo3(signature = (path, clock = None, start = None, end = None, threads = None, stacks = None))]
+pub(crate) fn analyze<'py>(
+    py: Python<'py>,
+    path: &str,
+    clock: Option<&str>,
+    start: Option<&str>,
+    end: Option<&str>,
+    threads: Option<Vec<u64>>,
+    stacks: Option<Vec<String>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let options = AnalyzeOptions {
+        clock: parsed::<Clock>("clock", clock)?,
+        from: parsed::<TimeBound>("start", start)?,
+        to: parsed::<TimeBound>("end", end)?,
+        threads: threads.unwrap_or_default(),
+        stacks: stacks.unwrap_or_default(),
+        ..AnalyzeOptions::default()
+    };
+    let report = py.detach(|| {
+        let trace = mtanalyze::load(Path::new(path)).map_err(|e| match e {
+            mtanalyze::LoadError::Io { .. } => Failure::Io(e.to_string()),
+            _ => Failure::Trace(e.to_string()),
+        })?;
+        mtanalyze::analyze(&trace, &options).map_err(|e| Failure::Trace(e.to_string()))
+    })?;
+    // The view `--format json` writes with no view option: functions by
+    // self time, every edge and stack.
+    let view = filtered_report(&report, &ViewOptions::default(), &EdgeSelection::default());
+    pythonize::pythonize(py, &view)
+        .map_err(|e| PyValueError::new_err(format!("the report as Python objects: {e}")))
+}
+
+/// Runs the `mtanalyze` command line on `argv` (its name first) with the
+/// GIL released, writing to the process's stdout; returns the exit status.
+#[pyfunction]
+#[pyo3(name = "mtanalyze")]
+pub(crate) fn run_mtanalyze(py: Python<'_>, argv: Vec<OsString>) -> u8 {
+    py.detach(|| {
+        let stdout = io::stdout();
+        let mut out = BufWriter::new(stdout.lock());
+        mtanalyze_cli::run(argv, &mut out)
+    })
+}
+
+/// [`run_mtanalyze`], returning `(status, what it wrote to stdout)` instead.
+#[pyfunction]
+#[pyo3(name = "mtanalyze_captured")]
+pub(crate) fn run_mtanalyze_captured(py: Python<'_>, argv: Vec<OsString>) -> (u8, Bound<'_, PyBytes>) {
+    let (status, out) = py.detach(|| {
+        let mut out = Vec::new();
+        let status = mtanalyze_cli::run(argv, &mut out);
+        (status, out)
+    });
+    (status, PyBytes::new(py, &out))
+}
