@@ -3,24 +3,30 @@
 cProfile keeps one stack and profiles only the thread that enabled it. mtrace
 records every Python thread into an mtrace trace file, each on its own stack,
 and each asyncio task and greenlet on a stack of its own, through C-level
-callbacks (``sys.monitoring`` on 3.12+, a profile function on 3.11).
-``mtanalyze TRACE`` reads the file (with the ``gil``
-clock, which the trace asks for), and ``mtanalyze TRACE --format pstats -o
-out.prof`` writes a file ``pstats.Stats``, snakeviz and gprof2dot load.
+callbacks (``sys.monitoring`` on 3.12+, a profile function on 3.11). The
+analyzer is in the package too: ``mtrace.analyze(TRACE)`` returns the
+report as Python objects, and the ``mtanalyze`` command (installed with the
+package) prints it, diffs two traces and exports them.
 
-    import mtrace
+From the shell, as ``python -m cProfile``::
+
+    python -m mtrace script.py args...          # prints the table at the end
+    python -m mtrace -s cumtime -m package.module args...
+    python -m mtrace -o out.prof script.py      # a pstats file (snakeviz out.prof)
+
+cProfile's API::
+
+    profile = mtrace.Profile()
+    profile.runcall(work)
+    profile.print_stats("cumtime")
+    pstats.Stats(profile).sort_stats("tottime").print_stats(10)
+
+Recording into a trace file, and reading it::
 
     with mtrace.profile("trace.bin"):
         work()
-
-    mtrace.enable("trace.bin")
-    work()
-    mtrace.disable()
-
-Or, from the shell, like ``python -m cProfile``::
-
-    python -m mtrace -o trace.bin script.py args...
-    python -m mtrace -o trace.bin -m package.module args...
+    report = mtrace.analyze("trace.bin")
+    print(report.function("work").cumtime_ns)
 """
 
 import _thread
@@ -29,6 +35,8 @@ import sys
 import threading
 
 from . import _mtrace
+from ._profiler import Profile, run, runctx
+from ._report import Report, Row, TraceError, analyze
 
 __all__ = [
     "enable",
@@ -38,6 +46,13 @@ __all__ = [
     "mark",
     "set_context_id_callback",
     "DEFAULT_OUTPUT",
+    "Profile",
+    "run",
+    "runctx",
+    "analyze",
+    "Report",
+    "Row",
+    "TraceError",
 ]
 
 #: The trace file written when no path is given.

@@ -1,20 +1,37 @@
-"""``python -m mtrace [-o trace.bin] script.py args...`` or ``-m module args...``:
-run a program under the recorder, as ``python -m cProfile`` does."""
+"""``python -m mtrace [-o OUT] [-s SORT] (script.py | -m module) [args...]``:
+run a program under the recorder, as ``python -m cProfile`` does.
+
+Without ``-o``, the table is printed when the program ends (normally, by
+``sys.exit`` or by an uncaught exception), ordered by ``-s`` (default:
+standard name, as cProfile), and the trace is kept as ``mtrace.bin`` in the
+current directory. ``-o FILE`` writes the pstats file ``pstats.Stats(FILE)``
+reads, with the trace beside it as ``FILE.bin``; ``-o FILE.bin`` (or
+``.mtrace``) writes only the trace. The script runs as the real
+``__main__`` module, as under ``python script.py``.
+"""
 
 import argparse
+import builtins
 import importlib.machinery
 import importlib.util
 import io
 import os
 import runpy
 import sys
+import types
 
 import mtrace
+from mtrace import _cli
+from mtrace._profiler import SORT_KEYS, print_table
 
 PROG = "python -m mtrace"
 #: The exit status of a usage error (a bad option, an unwritable trace file,
 #: a missing script), as Python's own command line and argparse use.
 USAGE_ERROR = 2
+#: Output names that mean "the trace itself", not a pstats file.
+TRACE_SUFFIXES = (".bin", ".mtrace")
+#: The ``__main__`` modules the script's module replaced.
+_REPLACED = []
 
 
 def fail(message):
@@ -23,22 +40,79 @@ def fail(message):
     sys.exit(USAGE_ERROR)
 
 
+def say(message):
+    print(f"mtrace: {message}", file=sys.stderr, flush=True)
+
+
 class Parser(argparse.ArgumentParser):
     def error(self, message):
         fail(f"{message} (see {PROG} --help)")
 
 
+def outputs(outfile):
+    """``(trace, pstats file or None, print the table)`` for ``-o``."""
+    if outfile is None:
+        return mtrace.DEFAULT_OUTPUT, None, True
+    if outfile.endswith(TRACE_SUFFIXES):
+        return outfile, None, False
+    return outfile + ".bin", outfile, False
+
+
+def script_module(progname):
+    """A fresh ``__main__`` module for the script, as ``python script.py``
+    makes it (so its functions pickle, and ``multiprocessing`` finds them)."""
+    module = types.ModuleType("__main__")
+    path = os.path.abspath(progname)
+    module.__dict__.update(
+        __file__=path,
+        __cached__=None,
+        __package__=None,
+        __spec__=None,
+        __loader__=importlib.machinery.SourceFileLoader("__main__", path),
+        __builtins__=builtins,
+    )
+    return module
+
+
+def finish(summary, trace, pstats_file, table, sort):
+    """After the program: say what was recorded, write the pstats file or
+    print the table. Never raises: the program's own outcome stands."""
+    if summary is not None:
+        dropped = summary["dropped_events"]
+        why = summary.get("growth_failure")
+        why = f"the file could not grow: {why}" if why else "the file was full; see --capacity"
+        note = f" ({dropped} dropped: {why})" if dropped else ""
+        say(f"{summary['events']} events from {summary['threads']} threads "
+            f"in {summary['path']}{note}")
+    try:
+        if pstats_file is not None:
+            if _cli.run([trace, "--format", "pstats", "-o", pstats_file]) == 0:
+                say(f"pstats file {pstats_file} (the trace is {trace})")
+        elif table:
+            sys.stdout.flush()
+            print_table([trace], sort)
+    except Exception as e:  # the analysis of a trace this run wrote
+        say(f"could not analyze {trace}: {e}")
+
+
 def main(argv=None):
     parser = Parser(
         prog=PROG,
-        usage="%(prog)s [-o trace.bin] [--capacity 64G] [--ring] [--meta-capacity 16M] "
+        usage="%(prog)s [-o OUT] [-s SORT] [--capacity 64G] [--ring] [--meta-capacity 16M] "
         "[--no-builtins | --fast-builtins] [--no-tasks] "
         "(script.py | -m module) [args ...]",
-        description="Record every thread of a Python program into an mtrace trace "
-        "(read it with `mtanalyze TRACE`, or `mtanalyze TRACE --format pstats -o out.prof`).",
+        description="Run a Python program under mtrace, recording every thread, and print "
+        "cProfile's table with mtrace's paused column when it ends. The trace is kept "
+        "(mtrace.bin); read it again with `mtanalyze TRACE`.",
     )
-    parser.add_argument("-o", "--outfile", default=mtrace.DEFAULT_OUTPUT,
-                        help="trace file to write (default: %(default)s)")
+    parser.add_argument("-o", "--outfile", default=None,
+                        help="write a pstats file (pstats.Stats, snakeviz) instead of printing "
+                        "the table, with the trace beside it as OUT.bin; a name ending in .bin "
+                        "or .mtrace: only the trace (default: print the table, trace in "
+                        f"{mtrace.DEFAULT_OUTPUT})")
+    parser.add_argument("-s", "--sort", default="stdname", choices=SORT_KEYS, metavar="SORT",
+                        help="order of the table: " + ", ".join(SORT_KEYS)
+                        + " (default: %(default)s, as cProfile)")
     parser.add_argument("-m", dest="module", action="store_true",
                         help="run a library module as a script, like python -m")
     parser.add_argument("--capacity", default=None,
@@ -49,19 +123,22 @@ def main(argv=None):
                         "(default: 16M, some half a million task names)")
     parser.add_argument("--ring", action="store_true",
                         help="keep the end of the run when the file is full (default: the beginning)")
-    builtins = parser.add_mutually_exclusive_group()
-    builtins.add_argument("--no-builtins", dest="builtins", action="store_false",
-                          help="do not record C functions")
-    builtins.add_argument("--fast-builtins", dest="builtins", action="store_const",
-                          const="fast",
-                          help="3.12+: stop watching a call site for C functions once it "
-                          "calls a Python function (fewer callbacks; may miss built-ins)")
+    builtins_group = parser.add_mutually_exclusive_group()
+    builtins_group.add_argument("--no-builtins", dest="builtins", action="store_false",
+                                help="do not record C functions")
+    builtins_group.add_argument("--fast-builtins", dest="builtins", action="store_const",
+                                const="fast",
+                                help="3.12+: stop watching a call site for C functions once it "
+                                "calls a Python function (fewer callbacks; may miss built-ins)")
     parser.add_argument("--no-tasks", dest="tasks", action="store_false",
                         help="asyncio coroutines counted as cProfile counts them "
                         "(each resumption a call), no stack per task")
     parser.add_argument("target", help="the script (or, with -m, the module)")
     parser.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
     options = parser.parse_args(argv)
+    trace, pstats_file, table = outputs(options.outfile)
+    if pstats_file is not None and os.path.isdir(pstats_file):
+        fail(f"cannot write the pstats file {pstats_file}: it is a directory")
 
     if options.module:
         # Only the top-level package is looked up here: finding a submodule
@@ -73,8 +150,12 @@ def main(argv=None):
             found = False
         if not found:
             fail(f"no module named {top!r}")
-        code = "run_module(modname, run_name='__main__', alter_sys=True)"
-        globs = {"run_module": runpy.run_module, "modname": options.target}
+
+        def prepare():
+            pass
+
+        def run_program():
+            runpy.run_module(options.target, run_name="__main__", alter_sys=True)
     else:
         progname = options.target
         try:
@@ -82,37 +163,36 @@ def main(argv=None):
                 source = fp.read()
         except OSError as e:
             fail(f"can't open file {progname!r}: [Errno {e.errno}] {e.strerror}")
-        # A syntax error is the script's own: it reports as under plain python.
+        # A syntax error is the script's own: it reports as under plain
+        # python. The code is named as given, as cProfile names it, so the
+        # two profilers' pstats keys agree.
         code = compile(source, progname, "exec")
-        sys.path.insert(0, os.path.dirname(progname))
-        spec = importlib.machinery.ModuleSpec(name="__main__", loader=None, origin=progname)
-        globs = {
-            "__spec__": spec,
-            "__file__": spec.origin,
-            "__name__": spec.name,
-            "__package__": None,
-            "__cached__": None,
-        }
+        module = script_module(progname)
+
+        def prepare():
+            sys.path[0] = os.path.dirname(module.__file__)
+            # The module this code runs in stays referenced (its globals
+            # are this function's) once the script's takes its place.
+            _REPLACED.append(sys.modules["__main__"])
+            sys.modules["__main__"] = module
+
+        def run_program():
+            exec(code, module.__dict__)
+    # Only the program runs while recording, as under cProfile.
+    sys.argv[:] = [options.target] + options.args
+    prepare()
     try:
-        mtrace.enable(options.outfile, capacity=options.capacity, ring=options.ring,
+        mtrace.enable(trace, capacity=options.capacity, ring=options.ring,
                       builtins=options.builtins, tasks=options.tasks,
                       meta_capacity=options.meta_capacity)
     except (ValueError, OSError, RuntimeError) as e:
         # The recording could not start (bad --capacity, unwritable -o):
         # the program has not run yet.
         fail(e)
-    sys.argv[:] = [options.target] + options.args
     try:
-        exec(code, globs, None)
+        run_program()
     finally:
-        summary = mtrace.disable()
-        if summary is not None:
-            dropped = summary["dropped_events"]
-            why = summary.get("growth_failure")
-            why = f"the file could not grow: {why}" if why else "the file was full; see --capacity"
-            note = f" ({dropped} dropped: {why})" if dropped else ""
-            print(f"mtrace: {summary['events']} events from {summary['threads']} threads "
-                  f"in {summary['path']}{note}", file=sys.stderr)
+        finish(mtrace.disable(), trace, pstats_file, table, options.sort)
 
 
 if __name__ == "__main__":
