@@ -49,9 +49,15 @@ impl From<Failure> for PyErr {
 }
 
 /// An option's text as the analyzer's type, or a ValueError naming it.
-fn parsed<T: std::str::FromStr<Err = String>>(what: &str, text: Option<&str>) -> PyResult<Option<T>> {
-    text.map(|t| t.parse::<T>().map_err(|e| PyValueError::new_err(format!("{what}: {e}"))))
-        .transpose()
+fn parsed<T: std::str::FromStr<Err = String>>(
+    what: &str,
+    text: Option<&str>,
+) -> PyResult<Option<T>> {
+    text.map(|t| {
+        t.parse::<T>()
+            .map_err(|e| PyValueError::new_err(format!("{what}: {e}")))
+    })
+    .transpose()
 }
 
 /// Analyzes the trace at `path` and returns the report as the JSON report's
@@ -107,7 +113,10 @@ pub(crate) fn run_mtanalyze(py: Python<'_>, argv: Vec<OsString>) -> u8 {
 /// [`run_mtanalyze`], returning `(status, what it wrote to stdout)` instead.
 #[pyfunction]
 #[pyo3(name = "mtanalyze_captured")]
-pub(crate) fn run_mtanalyze_captured(py: Python<'_>, argv: Vec<OsString>) -> (u8, Bound<'_, PyBytes>) {
+pub(crate) fn run_mtanalyze_captured(
+    py: Python<'_>,
+    argv: Vec<OsString>,
+) -> (u8, Bound<'_, PyBytes>) {
     let (status, out) = py.detach(|| {
         let mut out = Vec::new();
         let status = mtanalyze_cli::run(argv, &mut out);
