@@ -2,9 +2,12 @@
 # Tests of the Python binding, from a clean checkout, on every CPython 3.11+
 # this machine has: pyenv's versions (`pyenv root`, $PYENV_ROOT and
 # ~/.pyenv), then `python3` on PATH and /usr/bin/python3, one run per
-# distinct version. For each: a fresh virtual environment with the extension
-# installed (as the README's Python section does), clippy of the crate built
-# against that Python, and the unittest suite. mtanalyze is built once. Every
+# distinct version. For each: the wheel built with `pip wheel` (maturin from
+# PyPI), installed into a fresh virtual environment (as the README's Python
+# section does), clippy of the crate built against that Python, and the
+# unittest suite, run with a PATH that holds the environment's bin/ and the
+# system's alone: no cargo, rustc or pyenv, as on a Python user's machine
+# (the suite's `mtanalyze` is the wheel's console script). Every
 # version runs even if an earlier one failed; the script fails if any did
 # (a run of no tests fails too), and its last lines say which versions ran
 # and how each went.
@@ -15,7 +18,8 @@
 #
 # MTRACE_PYTHONS: the interpreters to test instead of those found (each still
 # checked for 3.11+). MTRACE_VENV: the folder holding one environment per
-# version, `$MTRACE_VENV/<version>` (default target/mtrace-python-venvs).
+# version, `$MTRACE_VENV/<version>`, and the wheels, `$MTRACE_VENV/wheels`
+# (default target/mtrace-python-venvs).
 # MTRACE_TEST_README=1 also builds a clean clone exactly as the README says.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -76,21 +80,35 @@ fi
 say "testing with CPython ${versions[*]}"
 
 cargo fmt --manifest-path "$here/Cargo.toml" -- --check
-(cd "$repo" && cargo build -q --release -p mtanalyze-cli)
-export MTANALYZE="$target/release/mtanalyze"
+# The system's own folders, for the tests' PATH: no Rust toolchain there.
+system_path="/usr/local/bin:/usr/bin:/bin"
+for tool in cargo rustc; do
+    if PATH="$system_path" command -v "$tool" >/dev/null; then
+        say "warning: $tool is in $system_path: the no-toolchain test will fail"
+    fi
+done
 
-# One version: environment, install, lint, tests. Runs in a subshell with -e.
+# One version: wheel, environment, install, lint, tests. Runs in a subshell with -e.
 test_one() {
     local py="$1" version="$2"
     shift 2
-    local venv="$venvs/$version"
+    local venv="$venvs/$version" wheels="$venvs/wheels/$version"
+    rm -rf "$venv" "$wheels"
+    local started=$SECONDS
+    "$py" -m pip wheel -q --disable-pip-version-check --no-deps -w "$wheels" "$here"
+    local wheel
+    wheel="$(ls "$wheels"/mtrace-*.whl)"
+    say "built $(basename "$wheel") ($(du -k "$wheel" | cut -f1) KiB) in $((SECONDS - started)) s"
     "$py" -m venv "$venv"
-    "$venv/bin/pip" install -q --disable-pip-version-check "$here"
+    "$venv/bin/pip" install -q --disable-pip-version-check "$wheel"
     # The crate has version-dependent code (cfg(Py_3_12)): lint it for each version.
     PYO3_PYTHON="$venv/bin/python" cargo clippy -q --manifest-path "$here/Cargo.toml" --all-targets -- -D warnings
-    # Outside the package sources, so `import mtrace` finds the installed module.
+    # Outside the package sources, so `import mtrace` finds the installed
+    # module; a Python user's PATH: the environment's bin/ and the system's.
     cd "$target"
-    "$venv/bin/python" -m unittest discover -s "$here/tests" -t "$here/tests" -v "$@"
+    env -u CARGO_HOME -u RUSTUP_HOME -u PYENV_ROOT -u VIRTUAL_ENV \
+        PATH="$venv/bin:$system_path" MTRACE_NO_TOOLCHAIN=1 MTRACE_BUILD_PATH="$PATH" \
+        "$venv/bin/python" -m unittest discover -s "$here/tests" -t "$here/tests" -v "$@"
 }
 
 mkdir -p "$venvs"

@@ -1,9 +1,10 @@
 """Tests of the Python binding against cProfile, through the real
 ``python -m mtrace``, ``mtanalyze`` and ``pstats``.
 
-Run with ``crates/mtrace-python/run-tests.sh`` (builds everything into a
-virtual environment), or, with the module installed and ``MTANALYZE`` naming
-the analyzer binary, ``python -m unittest discover -s crates/mtrace-python/tests -v``.
+Run with ``crates/mtrace-python/run-tests.sh`` (builds the wheel into a
+virtual environment), or, with the wheel installed, ``python -m unittest
+discover -s crates/mtrace-python/tests -v`` from outside the sources. The
+analyzer is the environment's ``mtanalyze`` command, which the wheel installs.
 """
 
 import json
@@ -21,15 +22,12 @@ REPO = os.path.abspath(os.path.join(HERE, "..", "..", ".."))
 
 
 def mtanalyze_binary():
-    """The analyzer: $MTANALYZE, else a built one under the cargo target dir."""
-    if os.environ.get("MTANALYZE"):
-        return os.environ["MTANALYZE"]
-    target = os.environ.get("CARGO_TARGET_DIR", os.path.join(REPO, "target"))
-    for profile in ("release", "debug"):
-        path = os.path.join(target, profile, "mtanalyze")
-        if os.path.exists(path):
-            return path
-    raise unittest.SkipTest("no mtanalyze binary: set MTANALYZE or run run-tests.sh")
+    """The analyzer: the ``mtanalyze`` console script of the environment
+    running the tests (the wheel's, never a cargo build)."""
+    path = os.path.join(os.path.dirname(sys.executable), "mtanalyze")
+    if not os.path.exists(path):
+        raise AssertionError(f"{path} is missing: the wheel installs it")
+    return path
 
 
 def run(args, **kw):
@@ -656,8 +654,11 @@ class ReadmeFromCleanCheckout(Case):
         clone = self.path("clone")
         run(["git", "clone", "-q", REPO, clone])
         env = dict(os.environ)
-        for var in ("VIRTUAL_ENV", "MTANALYZE", "CARGO_TARGET_DIR", "PYTHONPATH"):
+        for var in ("VIRTUAL_ENV", "CARGO_TARGET_DIR", "PYTHONPATH"):
             env.pop(var, None)
+        # Building the wheel is the one step that needs the Rust toolchain:
+        # the PATH run-tests.sh was started with.
+        env["PATH"] = os.environ.get("MTRACE_BUILD_PATH", env["PATH"])
         env["CARGO_TARGET_DIR"] = self.path("target")
         done = run(["bash", "-euxo", "pipefail", "-c", block], cwd=clone, env=env)
         # The README records its threads example: its recursive fib, on the
