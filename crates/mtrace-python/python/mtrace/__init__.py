@@ -192,12 +192,17 @@ def disable():
     (``path``, ``events``, ``dropped_events``, ``threads``, and
     ``growth_failure``: why the file stopped growing before its maximum,
     such as a full disk, or None), or None if nothing was recording."""
+    # 3.11: no thread started from here on installs the profile function
+    # (the hooks go before the recording stops, which releases the GIL).
     if not _ALL_THREADS_NATIVE:
         threading.setprofile(None)
         if _thread.start_new_thread is _start_new_thread_recorded:
             _thread.start_new_thread = _START_NEW_THREAD
+    # The recording stops before the rest of the unhooking, which is then
+    # not in the report.
+    summary = _mtrace.stop()
     _untrace_greenlets()
-    return _mtrace.stop()
+    return summary
 
 
 def is_enabled():
