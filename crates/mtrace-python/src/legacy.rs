@@ -16,15 +16,53 @@
 //! `YIELD_VALUE` a yield. The bytecode is read once per code object
 //! (`registry::Entry::bytecode`).
 //!
-//! Threads: the profile function is per thread. [`install_all`] sets it on
-//! every thread state of the interpreter (`PyInterpreterState_ThreadHead` /
-//! `PyThreadState_Next` and `_PyEval_SetProfile`, what 3.12's
-//! `PyEval_SetProfileAllThreads` does, under the GIL); `threading` threads
-//! started later get it from `threading.setprofile` (see [`thread_hook`]),
-//! and `_thread.start_new_thread` threads from the Python package's wrapper.
+//! # Threads
+//!
+//! The profile function is per thread state, and 3.11 gives a new thread
+//! state none: `new_threadstate` (`Python/pystate.c`) links it into the
+//! interpreter's list under the runtime's head lock, without the GIL and
+//! without any callback or audit event, and `PyGILState_Ensure` (how a
+//! thread that C started, such as a ctypes callback's, enters Python) then
+//! takes the GIL and runs. Two mechanisms between them reach every thread
+//! state:
+//!
+//! ```text
+//! existing at start    install_all: set_all walks PyInterpreterState_ThreadHead /
+//!                      PyThreadState_Next and calls _PyEval_SetProfile on each
+//!                      (what 3.12's PyEval_SetProfileAllThreads does), under the GIL
+//! appearing later      evaluate, the interpreter's PEP 523 frame evaluator: every
+//!                      frame of every thread state passes through it before it
+//!                      runs; on a thread state it has not seen (PyThreadState_GetID,
+//!                      the last one kept per OS thread) that is newer than those
+//!                      set_all reached (ids only grow), it sets the profile
+//!                      function, then the frame runs: its first call is recorded
+//! ```
+//!
+//! The evaluator is the one hook CPython 3.11 runs on a new thread state
+//! before its first Python call whatever started the thread (`threading`,
+//! `_thread`, `pthread_create` in a C library, an embedding application),
+//! and it touches only the thread state it runs on, so no other thread's
+//! state is ever read: not one being created (the list changes under a lock
+//! this module cannot take), nor one that ended. Noticing the new thread
+//! state from another thread's events (the list's head, whose id grows)
+//! would cost less but sees nothing while no other thread runs Python,
+//! which is when a C library's threads call back: the caller is waiting in
+//! C, without the GIL.
+//!
+//! Its price: while an evaluator is set, 3.11 no longer inlines a Python
+//! function's call into the caller's `_PyEval_EvalFrameDefault`, so every
+//! Python call is a C call again (as on 3.10), plus the check here (an
+//! exported call and a thread-local). `bench/bench.py` measures it with the
+//! rest of the recording. Deep recursion uses the C stack again: a program
+//! that raises the recursion limit far above its default can overflow it
+//! while recording. An evaluator that was set before [`install_all`] (a
+//! JIT, a debugger) is chained: it runs each frame after the check; one set
+//! after it replaces this one, and thread states that appear from then on
+//! are not recorded; [`uninstall_all`] then leaves it in place.
 
+use std::cell::Cell;
 use std::os::raw::c_int;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, Ordering};
 
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -42,6 +80,13 @@ extern "C" {
         func: Option<ffi::Py_tracefunc>,
         arg: *mut ffi::PyObject,
     ) -> c_int;
+    // CPython's own frame evaluator (cpython/ceval.h): what runs a frame
+    // when no PEP 523 evaluator is set.
+    fn _PyEval_EvalFrameDefault(
+        tstate: *mut ffi::PyThreadState,
+        frame: *mut ffi::_PyInterpreterFrame,
+        throwflag: c_int,
+    ) -> *mut ffi::PyObject;
 }
 
 /// 3.11's opcodes (`dis.opmap`).
@@ -123,25 +168,32 @@ unsafe fn is_traced_cfunction(arg: *mut ffi::PyObject) -> bool {
 }
 
 /// Sets (or, with None, removes) the profile function on every thread of
-/// the interpreter. The caller holds the GIL, so no other thread runs
-/// Python code meanwhile.
+/// the interpreter, and notes the newest of them in [`EXISTING`]. The
+/// caller holds the GIL, so no other thread runs Python code meanwhile.
 unsafe fn set_all(func: Option<ffi::Py_tracefunc>) {
     let interp = ffi::PyInterpreterState_Get();
     let mut ts = ffi::PyInterpreterState_ThreadHead(interp);
+    let mut newest = 0;
     while !ts.is_null() {
+        newest = newest.max(ffi::PyThreadState_GetID(ts));
         if _PyEval_SetProfile(ts, func, std::ptr::null_mut()) < 0 {
             // Only the audit hook of the calling thread can refuse.
             ffi::PyErr_Clear();
         }
         ts = ffi::PyThreadState_Next(ts);
     }
+    EXISTING.store(newest, Ordering::Relaxed);
 }
 
-/// Installs the profile function on every thread that exists now.
+/// Installs the profile function on every thread state that exists now,
+/// and the frame evaluator that gives it to those that appear later.
 pub(crate) fn install_all(_py: Python<'_>, builtins: bool) -> PyResult<()> {
     BUILTINS.store(builtins, Ordering::Relaxed);
     // SAFETY: attached (a Python token), so the thread list is stable.
-    unsafe { set_all(Some(profile)) };
+    unsafe {
+        set_all(Some(profile));
+        hook_frames();
+    }
     Ok(())
 }
 
@@ -163,40 +215,131 @@ pub(crate) fn install_floor(_py: Python<'_>) {
     unsafe { set_all(Some(nothing)) };
 }
 
-/// Removes it from every thread.
+/// Removes the frame evaluator (if it is still the interpreter's) and the
+/// profile function from every thread.
 pub(crate) fn uninstall_all(_py: Python<'_>) -> PyResult<()> {
     // SAFETY: as above.
-    unsafe { set_all(None) };
+    unsafe {
+        unhook_frames();
+        set_all(None);
+    }
     Ok(())
 }
 
-/// Installs it on the calling thread only (a thread started later).
-pub(crate) fn install_current(_py: Python<'_>) {
-    // SAFETY: attached.
-    unsafe { ffi::PyEval_SetProfile(Some(profile), std::ptr::null_mut()) };
+// ------------------------------------------------ thread states that appear later
+
+/// The newest thread state [`set_all`] reached (ids only grow): [`evaluate`]
+/// leaves it and older ones alone, so a profile function that replaced
+/// mtrace's on one of them (a cProfile enabled after mtrace on that thread)
+/// is not taken back.
+static EXISTING: AtomicI64 = AtomicI64::new(0);
+
+/// The evaluator [`evaluate`] hands each frame to: the one the interpreter
+/// had when it was installed, or null for CPython's own. Written under the
+/// GIL before the interpreter can call `evaluate`.
+static NEXT: AtomicPtr<()> = AtomicPtr::new(std::ptr::null_mut());
+
+thread_local! {
+    /// The thread state (`PyThreadState_GetID`: unique in the interpreter,
+    /// never reused, from 1) that [`evaluate`] last saw on this OS thread.
+    /// An id, not the address: a C thread whose every callback goes
+    /// through `PyGILState_Ensure`/`Release` gets a new thread state each
+    /// time, which can be at the freed one's address. Const and without a
+    /// destructor, so the check costs a thread-local read.
+    static SEEN: Cell<i64> = const { Cell::new(0) };
 }
 
-/// The hook `threading.setprofile` installs in new threads: replaces itself
-/// with the C profile function and records the event it was called for.
-pub(crate) fn thread_hook(frame: &Bound<'_, PyAny>, event: &str, arg: &Bound<'_, PyAny>) {
-    let what = match event {
-        "call" => ffi::PyTrace_CALL,
-        "return" => ffi::PyTrace_RETURN,
-        "c_call" => ffi::PyTrace_C_CALL,
-        "c_return" => ffi::PyTrace_C_RETURN,
-        "c_exception" => ffi::PyTrace_C_EXCEPTION,
-        _ => -1,
-    };
-    // SAFETY: attached; `frame` is checked to be a frame object.
-    unsafe {
-        ffi::PyEval_SetProfile(Some(profile), std::ptr::null_mut());
-        if what >= 0 && ffi::PyFrame_Check(frame.as_ptr()) != 0 {
-            profile(
-                std::ptr::null_mut(),
-                frame.as_ptr().cast(),
-                what,
-                arg.as_ptr(),
-            );
-        }
+/// The interpreter's frame evaluator while recording: a thread state it has
+/// not seen gets the profile function before the frame runs.
+unsafe extern "C" fn evaluate(
+    tstate: *mut ffi::PyThreadState,
+    frame: *mut ffi::_PyInterpreterFrame,
+    throwflag: c_int,
+) -> *mut ffi::PyObject {
+    let id = ffi::PyThreadState_GetID(tstate);
+    if SEEN.with(|seen| seen.replace(id)) != id {
+        adopt(tstate, id);
     }
+    let next = NEXT.load(Ordering::Relaxed);
+    if next.is_null() {
+        _PyEval_EvalFrameDefault(tstate, frame, throwflag)
+    } else {
+        // SAFETY: only `hook_frames` stores it, from a `_PyFrameEvalFunction`.
+        let next: ffi::_PyFrameEvalFunction = std::mem::transmute(next);
+        next(tstate, frame, throwflag)
+    }
+}
+
+/// Gives the calling thread's state (`tstate`, which runs a frame, with the
+/// GIL; `id` its id) the profile function if it appeared after
+/// `install_all`, which gave it to the others.
+#[cold]
+unsafe fn adopt(tstate: *mut ffi::PyThreadState, id: i64) {
+    // Not active: an evaluator set after ours still calls it after `disable()`.
+    if id <= EXISTING.load(Ordering::Relaxed) || !stacks::ACTIVE.load(Ordering::Relaxed) {
+        return;
+    }
+    // A frame entered by a generator's `throw` comes with its exception
+    // set; the audit event of `_PyEval_SetProfile` must neither see nor
+    // lose it.
+    let (mut kind, mut value, mut traceback) = (
+        std::ptr::null_mut(),
+        std::ptr::null_mut(),
+        std::ptr::null_mut(),
+    );
+    ffi::PyErr_Fetch(&mut kind, &mut value, &mut traceback);
+    if _PyEval_SetProfile(tstate, Some(profile), std::ptr::null_mut()) < 0 {
+        // An audit hook refused `sys.setprofile`: this thread is not recorded.
+        ffi::PyErr_Clear();
+    }
+    ffi::PyErr_Restore(kind, value, traceback);
+}
+
+/// Makes [`evaluate`] the interpreter's frame evaluator, chaining the one
+/// it had.
+unsafe fn hook_frames() {
+    let interp = ffi::PyInterpreterState_Get();
+    let current = address(ffi::_PyInterpreterState_GetEvalFrameFunc(interp));
+    if current == address(evaluate) {
+        // Still ours: an evaluator that replaced it gave it back after
+        // `uninstall_all` left that one in place. `NEXT` is already right.
+        return;
+    }
+    // 3.11 reports no evaluator as `_PyEval_EvalFrameDefault`.
+    let next = if current == address(_PyEval_EvalFrameDefault) {
+        std::ptr::null_mut()
+    } else {
+        current
+    };
+    NEXT.store(next, Ordering::Relaxed);
+    ffi::_PyInterpreterState_SetEvalFrameFunc(interp, Some(evaluate));
+}
+
+/// A frame evaluator's address: what the interpreter holds, and what
+/// [`NEXT`] keeps. Both sides of each comparison are one symbol each
+/// ([`evaluate`], or CPython's export), so addresses compare reliably.
+fn address(f: ffi::_PyFrameEvalFunction) -> *mut () {
+    f as *mut ()
+}
+
+/// Gives the interpreter back the evaluator it had, if [`evaluate`] is
+/// still its evaluator. If another one replaced it since, that one stays
+/// (and `NEXT` too, in case it hands frames on to ours).
+unsafe fn unhook_frames() {
+    let interp = ffi::PyInterpreterState_Get();
+    if address(ffi::_PyInterpreterState_GetEvalFrameFunc(interp)) != address(evaluate) {
+        return;
+    }
+    let next = NEXT.load(Ordering::Relaxed);
+    // Null (none) rather than `_PyEval_EvalFrameDefault`: 3.11 inlines
+    // Python calls only when no evaluator is set.
+    let next = if next.is_null() {
+        None
+    } else {
+        // SAFETY: stored by `hook_frames` from a `_PyFrameEvalFunction`.
+        Some(std::mem::transmute::<*mut (), ffi::_PyFrameEvalFunction>(
+            next,
+        ))
+    };
+    ffi::_PyInterpreterState_SetEvalFrameFunc(interp, next);
 }

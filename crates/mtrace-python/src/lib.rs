@@ -6,7 +6,10 @@
 //!
 //! * `monitoring.rs`, Python 3.12+: `sys.monitoring` callbacks that are C
 //!   functions, process-wide (every thread), under a tool id of mtrace's own;
-//! * `legacy.rs`, Python 3.11: a C profile function set on every thread.
+//! * `legacy.rs`, Python 3.11: a C profile function set on every thread
+//!   state, and a PEP 523 frame evaluator that sets it on those that appear
+//!   later (however the thread was started, C libraries' threads included)
+//!   before their first frame runs.
 //!
 //! Both feed `stacks.rs`, which decides which stack each event belongs to
 //! (the thread's own, a greenlet's, an asyncio task's) and keeps the shadow
@@ -68,9 +71,9 @@ fn preferred_clock() -> PreferredClock {
 const PYTHON_META_CAPACITY: usize = 16 << 20;
 
 /// Starts a recording into `path` (the header names the Python producer)
-/// and installs the backend: every thread
-/// of the interpreter is recorded from now on (on 3.11, threads started
-/// later need `install_current_thread`, which the Python package arranges).
+/// and installs the backend: every thread of the interpreter is recorded
+/// from now on, those that exist and those that appear later, however they
+/// are started.
 ///
 /// `builtins`: True (C functions, as cProfile records them), False (none),
 /// or "fast" (3.12+: a call site seen calling a Python function is no
@@ -187,27 +190,6 @@ fn stop(py: Python<'_>) -> PyResult<Option<Bound<'_, PyDict>>> {
     d.set_item("threads", summary.threads)?;
     d.set_item("growth_failure", summary.growth_failure)?;
     Ok(Some(d))
-}
-
-/// 3.11: records the calling thread too (a thread started while recording,
-/// by a path `threading.setprofile` does not reach). Nothing on 3.12+,
-/// where every thread is recorded.
-#[pyfunction]
-fn install_current_thread(py: Python<'_>) {
-    #[cfg(not(Py_3_12))]
-    if stacks::ACTIVE.load(Ordering::Relaxed) {
-        legacy::install_current(py);
-    }
-    let _ = py;
-}
-
-/// 3.11: the hook `threading.setprofile` installs in new threads; it
-/// replaces itself with the C profile function. Nothing on 3.12+.
-#[pyfunction]
-fn thread_hook(frame: &Bound<'_, PyAny>, event: &str, arg: &Bound<'_, PyAny>) {
-    #[cfg(not(Py_3_12))]
-    legacy::thread_hook(frame, event, arg);
-    let _ = (frame, event, arg);
 }
 
 /// greenlet's trace hook (`greenlet.settrace`): on a switch or throw from
@@ -330,8 +312,6 @@ fn tool_id() -> Option<i64> {
 fn _mtrace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(start, m)?)?;
     m.add_function(wrap_pyfunction!(stop, m)?)?;
-    m.add_function(wrap_pyfunction!(install_current_thread, m)?)?;
-    m.add_function(wrap_pyfunction!(thread_hook, m)?)?;
     m.add_function(wrap_pyfunction!(greenlet_trace, m)?)?;
     m.add_function(wrap_pyfunction!(set_context_id_callback, m)?)?;
     m.add_function(wrap_pyfunction!(is_recording, m)?)?;

@@ -29,10 +29,8 @@ Recording into a trace file, and reading it::
     print(report.function("work").cumtime_ns)
 """
 
-import _thread
 import contextlib
 import sys
-import threading
 
 from . import _mtrace
 from ._profiler import Profile, run, runctx
@@ -57,25 +55,6 @@ __all__ = [
 
 #: The trace file written when no path is given.
 DEFAULT_OUTPUT = "mtrace.bin"
-
-# 3.12+: sys.monitoring reports every thread to the native callbacks. 3.11:
-# the profile function is per thread; the native side sets it on the
-# threads that exist, and these reach the threads started later.
-_ALL_THREADS_NATIVE = _mtrace.BACKEND == "sys.monitoring"
-_START_NEW_THREAD = _thread.start_new_thread
-
-
-def _start_new_thread_recorded(function, args, kwargs=None):
-    """``_thread.start_new_thread`` while recording on 3.11: the new thread
-    installs the profile function before it runs ``function``. (``threading``
-    keeps its own reference to the original and uses ``threading.setprofile``.)"""
-
-    def run(*a, **k):
-        _mtrace.install_current_thread()
-        return function(*a, **k)
-
-    return _START_NEW_THREAD(run, args, {} if kwargs is None else kwargs)
-
 
 # greenlet: each greenlet on a stack of its own, through greenlet.settrace.
 _greenlet_state = {"module": None, "previous": None, "watcher": None}
@@ -159,7 +138,8 @@ def enable(path=DEFAULT_OUTPUT, *, capacity=None, ring=False, builtins=True, tas
     """Start recording into ``path``.
 
     Every thread is recorded: the calling thread, threads already running,
-    and threads started later (``threading`` or ``_thread``).
+    and threads started later (``threading``, ``_thread``, or a C library's
+    own threads calling into Python).
 
     ``capacity``: the most bytes of events (``"64M"``, ``"1G"``...): the file
     grows up to it as the run needs; by default up to half the free space of
@@ -181,9 +161,6 @@ def enable(path=DEFAULT_OUTPUT, *, capacity=None, ring=False, builtins=True, tas
     """
     _mtrace.start(str(path), capacity=capacity, ring=ring, builtins=builtins, tasks=tasks,
                   meta_capacity=meta_capacity)
-    if not _ALL_THREADS_NATIVE:
-        threading.setprofile(_mtrace.thread_hook)
-        _thread.start_new_thread = _start_new_thread_recorded
     _trace_greenlets()
 
 
@@ -192,12 +169,6 @@ def disable():
     (``path``, ``events``, ``dropped_events``, ``threads``, and
     ``growth_failure``: why the file stopped growing before its maximum,
     such as a full disk, or None), or None if nothing was recording."""
-    # 3.11: no thread started from here on installs the profile function
-    # (the hooks go before the recording stops, which releases the GIL).
-    if not _ALL_THREADS_NATIVE:
-        threading.setprofile(None)
-        if _thread.start_new_thread is _start_new_thread_recorded:
-            _thread.start_new_thread = _START_NEW_THREAD
     # The recording stops before the rest of the unhooking, which is then
     # not in the report.
     summary = _mtrace.stop()
