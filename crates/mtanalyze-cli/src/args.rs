@@ -283,6 +283,12 @@ pub(crate) struct ReportArgs {
     /// With several traces: the function table (and JSON) per trace as well, the trace a column.
     #[arg(long)]
     pub(crate) by_trace: bool,
+
+    /// Only the traces given: not the traces of their child processes
+    /// (`NAME.pid<PID>.EXT` beside `NAME.EXT`, which the Python recorder
+    /// writes for every child process), which are otherwise in the report.
+    #[arg(long)]
+    pub(crate) no_children: bool,
     /// In the function table, split `paused` into `scheduled` (woken, waiting for a thread) and `waiting` (not yet woken), from the wake events the future adapter records.
     #[arg(long)]
     pub(crate) scheduled: bool,

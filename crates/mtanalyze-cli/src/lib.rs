@@ -32,6 +32,7 @@
 #![deny(missing_docs)]
 
 mod args;
+mod children;
 mod diff;
 mod export;
 mod file;

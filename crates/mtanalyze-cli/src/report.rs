@@ -5,6 +5,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use crate::args::{analyze_options, rows_if, Format, ReportArgs};
+use crate::children::{self, Children};
 use crate::output::{say, Failure, Output};
 use crate::{
     analyze, analyze_stacks, each_report, each_report_summed, expand_traces, say_warnings,
@@ -16,7 +17,13 @@ use mtanalyze::view::{
 use mtanalyze::{PathMode, Report, StackSink};
 
 pub(crate) fn report(args: &ReportArgs, out: &mut dyn Write) -> Result<(), Failure> {
-    let traces = expand_traces(&args.traces)?;
+    let mut traces = expand_traces(&args.traces)?;
+    let children = if args.no_children {
+        Children::default()
+    } else {
+        children::find(&traces)
+    };
+    traces.extend(children.traces.iter().cloned());
     let Some(path) = traces.first().map(PathBuf::as_path) else {
         return Err(Failure::Message("no trace given (see --help)".into()));
     };
@@ -101,7 +108,7 @@ pub(crate) fn report(args: &ReportArgs, out: &mut dyn Write) -> Result<(), Failu
         (_, Some(rows)) => Some(rows),
         _ => None,
     };
-    let (report, each) = if let Some(sink) = sink {
+    let (mut report, each) = if let Some(sink) = sink {
         (analyze_stacks(path, &options, sink)?, Vec::new())
     } else if traces.len() == 1 {
         let report = analyze(path, &options)?;
@@ -114,6 +121,7 @@ pub(crate) fn report(args: &ReportArgs, out: &mut dyn Write) -> Result<(), Failu
     } else {
         analyze_many(&traces, &options, args.by_trace)?
     };
+    children::warn(&mut report, &children.failures);
     target.write(out, |w| match args.format {
         Format::Pstats => render::pstats::pstats(w, &report),
         Format::Folded => render::folded::folded(w, &report, args.filter.as_ref()),

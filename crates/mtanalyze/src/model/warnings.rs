@@ -47,6 +47,9 @@ pub enum WarningKind {
     /// An `end` of a logical stack that does not fit the stack's life (it
     /// ran at or after the end, never ran, or ended again later).
     EndIgnored,
+    /// A child process of the recorded program could not record (its
+    /// `NAME.pid<PID>.failed` note beside the parent's trace says why).
+    ChildNotRecorded,
 }
 
 impl WarningKind {
@@ -70,6 +73,7 @@ impl WarningKind {
             WarningKind::EventsLost => "events_lost",
             WarningKind::DroppedMetadata => "dropped_metadata",
             WarningKind::EndIgnored => "end_ignored",
+            WarningKind::ChildNotRecorded => "child_not_recorded",
         }
     }
 
@@ -98,6 +102,9 @@ impl WarningKind {
             }
             WarningKind::EndIgnored => {
                 "ignored the end (only a stack's latest end counts, and only if no thread ran the stack at it or after it)"
+            }
+            WarningKind::ChildNotRecorded => {
+                "none: that process ran unprofiled; the report holds the processes that recorded"
             }
         }
     }
