@@ -50,6 +50,9 @@ use crate::registry::lock;
 static GREENLETS: AtomicU64 = AtomicU64::new(0);
 /// The running recording.
 static RECORDING: Mutex<Option<Recording>> = Mutex::new(None);
+/// How the running recording was started (its configuration and whether
+/// asyncio tasks get stacks), for a forked child's own recording.
+static STARTED_WITH: Mutex<Option<(Config, bool)>> = Mutex::new(None);
 
 /// The clock the trace asks `mtanalyze` to use: `gil` where one thread runs
 /// Python at a time, `stack` on a free-threaded build, where threads run at
@@ -139,6 +142,7 @@ fn start(
     if ring {
         config = config.mode(Mode::Ring);
     }
+    let started_with = (config.clone(), tasks);
     let recording = mtrace::start(config).map_err(|e| match e {
         StartError::Config(_) => PyValueError::new_err(e.to_string()),
         StartError::AlreadyRecording { .. } => PyRuntimeError::new_err(e.to_string()),
@@ -159,7 +163,50 @@ fn start(
         return Err(e);
     }
     *slot = Some(recording);
+    *lock(&STARTED_WITH) = Some(started_with);
     Ok(())
+}
+
+/// In a child process made by `fork` while recording (the Python package
+/// calls it from `os.register_at_fork`): the recording inherited is the
+/// parent's, whose file the child must never write (the recorder stopped
+/// it at the fork). Starts the child's own recording into `path`, with the
+/// parent's configuration; the backend stays installed, as the fork left
+/// it. Returns False when nothing was recording. If the recording cannot
+/// start, the backend is removed (the child runs unprofiled) and OSError
+/// (or ValueError) says why.
+#[pyfunction]
+fn restart_in_child(py: Python<'_>, path: &str) -> PyResult<bool> {
+    if !stacks::ACTIVE.load(Ordering::Acquire) {
+        return Ok(false);
+    }
+    // Dropping it finishes nothing: the recorder refuses a file of another
+    // process (`FinishError::OtherProcess`) before touching it.
+    drop(lock(&RECORDING).take());
+    let Some((mut config, tasks)) = lock(&STARTED_WITH).clone() else {
+        return Ok(false);
+    };
+    config.path = path.into();
+    match mtrace::start(config) {
+        Ok(recording) => {
+            // A new session: the forking thread's open frames were the
+            // parent's, their returns are not this recording's.
+            stacks::start_session(tasks);
+            *lock(&RECORDING) = Some(recording);
+            Ok(true)
+        }
+        Err(e) => {
+            stacks::ACTIVE.store(false, Ordering::Release);
+            #[cfg(Py_3_12)]
+            monitoring::uninstall(py)?;
+            #[cfg(not(Py_3_12))]
+            legacy::uninstall_all(py)?;
+            Err(match e {
+                StartError::Config(_) => PyValueError::new_err(e.to_string()),
+                _ => PyOSError::new_err(e.to_string()),
+            })
+        }
+    }
 }
 
 /// Stops the recording: removes the backend, closes the frames still open
@@ -312,6 +359,7 @@ fn tool_id() -> Option<i64> {
 fn _mtrace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(start, m)?)?;
     m.add_function(wrap_pyfunction!(stop, m)?)?;
+    m.add_function(wrap_pyfunction!(restart_in_child, m)?)?;
     m.add_function(wrap_pyfunction!(greenlet_trace, m)?)?;
     m.add_function(wrap_pyfunction!(set_context_id_callback, m)?)?;
     m.add_function(wrap_pyfunction!(is_recording, m)?)?;

@@ -32,7 +32,7 @@ Recording into a trace file, and reading it::
 import contextlib
 import sys
 
-from . import _mtrace
+from . import _children, _mtrace
 from ._profiler import Profile, run, runctx
 from ._report import Report, Row, TraceError, analyze
 
@@ -134,7 +134,7 @@ class _GreenletImportWatcher:
 
 
 def enable(path=DEFAULT_OUTPUT, *, capacity=None, ring=False, builtins=True, tasks=True,
-           meta_capacity=None):
+           meta_capacity=None, children=True, _root=None):
     """Start recording into ``path``.
 
     Every thread is recorded: the calling thread, threads already running,
@@ -158,9 +158,21 @@ def enable(path=DEFAULT_OUTPUT, *, capacity=None, ring=False, builtins=True, tas
     (``"16M"`` by default, about half a million task names; reserved on
     disk a MiB at a time as names fill it). Names past it are lost:
     ``mtanalyze`` then shows them by id and warns ``dropped_metadata``.
+    ``children``: child processes record too, each into ``NAME.pid<PID>.EXT``
+    beside ``path`` (forks, ``multiprocessing``'s every start method,
+    ``subprocess`` runs of Python), and ``mtanalyze path`` reports the whole
+    process tree; False: this process only.
     """
-    _mtrace.start(str(path), capacity=capacity, ring=ring, builtins=builtins, tasks=tasks,
-                  meta_capacity=meta_capacity)
+    options = dict(capacity=capacity, ring=ring, builtins=builtins, tasks=tasks,
+                   meta_capacity=meta_capacity)
+    # Armed before the recording starts, so that its work is not recorded.
+    if children:
+        _children.arm(str(path) if _root is None else _root, options, first=_root is None)
+    try:
+        _mtrace.start(str(path), **options)
+    except BaseException:
+        _children.disarm()
+        raise
     _trace_greenlets()
 
 
@@ -172,6 +184,7 @@ def disable():
     # The recording stops before the rest of the unhooking, which is then
     # not in the report.
     summary = _mtrace.stop()
+    _children.disarm()
     _untrace_greenlets()
     return summary
 

@@ -74,7 +74,7 @@ def script_module(progname):
     return module
 
 
-def finish(summary, trace, pstats_file, table, sort):
+def finish(summary, trace, pstats_file, table, sort, children):
     """After the program: say what was recorded, write the pstats file or
     print the table. Never raises: the program's own outcome stands."""
     if summary is not None:
@@ -84,13 +84,14 @@ def finish(summary, trace, pstats_file, table, sort):
         note = f" ({dropped} dropped: {why})" if dropped else ""
         say(f"{summary['events']} events from {summary['threads']} threads "
             f"in {summary['path']}{note}")
+    only = [] if children else ["--no-children"]
     try:
         if pstats_file is not None:
-            if _cli.run([trace, "--format", "pstats", "-o", pstats_file]) == 0:
+            if _cli.run([trace, "--format", "pstats", "-o", pstats_file, *only]) == 0:
                 say(f"pstats file {pstats_file} (the trace is {trace})")
         elif table:
             sys.stdout.flush()
-            print_table([trace], sort)
+            print_table([trace, *only], sort)
     except Exception as e:  # the analysis of a trace this run wrote
         say(f"could not analyze {trace}: {e}")
 
@@ -133,6 +134,10 @@ def main(argv=None):
     parser.add_argument("--no-tasks", dest="tasks", action="store_false",
                         help="asyncio coroutines counted as cProfile counts them "
                         "(each resumption a call), no stack per task")
+    parser.add_argument("--no-children", dest="children", action="store_false",
+                        help="record this process only (default: child processes record "
+                        "too, into OUT.pid<PID>.bin beside the trace, and the table sums "
+                        "the process tree)")
     parser.add_argument("target", help="the script (or, with -m, the module)")
     parser.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
     options = parser.parse_args(argv)
@@ -164,10 +169,11 @@ def main(argv=None):
         except OSError as e:
             fail(f"can't open file {progname!r}: [Errno {e.errno}] {e.strerror}")
         # A syntax error is the script's own: it reports as under plain
-        # python. The code is named as given, as cProfile names it, so the
-        # two profilers' pstats keys agree.
-        code = compile(source, progname, "exec")
+        # python. The code is named by the absolute path, as python names
+        # it (cProfile keeps the path as typed), so the script's functions
+        # have the same file in the parent and in spawned children.
         module = script_module(progname)
+        code = compile(source, module.__file__, "exec")
 
         def prepare():
             sys.path[0] = os.path.dirname(module.__file__)
@@ -184,15 +190,20 @@ def main(argv=None):
     try:
         mtrace.enable(trace, capacity=options.capacity, ring=options.ring,
                       builtins=options.builtins, tasks=options.tasks,
-                      meta_capacity=options.meta_capacity)
+                      meta_capacity=options.meta_capacity, children=options.children)
     except (ValueError, OSError, RuntimeError) as e:
         # The recording could not start (bad --capacity, unwritable -o):
         # the program has not run yet.
         fail(e)
+    pid = os.getpid()
     try:
         run_program()
     finally:
-        finish(mtrace.disable(), trace, pstats_file, table, options.sort)
+        summary = mtrace.disable()
+        # A child made by os.fork() that returns here ends its own
+        # recording; the report is the parent's to make.
+        if os.getpid() == pid:
+            finish(summary, trace, pstats_file, table, options.sort, options.children)
 
 
 if __name__ == "__main__":
