@@ -22,7 +22,8 @@
 //! * [`#[profile]`](macro@profile) on a function or method (also `async fn`);
 //! * [`scope!`]`("name")` for a block;
 //! * [`register_function`], [`enter`], [`exit`] for language bindings;
-//! * [`LogicalStack`] for fibers and tasks, and [`LogicalStackExt::on_logical_stack`]
+//! * [`LogicalStack`] for fibers and tasks ([`LogicalStack::enter_detached`]
+//!   and [`LogicalStack::leave`] for callback APIs), and [`LogicalStackExt::on_logical_stack`]
 //!   for futures that move between the worker threads of an executor;
 //! * [`mark`]`("warm-up done")` for a named instant of the run.
 //!
@@ -74,7 +75,7 @@ pub use future::{Instrumented, LogicalStackExt};
 pub use mtrace_format::{FunctionId, PreferredClock, Producer, StackId};
 pub use recording::{is_recording, start, Recording, Summary};
 pub use scope::{CallSite, ScopeGuard};
-pub use stack::{switch_to, LogicalStack, SwitchGuard};
+pub use stack::{current_stack, switch_to, Detached, LogicalStack, SwitchGuard};
 
 /// Instruments a function: its body runs inside a frame named after it.
 ///

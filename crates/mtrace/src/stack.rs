@@ -128,6 +128,31 @@ impl LogicalStack {
         }
     }
 
+    /// Switches the current thread onto this stack with no guard, for
+    /// callback APIs whose switch back comes in another call (a tracing
+    /// `Layer`'s `on_enter` and `on_exit`, a runtime's before- and
+    /// after-poll hooks). `None` when nothing is recorded (nothing was
+    /// switched). Hand the [`Detached`] back to [`LogicalStack::leave`] on the
+    /// same thread, after the switches made since were undone (switches
+    /// nest as guards do); until then the stack holds what the thread gets
+    /// back, so keep it (it may move, e.g. into a map, but not be dropped).
+    #[inline]
+    pub fn enter_detached(&mut self) -> Option<Detached> {
+        let (prev, g) = thread::switch_in(self.id, &mut self.frames, &mut self.frames_gen)?;
+        self.name_in(g);
+        Some(Detached {
+            prev,
+            _not_send: PhantomData,
+        })
+    }
+
+    /// Undoes [`LogicalStack::enter_detached`]: the thread goes back to the
+    /// stack it ran before, and this stack keeps its open frames.
+    #[inline]
+    pub fn leave(&mut self, entered: Detached) {
+        thread::switch_out(entered.prev, &mut self.frames, &mut self.frames_gen);
+    }
+
     /// Whether a thread entered the stack in the running recording.
     #[inline]
     pub(crate) fn ran_in_recording(&self) -> bool {
@@ -164,6 +189,26 @@ impl Drop for LogicalStack {
 /// Switches the current thread onto `stack`; the same as [`LogicalStack::enter`].
 pub fn switch_to(stack: &mut LogicalStack) -> SwitchGuard<'_> {
     stack.enter()
+}
+
+/// A switch made by [`LogicalStack::enter_detached`]: the stack to go back to.
+/// Not `Send`: it is undone on the thread that made it.
+#[must_use = "hand it back to `LogicalStack::leave`"]
+#[derive(Debug)]
+pub struct Detached {
+    prev: StackId,
+    _not_send: PhantomData<*const ()>,
+}
+
+/// The stack the current thread runs: [`StackId::OWN`] (its own) or the
+/// id of the [`LogicalStack`] it switched onto. Always [`StackId::OWN`]
+/// when nothing is recorded.
+#[inline]
+pub fn current_stack() -> StackId {
+    if shared::GEN.load(Ordering::Relaxed) == GEN_OFF {
+        return StackId::OWN;
+    }
+    thread::current_stack()
 }
 
 /// The current thread runs a [`LogicalStack`] until this guard is dropped.

@@ -636,6 +636,12 @@ pub(crate) fn switch_in(
     Some((prev, g))
 }
 
+/// The stack the thread runs (its own: `StackId::OWN`).
+#[inline]
+pub(crate) fn current_stack() -> StackId {
+    StackId(local().current.get())
+}
+
 /// Undoes [`switch_in`]: the thread goes back to `prev`, and `frames` gets
 /// the logical stack's open frames back.
 #[inline(always)]
