@@ -1,0 +1,306 @@
+//! A [`tracing_subscriber::Layer`] that records `tracing` spans as mtrace
+//! frames.
+//!
+//! ```no_run
+//! use tracing_subscriber::layer::SubscriberExt;
+//!
+//! let _recording = mtrace::start(mtrace::Config::new("app.mtrace")).ok();
+//! tracing::subscriber::set_global_default(
+//!     tracing_subscriber::registry().with(mtrace_tracing::layer()),
+//! )
+//! .unwrap();
+//! ```
+//!
+//! # What a span becomes
+//!
+//! A span is **one call**: its frame opens at the span's first enter and
+//! closes when the span closes (its last handle is dropped), however many
+//! times it is entered and exited in between. An `Instrumented` future
+//! enters its span on every poll and exits it when the poll returns; the
+//! frame stays open across those exits, and the time between polls is the
+//! frame's `paused` time, as for `#[mtrace::profile] async fn` on a task's
+//! [`LogicalStack`].
+//!
+//! That needs the frame to live on a stack that is switched away between
+//! polls, never on a worker thread's own stack (where the next task's
+//! frames would land on top of it). So, at a span's first enter:
+//!
+//! * if the thread runs a logical stack (a task put on one by
+//!   `mtrace-tokio`'s hooks or `.on_logical_stack()`, or the stack of an
+//!   entered span, see below), the frame opens on it (the span *borrows*
+//!   that stack): it nests under the frames open there, and the task's own
+//!   switches pause it;
+//! * if the thread runs its own stack (a root span, or a span whose parent
+//!   is entered in another task), the span gets a [`LogicalStack`] of its
+//!   own, named after the span, and the frame opens on it. Every enter of
+//!   the span switches the thread onto that stack
+//!   ([`LogicalStack::enter_detached`]) and its exit switches back
+//!   ([`LogicalStack::leave`]), the model of the future adapter: the
+//!   analyzer's pause accounting does the rest. Spans entered inside it
+//!   borrow it, so they nest under it. Closing the span closes its frame on
+//!   its stack and drops the stack (its `end`).
+//!
+//! ```text
+//! poll 1 (worker 1):  own --enter handler--> [handler] --enter lookup--> [handler, lookup] --exit, exit--> own
+//!                                  (the stack "handler" keeps [handler, lookup]: both paused)
+//! poll 2 (worker 2):  own --enter handler--> [handler, lookup] --close lookup--> [handler] --exit--> own
+//! close handler:      switch onto "handler", exit handler, switch back; the stack ends
+//! ```
+//!
+//! What a span cannot do, and what happens instead (never a panic):
+//!
+//! * A span that borrowed a stack and is closed while another stack runs
+//!   (closed in another task) leaves its frame open on the stack it
+//!   borrowed: it closes, as cut short, when that stack ends (or is open
+//!   at the end of the trace); the analyzer reports it.
+//! * A span never closed keeps its frame (and its stack) open to the end
+//!   of the trace: `open_at_end`.
+//! * A span entered on two threads at once, or entered again while
+//!   entered: the second enter records nothing (its stack is in use).
+//! * A borrowed-stack span exited and entered again while the code around
+//!   it goes on (`span.in_scope(..)` twice with work between) counts that
+//!   work as its own: the frame is open between the two.
+//! * Exits out of order on a thread undo the switches made since the
+//!   exited span's enter, innermost first (switches nest as guards do).
+//!
+//! Names and `file:line` come from the span's metadata; each callsite is
+//! registered once ([`mtrace::register_function`]) and its id cached.
+//! Events (`tracing::event!`, `info!`) become marks with
+//! [`MtraceLayer::with_marks`]`(true)` (off by default): named after the
+//! event's message, else its metadata name.
+//!
+//! Filters decide as for every layer: a span a global `EnvFilter` or this
+//! layer's own filter (`layer().with_filter(..)`) disables never reaches
+//! it, so it records no frame.
+#![deny(missing_docs)]
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, RwLock};
+
+use mtrace::{Detached, FunctionId, LogicalStack, StackId};
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id};
+use tracing::{Event, Metadata, Subscriber};
+use tracing_subscriber::layer::Context;
+use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::Layer;
+
+/// The layer; see the [crate docs](crate). Made by [`layer`].
+#[derive(Debug, Default)]
+pub struct MtraceLayer {
+    marks: bool,
+    /// Function id per callsite (its metadata's address: one `static` per
+    /// callsite).
+    sites: RwLock<HashMap<usize, FunctionId>>,
+}
+
+/// A layer that records spans as frames, and no events.
+pub fn layer() -> MtraceLayer {
+    MtraceLayer::default()
+}
+
+impl MtraceLayer {
+    /// Records every event the layer sees as a mark ([`mtrace::mark`]).
+    pub fn with_marks(mut self, marks: bool) -> MtraceLayer {
+        self.marks = marks;
+        self
+    }
+
+    fn function(&self, meta: &'static Metadata<'static>) -> FunctionId {
+        let key = meta as *const Metadata<'static> as usize;
+        if let Some(&id) = self
+            .sites
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&key)
+        {
+            return id;
+        }
+        let mut sites = self.sites.write().unwrap_or_else(|e| e.into_inner());
+        *sites.entry(key).or_insert_with(|| {
+            mtrace::register_function(
+                meta.name(),
+                meta.file().unwrap_or(""),
+                meta.line().unwrap_or(0),
+                meta.module_path().unwrap_or(""),
+            )
+        })
+    }
+}
+
+/// Where a span's frame is open.
+#[derive(Debug)]
+enum Home {
+    /// Not entered in a recording yet.
+    NotOpen,
+    /// Open on a stack the span found running at its first enter.
+    Borrowed(StackId),
+    /// Open on the span's own stack; `None` while a thread runs it (the
+    /// thread's entry holds it).
+    Own(Option<LogicalStack>),
+}
+
+/// What the layer keeps in a span's extensions.
+struct SpanFrame {
+    function: FunctionId,
+    name: &'static str,
+    home: Arc<Mutex<Home>>,
+}
+
+/// One enter on this thread, undone by the matching exit.
+struct Entered {
+    span: u64,
+    /// The span's own stack and the switch onto it, if this enter switched.
+    switched: Option<(LogicalStack, Detached, Arc<Mutex<Home>>)>,
+}
+
+thread_local! {
+    static ENTERED: RefCell<Vec<Entered>> = const { RefCell::new(Vec::new()) };
+}
+
+fn lock(home: &Mutex<Home>) -> std::sync::MutexGuard<'_, Home> {
+    home.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Switches back from an entry's stack and gives the stack back to its span.
+fn undo(entry: Entered) {
+    if let Some((mut stack, detached, home)) = entry.switched {
+        stack.leave(detached);
+        let mut home = lock(&home);
+        match &mut *home {
+            Home::Own(slot @ None) => *slot = Some(stack),
+            // Cannot happen (the stack was taken out of this span's `Own`);
+            // dropping it ends it, frames open on it cut short.
+            _ => drop(stack),
+        }
+    }
+}
+
+impl<S> Layer<S> for MtraceLayer
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+        let Some(span) = ctx.span(id) else { return };
+        let meta = attrs.metadata();
+        span.extensions_mut().insert(SpanFrame {
+            function: self.function(meta),
+            name: meta.name(),
+            home: Arc::new(Mutex::new(Home::NotOpen)),
+        });
+    }
+
+    fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {
+        let Some(span) = ctx.span(id) else { return };
+        let ext = span.extensions();
+        let Some(frame) = ext.get::<SpanFrame>() else {
+            return;
+        };
+        let mut switched = None;
+        {
+            let mut home = lock(&frame.home);
+            match &mut *home {
+                Home::NotOpen if mtrace::is_recording() => {
+                    let current = mtrace::current_stack();
+                    if current == StackId::OWN {
+                        let mut stack = LogicalStack::new(frame.name);
+                        if let Some(detached) = stack.enter_detached() {
+                            mtrace::enter(frame.function);
+                            *home = Home::Own(None);
+                            switched = Some((stack, detached, frame.home.clone()));
+                        }
+                    } else {
+                        mtrace::enter(frame.function);
+                        *home = Home::Borrowed(current);
+                    }
+                }
+                Home::Own(slot @ Some(_)) => {
+                    let mut stack = slot.take().expect("matched Some");
+                    match stack.enter_detached() {
+                        Some(detached) => switched = Some((stack, detached, frame.home.clone())),
+                        None => *slot = Some(stack),
+                    }
+                }
+                // Not recording; borrowed (its frame stays where it is);
+                // or its stack runs already (entered twice).
+                _ => {}
+            }
+        }
+        let entry = Entered {
+            span: id.into_u64(),
+            switched,
+        };
+        ENTERED.with(|e| e.borrow_mut().push(entry));
+    }
+
+    fn on_exit(&self, id: &Id, _ctx: Context<'_, S>) {
+        let id = id.into_u64();
+        // Taken out of the thread-local before undoing: undoing locks the
+        // span's home, never the list.
+        let undone: Vec<Entered> = ENTERED.with(|e| {
+            let mut entered = e.borrow_mut();
+            match entered.iter().rposition(|x| x.span == id) {
+                Some(at) if at + 1 == entered.len() => entered.pop().into_iter().collect(),
+                Some(at) => entered.drain(at..).rev().collect(),
+                None => Vec::new(),
+            }
+        });
+        undone.into_iter().for_each(undo);
+    }
+
+    fn on_close(&self, id: Id, ctx: Context<'_, S>) {
+        let Some(span) = ctx.span(&id) else { return };
+        let Some(frame) = span.extensions_mut().remove::<SpanFrame>() else {
+            return;
+        };
+        let home = std::mem::replace(&mut *lock(&frame.home), Home::NotOpen);
+        match home {
+            Home::Borrowed(stack) if mtrace::current_stack() == stack => {
+                mtrace::exit(frame.function);
+            }
+            Home::Own(Some(mut stack)) => {
+                if let Some(detached) = stack.enter_detached() {
+                    mtrace::exit(frame.function);
+                    stack.leave(detached);
+                }
+                // Dropped: its `end`.
+            }
+            // Closed on another stack than the one it borrowed: the frame
+            // stays open there (cut short at that stack's end). Own stack
+            // still run by a thread (closed while entered): that thread's
+            // exit gives the stack back and it ends with the span's home.
+            _ => {}
+        }
+    }
+
+    fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
+        if !self.marks || !mtrace::is_recording() {
+            return;
+        }
+        let mut message = Message(None);
+        event.record(&mut message);
+        match message.0 {
+            Some(text) => mtrace::mark(&text),
+            None => mtrace::mark(event.metadata().name()),
+        }
+    }
+}
+
+/// An event's `message` field.
+struct Message(Option<String>);
+
+impl Visit for Message {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if field.name() == "message" {
+            self.0 = Some(value.to_owned());
+        }
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        if field.name() == "message" {
+            self.0 = Some(format!("{value:?}"));
+        }
+    }
+}
