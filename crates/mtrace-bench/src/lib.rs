@@ -55,11 +55,13 @@ pub enum Peer {
     TracingChrome,
     /// `tracing` with a minimal timing layer.
     TracingTiming,
+    /// `tracing` with `mtrace-tracing`'s layer, recording with mtrace.
+    MtraceTracing,
 }
 
 impl Peer {
     /// Every recorder, in table order.
-    pub const ALL: [Peer; 8] = [
+    pub const ALL: [Peer; 9] = [
         Peer::None,
         Peer::Mtrace,
         Peer::MtraceRing,
@@ -68,6 +70,7 @@ impl Peer {
         Peer::Puffin,
         Peer::TracingChrome,
         Peer::TracingTiming,
+        Peer::MtraceTracing,
     ];
 
     /// The command-line name.
@@ -81,6 +84,7 @@ impl Peer {
             Peer::Puffin => "puffin",
             Peer::TracingChrome => "tracing-chrome",
             Peer::TracingTiming => "tracing-timing",
+            Peer::MtraceTracing => "mtrace-tracing",
         }
     }
 
@@ -92,6 +96,12 @@ impl Peer {
     /// One of the mtrace rows.
     pub fn is_mtrace(self) -> bool {
         matches!(self, Peer::Mtrace | Peer::MtraceRing)
+    }
+
+    /// One of mtrace's own integrations (`mtrace-tracing`): a row beside
+    /// the peers it plugs into, not a peer `mtrace` is compared against.
+    pub fn is_integration(self) -> bool {
+        matches!(self, Peer::MtraceTracing)
     }
 
     /// Whether this recorder runs `workload` (the mtrace-only workloads
@@ -184,6 +194,7 @@ pub fn run_child(peer: Peer, workload: Workload, samples: usize) -> Option<Child
         Peer::Puffin => child::<peers::puffin::Puffin>(workload, samples),
         Peer::TracingChrome => child::<peers::tracing::TracingChrome>(workload, samples),
         Peer::TracingTiming => child::<peers::tracing::TracingTiming>(workload, samples),
+        Peer::MtraceTracing => child::<peers::tracing::MtraceTracing>(workload, samples),
     })
 }
 

@@ -77,7 +77,8 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Arc, Mutex, RwLock};
+use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::Mutex;
 
 use mtrace::{Detached, FunctionId, LogicalStack, StackId};
 use tracing::field::{Field, Visit};
@@ -91,9 +92,6 @@ use tracing_subscriber::Layer;
 #[derive(Debug, Default)]
 pub struct MtraceLayer {
     marks: bool,
-    /// Function id per callsite (its metadata's address: one `static` per
-    /// callsite).
-    sites: RwLock<HashMap<usize, FunctionId>>,
 }
 
 /// A layer that records spans as frames, and no events.
@@ -107,19 +105,45 @@ impl MtraceLayer {
         self.marks = marks;
         self
     }
+}
 
-    fn function(&self, meta: &'static Metadata<'static>) -> FunctionId {
-        let key = meta as *const Metadata<'static> as usize;
-        if let Some(&id) = self
-            .sites
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&key)
-        {
-            return id;
+/// Hashes a callsite's metadata address: one multiply, no SipHash.
+#[derive(Default)]
+struct AddressHasher(u64);
+
+impl Hasher for AddressHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8 | b as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
         }
-        let mut sites = self.sites.write().unwrap_or_else(|e| e.into_inner());
-        *sites.entry(key).or_insert_with(|| {
+    }
+
+    fn write_usize(&mut self, n: usize) {
+        self.0 = (n as u64)
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            .rotate_left(29);
+    }
+}
+
+type Sites = HashMap<usize, FunctionId, BuildHasherDefault<AddressHasher>>;
+
+thread_local! {
+    /// Function id per callsite (its metadata's address: one `static` per
+    /// callsite), per thread: no lock. A miss registers the callsite,
+    /// which returns the id it already has if another thread did.
+    static SITES: RefCell<Sites> = RefCell::new(Sites::default());
+    /// This thread's enters not yet exited, innermost last.
+    static ENTERED: RefCell<Vec<Entered>> = const { RefCell::new(Vec::new()) };
+}
+
+fn function(meta: &'static Metadata<'static>) -> FunctionId {
+    let key = meta as *const Metadata<'static> as usize;
+    SITES.with(|sites| {
+        *sites.borrow_mut().entry(key).or_insert_with(|| {
             mtrace::register_function(
                 meta.name(),
                 meta.file().unwrap_or(""),
@@ -127,7 +151,7 @@ impl MtraceLayer {
                 meta.module_path().unwrap_or(""),
             )
         })
-    }
+    })
 }
 
 /// Where a span's frame is open.
@@ -146,34 +170,38 @@ enum Home {
 struct SpanFrame {
     function: FunctionId,
     name: &'static str,
-    home: Arc<Mutex<Home>>,
+    home: Mutex<Home>,
 }
 
 /// One enter on this thread, undone by the matching exit.
 struct Entered {
     span: u64,
     /// The span's own stack and the switch onto it, if this enter switched.
-    switched: Option<(LogicalStack, Detached, Arc<Mutex<Home>>)>,
-}
-
-thread_local! {
-    static ENTERED: RefCell<Vec<Entered>> = const { RefCell::new(Vec::new()) };
+    switched: Option<(LogicalStack, Detached)>,
 }
 
 fn lock(home: &Mutex<Home>) -> std::sync::MutexGuard<'_, Home> {
     home.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Switches back from an entry's stack and gives the stack back to its span.
-fn undo(entry: Entered) {
-    if let Some((mut stack, detached, home)) = entry.switched {
-        stack.leave(detached);
-        let mut home = lock(&home);
-        match &mut *home {
-            Home::Own(slot @ None) => *slot = Some(stack),
-            // Cannot happen (the stack was taken out of this span's `Own`);
-            // dropping it ends it, frames open on it cut short.
-            _ => drop(stack),
+/// Switches back from an entry's stack and gives the stack back to its
+/// span (if the span is gone, closed while entered, dropping the stack
+/// ends it).
+fn undo<S>(entry: Entered, ctx: &Context<'_, S>)
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    let Some((mut stack, detached)) = entry.switched else {
+        return;
+    };
+    stack.leave(detached);
+    let Some(span) = ctx.span(&Id::from_u64(entry.span)) else {
+        return;
+    };
+    let ext = span.extensions();
+    if let Some(frame) = ext.get::<SpanFrame>() {
+        if let Home::Own(slot @ None) = &mut *lock(&frame.home) {
+            *slot = Some(stack);
         }
     }
 }
@@ -186,9 +214,9 @@ where
         let Some(span) = ctx.span(id) else { return };
         let meta = attrs.metadata();
         span.extensions_mut().insert(SpanFrame {
-            function: self.function(meta),
+            function: function(meta),
             name: meta.name(),
-            home: Arc::new(Mutex::new(Home::NotOpen)),
+            home: Mutex::new(Home::NotOpen),
         });
     }
 
@@ -209,7 +237,7 @@ where
                         if let Some(detached) = stack.enter_detached() {
                             mtrace::enter(frame.function);
                             *home = Home::Own(None);
-                            switched = Some((stack, detached, frame.home.clone()));
+                            switched = Some((stack, detached));
                         }
                     } else {
                         mtrace::enter(frame.function);
@@ -219,7 +247,7 @@ where
                 Home::Own(slot @ Some(_)) => {
                     let mut stack = slot.take().expect("matched Some");
                     match stack.enter_detached() {
-                        Some(detached) => switched = Some((stack, detached, frame.home.clone())),
+                        Some(detached) => switched = Some((stack, detached)),
                         None => *slot = Some(stack),
                     }
                 }
@@ -235,19 +263,29 @@ where
         ENTERED.with(|e| e.borrow_mut().push(entry));
     }
 
-    fn on_exit(&self, id: &Id, _ctx: Context<'_, S>) {
+    fn on_exit(&self, id: &Id, ctx: Context<'_, S>) {
         let id = id.into_u64();
         // Taken out of the thread-local before undoing: undoing locks the
-        // span's home, never the list.
-        let undone: Vec<Entered> = ENTERED.with(|e| {
+        // span's extensions, never the list.
+        let mut rest = Vec::new();
+        let innermost = ENTERED.with(|e| {
             let mut entered = e.borrow_mut();
             match entered.iter().rposition(|x| x.span == id) {
-                Some(at) if at + 1 == entered.len() => entered.pop().into_iter().collect(),
-                Some(at) => entered.drain(at..).rev().collect(),
-                None => Vec::new(),
+                Some(at) if at + 1 == entered.len() => entered.pop(),
+                // Out of order: undo the enters since, innermost first.
+                Some(at) => {
+                    rest = entered.drain(at..).rev().collect();
+                    None
+                }
+                None => None,
             }
         });
-        undone.into_iter().for_each(undo);
+        if let Some(entry) = innermost {
+            undo(entry, &ctx);
+        }
+        for entry in rest {
+            undo(entry, &ctx);
+        }
     }
 
     fn on_close(&self, id: Id, ctx: Context<'_, S>) {
@@ -255,8 +293,7 @@ where
         let Some(frame) = span.extensions_mut().remove::<SpanFrame>() else {
             return;
         };
-        let home = std::mem::replace(&mut *lock(&frame.home), Home::NotOpen);
-        match home {
+        match frame.home.into_inner().unwrap_or_else(|e| e.into_inner()) {
             Home::Borrowed(stack) if mtrace::current_stack() == stack => {
                 mtrace::exit(frame.function);
             }
@@ -270,7 +307,7 @@ where
             // Closed on another stack than the one it borrowed: the frame
             // stays open there (cut short at that stack's end). Own stack
             // still run by a thread (closed while entered): that thread's
-            // exit gives the stack back and it ends with the span's home.
+            // exit finds the span gone and drops the stack, which ends it.
             _ => {}
         }
     }

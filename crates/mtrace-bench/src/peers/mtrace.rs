@@ -39,7 +39,7 @@ pub struct MtraceIn<const SMALL_RING: bool> {
 
 /// Room for `events` events, their chunks' headers and snapshots, and one
 /// partly filled chunk per thread, in whole MiB.
-fn capacity_for(events: u64) -> u64 {
+pub fn capacity_for(events: u64) -> u64 {
     let bytes = events * 16 * 5 / 4 + 64 * DEFAULT_CHUNK_SIZE as u64;
     bytes.div_ceil(1 << 20) << 20
 }

@@ -7,7 +7,10 @@
 //!   its JSON file on `/dev/shm` from its writer thread;
 //! * [`TracingTiming`]: the least a timing layer can do, [`TimingLayer`]:
 //!   `rdtsc` on enter and exit, a 24-byte record per closed interval pushed
-//!   onto a thread-local vector.
+//!   onto a thread-local vector;
+//! * [`MtraceTracing`]: `mtrace-tracing`'s layer, recording into an mtrace
+//!   trace file as the `mtrace` row does (a root span on a thread's own
+//!   stack gets a logical stack of its own: see that crate's docs).
 
 use std::cell::RefCell;
 use std::future::Future;
@@ -20,6 +23,7 @@ use tracing_chrome::{ChromeLayerBuilder, FlushGuard};
 use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;
 
+use super::mtrace::capacity_for;
 use super::{scratch_path, Recorder, TraceStats};
 
 /// `tracing` under a `ChromeLayer`.
@@ -191,6 +195,72 @@ impl Recorder for TracingTiming {
             bytes: Some(intervals * std::mem::size_of::<Interval>() as u64),
             events: Some(2 * intervals),
             note: String::new(),
+        }
+    }
+}
+
+/// `tracing` under `mtrace-tracing`'s layer, recording with mtrace.
+pub struct MtraceTracing {
+    recording: mtrace::Recording,
+    path: PathBuf,
+}
+
+impl Recorder for MtraceTracing {
+    type Scope = EnteredSpan;
+    type Batch = ();
+
+    fn start(expected_events: u64) -> Self {
+        let path = scratch_path("mtrace-tracing.mtrace");
+        // A root span records up to 7 events (switch in, enter, switch
+        // out; at its close switch in, exit, switch out, end).
+        let config = mtrace::Config::new(&path)
+            .capacity(capacity_for(expected_events * 4))
+            .mode(mtrace::Mode::Ring);
+        let recording = mtrace::start(config).expect("start the mtrace recording");
+        tracing::subscriber::set_global_default(
+            tracing_subscriber::registry().with(mtrace_tracing::layer()),
+        )
+        .expect("set the global subscriber");
+        MtraceTracing { recording, path }
+    }
+
+    #[inline(always)]
+    fn scope() -> EnteredSpan {
+        span_scope()
+    }
+
+    #[inline(always)]
+    fn recurse_scope() -> EnteredSpan {
+        span_recurse()
+    }
+
+    #[inline(always)]
+    fn batch() {}
+
+    fn task<F>(future: F) -> impl Future<Output = F::Output> + Send + 'static
+    where
+        F: Future + Send + 'static,
+    {
+        instrument(future)
+    }
+
+    fn finish(self) -> TraceStats {
+        let summary = self
+            .recording
+            .finish()
+            .expect("finish the mtrace recording");
+        let _ = std::fs::remove_file(&self.path);
+        let mut note = String::new();
+        if summary.wrapped || summary.dropped_events > 0 || summary.meta_dropped > 0 {
+            note = format!(
+                "wrapped={} dropped_events={} meta_dropped={}",
+                summary.wrapped, summary.dropped_events, summary.meta_dropped
+            );
+        }
+        TraceStats {
+            bytes: Some(summary.chunks * mtrace_format::layout::DEFAULT_CHUNK_SIZE as u64),
+            events: Some(summary.events),
+            note,
         }
     }
 }
