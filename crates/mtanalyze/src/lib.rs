@@ -45,7 +45,7 @@ pub mod view;
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
 
-pub use analysis::timeline::Timelines;
+pub use analysis::timeline::{Pause, StackActivity, Timelines};
 pub use analysis::{
     analyze, analyze_batched, analyze_compact, analyze_each, analyze_each_compact,
     analyze_each_stack, analyze_each_stack_with, analyze_each_summed, analyze_in_stages,

@@ -16,7 +16,8 @@ use crate::analysis::frames::{Observer, Tally};
 use crate::analysis::options::{wanted, AnalyzeError, AnalyzeOptions};
 use crate::analysis::prepare::{prepare, Fuse, Prepared};
 use crate::analysis::replay::{replay_stack, ReplayContext, StackTotals};
-use crate::analysis::segment::{Segment, SegmentList, StackKey};
+use crate::analysis::segment::{Segment, SegmentList, StackKey, RUNS_TO_END};
+use crate::analysis::window::Span;
 use crate::input::LoadedTrace;
 use crate::model::report::Clock;
 use crate::model::warnings::Warnings;
@@ -465,6 +466,40 @@ impl<'a> Analysis<'a> {
         Some(replay_stack(
             &ctx, wakes, ended_ns, nth, tally, warnings, paths_root, observer,
         ))
+    }
+
+    /// Where selected stack `i` was on a thread: each of its segments as
+    /// (thread id, start ns, end ns), in time order, clipped to the time
+    /// window (segments outside it left out). Wall time on the thread,
+    /// whatever the clock: under `gil` the stack ran only part of it.
+    pub(crate) fn spans(&self, i: usize) -> Vec<(u64, u64, u64)> {
+        let end_ns = self.end_ns();
+        let window = self.prep.window;
+        self.handles(i)
+            .iter()
+            .filter_map(|&h| {
+                let s = segment(&self.prep.passes, h);
+                let start = self.prep.ns(s.start_tick);
+                let end = match s.end_tick {
+                    RUNS_TO_END => end_ns,
+                    tick => self.prep.ns(tick),
+                }
+                .max(start);
+                let tid = s.tid(&self.prep.decoded.threads);
+                window
+                    .touches(start, end)
+                    .then(|| (tid, window.clamp(start), window.clamp(end)))
+            })
+            .collect()
+    }
+
+    /// The times selected stack `i`'s task was woken (ns, ascending; empty
+    /// for a thread's own stack or a trace without wakes).
+    pub(crate) fn wakes_of(&self, i: usize) -> &[u64] {
+        match self.stack_key(i) {
+            Some(StackKey::Logical(id)) => self.wakes.get(&id).map_or(&[][..], Vec::as_slice),
+            _ => &[],
+        }
     }
 
     /// Starts loading what replaying selected stack `i` reads first: with

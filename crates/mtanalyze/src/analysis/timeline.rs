@@ -190,6 +190,150 @@ impl<'a> Timelines<'a> {
     }
 }
 
+/// What one stack did over time, without its frames: when it ran, when it
+/// was paused (and woken), and on which threads. The HTML page's timeline
+/// draws these; [`Timelines::activities`] makes them. All times are ns
+/// from time zero, clipped to the time window.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct StackActivity {
+    /// `thread:<tid>` or `stack:<id>`.
+    pub id: String,
+    /// Its recorded name ("" if none).
+    pub name: String,
+    /// When it first ran.
+    pub start_ns: u64,
+    /// Its last switch away, or the end of the trace if frames were open there.
+    pub end_ns: u64,
+    /// The stretches threads spent on it (thread id, start, end): wall
+    /// time on the thread, in time order.
+    pub on_threads: Vec<(u64, u64, u64)>,
+    /// The stretches it ran under the clock, in time order.
+    pub running: Vec<(u64, u64)>,
+    /// The stretches it did not run, between `start_ns` and `end_ns`.
+    pub paused: Vec<Pause>,
+    /// Stretches were merged: a pause shorter than this is counted in the
+    /// running stretch around it, and a thread's stretches closer than
+    /// this are one (0: nothing merged). Set when a stack has more
+    /// stretches than asked for.
+    pub merged_below_ns: u64,
+}
+
+/// A stretch during which a stack did not run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pause {
+    /// Its start (the switch away).
+    pub start_ns: u64,
+    /// Its end (the stack ran again, or its life ended).
+    pub end_ns: u64,
+    /// The first wake of the stack's task in it: from there to the end it
+    /// was scheduled (ready, waiting for a thread), before it waiting.
+    /// `None`: no wake (or a trace without wakes): all of it waiting.
+    pub woken_ns: Option<u64>,
+}
+
+impl Timelines<'_> {
+    /// The activity of the stacks `ids` names (`thread:3`, `stack:7`),
+    /// in the order of [`crate::Report::stacks`]; ids not selected are
+    /// left out. Each stack is replayed again. A stack with more than
+    /// `max_stretches` running stretches (or thread stretches) has the
+    /// shortest pauses merged into the stretches around them until it has
+    /// no more (see [`StackActivity::merged_below_ns`]).
+    pub fn activities(&self, ids: &[String], max_stretches: usize) -> Vec<StackActivity> {
+        let wanted: std::collections::HashSet<&str> = ids.iter().map(String::as_str).collect();
+        (0..self.stacks.len())
+            .filter(|&i| wanted.contains(self.stacks[i].id.as_str()))
+            .map(|i| self.activity(i, max_stretches.max(1)))
+            .collect()
+    }
+
+    fn activity(&self, index: usize, max: usize) -> StackActivity {
+        let mut seen = Collect::default();
+        let mut tally = self.analysis.new_tally(false);
+        let mut warnings = Warnings::default();
+        let stack = &self.stacks[index];
+        let _ = self
+            .analysis
+            .replay(index, &mut tally, &mut warnings, ROOT, &mut seen);
+        let (start_ns, end_ns) = seen.life;
+        let mut running = seen.running;
+        running.sort_unstable();
+        let mut on_threads = self.analysis.spans(index);
+        on_threads.sort_unstable_by_key(|&(tid, s, e)| (s, e, tid));
+        // Merge pauses shorter than `below`, doubling it until few enough remain.
+        let mut below = 0u64;
+        let mut runs = merge_runs(&running, below);
+        let mut spans = merge_spans(&on_threads, below);
+        let life = end_ns.saturating_sub(start_ns);
+        while runs.len().max(spans.len()) > max {
+            below = match below {
+                0 => (life / max as u64).max(1),
+                b => b.saturating_mul(2),
+            };
+            runs = merge_runs(&running, below);
+            spans = merge_spans(&on_threads, below);
+        }
+        let wakes = self.analysis.wakes_of(index);
+        let paused = gaps(runs.clone(), (start_ns, end_ns))
+            .into_iter()
+            .map(|(s, e)| {
+                let first = wakes.partition_point(|&w| w < s);
+                let woken_ns = wakes.get(first).copied().filter(|&w| w < e);
+                Pause {
+                    start_ns: s,
+                    end_ns: e,
+                    woken_ns,
+                }
+            })
+            .collect();
+        StackActivity {
+            id: stack.id.clone(),
+            name: stack.name.clone(),
+            start_ns,
+            end_ns,
+            on_threads: spans,
+            running: runs,
+            paused,
+            merged_below_ns: below,
+        }
+    }
+}
+
+/// Sorted stretches with those that touch, overlap or lie less than
+/// `below` apart made one.
+fn merge_runs(sorted: &[(u64, u64)], below: u64) -> Vec<(u64, u64)> {
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for &(s, e) in sorted {
+        match out.last_mut() {
+            Some(last) if s <= last.1.saturating_add(below) => last.1 = last.1.max(e),
+            _ => out.push((s, e)),
+        }
+    }
+    out
+}
+
+/// [`merge_runs`] for stretches on threads: only a thread's own stretches
+/// merge (the input is in time order).
+fn merge_spans(sorted: &[(u64, u64, u64)], below: u64) -> Vec<(u64, u64, u64)> {
+    let mut out: Vec<(u64, u64, u64)> = Vec::new();
+    // The last stretch kept of each thread, by index into `out`.
+    let mut last: rustc_hash::FxHashMap<u64, usize> = rustc_hash::FxHashMap::default();
+    for &(tid, s, e) in sorted {
+        if let Some(&i) = last.get(&tid) {
+            // Another thread's stretch in between keeps them apart unless
+            // merging was asked for.
+            let next = below > 0 || i + 1 == out.len();
+            let l = &mut out[i];
+            if next && s <= l.2.saturating_add(below) {
+                l.2 = l.2.max(e);
+                continue;
+            }
+        }
+        last.insert(tid, out.len());
+        out.push((tid, s, e));
+    }
+    out
+}
+
 /// Hands each frame to a closure as it closes.
 #[cfg(any(test, feature = "parquet"))]
 struct EachFrame<'f>(&'f mut dyn FnMut(&ClosedFrame));

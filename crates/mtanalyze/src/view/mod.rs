@@ -22,8 +22,9 @@ pub use diff::{
     DiffViewOptions,
 };
 pub use report::{
-    edge_groups, filtered_report, function_rows, stack_groups, stack_rows, Direction, EdgeGroup,
-    EdgeSelection, ReportView, SortKey, StackGroup, StackView, ViewOptions,
+    edge_groups, filtered_report, function_indices, function_rows, group_label, stack_groups,
+    stack_rows, Direction, EdgeGroup, EdgeSelection, ReportView, SortKey, StackGroup, StackView,
+    ViewOptions,
 };
 pub use sorted_rows::{Sorted, SortedRows, DEFAULT_BUDGET};
 

@@ -116,8 +116,8 @@ pub fn function_rows<'r>(report: &'r Report, opts: &ViewOptions) -> Vec<&'r Func
         .collect()
 }
 
-/// [`function_rows`] as indices into `report.functions`.
-fn function_indices(report: &Report, opts: &ViewOptions) -> Vec<usize> {
+/// [`function_rows`] as indices into [`Report::functions`].
+pub fn function_indices(report: &Report, opts: &ViewOptions) -> Vec<usize> {
     let fs = &report.functions;
     let mut rows: Vec<usize> = (0..fs.len())
         .filter(|&i| {
@@ -305,13 +305,17 @@ pub struct StackGroup {
 
 /// The group a stack belongs to (see [`StackGroup::name`]).
 fn group_name(s: &StackStats) -> String {
-    let id;
-    let name = if s.name.is_empty() {
-        id = s.id.to_string();
-        id.as_str()
+    if s.name.is_empty() {
+        group_label(&s.id.to_string())
     } else {
-        s.name.as_str()
-    };
+        group_label(s.name.as_str())
+    }
+}
+
+/// The group of the stack named (or, unnamed, with the id) `name`: every
+/// run of digits written `#` (`request-17` is `request-#`), as
+/// `--stacks --group` groups stacks.
+pub fn group_label(name: &str) -> String {
     let mut out = String::with_capacity(name.len());
     let mut in_number = false;
     for c in name.chars() {
