@@ -251,6 +251,8 @@ pub(crate) enum Format {
     Pstats,
     /// A GitHub-flavoured Markdown table of the functions, to paste into a pull request.
     Markdown,
+    /// One self-contained HTML page (works offline): sortable tables, callers and callees, a flame graph, a timeline of the stacks.
+    Html,
 }
 
 #[derive(Args, Debug)]
@@ -446,6 +448,8 @@ pub(crate) enum DiffFormat {
     Folded,
     /// A GitHub-flavoured Markdown table, biggest changes first, to paste into a pull request.
     Markdown,
+    /// One self-contained HTML page (works offline): the diff table, a differential flame graph, the --fail-if verdict.
+    Html,
 }
 
 #[derive(Args, Debug)]

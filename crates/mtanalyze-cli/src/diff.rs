@@ -52,10 +52,18 @@ pub(crate) fn diff(args: &DiffArgs, out: &mut dyn Write) -> Result<(), Failure> 
         .as_deref()
         .map(|svg| Output::new(Some(svg), &inputs))
         .transpose()?;
-    let paths = folded || args.flamegraph.is_some();
+    let html = args.format == DiffFormat::Html;
+    if html && row_options.contains(&true) {
+        return Err(Failure::Message(
+            "--format html holds every row: --limit, --min-change, --callers and --callees \
+             do not apply (the page filters and sorts itself)"
+                .into(),
+        ));
+    }
+    let paths = folded || html || args.flamegraph.is_some();
     if args.collapse.recursion.is_some() && !paths {
         return Err(Failure::Message(
-            "--collapse-recursion applies to --format folded and --flamegraph".into(),
+            "--collapse-recursion applies to --format folded and html, and --flamegraph".into(),
         ));
     }
     let paths = if paths {
@@ -124,6 +132,8 @@ pub(crate) fn diff(args: &DiffArgs, out: &mut dyn Write) -> Result<(), Failure> 
         filter: args.filter.clone(),
         min_change_pct: args.min_change,
     };
+    // The gates before the output: the page shows their verdict.
+    let breaches = mtanalyze::gate(&diff, &rules, min_change, args.fail_beyond_spread);
     target.write(out, |w| match args.format {
         DiffFormat::Table => {
             let sections = render::diff::TableSections {
@@ -145,6 +155,34 @@ pub(crate) fn diff(args: &DiffArgs, out: &mut dyn Write) -> Result<(), Failure> 
             let rows = view::diff_function_rows(&diff, &view);
             render::markdown::diff(w, &diff, &rows)
         }
+        DiffFormat::Html => {
+            let notes = [base, new]
+                .into_iter()
+                .flat_map(|r| {
+                    let lines = [
+                        render::warnings_summary(&r.warnings),
+                        render::lost_summary(&r.trace),
+                    ];
+                    lines
+                        .into_iter()
+                        .flatten()
+                        .map(move |l| format!("{}: {l}", r.trace.source))
+                })
+                .collect();
+            let page = render::html::DiffPage {
+                rules: &args.fail_if,
+                breaches: &breaches,
+                notes,
+                collapse: args.collapse.recursion.map(|c| {
+                    match c {
+                        crate::args::CollapseArg::Direct => "direct",
+                        crate::args::CollapseArg::All => "all",
+                    }
+                    .to_owned()
+                }),
+            };
+            render::html::diff(w, &diff, &page)
+        }
     })?;
     out.flush()?;
     if let (Some(target), Some(svg)) = (svg_target, svg) {
@@ -153,8 +191,7 @@ pub(crate) fn diff(args: &DiffArgs, out: &mut dyn Write) -> Result<(), Failure> 
     for report in [base, new] {
         say_warnings(report, Some(&report.trace.source));
     }
-    // The gates last, so their verdict closes the output.
-    let breaches = mtanalyze::gate(&diff, &rules, min_change, args.fail_beyond_spread);
+    // The gates' verdict closes the output.
     if breaches.is_empty() {
         return Ok(());
     }

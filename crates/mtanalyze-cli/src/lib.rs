@@ -36,6 +36,7 @@ mod children;
 mod diff;
 mod export;
 mod file;
+mod html;
 mod output;
 mod progress;
 mod report;

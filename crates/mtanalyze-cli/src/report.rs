@@ -27,6 +27,9 @@ pub(crate) fn report(args: &ReportArgs, out: &mut dyn Write) -> Result<(), Failu
     let Some(path) = traces.first().map(PathBuf::as_path) else {
         return Err(Failure::Message("no trace given (see --help)".into()));
     };
+    if args.format == Format::Html {
+        return crate::html::report(args, &traces, out);
+    }
     let folded = args.format == Format::Folded;
     let row_options = [
         args.limit.is_some(),
@@ -174,6 +177,8 @@ pub(crate) fn report(args: &ReportArgs, out: &mut dyn Write) -> Result<(), Failu
             let rows = view::function_rows(&report, &view_options(args));
             render::markdown::report(w, &report, &rows)
         }
+        // Written by `html.rs`, which the run went to above.
+        Format::Html => Err(io::Error::other("the HTML page is written by html.rs")),
     })?;
     // The summary follows the output: flush it first so the two do not interleave.
     out.flush()?;
@@ -255,7 +260,7 @@ fn table(
 
 /// Analyzes `traces` in parallel and sums their reports. A trace that fails
 /// to load or analyze is named on stderr and left out, unless all fail.
-fn analyze_many(
+pub(crate) fn analyze_many(
     traces: &[PathBuf],
     options: &mtanalyze::AnalyzeOptions,
     keep: bool,

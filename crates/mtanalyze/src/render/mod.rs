@@ -7,6 +7,8 @@
 //! * [`diff`]: every output of `mtanalyze diff` (table, JSON, folded).
 //! * [`pstats`]: `--format pstats`, the marshal file Python's `pstats` loads.
 //! * [`folded`]: `--format folded`, one `root;...;leaf self_ns` line per call path.
+//! * [`html`]: `--format html`, one self-contained page (tables, flame graph,
+//!   timeline; a diff page) with the data inlined as JSON.
 //! * [`flamegraph`]: flame graph SVGs (through `inferno`), plain and differential.
 //! * [`chrome`], [`speedscope`]: the timeline exports, from a
 //!   [`crate::analysis::timeline::Timelines`] rather than a report.
@@ -25,6 +27,7 @@ pub mod diff;
 pub(crate) mod fit;
 pub mod flamegraph;
 pub mod folded;
+pub mod html;
 pub mod json;
 pub mod markdown;
 #[cfg(feature = "parquet")]
