@@ -25,6 +25,8 @@
 //! * [`LogicalStack`] for fibers and tasks ([`LogicalStack::enter_detached`]
 //!   and [`LogicalStack::leave`] for callback APIs), and [`LogicalStackExt::on_logical_stack`]
 //!   for futures that move between the worker threads of an executor;
+//! * [`wake`] for a binding's tasks that are not Rust futures (their wake
+//!   events split waiting from scheduled time);
 //! * [`mark`]`("warm-up done")` for a named instant of the run.
 //!
 //! When nothing is recorded, each of these costs one relaxed atomic load and
@@ -75,7 +77,7 @@ pub use future::{Instrumented, LogicalStackExt};
 pub use mtrace_format::{FunctionId, PreferredClock, Producer, StackId};
 pub use recording::{is_recording, start, Recording, Summary};
 pub use scope::{CallSite, ScopeGuard};
-pub use stack::{current_stack, switch_to, Detached, LogicalStack, SwitchGuard};
+pub use stack::{current_stack, switch_to, wake, Detached, LogicalStack, SwitchGuard};
 
 /// Instruments a function: its body runs inside a frame named after it.
 ///

@@ -211,6 +211,21 @@ pub fn current_stack() -> StackId {
     thread::current_stack()
 }
 
+/// Records that the task on logical stack `stack` was woken (made ready to
+/// run), by the calling thread, at this instant: a `wake` event, which the
+/// analyzer uses to split the stack's paused time into *waiting* (before
+/// the wake) and *scheduled* (woken, waiting for a thread). The future
+/// adapter's waker calls it for Rust futures; a binding whose tasks are
+/// woken some other way (Python's asyncio, where a future's callback puts
+/// the task's next step on the event loop) calls it where that happens.
+/// Takes an id rather than the stack, since the waking thread usually does
+/// not own the stack (another thread may be running it). Does nothing when
+/// nothing records, or for [`StackId::OWN`].
+#[inline]
+pub fn wake(stack: StackId) {
+    thread::wake(stack);
+}
+
 /// The current thread runs a [`LogicalStack`] until this guard is dropped.
 /// It must be dropped on the thread that created it (it is not `Send`).
 #[must_use = "the thread switches back as soon as the guard is dropped"]

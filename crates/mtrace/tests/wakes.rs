@@ -274,3 +274,57 @@ fn more_ready_tasks_than_workers_show_scheduled_time() {
         "8 tasks on 2 workers: {crowded:.1} ms scheduled in all (2 tasks: {idle:.1})"
     );
 }
+
+/// `mtrace::wake`, the API for bindings whose tasks are not Rust futures:
+/// a wake of a stack by id, from a thread that does not run it, is a
+/// `wake` event of that thread naming the stack; waking the thread's own
+/// stack records nothing. Checked on the decoded events and through the
+/// analyzer: woken while switched out, the stack is scheduled from the
+/// wake on.
+#[test]
+fn a_wake_by_stack_id_is_an_event_of_the_waking_thread() {
+    let _serial = serial();
+    let trace = TempTrace::new("wakes-by-id");
+    let recording = mtrace::start(Config::new(trace.path()).capacity(8 << 20)).unwrap();
+    let mut task = mtrace::LogicalStack::new("task-W");
+    let id = task.id();
+    {
+        let _on = task.enter();
+        let _scope = mtrace::scope!("handle");
+    }
+    {
+        std::thread::Builder::new()
+            .name("waker".into())
+            .spawn(move || {
+                let _own = mtrace::scope!("wake_it");
+                mtrace::wake(StackId::OWN);
+                mtrace::wake(id);
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+    }
+    drop(task.enter());
+    drop(task);
+    recording.finish().unwrap();
+    let d = common::decode(trace.path());
+    let waker = d.tid("waker");
+    let wakes: Vec<_> = d
+        .events(waker)
+        .into_iter()
+        .filter_map(|e| match e.kind {
+            EventKind::Wake(s) => Some(s),
+            _ => None,
+        })
+        .collect();
+    let named: Vec<_> = d
+        .stacks
+        .iter()
+        .filter(|(_, n)| n.as_str() == "task-W")
+        .map(|(&id, _)| StackId(id))
+        .collect();
+    assert_eq!(wakes, named, "one wake, of task-W, on the waking thread");
+    let rows = split(trace.path());
+    let w = find(&rows, "task-W");
+    assert!(w.2 > 0.0 && w.3 > 0.0, "woken while switched out: {rows:?}");
+}
