@@ -1,0 +1,72 @@
+//! Every tokio task on its own mtrace [`LogicalStack`], with no code at
+//! spawn sites: [`instrument`] installs tokio's task hooks on a runtime
+//! [`Builder`].
+//!
+//! ```no_run
+//! let _recording = mtrace::start(mtrace::Config::new("service.mtrace")).ok();
+//! let runtime = mtrace_tokio::instrument(&mut tokio::runtime::Builder::new_multi_thread())
+//!     .enable_all()
+//!     .build()
+//!     .unwrap();
+//! ```
+//!
+//! # How
+//!
+//! * `on_task_spawn`: a [`LogicalStack`] for the task, named after where it
+//!   was spawned and its id (`src/server.rs:42 task-17`), kept in a map by
+//!   task id (sharded, a mutex each);
+//! * `on_before_task_poll`: the worker takes the task's stack out of the
+//!   map and switches onto it ([`LogicalStack::enter_detached`]): frames
+//!   the task opens (`#[mtrace::profile]`, `scope!`, `mtrace-tracing`'s
+//!   spans) land on it, nested as the code nests, and stay there between
+//!   polls, paused;
+//! * `on_after_task_poll`: it switches back ([`LogicalStack::leave`]) and
+//!   puts the stack back;
+//! * `on_task_terminate`: the stack is dropped, which records its `end`
+//!   (after the switch back when the task finishes inside a poll, as tokio
+//!   calls this hook there; at once for a task cancelled while switched
+//!   out, its open frames then cut short).
+//!
+//! ```text
+//! worker 1: own --before poll--> task-17 [handler, query] --after poll--> own
+//! worker 2:                 own --before poll--> task-17 [handler, query] ... terminate: end
+//! ```
+//!
+//! `mtanalyze trace --stacks --group` sums the tasks of each spawn site:
+//! it writes every number `#`, so the task ids fold (and so do the lines
+//! of one file: `src/server.rs:# task-#`).
+//!
+//! # What it needs, and what it misses
+//!
+//! tokio 1.54 has these hooks only under `--cfg tokio_unstable`
+//! (`RUSTFLAGS="--cfg tokio_unstable"`). Built without it, [`instrument`]
+//! returns the builder unchanged and [`HOOKS_AVAILABLE`] is false: put
+//! tasks on stacks by hand with `.on_logical_stack(name)` instead.
+//!
+//! The hooks see no waker, so no `wake` events: a task's pauses are all
+//! `waiting` (`.on_logical_stack()`'s waker records wakes; use it for the
+//! tasks whose scheduling delay matters). The future given to `block_on`
+//! is not a task and runs on the thread's own stack; `spawn_blocking`
+//! closures are not polled, so they run on the blocking thread's own
+//! stack.
+#![deny(missing_docs)]
+
+#[cfg(tokio_unstable)]
+mod hooks;
+
+pub use mtrace::LogicalStack;
+pub use tokio::runtime::Builder;
+
+/// Whether this build has tokio's task hooks (`--cfg tokio_unstable`).
+pub const HOOKS_AVAILABLE: bool = cfg!(tokio_unstable);
+
+/// Installs the task hooks that run every task of the runtime on its own
+/// [`LogicalStack`] (see the [crate docs](crate)). Without
+/// `--cfg tokio_unstable`, returns `builder` unchanged.
+///
+/// It replaces hooks installed before it (tokio keeps one of each).
+pub fn instrument(builder: &mut Builder) -> &mut Builder {
+    #[cfg(tokio_unstable)]
+    hooks::install(builder);
+    builder
+}
