@@ -13,6 +13,7 @@ mod diff;
 mod ends;
 mod errors;
 mod gates;
+mod html;
 mod import;
 mod json;
 mod layout;

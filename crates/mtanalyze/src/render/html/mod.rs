@@ -466,7 +466,7 @@ fn flame_trees(paths: &[CallPath]) -> io::Result<Value> {
         .collect();
     groups.sort_by(|a, b| b.1.total_ns[0].cmp(&a.1.total_ns[0]).then(a.0.cmp(&b.0)));
     let left_out = groups.len().saturating_sub(MAX_GROUP_TREES);
-    if groups.len() > 1 {
+    if !groups.is_empty() {
         for (name, tree, stacks) in groups.iter().take(MAX_GROUP_TREES) {
             out.push(tree.to_json(name, *stacks));
         }

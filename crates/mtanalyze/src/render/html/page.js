@@ -1,6 +1,6 @@
 // The page of `mtanalyze --format html` and `mtanalyze diff --format html`.
 //
-// It reads the JSON in <script id="data"> (written by render/html/mod.rs)
+// It reads the JSON of the element #data (written by render/html/mod.rs)
 // and builds every table, the flame graph and the timeline from it. Data
 // reaches the DOM through textContent and attributes only, never as markup.
 // No request of any kind is made (the page's Content-Security-Policy
