@@ -57,11 +57,13 @@ pub enum Peer {
     TracingTiming,
     /// `tracing` with `mtrace-tracing`'s layer, recording with mtrace.
     MtraceTracing,
+    /// The same with `with_own_stacks(false)`.
+    MtraceTracingThread,
 }
 
 impl Peer {
     /// Every recorder, in table order.
-    pub const ALL: [Peer; 9] = [
+    pub const ALL: [Peer; 10] = [
         Peer::None,
         Peer::Mtrace,
         Peer::MtraceRing,
@@ -71,6 +73,7 @@ impl Peer {
         Peer::TracingChrome,
         Peer::TracingTiming,
         Peer::MtraceTracing,
+        Peer::MtraceTracingThread,
     ];
 
     /// The command-line name.
@@ -85,6 +88,7 @@ impl Peer {
             Peer::TracingChrome => "tracing-chrome",
             Peer::TracingTiming => "tracing-timing",
             Peer::MtraceTracing => "mtrace-tracing",
+            Peer::MtraceTracingThread => "mtrace-tracing-thread",
         }
     }
 
@@ -101,7 +105,7 @@ impl Peer {
     /// One of mtrace's own integrations (`mtrace-tracing`): a row beside
     /// the peers it plugs into, not a peer `mtrace` is compared against.
     pub fn is_integration(self) -> bool {
-        matches!(self, Peer::MtraceTracing)
+        matches!(self, Peer::MtraceTracing | Peer::MtraceTracingThread)
     }
 
     /// Whether this recorder runs `workload` (the mtrace-only workloads
@@ -195,6 +199,9 @@ pub fn run_child(peer: Peer, workload: Workload, samples: usize) -> Option<Child
         Peer::TracingChrome => child::<peers::tracing::TracingChrome>(workload, samples),
         Peer::TracingTiming => child::<peers::tracing::TracingTiming>(workload, samples),
         Peer::MtraceTracing => child::<peers::tracing::MtraceTracing>(workload, samples),
+        Peer::MtraceTracingThread => {
+            child::<peers::tracing::MtraceTracingThread>(workload, samples)
+        }
     })
 }
 

@@ -38,6 +38,7 @@ const SETUPS: &[(&str, &str)] = &[
     ("tracing-chrome", "tracing 0.1 + tracing-chrome 0.7 ChromeLayer (defaults), JSON file on /dev/shm; tasks .instrument(span)"),
     ("tracing-timing", "tracing 0.1 + a minimal Layer: rdtsc on enter/exit, 24-byte record per interval in a thread-local Vec"),
     ("mtrace-tracing", "the same spans under mtrace-tracing's layer, recording with mtrace (ring on /dev/shm sized for every event): a root span on a thread's own stack gets a logical stack of its own (7 events), a span inside it 2"),
+    ("mtrace-tracing-thread", "the same with with_own_stacks(false): a root span opens on the thread's own stack (2 events); on async the task's frames then stay open under the next task's (wrong, shown for the cost)"),
 ];
 
 /// `--name VALUE` parsed, if present.

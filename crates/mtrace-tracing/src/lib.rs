@@ -40,6 +40,14 @@
 //!   borrow it, so they nest under it. Closing the span closes its frame on
 //!   its stack and drops the stack (its `end`).
 //!
+//! A span of its own stack costs 7 events (a switch in, the enter, a
+//! switch out; at the close a switch in, the exit, a switch out, the
+//! `end`) and a stack name in the trace's metadata; a span on a borrowed
+//! stack costs 2, as `scope!` does. [`MtraceLayer::with_own_stacks`]`(false)`
+//! opens root spans on the thread's own stack instead: right for programs
+//! whose spans on plain threads are synchronous, or whose tasks all run
+//! on stacks of their own (`mtrace-tokio`).
+//!
 //! ```text
 //! poll 1 (worker 1):  own --enter handler--> [handler] --enter lookup--> [handler, lookup] --exit, exit--> own
 //!                                  (the stack "handler" keeps [handler, lookup]: both paused)
@@ -89,20 +97,38 @@ use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::Layer;
 
 /// The layer; see the [crate docs](crate). Made by [`layer`].
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct MtraceLayer {
     marks: bool,
+    own_stacks: bool,
 }
 
 /// A layer that records spans as frames, and no events.
 pub fn layer() -> MtraceLayer {
-    MtraceLayer::default()
+    MtraceLayer {
+        marks: false,
+        own_stacks: true,
+    }
 }
 
 impl MtraceLayer {
     /// Records every event the layer sees as a mark ([`mtrace::mark`]).
     pub fn with_marks(mut self, marks: bool) -> MtraceLayer {
         self.marks = marks;
+        self
+    }
+
+    /// Whether a span first entered on a thread's own stack gets a
+    /// logical stack of its own (the default: `true`). With `false` its
+    /// frame opens on the thread's stack: 2 events a span instead of 7,
+    /// right when every such span is synchronous (entered once, closed
+    /// right after, as `#[instrument]` on a plain `fn` is) or when every
+    /// task already runs on a stack of its own (`mtrace-tokio`'s hooks,
+    /// `.on_logical_stack()`); wrong for a span entered by the polls of a
+    /// task on a thread's own stack, whose frame would stay open under
+    /// the next task's.
+    pub fn with_own_stacks(mut self, own_stacks: bool) -> MtraceLayer {
+        self.own_stacks = own_stacks;
         self
     }
 }
@@ -136,8 +162,14 @@ thread_local! {
     /// callsite), per thread: no lock. A miss registers the callsite,
     /// which returns the id it already has if another thread did.
     static SITES: RefCell<Sites> = RefCell::new(Sites::default());
+    /// This thread's id (`std::thread::current()` clones an `Arc`).
+    static THREAD: std::thread::ThreadId = std::thread::current().id();
     /// This thread's enters not yet exited, innermost last.
     static ENTERED: RefCell<Vec<Entered>> = const { RefCell::new(Vec::new()) };
+}
+
+fn this_thread() -> std::thread::ThreadId {
+    THREAD.with(|t| *t)
 }
 
 fn function(meta: &'static Metadata<'static>) -> FunctionId {
@@ -159,8 +191,10 @@ fn function(meta: &'static Metadata<'static>) -> FunctionId {
 enum Home {
     /// Not entered in a recording yet.
     NotOpen,
-    /// Open on a stack the span found running at its first enter.
-    Borrowed(StackId),
+    /// Open on a stack the span found running at its first enter (a
+    /// thread's own stack: with that thread's id, as every thread's own
+    /// stack is `StackId::OWN`).
+    Borrowed(StackId, Option<std::thread::ThreadId>),
     /// Open on the span's own stack; `None` while a thread runs it (the
     /// thread's entry holds it).
     Own(Option<LogicalStack>),
@@ -232,7 +266,7 @@ where
             match &mut *home {
                 Home::NotOpen if mtrace::is_recording() => {
                     let current = mtrace::current_stack();
-                    if current == StackId::OWN {
+                    if current == StackId::OWN && self.own_stacks {
                         let mut stack = LogicalStack::new(frame.name);
                         if let Some(detached) = stack.enter_detached() {
                             mtrace::enter(frame.function);
@@ -241,7 +275,8 @@ where
                         }
                     } else {
                         mtrace::enter(frame.function);
-                        *home = Home::Borrowed(current);
+                        let thread = (current == StackId::OWN).then(this_thread);
+                        *home = Home::Borrowed(current, thread);
                     }
                 }
                 Home::Own(slot @ Some(_)) => {
@@ -294,7 +329,10 @@ where
             return;
         };
         match frame.home.into_inner().unwrap_or_else(|e| e.into_inner()) {
-            Home::Borrowed(stack) if mtrace::current_stack() == stack => {
+            Home::Borrowed(stack, thread)
+                if mtrace::current_stack() == stack
+                    && thread.is_none_or(|t| t == this_thread()) =>
+            {
                 mtrace::exit(frame.function);
             }
             Home::Own(Some(mut stack)) => {

@@ -10,7 +10,8 @@
 //!   onto a thread-local vector;
 //! * [`MtraceTracing`]: `mtrace-tracing`'s layer, recording into an mtrace
 //!   trace file as the `mtrace` row does (a root span on a thread's own
-//!   stack gets a logical stack of its own: see that crate's docs).
+//!   stack gets a logical stack of its own: see that crate's docs), and
+//!   [`MtraceTracingThread`], the same with `with_own_stacks(false)`.
 
 use std::cell::RefCell;
 use std::future::Future;
@@ -200,12 +201,19 @@ impl Recorder for TracingTiming {
 }
 
 /// `tracing` under `mtrace-tracing`'s layer, recording with mtrace.
-pub struct MtraceTracing {
+pub type MtraceTracing = MtraceTracingIn<true>;
+
+/// The same with `with_own_stacks(false)`: root spans on the thread's stack.
+pub type MtraceTracingThread = MtraceTracingIn<false>;
+
+/// `tracing` under `mtrace-tracing`'s layer; `OWN_STACKS`: its
+/// `with_own_stacks` setting.
+pub struct MtraceTracingIn<const OWN_STACKS: bool> {
     recording: mtrace::Recording,
     path: PathBuf,
 }
 
-impl Recorder for MtraceTracing {
+impl<const OWN_STACKS: bool> Recorder for MtraceTracingIn<OWN_STACKS> {
     type Scope = EnteredSpan;
     type Batch = ();
 
@@ -218,10 +226,11 @@ impl Recorder for MtraceTracing {
             .mode(mtrace::Mode::Ring);
         let recording = mtrace::start(config).expect("start the mtrace recording");
         tracing::subscriber::set_global_default(
-            tracing_subscriber::registry().with(mtrace_tracing::layer()),
+            tracing_subscriber::registry()
+                .with(mtrace_tracing::layer().with_own_stacks(OWN_STACKS)),
         )
         .expect("set the global subscriber");
-        MtraceTracing { recording, path }
+        MtraceTracingIn { recording, path }
     }
 
     #[inline(always)]
