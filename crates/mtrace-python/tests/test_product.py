@@ -174,6 +174,19 @@ class PrintedTable(Case):
         self.assertIn("could not grow", done.stderr)
 
 
+class HtmlOutput(Case):
+    def test_html_writes_the_page_beside_the_table(self):
+        script = self.script("tiny.py", "def f():\n    return 1\nf()\n")
+        page = self.path("report.html")
+        done = run([sys.executable, "-m", "mtrace", "--html", page, script], cwd=self.dir)
+        self.assertTrue(any(r[1] == "f" for r in table_rows(done.stdout)), done.stdout)
+        self.assertIn(page, done.stderr)
+        with open(page, encoding="utf-8") as f:
+            text = f.read()
+        self.assertIn("<html", text.lower())
+        self.assertIn("tiny.py", text)
+
+
 class PstatsOutput(Case):
     def test_o_writes_what_pstats_reads_with_cprofiles_calls(self):
         script = self.script("single.py", SINGLE)

@@ -74,7 +74,7 @@ def script_module(progname):
     return module
 
 
-def finish(summary, trace, pstats_file, table, sort, children):
+def finish(summary, trace, pstats_file, table, sort, children, html):
     """After the program: say what was recorded, write the pstats file or
     print the table. Never raises: the program's own outcome stands."""
     if summary is not None:
@@ -92,6 +92,9 @@ def finish(summary, trace, pstats_file, table, sort, children):
         elif table:
             sys.stdout.flush()
             print_table([trace, *only], sort)
+        if html is not None:
+            if _cli.run([trace, "--format", "html", "-o", html, *only]) == 0:
+                say(f"HTML report {html}")
     except Exception as e:  # the analysis of a trace this run wrote
         say(f"could not analyze {trace}: {e}")
 
@@ -99,7 +102,7 @@ def finish(summary, trace, pstats_file, table, sort, children):
 def main(argv=None):
     parser = Parser(
         prog=PROG,
-        usage="%(prog)s [-o OUT] [-s SORT] [--capacity 64G] [--ring] [--meta-capacity 16M] "
+        usage="%(prog)s [-o OUT] [-s SORT] [--html FILE] [--capacity 64G] [--ring] [--meta-capacity 16M] "
         "[--no-builtins | --fast-builtins] [--no-tasks] "
         "(script.py | -m module) [args ...]",
         description="Run a Python program under mtrace, recording every thread, and print "
@@ -114,6 +117,9 @@ def main(argv=None):
     parser.add_argument("-s", "--sort", default="stdname", choices=SORT_KEYS, metavar="SORT",
                         help="order of the table: " + ", ".join(SORT_KEYS)
                         + " (default: %(default)s, as cProfile)")
+    parser.add_argument("--html", default=None, metavar="FILE",
+                        help="also write the report as one self-contained HTML page "
+                        "(mtanalyze --format html), to open in a browser")
     parser.add_argument("-m", dest="module", action="store_true",
                         help="run a library module as a script, like python -m")
     parser.add_argument("--capacity", default=None,
@@ -142,6 +148,8 @@ def main(argv=None):
     parser.add_argument("args", nargs=argparse.REMAINDER, help="its arguments")
     options = parser.parse_args(argv)
     trace, pstats_file, table = outputs(options.outfile)
+    if options.html is not None and os.path.isdir(options.html):
+        fail(f"cannot write the HTML report {options.html}: it is a directory")
     if pstats_file is not None and os.path.isdir(pstats_file):
         fail(f"cannot write the pstats file {pstats_file}: it is a directory")
 
@@ -203,7 +211,8 @@ def main(argv=None):
         # A child made by os.fork() that returns here ends its own
         # recording; the report is the parent's to make.
         if os.getpid() == pid:
-            finish(summary, trace, pstats_file, table, options.sort, options.children)
+            finish(summary, trace, pstats_file, table, options.sort, options.children,
+                   options.html)
 
 
 if __name__ == "__main__":
