@@ -124,6 +124,54 @@ unsafe fn leave_kind(frame: *mut ffi::PyFrameObject, e: Entry, arg: *mut ffi::Py
     }
 }
 
+/// CPython 3.11's frame object and interpreter frame
+/// (`Include/internal/pycore_frame.h`), up to the first two locals: 3.11
+/// has no public way to read a frame's argument without building its
+/// locals dict (`PyFrame_GetVar` is 3.12's). The layout is checked on
+/// every read (the interpreter frame's code and frame object must be this
+/// frame's), so a build whose layout differs reads nothing.
+#[repr(C)]
+struct FrameObject311 {
+    ob_refcnt: ffi::Py_ssize_t,
+    ob_type: *mut ffi::PyTypeObject,
+    f_back: *mut ffi::PyObject,
+    f_frame: *mut InterpreterFrame311,
+}
+
+#[repr(C)]
+struct InterpreterFrame311 {
+    f_func: *mut ffi::PyObject,
+    f_globals: *mut ffi::PyObject,
+    f_builtins: *mut ffi::PyObject,
+    f_locals: *mut ffi::PyObject,
+    f_code: *mut ffi::PyObject,
+    frame_obj: *mut ffi::PyObject,
+    previous: *mut InterpreterFrame311,
+    prev_instr: *mut u16,
+    stacktop: c_int,
+    is_entry: bool,
+    owner: std::os::raw::c_char,
+    localsplus: [*mut ffi::PyObject; 2],
+}
+
+/// The `callback` argument (local 1) of the frame that starts, the event
+/// loop's `call_soon` (`stacks::py_enter` asks only there; the registry
+/// checked the argument's name), a new reference, or null.
+unsafe fn callback_arg(frame: *mut ffi::PyFrameObject, code: *mut ffi::PyObject) -> *mut ffi::PyObject {
+    let iframe = (*frame.cast::<FrameObject311>()).f_frame;
+    if iframe.is_null()
+        || (*iframe).f_code != code
+        || (*iframe).frame_obj != frame.cast::<ffi::PyObject>()
+    {
+        return std::ptr::null_mut();
+    }
+    let callback = (*iframe).localsplus[1];
+    if !callback.is_null() {
+        ffi::Py_INCREF(callback);
+    }
+    callback
+}
+
 /// The profile function CPython calls on this thread's events.
 unsafe extern "C" fn profile(
     _obj: *mut ffi::PyObject,
@@ -140,7 +188,7 @@ unsafe extern "C" fn profile(
     match what {
         ffi::PyTrace_CALL => {
             let code = ffi::PyFrame_GetCode(frame).cast::<ffi::PyObject>();
-            stacks::py_enter(code, |e| enter_kind(frame, e));
+            stacks::py_enter(code, |e| enter_kind(frame, e), || callback_arg(frame, code));
             ffi::Py_DECREF(code);
         }
         ffi::PyTrace_RETURN => {

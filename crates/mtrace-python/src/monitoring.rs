@@ -63,26 +63,45 @@ unsafe fn none() -> *mut ffi::PyObject {
 
 /// A `sys.monitoring` callback (METH_FASTCALL) for a Python-frame event:
 /// its first argument is the code object, passed to `stacks::$handler`
-/// with what happened. Each must be a function of its own (one
-/// `PyMethodDef` per event).
+/// with what happened (and, for an enter, how to read the `callback`
+/// argument of the event loop's `call_soon`). Each must be a function of
+/// its own (one `PyMethodDef` per event).
 macro_rules! frame_callback {
-    ($name:ident, $handler:ident, $what:expr) => {
+    ($name:ident, $handler:ident, $what:expr $(, $extra:expr)?) => {
         unsafe extern "C" fn $name(
             _slf: *mut ffi::PyObject,
             args: *mut *mut ffi::PyObject,
             nargs: ffi::Py_ssize_t,
         ) -> *mut ffi::PyObject {
             if nargs >= 1 {
-                stacks::$handler(*args, |_| $what);
+                stacks::$handler(*args, |_| $what $(, $extra)?);
             }
             none()
         }
     };
 }
 
-frame_callback!(on_start, py_enter, Enter::Start);
-frame_callback!(on_resume, py_enter, Enter::Resume);
-frame_callback!(on_throw, py_enter, Enter::Throw);
+frame_callback!(on_start, py_enter, Enter::Start, || callback_arg());
+frame_callback!(on_resume, py_enter, Enter::Resume, || callback_arg());
+frame_callback!(on_throw, py_enter, Enter::Throw, || callback_arg());
+
+/// The interned name `callback`, for [`callback_arg`] (a reference kept
+/// for the process).
+static CALLBACK_NAME: AtomicPtr<ffi::PyObject> = AtomicPtr::new(std::ptr::null_mut());
+
+/// The `callback` argument of the frame that starts (the event loop's
+/// `call_soon`; asked for by `stacks::py_enter` only there), a new
+/// reference, or null. `PY_START` is reported from the new frame's first
+/// instruction, so the current frame is that one; `PyEval_GetFrame` makes
+/// its frame object (once per call of `call_soon`).
+unsafe fn callback_arg() -> *mut ffi::PyObject {
+    let name = CALLBACK_NAME.load(Ordering::Relaxed);
+    let frame = ffi::PyEval_GetFrame();
+    if name.is_null() || frame.is_null() {
+        return std::ptr::null_mut();
+    }
+    ffi::PyFrame_GetVar(frame, name)
+}
 frame_callback!(on_return, py_leave, Leave::Return);
 frame_callback!(on_yield, py_leave, Leave::Yield);
 frame_callback!(on_unwind, py_leave, Leave::Unwind);
@@ -232,6 +251,10 @@ pub(crate) fn install(
         )));
     };
     MISSING.store(mon.getattr("MISSING")?.into_ptr(), Ordering::Relaxed);
+    if CALLBACK_NAME.load(Ordering::Relaxed).is_null() {
+        let name = pyo3::types::PyString::intern(py, "callback");
+        CALLBACK_NAME.store(name.clone().into_ptr(), Ordering::Relaxed);
+    }
     DISABLE.store(mon.getattr("DISABLE")?.into_ptr(), Ordering::Relaxed);
     FAST_BUILTINS.store(fast_builtins, Ordering::Relaxed);
     let events = mon.getattr("events")?;

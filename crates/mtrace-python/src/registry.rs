@@ -36,6 +36,10 @@ pub(crate) struct Entry {
     pub resumable: bool,
     /// `CO_COROUTINE` (an `async def`): a task's frames are these.
     pub coroutine: bool,
+    /// asyncio's `BaseEventLoop.call_soon` or `call_soon_threadsafe`: its
+    /// start may wake a task (see `stacks::wake_task_of`); its `callback`
+    /// argument is local 1.
+    pub wakes: bool,
     /// 3.11, generators and coroutines: the bytecode (`co_code`, a bytes
     /// object kept alive), to tell a start from a resumption and a yield
     /// from a return by the instruction at `f_lasti` (see `legacy.rs`).
@@ -125,6 +129,7 @@ pub(crate) unsafe fn code_entry(code: *mut ffi::PyObject) -> Entry {
         id,
         resumable,
         coroutine: flags & CO_COROUTINE != 0,
+        wakes: schedules_callbacks(&obj, &name, &file),
         #[cfg(not(Py_3_12))]
         bytecode: if resumable {
             bytecode(code)
@@ -142,6 +147,32 @@ pub(crate) unsafe fn code_entry(code: *mut ffi::PyObject) -> Entry {
     std::mem::forget(obj.clone());
     map.insert(code as usize, entry);
     entry
+}
+
+/// Whether a code object is one of the event loop's methods that put a
+/// callback on the loop's ready queue, `BaseEventLoop.call_soon(self,
+/// callback, ...)` or `call_soon_threadsafe`: asyncio's futures schedule a
+/// waiting task's wakeup through them (the C `_asyncio` futures too, which
+/// call the loop's `call_soon` method), and a task its own next step. The
+/// first two arguments' names are checked as well: the hook reads
+/// `callback` as local 1.
+fn schedules_callbacks(code: &Bound<'_, PyAny>, name: &str, file: &str) -> bool {
+    let method = matches!(
+        name,
+        "BaseEventLoop.call_soon" | "BaseEventLoop.call_soon_threadsafe"
+    );
+    if !method || !(file.ends_with("asyncio/base_events.py") || file.ends_with("asyncio\\base_events.py")) {
+        return false;
+    }
+    let args = code
+        .getattr("co_varnames")
+        .and_then(|v| v.extract::<Vec<String>>())
+        .unwrap_or_default();
+    let argcount = code
+        .getattr("co_argcount")
+        .and_then(|v| v.extract::<usize>())
+        .unwrap_or(0);
+    argcount >= 2 && args.get(1).is_some_and(|a| a == "callback")
 }
 
 /// The `PyMethodDef` that keys a C callable as cProfile keys it, and the

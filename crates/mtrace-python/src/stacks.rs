@@ -59,7 +59,7 @@ use std::mem::{self, ManuallyDrop};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use mtrace::{FunctionId, LogicalStack, SwitchGuard};
+use mtrace::{FunctionId, LogicalStack, StackId, SwitchGuard};
 use pyo3::ffi;
 
 use crate::registry::{self, lock, Entry, PtrHasher, PtrMap};
@@ -135,8 +135,18 @@ impl Context {
     }
 }
 
+/// A context in the table, with what a thread that does not run it may
+/// read (a wake names the stack of a task another thread may be running):
+/// copies, written under the table's lock, of the stack's id and the
+/// session it last ran in.
+struct Slot {
+    stack: StackId,
+    session: u64,
+    context: Box<Context>,
+}
+
 /// Keyed by the owner's address (and kind), hashed as the code-object caches are.
-type Table = HashMap<(Kind, usize), Box<Context>, BuildHasherDefault<PtrHasher>>;
+type Table = HashMap<(Kind, usize), Slot, BuildHasherDefault<PtrHasher>>;
 static CONTEXTS: Mutex<Option<Table>> = Mutex::new(None);
 
 /// A context a thread runs.
@@ -287,14 +297,23 @@ impl Thread {
     }
 }
 
-/// A Python frame starts or resumes; `how` is asked only for generators and coroutines.
+/// A Python frame starts or resumes; `how` is asked only for generators
+/// and coroutines, `callback` (the frame's local 1, a new reference or
+/// null) only for the event loop's `call_soon` (see [`wake_task_of`]).
 ///
 /// # Safety
 /// Attached to the interpreter; `code` is a code object.
 #[inline(always)]
-pub(crate) unsafe fn py_enter(code: *mut ffi::PyObject, how: impl FnOnce(Entry) -> Enter) {
+pub(crate) unsafe fn py_enter(
+    code: *mut ffi::PyObject,
+    how: impl FnOnce(Entry) -> Enter,
+    callback: impl FnOnce() -> *mut ffi::PyObject,
+) {
     with_thread(|t| {
         let e = t.entry(code);
+        if e.wakes && tasks_on() {
+            wake_task_of(callback());
+        }
         if let Some(c) = t.task_context() {
             if e.resumable {
                 let how = how(e);
@@ -631,6 +650,87 @@ pub(crate) unsafe fn text_of(obj: *mut ffi::PyObject) -> Option<String> {
     out
 }
 
+// ---------------------------------------------------------------- wakes
+
+/// The event loop's `call_soon(callback, ...)` starts: if `callback` (a new
+/// reference, consumed; null with or without an error set, which is
+/// cleared) is a task's wakeup or step, the task is made runnable now, by
+/// this thread: record a `wake` of its stack, so the analyzer splits the
+/// task's pause into waiting (before this) and scheduled (woken, waiting
+/// for the loop). A future completing schedules its waiting task's
+/// `__wakeup` this way (the C `_asyncio` futures too: they call the loop's
+/// `call_soon` method), a timer does through the future it completes, and
+/// a task that yields (`asyncio.sleep(0)`) or is cancelled schedules its
+/// own `__step`. Only tasks with a stack in this recording are woken; a
+/// new task's first step, scheduled before it has one, is not a wake (it
+/// has not paused). Costs a look-up in the table, under its lock, per
+/// `call_soon` of a task.
+#[cold]
+#[inline(never)]
+unsafe fn wake_task_of(callback: *mut ffi::PyObject) {
+    if callback.is_null() {
+        if !ffi::PyErr_Occurred().is_null() {
+            ffi::PyErr_Clear();
+        }
+        return;
+    }
+    let task = bound_self(callback);
+    ffi::Py_DECREF(callback);
+    if task.is_null() {
+        return;
+    }
+    let session = SESSION.load(Ordering::Relaxed);
+    let stack = lock(&CONTEXTS)
+        .as_ref()
+        .and_then(|table| table.get(&(Kind::Task, task as usize)))
+        .filter(|slot| slot.session == session)
+        .map(|slot| slot.stack);
+    ffi::Py_DECREF(task);
+    if let Some(stack) = stack {
+        mtrace::wake(stack);
+    }
+}
+
+extern "C" {
+    // CPython's bound methods (`Include/cpython/classobject.h`), which
+    // pyo3-ffi does not declare.
+    static mut PyMethod_Type: ffi::PyTypeObject;
+    fn PyMethod_Self(method: *mut ffi::PyObject) -> *mut ffi::PyObject;
+}
+
+/// What a loop callback is bound to (a new reference), or null: a bound
+/// method's `__self__` (a Python task's `__step` and `__wakeup`), a C
+/// function's `self` (the C task's wakeup, on 3.11-3.13), or the
+/// `__self__` of the C task's step wrapper (`TaskStepMethWrapper`). Other
+/// callables (plain functions, `functools.partial`...) are nobody's: no
+/// attribute look-up, which would raise and clear an `AttributeError`.
+unsafe fn bound_self(callback: *mut ffi::PyObject) -> *mut ffi::PyObject {
+    let ty = ffi::Py_TYPE(callback);
+    if ty == std::ptr::addr_of_mut!(ffi::PyFunction_Type) {
+        return std::ptr::null_mut();
+    }
+    let owner = if ty == std::ptr::addr_of_mut!(PyMethod_Type) {
+        PyMethod_Self(callback)
+    } else if ffi::PyCFunction_Check(callback) != 0 {
+        ffi::PyCFunction_GET_SELF(callback)
+    } else if std::ffi::CStr::from_ptr((*ty).tp_name)
+        .to_bytes()
+        .ends_with(b"TaskStepMethWrapper")
+    {
+        let owner = ffi::PyObject_GetAttrString(callback, c"__self__".as_ptr());
+        if owner.is_null() {
+            ffi::PyErr_Clear();
+        }
+        return owner;
+    } else {
+        return std::ptr::null_mut();
+    };
+    if !owner.is_null() {
+        ffi::Py_INCREF(owner);
+    }
+    owner
+}
+
 // ---------------------------------------------------------------- the table
 
 /// Takes the context of `key` for this thread (creating it, named by
@@ -647,17 +747,15 @@ unsafe fn acquire(
     let session = SESSION.load(Ordering::Relaxed);
     {
         let mut table = lock(&CONTEXTS);
-        if let Some(c) = table
+        if let Some(slot) = table
             .get_or_insert_with(Table::default)
             .get_mut(&(kind, key))
         {
-            if c.busy {
+            if slot.context.busy {
                 return None;
             }
             if !fresh {
-                c.busy = true;
-                c.begin_session(session);
-                return Some(&mut **c as *mut Context);
+                return Some(slot.take(session));
             }
         }
     }
@@ -665,14 +763,12 @@ unsafe fn acquire(
     let name = name();
     let mut guard = lock(&CONTEXTS);
     let table = guard.get_or_insert_with(Table::default);
-    if let Some(c) = table.get_mut(&(kind, key)) {
-        if c.busy {
+    if let Some(slot) = table.get_mut(&(kind, key)) {
+        if slot.context.busy {
             return None;
         }
-        if c.name == name {
-            c.busy = true;
-            c.begin_session(session);
-            return Some(&mut **c as *mut Context);
+        if slot.context.name == name {
+            return Some(slot.take(session));
         }
     }
     let mut c = Box::new(Context {
@@ -688,13 +784,30 @@ unsafe fn acquire(
         resume_at: 0,
     });
     let ptr = &mut *c as *mut Context;
+    let slot = Slot {
+        stack: c.stack.id(),
+        session,
+        context: c,
+    };
     // Replacing a stale context ends it: no thread runs it (not busy). Its
     // stack's drop records the end if it ran in this recording (see
     // `release`), after the lock.
-    let stale = table.insert((kind, key), c);
+    let stale = table.insert((kind, key), slot);
     drop(guard);
     drop(stale);
     Some(ptr)
+}
+
+impl Slot {
+    /// Marks the context busy for the calling thread, in `session`; under
+    /// the table's lock.
+    fn take(&mut self, session: u64) -> *mut Context {
+        let c = &mut *self.context;
+        c.busy = true;
+        c.begin_session(session);
+        self.session = session;
+        c as *mut Context
+    }
 }
 
 /// Gives a context back; `finished` removes it from the table and drops
@@ -802,7 +915,7 @@ pub(crate) unsafe fn greenlet_switch(
             let dead = table.as_mut().and_then(|table| {
                 if table
                     .get(&(Kind::Greenlet, origin))
-                    .is_some_and(|c| !c.busy)
+                    .is_some_and(|s| !s.context.busy)
                 {
                     table.remove(&(Kind::Greenlet, origin))
                 } else {
