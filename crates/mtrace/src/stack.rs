@@ -136,6 +136,18 @@ impl LogicalStack {
     /// same thread, after the switches made since were undone (switches
     /// nest as guards do); until then the stack holds what the thread gets
     /// back, so keep it (it may move, e.g. into a map, but not be dropped).
+    ///
+    /// ```
+    /// // A runtime's hooks: one call switches in, a later one back.
+    /// let mut task = mtrace::LogicalStack::new("task-1");
+    /// let switched = task.enter_detached(); // `None` here: nothing records
+    /// let _frame = mtrace::scope!("poll");
+    /// drop(_frame);
+    /// if let Some(switched) = switched {
+    ///     task.leave(switched);
+    /// }
+    /// assert_eq!(mtrace::current_stack(), mtrace::StackId::OWN);
+    /// ```
     #[inline]
     pub fn enter_detached(&mut self) -> Option<Detached> {
         let (prev, g) = thread::switch_in(self.id, &mut self.frames, &mut self.frames_gen)?;
