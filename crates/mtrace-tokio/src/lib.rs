@@ -48,7 +48,8 @@
 //! tasks whose scheduling delay matters). The future given to `block_on`
 //! is not a task and runs on the thread's own stack; `spawn_blocking`
 //! closures are not polled, so they run on the blocking thread's own
-//! stack.
+//! stack. A task spawned while nothing recorded has no stack of its
+//! own.
 #![deny(missing_docs)]
 
 #[cfg(tokio_unstable)]
