@@ -12,13 +12,14 @@
 //!   before their first frame runs.
 //!
 //! Both feed `stacks.rs`, which decides which stack each event belongs to
-//! (the thread's own, a greenlet's, an asyncio task's) and keeps the shadow
-//! stacks that make a return whose call was not recorded harmless.
+//! (the thread's own, a greenlet's, an asyncio task's), keeps the shadow
+//! stacks that make a return whose call was not recorded harmless, and
+//! records a wake of an asyncio task when the event loop schedules it.
 //! `registry.rs` names code objects and C functions. `analyze.rs` is the
 //! other half: the Rust analyzer and its command line, linked in.
 //!
 //! ```text
-//! CPython events -> monitoring.rs | legacy.rs -> stacks.rs -> mtrace::{enter, exit, LogicalStack}
+//! CPython events -> monitoring.rs | legacy.rs -> stacks.rs -> mtrace::{enter, exit, wake, LogicalStack}
 //!                                                  |
 //!                                              registry.rs (code object / PyMethodDef -> FunctionId)
 //! ```

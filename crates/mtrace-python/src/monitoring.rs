@@ -89,12 +89,32 @@ frame_callback!(on_throw, py_enter, Enter::Throw, || callback_arg());
 /// for the process).
 static CALLBACK_NAME: AtomicPtr<ffi::PyObject> = AtomicPtr::new(std::ptr::null_mut());
 
+/// asyncio's `events.Handle` class (a reference kept for the process), once
+/// the event loop's `call_soon` has run.
+static HANDLE: AtomicPtr<ffi::PyObject> = AtomicPtr::new(std::ptr::null_mut());
+/// CALL events are watched (built-ins on).
+static CALLS: AtomicBool = AtomicBool::new(false);
+
 /// The `callback` argument of the frame that starts (the event loop's
 /// `call_soon`; asked for by `stacks::py_enter` only there), a new
-/// reference, or null. `PY_START` is reported from the new frame's first
-/// instruction, so the current frame is that one; `PyEval_GetFrame` makes
-/// its frame object (once per call of `call_soon`).
+/// reference, or null.
+///
+/// With built-ins on, null: the wake comes from the CALL event of the
+/// `events.Handle(callback, ...)` that `call_soon` makes (see [`on_call`]),
+/// whose first argument is the callback, at no cost beyond a comparison
+/// per CALL of a non-function; here `Handle` is only looked up, the first
+/// time. Without CALL events, the frame's local is read: `PY_START` is
+/// reported from the new frame's first instruction, so the current frame
+/// is that one, and `PyEval_GetFrame` makes its frame object (once per
+/// call of `call_soon`; an allocation the garbage collector counts, which
+/// cost the 10,000-task workload of `bench/bench.py` some 15% more).
 unsafe fn callback_arg() -> *mut ffi::PyObject {
+    if CALLS.load(Ordering::Relaxed) {
+        if HANDLE.load(Ordering::Relaxed).is_null() {
+            find_handle();
+        }
+        return std::ptr::null_mut();
+    }
     let name = CALLBACK_NAME.load(Ordering::Relaxed);
     let frame = ffi::PyEval_GetFrame();
     if name.is_null() || frame.is_null() {
@@ -106,6 +126,26 @@ frame_callback!(on_return, py_leave, Leave::Return);
 frame_callback!(on_yield, py_leave, Leave::Yield);
 frame_callback!(on_unwind, py_leave, Leave::Unwind);
 
+/// `asyncio.events.Handle` into [`HANDLE`] (asyncio is imported: its
+/// loop's `call_soon` runs).
+#[cold]
+unsafe fn find_handle() {
+    let py = Python::assume_attached();
+    let handle = py
+        .import("asyncio.events")
+        .and_then(|m| m.getattr("Handle"))
+        .ok()
+        .filter(|h| h.is_instance_of::<pyo3::types::PyType>());
+    match handle {
+        Some(h) => HANDLE.store(h.into_ptr(), Ordering::Relaxed),
+        None => {
+            if !ffi::PyErr_Occurred().is_null() {
+                ffi::PyErr_Clear();
+            }
+        }
+    }
+}
+
 unsafe extern "C" fn on_call(
     _slf: *mut ffi::PyObject,
     args: *mut *mut ffi::PyObject,
@@ -115,6 +155,13 @@ unsafe extern "C" fn on_call(
         let (callable, self_arg) = (*args.add(2), *args.add(3));
         if let Some(def) = cfunction_def(callable, self_arg, MISSING.load(Ordering::Relaxed)) {
             stacks::c_enter(def, callable, self_arg);
+        } else if callable == HANDLE.load(Ordering::Relaxed) {
+            // The loop's `_call_soon` makes the ready queue's handle of a
+            // callback (`self_arg` is the first argument): perhaps a task's
+            // wakeup. Never disabled, also with builtins="fast".
+            if self_arg != MISSING.load(Ordering::Relaxed) {
+                stacks::wake_task_of(self_arg);
+            }
         } else if FAST_BUILTINS.load(Ordering::Relaxed) && calls_python(callable) {
             // builtins="fast": this site calls Python functions (or
             // classes); stop reporting its calls (a built-in it calls later
@@ -257,6 +304,7 @@ pub(crate) fn install(
     }
     DISABLE.store(mon.getattr("DISABLE")?.into_ptr(), Ordering::Relaxed);
     FAST_BUILTINS.store(fast_builtins, Ordering::Relaxed);
+    CALLS.store(builtins, Ordering::Relaxed);
     let events = mon.getattr("events")?;
     let mut mask: i64 = 0;
     let result = (|| -> PyResult<()> {

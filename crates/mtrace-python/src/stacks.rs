@@ -5,6 +5,7 @@
 //! ```text
 //! py_enter(code, Start | Resume | Throw)    a Python frame starts or is resumed
 //! py_leave(code, Return | Yield | Unwind)   a Python frame returns, yields or unwinds
+//! (py_enter of loop.call_soon(callback))    a task's wakeup or step is scheduled: a wake
 //! c_enter(def) / c_leave(def)               a C function is called / returns or raises
 //! ```
 //!
@@ -26,6 +27,25 @@
 //! unwound, a greenlet died, a dead task's address taken by a new one) is
 //! removed and dropped by the thread that saw it, which records its
 //! stack's `end` there, after the switch away (see `release`).
+//!
+//! # Wakes
+//!
+//! A task that suspends to the loop waits until something makes it
+//! runnable: a future it awaits completes (an `Event` set, a timer's
+//! handle, I/O), and the future's done-callback puts the task's
+//! `__wakeup` on the loop's ready queue; or the task yields (`sleep(0)`)
+//! or is cancelled and puts its own `__step` there. Every one of those
+//! goes through the event loop's `call_soon` (the C `_asyncio` futures and
+//! tasks call the loop's method too), a Python function whose start both
+//! backends see anyway: the registry flags its code object
+//! (`Entry::wakes`), and there `wake_task_of` reads its `callback`
+//! argument, takes the task it is bound to and, if that task has a stack
+//! in this recording, records `mtrace::wake` of it on this thread. The
+//! analyzer then splits the task's pause into waiting (before the wake)
+//! and scheduled (after it: waiting for the loop's thread). A timer
+//! wakes its task when the loop runs its handle: a timer that expires
+//! while another task holds the loop wakes it late, as a tokio timer
+//! does on a current-thread runtime.
 //!
 //! # Conventions
 //!
@@ -312,7 +332,15 @@ pub(crate) unsafe fn py_enter(
     with_thread(|t| {
         let e = t.entry(code);
         if e.wakes && tasks_on() {
-            wake_task_of(callback());
+            let callback = callback();
+            if callback.is_null() {
+                if !ffi::PyErr_Occurred().is_null() {
+                    ffi::PyErr_Clear();
+                }
+            } else {
+                wake_task_of(callback);
+                ffi::Py_DECREF(callback);
+            }
         }
         if let Some(c) = t.task_context() {
             if e.resumable {
@@ -652,9 +680,9 @@ pub(crate) unsafe fn text_of(obj: *mut ffi::PyObject) -> Option<String> {
 
 // ---------------------------------------------------------------- wakes
 
-/// The event loop's `call_soon(callback, ...)` starts: if `callback` (a new
-/// reference, consumed; null with or without an error set, which is
-/// cleared) is a task's wakeup or step, the task is made runnable now, by
+/// A callback goes on the event loop's ready queue (`call_soon(callback,
+/// ...)` starts, or, on 3.12+, it makes the queue's `Handle` of it): if
+/// `callback` (borrowed) is a task's wakeup or step, the task is made runnable now, by
 /// this thread: record a `wake` of its stack, so the analyzer splits the
 /// task's pause into waiting (before this) and scheduled (woken, waiting
 /// for the loop). A future completing schedules its waiting task's
@@ -665,17 +693,16 @@ pub(crate) unsafe fn text_of(obj: *mut ffi::PyObject) -> Option<String> {
 /// new task's first step, scheduled before it has one, is not a wake (it
 /// has not paused). Costs a look-up in the table, under its lock, per
 /// `call_soon` of a task.
+///
+/// # Safety
+/// Attached to the interpreter; `callback` a live object.
 #[cold]
 #[inline(never)]
-unsafe fn wake_task_of(callback: *mut ffi::PyObject) {
-    if callback.is_null() {
-        if !ffi::PyErr_Occurred().is_null() {
-            ffi::PyErr_Clear();
-        }
+pub(crate) unsafe fn wake_task_of(callback: *mut ffi::PyObject) {
+    if !ACTIVE.load(Ordering::Relaxed) || !tasks_on() {
         return;
     }
     let task = bound_self(callback);
-    ffi::Py_DECREF(callback);
     if task.is_null() {
         return;
     }
@@ -689,6 +716,19 @@ unsafe fn wake_task_of(callback: *mut ffi::PyObject) {
     if let Some(stack) = stack {
         mtrace::wake(stack);
     }
+}
+
+/// The interned name `__self__` (a reference kept for the process).
+static SELF_NAME: AtomicPtr<ffi::PyObject> = AtomicPtr::new(std::ptr::null_mut());
+
+unsafe fn self_name() -> *mut ffi::PyObject {
+    let mut name = SELF_NAME.load(Ordering::Relaxed);
+    if name.is_null() {
+        name = ffi::PyUnicode_InternFromString(c"__self__".as_ptr());
+        // Two threads may both make it (the loser's is kept alive too).
+        SELF_NAME.store(name, Ordering::Relaxed);
+    }
+    name
 }
 
 extern "C" {
@@ -717,7 +757,7 @@ unsafe fn bound_self(callback: *mut ffi::PyObject) -> *mut ffi::PyObject {
         .to_bytes()
         .ends_with(b"TaskStepMethWrapper")
     {
-        let owner = ffi::PyObject_GetAttrString(callback, c"__self__".as_ptr());
+        let owner = ffi::PyObject_GetAttr(callback, self_name());
         if owner.is_null() {
             ffi::PyErr_Clear();
         }
