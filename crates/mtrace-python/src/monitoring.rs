@@ -106,8 +106,8 @@ static CALLS: AtomicBool = AtomicBool::new(false);
 /// time. Without CALL events, the frame's local is read: `PY_START` is
 /// reported from the new frame's first instruction, so the current frame
 /// is that one, and `PyEval_GetFrame` makes its frame object (once per
-/// call of `call_soon`; an allocation the garbage collector counts, which
-/// cost the 10,000-task workload of `bench/bench.py` some 15% more).
+/// call of `call_soon`; an allocation the garbage collector counts, too
+/// dear to pay by default: `bench/bench.py`'s asyncio workload showed it).
 unsafe fn callback_arg() -> *mut ffi::PyObject {
     if CALLS.load(Ordering::Relaxed) {
         if HANDLE.load(Ordering::Relaxed).is_null() {
