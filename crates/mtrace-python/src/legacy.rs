@@ -157,7 +157,10 @@ struct InterpreterFrame311 {
 /// The `callback` argument (local 1) of the frame that starts, the event
 /// loop's `call_soon` (`stacks::py_enter` asks only there; the registry
 /// checked the argument's name), a new reference, or null.
-unsafe fn callback_arg(frame: *mut ffi::PyFrameObject, code: *mut ffi::PyObject) -> *mut ffi::PyObject {
+unsafe fn callback_arg(
+    frame: *mut ffi::PyFrameObject,
+    code: *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
     let iframe = (*frame.cast::<FrameObject311>()).f_frame;
     if iframe.is_null()
         || (*iframe).f_code != code

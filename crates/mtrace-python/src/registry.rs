@@ -161,7 +161,9 @@ fn schedules_callbacks(code: &Bound<'_, PyAny>, name: &str, file: &str) -> bool 
         name,
         "BaseEventLoop.call_soon" | "BaseEventLoop.call_soon_threadsafe"
     );
-    if !method || !(file.ends_with("asyncio/base_events.py") || file.ends_with("asyncio\\base_events.py")) {
+    if !method
+        || !(file.ends_with("asyncio/base_events.py") || file.ends_with("asyncio\\base_events.py"))
+    {
         return false;
     }
     let args = code
