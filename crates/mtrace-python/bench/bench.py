@@ -14,11 +14,17 @@ also printed in CPU time of the process (``time.process_time``), which a
 busy machine disturbs less.
 
 The overhead of a profiler is its time minus the unprofiled time; the
-script prints mtrace's overhead as a ratio of cProfile's. cProfile is made to
+script prints mtrace's overhead as a ratio of its peers'. cProfile is made to
 profile every thread: on 3.12+ its ``sys.monitoring`` tool is process-wide
 already, on 3.11 ``threading.setprofile`` enables it in each new thread.
 
 On 3.12+ a second mtrace column runs with ``builtins="fast"``.
+
+``mtrace/cP`` and ``mtrace/yappi`` are mtrace's overhead as a share of
+cProfile's and of yappi's (``pip install yappi``; wall clock, builtins on,
+every thread). The last lines check, on wall time, the targets: at most
+0.8 of cProfile's overhead on 3.12+ and 1.0 on 3.11, at most yappi's, and
+at most 1.5 times the floor's, on every workload.
 
 ``floor`` installs hooks that do nothing on the same events as mtrace
 (``sys.monitoring`` C callbacks on 3.12+, a C profile function on 3.11):
@@ -220,18 +226,73 @@ def measure(workload, args, profilers, rounds):
             {name: statistics.median(ts) for name, ts in cpu.items()})
 
 
-def row(label, t, profilers, mtraces):
+def ratios(t, mtraces):
+    """{column: ratio of overheads} for one workload's medians `t`: each
+    mtrace's over cProfile's (``mtrace/cP``) and yappi's (``mtrace/yappi``,
+    when yappi ran), the floor's over cProfile's, mtrace's over the
+    floor's. NaN where the divisor's overhead is not positive (noise)."""
     base = t["none"]
     over = {name: t[name] - base for name in t}
-    line = f"{label:42} {base * 1e3:7.1f}" + "".join(
-        f" {over[p.name] * 1e3:13.1f}" for p in profilers[1:])
+
     def ratio(a, b):
         return over[a] / over[b] if over[b] > 0 else float("nan")
 
+    out = {}
     for name in mtraces:
-        line += f" {ratio(name, 'cProfile'):11.2f}"
-    line += f" {ratio('floor', 'cProfile'):9.2f} {ratio('mtrace', 'floor'):12.2f}"
+        out[name + "/cP"] = ratio(name, "cProfile")
+        if "yappi" in t:
+            out[name + "/yappi"] = ratio(name, "yappi")
+    out["floor/cP"] = ratio("floor", "cProfile")
+    out["mtrace/floor"] = ratio("mtrace", "floor")
+    return out
+
+
+def ratio_columns(mtraces, with_yappi):
+    cols = []
+    for name in mtraces:
+        cols.append(name + "/cP")
+        if with_yappi:
+            cols.append(name + "/yappi")
+    return cols + ["floor/cP", "mtrace/floor"]
+
+
+def row(label, t, profilers, mtraces):
+    base = t["none"]
+    line = f"{label:42} {base * 1e3:7.1f}" + "".join(
+        f" {(t[p.name] - base) * 1e3:13.1f}" for p in profilers[1:])
+    r = ratios(t, mtraces)
+    for col in ratio_columns(mtraces, "yappi" in t):
+        line += f" {r[col]:>{max(len(col), 6)}.2f}"
     return line
+
+
+# The targets the summary checks, on wall time: mtrace's overhead at most
+# this share of cProfile's (3.12+ and 3.11), at most yappi's, and at most
+# this multiple of the floor's.
+TARGET_CP = 0.8 if MONITORING else 1.0
+TARGET_YAPPI = 1.0
+TARGET_FLOOR = 1.5
+
+
+def summary(rows, mtraces):
+    """One line per target: met or missed, with the workloads that miss
+    it and their ratio (``mtrace``, the default; ``mtrace fast`` too on
+    3.12+)."""
+    checks = [(name + "/cP", TARGET_CP) for name in mtraces]
+    checks += [(name + "/yappi", TARGET_YAPPI) for name in mtraces]
+    checks.append(("mtrace/floor", TARGET_FLOOR))
+    lines = []
+    for col, target in checks:
+        got = [(label, r[col]) for label, r in rows if col in r]
+        if not got:
+            lines.append(f"  {col} <= {target}: not measured (pip install yappi)")
+            continue
+        missed = [(label, v) for label, v in got if not v <= target]
+        verdict = "met" if not missed else "MISSED on " + "; ".join(
+            f"{label} ({v:.2f})" for label, v in missed)
+        worst = max(v for _, v in got)
+        lines.append(f"  {col} <= {target}: {verdict} (worst {worst:.2f})")
+    return lines
 
 
 def empty_region(directory, rounds):
@@ -255,6 +316,8 @@ def main():
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--fib", type=int, default=25, help="fib(N) on one thread")
     parser.add_argument("--tasks", type=int, default=10000, help="asyncio tasks")
+    parser.add_argument("--only", metavar="TEXT",
+                        help="only the workloads whose label contains TEXT (e.g. asyncio)")
     args = parser.parse_args()
     print(f"CPython {sys.version.split()[0]}, mtrace backend: {mtrace._mtrace.BACKEND}, "
           f"{os.cpu_count()} CPUs, median of {args.rounds} rounds, wall time")
@@ -271,23 +334,28 @@ def main():
             (f"4 threads: fib({args.fib - 3}) + 20000 builtin calls", workload_threads),
             (f"{args.tasks} asyncio tasks", workload_tasks),
         ]
+        if args.only:
+            workloads = [w for w in workloads if args.only in w[0]]
         mtraces = [p.name for p in profilers if p.name.startswith("mtrace")]
         header = f"{'workload':42} {'none':>7}" + "".join(
             f" {'+' + p.name:>13}" for p in profilers[1:])
-        header += "".join(f" {'ratio ' + name[7:] if name != 'mtrace' else 'ratio':>11}"
-                          for name in mtraces)
-        header += f" {'floor/cP':>9} {'mtrace/floor':>12}"
-        print("overhead = profiled - unprofiled (ms); ratio = mtrace's overhead / cProfile's; "
-              "floor/cP = hooks that do nothing / cProfile")
+        header += "".join(f" {col:>{max(len(col), 6)}}"
+                          for col in ratio_columns(mtraces, yappi is not None))
+        print("overhead = profiled - unprofiled (ms); a/b = a's overhead / b's "
+              "(cP: cProfile; floor: hooks that do nothing)")
         print(header)
         rows = []
         for label, workload in workloads:
             wall, cpu = measure(workload, args, profilers, args.rounds)
-            rows.append((label, cpu))
+            rows.append((label, wall, cpu))
             print(row(label, wall, profilers, mtraces), flush=True)
         print("the same runs in CPU time of the process (less disturbed by other load):")
-        for label, cpu in rows:
+        for label, _, cpu in rows:
             print(row(label, cpu, profilers, mtraces))
+        print("targets, wall time:")
+        for line in summary([(label, ratios(wall, mtraces)) for label, wall, _ in rows],
+                            mtraces):
+            print(line)
         same, fresh = empty_region(directory, args.rounds)
         print(f"enable()+disable() of an empty region: {same * 1e3:.2f} ms (same file each time), "
               f"{fresh * 1e3:.2f} ms (a new file each time)")
