@@ -15,7 +15,7 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 
-use crate::util::{mtanalyze, repo_file, TempDir};
+use crate::util::{mtanalyze, python_with, repo_file, TempDir};
 
 /// A function name that would end the data's script element if it were
 /// not escaped.
@@ -325,50 +325,9 @@ fn browser() -> Result<PathBuf, String> {
                     chromium.display()
                 ));
             }
-            let target = Path::new(env!("CARGO_BIN_EXE_mtanalyze"))
-                .ancestors()
-                .nth(2)
-                .ok_or("no target directory")?;
-            let venv = target.join("playwright-venv");
-            let python = venv.join("bin/python");
-            let has = || {
-                Command::new(&python)
-                    .args(["-c", "import playwright.sync_api"])
-                    .output()
-                    .is_ok_and(|o| o.status.success())
-            };
-            if has() {
-                return Ok(python);
-            }
-            let run = |c: &mut Command, what: &str| match c.output() {
-                Ok(o) if o.status.success() => Ok(()),
-                Ok(o) => Err(format!(
-                    "{what} failed: {}",
-                    String::from_utf8_lossy(&o.stderr).trim()
-                )),
-                Err(e) => Err(format!("{what}: {e}")),
-            };
-            run(
-                Command::new("python3").args(["-m", "venv"]).arg(&venv),
-                "python3 -m venv",
-            )?;
             // Only the Python package: its browsers are never downloaded
             // (`playwright install` is not run), Debian's Chromium is used.
-            run(
-                Command::new(&python).args([
-                    "-m",
-                    "pip",
-                    "install",
-                    "--quiet",
-                    "--disable-pip-version-check",
-                    "playwright",
-                ]),
-                "pip install playwright",
-            )?;
-            match has() {
-                true => Ok(python),
-                false => Err("playwright installed but cannot be imported".into()),
-            }
+            python_with("playwright-venv", "playwright", "playwright.sync_api")
         })
         .clone()
 }

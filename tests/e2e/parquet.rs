@@ -44,7 +44,7 @@ mod tables {
     use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
     use serde_json::{json, Value};
 
-    use crate::util::{mtanalyze, repo_file, vector, TempDir};
+    use crate::util::{mtanalyze, python_with, repo_file, vector, TempDir};
 
     const TABLES: [&str; 6] = [
         "traces",
@@ -211,51 +211,7 @@ mod tables {
     fn duckdb_python() -> Result<PathBuf, String> {
         static PYTHON: OnceLock<Result<PathBuf, String>> = OnceLock::new();
         PYTHON
-            .get_or_init(|| {
-                // target/debug/mtanalyze -> target/duckdb-venv
-                let target = Path::new(env!("CARGO_BIN_EXE_mtanalyze"))
-                    .ancestors()
-                    .nth(2)
-                    .ok_or("no target directory")?;
-                let venv = target.join("duckdb-venv");
-                let python = venv.join("bin/python");
-                let has_duckdb = || {
-                    Command::new(&python)
-                        .args(["-c", "import duckdb"])
-                        .output()
-                        .is_ok_and(|o| o.status.success())
-                };
-                if has_duckdb() {
-                    return Ok(python);
-                }
-                let run = |c: &mut Command, what: &str| match c.output() {
-                    Ok(o) if o.status.success() => Ok(()),
-                    Ok(o) => Err(format!(
-                        "{what} failed: {}",
-                        String::from_utf8_lossy(&o.stderr).trim()
-                    )),
-                    Err(e) => Err(format!("{what}: {e}")),
-                };
-                run(
-                    Command::new("python3").args(["-m", "venv"]).arg(&venv),
-                    "python3 -m venv",
-                )?;
-                run(
-                    Command::new(&python).args([
-                        "-m",
-                        "pip",
-                        "install",
-                        "--quiet",
-                        "--disable-pip-version-check",
-                        "duckdb",
-                    ]),
-                    "pip install duckdb",
-                )?;
-                match has_duckdb() {
-                    true => Ok(python),
-                    false => Err("duckdb installed but cannot be imported".into()),
-                }
-            })
+            .get_or_init(|| python_with("duckdb-venv", "duckdb", "duckdb"))
             .clone()
     }
 

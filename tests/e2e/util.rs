@@ -324,3 +324,54 @@ pub fn json_report(trace: &Path, clock: &str) -> serde_json::Value {
     .success()
     .json()
 }
+
+/// The Python of a virtual environment `target/VENV` holding PyPI's
+/// `package` (importable as `module`), made and installed on first use,
+/// or why it cannot be had (no python3, no venv module, no registry).
+pub fn python_with(venv: &str, package: &str, module: &str) -> Result<PathBuf, String> {
+    // target/debug/mtanalyze -> target/
+    let target = Path::new(env!("CARGO_BIN_EXE_mtanalyze"))
+        .ancestors()
+        .nth(2)
+        .ok_or("no target directory")?;
+    let venv = target.join(venv);
+    let python = venv.join("bin/python");
+    let has = || {
+        Command::new(&python)
+            .args(["-c", &format!("import {module}")])
+            .output()
+            .is_ok_and(|o| o.status.success())
+    };
+    if has() {
+        return Ok(python);
+    }
+    let run = |c: &mut Command, what: &str| match c.output() {
+        Ok(o) if o.status.success() => Ok(()),
+        Ok(o) => Err(format!(
+            "{what} failed: {}",
+            String::from_utf8_lossy(&o.stderr).trim()
+        )),
+        Err(e) => Err(format!("{what}: {e}")),
+    };
+    run(
+        Command::new("python3").args(["-m", "venv"]).arg(&venv),
+        "python3 -m venv",
+    )?;
+    run(
+        Command::new(&python).args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            package,
+        ]),
+        &format!("pip install {package}"),
+    )?;
+    match has() {
+        true => Ok(python),
+        false => Err(format!(
+            "{package} installed but {module} cannot be imported"
+        )),
+    }
+}
