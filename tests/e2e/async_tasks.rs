@@ -62,12 +62,17 @@ fn each_task_keeps_its_frames_and_its_waits_are_paused() {
         assert_eq!((f.ncalls, f.primitive_calls), (n, n), "{name}");
     }
     // The awaited sleep is paused time of the frames open across it, not
-    // time spent in them.
+    // time spent in them. What the program's order guarantees is only that
+    // each such frame spans its sleep: on a loaded machine the thread can
+    // be descheduled inside the poll that starts the sleep, and the
+    // deadline then passes while the stack counts as running.
     for name in ["handle", "fetch"] {
         let f = function(&stack, name);
+        assert!(f.paused_ns > 0, "{name}: never paused");
         assert!(
-            f.paused_ns >= waited,
-            "{name}: paused {} < {waited}",
+            f.cumtime_ns + f.paused_ns >= waited,
+            "{name}: cumtime {} + paused {} < {waited}",
+            f.cumtime_ns,
             f.paused_ns
         );
     }
@@ -85,7 +90,12 @@ fn each_task_keeps_its_frames_and_its_waits_are_paused() {
         // render) is two deep; four frames, eight events.
         assert!(s.switches_in >= 2, "{s:?}");
         assert_eq!((s.max_depth, s.events), (2, 8), "{s:?}");
-        assert!(s.paused_ns >= service.wait.as_nanos() as u64, "{s:?}");
+        // Switched out across the sleep; its life spans the sleep (see above).
+        assert!(s.paused_ns > 0, "{s:?}");
+        assert!(
+            s.running_ns + s.paused_ns >= service.wait.as_nanos() as u64,
+            "{s:?}"
+        );
     }
     let edge = stack
         .edges
