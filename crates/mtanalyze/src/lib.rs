@@ -45,7 +45,7 @@ pub mod view;
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
 
-pub use analysis::timeline::{Pause, StackActivity, Timelines};
+pub use analysis::timeline::Timelines;
 pub use analysis::{
     analyze, analyze_batched, analyze_compact, analyze_each, analyze_each_compact,
     analyze_each_stack, analyze_each_stack_with, analyze_each_summed, analyze_in_stages,
@@ -61,6 +61,7 @@ pub use model::diff::{
     diff, DiffOptions, DiffReport, EdgeDelta, EdgeDiff, EdgeSide, FunctionDelta, FunctionDiff,
     FunctionSide, Match, PathDiff,
 };
+pub use model::functions::{EntryKey, FunctionEntry};
 pub use model::gate::{gate, GateBreach, GateChange, GateError, GateField, GateOp, GateRule};
 pub use model::marks::Mark;
 pub use model::merge::{merge, Merged, Sums};
@@ -69,4 +70,8 @@ pub use model::report::{
     StackStats, ThreadList, ThreadSummary, TimeWindow, TraceSummary, Warning,
 };
 pub use model::runs::{attach_ranges, runs, Runs};
+pub use model::timeline::{
+    ClosedFrame, Pause, Slice, SliceKind, StackActivity, StackTimeline, TimelineSource,
+    TimelineStack,
+};
 pub use model::warnings::WarningKind;

@@ -15,6 +15,7 @@ use rustc_hash::FxHashMap;
 
 use crate::analysis::paths::{PathTree, ROOT};
 use crate::analysis::window::{Span, Window};
+pub(crate) use crate::model::timeline::ClosedFrame;
 use crate::model::warnings::WarningKind;
 
 /// Totals of one function.
@@ -290,35 +291,6 @@ pub(crate) struct Frame {
     /// The stack's scheduled clock ([`FrameStack::scheduled`]) at entry.
     enter_s: u64,
     child_active: u64,
-}
-
-/// A frame as it closes, with the numbers the statistics add up: summed
-/// by function, `self_ns` is `tottime`, and `active_ns` and `paused_ns` of
-/// the frames that are not `recursive` are `cumtime` and `paused`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(not(any(test, feature = "parquet")), allow(dead_code))]
-pub(crate) struct ClosedFrame {
-    /// The function (dense index).
-    pub func: u32,
-    /// The function of the frame it was called from (`None` at the root).
-    pub parent: Option<u32>,
-    /// Frames open below it.
-    pub depth: u32,
-    /// When it was entered, ns from time zero (clamped to the time window).
-    pub enter_ns: u64,
-    /// When it was left (never before `enter_ns`; clamped likewise).
-    pub exit_ns: u64,
-    /// Time its stack ran while it was open, under the clock.
-    pub active_ns: u64,
-    /// `active_ns` minus its direct children's.
-    pub self_ns: u64,
-    /// Time it was open while its stack did not run.
-    pub paused_ns: u64,
-    /// A frame of the same function was open below it.
-    pub recursive: bool,
-    /// It was entered inside the time window, so its call counts (always,
-    /// without a window); else it shows only its time inside the window.
-    pub counted: bool,
 }
 
 /// Sees every frame and every running stretch of a stack as the replay

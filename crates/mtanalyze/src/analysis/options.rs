@@ -8,7 +8,9 @@ use crate::analysis::decode::StackNames;
 use crate::analysis::paths::RecursionCollapse;
 use crate::analysis::segment::StackKey;
 use crate::analysis::window::Window;
-use crate::model::report::{Clock, StackRows, StackStats};
+use crate::model::report::{Clock, StackRows};
+pub(crate) use crate::model::sink::NoSink;
+pub use crate::model::sink::StackSink;
 
 /// What to analyze and how.
 #[derive(Clone, Debug, Default)]
@@ -32,25 +34,6 @@ pub struct AnalyzeOptions {
     pub to: Option<TimeBound>,
     /// Keep a row per stack in the report, or only count the stacks.
     pub stack_rows: StackRows,
-}
-
-/// Where [`crate::analyze_each_stack`] hands the stacks' rows.
-pub trait StackSink {
-    /// One stack's row, named as the report names it. A streamed analysis
-    /// hands them as their stacks finish (in no particular order), the
-    /// batch analysis in the report's order.
-    fn row(&mut self, row: StackStats);
-    /// Forget every row handed so far: the analysis starts over (a
-    /// streamed analysis met something only the batch analysis handles).
-    fn restart(&mut self);
-}
-
-/// A [`StackSink`] that drops every row.
-pub(crate) struct NoSink;
-
-impl StackSink for NoSink {
-    fn row(&mut self, _: StackStats) {}
-    fn restart(&mut self) {}
 }
 
 /// One end of a time window.

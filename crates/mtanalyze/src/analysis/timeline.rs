@@ -22,74 +22,19 @@
 //! exports, one stack at a time, so memory grows with the largest stack,
 //! not the trace.
 
-use crate::analysis::decode::FunctionEntry;
-pub(crate) use crate::analysis::frames::ClosedFrame;
 use crate::analysis::frames::Observer;
 use crate::analysis::options::{AnalyzeError, AnalyzeOptions};
 use crate::analysis::paths::ROOT;
 use crate::analysis::replay::stack_name;
 use crate::analysis::stacks::Analysis;
 use crate::input::LoadedTrace;
+use crate::model::functions::FunctionEntry;
 use crate::model::report::Clock;
+use crate::model::timeline::{
+    ClosedFrame, Pause, Slice, SliceKind, StackActivity, StackTimeline, TimelineSource,
+    TimelineStack,
+};
 use crate::model::warnings::Warnings;
-
-/// What a slice stands for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum SliceKind {
-    /// A frame of the function with this index in [`Timelines::functions`].
-    Frame(u32),
-    /// A stretch during which the stack did not run.
-    Paused,
-}
-
-/// One interval on a stack's timeline.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Slice {
-    /// A frame or a paused stretch.
-    pub kind: SliceKind,
-    /// Slices open around it (0: a root).
-    pub depth: u32,
-    /// Start, ns from time zero.
-    pub start_ns: u64,
-    /// End, ns from time zero (never before the start).
-    pub end_ns: u64,
-}
-
-/// One stack's slices, in pre-order: by start time, an enclosing slice
-/// before the slices inside it. Slices nest properly: each lies within the
-/// nearest earlier slice of smaller depth.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct StackTimeline {
-    /// The slices.
-    pub slices: Vec<Slice>,
-    /// When the stack first ran.
-    pub start_ns: u64,
-    /// Its last switch away, or the end of the trace if frames were open there.
-    pub end_ns: u64,
-}
-
-/// A stack the timelines cover.
-#[derive(Clone, Debug)]
-pub(crate) struct TimelineStack {
-    /// `thread:<tid>` or `stack:<id>`.
-    pub id: String,
-    /// Its recorded name ("" if none).
-    pub name: String,
-    /// About how many events its replay reads (for progress).
-    pub events: u64,
-}
-
-impl TimelineStack {
-    /// The name if there is one, else the id (what reports call a stack).
-    #[cfg(test)]
-    pub(crate) fn label(&self) -> &str {
-        if self.name.is_empty() {
-            &self.id
-        } else {
-            &self.name
-        }
-    }
-}
 
 /// A decoded, segmented trace ready to replay stack by stack.
 pub struct Timelines<'a> {
@@ -124,40 +69,40 @@ impl<'a> Timelines<'a> {
     /// Events in the selected stacks (a progress bar's total: the exports
     /// report every stack's events as they write it).
     pub fn events(&self) -> u64 {
-        self.stacks().iter().map(|s| s.events).sum()
+        self.stacks.iter().map(|s| s.events).sum()
     }
+}
 
-    /// Where the trace came from (a path).
-    pub(crate) fn source(&self) -> &str {
+impl TimelineSource for Timelines<'_> {
+    fn source(&self) -> &str {
         &self.source
     }
 
     /// The recorded process id (0 if unknown).
-    pub(crate) fn pid(&self) -> u32 {
+    fn pid(&self) -> u32 {
         self.analysis.decoded().file.header().pid
     }
 
     /// The clock that decides when stacks are paused.
-    pub(crate) fn clock(&self) -> Clock {
+    fn clock(&self) -> Clock {
         self.analysis.clock()
     }
 
     /// Every function, by the index [`SliceKind::Frame`] holds.
-    pub(crate) fn functions(&self) -> &[FunctionEntry<'_>] {
+    fn functions(&self) -> &[FunctionEntry<'_>] {
         self.analysis.functions().entries()
     }
 
     /// The selected stacks: threads' own stacks by thread id, then logical
     /// stacks by id (the order of [`crate::Report::stacks`]).
-    pub(crate) fn stacks(&self) -> &[TimelineStack] {
+    fn stacks(&self) -> &[TimelineStack] {
         &self.stacks
     }
 
     /// Replays stack `index` of [`Timelines::stacks`] through the engine,
     /// handing `each` every frame as it closes (innermost first), with the
     /// numbers the report sums. Nothing for an index out of range.
-    #[cfg(any(test, feature = "parquet"))]
-    pub(crate) fn frames(&self, index: usize, each: &mut dyn FnMut(&ClosedFrame)) {
+    fn frames(&self, index: usize, each: &mut dyn FnMut(&ClosedFrame)) {
         let mut seen = EachFrame(each);
         let mut tally = self.analysis.new_tally(false);
         let mut warnings = Warnings::default();
@@ -170,7 +115,7 @@ impl<'a> Timelines<'a> {
     /// Replays stack `index` of [`Timelines::stacks`] through the engine,
     /// keeping every frame and running stretch (an empty timeline for an
     /// index out of range).
-    pub(crate) fn stack(&self, index: usize) -> StackTimeline {
+    fn stack(&self, index: usize) -> StackTimeline {
         let mut seen = Collect::default();
         let mut tally = self.analysis.new_tally(false);
         let mut warnings = Warnings::default();
@@ -188,47 +133,6 @@ impl<'a> Timelines<'a> {
             end_ns: seen.life.1,
         }
     }
-}
-
-/// What one stack did over time, without its frames: when it ran, when it
-/// was paused (and woken), and on which threads. The HTML page's timeline
-/// draws these; [`Timelines::activities`] makes them. All times are ns
-/// from time zero, clipped to the time window.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct StackActivity {
-    /// `thread:<tid>` or `stack:<id>`.
-    pub id: String,
-    /// Its recorded name ("" if none).
-    pub name: String,
-    /// When it first ran.
-    pub start_ns: u64,
-    /// Its last switch away, or the end of the trace if frames were open there.
-    pub end_ns: u64,
-    /// The stretches threads spent on it (thread id, start, end): wall
-    /// time on the thread, in time order.
-    pub on_threads: Vec<(u64, u64, u64)>,
-    /// The stretches it ran under the clock, in time order.
-    pub running: Vec<(u64, u64)>,
-    /// The stretches it did not run, between `start_ns` and `end_ns`.
-    pub paused: Vec<Pause>,
-    /// Stretches were merged: a pause shorter than this is counted in the
-    /// running stretch around it, and a thread's stretches closer than
-    /// this are one (0: nothing merged). Set when a stack has more
-    /// stretches than asked for.
-    pub merged_below_ns: u64,
-}
-
-/// A stretch during which a stack did not run.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Pause {
-    /// Its start (the switch away).
-    pub start_ns: u64,
-    /// Its end (the stack ran again, or its life ended).
-    pub end_ns: u64,
-    /// The first wake of the stack's task in it: from there to the end it
-    /// was scheduled (ready, waiting for a thread), before it waiting.
-    /// `None`: no wake (or a trace without wakes): all of it waiting.
-    pub woken_ns: Option<u64>,
 }
 
 impl Timelines<'_> {
@@ -335,10 +239,8 @@ fn merge_spans(sorted: &[(u64, u64, u64)], below: u64) -> Vec<(u64, u64, u64)> {
 }
 
 /// Hands each frame to a closure as it closes.
-#[cfg(any(test, feature = "parquet"))]
 struct EachFrame<'f>(&'f mut dyn FnMut(&ClosedFrame));
 
-#[cfg(any(test, feature = "parquet"))]
 impl Observer for EachFrame<'_> {
     fn frame(&mut self, f: &ClosedFrame) {
         (self.0)(f);

@@ -33,6 +33,8 @@ use mtrace_format::{
     ClockInfo, EventKind, FunctionId, StackId, ThreadId, TraceWriter, WriterOptions,
 };
 
+use crate::model::timeline::PAUSED_CATEGORY;
+
 /// Why a file could not be imported.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ImportError {
@@ -47,11 +49,6 @@ impl std::fmt::Display for ImportError {
 }
 
 impl std::error::Error for ImportError {}
-
-/// The `cat` of the slices `mtanalyze export --format chrome` writes for a
-/// stack's paused stretches: imported as a switch away from the thread's
-/// stack and back, so an exported trace reads back with the same numbers.
-pub(crate) const PAUSED_CATEGORY: &str = "mtrace.paused";
 
 #[derive(Deserialize)]
 struct ObjectForm {

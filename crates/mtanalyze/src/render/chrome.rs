@@ -37,8 +37,7 @@ use std::io::{self, Write};
 
 use serde::Serialize;
 
-use crate::analysis::timeline::{SliceKind, TimelineStack, Timelines};
-use crate::input::chrome::PAUSED_CATEGORY;
+use crate::model::timeline::{SliceKind, TimelineSource, TimelineStack, PAUSED_CATEGORY};
 
 #[derive(Serialize)]
 struct Meta<'a, A: Serialize> {
@@ -103,7 +102,7 @@ pub(crate) fn track_name(stack: &TimelineStack) -> String {
 /// number of events its replay read.
 pub fn chrome(
     out: &mut dyn Write,
-    t: &Timelines<'_>,
+    t: &dyn TimelineSource,
     progress: &mut dyn FnMut(u64),
 ) -> io::Result<()> {
     let pid = if t.pid() == 0 { 1 } else { t.pid() };

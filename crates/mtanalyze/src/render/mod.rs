@@ -11,7 +11,8 @@
 //!   timeline; a diff page) with the data inlined as JSON.
 //! * [`flamegraph`]: flame graph SVGs (through `inferno`), plain and differential.
 //! * [`chrome`], [`speedscope`]: the timeline exports, from a
-//!   [`crate::analysis::timeline::Timelines`] rather than a report.
+//!   [`crate::TimelineSource`] (the analysis's
+//!   [`crate::Timelines`]) rather than a report.
 //! * [`callgrind`]: the callgrind format for KCachegrind.
 //! * [`pprof`]: a gzipped `profile.proto` for `go tool pprof`.
 //! * `parquet` (the `parquet` feature): a directory of Parquet tables for

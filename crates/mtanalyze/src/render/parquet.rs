@@ -42,8 +42,8 @@ use parquet::basic::Compression;
 use parquet::errors::ParquetError;
 use parquet::file::properties::WriterProperties;
 
-use crate::analysis::timeline::{ClosedFrame, Timelines};
 use crate::model::report::Report;
+use crate::model::timeline::{ClosedFrame, TimelineSource};
 
 /// Rows gathered before they go to the writer.
 const BATCH: usize = 64 * 1024;
@@ -534,7 +534,7 @@ impl ParquetTables {
     pub fn add_frames(
         &mut self,
         report: &Report,
-        timelines: &Timelines<'_>,
+        timelines: &dyn TimelineSource,
         progress: &mut dyn FnMut(u64),
     ) -> Result<(), ParquetExportError> {
         let Some(table) = &mut self.frames else {

@@ -19,7 +19,7 @@ use std::io::{self, Write};
 use serde::Serialize;
 
 use super::chrome::{json, track_name, JsonList};
-use crate::analysis::timeline::{SliceKind, Timelines};
+use crate::model::timeline::{SliceKind, TimelineSource};
 
 /// The name of the frame that stands for a paused stretch.
 pub(crate) const PAUSED_FRAME: &str = "[paused]";
@@ -45,7 +45,7 @@ struct Event {
 /// number of events its replay read.
 pub fn speedscope(
     out: &mut dyn Write,
-    t: &Timelines<'_>,
+    t: &dyn TimelineSource,
     progress: &mut dyn FnMut(u64),
 ) -> io::Result<()> {
     out.write_all(

@@ -18,8 +18,8 @@ use std::collections::BinaryHeap;
 use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Seek, Write};
 
-use crate::analysis::StackSink;
 use crate::model::report::{StackKey, StackName, StackStats, ThreadList};
+use crate::model::sink::StackSink;
 
 /// What [`SortedRows::new`] holds before writing a run: 2 MB, some
 /// 15,000 rows of short-named tasks.

@@ -23,10 +23,10 @@ use std::io::{self, Write};
 use serde::Serialize;
 use serde_json::{json, Value};
 
-use crate::analysis::timeline::StackActivity;
 use crate::model::diff::DiffReport;
 use crate::model::gate::GateBreach;
 use crate::model::report::{CallPath, Report};
+use crate::model::timeline::StackActivity;
 use crate::view::{self, DiffViewOptions, ViewOptions};
 
 const PAGE_HTML: &str = include_str!("page.html");
