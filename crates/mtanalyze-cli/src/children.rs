@@ -3,7 +3,10 @@
 //! it, and a child that could not record leaves `NAME.pid<PID>.failed`, a
 //! line saying why. `mtanalyze NAME.EXT` reports the whole process tree
 //! (the several-traces merge; `--by-trace` shows each process) unless
-//! `--no-children`.
+//! `--no-children`. A child's file that holds no trace (a worker killed
+//! while it started, before its recording began: `with Pool` terminates
+//! its pool) is left out with the same warning, not a failure of the
+//! parent's report.
 
 use std::path::{Path, PathBuf};
 
@@ -18,12 +21,17 @@ pub(crate) struct Children {
     pub(crate) failures: Vec<String>,
 }
 
+/// Whether `text` is a process id: digits, at least one.
+fn is_pid(text: &str) -> bool {
+    !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit())
+}
+
 /// Whether `name` is `stem.pid<digits>suffix`.
 fn is_child_name(name: &str, stem: &str, suffix: &str) -> bool {
     name.strip_prefix(stem)
         .and_then(|rest| rest.strip_prefix(".pid"))
         .and_then(|rest| rest.strip_suffix(suffix))
-        .is_some_and(|pid| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
+        .is_some_and(is_pid)
 }
 
 /// The children of each of `traces` that is itself no child's trace.
@@ -40,10 +48,7 @@ pub(crate) fn find(traces: &[PathBuf]) -> Children {
             .and_then(|e| e.to_str())
             .map_or(String::new(), |e| format!(".{e}"));
         // A child's own trace: its siblings belong to its parent.
-        if stem
-            .rsplit_once(".pid")
-            .is_some_and(|(_, pid)| !pid.is_empty() && pid.bytes().all(|b| b.is_ascii_digit()))
-        {
+        if stem.rsplit_once(".pid").is_some_and(|(_, pid)| is_pid(pid)) {
             continue;
         }
         let folder = if folder.as_os_str().is_empty() {
@@ -71,8 +76,15 @@ pub(crate) fn find(traces: &[PathBuf]) -> Children {
         names.sort();
         for (path, is_trace) in names {
             if is_trace {
-                if !traces.contains(&path) && !found.traces.contains(&path) {
-                    found.traces.push(path);
+                if traces.contains(&path) || found.traces.contains(&path) {
+                    continue;
+                }
+                match mtanalyze::load(&path) {
+                    Ok(_) => found.traces.push(path),
+                    Err(e) => found.failures.push(format!(
+                        "{} holds no trace (the process ended before it recorded): {e}",
+                        path.display()
+                    )),
                 }
             } else if let Ok(text) = std::fs::read_to_string(&path) {
                 found.failures.extend(
@@ -118,9 +130,16 @@ mod tests {
     fn a_trace_brings_its_children_and_their_failures() {
         let dir = tempfile_dir();
         let touch = |name: &str, text: &str| std::fs::write(dir.join(name), text).unwrap();
-        touch("run.bin", "");
-        touch("run.pid20.bin", "");
-        touch("run.pid3.bin", "");
+        let trace = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../sample-traces/workload.bin"
+        );
+        let copy = |name: &str| std::fs::copy(trace, dir.join(name)).unwrap();
+        copy("run.bin");
+        copy("run.pid20.bin");
+        copy("run.pid3.bin");
+        // Killed before its recording began.
+        touch("run.pid8.bin", "");
         touch("run.pid9.failed", "process 9 could not record: disk full\n");
         touch("runner.pid4.bin", "");
         touch("run.pid5.json", "");
@@ -129,10 +148,16 @@ mod tests {
             found.traces,
             vec![dir.join("run.pid20.bin"), dir.join("run.pid3.bin")]
         );
-        assert_eq!(
-            found.failures,
-            vec!["process 9 could not record: disk full"]
+        assert_eq!(found.failures.len(), 2, "{:?}", found.failures);
+        assert!(
+            found.failures[0].starts_with(&format!(
+                "{} holds no trace",
+                dir.join("run.pid8.bin").display()
+            )),
+            "{:?}",
+            found.failures
         );
+        assert_eq!(found.failures[1], "process 9 could not record: disk full");
         // A child's trace given alone is that process alone.
         assert!(find(&[dir.join("run.pid3.bin")]).traces.is_empty());
         std::fs::remove_dir_all(&dir).unwrap();
