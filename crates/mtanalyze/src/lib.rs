@@ -50,7 +50,7 @@ pub use analysis::{
     analyze, analyze_batched, analyze_compact, analyze_each, analyze_each_compact,
     analyze_each_stack, analyze_each_stack_with, analyze_each_summed, analyze_in_stages,
     analyze_streamed_with, check, marks, AnalyzeError, AnalyzeOptions, PathMode, RecursionCollapse,
-    StackSink, TimeBound, TraceError,
+    TimeBound, TraceError,
 };
 pub use input::chrome::ImportError;
 pub use input::jsonl::{to_binary as jsonl_to_binary, JsonlError};
@@ -70,6 +70,7 @@ pub use model::report::{
     StackStats, ThreadList, ThreadSummary, TimeWindow, TraceSummary, Warning,
 };
 pub use model::runs::{attach_ranges, runs, Runs};
+pub use model::sink::StackSink;
 pub use model::timeline::{
     ClosedFrame, Pause, Slice, SliceKind, StackActivity, StackTimeline, TimelineSource,
     TimelineStack,

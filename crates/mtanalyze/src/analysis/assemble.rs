@@ -5,7 +5,7 @@
 //! [`CompactReport`]): a merge of many traces sums them by number, and
 //! [`CompactReport::into_report`] makes them rows for everyone else.
 
-use crate::analysis::decode::{Decoded, FunctionEntry, FunctionTable};
+use crate::analysis::decode::{Decoded, FunctionTable};
 use crate::analysis::frames::{Acc, EdgeAcc, FnAcc, Tally};
 use crate::analysis::marks::to_marks;
 use crate::analysis::options::{AnalyzeOptions, PathMode};
@@ -16,6 +16,7 @@ use crate::analysis::segment::StackKey;
 use crate::analysis::stacks::Analysis;
 use crate::input::LoadedTrace;
 use crate::model::compact::{CompactReport, NumberedEdge};
+use crate::model::functions::FunctionEntry;
 use crate::model::merge::Sums;
 use crate::model::report::{
     CallPath, Clock, FunctionStats, Report, StackName, StackRows, StackStats, TimeWindow,

@@ -21,7 +21,7 @@ use mtrace_format::{
     StackId, ThreadId, TickScale, TraceFile,
 };
 
-pub(crate) use crate::model::functions::{EntryKey, FunctionEntry};
+use crate::model::functions::{EntryKey, FunctionEntry};
 use crate::model::merge::Sums;
 use crate::model::report::{FunctionKey, StackName};
 

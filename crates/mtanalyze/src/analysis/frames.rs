@@ -15,7 +15,7 @@ use rustc_hash::FxHashMap;
 
 use crate::analysis::paths::{PathTree, ROOT};
 use crate::analysis::window::{Span, Window};
-pub(crate) use crate::model::timeline::ClosedFrame;
+use crate::model::timeline::ClosedFrame;
 use crate::model::warnings::WarningKind;
 
 /// Totals of one function.

@@ -59,7 +59,7 @@ mod window;
 pub use check::check;
 pub use many::{analyze_each, analyze_each_compact, analyze_each_summed, TraceError};
 pub use marks::marks;
-pub use options::{AnalyzeError, AnalyzeOptions, PathMode, StackSink, TimeBound};
+pub use options::{AnalyzeError, AnalyzeOptions, PathMode, TimeBound};
 pub use paths::RecursionCollapse;
 pub use pipeline::{
     analyze, analyze_batched, analyze_compact, analyze_each_stack, analyze_each_stack_with,

@@ -9,8 +9,6 @@ use crate::analysis::paths::RecursionCollapse;
 use crate::analysis::segment::StackKey;
 use crate::analysis::window::Window;
 use crate::model::report::{Clock, StackRows};
-pub(crate) use crate::model::sink::NoSink;
-pub use crate::model::sink::StackSink;
 
 /// What to analyze and how.
 #[derive(Clone, Debug, Default)]

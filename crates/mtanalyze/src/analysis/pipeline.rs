@@ -23,7 +23,7 @@ use crate::analysis::assemble::{assemble, fold_numbered, EdgeTotals, Rows, Sourc
 use crate::analysis::cut::OwnReplay;
 use crate::analysis::decode::Numbering;
 use crate::analysis::frames::{Acc, NoObserver, Tally};
-use crate::analysis::options::{AnalyzeError, AnalyzeOptions, NoSink, PathMode, StackSink};
+use crate::analysis::options::{AnalyzeError, AnalyzeOptions, PathMode};
 use crate::analysis::paths::{ROOT, STACK_LABEL};
 use crate::analysis::prepare::Fuse;
 use crate::analysis::replay::{StackReplay, StackTotals};
@@ -34,6 +34,7 @@ use crate::input::LoadedTrace;
 use crate::model::compact::CompactReport;
 use crate::model::merge::Sums;
 use crate::model::report::{Report, StackName, StackRows, StackStats};
+use crate::model::sink::{NoSink, StackSink};
 use crate::model::warnings::Warnings;
 
 /// Analyzes a loaded trace.

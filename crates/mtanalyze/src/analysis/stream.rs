@@ -40,7 +40,7 @@ use crate::analysis::cut::{NotStreamable, ThreadPass, ThreadStream};
 use crate::analysis::decode::{Decoded, FunctionTable, Pos};
 use crate::analysis::ends::{fits_end, ignore_end, replaces};
 use crate::analysis::frames::{Acc, NoObserver, Tally};
-use crate::analysis::options::{AnalyzeError, AnalyzeOptions, PathMode, StackSink};
+use crate::analysis::options::{AnalyzeError, AnalyzeOptions, PathMode};
 use crate::analysis::paths::ROOT;
 use crate::analysis::prepare::{decode_for, tallies_fit, Prepared};
 use crate::analysis::replay::{
@@ -51,6 +51,7 @@ use crate::analysis::window::Window;
 use crate::input::LoadedTrace;
 use crate::model::compact::CompactReport;
 use crate::model::report::{Clock, StackName, StackRows, StackStats};
+use crate::model::sink::StackSink;
 use crate::model::warnings::Warnings;
 
 /// How many events a step reads, all threads together, by default: about

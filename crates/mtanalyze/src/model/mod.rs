@@ -1,9 +1,10 @@
 //! The values the analysis produces and every renderer reads: the
 //! [`report::Report`] of one trace, the [`check::CheckReport`] of a file,
 //! the [`diff::DiffReport`] of two reports, the [`marks::Mark`]s a program
-//! recorded, the timelines the exports draw, and the warnings about damaged or unusual input. Plain data
-//! with serde shapes (`schemas/`), plus the diff of two reports and the
-//! regression gates over a diff, which need nothing else.
+//! recorded, the timelines the exports draw, and the warnings about
+//! damaged or unusual input. Plain data with serde shapes (`schemas/`),
+//! plus the diff of two reports and the regression gates over a diff,
+//! which need nothing else.
 
 pub(crate) mod check;
 pub(crate) mod compact;
