@@ -985,8 +985,8 @@ fn fuzz_regressions_never_panic_in_the_library_or_the_binary() {
                     ..Default::default()
                 };
                 if let (Ok(Some(streamed)), Ok(batch)) = (
-                    mtanalyze::analyze_streamed_with(&trace, &options, 1),
-                    mtanalyze::analyze_batched(&trace, &options),
+                    mtanalyze::testing::analyze_streamed_with(&trace, &options, 1),
+                    mtanalyze::testing::analyze_batched(&trace, &options),
                 ) {
                     assert!(streamed == batch, "{name}, clock {clock}: streamed differs");
                 }

@@ -95,6 +95,7 @@ fn parquet(args: &ExportArgs) -> Result<(), Failure> {
     use std::path::Path;
 
     use mtanalyze::render::parquet::ParquetTables;
+    use mtanalyze::ManyTraces;
 
     use crate::{each_report, expand_traces};
 
@@ -117,21 +118,20 @@ fn parquet(args: &ExportArgs) -> Result<(), Failure> {
     let mut tables = ParquetTables::create(dir, args.frames).map_err(message)?;
     let progress = Progress::spinner(format!("exporting {} traces", traces.len()));
     let several = traces.len() > 1;
-    let written = each_report(&traces, &options, |path, report| {
-        let report = report.into_report();
-        tables.add(&report).map_err(message)?;
+    let written = each_report(&traces, &options, ManyTraces::Report, |path, report| {
+        tables.add(report).map_err(message)?;
         if args.frames {
             let trace = load(path)?;
             let timelines = Timelines::new(&trace, &options).map_err(message)?;
             tables
-                .add_frames(&report, &timelines, &mut |_| {})
+                .add_frames(report, &timelines, &mut |_| {})
                 .map_err(message)?;
         }
         let prefix = path.display().to_string();
-        say_warnings(&report, several.then_some(prefix.as_str()));
+        say_warnings(report, several.then_some(prefix.as_str()));
         Ok(())
     })
-    .and_then(|()| tables.finish().map_err(message));
+    .and_then(|_| tables.finish().map_err(message));
     progress.finish();
     if written.is_err() {
         // Half-written tables would read as a (wrong) export.

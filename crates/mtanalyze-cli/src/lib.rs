@@ -47,7 +47,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Parser;
 
-use mtanalyze::{AnalyzeOptions, Clock, CompactReport, LoadedTrace, Report, Sums, TraceError};
+use mtanalyze::{AnalyzeOptions, Clock, LoadedTrace, ManyTraces, Merged, Report};
 
 use args::{Cli, Command};
 use output::{message, say, Failure};
@@ -115,14 +115,14 @@ pub(crate) fn analyze(path: &Path, options: &AnalyzeOptions) -> Result<Report, F
 }
 
 /// [`analyze`], each stack's row handed to `sink` (see
-/// [`mtanalyze::analyze_each_stack`]).
+/// [`mtanalyze::analyze_with_sink`]).
 pub(crate) fn analyze_stacks(
     path: &Path,
     options: &AnalyzeOptions,
     sink: &mut dyn mtanalyze::StackSink,
 ) -> Result<Report, Failure> {
     analyzing(path, |trace| {
-        mtanalyze::analyze_each_stack(trace, options, sink)
+        mtanalyze::analyze_with_sink(trace, options, sink)
     })
 }
 
@@ -184,55 +184,21 @@ pub(crate) fn expand_traces(args: &[PathBuf]) -> Result<Vec<PathBuf>, Failure> {
     Ok(out)
 }
 
-/// Analyzes `traces` in parallel (`mtanalyze::analyze_each_compact`),
-/// handing each report to `each` in order, its edges still numbered
-/// (`into_report` makes them rows; `Merged::add_compact` sums them as
-/// they are). A trace that fails to load or analyze is
-/// named on stderr and left out; the run fails if all do, or if the traces
-/// prefer different clocks (a sum over different clocks means nothing).
+/// Analyzes `traces` in parallel (`mtanalyze::analyze_many`), handing
+/// each report to `each` in order (what it holds: see `ManyTraces`), and
+/// returns their sum. A trace that fails to load or analyze is named on
+/// stderr and left out; the run fails if all do, or if the traces prefer
+/// different clocks (a sum over different clocks means nothing).
 pub(crate) fn each_report(
     traces: &[PathBuf],
     options: &AnalyzeOptions,
-    each: impl FnMut(&Path, CompactReport) -> Result<(), Failure>,
-) -> Result<(), Failure> {
-    each_report_with(traces, options, each, |t, o, f| {
-        mtanalyze::analyze_each_compact(t, o, f)
-    })
-}
-
-/// [`each_report`] for a caller that sums the reports into a `Merged`:
-/// the workers sum the functions, edges and call paths
-/// (`mtanalyze::analyze_each_summed`), so each report brings only what
-/// is listed trace after trace; returns the sums for `Merged::absorb`.
-pub(crate) fn each_report_summed(
-    traces: &[PathBuf],
-    options: &AnalyzeOptions,
-    each: impl FnMut(&Path, CompactReport) -> Result<(), Failure>,
-) -> Result<Sums, Failure> {
-    each_report_with(traces, options, each, |t, o, f| {
-        mtanalyze::analyze_each_summed(t, o, f)
-    })
-}
-
-/// What a report handed over by the analysis of several traces comes as.
-type Handed = Result<CompactReport, TraceError>;
-
-/// [`each_report`] with `analyze_each` running the analysis.
-fn each_report_with<S>(
-    traces: &[PathBuf],
-    options: &AnalyzeOptions,
-    mut each: impl FnMut(&Path, CompactReport) -> Result<(), Failure>,
-    analyze_each: impl FnOnce(
-        &[PathBuf],
-        &AnalyzeOptions,
-        &mut dyn FnMut(usize, &Path, Handed) -> Result<(), Failure>,
-    ) -> Result<S, Failure>,
-) -> Result<S, Failure> {
+    what: ManyTraces,
+    mut each: impl FnMut(&Path, &Report) -> Result<(), Failure>,
+) -> Result<Merged, Failure> {
     let mut errors = Vec::new();
     let mut clock: Option<Clock> = None;
-    let out = analyze_each(traces, options, &mut |_, path, r| match r {
-        Ok(compact) => {
-            let report = compact.report();
+    let merged = mtanalyze::analyze_many(traces, options, what, |_, path, r| match r {
+        Ok(report) => {
             match clock {
                 None => clock = Some(report.clock),
                 Some(c) if c != report.clock => {
@@ -244,7 +210,7 @@ fn each_report_with<S>(
                 }
                 Some(_) => {}
             }
-            each(path, compact)
+            each(path, report)
         }
         Err(e) => {
             errors.push(e.to_string());
@@ -260,5 +226,5 @@ fn each_report_with<S>(
     for e in errors {
         say(&format!("mtanalyze: {e} (left out)"));
     }
-    Ok(out)
+    Ok(merged)
 }

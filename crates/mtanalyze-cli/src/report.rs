@@ -7,9 +7,7 @@ use std::path::{Path, PathBuf};
 use crate::args::{analyze_options, rows_if, Format, ReportArgs};
 use crate::children::{self, Children};
 use crate::output::{say, Failure, Output};
-use crate::{
-    analyze, analyze_stacks, each_report, each_report_summed, expand_traces, say_warnings,
-};
+use crate::{analyze, analyze_stacks, each_report, expand_traces, say_warnings};
 use mtanalyze::render;
 use mtanalyze::view::{
     self, Direction, EdgeSelection, SortKey, SortedRows, StackView, ViewOptions,
@@ -265,21 +263,17 @@ pub(crate) fn analyze_many(
     options: &mtanalyze::AnalyzeOptions,
     keep: bool,
 ) -> Result<(Report, Vec<Report>), Failure> {
-    let mut merged = mtanalyze::Merged::new();
     let mut each = Vec::new();
-    if keep {
-        each_report(traces, options, |_, report| {
-            each.push(report.clone().into_report());
-            merged.add_compact(report);
-            Ok(())
-        })?;
-    } else {
-        let sums = each_report_summed(traces, options, |_, report| {
-            merged.add_compact(report);
-            Ok(())
-        })?;
-        merged.absorb(sums);
-    }
+    let what = match keep {
+        true => mtanalyze::ManyTraces::MergeAndReport,
+        false => mtanalyze::ManyTraces::Merge,
+    };
+    let merged = each_report(traces, options, what, |_, report| {
+        if keep {
+            each.push(report.clone());
+        }
+        Ok(())
+    })?;
     let report = merged
         .finish()
         .ok_or_else(|| Failure::Message("no trace given (see --help)".into()))?;

@@ -21,7 +21,7 @@
 //!
 //! * the merge case (`--merge N`, 1,000; `--merge-events`, 100,000 each):
 //!   N synthetic traces merged into one report the way `mtanalyze DIR`
-//!   does it (`mtanalyze::analyze_each_summed` into `mtanalyze::Merged`:
+//!   does it (`mtanalyze::analyze_many`, `ManyTraces::Merge`:
 //!   a worker per core, each analyzing its traces sequentially with tables
 //!   it reuses from trace to trace and summing their functions and edges),
 //!   against one synthetic trace of the same total events (its stacks in
@@ -62,7 +62,7 @@
 //! adds to the per-event semantics: segments, stacks, windows, the report.
 //!
 //! With `--stages`, one more run of the job per trace and clock prints
-//! where it goes, stage by stage (`mtanalyze::analyze_in_stages`): time,
+//! where it goes, stage by stage (`mtanalyze::testing::analyze_in_stages`): time,
 //! the heap still held when the stage ends and the peak during it, each
 //! also per stack (a task of the many-task trace is a stack).
 
@@ -414,7 +414,7 @@ fn analyze_json(path: &Path, clock: mtanalyze::Clock) -> (u64, usize) {
     };
     // The rows sorted as they are handed over, on disk past the budget.
     let mut rows = mtanalyze::view::SortedRows::new(mtanalyze::view::DEFAULT_BUDGET);
-    let report = mtanalyze::analyze_each_stack(&trace, &options, &mut rows).expect("analyze");
+    let report = mtanalyze::analyze_with_sink(&trace, &options, &mut rows).expect("analyze");
     let stacks = rows.len() as usize;
     let view = mtanalyze::view::ReportView::from(&report);
     let rows = rows.into_sorted().expect("sorted rows");
@@ -475,7 +475,8 @@ fn print_stages(path: &Path, clock: mtanalyze::Clock) {
         clock: Some(clock),
         ..mtanalyze::AnalyzeOptions::default()
     };
-    let report = mtanalyze::analyze_in_stages(&trace, &options, &mut done).expect("analyze");
+    let report =
+        mtanalyze::testing::analyze_in_stages(&trace, &options, &mut done).expect("analyze");
     write_json(&report);
     done("json");
     let stacks = report.stacks.len().max(1) as f64;
@@ -658,20 +659,19 @@ fn bench(path: &Path, runs: usize, clocks: &[mtanalyze::Clock], stages: bool) ->
 
 /// What `mtanalyze TRACE... --format json --clock C` does with several
 /// traces: analyze them a batch at a time, each worker summing the
-/// functions, edges and call paths of its traces (`analyze_each_summed`),
-/// list the rest in order (`Merged::add_compact`), combine the sums,
+/// functions, edges and call paths of its traces (`analyze_many` with
+/// `ManyTraces::Merge`), list the rest in order, combine the sums,
 /// serialize the merge. Returns the events it counts.
 fn merge_json(paths: &[PathBuf], clock: mtanalyze::Clock) -> u64 {
     let options = mtanalyze::AnalyzeOptions {
         clock: Some(clock),
         ..mtanalyze::AnalyzeOptions::default()
     };
-    let mut merged = mtanalyze::Merged::new();
-    let sums = mtanalyze::analyze_each_summed(paths, &options, |_, _, r| {
-        r.map(|report| merged.add_compact(report))
-    })
-    .expect("analyze a trace");
-    merged.absorb(sums);
+    let merged =
+        mtanalyze::analyze_many(paths, &options, mtanalyze::ManyTraces::Merge, |_, _, r| {
+            r.map(drop)
+        })
+        .expect("analyze a trace");
     let report = merged.finish().expect("at least one trace");
     write_json(&report);
     report.trace.events

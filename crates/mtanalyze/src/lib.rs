@@ -12,9 +12,14 @@
 //! render/    table, JSON, folded, flame graphs, pstats, chrome, ...
 //! ```
 //!
-//! [`analyze`] runs the pipeline; [`check()`] stops after the segment pass
-//! and describes the file; [`diff()`] compares two reports; [`marks()`]
-//! reads the named instants a program recorded, without analyzing. The analysis
+//! The face is a few calls: [`analyze`] gives a trace's [`Report`]
+//! ([`analyze_with_sink`] hands each stack's row to a [`StackSink`] instead
+//! of keeping it); [`analyze_many`] analyzes traces in parallel and sums
+//! them into a [`Merged`] report; [`check()`] stops after the segment pass
+//! and describes the file; [`marks()`] reads the named instants a program
+//! recorded, without analyzing; [`diff()`] compares two reports and
+//! [`gate()`] judges the change. [`view`] and [`render`] turn reports into
+//! what a user reads. The analysis
 //! knows nothing about tables or command-line flags (the
 //! `mtanalyze-cli` crate maps its flags to [`AnalyzeOptions`]);
 //! `schemas/semantics.md` is its contract.
@@ -45,18 +50,17 @@ pub mod view;
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
 
+#[cfg(feature = "testing")]
+pub use analysis::testing;
 pub use analysis::timeline::Timelines;
 pub use analysis::{
-    analyze, analyze_batched, analyze_compact, analyze_each, analyze_each_compact,
-    analyze_each_stack, analyze_each_stack_with, analyze_each_summed, analyze_in_stages,
-    analyze_streamed_with, check, marks, AnalyzeError, AnalyzeOptions, PathMode, RecursionCollapse,
-    TimeBound, TraceError,
+    analyze, analyze_many, analyze_with_sink, check, marks, AnalyzeError, AnalyzeOptions,
+    ManyTraces, PathMode, RecursionCollapse, TimeBound, TraceError,
 };
 pub use input::chrome::ImportError;
 pub use input::jsonl::{to_binary as jsonl_to_binary, JsonlError};
 pub use input::{from_bytes, load, InputFormat, LoadError, LoadedTrace};
 pub use model::check::{CheckReport, ChunkIssue};
-pub use model::compact::CompactReport;
 pub use model::diff::{
     diff, DiffOptions, DiffReport, EdgeDelta, EdgeDiff, EdgeSide, FunctionDelta, FunctionDiff,
     FunctionSide, Match, PathDiff,
@@ -64,7 +68,7 @@ pub use model::diff::{
 pub use model::functions::{EntryKey, FunctionEntry};
 pub use model::gate::{gate, GateBreach, GateChange, GateError, GateField, GateOp, GateRule};
 pub use model::marks::Mark;
-pub use model::merge::{merge, Merged, Sums};
+pub use model::merge::{merge, Merged};
 pub use model::report::{
     CallPath, Clock, EdgeStats, FunctionKey, FunctionStats, Report, StackKey, StackName, StackRows,
     StackStats, ThreadList, ThreadSummary, TimeWindow, TraceSummary, Warning,

@@ -1628,21 +1628,6 @@ proptest! {
             .map(|(t, s, f, steps)| run(to_binary_direct(&lines_with_ends(*t, *s, *f, steps)), clock))
             .collect();
         let merged = mtanalyze::merge(reports.clone()).expect("at least one");
-        // The merge of compact reports (edges numbered) is the same report,
-        // rows in the same order; each compact report is its trace's.
-        let mut compact = mtanalyze::Merged::new();
-        for (t, s, f, steps) in &traces {
-            let bytes = to_binary_direct(&lines_with_ends(*t, *s, *f, steps));
-            let trace = from_bytes("test", bytes).expect("loads");
-            let opts = AnalyzeOptions { clock: Some(clock), ..Default::default() };
-            let c = mtanalyze::analyze_compact(&trace, &opts).expect("analyzes");
-            prop_assert_eq!(&c.clone().into_report(), &analyze(&trace, &opts).expect("analyzes"));
-            compact.add_compact(c);
-        }
-        prop_assert_eq!(compact.finish().expect("at least one"), merged.clone());
-        // Summed by the workers of `analyze_each_summed` (each its own
-        // traces, in whatever order they took them; the sums combined
-        // after): the same report, rows in the same order.
         let dir = std::env::temp_dir().join(format!(
             "mtanalyze-summed-{}-{}",
             std::process::id(),
@@ -1659,17 +1644,30 @@ proptest! {
             })
             .collect();
         let opts = AnalyzeOptions { clock: Some(clock), ..Default::default() };
-        let mut summed = mtanalyze::Merged::new();
-        let sums = mtanalyze::analyze_each_summed(&paths, &opts, |_, _, r| {
-            summed.add_compact(r.map_err(|e| e.to_string())?);
+        // Summed by the caller from each trace's report (edges numbered
+        // between the threads), each report handed over being its trace's;
+        // and summed by the workers (each its own traces, in whatever
+        // order they took them; the sums combined after): the same report,
+        // rows in the same order.
+        let mut each = Vec::new();
+        let reported = mtanalyze::analyze_many(&paths, &opts, mtanalyze::ManyTraces::MergeAndReport, |_, _, r| {
+            each.push(r.map_err(|e| e.to_string())?.clone());
             Ok::<(), String>(())
         });
+        let summed = mtanalyze::analyze_many(&paths, &opts, mtanalyze::ManyTraces::Merge, |_, _, r| {
+            r.map(drop).map_err(|e| e.to_string())
+        });
         let _ = std::fs::remove_dir_all(&dir);
-        summed.absorb(sums.expect("every trace analyzes"));
-        let mut summed = summed.finish().expect("at least one");
-        // Named by their files, not "test".
-        summed.trace.source.clone_from(&merged.trace.source);
-        prop_assert_eq!(summed, merged.clone());
+        for (mut got, want) in each.into_iter().zip(&reports) {
+            got.trace.source.clone_from(&want.trace.source);
+            prop_assert_eq!(&got, want);
+        }
+        for merge in [reported, summed] {
+            let mut merge = merge.expect("every trace analyzes").finish().expect("at least one");
+            // Named by their files, not "test".
+            merge.trace.source.clone_from(&merged.trace.source);
+            prop_assert_eq!(merge, merged.clone());
+        }
         // Rows in the order first met: a trace's new functions in its
         // order, its new edges in its order (by caller, then callee).
         let mut seen = std::collections::HashSet::new();
@@ -2001,20 +1999,20 @@ proptest! {
         // whatever the machine's cores.
         let pool = rayon::ThreadPoolBuilder::new().num_threads(2).build().unwrap();
         let mut full = Vec::new();
-        let r: Result<(), ()> = pool.install(|| mtanalyze::analyze_each(&files, &opts, |_, _, r| {
-            full.push(r.map_err(|e| e.to_string()));
+        let r: Result<_, ()> = pool.install(|| mtanalyze::analyze_many(&files, &opts, mtanalyze::ManyTraces::Report, |_, _, r| {
+            full.push(r.cloned().map_err(|e| e.to_string()));
             Ok(())
         }));
         prop_assert!(r.is_ok());
-        let mut compact = Vec::new();
-        let r: Result<(), ()> = pool.install(|| mtanalyze::analyze_each_compact(&files, &opts, |_, _, r| {
-            compact.push(r.map(|c| c.into_report()).map_err(|e| e.to_string()));
+        let mut reported = Vec::new();
+        let r: Result<_, ()> = pool.install(|| mtanalyze::analyze_many(&files, &opts, mtanalyze::ManyTraces::MergeAndReport, |_, _, r| {
+            reported.push(r.cloned().map_err(|e| e.to_string()));
             Ok(())
         }));
         prop_assert!(r.is_ok());
         let _ = std::fs::remove_dir_all(&dir);
         prop_assert_eq!(&full, &want);
-        prop_assert_eq!(&compact, &want);
+        prop_assert_eq!(&reported, &want);
     }
 }
 
@@ -2047,7 +2045,7 @@ fn gil_with_clamped_wakes_at_the_end_equals_the_reference() {
 /// count: `analyze` then takes the batch way).
 fn streamed_equals_batched(bytes: &[u8], opts: &AnalyzeOptions) -> Result<bool, TestCaseError> {
     let trace = from_bytes("test", bytes.to_vec()).expect("loads");
-    let batch = mtanalyze::analyze_batched(&trace, opts).expect("analyzes");
+    let batch = mtanalyze::testing::analyze_batched(&trace, opts).expect("analyzes");
     let counted_opts = AnalyzeOptions {
         stack_rows: StackRows::Counted,
         ..opts.clone()
@@ -2059,17 +2057,20 @@ fn streamed_equals_batched(bytes: &[u8], opts: &AnalyzeOptions) -> Result<bool, 
     };
     let mut streamed = false;
     for step in [1, 3, 40, 1 << 20] {
-        if let Some(r) = mtanalyze::analyze_streamed_with(&trace, opts, step).expect("analyzes") {
+        if let Some(r) =
+            mtanalyze::testing::analyze_streamed_with(&trace, opts, step).expect("analyzes")
+        {
             prop_assert_eq!(&r, &batch, "step {}", step);
             streamed = true;
         }
-        let r = mtanalyze::analyze_streamed_with(&trace, &counted_opts, step).expect("analyzes");
+        let r = mtanalyze::testing::analyze_streamed_with(&trace, &counted_opts, step)
+            .expect("analyzes");
         if let Some(r) = r {
             prop_assert_eq!(&r, &counted, "rows counted, step {}", step);
         }
         let mut sink = Collect(Vec::new());
-        let r =
-            mtanalyze::analyze_each_stack_with(&trace, opts, step, &mut sink).expect("analyzes");
+        let r = mtanalyze::testing::analyze_with_sink_streamed(&trace, opts, step, &mut sink)
+            .expect("analyzes");
         let handed = Report {
             stack_rows: StackRows::Handed,
             ..counted.clone()
@@ -2081,7 +2082,8 @@ fn streamed_equals_batched(bytes: &[u8], opts: &AnalyzeOptions) -> Result<bool, 
     // `--format json`: the rows handed to a sorter that spills every few
     // rows to disk and merges in tiers of 3 give the batch report's JSON.
     let mut sorted = mtanalyze::view::SortedRows::with_max_runs(1000, 3);
-    let r = mtanalyze::analyze_each_stack_with(&trace, opts, 3, &mut sorted).expect("analyzes");
+    let r = mtanalyze::testing::analyze_with_sink_streamed(&trace, opts, 3, &mut sorted)
+        .expect("analyzes");
     prop_assert!(sorted.spill_error().is_none());
     let rows = sorted.into_sorted().expect("merges");
     let mut json = Vec::new();
@@ -2092,7 +2094,7 @@ fn streamed_equals_batched(bytes: &[u8], opts: &AnalyzeOptions) -> Result<bool, 
     mtanalyze::render::json::report(&mut want, &view).expect("writes");
     prop_assert!(json == want, "JSON of the rows sorted on disk");
     prop_assert_eq!(&analyze(&trace, opts).expect("analyzes"), &batch);
-    let r = mtanalyze::analyze_batched(&trace, &counted_opts).expect("analyzes");
+    let r = mtanalyze::testing::analyze_batched(&trace, &counted_opts).expect("analyzes");
     prop_assert_eq!(&r, &counted, "rows counted, batch");
     Ok(streamed)
 }
@@ -2203,7 +2205,7 @@ fn streamed_tests_stream_and_stop() {
         let bytes = to_binary_in_chunks(&lines, mtrace_format::layout::MIN_CHUNK_SIZE);
         let trace = from_bytes("test", bytes).expect("loads");
         let opts = stream_options(Clock::Stack, (0, 0));
-        match mtanalyze::analyze_streamed_with(&trace, &opts, 1).expect("analyzes") {
+        match mtanalyze::testing::analyze_streamed_with(&trace, &opts, 1).expect("analyzes") {
             Some(_) => streamed += 1,
             None => stopped += 1,
         }
@@ -2245,7 +2247,7 @@ fn equal_ends_by_two_threads_keep_the_later_thread() {
         let bytes = to_binary_in_chunks(&lines, mtrace_format::layout::MIN_CHUNK_SIZE);
         let trace = from_bytes("test", bytes).expect("loads");
         let opts = stream_options(Clock::Stack, (0, 0));
-        let batch = mtanalyze::analyze_batched(&trace, &opts).expect("analyzes");
+        let batch = mtanalyze::testing::analyze_batched(&trace, &opts).expect("analyzes");
         let w = batch
             .warnings
             .iter()
@@ -2254,7 +2256,7 @@ fn equal_ends_by_two_threads_keep_the_later_thread() {
         assert_eq!((w.count, w.first.as_str()), (1, "thread 1 at 20 ns"));
         assert!(batch.stacks.iter().any(|s| s.ended));
         for step in [1, 1 << 20] {
-            let streamed = mtanalyze::analyze_streamed_with(&trace, &opts, step)
+            let streamed = mtanalyze::testing::analyze_streamed_with(&trace, &opts, step)
                 .expect("analyzes")
                 .expect("streams");
             assert_eq!(streamed, batch, "step {step}");

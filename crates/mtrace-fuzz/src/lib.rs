@@ -163,8 +163,8 @@ pub fn analyzer(data: &[u8]) {
             ..AnalyzeOptions::default()
         };
         if let (Ok(Some(streamed)), Ok(batch)) = (
-            mtanalyze::analyze_streamed_with(&trace, &options, 1),
-            mtanalyze::analyze_batched(&trace, &options),
+            mtanalyze::testing::analyze_streamed_with(&trace, &options, 1),
+            mtanalyze::testing::analyze_batched(&trace, &options),
         ) {
             assert!(streamed == batch, "the streamed analysis differs");
         }
@@ -172,8 +172,8 @@ pub fn analyzer(data: &[u8]) {
         // disk a few at a time, give the batch report's JSON.
         let mut sorted = view::SortedRows::with_max_runs(1000, 2);
         if let (Ok(handed), Ok(batch)) = (
-            mtanalyze::analyze_each_stack_with(&trace, &options, 1, &mut sorted),
-            mtanalyze::analyze_batched(&trace, &options),
+            mtanalyze::testing::analyze_with_sink_streamed(&trace, &options, 1, &mut sorted),
+            mtanalyze::testing::analyze_batched(&trace, &options),
         ) {
             let mut written = Vec::new();
             let rows = sorted.into_sorted().unwrap();

@@ -2,7 +2,7 @@
 //! command shares (decode and the segment pass), without replaying a stack.
 
 use crate::analysis::marks::to_marks;
-use crate::analysis::prepare::{prepare, Fuse};
+use crate::analysis::prepare::{decode_for, prepare, Fuse};
 use crate::analysis::stacks::group_by_stack;
 use crate::analysis::AnalyzeError;
 use crate::input::LoadedTrace;
@@ -10,7 +10,8 @@ use crate::model::check::{CheckReport, ChunkIssue};
 
 /// Describes a trace without replaying it.
 pub fn check(trace: &LoadedTrace) -> Result<CheckReport, AnalyzeError> {
-    let mut prep = prepare(trace, None, Fuse::No, &mut |_| {})?;
+    let decoding = decode_for(trace, None, None)?;
+    let mut prep = prepare(trace, decoding, None, Fuse::No, &mut |_| {})?;
     let marks = to_marks(std::mem::take(&mut prep.decoded.marks), prep.decoded.scale);
     let stacks = group_by_stack(&prep.passes, &prep.decoded.threads).1.len() as u64;
     let h = prep.decoded.file.header();

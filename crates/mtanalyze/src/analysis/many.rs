@@ -1,4 +1,4 @@
-//! Many traces, one pass: [`analyze_each`] loads and analyzes traces in
+//! Many traces, one pass: [`analyze_many`] loads and analyzes traces in
 //! parallel and hands their reports over one at a time, in the order given.
 //!
 //! ```text
@@ -8,49 +8,45 @@
 //! each      a, b, c, d, ...              in order on the caller's thread
 //! ```
 //!
-//! The traces are what runs in parallel, not their stacks: a worker
-//! analyzes a trace sequentially ([`analyze_compact_in`]; the stages that
-//! use rayon run in a pool of one thread, the worker itself), with one
-//! tally for all its stacks, kept from trace to trace. A small trace then
-//! costs one set of tables and no hand-offs between threads; analyzed in
-//! parallel it made a tally per thread and per replay worker, and summed
-//! them. A trace of more than [`SEQUENTIAL_BYTES`] is still analyzed in
-//! parallel (in the caller's pool), so one big trace among small ones does
-//! not end the run on one core; and so is every trace when there are fewer
-//! than [`SEQUENTIAL_TRACES_PER_THREAD`] per rayon thread (the traces alone
-//! would leave threads idle), by two workers per thread as before (a
-//! worker's own steps, loading and assembling, run on it, not on rayon's
-//! threads).
+//! The traces are what runs in parallel, not their stacks: with at least
+//! [`SEQUENTIAL_TRACES_PER_THREAD`] traces per rayon thread, a worker
+//! analyzes each small trace sequentially (the planner's table, `plan.rs`,
+//! says which; the stages that use rayon run in a pool of one thread, the
+//! worker itself), with one tally for all its stacks, kept from trace to
+//! trace. A small trace then costs one set of tables and no hand-offs
+//! between threads; analyzed in parallel it made a tally per thread and
+//! per replay worker, and summed them. With fewer traces (the traces
+//! alone would leave threads idle), each is analyzed as one trace, by two
+//! workers per thread (a worker's own steps, loading and assembling, run
+//! on it, not on rayon's threads).
 //!
 //! Workers take the next trace as soon as they finish one, so a slow trace
 //! holds up no other; but none runs more than a window of traces ahead of
 //! the caller, so at most that many reports wait to be handed over however
-//! many traces there are: the caller folds them into a
-//! [`crate::Merged`] report, writes them out (the Parquet export) or keeps
-//! them (`--by-trace`). A trace that fails is handed over as its error, in
-//! its place; the caller decides whether that ends the run.
-//! [`analyze_each_compact`] hands over [`CompactReport`]s instead, whose
-//! edges are not rows yet: a caller that only sums them (the command line)
-//! saves what made a small trace's report cost more than its replay.
-//! [`analyze_each_summed`] goes one step further for such a caller: each
-//! worker adds the functions, edges and call paths of its traces up
-//! itself ([`Sums`]), so the caller only lists what is listed trace after
-//! trace (stacks, marks, the summary) and combines the workers' sums at
-//! the end. Summed on the caller's thread, they took a tenth of the CPU of
-//! a merge of 1,000 small traces, on the cores the workers needed. A
-//! worker numbers its traces' functions as its sums do, and keeps one
-//! tally under those numbers for all of them (see `pipeline.rs`): a
-//! trace's rows and edges then go to the sums by index.
+//! many traces there are. A trace that fails is handed over as its error,
+//! in its place; the caller decides whether that ends the run. The
+//! reports go between threads as [`CompactReport`]s, whose edges are not
+//! rows yet: summing them needs none, and rows cost a small trace more
+//! than its replay. To merge ([`ManyTraces::Merge`]) each worker also
+//! adds the functions, edges and call paths of its traces up itself
+//! ([`Sums`]), so the caller only lists what is listed trace after trace
+//! (stacks, marks, the summary) and combines the workers' sums at the end.
+//! Summed on the caller's thread, they took a tenth of the CPU of a merge
+//! of 1,000 small traces, on the cores the workers needed. A worker
+//! numbers its traces' functions as its sums do, and keeps one tally under
+//! those numbers for all of them (see `pipeline.rs`): a trace's rows and
+//! edges then go to the sums by index.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{mpsc, Condvar, Mutex};
 
 use crate::analysis::options::{AnalyzeError, AnalyzeOptions};
-use crate::analysis::pipeline::{analyze_compact, analyze_compact_in, Scratch};
+use crate::analysis::pipeline::Scratch;
+use crate::analysis::plan::analyze_in_worker;
 use crate::input::{load, LoadError, LoadedTrace};
 use crate::model::compact::CompactReport;
-use crate::model::merge::Sums;
+use crate::model::merge::{Merged, Sums};
 use crate::model::report::Report;
 
 /// Why one of several traces gave no report.
@@ -76,11 +72,6 @@ const PARALLEL_WORKERS_PER_THREAD: usize = 2;
 /// per worker (see the module doc).
 const SEQUENTIAL_TRACES_PER_THREAD: usize = 2;
 
-/// Traces up to this size are analyzed sequentially by their worker;
-/// bigger ones in parallel (see the module doc). 32 MiB is some two
-/// million events: a fraction of a second on one core.
-const SEQUENTIAL_BYTES: usize = 32 << 20;
-
 /// How far ahead of the trace being handed over the workers may go, per
 /// worker: reports waiting to be handed over are at most this many.
 const AHEAD_PER_WORKER: usize = 4;
@@ -95,83 +86,97 @@ struct Progress {
     stop: bool,
 }
 
-/// Loads and analyzes every trace in `paths` with `opts`, calling `each`
-/// with its index and its report (or why there is none), in the order of
-/// `paths`, on the calling thread. Stops at the first error `each`
-/// returns (the traces being analyzed then are finished and dropped).
-pub fn analyze_each<E>(
-    paths: &[PathBuf],
-    opts: &AnalyzeOptions,
-    each: impl FnMut(usize, &Path, Result<Report, TraceError>) -> Result<(), E>,
-) -> Result<(), E> {
-    each_with(
-        paths,
-        opts,
-        |t, o, s, _| Ok(analyze_in(t, o, s, None)?.into_report()),
-        each,
-    )
-    .map(drop)
+/// What [`analyze_many`] does with the traces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ManyTraces {
+    /// Sums them (the merged report); each trace's report handed over
+    /// brings only what is listed trace after trace (summary, stacks,
+    /// marks, warnings): its functions, edges and call paths are empty,
+    /// summed by the workers themselves.
+    Merge,
+    /// Sums them, and hands over each trace's whole report (`--by-trace`).
+    MergeAndReport,
+    /// Hands over each trace's whole report and sums nothing (the merge
+    /// returned is empty): for a caller that writes each out.
+    Report,
 }
 
-/// [`analyze_each`], handing over [`CompactReport`]s: for a caller that
-/// sums the traces ([`crate::Merged::add_compact`]) and needs no edge
-/// rows per trace, which cost a small trace more than its replay.
-pub fn analyze_each_compact<E>(
+/// Loads and analyzes every trace in `paths` with `opts` (in parallel; see
+/// the module doc), calling `each` with its index and its report (or why
+/// there is none; what the report holds: see [`ManyTraces`]), in the order
+/// of `paths`, on the calling thread; returns the traces summed
+/// ([`Merged::finish`] gives the merged report). The reports summed must
+/// share a clock: `each` checks (a sum over different clocks means
+/// nothing). Stops at the first error `each` returns (the traces being
+/// analyzed then are finished and dropped).
+pub fn analyze_many<E>(
     paths: &[PathBuf],
     opts: &AnalyzeOptions,
-    each: impl FnMut(usize, &Path, Result<CompactReport, TraceError>) -> Result<(), E>,
-) -> Result<(), E> {
-    each_with(paths, opts, |t, o, s, _| analyze_in(t, o, s, None), each).map(drop)
+    what: ManyTraces,
+    mut each: impl FnMut(usize, &Path, Result<&Report, TraceError>) -> Result<(), E>,
+) -> Result<Merged, E> {
+    let mut merged = Merged::new();
+    let mut hand = |i: usize, path: &Path, r: Result<CompactReport, TraceError>| {
+        let c = match r {
+            Ok(c) => c,
+            Err(e) => return each(i, path, Err(e)),
+        };
+        match what {
+            ManyTraces::Merge => each(i, path, Ok(c.report()))?,
+            ManyTraces::MergeAndReport => each(i, path, Ok(&c.clone().into_report()))?,
+            ManyTraces::Report => return each(i, path, Ok(&c.into_report())),
+        }
+        merged.add_compact(c);
+        Ok(())
+    };
+    if what == ManyTraces::Merge {
+        let sums = each_with(
+            paths,
+            opts,
+            |t, o, s, i| {
+                // Traces are numbered by their place in `paths`: a failed
+                // one leaves a gap, which keeps the order.
+                let mut c = analyze_in(t, o, s, Some(i as u32))?;
+                // What the analysis did not add up itself (a trace
+                // analyzed in parallel, or call paths).
+                s.sums.add_compact(i as u32, &mut c);
+                Ok(c)
+            },
+            &mut hand,
+        )?;
+        merged.absorb(sums);
+    } else {
+        each_with(
+            paths,
+            opts,
+            |t, o, s, _| analyze_in(t, o, s, None),
+            &mut hand,
+        )?;
+    }
+    Ok(merged)
 }
 
-/// [`analyze_each_compact`] for a caller that sums every trace into a
-/// [`crate::Merged`]: the workers add each trace's functions, edges and
-/// call paths up themselves and return their sum, and the reports handed
-/// to `each` bring only the rest (stacks, marks, warnings, the summary),
-/// for [`crate::Merged::add_compact`]. Pass the sums returned to
-/// [`crate::Merged::absorb`]: the merge is then [`crate::merge`]'s of the
-/// reports handed over.
-pub fn analyze_each_summed<E>(
-    paths: &[PathBuf],
-    opts: &AnalyzeOptions,
-    each: impl FnMut(usize, &Path, Result<CompactReport, TraceError>) -> Result<(), E>,
-) -> Result<Sums, E> {
-    each_with(
-        paths,
-        opts,
-        |t, o, s, i| {
-            // Traces are numbered by their place in `paths`: a failed one
-            // leaves a gap, which keeps the order.
-            let mut c = analyze_in(t, o, s, Some(i as u32))?;
-            // What the analysis did not add up itself (a trace analyzed
-            // in parallel, or call paths).
-            s.sums.add_compact(i as u32, &mut c);
-            Ok(c)
-        },
-        each,
-    )
-}
-
-/// One trace's analysis by a worker: sequential in `scratch` if the trace
-/// is small, else in parallel (see the module doc). With `summed` (the
-/// trace's number), a sequential analysis adds its function rows and edges
-/// to the worker's sums itself (see [`analyze_compact_in`]).
+/// One trace's analysis by a worker, as the planner decides
+/// ([`analyze_in_worker`]), in the worker's pool of one thread if it
+/// analyzes sequentially. With `summed` (the trace's number), a
+/// sequential analysis adds its function rows and edges to the worker's
+/// sums itself.
 fn analyze_in(
     trace: &LoadedTrace,
     opts: &AnalyzeOptions,
     scratch: &mut WorkerScratch,
     summed: Option<u32>,
 ) -> Result<CompactReport, AnalyzeError> {
-    if !scratch.sequential || trace.bytes().len() > SEQUENTIAL_BYTES {
-        return analyze_compact(trace, opts);
-    }
     let WorkerScratch {
-        pool, tables, sums, ..
+        sequential,
+        pool,
+        tables,
+        sums,
     } = scratch;
     let into = summed.map(|i| (sums, i));
     match pool {
-        Some(pool) => pool.install(|| analyze_compact_in(trace, opts, tables, into)),
-        None => analyze_compact_in(trace, opts, tables, into),
+        Some(pool) => pool.install(|| analyze_in_worker(trace, opts, *sequential, tables, into)),
+        None => analyze_in_worker(trace, opts, *sequential, tables, into),
     }
 }
 
@@ -185,7 +190,7 @@ struct WorkerScratch {
     pool: Option<rayon::ThreadPool>,
     /// The analysis's tables.
     tables: Scratch,
-    /// What the worker summed ([`analyze_each_summed`]).
+    /// What the worker summed ([`ManyTraces::Merge`]).
     sums: Sums,
 }
 
@@ -197,7 +202,7 @@ impl WorkerScratch {
     }
 }
 
-/// [`analyze_each`] with `analyze` making what is handed over from trace
+/// [`analyze_many`] with `analyze` making what is handed over from trace
 /// number `i`; returns the workers' sums, added up.
 fn each_with<T: Send, E>(
     paths: &[PathBuf],
@@ -303,7 +308,7 @@ fn each_with<T: Send, E>(
 mod tests {
     use super::*;
 
-    /// One sequential worker's scratch, as a worker of `analyze_each_summed` starts.
+    /// One sequential worker's scratch, as a worker of `analyze_many` that merges starts.
     fn one_worker() -> WorkerScratch {
         WorkerScratch {
             sequential: true,
@@ -329,7 +334,8 @@ mod tests {
         }
         paths[5] = dir.join("missing.jsonl");
         let mut seen = Vec::new();
-        let r: Result<(), ()> = analyze_each(&paths, &AnalyzeOptions::default(), |i, p, r| {
+        let opts = AnalyzeOptions::default();
+        let r: Result<_, ()> = analyze_many(&paths, &opts, ManyTraces::Report, |i, p, r| {
             assert_eq!(p, paths[i]);
             seen.push((i, r.map(|r| r.functions.len()).map_err(|e| e.to_string())));
             Ok(())
@@ -574,10 +580,15 @@ mod tests {
             PathBuf::from("/nonexistent/b"),
         ];
         let mut calls = 0;
-        let r = analyze_each(&paths, &AnalyzeOptions::default(), |_, _, _| {
-            calls += 1;
-            Err("stop")
-        });
-        assert_eq!((r, calls), (Err("stop"), 1));
+        let r = analyze_many(
+            &paths,
+            &AnalyzeOptions::default(),
+            ManyTraces::Merge,
+            |_, _, _| {
+                calls += 1;
+                Err("stop")
+            },
+        );
+        assert_eq!((r.err(), calls), (Some("stop"), 1));
     }
 }

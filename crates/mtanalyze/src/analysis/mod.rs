@@ -48,6 +48,7 @@ mod marks;
 mod options;
 pub(crate) mod paths;
 mod pipeline;
+mod plan;
 mod prepare;
 mod replay;
 pub(crate) mod segment;
@@ -57,11 +58,10 @@ pub(crate) mod timeline;
 mod window;
 
 pub use check::check;
-pub use many::{analyze_each, analyze_each_compact, analyze_each_summed, TraceError};
+pub use many::{analyze_many, ManyTraces, TraceError};
 pub use marks::marks;
 pub use options::{AnalyzeError, AnalyzeOptions, PathMode, TimeBound};
 pub use paths::RecursionCollapse;
-pub use pipeline::{
-    analyze, analyze_batched, analyze_compact, analyze_each_stack, analyze_each_stack_with,
-    analyze_in_stages, analyze_streamed_with,
-};
+#[cfg(feature = "testing")]
+pub use plan::testing;
+pub use plan::{analyze, analyze_with_sink};

@@ -1,19 +1,21 @@
-//! [`analyze`]: every stage in order, the stacks replayed in parallel.
+//! The batch engines (the planner, `plan.rs`, picks one; see its table):
 //!
-//! [`analyze_compact_in`] does the same one step after the other on the
-//! calling thread, with one tally for every stack of the trace (the own
-//! stacks the segment pass replays, then the others) kept in a [`Scratch`]
-//! from trace to trace: what a worker of [`crate::analyze_each`] does, where
-//! the traces, not their stacks, are what runs in parallel. Both give the
-//! same report.
+//! - [`batch`]: every segment cut (threads in parallel), grouped by
+//!   stack, then every stack replayed, stacks in parallel;
+//! - [`sequential`]: the same one step after the other on the calling
+//!   thread, with one tally for every stack of the trace (the own stacks
+//!   the segment pass replays, then the others) kept in a [`Scratch`]
+//!   from trace to trace: what a worker of [`crate::analyze_many`] does,
+//!   where the traces, not their stacks, are what runs in parallel;
+//! - [`numbered`]: [`sequential`] for a worker that sums its traces: it
+//!   numbers every trace's functions as its sums number them (by name,
+//!   file and line), so the tally it keeps counts every trace under the
+//!   same numbers: its edges are numbered once for all the worker's
+//!   traces, and a trace's rows reach the sums by index, without a
+//!   lookup (see [`Scratch`]). Small traces of one program then cost
+//!   about what the same events in one big trace cost.
 //!
-//! A worker that sums its traces ([`crate::analyze_each_summed`]) numbers
-//! every trace's functions as its sums number them (by name, file and
-//! line), so the tally it keeps counts every trace under the same
-//! numbers: its edges are numbered once for all the worker's traces, and
-//! a trace's rows reach the sums by index, without a lookup (see
-//! [`Scratch`]). Small traces of one program then cost about what the
-//! same events in one big trace cost.
+//! All three give the same report.
 
 use std::sync::Mutex;
 
@@ -25,163 +27,27 @@ use crate::analysis::decode::Numbering;
 use crate::analysis::frames::{Acc, NoObserver, Tally};
 use crate::analysis::options::{AnalyzeError, AnalyzeOptions, PathMode};
 use crate::analysis::paths::{ROOT, STACK_LABEL};
-use crate::analysis::prepare::Fuse;
+use crate::analysis::prepare::{Decoding, Fuse};
 use crate::analysis::replay::{StackReplay, StackTotals};
 use crate::analysis::segment::StackKey;
 use crate::analysis::stacks::Analysis;
-use crate::analysis::stream::{analyze_streamed, STEP_EVENTS, STREAM_FROM_STACKS};
+use crate::analysis::window::Window;
 use crate::input::LoadedTrace;
 use crate::model::compact::CompactReport;
 use crate::model::merge::Sums;
-use crate::model::report::{Report, StackName, StackRows, StackStats};
-use crate::model::sink::{NoSink, StackSink};
+use crate::model::report::{StackName, StackStats};
 use crate::model::warnings::Warnings;
 
-/// Analyzes a loaded trace.
-pub fn analyze(trace: &LoadedTrace, opts: &AnalyzeOptions) -> Result<Report, AnalyzeError> {
-    analyze_in_stages(trace, opts, &mut |_| {})
-}
-
-/// [`analyze`], the edges left numbered (see [`CompactReport`]): what a
-/// merge of many traces needs.
-pub fn analyze_compact(
-    trace: &LoadedTrace,
-    opts: &AnalyzeOptions,
-) -> Result<CompactReport, AnalyzeError> {
-    analyze_to_compact(trace, opts, &mut |_| {})
-}
-
-/// [`analyze`], calling `stage_done` with each stage's name as it ends:
-/// `decode`, `cut`, `group`, `replay`, `assemble` (see the `analysis`
-/// module); a streamed analysis has only `replay` (which is every step)
-/// and `assemble`. What each costs is then measurable from outside; the
-/// analyzer bench's `--stages` prints time and heap per stage.
-pub fn analyze_in_stages(
-    trace: &LoadedTrace,
-    opts: &AnalyzeOptions,
-    stage_done: &mut dyn FnMut(&'static str),
-) -> Result<Report, AnalyzeError> {
-    let report = analyze_to_compact(trace, opts, stage_done)?.into_report();
-    stage_done("assemble");
-    Ok(report)
-}
-
-/// Every stage but the edge rows; `stage_done` as for [`analyze_in_stages`],
-/// but for `assemble`. A trace of many stacks that can be streamed is
-/// (`stream.rs`): its stages are then one, reported as `replay`.
-fn analyze_to_compact(
-    trace: &LoadedTrace,
+/// The batch engine: every segment of the decoded `trace` cut, then
+/// grouped by stack, then every stack replayed. `stage_done` is called as
+/// each stage ends (`cut`, `group`, `replay`).
+pub(crate) fn batch<'a>(
+    trace: &'a LoadedTrace,
+    decoding: Decoding<'a>,
     opts: &AnalyzeOptions,
     stage_done: &mut dyn FnMut(&'static str),
 ) -> Result<CompactReport, AnalyzeError> {
-    // Rows handed to no one are only counted.
-    let counted;
-    let opts = match opts.stack_rows {
-        StackRows::Handed => {
-            counted = AnalyzeOptions {
-                stack_rows: StackRows::Counted,
-                ..opts.clone()
-            };
-            &counted
-        }
-        _ => opts,
-    };
-    let (step, from) = (STEP_EVENTS, STREAM_FROM_STACKS);
-    let streamed = analyze_streamed(trace, opts, step, from, stage_done, &mut NoSink)?;
-    if let Some(report) = streamed {
-        return Ok(report);
-    }
-    analyze_batch(trace, opts, stage_done)
-}
-
-/// [`analyze`], handing each stack's row to `sink` instead of keeping it
-/// (the report's `stacks` is empty, its `stack_rows` is
-/// [`StackRows::Handed`]): what a view that shows some of the rows, or
-/// sums of them, needs, without holding a row per stack. A streamed
-/// analysis hands the rows as their stacks finish.
-pub fn analyze_each_stack(
-    trace: &LoadedTrace,
-    opts: &AnalyzeOptions,
-    sink: &mut dyn StackSink,
-) -> Result<Report, AnalyzeError> {
-    each_stack(trace, opts, STEP_EVENTS, STREAM_FROM_STACKS, sink)
-}
-
-/// [`analyze_each_stack`] streamed in steps of about `step_events`
-/// events if the trace names at least `min_stacks` stacks.
-fn each_stack(
-    trace: &LoadedTrace,
-    opts: &AnalyzeOptions,
-    step_events: u64,
-    min_stacks: usize,
-    sink: &mut dyn StackSink,
-) -> Result<Report, AnalyzeError> {
-    let opts = AnalyzeOptions {
-        stack_rows: StackRows::Handed,
-        ..opts.clone()
-    };
-    let streamed = analyze_streamed(trace, &opts, step_events, min_stacks, &mut |_| {}, sink)?;
-    let compact = match streamed {
-        Some(r) => r,
-        None => {
-            // The stream may have handed some before it stopped.
-            sink.restart();
-            let kept = AnalyzeOptions {
-                stack_rows: StackRows::Kept,
-                ..opts
-            };
-            let mut r = analyze_batch(trace, &kept, &mut |_| {})?;
-            for row in std::mem::take(&mut r.report.stacks) {
-                sink.row(row);
-            }
-            r.report.stack_rows = StackRows::Handed;
-            r
-        }
-    };
-    Ok(compact.into_report())
-}
-
-/// [`analyze_each_stack`], streamed in steps of about `step_events`
-/// events whatever the number of stacks (where the trace can be). For
-/// tests.
-#[doc(hidden)]
-pub fn analyze_each_stack_with(
-    trace: &LoadedTrace,
-    opts: &AnalyzeOptions,
-    step_events: u64,
-    sink: &mut dyn StackSink,
-) -> Result<Report, AnalyzeError> {
-    each_stack(trace, opts, step_events, 0, sink)
-}
-
-/// The streamed analysis ([`analyze`] when it can and the trace names
-/// many stacks), reading about `step_events` events a step, whatever the
-/// number of stacks, or `None` if the trace or the options need the batch
-/// analysis. For tests that compare the two.
-#[doc(hidden)]
-pub fn analyze_streamed_with(
-    trace: &LoadedTrace,
-    opts: &AnalyzeOptions,
-    step_events: u64,
-) -> Result<Option<Report>, AnalyzeError> {
-    let streamed = analyze_streamed(trace, opts, step_events, 0, &mut |_| {}, &mut NoSink)?;
-    Ok(streamed.map(CompactReport::into_report))
-}
-
-/// The batch analysis, never streamed. For tests that compare the two.
-#[doc(hidden)]
-pub fn analyze_batched(trace: &LoadedTrace, opts: &AnalyzeOptions) -> Result<Report, AnalyzeError> {
-    Ok(analyze_batch(trace, opts, &mut |_| {})?.into_report())
-}
-
-/// [`analyze_to_compact`] the batch way: every segment cut, then grouped
-/// by stack, then every stack replayed.
-fn analyze_batch(
-    trace: &LoadedTrace,
-    opts: &AnalyzeOptions,
-    stage_done: &mut dyn FnMut(&'static str),
-) -> Result<CompactReport, AnalyzeError> {
-    let mut analysis = Analysis::build(trace, opts, Fuse::PerThread, stage_done)?;
+    let mut analysis = Analysis::build(trace, decoding, opts, Fuse::PerThread, stage_done)?;
     // Own stacks the segment pass replayed wait only for the end of the trace.
     let fused: Vec<(u64, OwnReplay)> = {
         let prep = &mut analysis.prep;
@@ -231,13 +97,13 @@ fn analyze_batch(
     ))
 }
 
-/// What a worker keeps from trace to trace for [`analyze_compact_in`]:
+/// What a worker keeps from trace to trace for [`sequential`] and [`numbered`]:
 /// one tally, whose tables then grow once, not per trace.
 #[derive(Default)]
 pub(crate) struct Scratch {
     tally: Option<Tally>,
     /// For traces whose rows are summed, not made.
-    summed: SummedScratch,
+    pub(crate) summed: SummedScratch,
 }
 
 /// What a worker that sums its traces keeps from trace to trace: a tally
@@ -248,7 +114,7 @@ pub(crate) struct Scratch {
 /// of each function row and edge in the sums: the per-trace work that a
 /// merge of many small traces does on top of one big trace's.
 #[derive(Default)]
-struct SummedScratch {
+pub(crate) struct SummedScratch {
     /// The tally (`None` at first, or if an analysis that failed kept it).
     tally: Option<Tally>,
     /// What the tally's edges summed, by their numbers in it.
@@ -256,6 +122,9 @@ struct SummedScratch {
     /// The functions the last trace counted in the tally, if it was
     /// folded into the sums (else the next trace clears the whole tally).
     last: Option<Vec<u32>>,
+    /// `last`'s vector while a trace is analyzed (reused for its list;
+    /// `last` is `None` until the trace is folded).
+    last_taken: Option<Vec<u32>>,
     /// [`Numbering::met`].
     met: Vec<u32>,
     /// [`Numbering::trace`] of the last trace.
@@ -292,86 +161,118 @@ impl Scratch {
     }
 }
 
-/// [`analyze_compact`] on the calling thread, one stage and one stack
-/// after the other, every stack into `scratch`'s tally (see the module
-/// doc). The stages that split work with rayon still do, in whatever pool
-/// the caller runs this in ([`crate::analyze_each`]: a pool of one thread
-/// per worker, so nothing leaves the worker). With `into` (sums and this
-/// trace's number among the traces summed) and no call paths, the
-/// function rows and edges are added to the sums, not made: the report
-/// has none (a worker of [`crate::analyze_each_summed`]); some of them may
-/// wait in `scratch` until [`Scratch::flush`].
-pub(crate) fn analyze_compact_in(
-    trace: &LoadedTrace,
+/// The sequential engine (see the module doc): the decoded `trace`
+/// analyzed on the calling thread, one stage and one stack after the
+/// other, every stack into `scratch`'s tally. The stages that split work
+/// with rayon still do, in whatever pool the caller runs this in (a
+/// worker of [`crate::analyze_many`]: a pool of one thread, so nothing
+/// leaves the worker). `None`: the segment pass gave up an own stack half
+/// replayed into the one tally (damaged files only), which cannot take
+/// those counts back: the trace must be analyzed another way.
+pub(crate) fn sequential<'a>(
+    trace: &'a LoadedTrace,
+    decoding: Decoding<'a>,
     opts: &AnalyzeOptions,
     scratch: &mut Scratch,
-    into: Option<(&mut Sums, u32)>,
-) -> Result<CompactReport, AnalyzeError> {
-    if let Some((sums, number)) = into.filter(|_| opts.paths == PathMode::Off) {
-        return analyze_summed_in(trace, opts, &mut scratch.summed, sums, number);
-    }
+) -> Result<Option<CompactReport>, AnalyzeError> {
     let tally = scratch
         .tally
         .take()
-        .unwrap_or_else(|| Tally::new(0, false, crate::analysis::window::Window::ALL));
+        .unwrap_or_else(|| Tally::new(0, false, Window::ALL));
     let fuse = Fuse::Shared(Box::new(tally));
-    let (mut analysis, mut tally) = match build_shared(trace, opts, fuse)? {
+    let (mut analysis, mut tally) = match build_shared(trace, decoding, opts, fuse)? {
         Ok(built) => built,
         Err(tally) => {
             scratch.tally = tally;
-            return analyze_compact(trace, opts);
+            return Ok(None);
         }
     };
     let replayed = replay_in(&mut analysis, &mut tally, opts.paths);
     let acc = tally.take_acc();
     scratch.tally = Some(tally);
-    Ok(report_of(trace, analysis, opts, acc, replayed, Rows::Made))
+    Ok(Some(report_of(
+        trace,
+        analysis,
+        opts,
+        acc,
+        replayed,
+        Rows::Made,
+    )))
 }
 
-/// [`analyze_compact_in`] for a worker that sums its traces: the trace's
-/// functions numbered as `sums` number them, its statistics counted in the
-/// worker's tally under those numbers and added to `sums` as trace
-/// `number` (its edges to `scratch`'s, see [`SummedScratch`]).
-fn analyze_summed_in(
+impl SummedScratch {
+    /// Readies the tally for the next trace and numbers that trace: the
+    /// tally (cleared of the last trace's functions) and the numbering the
+    /// trace must be decoded with, then given to [`numbered`].
+    pub(crate) fn next_trace<'s>(&'s mut self, sums: &'s mut Sums) -> (Tally, Numbering<'s>) {
+        let tally = match self.tally.take() {
+            Some(mut t) => {
+                t.clear_numbered(self.last.as_deref());
+                t
+            }
+            None => {
+                // A new tally numbers edges anew: what the old one numbered
+                // goes to the sums first.
+                self.edges.flush(sums);
+                Tally::new(0, false, Window::ALL)
+            }
+        };
+        // Until this trace is folded, the tally is not known to be clear.
+        self.last_taken = self.last.take();
+        if self.trace == u32::MAX {
+            self.met.fill(0);
+            self.trace = 0;
+        }
+        self.trace += 1;
+        let numbering = Numbering {
+            sums,
+            met: &mut self.met,
+            trace: self.trace,
+        };
+        (tally, numbering)
+    }
+}
+
+/// The numbered engine (see the module doc), first half: the decoded
+/// `trace` (decoded with `numbering`, from [`SummedScratch::next_trace`],
+/// as is `tally`) cut and grouped as [`sequential`] does, its own stacks
+/// replayed into the worker's tally under the sums' numbers. `Err` as
+/// for [`build_shared`]: put the tally back in `scratch` and analyze the
+/// trace another way. Then [`numbered`].
+pub(crate) fn build_numbered<'a>(
+    trace: &'a LoadedTrace,
+    decoding: Decoding<'a>,
+    opts: &AnalyzeOptions,
+    (tally, numbering): (Tally, Numbering<'_>),
+) -> Result<Result<(Analysis<'a>, Tally), Option<Tally>>, AnalyzeError> {
+    build_shared(
+        trace,
+        decoding,
+        opts,
+        Fuse::Numbered(Box::new(tally), numbering),
+    )
+}
+
+impl SummedScratch {
+    /// Keeps the tally of a trace [`build_numbered`] gave up: the next
+    /// trace clears the whole of it.
+    pub(crate) fn keep_tally(&mut self, tally: Option<Tally>) {
+        self.tally = tally;
+    }
+}
+
+/// The numbered engine, second half: the built `analysis` replayed into
+/// `tally`, its statistics added to `sums` as trace `number` (its edges
+/// to `scratch`'s, see [`SummedScratch`]).
+pub(crate) fn numbered(
     trace: &LoadedTrace,
+    (mut analysis, mut tally): (Analysis<'_>, Tally),
     opts: &AnalyzeOptions,
     scratch: &mut SummedScratch,
     sums: &mut Sums,
     number: u32,
-) -> Result<CompactReport, AnalyzeError> {
-    let tally = match scratch.tally.take() {
-        Some(mut t) => {
-            t.clear_numbered(scratch.last.as_deref());
-            t
-        }
-        None => {
-            // A new tally numbers edges anew: what the old one numbered
-            // goes to the sums first.
-            scratch.edges.flush(sums);
-            Tally::new(0, false, crate::analysis::window::Window::ALL)
-        }
-    };
-    // Until this trace is folded, the tally is not known to be clear.
-    let mut last = scratch.last.take().unwrap_or_default();
-    if scratch.trace == u32::MAX {
-        scratch.met.fill(0);
-        scratch.trace = 0;
-    }
-    scratch.trace += 1;
-    let numbering = Numbering {
-        sums: &mut *sums,
-        met: &mut scratch.met,
-        trace: scratch.trace,
-    };
-    let fuse = Fuse::Numbered(Box::new(tally), numbering);
-    let (mut analysis, mut tally) = match build_shared(trace, opts, fuse)? {
-        Ok(built) => built,
-        Err(tally) => {
-            // The next trace clears the whole tally.
-            scratch.tally = tally;
-            return analyze_compact(trace, opts);
-        }
-    };
+) -> CompactReport {
+    let mut last = scratch.last_taken.take().unwrap_or_default();
     let replayed = replay_in(&mut analysis, &mut tally, opts.paths);
     let edges = fold_numbered(
         &mut tally,
@@ -388,28 +289,28 @@ fn analyze_summed_in(
     last.extend(analysis.functions().numbers());
     scratch.last = Some(last);
     scratch.tally = Some(tally);
-    Ok(report_of(
+    report_of(
         trace,
         analysis,
         opts,
         Acc::default(),
         replayed,
         Rows::Summed,
-    ))
+    )
 }
 
 /// [`Analysis::build`] with `fuse` (one tally every stack of the trace is
 /// replayed into: `Fuse::Shared` or `Fuse::Numbered`) and that tally.
-/// `Err(tally)`: start again the parallel way, the tally (if any) the
-/// caller's to keep, because a thread's own stack was given up half
-/// replayed into it (a function the metadata does not name; damaged
-/// files only).
+/// `Err(tally)`: the tally (if any) the caller's to keep, because a
+/// thread's own stack was given up half replayed into it (a function the
+/// metadata does not name; damaged files only).
 fn build_shared<'a>(
     trace: &'a LoadedTrace,
+    decoding: Decoding<'a>,
     opts: &AnalyzeOptions,
     fuse: Fuse<'_>,
 ) -> Result<Result<(Analysis<'a>, Tally), Option<Tally>>, AnalyzeError> {
-    let mut analysis = Analysis::build(trace, opts, fuse, &mut |_| {})?;
+    let mut analysis = Analysis::build(trace, decoding, opts, fuse, &mut |_| {})?;
     // Both fusions always leave their tally there.
     let Some(tally) = analysis.prep.tally.take() else {
         return Ok(Err(None));

@@ -77,15 +77,17 @@ fn fusion_budget(file_len: usize) -> usize {
     (file_len / 64).max(4 << 20)
 }
 
-/// Decodes and cuts `trace`, for an analysis with `opts` (none: `check`).
-/// The `gil` clock's runs are merged alongside the segment pass. With
-/// `fuse` (see [`Fuse`]), the segment pass also replays the own stacks
-/// `opts` select, when the clock allows (`gil` needs every thread's events
-/// first) and, per thread, the tallies fit [`fusion_budget`]. `stage_done`
-/// is called with `decode` and `cut` as those stages end (see
-/// [`crate::analyze_in_stages`]).
+/// Cuts the decoded `trace` (`decoding`, from [`decode_for`]), for an
+/// analysis with `opts` (none: `check`). The `gil` clock's runs are merged
+/// alongside the segment pass. With `fuse` (see [`Fuse`]), the segment
+/// pass also replays the own stacks `opts` select, when the clock allows
+/// (`gil` needs every thread's events first) and, per thread, the tallies
+/// fit [`fusion_budget`]. `stage_done` is called with `cut` as that stage
+/// ends (see `testing::analyze_in_stages` in `plan.rs`). A [`Fuse::Numbered`] must be
+/// the numbering `decoding` was decoded with.
 pub(crate) fn prepare<'a>(
     trace: &'a LoadedTrace,
+    decoding: Decoding<'a>,
     opts: Option<&AnalyzeOptions>,
     fuse: Fuse<'_>,
     stage_done: &mut dyn FnMut(&'static str),
@@ -94,8 +96,11 @@ pub(crate) fn prepare<'a>(
         Fuse::Numbered(t, numbering) => (Fuse::Shared(t), Some(numbering)),
         fuse => (fuse, None),
     };
-    let (decoded, window, clock) = decode_for(trace, opts, numbering.as_mut())?;
-    stage_done("decode");
+    let Decoding {
+        decoded,
+        window,
+        clock,
+    } = decoding;
     let per_thread = matches!(fuse, Fuse::PerThread);
     let mut shared = match fuse {
         Fuse::Shared(mut t) => {
@@ -144,13 +149,24 @@ pub(crate) fn prepare<'a>(
     Ok(prepared)
 }
 
-/// The decoded trace, the time window `opts` ask for and the clock (none
-/// without options: `check`).
-pub(super) fn decode_for<'a>(
+/// A trace decoded for an analysis: its chunks in order, its functions
+/// and names, the time window the options ask for and the clock. Decoded
+/// once ([`decode_for`]); the planner (`plan.rs`) looks at it to choose the
+/// engine, and every engine starts from it.
+pub(crate) struct Decoding<'a> {
+    pub(crate) decoded: Decoded<'a>,
+    pub(crate) window: Window,
+    /// The clock the options ask for, resolved (none without options: `check`).
+    pub(crate) clock: Option<Clock>,
+}
+
+/// Decodes `trace` for an analysis with `opts` (none: `check`), its
+/// functions numbered by `numbering` if given (see [`Numbering`]).
+pub(crate) fn decode_for<'a>(
     trace: &'a LoadedTrace,
     opts: Option<&AnalyzeOptions>,
     numbering: Option<&mut Numbering<'_>>,
-) -> Result<(Decoded<'a>, Window, Option<Clock>), AnalyzeError> {
+) -> Result<Decoding<'a>, AnalyzeError> {
     let keep_names = opts.is_none_or(AnalyzeOptions::shows_stack_names);
     let decoded =
         decode(trace.bytes(), numbering, keep_names).map_err(|error| AnalyzeError::Format {
@@ -174,7 +190,11 @@ pub(super) fn decode_for<'a>(
         None => Window::ALL,
     };
     let clock = opts.map(|o| resolve_clock(o, &decoded));
-    Ok((decoded, window, clock))
+    Ok(Decoding {
+        decoded,
+        window,
+        clock,
+    })
 }
 
 impl<'a> Prepared<'a> {
@@ -207,8 +227,24 @@ impl<'a> Prepared<'a> {
     }
 }
 
+impl<'a> Prepared<'a> {
+    /// The decoded trace back from a prepared one, its function table put
+    /// back: for an engine that gives up after its passes (the stream's
+    /// last step), so that the next engine starts from the same decode.
+    /// Only for passes that met no function the metadata does not name
+    /// (the stream gives up on the first): their table is the decoded one.
+    pub(crate) fn into_decoding(mut self, clock: Option<Clock>) -> Decoding<'a> {
+        self.decoded.functions = self.functions;
+        Decoding {
+            decoded: self.decoded,
+            window: self.window,
+            clock,
+        }
+    }
+}
+
 /// Whether a replay tally per thread fits [`fusion_budget`].
-pub(super) fn tallies_fit(decoded: &Decoded<'_>, file_len: usize) -> bool {
+pub(crate) fn tallies_fit(decoded: &Decoded<'_>, file_len: usize) -> bool {
     let tally_bytes = decoded.functions.dense_len() * std::mem::size_of::<(FnAcc, u32)>();
     decoded.threads.len().saturating_mul(tally_bytes) <= fusion_budget(file_len)
 }

@@ -14,7 +14,7 @@ use crate::analysis::decode::{prefetch, Decoded, FunctionTable, Pos, ThreadChunk
 use crate::analysis::ends::{counting_ends, StackEnds};
 use crate::analysis::frames::{Observer, Tally};
 use crate::analysis::options::{wanted, AnalyzeError, AnalyzeOptions};
-use crate::analysis::prepare::{prepare, Fuse, Prepared};
+use crate::analysis::prepare::{decode_for, prepare, Decoding, Fuse, Prepared};
 use crate::analysis::replay::{replay_stack, ReplayContext, StackTotals};
 use crate::analysis::segment::{Segment, SegmentList, StackKey, RUNS_TO_END};
 use crate::analysis::window::Span;
@@ -293,20 +293,23 @@ pub(crate) struct Analysis<'a> {
 impl<'a> Analysis<'a> {
     /// Decodes and segments `trace` and selects the stacks `opts` asks for.
     pub(crate) fn new(trace: &'a LoadedTrace, opts: &AnalyzeOptions) -> Result<Self, AnalyzeError> {
-        Self::build(trace, opts, Fuse::No, &mut |_| {})
+        let decoding = decode_for(trace, Some(opts), None)?;
+        Self::build(trace, decoding, opts, Fuse::No, &mut |_| {})
     }
 
-    /// With `fuse`, the segment pass replays the own stacks it can (see
-    /// [`prepare`](crate::analysis::prepare::prepare) and [`Fuse`]);
-    /// [`crate::analyze`] finishes them instead of replaying them.
-    /// `stage_done` is called as each stage ends (`decode`, `cut`, `group`).
+    /// Segments the decoded `trace` and selects the stacks `opts` asks
+    /// for. With `fuse`, the segment pass replays the own stacks it can
+    /// (see [`prepare`] and [`Fuse`]); the engine finishes them instead of
+    /// replaying them. `stage_done` is called as each stage ends (`cut`,
+    /// `group`).
     pub(crate) fn build(
         trace: &'a LoadedTrace,
+        decoding: Decoding<'a>,
         opts: &AnalyzeOptions,
         fuse: Fuse<'_>,
         stage_done: &mut dyn FnMut(&'static str),
     ) -> Result<Self, AnalyzeError> {
-        let mut prep = prepare(trace, Some(opts), fuse, stage_done)?;
+        let mut prep = prepare(trace, decoding, Some(opts), fuse, stage_done)?;
         let clock = prep.clock;
         let (order, all, biggest_of_all) = group_by_stack(&prep.passes, &prep.decoded.threads);
         // Which ends count is judged on every stack, selected or not.

@@ -40,9 +40,9 @@ use crate::analysis::cut::{NotStreamable, ThreadPass, ThreadStream};
 use crate::analysis::decode::{Decoded, FunctionTable, Pos};
 use crate::analysis::ends::{fits_end, ignore_end, replaces};
 use crate::analysis::frames::{Acc, NoObserver, Tally};
-use crate::analysis::options::{AnalyzeError, AnalyzeOptions, PathMode};
+use crate::analysis::options::AnalyzeOptions;
 use crate::analysis::paths::ROOT;
-use crate::analysis::prepare::{decode_for, tallies_fit, Prepared};
+use crate::analysis::prepare::{Decoding, Prepared};
 use crate::analysis::replay::{
     replay_one_segment, stack_name, ReplayContext, StackReplay, StackTotals, Suspended,
 };
@@ -59,53 +59,48 @@ use crate::model::warnings::Warnings;
 /// (Larger steps, up to a million events, measured the same.)
 pub(crate) const STEP_EVENTS: u64 = 1 << 16;
 
-/// How many logical stacks a trace's metadata names before [`crate::analyze`]
-/// streams it. A stream holds less but runs slower on a trace of a few
-/// long-lived stacks: the 100M-event fiber trace of the analyzer bench
-/// took 1.95 s streamed against 1.44-1.54 s the batch way (the same
-/// instructions within 1%; the steps' barriers and what each step
-/// allocates anew), while the batch way holds 27 MB for it, 1.7% of the
-/// file. Tasks are named (the recorder names every task it sees), so a
-/// task-per-request trace has thousands.
-pub(crate) const STREAM_FROM_STACKS: usize = 1024;
-
-/// Analyzes `trace` as a stream (see the module doc), reading about
-/// `step_events` events a step, if its metadata names at least
-/// `min_stacks` stacks; `Ok(None)` if the trace or the options need the
-/// batch analysis. `stage_done` is called with `replay` once every step
-/// is done (the stream has no other stage before `assemble`). With
+/// Analyzes the decoded `trace` as a stream (see the module doc), reading
+/// about `step_events` events a step. The planner (`plan.rs`) sends only
+/// what a stream can take (no call paths, no stack selection, every chunk
+/// whole, tallies that fit); a stream that still meets what it cannot judge
+/// (a stack run after its end, an unnamed function, a restart from a
+/// snapshot) gives the decoded trace back ([`Streamed::GaveUp`]).
+/// `stage_done` is called with `replay` once every step is done (the
+/// stream has no other stage before `assemble`). With
 /// `StackRows::Handed`, `sink` gets each stack's row, named, as its stack
-/// finishes.
-pub(crate) fn analyze_streamed(
-    trace: &LoadedTrace,
+/// finishes (rows handed before a stream gives up stay handed: the caller
+/// tells the sink to start again).
+pub(crate) fn analyze_streamed<'a>(
+    trace: &'a LoadedTrace,
+    decoding: Decoding<'a>,
     opts: &AnalyzeOptions,
     step_events: u64,
-    min_stacks: usize,
     stage_done: &mut dyn FnMut(&'static str),
     sink: &mut dyn StackSink,
-) -> Result<Option<CompactReport>, AnalyzeError> {
-    let plain = opts.paths == PathMode::Off && !opts.selects_stacks();
-    if !plain {
-        return Ok(None);
-    }
-    let (decoded, window, clock) = decode_for(trace, Some(opts), None)?;
-    if decoded.stack_names.len() < min_stacks {
-        return Ok(None);
-    }
-    let clock = clock.unwrap_or(Clock::Stack);
-    let whole = decoded.lost == 0 && decoded.damaged.is_empty() && decoded.cut.is_empty();
-    if !whole || !tallies_fit(&decoded, trace.bytes().len()) {
-        return Ok(None);
-    }
-    let Ok((prep, stacks, acc, warnings, all_stacks, rows_elsewhere)) = stream(
+) -> Streamed<'a> {
+    let Decoding {
+        decoded,
+        window,
+        clock: asked,
+    } = decoding;
+    let clock = asked.unwrap_or(Clock::Stack);
+    let (prep, stacks, acc, warnings, all_stacks, rows_elsewhere) = match stream(
         decoded,
         clock,
         window,
         step_events.max(1),
         opts.stack_rows,
         sink,
-    ) else {
-        return Ok(None);
+    ) {
+        Ok(done) => done,
+        Err(GaveUp(decoded)) => {
+            return Streamed::GaveUp(Decoding {
+                decoded: *decoded,
+                window,
+                clock: asked,
+            })
+        }
+        Err(GaveUpLate(prep)) => return Streamed::GaveUp(prep.into_decoding(asked)),
     };
     stage_done("replay");
     // Rows only counted were never held (the tests check it here: the
@@ -118,7 +113,7 @@ pub(crate) fn analyze_streamed(
         labels: Vec::new(),
         rows_elsewhere,
     };
-    Ok(Some(assemble(
+    Streamed::Done(assemble(
         trace,
         source,
         opts,
@@ -126,14 +121,30 @@ pub(crate) fn analyze_streamed(
         stacks,
         warnings,
         Rows::Made,
-    )))
+    ))
 }
+
+/// How a stream ended.
+pub(crate) enum Streamed<'a> {
+    /// The report.
+    Done(CompactReport),
+    /// The trace needs the batch analysis: here it is, decoded.
+    GaveUp(Decoding<'a>),
+}
+
+/// Why [`stream`] stopped: during the steps (the decoded trace untouched)
+/// or in the last one (the trace already prepared).
+enum Stop<'a> {
+    GaveUp(Box<Decoded<'a>>),
+    GaveUpLate(Box<Prepared<'a>>),
+}
+use Stop::{GaveUp, GaveUpLate};
 
 /// What a stream gives the report: the prepared trace, the stack rows
 /// (unnamed, in no order), the summed statistics, the replays' warnings,
 /// how many stacks the trace has and how many rows were counted or handed
 /// instead of kept.
-type Streamed<'a> = (Prepared<'a>, Vec<StackStats>, Acc, Warnings, u64, u64);
+type StreamedParts<'a> = (Prepared<'a>, Vec<StackStats>, Acc, Warnings, u64, u64);
 
 /// The steps (see the module doc).
 fn stream<'a>(
@@ -143,7 +154,7 @@ fn stream<'a>(
     step_events: u64,
     stack_rows: StackRows,
     sink: &mut dyn StackSink,
-) -> Result<Streamed<'a>, NotStreamable> {
+) -> Result<StreamedParts<'a>, Stop<'a>> {
     let keep = stack_rows == StackRows::Kept;
     let mut out = RowsOut {
         stack_rows,
@@ -212,8 +223,11 @@ fn stream<'a>(
                     .try_for_each(|lane| lane.step(&ctx, Some(horizon), &opens))
             },
         );
-        cut?;
-        replay?;
+        if cut.is_err() || replay.is_err() {
+            // What the steps replayed is dropped; the decode is not.
+            drop(threads);
+            return Err(GaveUp(Box::new(decoded)));
+        }
         out.take(&mut lanes, &mut rows);
         let now_read: u64 = threads.iter().map(|t| t.pass.events).sum();
         step.adapt(now_read - read);
@@ -252,9 +266,12 @@ fn stream<'a>(
         timeline.as_ref(),
         prep.end_tick,
     );
-    lanes
+    let last = lanes
         .par_iter_mut()
-        .try_for_each(|lane| lane.last_step(&ctx, end_ns))?;
+        .try_for_each(|lane| lane.last_step(&ctx, end_ns));
+    if last.is_err() {
+        return Err(GaveUpLate(Box::new(prep)));
+    }
     out.take(&mut lanes, &mut rows);
     let mut acc: Option<Acc> = None;
     let mut warnings = Warnings::default();

@@ -24,9 +24,9 @@ pub(crate) struct NumberedEdge {
 }
 
 /// A trace's [`Report`] whose edges are not rows yet (see the module doc):
-/// [`crate::analyze_each_compact`] hands these over.
+/// [`crate::analyze_many`]'s workers hand these over.
 #[derive(Clone, Debug)]
-pub struct CompactReport {
+pub(crate) struct CompactReport {
     /// Everything but the edges (`edges` is empty).
     pub(crate) report: Report,
     /// Every function an edge may name, by number.
@@ -39,13 +39,13 @@ pub struct CompactReport {
 
 impl CompactReport {
     /// The report without its edges (whose `edges` is empty).
-    pub fn report(&self) -> &Report {
+    pub(crate) fn report(&self) -> &Report {
         &self.report
     }
 
     /// The full report, its edges made rows and sorted by caller then
     /// callee: what [`crate::analyze`] returns for the trace.
-    pub fn into_report(self) -> Report {
+    pub(crate) fn into_report(self) -> Report {
         let CompactReport {
             mut report,
             keys,

@@ -15,7 +15,7 @@
 //!
 //! What adds up by identity (functions, edges, call paths) is kept in
 //! [`Sums`], apart from what is listed trace after trace. Sums can be made
-//! apart and combined: [`crate::analyze_each_summed`]'s workers each sum
+//! apart and combined: [`crate::analyze_many`]'s workers each sum
 //! the traces they analyzed, and the caller only lists the rest. Each row
 //! remembers the first trace that met it, so the merged report lists its
 //! rows as one sum in the traces' order would, however the work was split:
@@ -71,7 +71,7 @@ struct PathSum {
 /// What adds up by identity over traces: functions, edges and call paths
 /// (see the module doc), whichever order the traces are added in.
 #[derive(Debug, Default)]
-pub struct Sums {
+pub(crate) struct Sums {
     /// Every function a row or an edge named, numbered in the order met.
     keys: Vec<FunctionKey>,
     /// Function numbers by the hash of their key ([`key_hash`]), so a key
@@ -275,7 +275,7 @@ impl Sums {
     }
 
     /// Adds everything `other` summed.
-    pub fn absorb(&mut self, other: Sums) {
+    pub(crate) fn absorb(&mut self, other: Sums) {
         if self.keys.is_empty() {
             // Nothing summed yet (every row and edge names a key).
             *self = other;
@@ -405,16 +405,16 @@ impl Merged {
 
     /// [`Merged::add`] for a report whose edges are numbered: the same
     /// sum, in the same order, without a row per edge (see
-    /// [`CompactReport`]). A report from [`crate::analyze_each_summed`]
+    /// [`CompactReport`]). A report from [`crate::analyze_many`]
     /// brings only what is listed (its sums are the workers').
-    pub fn add_compact(&mut self, mut c: CompactReport) {
+    pub(crate) fn add_compact(&mut self, mut c: CompactReport) {
         self.sums.add_compact(self.traces as u32, &mut c);
         self.add_listed(c.report);
     }
 
     /// Adds sums made apart (see [`Sums`]), whose traces were numbered as
     /// this merge numbers them: by their place among the traces added.
-    pub fn absorb(&mut self, sums: Sums) {
+    pub(crate) fn absorb(&mut self, sums: Sums) {
         self.sums.absorb(sums);
     }
 

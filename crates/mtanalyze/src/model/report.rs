@@ -53,7 +53,7 @@ pub enum StackRows {
     #[default]
     Kept,
     /// Handed to the caller one by one as their stacks finish, none kept
-    /// ([`crate::analyze_each_stack`] sets it; every other analysis takes
+    /// ([`crate::analyze_with_sink`] sets it; every other analysis takes
     /// it as `Counted`): [`Report::stacks`] is empty.
     Handed,
     /// Counted in [`TraceSummary::stacks`] only; [`Report::stacks`] is

@@ -3,7 +3,7 @@
 
 use crate::model::report::StackStats;
 
-/// Where [`crate::analyze_each_stack`] hands the stacks' rows.
+/// Where [`crate::analyze_with_sink`] hands the stacks' rows.
 pub trait StackSink {
     /// One stack's row, named as the report names it. A streamed analysis
     /// hands them as their stacks finish (in no particular order), the

@@ -29,7 +29,7 @@ pub fn report(out: &mut dyn Write, report: &ReportView<'_>) -> io::Result<()> {
 
 /// [`report`], the stack rows taken from `rows`, in the report's order
 /// (by id), instead of from `report.stacks`: the rows of
-/// [`crate::analyze_each_stack`] given back by a
+/// [`crate::analyze_with_sink`] given back by a
 /// [`crate::view::SortedRows`], which a report of half a million stacks
 /// need not hold. The output is the same byte for byte.
 pub fn report_with_rows<R: Borrow<StackStats> + Send + Sync>(

@@ -169,7 +169,7 @@ fn by_column(a: &StackStats, b: &StackStats, sort: SortKey) -> Ordering {
 }
 
 /// What `--stacks` shows, gathered from rows handed one at a time in any
-/// order ([`crate::analyze_each_stack`]'s sink): the rows of
+/// order ([`crate::analyze_with_sink`]'s sink): the rows of
 /// [`stack_rows`] (or the groups of [`stack_groups`]) of the report that
 /// would have held them all, holding only those shown. Half a million tasks
 /// with `--limit 20` are 20 rows (40 at most, between two trims).
