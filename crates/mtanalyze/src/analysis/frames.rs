@@ -84,6 +84,33 @@ pub(super) struct Acc {
     pub edges: EdgeSums,
     /// Call paths, when asked for.
     pub paths: Option<PathTree>,
+    /// Frames the program left open on logical stacks.
+    pub left_open: LeftOpen,
+}
+
+/// Frames left open on logical stacks, closed by the analyzer: the
+/// `frames_open_at_end` and `frames_open_at_stack_end` warnings ("Frames
+/// left open" in `semantics.md`). Like calls, only frames entered in the
+/// time window count.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct LeftOpen {
+    /// Open at the end of the trace.
+    pub at_end: u64,
+    /// Open at their stack's `end`.
+    pub at_stack_end: u64,
+}
+
+/// Where a stack's replay finishes, for [`LeftOpen`]: which of its frames
+/// still open count as left open.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Leftover {
+    /// A logical stack at the end of the trace.
+    AtEnd,
+    /// A logical stack at its `end`.
+    AtStackEnd,
+    /// A thread's own stack, or one cut short by lost events (which have
+    /// warnings of their own): not counted.
+    NotCounted,
 }
 
 impl Acc {
@@ -93,6 +120,7 @@ impl Acc {
             functions: vec![FnAcc::default(); n],
             edges: EdgeSums::default(),
             paths: paths.then(PathTree::default),
+            left_open: LeftOpen::default(),
         }
     }
 
@@ -114,6 +142,8 @@ impl Acc {
             a.through_callees += b.through_callees;
         }
         self.edges.merge(other.edges);
+        self.left_open.at_end += other.left_open.at_end;
+        self.left_open.at_stack_end += other.left_open.at_stack_end;
         if let (Some(a), Some(b)) = (&mut self.paths, &other.paths) {
             a.merge_from(b, ROOT);
         }
@@ -368,6 +398,7 @@ impl Tally {
         self.acc.functions.resize(n, FnAcc::default());
         self.acc.edges.list.clear();
         self.acc.paths = paths.then(PathTree::default);
+        self.acc.left_open = LeftOpen::default();
         self.frames.clear();
         self.fn_open.clear();
         self.fn_open.resize(n, 0);
@@ -447,6 +478,13 @@ impl Tally {
         self.edges.clear();
     }
 
+    /// The frames left open on the stacks replayed since the last call
+    /// (or the tally's start), for one trace's warnings when the tally
+    /// goes on summing the next trace's stacks.
+    pub(super) fn take_left_open(&mut self) -> LeftOpen {
+        std::mem::take(&mut self.acc.left_open)
+    }
+
     /// The statistics of every stack replayed.
     pub(super) fn into_acc(mut self) -> Acc {
         self.take_acc()
@@ -461,6 +499,7 @@ impl Tally {
                 functions: Vec::new(),
                 edges: EdgeSums::default(),
                 paths: None,
+                left_open: LeftOpen::default(),
             },
         );
         // The table numbers each edge once: the list needs no index.
@@ -630,6 +669,18 @@ impl<'a, O: Observer> FrameStack<'a, O> {
             }
         }
         self.t.frames.extend(frames);
+    }
+
+    /// Counts the frames open now as left open (`at`), before
+    /// [`FrameStack::close_all`] closes them.
+    pub(super) fn count_left_open(&mut self, at: Leftover) {
+        let n = self.t.frames.iter().filter(|f| f.counted).count() as u64;
+        let left = &mut self.t.acc.left_open;
+        match at {
+            Leftover::AtEnd => left.at_end += n,
+            Leftover::AtStackEnd => left.at_stack_end += n,
+            Leftover::NotCounted => {}
+        }
     }
 
     /// Closes every open frame at `ns`, counting them as open at the end
