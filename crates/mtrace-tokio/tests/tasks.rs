@@ -140,6 +140,20 @@ mod with_hooks {
             let handle = function("handle");
             assert!(handle.scheduled_ns > 0, "{handle:?}");
             assert!(handle.waiting_ns > 0, "{handle:?}");
+            // tokio's own spans (runtime.spawn, runtime.resource) are not
+            // frames: the task's stack stands for them.
+            assert!(
+                report
+                    .functions
+                    .iter()
+                    .all(|f| !f.function.starts_with("runtime.")),
+                "{:?}",
+                report
+                    .functions
+                    .iter()
+                    .map(|f| &f.function)
+                    .collect::<Vec<_>>()
+            );
         }
         std::fs::remove_dir_all(&dir).ok();
     }

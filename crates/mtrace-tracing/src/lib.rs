@@ -190,15 +190,17 @@ fn function(meta: &'static Metadata<'static>) -> FunctionId {
     })
 }
 
-/// A span of tokio's own instrumentation (its `tracing` feature, under
-/// `--cfg tokio_unstable`): `runtime.spawn` around every task's polls
-/// (target `tokio::task`) and `runtime.resource*` around its timers and
-/// locks (targets `tokio::...` and `runtime::...`). They describe the
-/// runtime, not the program: a task's stack already stands for its
-/// `runtime.spawn`, and `mtrace_tokio::wakes()` reads them for wakes.
+/// A span or event of tokio's own instrumentation (its `tracing` feature,
+/// under `--cfg tokio_unstable`): `runtime.spawn` around every task's
+/// polls (target `tokio::task`), `runtime.resource*` around its timers and
+/// locks (targets `tokio::...`, and `runtime::resource::...` for their
+/// state updates), the waker's events (`tokio::task::waker`). They
+/// describe the runtime, not the program: a task's stack already stands
+/// for its `runtime.spawn`, and `mtrace_tokio::wakes()` reads them for
+/// wakes.
 fn is_tokio_instrumentation(meta: &Metadata<'_>) -> bool {
     let target = meta.target();
-    target == "tokio" || target.starts_with("tokio::") || target.starts_with("runtime::")
+    target == "tokio" || target.starts_with("tokio::") || target.starts_with("runtime::resource")
 }
 
 /// Where a span's frame is open.
