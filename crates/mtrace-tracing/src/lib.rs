@@ -63,7 +63,8 @@
 //!   at the end of the trace); the analyzer warns of it
 //!   (`frames_open_at_stack_end`).
 //! * A span never closed keeps its frame (and its stack) open to the end
-//!   of the trace: `open_at_end`, with a `frames_open_at_end` warning.
+//!   of the trace: `open_at_end`, as a task still running when the
+//!   recording finished (no warning: the trace cannot tell them apart).
 //! * A span entered on two threads at once, or entered again while
 //!   entered: the second enter records nothing (its stack is in use).
 //! * A borrowed-stack span exited and entered again while the code around

@@ -84,32 +84,22 @@ pub(super) struct Acc {
     pub edges: EdgeSums,
     /// Call paths, when asked for.
     pub paths: Option<PathTree>,
-    /// Frames the program left open on logical stacks.
-    pub left_open: LeftOpen,
+    /// Frames left open on logical stacks at their `end`, closed by the
+    /// analyzer: the `frames_open_at_stack_end` warning ("Frames left
+    /// open" in `semantics.md`). Like calls, only frames entered in the
+    /// time window count.
+    pub left_open: u64,
 }
 
-/// Frames left open on logical stacks, closed by the analyzer: the
-/// `frames_open_at_end` and `frames_open_at_stack_end` warnings ("Frames
-/// left open" in `semantics.md`). Like calls, only frames entered in the
-/// time window count.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(super) struct LeftOpen {
-    /// Open at the end of the trace.
-    pub at_end: u64,
-    /// Open at their stack's `end`.
-    pub at_stack_end: u64,
-}
-
-/// Where a stack's replay finishes, for [`LeftOpen`]: which of its frames
-/// still open count as left open.
+/// Where a stack's replay finishes: whether the frames still open then
+/// count as left open by the program.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Leftover {
-    /// A logical stack at the end of the trace.
-    AtEnd,
-    /// A logical stack at its `end`.
+    /// A logical stack at its `end`: they do.
     AtStackEnd,
-    /// A thread's own stack, or one cut short by lost events (which have
-    /// warnings of their own): not counted.
+    /// At the end of the trace (a task still running when the recording
+    /// finished, as often as one never finished), or cut short by lost
+    /// events (which have warnings of their own): they do not.
     NotCounted,
 }
 
@@ -120,7 +110,7 @@ impl Acc {
             functions: vec![FnAcc::default(); n],
             edges: EdgeSums::default(),
             paths: paths.then(PathTree::default),
-            left_open: LeftOpen::default(),
+            left_open: 0,
         }
     }
 
@@ -142,8 +132,7 @@ impl Acc {
             a.through_callees += b.through_callees;
         }
         self.edges.merge(other.edges);
-        self.left_open.at_end += other.left_open.at_end;
-        self.left_open.at_stack_end += other.left_open.at_stack_end;
+        self.left_open += other.left_open;
         if let (Some(a), Some(b)) = (&mut self.paths, &other.paths) {
             a.merge_from(b, ROOT);
         }
@@ -398,7 +387,7 @@ impl Tally {
         self.acc.functions.resize(n, FnAcc::default());
         self.acc.edges.list.clear();
         self.acc.paths = paths.then(PathTree::default);
-        self.acc.left_open = LeftOpen::default();
+        self.acc.left_open = 0;
         self.frames.clear();
         self.fn_open.clear();
         self.fn_open.resize(n, 0);
@@ -481,7 +470,7 @@ impl Tally {
     /// The frames left open on the stacks replayed since the last call
     /// (or the tally's start), for one trace's warnings when the tally
     /// goes on summing the next trace's stacks.
-    pub(super) fn take_left_open(&mut self) -> LeftOpen {
+    pub(super) fn take_left_open(&mut self) -> u64 {
         std::mem::take(&mut self.acc.left_open)
     }
 
@@ -499,7 +488,7 @@ impl Tally {
                 functions: Vec::new(),
                 edges: EdgeSums::default(),
                 paths: None,
-                left_open: LeftOpen::default(),
+                left_open: 0,
             },
         );
         // The table numbers each edge once: the list needs no index.
@@ -674,12 +663,9 @@ impl<'a, O: Observer> FrameStack<'a, O> {
     /// Counts the frames open now as left open (`at`), before
     /// [`FrameStack::close_all`] closes them.
     pub(super) fn count_left_open(&mut self, at: Leftover) {
-        let n = self.t.frames.iter().filter(|f| f.counted).count() as u64;
-        let left = &mut self.t.acc.left_open;
-        match at {
-            Leftover::AtEnd => left.at_end += n,
-            Leftover::AtStackEnd => left.at_stack_end += n,
-            Leftover::NotCounted => {}
+        if at == Leftover::AtStackEnd {
+            let n = self.t.frames.iter().filter(|f| f.counted).count() as u64;
+            self.t.acc.left_open += n;
         }
     }
 

@@ -125,11 +125,10 @@ pub(super) fn replay_stack<'s, O: Observer>(
         (LastEnd::SwitchedAway, true, Some(mark)) => Some(mark.max(stack.so_far.prev_end_ns)),
         _ => None,
     };
-    // Frames still open on a logical stack at its end, or at the trace's,
-    // were left open by the program; cut by a loss, they were not.
+    // Frames still open on a logical stack at its end were left open by
+    // the program; cut by a loss first, they were not.
     let leftover = match (logical, ended_ns, cut_at) {
         (true, Some(end), lost) if lost.is_none_or(|l| end <= l) => Leftover::AtStackEnd,
-        (true, None, None) => Leftover::AtEnd,
         _ => Leftover::NotCounted,
     };
     // An end never makes a life longer: the earlier of the two.

@@ -775,11 +775,7 @@ impl Lane {
             });
         for (key, mut live) in logical.chain(own) {
             if live.replay.is_some() {
-                let leftover = match key {
-                    StackKey::Logical(_) => Leftover::AtEnd,
-                    StackKey::Own(_) => Leftover::NotCounted,
-                };
-                let finish = Some((None, leftover));
+                let finish = Some((None, Leftover::NotCounted));
                 if let Some(totals) = self.work.replay(ctx, &mut live, &[], finish, end_ns) {
                     let row = totals.into_row(key, self.work.name(ctx, key));
                     self.work.rows.push(row);

@@ -50,10 +50,6 @@ pub enum WarningKind {
     /// A child process of the recorded program could not record (its
     /// `NAME.pid<PID>.failed` note beside the parent's trace says why).
     ChildNotRecorded,
-    /// Frames still open on logical stacks when a finished recording
-    /// ended: calls or spans of tasks the program never closed, or that
-    /// were still running at the finish.
-    FramesOpenAtEnd,
     /// Frames still open on a logical stack at its `end`: a task dropped
     /// mid-call, or a `tracing` span closed in another task than the one
     /// it opened in.
@@ -82,7 +78,6 @@ impl WarningKind {
             WarningKind::DroppedMetadata => "dropped_metadata",
             WarningKind::EndIgnored => "end_ignored",
             WarningKind::ChildNotRecorded => "child_not_recorded",
-            WarningKind::FramesOpenAtEnd => "frames_open_at_end",
             WarningKind::FramesOpenAtStackEnd => "frames_open_at_stack_end",
         }
     }
@@ -115,9 +110,6 @@ impl WarningKind {
             }
             WarningKind::ChildNotRecorded => {
                 "none: that process ran unprofiled; the report holds the processes that recorded"
-            }
-            WarningKind::FramesOpenAtEnd => {
-                "closed them at the trace's last event, counted in open_at_end (on logical stacks: a call or span never closed, or a task still running when the recording finished)"
             }
             WarningKind::FramesOpenAtStackEnd => {
                 "closed them at the stack's end, counted in cut_short (a task dropped mid-call, or a span closed in another task than it opened in)"
@@ -189,20 +181,11 @@ impl Warnings {
         self.map.get(&kind).map_or(0, |e| e.0)
     }
 
-    /// Warns of the frames the analyzer closed because the program left
-    /// them open on logical stacks ("Frames left open" in
-    /// `semantics.md`): `at_end` open at the end of the trace (not warned
-    /// of in an unfinished trace, whose `unfinished_trace` says it), and
-    /// `at_stack_end` open at their stack's `end`.
-    pub(crate) fn add_left_open(&mut self, at_end: u64, at_stack_end: u64) {
-        if self.count(WarningKind::Unfinished) == 0 {
-            self.add_n(WarningKind::FramesOpenAtEnd, at_end, Location::Trace);
-        }
-        self.add_n(
-            WarningKind::FramesOpenAtStackEnd,
-            at_stack_end,
-            Location::Trace,
-        );
+    /// Warns of `frames` the analyzer closed at their logical stack's
+    /// `end` because the program left them open there ("Frames left open"
+    /// in `semantics.md`).
+    pub(crate) fn add_left_open(&mut self, frames: u64) {
+        self.add_n(WarningKind::FramesOpenAtStackEnd, frames, Location::Trace);
     }
 
     /// The report's form, in a fixed order.
