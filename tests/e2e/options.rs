@@ -593,6 +593,45 @@ fn stacks_group_sums_stacks_whose_names_differ_in_numbers() {
     assert_eq!(run.code, Some(2), "--group needs --stacks: {}", run.stderr);
 }
 
+/// Tasks named by their spawn site and id, as `mtrace-tokio` names them:
+/// two spawned at line 42 of one file, one at its line 57.
+const SPAWN_SITES: &str = r#"{"ts": 0, "tid": 1, "ev": "switch", "stack": "src/server.rs:42 task-1"}
+{"ts": 10, "tid": 1, "ev": "switch", "stack": null}
+{"ts": 20, "tid": 1, "ev": "switch", "stack": "src/server.rs:42 task-2"}
+{"ts": 30, "tid": 1, "ev": "switch", "stack": null}
+{"ts": 40, "tid": 1, "ev": "switch", "stack": "src/server.rs:57 task-3"}
+{"ts": 50, "tid": 1, "ev": "switch", "stack": null}
+"#;
+
+#[test]
+fn stacks_group_sums_tasks_of_one_spawn_site_not_of_one_file() {
+    let dir = TempDir::new("spawn-sites");
+    let trace = dir.write("sites.jsonl", SPAWN_SITES);
+    let run = mtanalyze([trace.as_os_str(), "--stacks".as_ref(), "--group".as_ref()]).success();
+    // (stacks in the group, its name): the line stays, the task id folds.
+    let groups: Vec<(String, String)> = run
+        .stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("stacks"))
+        .skip(2)
+        .filter_map(|l| {
+            let (count, _) = l.trim_start().split_once(' ')?;
+            let name = l.rsplit_once("  ")?.1.trim();
+            Some((count.to_owned(), name.to_owned()))
+        })
+        .filter(|(_, name)| name.starts_with("src/"))
+        .collect();
+    assert_eq!(
+        groups,
+        [
+            ("2".to_owned(), "src/server.rs:42 task-#".to_owned()),
+            ("1".to_owned(), "src/server.rs:57 task-#".to_owned()),
+        ],
+        "{}",
+        run.stdout
+    );
+}
+
 #[test]
 fn thread_and_stack_select_the_replayed_stacks() {
     let f = fixture();

@@ -294,7 +294,7 @@ pub(crate) struct ReportArgs {
     /// In the function table, split `paused` into `scheduled` (woken, waiting for a thread) and `waiting` (not yet woken), from the wake events the future adapter records.
     #[arg(long)]
     pub(crate) scheduled: bool,
-    /// With --stacks: one row per stack name, its numbers counted as one (`request-17` and `request-18` are `request-#`), with totals and per-stack means.
+    /// With --stacks: one row per stack name, its numbers counted as one (`request-17` and `request-18` are `request-#`) but a line after a file name (`src/server.rs:42 task-#`: a spawn site), with totals and per-stack means.
     #[arg(long, requires = "stacks")]
     pub(crate) group: bool,
     /// Where to write the output [default: stdout; --format pstats needs a file].

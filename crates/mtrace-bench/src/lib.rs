@@ -59,11 +59,14 @@ pub enum Peer {
     MtraceTracing,
     /// The same with `with_own_stacks(false)`.
     MtraceTracingThread,
+    /// mtrace with tokio's task hooks (`mtrace-tokio`) instead of the
+    /// adapter: `async` only, in a `--cfg tokio_unstable` build.
+    MtraceTokio,
 }
 
 impl Peer {
     /// Every recorder, in table order.
-    pub const ALL: [Peer; 10] = [
+    pub const ALL: [Peer; 11] = [
         Peer::None,
         Peer::Mtrace,
         Peer::MtraceRing,
@@ -74,6 +77,7 @@ impl Peer {
         Peer::TracingTiming,
         Peer::MtraceTracing,
         Peer::MtraceTracingThread,
+        Peer::MtraceTokio,
     ];
 
     /// The command-line name.
@@ -89,6 +93,7 @@ impl Peer {
             Peer::TracingTiming => "tracing-timing",
             Peer::MtraceTracing => "mtrace-tracing",
             Peer::MtraceTracingThread => "mtrace-tracing-thread",
+            Peer::MtraceTokio => "mtrace-tokio",
         }
     }
 
@@ -102,16 +107,24 @@ impl Peer {
         matches!(self, Peer::Mtrace | Peer::MtraceRing)
     }
 
-    /// One of mtrace's own integrations (`mtrace-tracing`): a row beside
-    /// the peers it plugs into, not a peer `mtrace` is compared against.
+    /// One of mtrace's own integrations (`mtrace-tracing`, `mtrace-tokio`):
+    /// a row beside the peers it plugs into, not a peer `mtrace` is
+    /// compared against.
     pub fn is_integration(self) -> bool {
-        matches!(self, Peer::MtraceTracing | Peer::MtraceTracingThread)
+        matches!(
+            self,
+            Peer::MtraceTracing | Peer::MtraceTracingThread | Peer::MtraceTokio
+        )
     }
 
     /// Whether this recorder runs `workload` (the mtrace-only workloads
-    /// exercise APIs the other recorders do not have).
+    /// exercise APIs the other recorders do not have; tokio's hooks exist
+    /// only in a `--cfg tokio_unstable` build, and only for tasks).
     pub fn runs(self, workload: Workload) -> bool {
-        self.is_mtrace() || !workload.mtrace_only()
+        match self {
+            Peer::MtraceTokio => mtrace_tokio::HOOKS_AVAILABLE && workload == Workload::Async,
+            _ => self.is_mtrace() || !workload.mtrace_only(),
+        }
     }
 }
 
@@ -202,6 +215,7 @@ pub fn run_child(peer: Peer, workload: Workload, samples: usize) -> Option<Child
         Peer::MtraceTracingThread => {
             child::<peers::tracing::MtraceTracingThread>(workload, samples)
         }
+        Peer::MtraceTokio => child::<peers::mtrace::MtraceTokio>(workload, samples),
     })
 }
 

@@ -39,6 +39,7 @@ const SETUPS: &[(&str, &str)] = &[
     ("tracing-timing", "tracing 0.1 + a minimal Layer: rdtsc on enter/exit, 24-byte record per interval in a thread-local Vec"),
     ("mtrace-tracing", "the same spans under mtrace-tracing's layer, recording with mtrace (ring on /dev/shm sized for every event): a root span on a thread's own stack gets a logical stack of its own (7 events), a span inside it 2"),
     ("mtrace-tracing-thread", "the same with with_own_stacks(false): a root span opens on the thread's own stack (2 events); on async the task's frames then stay open under the next task's (wrong, shown for the cost)"),
+    ("mtrace-tokio", "mtrace with tokio's task hooks (mtrace_tokio::instrument on the runtime's builder) instead of .on_logical_stack(): a switch in and out from the before- and after-poll hooks, each task's stack in a sharded map between polls; async only, in a --cfg tokio_unstable build"),
 ];
 
 /// `--name VALUE` parsed, if present.
@@ -185,6 +186,9 @@ pub fn parent(args: &[String], tracy_exe: &Path) -> Result<(), String> {
         "{rounds} rounds x {samples} timed samples per process (after {WARMUP} warm-up); medians of the per-process medians"
     );
 
+    if peers.contains(&Peer::MtraceTokio) && !mtrace_tokio::HOOKS_AVAILABLE {
+        println!("mtrace-tokio: not measured, tokio's task hooks need a --cfg tokio_unstable build (see crates/mtrace-bench/README.md)");
+    }
     let mut results: HashMap<(Peer, Workload), Vec<ChildResult>> = HashMap::new();
     let mut failures: HashMap<(Peer, Workload), String> = HashMap::new();
     for round in 0..rounds {
@@ -273,7 +277,7 @@ pub fn parent(args: &[String], tracy_exe: &Path) -> Result<(), String> {
                 );
                 continue;
             }
-            if peer.is_mtrace() {
+            if peer.is_mtrace() || peer == Peer::MtraceTokio {
                 mtrace_ratios.push((workload, peer, r.over_floor));
             }
             let ratio = mtrace.as_ref().map(|m| r.overhead / m.overhead);
@@ -353,6 +357,16 @@ fn print_mtrace_ratios(workloads: &[Workload], ratios: &[(Workload, Peer, f64)])
                 cell(ring)
             );
         }
+    }
+    // The runtime's hooks beside the adapter (their row keeps every event).
+    if let Some(hooks) = get(Workload::Async, Peer::MtraceTokio) {
+        println!(
+            "{:<44} {:<17} {:>17} {:>12}",
+            "tokio task hooks (mtrace_tokio::instrument)",
+            Workload::Async.name(),
+            cell(Some(hooks)),
+            "-"
+        );
     }
     for (peer, label) in [
         (Peer::Mtrace, "mtrace_over_floor_max"),

@@ -388,10 +388,17 @@ async fn wake() {
 
 /// Times the async workload on a 2-worker runtime (the floor on this thread).
 fn on_runtime<R: Recorder>(samples: usize) -> Timing {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .build()
-        .expect("tokio runtime");
+    let builder = || {
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        b.worker_threads(2);
+        b
+    };
+    let runtime = builder().build().expect("tokio runtime");
+    // A recorder that hooks into the runtime (tokio's task hooks) gets one
+    // of its own: the baseline's tasks must not run through its hooks.
+    let mut hooked = builder();
+    let hooked = R::hook_runtime(&mut hooked).then(|| hooked.build().expect("tokio runtime"));
+    let instrumented = hooked.as_ref().unwrap_or(&runtime);
     let polls = Workload::Async.scopes_per_sample() as f64;
     let mut floor = Floor::new();
     let (mut f, mut b, mut x) = (vec![], vec![], vec![]);
@@ -404,9 +411,9 @@ fn on_runtime<R: Recorder>(samples: usize) -> Timing {
             time_ns(|| runtime.block_on(async_sample::<NoRecorder>())) / polls
         };
         let time_instrumented = || {
-            runtime.block_on(wake());
+            instrumented.block_on(wake());
             time_ns(|| {
-                runtime.block_on(async_sample::<R>());
+                instrumented.block_on(async_sample::<R>());
                 R::end_sample();
             }) / polls
         };
@@ -426,6 +433,9 @@ fn on_runtime<R: Recorder>(samples: usize) -> Timing {
     // Workers exit (and run their thread-local destructors) before the
     // recorder is asked what it holds.
     runtime.shutdown_timeout(std::time::Duration::from_secs(10));
+    if let Some(hooked) = hooked {
+        hooked.shutdown_timeout(std::time::Duration::from_secs(10));
+    }
     Timing {
         instrumented: median(&x),
         baseline: median(&b),

@@ -33,8 +33,8 @@
 //! ```
 //!
 //! `mtanalyze trace --stacks --group` sums the tasks of each spawn site:
-//! it writes every number `#`, so the task ids fold (and so do the lines
-//! of one file: `src/server.rs:# task-#`).
+//! it writes every number `#` but a line after a file name, so the task
+//! ids fold and two spawn sites stay apart (`src/server.rs:42 task-#`).
 //!
 //! # What it needs, and what it misses
 //!
@@ -43,9 +43,13 @@
 //! returns the builder unchanged and [`HOOKS_AVAILABLE`] is false: put
 //! tasks on stacks by hand with `.on_logical_stack(name)` instead.
 //!
-//! The hooks see no waker, so no `wake` events: a task's pauses are all
-//! `waiting` (`.on_logical_stack()`'s waker records wakes; use it for the
-//! tasks whose scheduling delay matters). The future given to `block_on`
+//! The hooks see no waker. With this crate's `tracing` feature (which
+//! turns on tokio's own `tracing` instrumentation), [`wakes()`] is a
+//! `tracing_subscriber` layer that reads tokio's waker events and records
+//! a `wake` of the task's stack at each, so the analyzer splits its pauses
+//! into waiting and scheduled ([`mod@wakes`]). Without it a task's pauses
+//! are all `waiting` (`.on_logical_stack()`'s waker records wakes too).
+//! The future given to `block_on`
 //! is not a task and runs on the thread's own stack; `spawn_blocking`
 //! closures are not polled, so they run on the blocking thread's own
 //! stack. A task spawned while nothing recorded has no stack of its
@@ -54,6 +58,11 @@
 
 #[cfg(tokio_unstable)]
 mod hooks;
+#[cfg(feature = "tracing")]
+pub mod wakes;
+
+#[cfg(feature = "tracing")]
+pub use wakes::{wakes, WakeLayer};
 
 pub use mtrace::LogicalStack;
 pub use tokio::runtime::Builder;

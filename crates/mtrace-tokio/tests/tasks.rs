@@ -2,8 +2,10 @@
 //! spawned from two sites with plain `tokio::spawn`: each task is one
 //! logical stack, named by its spawn site, ended when it finishes; the
 //! frames of `#[mtrace::profile]`, `scope!` and `#[tracing::instrument]`
-//! nest on it as the code nests. Needs `--cfg tokio_unstable` (see the
-//! README); without it, the one test checks that nothing is installed.
+//! nest on it as the code nests; with this crate's `tracing` feature,
+//! tasks are woken (scheduled and waiting time). Needs `--cfg
+//! tokio_unstable` (see the README); without it, the one test checks that
+//! nothing is installed.
 
 #[cfg(tokio_unstable)]
 mod with_hooks {
@@ -40,10 +42,11 @@ mod with_hooks {
         let path = dir.join("tasks.mtrace");
         let recording =
             mtrace::start(mtrace::Config::new(&path).capacity(32 << 20)).expect("start");
-        tracing::subscriber::set_global_default(
-            tracing_subscriber::registry().with(mtrace_tracing::layer()),
-        )
-        .unwrap();
+        let subscriber = tracing_subscriber::registry().with(mtrace_tracing::layer());
+        // With tokio's instrumentation: the wakes too.
+        #[cfg(feature = "tracing")]
+        let subscriber = subscriber.with(mtrace_tokio::wakes());
+        tracing::subscriber::set_global_default(subscriber).unwrap();
         let rt = mtrace_tokio::instrument(
             tokio::runtime::Builder::new_multi_thread()
                 .worker_threads(2)
@@ -126,6 +129,32 @@ mod with_hooks {
         );
         assert!(edge("handle", "compute"), "scope! nests in the profiled fn");
         assert!(report.warnings.is_empty(), "{:?}", report.warnings);
+        #[cfg(feature = "tracing")]
+        {
+            // Each lookup waits for its timer, which wakes it SLEEP after
+            // the poll that set it, before its task switches away: waiting.
+            // A woken task runs after its wake, and 32 tasks share 2
+            // workers: scheduled, for some of them.
+            let lookup = function("lookup");
+            assert!(lookup.waiting_ns > 0, "{lookup:?}");
+            let handle = function("handle");
+            assert!(handle.scheduled_ns > 0, "{handle:?}");
+            assert!(handle.waiting_ns > 0, "{handle:?}");
+            // tokio's own spans (runtime.spawn, runtime.resource) are not
+            // frames: the task's stack stands for them.
+            assert!(
+                report
+                    .functions
+                    .iter()
+                    .all(|f| !f.function.starts_with("runtime.")),
+                "{:?}",
+                report
+                    .functions
+                    .iter()
+                    .map(|f| &f.function)
+                    .collect::<Vec<_>>()
+            );
+        }
         std::fs::remove_dir_all(&dir).ok();
     }
 }

@@ -60,9 +60,11 @@
 //! * A span that borrowed a stack and is closed while another stack runs
 //!   (closed in another task) leaves its frame open on the stack it
 //!   borrowed: it closes, as cut short, when that stack ends (or is open
-//!   at the end of the trace); the analyzer reports it.
+//!   at the end of the trace); the analyzer warns of it
+//!   (`frames_open_at_stack_end`).
 //! * A span never closed keeps its frame (and its stack) open to the end
-//!   of the trace: `open_at_end`.
+//!   of the trace: `open_at_end`, as a task still running when the
+//!   recording finished (no warning: the trace cannot tell them apart).
 //! * A span entered on two threads at once, or entered again while
 //!   entered: the second enter records nothing (its stack is in use).
 //! * A borrowed-stack span exited and entered again while the code around
@@ -79,7 +81,10 @@
 //!
 //! Filters decide as for every layer: a span a global `EnvFilter` or this
 //! layer's own filter (`layer().with_filter(..)`) disables never reaches
-//! it, so it records no frame.
+//! it, so it records no frame. tokio's own instrumentation (its `tracing`
+//! feature: `runtime.spawn` and `runtime.resource` spans, waker events,
+//! which `mtrace_tokio::wakes()` reads) is never recorded: a task's stack
+//! stands for it.
 #![deny(missing_docs)]
 
 use std::cell::RefCell;
@@ -186,6 +191,19 @@ fn function(meta: &'static Metadata<'static>) -> FunctionId {
     })
 }
 
+/// A span or event of tokio's own instrumentation (its `tracing` feature,
+/// under `--cfg tokio_unstable`): `runtime.spawn` around every task's
+/// polls (target `tokio::task`), `runtime.resource*` around its timers and
+/// locks (targets `tokio::...`, and `runtime::resource::...` for their
+/// state updates), the waker's events (`tokio::task::waker`). They
+/// describe the runtime, not the program: a task's stack already stands
+/// for its `runtime.spawn`, and `mtrace_tokio::wakes()` reads them for
+/// wakes.
+fn is_tokio_instrumentation(meta: &Metadata<'_>) -> bool {
+    let target = meta.target();
+    target == "tokio" || target.starts_with("tokio::") || target.starts_with("runtime::resource")
+}
+
 /// Where a span's frame is open.
 #[derive(Debug)]
 enum Home {
@@ -245,8 +263,11 @@ where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
-        let Some(span) = ctx.span(id) else { return };
         let meta = attrs.metadata();
+        if is_tokio_instrumentation(meta) {
+            return;
+        }
+        let Some(span) = ctx.span(id) else { return };
         span.extensions_mut().insert(SpanFrame {
             function: function(meta),
             name: meta.name(),
@@ -351,7 +372,7 @@ where
     }
 
     fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
-        if !self.marks || !mtrace::is_recording() {
+        if !self.marks || !mtrace::is_recording() || is_tokio_instrumentation(event.metadata()) {
             return;
         }
         let mut message = Message(None);

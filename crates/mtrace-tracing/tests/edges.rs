@@ -2,8 +2,8 @@
 //! a span entered in one task and closed in another, a span never
 //! closed, and a span a global `EnvFilter` disables. Each leaves a report
 //! (no panic), with the unclosed frames counted as the analyzer counts
-//! frames it closes itself: `cut_short` at their stack's end,
-//! `open_at_end` at the trace's.
+//! frames it closes itself (`cut_short` at their stack's end, with a
+//! `frames_open_at_stack_end` warning; `open_at_end` at the trace's).
 
 use mtrace::LogicalStackExt;
 use tracing_subscriber::layer::SubscriberExt;
@@ -72,6 +72,14 @@ fn spans_closed_elsewhere_or_never_leave_a_report() {
     let leaked = function("leaked").expect("leaked recorded");
     assert_eq!((leaked.ncalls, leaked.open_at_end), (1, 1));
     assert!(function("filtered_out").is_none());
+    // `moved`, open on task-A's stack when it ended, is warned of; `leaked`
+    // is open at the end as a task still running would be, which is not.
+    let kinds: Vec<(&str, u64)> = report
+        .warnings
+        .iter()
+        .map(|w| (w.kind.as_str(), w.count))
+        .collect();
+    assert_eq!(kinds, [("frames_open_at_stack_end", 1)]);
     assert!(
         report.marks.iter().any(|m| &*m.name == "inside moved"),
         "{:?}",

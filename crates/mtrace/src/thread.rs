@@ -606,8 +606,10 @@ fn switch_cold(l: &Local, g: u64, id: StackId) -> Option<u64> {
 /// to, or `None` when nothing is recorded (then nothing was swapped).
 ///
 /// The vectors move by swapping, never by dropping: while the thread runs
-/// its own stack, `own_saved` is empty (and has no allocation), so the
-/// stack's `frames` holds that empty vector while it is switched in.
+/// its own stack, `own_saved` is empty, so the stack's `frames` holds an
+/// empty vector while it is switched in from the thread's own stack (the
+/// thread's, if it had no frame open; else `own_saved`'s, the own frames
+/// then in `own_saved`).
 #[inline(always)]
 pub(crate) fn switch_in(
     id: StackId,
@@ -626,8 +628,13 @@ pub(crate) fn switch_in(
     let prev = StackId(l.current.get());
     // SAFETY: no other reference to the thread's vectors is live.
     unsafe {
+        // The thread's own frames are set aside in `own_saved` (where a
+        // chunk's snapshot finds them) only if there are any: a worker
+        // thread runs its tasks with none open, and a swap of three words
+        // each way was a tenth of a switch's instructions.
+        let set_aside = prev == StackId::OWN && !l.frames().is_empty();
         mem::swap(l.frames(), frames);
-        if prev == StackId::OWN {
+        if set_aside {
             mem::swap(l.own_saved(), frames);
         }
     }
@@ -670,7 +677,12 @@ pub(crate) fn switch_out(prev: StackId, frames: &mut Vec<u32>, frames_gen: &mut 
         // The thread gets back what `frames` held; `frames` the stack's.
         mem::swap(l.frames(), frames);
         if prev == StackId::OWN {
-            mem::swap(l.frames(), l.own_saved());
+            // Own frames set aside at the switch in come back; with none
+            // set aside, what `frames` held is an empty vector, the
+            // thread's own frames (see `switch_in`).
+            if !l.own_saved().is_empty() {
+                mem::swap(l.frames(), l.own_saved());
+            }
         } else if *frames_gen != bound {
             // The thread moved to a newer recording meanwhile.
             l.frames().clear();

@@ -104,6 +104,7 @@ pub(super) fn assemble(
     };
     let mut warnings = prep.warnings.clone();
     warnings.merge(replay_warnings);
+    warnings.add_left_open(acc.left_open);
     let mut summary = prep.summary(trace, all_stacks);
     if !prep.window.is_all() {
         let (from_ns, to_ns) = prep.window.bounds();

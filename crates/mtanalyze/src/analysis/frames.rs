@@ -84,6 +84,23 @@ pub(super) struct Acc {
     pub edges: EdgeSums,
     /// Call paths, when asked for.
     pub paths: Option<PathTree>,
+    /// Frames left open on logical stacks at their `end`, closed by the
+    /// analyzer: the `frames_open_at_stack_end` warning ("Frames left
+    /// open" in `semantics.md`). Like calls, only frames entered in the
+    /// time window count.
+    pub left_open: u64,
+}
+
+/// Where a stack's replay finishes: whether the frames still open then
+/// count as left open by the program.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Leftover {
+    /// A logical stack at its `end`: they do.
+    AtStackEnd,
+    /// At the end of the trace (a task still running when the recording
+    /// finished, as often as one never finished), or cut short by lost
+    /// events (which have warnings of their own): they do not.
+    NotCounted,
 }
 
 impl Acc {
@@ -93,6 +110,7 @@ impl Acc {
             functions: vec![FnAcc::default(); n],
             edges: EdgeSums::default(),
             paths: paths.then(PathTree::default),
+            left_open: 0,
         }
     }
 
@@ -114,6 +132,7 @@ impl Acc {
             a.through_callees += b.through_callees;
         }
         self.edges.merge(other.edges);
+        self.left_open += other.left_open;
         if let (Some(a), Some(b)) = (&mut self.paths, &other.paths) {
             a.merge_from(b, ROOT);
         }
@@ -368,6 +387,7 @@ impl Tally {
         self.acc.functions.resize(n, FnAcc::default());
         self.acc.edges.list.clear();
         self.acc.paths = paths.then(PathTree::default);
+        self.acc.left_open = 0;
         self.frames.clear();
         self.fn_open.clear();
         self.fn_open.resize(n, 0);
@@ -447,6 +467,13 @@ impl Tally {
         self.edges.clear();
     }
 
+    /// The frames left open on the stacks replayed since the last call
+    /// (or the tally's start), for one trace's warnings when the tally
+    /// goes on summing the next trace's stacks.
+    pub(super) fn take_left_open(&mut self) -> u64 {
+        std::mem::take(&mut self.acc.left_open)
+    }
+
     /// The statistics of every stack replayed.
     pub(super) fn into_acc(mut self) -> Acc {
         self.take_acc()
@@ -461,6 +488,7 @@ impl Tally {
                 functions: Vec::new(),
                 edges: EdgeSums::default(),
                 paths: None,
+                left_open: 0,
             },
         );
         // The table numbers each edge once: the list needs no index.
@@ -630,6 +658,15 @@ impl<'a, O: Observer> FrameStack<'a, O> {
             }
         }
         self.t.frames.extend(frames);
+    }
+
+    /// Counts the frames open now as left open (`at`), before
+    /// [`FrameStack::close_all`] closes them.
+    pub(super) fn count_left_open(&mut self, at: Leftover) {
+        if at == Leftover::AtStackEnd {
+            let n = self.t.frames.iter().filter(|f| f.counted).count() as u64;
+            self.t.acc.left_open += n;
+        }
     }
 
     /// Closes every open frame at `ns`, counting them as open at the end

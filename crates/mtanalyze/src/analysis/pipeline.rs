@@ -287,13 +287,18 @@ pub(crate) fn numbered(
     }
     last.clear();
     last.extend(analysis.functions().numbers());
+    // The tally's sums go on to the next trace; this trace's warnings not.
+    let left_open = tally.take_left_open();
     scratch.last = Some(last);
     scratch.tally = Some(tally);
     report_of(
         trace,
         analysis,
         opts,
-        Acc::default(),
+        Acc {
+            left_open,
+            ..Acc::default()
+        },
         replayed,
         Rows::Summed,
     )

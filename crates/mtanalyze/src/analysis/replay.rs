@@ -31,7 +31,7 @@ use mtrace_format::TraceFile;
 
 use crate::analysis::clock::{GilCursor, GilTimeline};
 use crate::analysis::decode::{prefetch, Batches, Decoded, FunctionTable};
-use crate::analysis::frames::{Frame, FrameStack, NoObserver, Observer, Tally};
+use crate::analysis::frames::{Frame, FrameStack, Leftover, NoObserver, Observer, Tally};
 use crate::analysis::paths::ROOT;
 use crate::analysis::segment::{Seed, Segment, StackKey};
 use crate::analysis::window::{Span, WholeTrace, Window};
@@ -125,9 +125,15 @@ pub(super) fn replay_stack<'s, O: Observer>(
         (LastEnd::SwitchedAway, true, Some(mark)) => Some(mark.max(stack.so_far.prev_end_ns)),
         _ => None,
     };
+    // Frames still open on a logical stack at its end were left open by
+    // the program; cut by a loss first, they were not.
+    let leftover = match (logical, ended_ns, cut_at) {
+        (true, Some(end), lost) if lost.is_none_or(|l| end <= l) => Leftover::AtStackEnd,
+        _ => Leftover::NotCounted,
+    };
     // An end never makes a life longer: the earlier of the two.
     let cut_at = cut_at.into_iter().chain(ended_ns).min();
-    let mut totals = stack.finish(ctx.clock, end_ns, cut_at);
+    let mut totals = stack.finish(ctx.clock, end_ns, cut_at, leftover);
     totals.ended = ended_ns.is_some();
     totals
 }
@@ -548,8 +554,15 @@ impl<'a, O: Observer> StackReplay<'a, O> {
 
     /// Closes the frames still open at the end of the trace (`end_ns`), or
     /// at `cut_at` if the trace lost the stack's end there (counted as cut
-    /// short), and returns the stack's statistics.
-    pub(super) fn finish(mut self, clock: Clock, end_ns: u64, cut_at: Option<u64>) -> StackTotals {
+    /// short), and returns the stack's statistics; `leftover` says whether
+    /// those frames count as left open by the program.
+    pub(super) fn finish(
+        mut self,
+        clock: Clock,
+        end_ns: u64,
+        cut_at: Option<u64>,
+        leftover: Leftover,
+    ) -> StackTotals {
         let window = self.frames.window();
         let close_ns = cut_at.map_or(end_ns, |c| c.min(end_ns));
         let first_start_ns = self.so_far.first_start_ns.unwrap_or(close_ns);
@@ -565,6 +578,7 @@ impl<'a, O: Observer> StackReplay<'a, O> {
             let scheduled = self.woken.scheduled_until(close_ns, window);
             self.frames.scheduled = self.frames.scheduled.saturating_add(scheduled);
         }
+        self.frames.count_left_open(leftover);
         self.frames.close_all(close_ns, r_end, cut_at.is_some());
         self.frames.merge_paths();
         // A stack lives from its first stretch to its last switch away (a
@@ -659,7 +673,8 @@ impl<'a, O: Observer> StackReplay<'a, O> {
         if let Some(start_ns) = running_since_ns {
             stack.end_linear(clock, start_ns, end_ns);
         }
-        stack.finish(clock, end_ns, cut_at)
+        // A thread's own stack: frames open on it are not left open.
+        stack.finish(clock, end_ns, cut_at, Leftover::NotCounted)
     }
 }
 

@@ -39,7 +39,7 @@ use crate::analysis::clock::{GilMerge, GilTimeline};
 use crate::analysis::cut::{NotStreamable, ThreadPass, ThreadStream};
 use crate::analysis::decode::{Decoded, FunctionTable, Pos};
 use crate::analysis::ends::{fits_end, ignore_end, replaces};
-use crate::analysis::frames::{Acc, NoObserver, Tally};
+use crate::analysis::frames::{Acc, Leftover, NoObserver, Tally};
 use crate::analysis::options::AnalyzeOptions;
 use crate::analysis::paths::ROOT;
 use crate::analysis::prepare::{Decoding, Prepared};
@@ -792,7 +792,8 @@ impl Lane {
             });
         for (key, mut live) in logical.chain(own) {
             if live.replay.is_some() {
-                if let Some(totals) = self.work.replay(ctx, &mut live, &[], Some(None), end_ns) {
+                let finish = Some((None, Leftover::NotCounted));
+                if let Some(totals) = self.work.replay(ctx, &mut live, &[], finish, end_ns) {
                     let row = totals.into_row(key, self.work.name(ctx, key));
                     self.work.rows.push(row);
                 }
@@ -852,7 +853,8 @@ impl LaneWork {
         let segments = if carried { &merged[..] } else { group };
         if let Some((t, end)) = live.end.filter(|(t, _)| h_ns.is_none_or(|h| *t < h)) {
             if counts(live, segments, t, open.is_some(), scale) {
-                if let Some(totals) = self.replay(ctx, live, segments, Some(Some(t)), u64::MAX) {
+                let finish = Some((Some(t), Leftover::AtStackEnd));
+                if let Some(totals) = self.replay(ctx, live, segments, finish, u64::MAX) {
                     let key = StackKey::Logical(id);
                     let mut row = totals.into_row(key, self.name(ctx, key));
                     row.ended = true;
@@ -890,14 +892,15 @@ impl LaneWork {
     }
 
     /// Replays `segments` (in time order) onto `live`'s replay; then
-    /// finishes it with `finish` (`Some(cut_at)`: at its end, if it has
-    /// one that counts; `end_ns`: the end of the trace) or suspends it.
+    /// finishes it with `finish` (`Some((cut_at, leftover))`: at its end,
+    /// if it has one that counts; `end_ns`: the end of the trace; and
+    /// whether frames open then were left open) or suspends it.
     fn replay(
         &mut self,
         ctx: &ReplayContext<'_, '_>,
         live: &mut LiveStack,
         segments: &[Segment],
-        finish: Option<Option<u64>>,
+        finish: Option<(Option<u64>, Leftover)>,
         end_ns: u64,
     ) -> Option<StackTotals> {
         let mut observer = NoObserver;
@@ -927,7 +930,7 @@ impl LaneWork {
                 replay_one_segment(ctx, &mut stack, s, live.gil_hint, &mut self.warnings);
         }
         match finish {
-            Some(cut_at) => Some(stack.finish(ctx.clock, end_ns, cut_at)),
+            Some((cut_at, leftover)) => Some(stack.finish(ctx.clock, end_ns, cut_at, leftover)),
             None => {
                 live.replay = Some(stack.suspend(None));
                 None

@@ -50,6 +50,10 @@ pub enum WarningKind {
     /// A child process of the recorded program could not record (its
     /// `NAME.pid<PID>.failed` note beside the parent's trace says why).
     ChildNotRecorded,
+    /// Frames still open on a logical stack at its `end`: a task dropped
+    /// mid-call, or a `tracing` span closed in another task than the one
+    /// it opened in.
+    FramesOpenAtStackEnd,
 }
 
 impl WarningKind {
@@ -74,6 +78,7 @@ impl WarningKind {
             WarningKind::DroppedMetadata => "dropped_metadata",
             WarningKind::EndIgnored => "end_ignored",
             WarningKind::ChildNotRecorded => "child_not_recorded",
+            WarningKind::FramesOpenAtStackEnd => "frames_open_at_stack_end",
         }
     }
 
@@ -105,6 +110,9 @@ impl WarningKind {
             }
             WarningKind::ChildNotRecorded => {
                 "none: that process ran unprofiled; the report holds the processes that recorded"
+            }
+            WarningKind::FramesOpenAtStackEnd => {
+                "closed them at the stack's end, counted in cut_short (a task dropped mid-call, or a span closed in another task than it opened in)"
             }
         }
     }
@@ -171,6 +179,13 @@ impl Warnings {
     /// How many of `kind`.
     pub(crate) fn count(&self, kind: WarningKind) -> u64 {
         self.map.get(&kind).map_or(0, |e| e.0)
+    }
+
+    /// Warns of `frames` the analyzer closed at their logical stack's
+    /// `end` because the program left them open there ("Frames left open"
+    /// in `semantics.md`).
+    pub(crate) fn add_left_open(&mut self, frames: u64) {
+        self.add_n(WarningKind::FramesOpenAtStackEnd, frames, Location::Trace);
     }
 
     /// The report's form, in a fixed order.

@@ -314,20 +314,45 @@ fn group_name(s: &StackStats) -> String {
 
 /// The group of the stack named (or, unnamed, with the id) `name`: every
 /// run of digits written `#` (`request-17` is `request-#`), as
-/// `--stacks --group` groups stacks.
+/// `--stacks --group` groups stacks, but for a source line: digits right
+/// after `FILE.EXT:` are kept, so tasks named by their spawn site
+/// (`src/server.rs:42 task-17`, as `mtrace-tokio` names them) group by
+/// site (`src/server.rs:42 task-#`), and two sites of one file apart.
 pub fn group_label(name: &str) -> String {
     let mut out = String::with_capacity(name.len());
-    let mut in_number = false;
+    // In a run of digits: whether it is kept (a line) or one `#`.
+    let mut run = None;
     for c in name.chars() {
-        let digit = c.is_ascii_digit();
-        if !digit {
+        if !c.is_ascii_digit() {
             out.push(c);
-        } else if !in_number {
-            out.push('#');
+            run = None;
+            continue;
         }
-        in_number = digit;
+        match run {
+            None => {
+                let keep = out.strip_suffix(':').is_some_and(ends_with_file_name);
+                out.push(if keep { c } else { '#' });
+                run = Some(keep);
+            }
+            Some(true) => out.push(c),
+            Some(false) => {}
+        }
     }
     out
+}
+
+/// Whether `text` ends with a file name with an extension of letters
+/// (`src/server.rs`, `app.py`): what a `:LINE` after it belongs to. Not
+/// an address (`10.0.0.1:8080`), nor a name with no extension
+/// (`conn:12`).
+fn ends_with_file_name(text: &str) -> bool {
+    let last = text.rsplit([' ', '\t']).next().unwrap_or(text);
+    match last.rsplit_once('.') {
+        Some((stem, ext)) => {
+            !stem.is_empty() && !ext.is_empty() && ext.chars().all(|c| c.is_ascii_alphabetic())
+        }
+        None => false,
+    }
 }
 
 /// The `--stacks --group` rows: groups in the order of their first stack
@@ -907,6 +932,22 @@ mod tests {
         assert_eq!(group_name(&stack("stack:7", "h2c")), "h#c");
         assert_eq!(group_name(&stack("stack:17", "")), "stack:#");
         assert_eq!(group_name(&stack("thread:3", "main")), "main");
+        // A spawn site's line is kept: two sites of one file are two groups.
+        assert_eq!(
+            group_name(&stack("stack:9", "src/server.rs:42 task-17")),
+            "src/server.rs:42 task-#"
+        );
+        assert_eq!(
+            group_name(&stack("stack:9", "src/server.rs:57 task-18")),
+            "src/server.rs:57 task-#"
+        );
+        assert_eq!(
+            group_name(&stack("stack:9", "crates/h2/src/proto.rs:101 task-3")),
+            "crates/h#/src/proto.rs:101 task-#"
+        );
+        // Not a source line: an address's port, a name with no extension.
+        assert_eq!(group_name(&stack("stack:9", "10.0.0.1:8080")), "#.#.#.#:#");
+        assert_eq!(group_name(&stack("stack:9", "conn:12")), "conn:#");
     }
 
     #[test]

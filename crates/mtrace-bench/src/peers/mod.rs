@@ -50,6 +50,12 @@ pub trait Recorder: Sized + 'static {
     fn task<F>(future: F) -> impl Future<Output = F::Output> + Send + 'static
     where
         F: Future + Send + 'static;
+    /// Installs what the recorder hooks into the tokio runtime of the
+    /// `async` workload (its task hooks); true if it installed anything,
+    /// and then the uninstrumented baseline runs on a runtime of its own.
+    fn hook_runtime(_builder: &mut tokio::runtime::Builder) -> bool {
+        false
+    }
     /// Ends the recording; what it holds.
     fn finish(self) -> TraceStats;
 }

@@ -102,3 +102,48 @@ impl<const SMALL_RING: bool> Recorder for MtraceIn<SMALL_RING> {
         }
     }
 }
+
+/// mtrace with tokio's task hooks (`mtrace_tokio::instrument`): every task
+/// on its own logical stack with no code at the spawn site, a switch in
+/// and out around every poll from the runtime's before- and after-poll
+/// hooks, and the tasks' stacks kept in a sharded map between polls. Runs
+/// only where the hooks exist (`--cfg tokio_unstable`).
+pub struct MtraceTokio(Mtrace);
+
+impl Recorder for MtraceTokio {
+    type Scope = ScopeGuard;
+    type Batch = ();
+
+    fn start(expected_events: u64) -> Self {
+        MtraceTokio(Mtrace::start(expected_events))
+    }
+
+    #[inline(always)]
+    fn scope() -> ScopeGuard {
+        mtrace::scope!("scope")
+    }
+
+    #[inline(always)]
+    fn recurse_scope() -> ScopeGuard {
+        mtrace::scope!("recurse")
+    }
+
+    #[inline(always)]
+    fn batch() {}
+
+    fn task<F>(future: F) -> impl Future<Output = F::Output> + Send + 'static
+    where
+        F: Future + Send + 'static,
+    {
+        future
+    }
+
+    fn hook_runtime(builder: &mut tokio::runtime::Builder) -> bool {
+        mtrace_tokio::instrument(builder);
+        mtrace_tokio::HOOKS_AVAILABLE
+    }
+
+    fn finish(self) -> TraceStats {
+        self.0.finish()
+    }
+}
