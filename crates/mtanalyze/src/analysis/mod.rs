@@ -1,7 +1,10 @@
-//! The analysis: from a loaded trace to a [`Report`].
+//! The analysis: from a loaded trace to a [`Report`]. The planner
+//! (`plan.rs`) decodes the trace once and picks the engine; its module doc
+//! has the table of which trace goes where.
 //!
 //! ```text
-//! decode    chunks -> each thread's ordered chunk sequence, names    decode.rs
+//! plan      decode once, choose the engine, where the rows go         plan.rs
+//! decode    chunks -> each thread's ordered chunk sequence, names    decode/
 //!           (and marks, on the report's time scale)                marks.rs
 //! cut       each thread's events -> segments (threads in parallel)   cut.rs, segment.rs
 //! prepare   the above, the complete function table, file warnings    prepare.rs
@@ -14,10 +17,12 @@
 //!
 //! A time window (`window.rs`) confines what the replay counts.
 //!
+//! batch     the stages above, stacks replayed in parallel; or one   pipeline.rs
+//!           after the other into one tally (many small traces)
 //! stream    cut and replay in steps of time, stacks finished at their   stream.rs
 //!           `end` (the `stack` and `wall` clocks without call paths or
-//!           stack selection, on whole traces): what `analyze` does when
-//!           it can; the same report, without holding every segment
+//!           stack selection, on whole traces of many stacks): the same
+//!           report, without holding every segment
 //! ```
 //!
 //! A thread's own stack runs on that thread only, so [`analyze`] lets the

@@ -1,0 +1,238 @@
+//! A thread's events a batch at a time, in chunk order, for the segment
+//! pass and the replay: where an event is ([`Pos`]), where a chunk restarts
+//! from its snapshot ([`Restart`]).
+
+use mtrace_format::event::raw_parts;
+use mtrace_format::layout::EVENT_SIZE;
+use mtrace_format::{BadEvent, ChunkProblem, ChunkProblemKind, Event, StackId, TraceFile};
+
+use super::ChunkRef;
+
+/// Asks the CPU to start loading the cache line at `p`. The replay reads
+/// short runs of events scattered over the file (a fiber's stretch is a few
+/// cache lines), too short for the hardware prefetcher to pick up.
+#[inline(always)]
+pub(crate) fn prefetch(p: *const u8) {
+    // SAFETY: a prefetch is a hint that never faults, whatever `p` is;
+    // SSE is part of the x86_64 baseline.
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(p.cast())
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = p;
+}
+
+/// Where an event sits in its thread's stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub(crate) struct Pos {
+    /// Index into the thread's chunk list.
+    pub chunk: u32,
+    /// Index of the event within the chunk.
+    pub event: u32,
+}
+
+/// A chunk that follows missing or damaged chunks: its snapshot tells what was open.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Restart {
+    /// The snapshot's tick, clamped.
+    pub tick: u64,
+    /// The stack the thread was running.
+    pub current_stack: StackId,
+}
+
+/// The events of one chunk that fall in the requested range, as raw
+/// 16-byte slots: the hot loops split them with `event::raw_parts` and
+/// branch on the kind themselves (an `Event` enum match compiles to an
+/// indirect jump that mispredicts on every enter/exit alternation).
+pub(crate) struct Batch<'a> {
+    /// Index of the chunk in the thread's list.
+    pub chunk: u32,
+    /// Index (in the chunk) of the first event in `raw`.
+    pub first_event: u32,
+    /// Set when the thread's history before this chunk is missing.
+    pub restart: Option<Restart>,
+    /// The events in range, 16 bytes each.
+    pub raw: &'a [u8],
+    slot: u64,
+    offset: u64,
+}
+
+impl Batch<'_> {
+    /// The events in range.
+    #[inline]
+    pub(crate) fn events(&self) -> impl Iterator<Item = &[u8; EVENT_SIZE]> + '_ {
+        self.raw
+            .chunks_exact(EVENT_SIZE)
+            .map(|e| e.try_into().unwrap_or(&[0; EVENT_SIZE]))
+    }
+
+    /// Number of events.
+    #[inline(always)]
+    pub(crate) fn len(&self) -> usize {
+        self.raw.len() / EVENT_SIZE
+    }
+
+    /// The `i`-th event split by `event::raw_parts` into (kind, tick,
+    /// payload); past the end, a kind no event has.
+    #[inline(always)]
+    pub(crate) fn parts(&self, i: usize) -> (u64, u64, u64) {
+        self.raw
+            .get(i * EVENT_SIZE..(i + 1) * EVENT_SIZE)
+            .and_then(|b| <&[u8; EVENT_SIZE]>::try_from(b).ok())
+            .map_or((u64::MAX, 0, 0), raw_parts)
+    }
+
+    /// What is wrong with the `i`-th event of the batch, which the caller
+    /// found invalid (`event::raw_is_valid`).
+    pub(crate) fn problem(&self, i: usize) -> ChunkProblem {
+        let at = i * EVENT_SIZE;
+        let bad = self
+            .raw
+            .get(at..at + EVENT_SIZE)
+            .and_then(|b| <&[u8; EVENT_SIZE]>::try_from(b).ok())
+            .and_then(|b| Event::decode(b).err())
+            .unwrap_or(BadEvent::UnknownKind(0));
+        ChunkProblem {
+            index: self.slot,
+            offset: self.offset + at as u64,
+            kind: ChunkProblemKind::BadEvent(bad),
+        }
+    }
+}
+
+/// Walks a thread's chunks from `from` (inclusive) to `to` (exclusive) one
+/// chunk at a time. Callers decode the batch's events in a tight loop and
+/// pass every tick through [`Batches::clamp`], so all passes over a thread
+/// see the same events with the same clamped ticks.
+pub(crate) struct Batches<'a, 'd> {
+    file: &'d TraceFile<'a>,
+    chunks: &'d [ChunkRef],
+    next: Pos,
+    to: Pos,
+    prev_tick: u64,
+    restart_pending: bool,
+}
+
+impl<'a, 'd> Batches<'a, 'd> {
+    /// Events of `chunks` in `[from, to)`, clamping from `floor_tick`.
+    pub(crate) fn new(
+        file: &'d TraceFile<'a>,
+        chunks: &'d [ChunkRef],
+        from: Pos,
+        to: Pos,
+        floor_tick: u64,
+    ) -> Self {
+        Batches {
+            file,
+            chunks,
+            next: from,
+            to,
+            prev_tick: floor_tick,
+            restart_pending: false,
+        }
+    }
+
+    /// The whole stream of a thread.
+    pub(crate) fn all(file: &'d TraceFile<'a>, chunks: &'d [ChunkRef]) -> Self {
+        let end = Pos {
+            chunk: chunks.len() as u32,
+            event: 0,
+        };
+        Self::new(file, chunks, Pos::default(), end, 0)
+    }
+
+    /// Clamps a tick so the thread's ticks never go backwards; returns the
+    /// clamped tick and whether it had to be clamped.
+    #[inline(always)]
+    pub(crate) fn clamp(&mut self, tick: u64) -> (u64, bool) {
+        if tick < self.prev_tick {
+            (self.prev_tick, true)
+        } else {
+            self.prev_tick = tick;
+            (tick, false)
+        }
+    }
+
+    /// Accepts, in one step, a run of events whose ticks the caller checked
+    /// never go backwards from [`Batches::floor`], the last being `last_tick`.
+    #[inline(always)]
+    pub(crate) fn accept_ordered(&mut self, last_tick: u64) {
+        self.prev_tick = last_tick;
+    }
+
+    /// The tick the next event must not be earlier than.
+    #[inline(always)]
+    pub(crate) fn floor(&self) -> u64 {
+        self.prev_tick
+    }
+
+    /// Where the next batch starts.
+    pub(crate) fn position(&self) -> Pos {
+        self.next
+    }
+
+    /// Tells the walk that an event of the last batch was damaged: the
+    /// rest of that chunk is dropped and the next one restarts from its snapshot.
+    pub(crate) fn damaged(&mut self) {
+        self.restart_pending = true;
+    }
+
+    /// The next chunk's batch.
+    pub(crate) fn next_batch(&mut self) -> Option<Batch<'a>> {
+        loop {
+            if self.next >= self.to {
+                return None;
+            }
+            let Pos {
+                chunk: ci,
+                event: first,
+            } = self.next;
+            let r = self.chunks.get(ci as usize)?;
+            self.next = Pos {
+                chunk: ci + 1,
+                event: 0,
+            };
+            let restart_here = first == 0
+                && (std::mem::take(&mut self.restart_pending)
+                    || r.gap_before
+                    || (ci == 0 && r.thread_chunk_no > 0));
+            let restart = if restart_here {
+                // Only a restart needs the snapshot. The header decoded in
+                // `decode`, so it decodes again; a `None` here would mean
+                // the bytes changed under us: skip the chunk.
+                let Some(chunk) = self.file.chunk(r.slot).ok().flatten() else {
+                    continue;
+                };
+                let tick = chunk.snapshot.tick.max(self.prev_tick);
+                self.prev_tick = tick;
+                Some(Restart {
+                    tick,
+                    current_stack: chunk.snapshot.current_stack,
+                })
+            } else {
+                None
+            };
+            let end = if ci == self.to.chunk {
+                self.to.event.min(r.events)
+            } else {
+                r.events
+            };
+            let first = first.min(end);
+            // `decode` checked that the committed events lie in the file.
+            let from = r.events_offset as usize + first as usize * EVENT_SIZE;
+            let to = r.events_offset as usize + end as usize * EVENT_SIZE;
+            let Some(raw) = self.file.bytes().get(from..to) else {
+                continue;
+            };
+            return Some(Batch {
+                chunk: ci,
+                first_event: first,
+                restart,
+                raw,
+                slot: r.slot,
+                offset: from as u64,
+            });
+        }
+    }
+}
