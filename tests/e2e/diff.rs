@@ -622,6 +622,23 @@ fn sort_orders_by_the_size_of_the_change_either_way() {
         order("name"),
         ["doubles", "fresh", "gone", "main", "moves", "same"]
     );
+    // The report's sort keys all order a diff: the numbers by their
+    // change, the text keys as a report orders them.
+    assert_eq!(order("pcalls"), order("ncalls"));
+    assert_eq!(order("time"), order("tottime"));
+    assert_eq!(order("cumulative"), order("cumtime"));
+    assert_eq!(
+        order("file"),
+        ["doubles", "fresh", "gone", "same", "moves", "main"]
+    );
+    assert_eq!(
+        order("line"),
+        ["doubles", "main", "same", "gone", "fresh", "moves"]
+    );
+    assert_eq!(
+        order("stdname"),
+        ["doubles", "same", "gone", "fresh", "moves", "main"]
+    );
     let limited = diff(
         &base,
         &new,

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use regex::Regex;
 
-use mtanalyze::view::{DiffSortKey, SortKey};
+use mtanalyze::view::SortKey;
 use mtanalyze::{AnalyzeOptions, Clock, PathMode, RecursionCollapse, StackRows, TimeBound};
 
 /// Offline analyzer for mtrace traces: cProfile-style statistics that stay
@@ -137,34 +137,6 @@ impl From<SortArg> for SortKey {
             SortArg::Line => SortKey::Line,
             SortArg::Stdname => SortKey::Stdname,
             SortArg::Nfl => SortKey::Nfl,
-        }
-    }
-}
-
-/// The column a diff's rows are ordered by: the size of its change, either way.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
-pub(crate) enum DiffSortArg {
-    /// Absolute change of self time, largest first.
-    #[default]
-    Tottime,
-    /// Absolute change of cumulative time, largest first.
-    Cumtime,
-    /// Absolute change of the number of calls, largest first.
-    Ncalls,
-    /// Absolute change of paused time, largest first.
-    Paused,
-    /// Function name, A to Z.
-    Name,
-}
-
-impl From<DiffSortArg> for DiffSortKey {
-    fn from(s: DiffSortArg) -> DiffSortKey {
-        match s {
-            DiffSortArg::Tottime => DiffSortKey::Tottime,
-            DiffSortArg::Cumtime => DiffSortKey::Cumtime,
-            DiffSortArg::Ncalls => DiffSortKey::Ncalls,
-            DiffSortArg::Paused => DiffSortKey::Paused,
-            DiffSortArg::Name => DiffSortKey::Name,
         }
     }
 }
@@ -365,9 +337,9 @@ pub(crate) struct DiffArgs {
     pub(crate) fail_beyond_spread: bool,
     #[command(flatten)]
     pub(crate) clock: ClockArgs,
-    /// Order of the rows: by the size of a column's change, either way, largest first (names A to Z).
-    #[arg(long, value_enum, default_value_t = DiffSortArg::Tottime)]
-    pub(crate) sort: DiffSortArg,
+    /// Order of the rows: by the size of the column's change, either way, largest first (the text keys name, file, line, stdname and nfl as for a report).
+    #[arg(long, value_enum, default_value_t = SortArg::Tottime)]
+    pub(crate) sort: SortArg,
     /// Show at most N functions.
     #[arg(long, value_name = "N")]
     pub(crate) limit: Option<usize>,

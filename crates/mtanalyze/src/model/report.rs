@@ -304,10 +304,7 @@ impl FunctionStats {
     /// The file as pstats keys the function: `~`, the file of pstats'
     /// built-ins, when unknown (as `--format pstats` writes it).
     pub fn pstats_file(&self) -> &str {
-        match self.file.as_str() {
-            "" => BUILTIN_FILE,
-            file => file,
-        }
+        self.site().pstats_file()
     }
 
     /// pstats' standard name of the function (`pstats.func_std_string`,
@@ -316,13 +313,49 @@ impl FunctionStats {
     /// name alone, written `{x}` when the name is `<x>`. The name is the
     /// report's (for a Python trace the qualified name, as the table shows it).
     pub fn std_name(&self) -> String {
-        self.std_name_parts(&mut itoa::Buffer::new()).concat()
+        self.site()
+            .std_name_parts(&mut itoa::Buffer::new())
+            .concat()
+    }
+
+    /// The function's identity, borrowed.
+    pub(crate) fn site(&self) -> Site<'_> {
+        Site {
+            function: &self.function,
+            file: &self.file,
+            line: self.line,
+        }
+    }
+}
+
+/// A function's identity, borrowed from a report's or a diff's row: what
+/// the text sort keys (`file`, `line`, `stdname`, `nfl`) compare. Ordered
+/// as [`FunctionKey`]: name, file, line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) struct Site<'a> {
+    pub function: &'a str,
+    pub file: &'a str,
+    pub line: u32,
+}
+
+impl<'a> Site<'a> {
+    /// The owned identity.
+    pub(crate) fn key(self) -> FunctionKey {
+        FunctionKey::new(self.function, self.file, self.line)
+    }
+
+    /// [`FunctionStats::pstats_file`].
+    pub(crate) fn pstats_file(self) -> &'a str {
+        match self.file {
+            "" => BUILTIN_FILE,
+            file => file,
+        }
     }
 
     /// [`FunctionStats::std_name`] in pieces, the line written with
     /// `digits`: two names compare piece by piece with no allocation.
-    pub(crate) fn std_name_parts<'a>(&'a self, digits: &'a mut itoa::Buffer) -> [&'a str; 6] {
-        let (file, name) = (self.pstats_file(), self.function.as_str());
+    pub(crate) fn std_name_parts(self, digits: &'a mut itoa::Buffer) -> [&'a str; 6] {
+        let (file, name) = (self.pstats_file(), self.function);
         if file == BUILTIN_FILE && self.line == 0 {
             // Python's `name[1:-1]` of a name that starts with `<` and ends
             // with `>` (so is two bytes long at least).
@@ -335,8 +368,6 @@ impl FunctionStats {
     }
 }
 
-/// The file of pstats' built-in keys (`('~', 0, name)`), of the Python
-/// binding's C functions, and of functions with no file in pstats' eyes.
 pub(crate) const BUILTIN_FILE: &str = "~";
 
 /// Statistics of the frames of `callee` whose parent frame is `caller`.

@@ -275,20 +275,12 @@ pub(crate) fn edges(
             .named("cumtime change")
             .short("cum change"),
     ];
-    let mut body = Vec::new();
-    for g in groups {
-        let mut first = Some(Col::Label(g.function.key(), marker(g.function.matched)));
-        let blank = || Col::Left(String::new());
-        if g.edges.is_empty() {
-            let mut row = vec![first.take().unwrap_or_else(blank), Col::Left("-".into())];
-            row.extend((0..5).map(|_| blank()));
-            body.push(row);
-        }
-        for e in &g.edges {
-            let key = match dir {
-                Direction::Callers => e.caller_key(),
-                Direction::Callees => e.callee_key(),
-            };
+    let body = super::table::edge_table_body(
+        groups,
+        dir,
+        columns.len(),
+        |f| Col::Label(f.key(), marker(f.matched)),
+        |e, other| {
             let m = match (&e.base, &e.new) {
                 (None, _) => Match::New,
                 (_, None) => Match::Gone,
@@ -300,9 +292,8 @@ pub(crate) fn edges(
                     e.new.as_ref().map(|s| duration(get(s) as f64)),
                 )
             };
-            body.push(vec![
-                first.take().unwrap_or_else(blank),
-                Col::Label(key, marker(m)),
+            vec![
+                Col::Label(other, marker(m)),
                 pair_of(
                     e.base.map(|s| calls(s.ncalls, s.primitive_calls)),
                     e.new.map(|s| calls(s.ncalls, s.primitive_calls)),
@@ -311,9 +302,11 @@ pub(crate) fn edges(
                 Col::Right(signed(e.delta.tottime_ns)),
                 time(|s| s.cumtime_ns),
                 Col::Right(signed(e.delta.cumtime_ns)),
-            ]);
-        }
-    }
+            ]
+        },
+        || Col::Left(String::new()),
+        || Col::Left("-".into()),
+    );
     layout(out, &columns, body, width)
 }
 

@@ -18,8 +18,10 @@ use prettytable::{Cell, Row, Table};
 
 use super::fit::{elide_middle, fit, plan, width_of, wrap_items, wrap_with, Column, Give, Text};
 use super::{calls, duration};
-use crate::model::report::{FunctionStats, Report, StackKey, StackRows, StackStats, TimeWindow};
-use crate::view::{Direction, EdgeGroup, StackGroup};
+use crate::model::report::{
+    FunctionKey, FunctionStats, Report, StackKey, StackRows, StackStats, TimeWindow,
+};
+use crate::view::{Direction, EdgeGroup, EdgeRow, StackGroup};
 
 /// `{label}{source} ({format}, format N)`, the source's middle cut to fit `width`.
 pub(super) fn trace_line(
@@ -432,34 +434,58 @@ pub fn edges(
         column("tottime", Give::Nothing),
         column("cumtime", Give::Nothing),
     ];
-    let mut body: Vec<Vec<Text>> = Vec::new();
-    for g in groups {
-        let mut first = Some(Text::Label(g.function.key(), String::new()));
-        let blank = || Text::Plain(String::new());
-        if g.edges.is_empty() {
-            body.push(vec![
-                first.take().unwrap_or_else(blank),
-                Text::Plain("-".into()),
-                blank(),
-                blank(),
-                blank(),
-            ]);
-        }
-        for e in &g.edges {
-            let key = match dir {
-                Direction::Callers => e.caller_key(),
-                Direction::Callees => e.callee_key(),
-            };
-            body.push(vec![
-                first.take().unwrap_or_else(blank),
-                Text::Label(key, String::new()),
+    let body = edge_table_body(
+        groups,
+        dir,
+        columns.len(),
+        |f| Text::Label(f.key(), String::new()),
+        |e, other| {
+            vec![
+                Text::Label(other, String::new()),
                 Text::Number(calls(e.ncalls, e.primitive_calls)),
                 Text::Number(duration(e.tottime_ns as f64)),
                 Text::Number(duration(e.cumtime_ns as f64)),
-            ]);
+            ]
+        },
+        || Text::Plain(String::new()),
+        || Text::Plain("-".into()),
+    );
+    print_fitted(out, &columns, &body, width)
+}
+
+/// The body of a caller or callee table, a report's or a diff's: each
+/// group's function once, in the first column of its first row, then a row
+/// per edge with what `edge` makes of it and its other end (that end's
+/// label first); a function with no edges is one row of `dash`. `blank`
+/// fills the empty cells of the rows, `columns` cells wide.
+pub(crate) fn edge_table_body<F, E: EdgeRow, C>(
+    groups: &[EdgeGroup<'_, F, E>],
+    dir: Direction,
+    columns: usize,
+    function: impl Fn(&F) -> C,
+    edge: impl Fn(&E, FunctionKey) -> Vec<C>,
+    blank: impl Fn() -> C,
+    dash: impl Fn() -> C,
+) -> Vec<Vec<C>> {
+    let mut body = Vec::new();
+    for g in groups {
+        let mut first = Some(function(g.function));
+        if g.edges.is_empty() {
+            let mut row = vec![first.take().unwrap_or_else(&blank), dash()];
+            row.resize_with(columns, &blank);
+            body.push(row);
+        }
+        for e in &g.edges {
+            let other = match dir {
+                Direction::Callers => e.caller(),
+                Direction::Callees => e.callee(),
+            };
+            let mut row = vec![first.take().unwrap_or_else(&blank)];
+            row.extend(edge(e, other.key()));
+            body.push(row);
         }
     }
-    print_fitted(out, &columns, &body, width)
+    body
 }
 
 /// The function tables' number columns, as pstats prints them.

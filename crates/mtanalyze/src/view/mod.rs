@@ -6,26 +6,28 @@
 //! [`DiffViewOptions`]): no printing, no recomputation of statistics. The
 //! table and JSON renderers both go through it, so `--sort`, `--filter`,
 //! `--limit` and `--min-change` mean the same thing in every output format.
-//! `report.rs` holds the report's views, `diff.rs` the diff's;
+//! `sort.rs` holds the one sort key of both, `edges.rs` their caller and
+//! callee groups, `report.rs` the report's views, `diff.rs` the diff's;
 //! `sorted_rows.rs` gives handed stack rows back in the report's order.
 
 mod diff;
+mod edges;
 mod report;
+mod sort;
 mod sorted_rows;
 
 use regex::Regex;
 
 use crate::model::report::FunctionKey;
 
-pub use diff::{
-    diff_edge_groups, diff_function_rows, filtered_diff, DiffEdgeGroup, DiffSortKey,
-    DiffViewOptions,
-};
+pub use diff::{diff_edge_groups, diff_function_rows, filtered_diff, DiffViewOptions};
+pub(crate) use edges::EdgeRow;
+pub use edges::{DiffEdgeGroup, Direction, EdgeGroup};
 pub use report::{
     edge_groups, filtered_report, function_indices, function_rows, group_label, stack_groups,
-    stack_rows, Direction, EdgeGroup, EdgeSelection, ReportView, SortKey, StackGroup, StackView,
-    ViewOptions,
+    stack_rows, EdgeSelection, ReportView, StackGroup, StackView, ViewOptions,
 };
+pub use sort::SortKey;
 pub use sorted_rows::{Sorted, SortedRows, DEFAULT_BUDGET};
 
 /// `file:line name` when the definition site is known, else the name:

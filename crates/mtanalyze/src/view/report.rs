@@ -2,95 +2,19 @@
 //! callee edges, and the report filtered as the JSON output writes it.
 
 use std::cmp::Ordering;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 
 use regex::Regex;
 use serde::Serialize;
 
+use super::edges::{group_edges, Direction, EdgeGroup};
 use super::matches;
+use super::sort::SortKey;
 use crate::model::marks::Mark;
 use crate::model::report::{
     CallPath, Clock, EdgeStats, FunctionKey, FunctionStats, Report, StackStats, TraceSummary,
     Warning,
 };
-
-/// The column the function rows are ordered by: pstats' sort keys
-/// (`pstats.Stats.sort_stats`, whose names the command line also takes), and
-/// paused time.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum SortKey {
-    /// Self time, largest first (pstats `tottime`, `time`).
-    #[default]
-    Tottime,
-    /// Cumulative time, largest first (pstats `cumtime`, `cumulative`).
-    Cumtime,
-    /// Number of calls, most first (pstats `ncalls`, `calls`).
-    Ncalls,
-    /// Paused time, largest first.
-    Paused,
-    /// Function name, A to Z.
-    Name,
-    /// Primitive calls (those with no frame of the same function open
-    /// below them), most first (pstats `pcalls`).
-    Pcalls,
-    /// File name, A to Z, a function with no file counting as pstats'
-    /// built-ins' file `~` ([`FunctionStats::pstats_file`]) (pstats
-    /// `filename`, `module`).
-    File,
-    /// Line number, ascending (pstats `line`).
-    Line,
-    /// pstats' standard name `file:line(name)` ([`FunctionStats::std_name`])
-    /// compared as a string, A to Z: line 10 of a file comes before its
-    /// line 9, as in pstats (pstats `stdname`).
-    Stdname,
-    /// Name, then file (as for [`SortKey::File`]), then line, ascending
-    /// (pstats `nfl`).
-    Nfl,
-}
-
-impl SortKey {
-    /// The order of two function rows by this key alone (`Equal`: tied;
-    /// [`function_rows`] breaks ties by name, file and line ascending).
-    pub fn order(self, a: &FunctionStats, b: &FunctionStats) -> Ordering {
-        match self {
-            SortKey::Tottime => b.tottime_ns.cmp(&a.tottime_ns),
-            SortKey::Cumtime => b.cumtime_ns.cmp(&a.cumtime_ns),
-            SortKey::Ncalls => b.ncalls.cmp(&a.ncalls),
-            SortKey::Paused => b.paused_ns.cmp(&a.paused_ns),
-            SortKey::Name => a.function.cmp(&b.function),
-            SortKey::Pcalls => b.primitive_calls.cmp(&a.primitive_calls),
-            SortKey::File => a.pstats_file().cmp(b.pstats_file()),
-            SortKey::Line => a.line.cmp(&b.line),
-            SortKey::Stdname => {
-                let (mut da, mut db) = (itoa::Buffer::new(), itoa::Buffer::new());
-                let (sa, sb) = (a.std_name_parts(&mut da), b.std_name_parts(&mut db));
-                // Byte order of UTF-8 is code point order, Python's str order.
-                let sa = sa.into_iter().flat_map(str::bytes);
-                sa.cmp(sb.into_iter().flat_map(str::bytes))
-            }
-            SortKey::Nfl => {
-                (&a.function, a.pstats_file(), a.line).cmp(&(&b.function, b.pstats_file(), b.line))
-            }
-        }
-    }
-
-    /// Whether the key orders stack rows ([`stack_rows`], [`stack_groups`],
-    /// [`StackView`]): tottime, cumtime, ncalls, paused and name do; a stack
-    /// has no primitive calls, file or line, and those keys leave the
-    /// stacks in the report's order.
-    pub fn orders_stacks(self) -> bool {
-        match self {
-            SortKey::Tottime
-            | SortKey::Cumtime
-            | SortKey::Ncalls
-            | SortKey::Paused
-            | SortKey::Name => true,
-            SortKey::Pcalls | SortKey::File | SortKey::Line | SortKey::Stdname | SortKey::Nfl => {
-                false
-            }
-        }
-    }
-}
 
 /// How to select and order rows.
 #[derive(Clone, Debug, Default)]
@@ -424,25 +348,6 @@ impl GroupSums {
     }
 }
 
-/// Which side of an edge a [`EdgeGroup`] lists.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Direction {
-    /// The functions that called the selected one (`--callers`).
-    Callers,
-    /// The functions the selected one called (`--callees`).
-    Callees,
-}
-
-/// One selected function with the edges into it (callers) or out of it
-/// (callees), like a block of pstats' `print_callers` / `print_callees`.
-#[derive(Clone, Debug)]
-pub struct EdgeGroup<'r> {
-    /// The selected function.
-    pub function: &'r FunctionStats,
-    /// Its edges, ordered by the other end's name, file and line.
-    pub edges: Vec<&'r EdgeStats>,
-}
-
 /// For every function matching `re` (and `--filter`), in `--sort` order and
 /// at most `--limit` of them, its caller or callee edges.
 pub fn edge_groups<'r>(
@@ -451,21 +356,6 @@ pub fn edge_groups<'r>(
     re: &Regex,
     dir: Direction,
 ) -> Vec<EdgeGroup<'r>> {
-    type Site<'a> = (&'a str, &'a str, u32);
-    let mut by_function: BTreeMap<Site<'r>, Vec<&'r EdgeStats>> = BTreeMap::new();
-    for e in &report.edges {
-        let this: Site<'r> = match dir {
-            Direction::Callers => (&e.callee, &e.callee_file, e.callee_line),
-            Direction::Callees => (&e.caller, &e.caller_file, e.caller_line),
-        };
-        by_function.entry(this).or_default().push(e);
-    }
-    let other_end = |e: &EdgeStats| -> FunctionKey {
-        match dir {
-            Direction::Callers => e.caller_key(),
-            Direction::Callees => e.callee_key(),
-        }
-    };
     let unlimited = ViewOptions {
         limit: None,
         ..opts.clone()
@@ -474,16 +364,7 @@ pub fn edge_groups<'r>(
         .into_iter()
         .filter(|f| matches(re, &f.key()))
         .take(opts.limit.unwrap_or(usize::MAX));
-    selected
-        .map(|f| {
-            let mut edges = by_function
-                .get(&(f.function.as_str(), f.file.as_str(), f.line))
-                .cloned()
-                .unwrap_or_default();
-            edges.sort_by_cached_key(|e| other_end(e));
-            EdgeGroup { function: f, edges }
-        })
-        .collect()
+    group_edges(selected, &report.edges, dir, |_| true)
 }
 
 /// Edge selection for the JSON form.
