@@ -564,7 +564,7 @@ pub(crate) fn cut_thread(
 }
 
 /// One thread's segment pass cut into steps for the streamed analysis
-/// (`stream.rs`): each [`ThreadStream::cut_until`] reads whole chunks until
+/// (`stream/`): each [`ThreadStream::cut_until`] reads whole chunks until
 /// the thread's clock reaches a time, and leaves the segments it closed,
 /// the wakes and the ends in [`ThreadStream::pass`] for the caller to take.
 /// Between steps the thread's state is kept here: its open segment, the

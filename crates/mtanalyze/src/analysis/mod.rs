@@ -19,7 +19,7 @@
 //!
 //! batch     the stages above, stacks replayed in parallel; or one   pipeline.rs
 //!           after the other into one tally (many small traces)
-//! stream    cut and replay in steps of time, stacks finished at their   stream.rs
+//! stream    cut and replay in steps of time, stacks finished at their   stream/
 //!           `end` (the `stack` and `wall` clocks without call paths or
 //!           stack selection, on whole traces of many stacks): the same
 //!           report, without holding every segment

@@ -1,11 +1,11 @@
 //! The planner: the one place that decides how a trace is analyzed. The
 //! trace is decoded once; [`choose`] looks at the decoded trace and the
-//! options and picks the engine; the engines (`stream.rs`, `pipeline.rs`)
+//! options and picks the engine; the engines (`stream/`, `pipeline.rs`)
 //! run what they are given and decide nothing of it.
 //!
 //! | the trace and the options | engine | why |
 //! |---|---|---|
-//! | one trace: at least [`STREAM_FROM_STACKS`] named stacks, no call paths, no stack selection, no chunk lost, damaged or cut, a tally per lane fits | stream (`stream.rs`): cut and replay in steps of time | holds only the stacks alive at a time (a task-per-request trace names thousands) |
+//! | one trace: at least [`STREAM_FROM_STACKS`] named stacks, no call paths, no stack selection, no chunk lost, damaged or cut, a tally per lane fits | stream (`stream/`): cut and replay in steps of time | holds only the stacks alive at a time (a task-per-request trace names thousands) |
 //! | one trace, any other | batch ([`pipeline::batch`]): every segment cut (own stacks replayed on the way when the clock is not `gil`, there are no call paths and a tally per thread fits), grouped by stack, stacks replayed in parallel | faster on a few long-lived stacks, and it sees the whole trace before it judges a stack's end |
 //! | one of many traces (`many.rs`): at most [`SEQUENTIAL_BYTES`], and at least two traces per rayon thread | sequential ([`pipeline::sequential`]): one stage and one stack after the other on the worker's thread, into the worker's one tally; [`pipeline::numbered`] when the worker sums its traces and there are no call paths | the traces, not their stacks, run in parallel; a small trace costs no tables of its own |
 //! | one of many, bigger, or few traces | as one trace | one big trace among small ones does not end the run on one core |
@@ -55,7 +55,7 @@ pub(crate) const SEQUENTIAL_BYTES: usize = 32 << 20;
 /// The engines for one trace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Engine {
-    /// `stream.rs`.
+    /// `stream/`.
     Stream,
     /// [`pipeline::batch`].
     Batch,
