@@ -60,39 +60,30 @@ impl FunctionRow for FunctionDiff {
     }
 }
 
-impl EdgeRow for EdgeStats {
-    fn caller(&self) -> Site<'_> {
-        Site {
-            function: &self.caller,
-            file: &self.caller_file,
-            line: self.caller_line,
+/// Report and diff edges name their ends with the same fields.
+macro_rules! edge_row {
+    ($edge:ty) => {
+        impl EdgeRow for $edge {
+            fn caller(&self) -> Site<'_> {
+                Site {
+                    function: &self.caller,
+                    file: &self.caller_file,
+                    line: self.caller_line,
+                }
+            }
+            fn callee(&self) -> Site<'_> {
+                Site {
+                    function: &self.callee,
+                    file: &self.callee_file,
+                    line: self.callee_line,
+                }
+            }
         }
-    }
-    fn callee(&self) -> Site<'_> {
-        Site {
-            function: &self.callee,
-            file: &self.callee_file,
-            line: self.callee_line,
-        }
-    }
+    };
 }
 
-impl EdgeRow for EdgeDiff {
-    fn caller(&self) -> Site<'_> {
-        Site {
-            function: &self.caller,
-            file: &self.caller_file,
-            line: self.caller_line,
-        }
-    }
-    fn callee(&self) -> Site<'_> {
-        Site {
-            function: &self.callee,
-            file: &self.callee_file,
-            line: self.callee_line,
-        }
-    }
-}
+edge_row!(EdgeStats);
+edge_row!(EdgeDiff);
 
 /// The end of `e` that a group of `dir` is about (the callee for callers)
 /// and the end its rows name.
