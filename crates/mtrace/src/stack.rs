@@ -249,6 +249,24 @@ pub struct SwitchGuard<'a> {
     _not_send: PhantomData<*const ()>,
 }
 
+impl SwitchGuard<'_> {
+    /// Switches back, as dropping the guard does, with the switch inlined
+    /// where this is called. A guard dropped both on the normal path and
+    /// by unwinding is one out-of-line `drop_in_place` call (the
+    /// compiler shares it between the two paths); a hot caller ends the
+    /// guard with this instead and leaves the drop to the unwinding path.
+    #[inline(always)]
+    pub(crate) fn leave(self) {
+        let guard = std::mem::ManuallyDrop::new(self);
+        if let Some(prev) = guard.prev {
+            // SAFETY: the guard is never dropped, so the stack's borrow is
+            // read out of it once, here.
+            let stack = unsafe { std::ptr::read(&guard.stack) };
+            thread::switch_out(prev, &mut stack.frames, &mut stack.frames_gen);
+        }
+    }
+}
+
 impl Drop for SwitchGuard<'_> {
     #[inline(always)]
     fn drop(&mut self) {
