@@ -1,6 +1,7 @@
 //! Logical stacks: work that runs on several threads in turn (a fiber, a
 //! task, a coroutine) gets a stack of its own. See [`LogicalStack`].
 
+use std::borrow::Cow;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -54,7 +55,9 @@ static NEXT_STACK_ID: AtomicU64 = AtomicU64::new(1);
 #[derive(Debug)]
 pub struct LogicalStack {
     id: StackId,
-    name: Option<Box<str>>,
+    /// Borrowed when the name is a `&'static str` (a callsite's name):
+    /// naming such a stack allocates nothing.
+    name: Option<Cow<'static, str>>,
     /// Open frames while switched out (while switched in: what the thread
     /// gets back on switch-out).
     frames: Vec<u32>,
@@ -69,8 +72,19 @@ impl LogicalStack {
     /// A stack named `name` in the trace. Names need not be unique: each
     /// stack has its own id.
     pub fn new(name: impl Into<String>) -> LogicalStack {
+        LogicalStack::named(Cow::Owned(name.into()))
+    }
+
+    /// [`LogicalStack::new`] for a name that lives as long as the program
+    /// (a callsite's, a literal): the stack keeps a reference, so making
+    /// one allocates nothing (a `tracing` layer makes one per root span).
+    pub fn with_static_name(name: &'static str) -> LogicalStack {
+        LogicalStack::named(Cow::Borrowed(name))
+    }
+
+    fn named(name: Cow<'static, str>) -> LogicalStack {
         let mut stack = LogicalStack::anonymous();
-        stack.name = Some(name.into().into_boxed_str());
+        stack.name = Some(name);
         let g = shared::GEN.load(Ordering::Relaxed);
         stack.name_in(g);
         stack
