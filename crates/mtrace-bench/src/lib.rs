@@ -55,6 +55,9 @@ pub enum Peer {
     TracingChrome,
     /// `tracing` with a minimal timing layer.
     TracingTiming,
+    /// `tracing` with a layer that does nothing: the registry's own cost,
+    /// the reference for what a layer adds.
+    TracingRegistry,
     /// `tracing` with `mtrace-tracing`'s layer, recording with mtrace.
     MtraceTracing,
     /// The same with `with_own_stacks(false)`.
@@ -66,7 +69,7 @@ pub enum Peer {
 
 impl Peer {
     /// Every recorder, in table order.
-    pub const ALL: [Peer; 11] = [
+    pub const ALL: [Peer; 12] = [
         Peer::None,
         Peer::Mtrace,
         Peer::MtraceRing,
@@ -75,6 +78,7 @@ impl Peer {
         Peer::Puffin,
         Peer::TracingChrome,
         Peer::TracingTiming,
+        Peer::TracingRegistry,
         Peer::MtraceTracing,
         Peer::MtraceTracingThread,
         Peer::MtraceTokio,
@@ -91,6 +95,7 @@ impl Peer {
             Peer::Puffin => "puffin",
             Peer::TracingChrome => "tracing-chrome",
             Peer::TracingTiming => "tracing-timing",
+            Peer::TracingRegistry => "tracing-registry",
             Peer::MtraceTracing => "mtrace-tracing",
             Peer::MtraceTracingThread => "mtrace-tracing-thread",
             Peer::MtraceTokio => "mtrace-tokio",
@@ -113,7 +118,10 @@ impl Peer {
     pub fn is_integration(self) -> bool {
         matches!(
             self,
-            Peer::MtraceTracing | Peer::MtraceTracingThread | Peer::MtraceTokio
+            Peer::MtraceTracing
+                | Peer::MtraceTracingThread
+                | Peer::MtraceTokio
+                | Peer::TracingRegistry
         )
     }
 
@@ -211,6 +219,7 @@ pub fn run_child(peer: Peer, workload: Workload, samples: usize) -> Option<Child
         Peer::Puffin => child::<peers::puffin::Puffin>(workload, samples),
         Peer::TracingChrome => child::<peers::tracing::TracingChrome>(workload, samples),
         Peer::TracingTiming => child::<peers::tracing::TracingTiming>(workload, samples),
+        Peer::TracingRegistry => child::<peers::tracing::TracingRegistry>(workload, samples),
         Peer::MtraceTracing => child::<peers::tracing::MtraceTracing>(workload, samples),
         Peer::MtraceTracingThread => {
             child::<peers::tracing::MtraceTracingThread>(workload, samples)

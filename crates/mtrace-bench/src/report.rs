@@ -37,6 +37,7 @@ const SETUPS: &[(&str, &str)] = &[
     ("puffin", "0.20, scopes on; profile_scope under a batch scope; a scope per poll; new_frame() per sample, a sink keeps every frame"),
     ("tracing-chrome", "tracing 0.1 + tracing-chrome 0.7 ChromeLayer (defaults), JSON file on /dev/shm; tasks .instrument(span)"),
     ("tracing-timing", "tracing 0.1 + a minimal Layer: rdtsc on enter/exit, 24-byte record per interval in a thread-local Vec"),
+    ("tracing-registry", "tracing 0.1 + a Layer that does nothing: the registry's own cost per span, what every layer starts from (not a peer: the reference for a layer's own cost)"),
     ("mtrace-tracing", "the same spans under mtrace-tracing's layer, recording with mtrace (ring on /dev/shm sized for every event): a root span on a thread's own stack gets a logical stack of its own (7 events), a span inside it 2"),
     ("mtrace-tracing-thread", "the same with with_own_stacks(false): a root span opens on the thread's own stack (2 events); on async the task's frames then stay open under the next task's (wrong, shown for the cost)"),
     ("mtrace-tokio", "mtrace with tokio's task hooks (mtrace_tokio::instrument on the runtime's builder) instead of .on_logical_stack(): a switch in and out from the before- and after-poll hooks, each task's stack in a sharded map between polls; async only, in a --cfg tokio_unstable build"),

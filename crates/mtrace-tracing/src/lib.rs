@@ -102,10 +102,19 @@ use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::Layer;
 
 /// The layer; see the [crate docs](crate). Made by [`layer`].
-#[derive(Debug)]
 pub struct MtraceLayer {
     marks: bool,
     own_stacks: bool,
+    spans: Spans,
+}
+
+impl fmt::Debug for MtraceLayer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MtraceLayer")
+            .field("marks", &self.marks)
+            .field("own_stacks", &self.own_stacks)
+            .finish_non_exhaustive()
+    }
 }
 
 /// A layer that records spans as frames, and no events.
@@ -113,6 +122,7 @@ pub fn layer() -> MtraceLayer {
     MtraceLayer {
         marks: false,
         own_stacks: true,
+        spans: Spans::default(),
     }
 }
 
@@ -138,7 +148,8 @@ impl MtraceLayer {
     }
 }
 
-/// Hashes a callsite's metadata address: one multiply, no SipHash.
+/// Hashes a callsite's metadata address or a span id: one multiply, no
+/// SipHash.
 #[derive(Default)]
 struct AddressHasher(u64);
 
@@ -154,13 +165,48 @@ impl Hasher for AddressHasher {
     }
 
     fn write_usize(&mut self, n: usize) {
-        self.0 = (n as u64)
-            .wrapping_mul(0x9e37_79b9_7f4a_7c15)
-            .rotate_left(29);
+        self.write_u64(n as u64);
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n.wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(29);
     }
 }
 
 type Sites = HashMap<usize, FunctionId, BuildHasherDefault<AddressHasher>>;
+
+/// Shards of [`Spans`]: enough that threads entering different spans
+/// rarely meet on one lock.
+const SHARDS: usize = 64;
+
+type SpanMap = HashMap<u64, SpanFrame, BuildHasherDefault<AddressHasher>>;
+
+/// The layer's state of every span it records, by span id, in shards
+/// locked one at a time. The layer keeps it itself rather than in the
+/// registry's span extensions: an extension costs a slab lookup, a lock
+/// of the span's extensions, a type-keyed map and a boxed value per span,
+/// where this costs one hash and one uncontended lock per hook. A span's
+/// entry is removed at its close, before the registry can give its id to
+/// another span.
+struct Spans {
+    shards: [Mutex<SpanMap>; SHARDS],
+}
+
+impl Default for Spans {
+    fn default() -> Spans {
+        Spans {
+            shards: std::array::from_fn(|_| Mutex::new(SpanMap::default())),
+        }
+    }
+}
+
+impl Spans {
+    /// The shard of span `id`, locked.
+    fn shard(&self, id: u64) -> std::sync::MutexGuard<'_, SpanMap> {
+        let at = (id.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 58) as usize % SHARDS;
+        self.shards[at].lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
 
 thread_local! {
     /// Function id per callsite (its metadata's address: one `static` per
@@ -218,11 +264,11 @@ enum Home {
     Own(Option<LogicalStack>),
 }
 
-/// What the layer keeps in a span's extensions.
+/// What the layer keeps of a span, in [`Spans`].
 struct SpanFrame {
     function: FunctionId,
     name: &'static str,
-    home: Mutex<Home>,
+    home: Home,
 }
 
 /// One enter on this thread, undone by the matching exit.
@@ -232,27 +278,17 @@ struct Entered {
     switched: Option<(LogicalStack, Detached)>,
 }
 
-fn lock(home: &Mutex<Home>) -> std::sync::MutexGuard<'_, Home> {
-    home.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// Switches back from an entry's stack and gives the stack back to its
 /// span (if the span is gone, closed while entered, dropping the stack
 /// ends it).
-fn undo<S>(entry: Entered, ctx: &Context<'_, S>)
-where
-    S: Subscriber + for<'a> LookupSpan<'a>,
-{
+fn undo(entry: Entered, spans: &Spans) {
     let Some((mut stack, detached)) = entry.switched else {
         return;
     };
     stack.leave(detached);
-    let Some(span) = ctx.span(&Id::from_u64(entry.span)) else {
-        return;
-    };
-    let ext = span.extensions();
-    if let Some(frame) = ext.get::<SpanFrame>() {
-        if let Home::Own(slot @ None) = &mut *lock(&frame.home) {
+    let mut shard = spans.shard(entry.span);
+    if let Some(frame) = shard.get_mut(&entry.span) {
+        if let Home::Own(slot @ None) = &mut frame.home {
             *slot = Some(stack);
         }
     }
@@ -262,33 +298,34 @@ impl<S> Layer<S> for MtraceLayer
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
-    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, _ctx: Context<'_, S>) {
         let meta = attrs.metadata();
         if is_tokio_instrumentation(meta) {
             return;
         }
-        let Some(span) = ctx.span(id) else { return };
-        span.extensions_mut().insert(SpanFrame {
+        let frame = SpanFrame {
             function: function(meta),
             name: meta.name(),
-            home: Mutex::new(Home::NotOpen),
-        });
+            home: Home::NotOpen,
+        };
+        let id = id.into_u64();
+        self.spans.shard(id).insert(id, frame);
     }
 
-    fn on_enter(&self, id: &Id, ctx: Context<'_, S>) {
-        let Some(span) = ctx.span(id) else { return };
-        let ext = span.extensions();
-        let Some(frame) = ext.get::<SpanFrame>() else {
-            return;
-        };
+    fn on_enter(&self, id: &Id, _ctx: Context<'_, S>) {
+        let id = id.into_u64();
         let mut switched = None;
         {
-            let mut home = lock(&frame.home);
-            match &mut *home {
+            let mut shard = self.spans.shard(id);
+            let Some(frame) = shard.get_mut(&id) else {
+                return;
+            };
+            let home = &mut frame.home;
+            match home {
                 Home::NotOpen if mtrace::is_recording() => {
                     let current = mtrace::current_stack();
                     if current == StackId::OWN && self.own_stacks {
-                        let mut stack = LogicalStack::new(frame.name);
+                        let mut stack = LogicalStack::with_static_name(frame.name);
                         if let Some(detached) = stack.enter_detached() {
                             mtrace::enter(frame.function);
                             *home = Home::Own(None);
@@ -312,44 +349,38 @@ where
                 _ => {}
             }
         }
-        let entry = Entered {
-            span: id.into_u64(),
-            switched,
-        };
+        let entry = Entered { span: id, switched };
         ENTERED.with(|e| e.borrow_mut().push(entry));
     }
 
-    fn on_exit(&self, id: &Id, ctx: Context<'_, S>) {
+    fn on_exit(&self, id: &Id, _ctx: Context<'_, S>) {
         let id = id.into_u64();
         // Taken out of the thread-local before undoing: undoing locks the
-        // span's extensions, never the list.
-        let mut rest = Vec::new();
+        // span's shard, never the list.
         let innermost = ENTERED.with(|e| {
             let mut entered = e.borrow_mut();
-            match entered.iter().rposition(|x| x.span == id) {
-                Some(at) if at + 1 == entered.len() => entered.pop(),
+            match entered.last() {
+                Some(last) if last.span == id => entered.pop().map(Ok),
                 // Out of order: undo the enters since, innermost first.
-                Some(at) => {
-                    rest = entered.drain(at..).rev().collect();
-                    None
-                }
-                None => None,
+                _ => entered
+                    .iter()
+                    .rposition(|x| x.span == id)
+                    .map(|at| Err(entered.drain(at..).rev().collect::<Vec<_>>())),
             }
         });
-        if let Some(entry) = innermost {
-            undo(entry, &ctx);
-        }
-        for entry in rest {
-            undo(entry, &ctx);
+        match innermost {
+            Some(Ok(entry)) => undo(entry, &self.spans),
+            Some(Err(rest)) => rest.into_iter().for_each(|entry| undo(entry, &self.spans)),
+            None => {}
         }
     }
 
-    fn on_close(&self, id: Id, ctx: Context<'_, S>) {
-        let Some(span) = ctx.span(&id) else { return };
-        let Some(frame) = span.extensions_mut().remove::<SpanFrame>() else {
+    fn on_close(&self, id: Id, _ctx: Context<'_, S>) {
+        let id = id.into_u64();
+        let Some(frame) = self.spans.shard(id).remove(&id) else {
             return;
         };
-        match frame.home.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        match frame.home {
             Home::Borrowed(stack, thread)
                 if mtrace::current_stack() == stack
                     && thread.is_none_or(|t| t == this_thread()) =>

@@ -98,10 +98,12 @@ impl<F: Future> Future for Instrumented<F> {
             None => runtime,
         };
         let mut cx = Context::from_waker(waker);
-        let _on_stack = this.stack.enter();
+        let on_stack = this.stack.enter();
         // SAFETY: see above.
         let inner = unsafe { Pin::new_unchecked(&mut *this.inner) };
         let result = inner.poll(&mut cx);
+        // The guard's drop switches back if the poll unwinds.
+        on_stack.leave();
         this.done |= result.is_ready();
         result
     }

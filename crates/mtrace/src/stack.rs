@@ -1,6 +1,7 @@
 //! Logical stacks: work that runs on several threads in turn (a fiber, a
 //! task, a coroutine) gets a stack of its own. See [`LogicalStack`].
 
+use std::borrow::Cow;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -54,7 +55,9 @@ static NEXT_STACK_ID: AtomicU64 = AtomicU64::new(1);
 #[derive(Debug)]
 pub struct LogicalStack {
     id: StackId,
-    name: Option<Box<str>>,
+    /// Borrowed when the name is a `&'static str` (a callsite's name):
+    /// naming such a stack allocates nothing.
+    name: Option<Cow<'static, str>>,
     /// Open frames while switched out (while switched in: what the thread
     /// gets back on switch-out).
     frames: Vec<u32>,
@@ -69,8 +72,19 @@ impl LogicalStack {
     /// A stack named `name` in the trace. Names need not be unique: each
     /// stack has its own id.
     pub fn new(name: impl Into<String>) -> LogicalStack {
+        LogicalStack::named(Cow::Owned(name.into()))
+    }
+
+    /// [`LogicalStack::new`] for a name that lives as long as the program
+    /// (a callsite's, a literal): the stack keeps a reference, so making
+    /// one allocates nothing (a `tracing` layer makes one per root span).
+    pub fn with_static_name(name: &'static str) -> LogicalStack {
+        LogicalStack::named(Cow::Borrowed(name))
+    }
+
+    fn named(name: Cow<'static, str>) -> LogicalStack {
         let mut stack = LogicalStack::anonymous();
-        stack.name = Some(name.into().into_boxed_str());
+        stack.name = Some(name);
         let g = shared::GEN.load(Ordering::Relaxed);
         stack.name_in(g);
         stack
@@ -247,6 +261,24 @@ pub struct SwitchGuard<'a> {
     /// The stack to go back to (`None`: nothing was switched).
     prev: Option<StackId>,
     _not_send: PhantomData<*const ()>,
+}
+
+impl SwitchGuard<'_> {
+    /// Switches back, as dropping the guard does, with the switch inlined
+    /// where this is called. A guard dropped both on the normal path and
+    /// by unwinding is one out-of-line `drop_in_place` call (the
+    /// compiler shares it between the two paths); a hot caller ends the
+    /// guard with this instead and leaves the drop to the unwinding path.
+    #[inline(always)]
+    pub(crate) fn leave(self) {
+        let guard = std::mem::ManuallyDrop::new(self);
+        if let Some(prev) = guard.prev {
+            // SAFETY: the guard is never dropped, so the stack's borrow is
+            // read out of it once, here.
+            let stack = unsafe { std::ptr::read(&guard.stack) };
+            thread::switch_out(prev, &mut stack.frames, &mut stack.frames_gen);
+        }
+    }
 }
 
 impl Drop for SwitchGuard<'_> {

@@ -382,3 +382,68 @@ fn counting_waker(count: Arc<std::sync::atomic::AtomicU32>) -> Waker {
     }
     Waker::from(Arc::new(Count(count)))
 }
+
+/// Panics in its first poll.
+struct PanicsWhenPolled;
+
+impl Future for PanicsWhenPolled {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<()> {
+        panic!("the task's poll panics");
+    }
+}
+
+#[test]
+fn a_poll_that_panics_switches_the_thread_back() {
+    // The adapter ends a normal poll's switch inline and leaves the
+    // unwinding path to the guard's drop: both must switch back.
+    let _serial = serial();
+    let trace = TempTrace::new("poll-panics");
+    let recording = mtrace::start(Config::new(trace.path())).unwrap();
+    let (stack, after) = std::thread::Builder::new()
+        .name("poller".into())
+        .spawn(|| {
+            let mut task = Box::pin(PanicsWhenPolled.on_logical_stack("panicking"));
+            let stack = task.stack().id();
+            let waker = noop_waker();
+            let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                let _ = task.as_mut().poll(&mut Context::from_waker(&waker));
+            }));
+            assert!(unwound.is_err(), "the poll should have panicked");
+            assert_eq!(mtrace::current_stack(), mtrace::StackId::OWN);
+            // Polled normally afterwards, a task switches in and back again.
+            let mut ready = Box::pin(YieldOnce(true).on_logical_stack("after"));
+            let after = ready.stack().id();
+            assert!(ready
+                .as_mut()
+                .poll(&mut Context::from_waker(&waker))
+                .is_ready());
+            assert_eq!(mtrace::current_stack(), mtrace::StackId::OWN);
+            (stack, after)
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+    recording.finish().unwrap();
+
+    let d = decode(trace.path());
+    let events = steps(&d, &d.events(d.tid("poller")));
+    let switches: Vec<_> = events
+        .iter()
+        .filter(|s| matches!(s, Step::Switch(_)))
+        .cloned()
+        .collect();
+    assert_eq!(
+        switches,
+        [
+            Step::Switch(stack.0),
+            Step::Switch(0),
+            Step::Switch(after.0),
+            Step::Switch(0),
+            // The panicked task, never finished, is dropped on its stack.
+            Step::Switch(stack.0),
+            Step::Switch(0)
+        ]
+    );
+}

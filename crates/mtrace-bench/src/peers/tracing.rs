@@ -1,6 +1,6 @@
 //! `tracing` spans (`info_span!(..).entered()`, `Instrument::instrument`
 //! for tasks: the span is entered on every poll) under two subscribers that
-//! record span timings, each a `Registry` with one layer:
+//! record span timings, each a `Registry` with one layer, and a reference:
 //!
 //! * [`TracingChrome`]: `tracing-chrome`'s `ChromeLayer` with its defaults
 //!   (threaded style, a begin and an end record per enter and exit), writing
@@ -11,7 +11,9 @@
 //! * [`MtraceTracing`]: `mtrace-tracing`'s layer, recording into an mtrace
 //!   trace file as the `mtrace` row does (a root span on a thread's own
 //!   stack gets a logical stack of its own: see that crate's docs), and
-//!   [`MtraceTracingThread`], the same with `with_own_stacks(false)`.
+//!   [`MtraceTracingThread`], the same with `with_own_stacks(false)`;
+//! * [`TracingRegistry`]: a layer that does nothing, [`NoopLayer`]: the
+//!   registry's own cost, which the rows above include.
 
 use std::cell::RefCell;
 use std::future::Future;
@@ -195,6 +197,54 @@ impl Recorder for TracingTiming {
         TraceStats {
             bytes: Some(intervals * std::mem::size_of::<Interval>() as u64),
             events: Some(2 * intervals),
+            note: String::new(),
+        }
+    }
+}
+
+/// A layer that does nothing: every hook is the trait's empty default.
+pub struct NoopLayer;
+
+impl<S> Layer<S> for NoopLayer where S: Subscriber + for<'a> LookupSpan<'a> {}
+
+/// `tracing` under a [`NoopLayer`]: what the registry costs on its own,
+/// so a layer's row minus this one is what that layer adds.
+pub struct TracingRegistry;
+
+impl Recorder for TracingRegistry {
+    type Scope = EnteredSpan;
+    type Batch = ();
+
+    fn start(_: u64) -> Self {
+        tracing::subscriber::set_global_default(tracing_subscriber::registry().with(NoopLayer))
+            .expect("set the global subscriber");
+        TracingRegistry
+    }
+
+    #[inline(always)]
+    fn scope() -> EnteredSpan {
+        span_scope()
+    }
+
+    #[inline(always)]
+    fn recurse_scope() -> EnteredSpan {
+        span_recurse()
+    }
+
+    #[inline(always)]
+    fn batch() {}
+
+    fn task<F>(future: F) -> impl Future<Output = F::Output> + Send + 'static
+    where
+        F: Future + Send + 'static,
+    {
+        instrument(future)
+    }
+
+    fn finish(self) -> TraceStats {
+        TraceStats {
+            bytes: None,
+            events: None,
             note: String::new(),
         }
     }
