@@ -137,6 +137,9 @@ pub struct Chunk<'a> {
     /// A writer still owned the chunk when the file was last written
     /// (the recorder was killed, or the chunk was the thread's current one).
     pub writing: bool,
+    /// The thread's stream restarts at this chunk's snapshot
+    /// ([`CHUNK_FLAG_RESTART`](crate::layout::CHUNK_FLAG_RESTART)).
+    pub restart: bool,
     /// Frames open when the chunk was claimed.
     pub snapshot: SnapshotRef<'a>,
     events: &'a [u8],
@@ -209,6 +212,7 @@ impl<'a> Chunk<'a> {
             thread: ThreadId(thread),
             thread_chunk_no,
             writing: state.writing,
+            restart: read_u64(bytes, C_FLAGS).is_some_and(|f| f & CHUNK_FLAG_RESTART != 0),
             snapshot,
             events,
             events_offset: offset + (CHUNK_HEADER_SIZE + snap_len) as u64,

@@ -62,6 +62,7 @@ mod provision;
 mod recording;
 mod scope;
 mod shared;
+mod signal;
 mod stack;
 mod thread;
 
@@ -69,13 +70,13 @@ use std::sync::atomic::Ordering;
 
 pub use clock::{has_invariant_tsc, read_tsc};
 pub use config::{
-    parse_bytes, ClockSource, Config, Mode, AUTO_CAPACITY_MAX, AUTO_CAPACITY_MIN,
+    parse_bytes, parse_signal, ClockSource, Config, Mode, AUTO_CAPACITY_MAX, AUTO_CAPACITY_MIN,
     DEFAULT_META_CAPACITY, DEFAULT_RING_CAPACITY,
 };
 pub use error::{ConfigError, FinishError, StartError};
 pub use future::{Instrumented, LogicalStackExt};
 pub use mtrace_format::{FunctionId, PreferredClock, Producer, StackId};
-pub use recording::{is_recording, start, Recording, Summary};
+pub use recording::{is_paused, is_recording, pause, resume, start, Recording, Summary};
 pub use scope::{CallSite, ScopeGuard};
 pub use stack::{current_stack, switch_to, wake, Detached, LogicalStack, SwitchGuard};
 
