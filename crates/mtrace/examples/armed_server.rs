@@ -26,7 +26,9 @@ static HANDLED: AtomicU64 = AtomicU64::new(0);
 
 #[mtrace::profile]
 fn checksum(seed: u64) -> u64 {
-    (0..200u64).fold(seed, |acc, i| acc.rotate_left(5) ^ i.wrapping_mul(0x9e37_79b9))
+    (0..200u64).fold(seed, |acc, i| {
+        acc.rotate_left(5) ^ i.wrapping_mul(0x9e37_79b9)
+    })
 }
 
 #[mtrace::profile]

@@ -199,7 +199,9 @@ pub fn start(config: Config) -> Result<Recording, StartError> {
     provision::start(job, provisioner_thread);
     if let Some(signal) = config.signal {
         if let Err(e) = signal::install(signal) {
-            warn(format_args!("signal {signal} will not toggle recording: {e}"));
+            warn(format_args!(
+                "signal {signal} will not toggle recording: {e}"
+            ));
         }
     }
     let published = if config.armed { gen | GEN_PAUSED } else { gen };
@@ -343,7 +345,11 @@ fn set_paused(shared: &'static Shared, paused: bool) -> bool {
         return false;
     }
     let running = shared.gen;
-    let target = if paused { running | GEN_PAUSED } else { running };
+    let target = if paused {
+        running | GEN_PAUSED
+    } else {
+        running
+    };
     if GEN.load(Ordering::Relaxed) == target {
         return false;
     }

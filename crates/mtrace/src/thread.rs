@@ -289,6 +289,18 @@ enum Room {
 #[cold]
 #[inline(never)]
 fn enter_cold(l: &Local, g: u64, f: u32) {
+    if l.gen.get() == g && g & GEN_PAUSED != 0 {
+        // Paused: the frames are all there is to keep (see `bind`). Kept
+        // apart from the rest, so this path saves no registers.
+        push_frame(l, f);
+    } else {
+        enter_slow(l, g, f);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn enter_slow(l: &Local, g: u64, f: u32) {
     match prepare(l, g) {
         Room::Ready(g) => {
             write(l, g, |tick| encode_enter(tick, FunctionId(f)));
@@ -302,6 +314,16 @@ fn enter_cold(l: &Local, g: u64, f: u32) {
 #[cold]
 #[inline(never)]
 fn exit_cold(l: &Local, g: u64, f: u32) {
+    if l.gen.get() == g && g & GEN_PAUSED != 0 {
+        pop_frame(l, f);
+    } else {
+        exit_slow(l, g, f);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn exit_slow(l: &Local, g: u64, f: u32) {
     match prepare(l, g) {
         Room::Ready(g) => {
             write(l, g, |tick| encode_exit(tick, FunctionId(f)));

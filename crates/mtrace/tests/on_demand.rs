@@ -13,7 +13,10 @@ use mtanalyze::{AnalyzeOptions, TimeBound};
 /// The example binary, built next to this test by `cargo test`.
 fn example(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("test path");
-    let debug = exe.parent().and_then(|deps| deps.parent()).expect("target dir");
+    let debug = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .expect("target dir");
     debug.join("examples").join(name)
 }
 
@@ -34,7 +37,10 @@ impl Server {
 
     fn signal(&self) {
         // SAFETY: signalling our own child.
-        assert_eq!(unsafe { libc::kill(self.child.id() as i32, libc::SIGUSR2) }, 0);
+        assert_eq!(
+            unsafe { libc::kill(self.child.id() as i32, libc::SIGUSR2) },
+            0
+        );
     }
 
     /// Waits until the server says it is (not) paused: the signal is acted
@@ -66,7 +72,11 @@ fn two_signals_record_exactly_the_work_between_them() {
         .expect("server");
     let stdin = child.stdin.take().unwrap();
     let stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut server = Server { child, stdin, stdout };
+    let mut server = Server {
+        child,
+        stdin,
+        stdout,
+    };
 
     server.wait_paused(true);
     assert_eq!(server.ask("work 500"), "done 500", "armed: not recorded");
@@ -76,7 +86,11 @@ fn two_signals_record_exactly_the_work_between_them() {
     assert_eq!(server.ask("work 77"), "done 77");
     server.signal();
     server.wait_paused(true);
-    assert_eq!(server.ask("work 300"), "done 300", "paused again: not recorded");
+    assert_eq!(
+        server.ask("work 300"),
+        "done 300",
+        "paused again: not recorded"
+    );
     writeln!(server.stdin, "quit").unwrap();
     let mut last = String::new();
     server.stdout.read_line(&mut last).unwrap();
@@ -106,8 +120,15 @@ fn two_signals_record_exactly_the_work_between_them() {
         .map(|w| (w.kind.as_str(), w.count))
         .collect();
     assert_eq!(kinds, [("frames_from_snapshot", 3)], "{:?}", whole.warnings);
-    let serve = whole.functions.iter().find(|f| f.function == "serve").expect("serve");
-    assert_eq!(serve.ncalls, 3, "one open frame per worker, from the resume");
+    let serve = whole
+        .functions
+        .iter()
+        .find(|f| f.function == "serve")
+        .expect("serve");
+    assert_eq!(
+        serve.ncalls, 3,
+        "one open frame per worker, from the resume"
+    );
     let names: Vec<&str> = whole.marks.iter().map(|m| m.name.as_str()).collect();
     assert_eq!(names, ["mtrace:resume:1", "mtrace:pause:1"]);
 
