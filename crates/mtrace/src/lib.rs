@@ -29,6 +29,14 @@
 //!   events split waiting from scheduled time);
 //! * [`mark`]`("warm-up done")` for a named instant of the run.
 //!
+//! # On demand
+//!
+//! [`Config::armed`] starts a recording armed but idle; [`Recording::resume`]
+//! and [`Recording::pause`] (or [`resume`], [`pause`], or the signal of
+//! [`Config::signal`], e.g. `kill -USR2 PID`) switch it on and off. Each
+//! recorded stretch is a mark pair `mtrace:resume:K` / `mtrace:pause:K`.
+//! While paused, an event only pushes or pops the thread's shadow frame.
+//!
 //! When nothing is recorded, each of these costs one relaxed atomic load and
 //! one branch. When recording, an event costs one clock read (`rdtsc`), one
 //! 16-byte store into the thread's own chunk, and one release store of the
@@ -45,7 +53,7 @@
 //! event committed before is in the file.
 //!
 //! Module map: `recording` (start/finish, the global switch), `thread` (the
-//! hot path and chunk claims), `file` (the mapped file), `meta` (function
+//! hot path and chunk claims), `signal` (the toggling signal), `file` (the mapped file), `meta` (function
 //! registry and metadata region), `mark` (named instants), `provision` (the thread that maps chunk
 //! slots' pages ahead of the claims), `clock`, `scope` (call sites), `stack`
 //! (logical stacks), `future` (the future adapter), `config`, `error`.
