@@ -358,6 +358,24 @@ mod tests {
     }
 
     #[test]
+    fn the_restart_flag_is_read_and_old_chunks_have_none() {
+        let evs = [Event {
+            tick: 10,
+            kind: EventKind::Enter(FunctionId(4)),
+        }];
+        let mut bytes = chunk_with(&evs, &[1, 2], StackId::OWN, &[]);
+        let c = Chunk::decode(&bytes, 0, 0, 4096).unwrap().unwrap();
+        assert!(!c.restart, "reserved bytes are zero: no restart");
+        bytes[C_FLAGS..C_FLAGS + 8].copy_from_slice(&CHUNK_FLAG_RESTART.to_le_bytes());
+        let c = Chunk::decode(&bytes, 0, 0, 4096).unwrap().unwrap();
+        assert!(c.restart);
+        assert_eq!(
+            c.snapshot.own_frames().map(|f| f.0).collect::<Vec<_>>(),
+            [1, 2]
+        );
+    }
+
+    #[test]
     fn deep_snapshots_keep_the_innermost_frames() {
         let mut body = vec![0u8; 256];
         let own: Vec<u32> = (1..=100).collect();
