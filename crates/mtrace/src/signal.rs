@@ -17,8 +17,10 @@ use crate::shared::lock;
 static PENDING: AtomicU64 = AtomicU64::new(0);
 /// The pipe's write end (-1 until the toggling thread runs).
 static WAKE_FD: AtomicI32 = AtomicI32::new(-1);
-/// Signals whose handler is installed.
-static INSTALLED: Mutex<Vec<i32>> = Mutex::new(Vec::new());
+/// The process whose toggling thread reads the pipe, and the signals
+/// whose handler is installed. A child made by `fork` inherits the handler
+/// and the pipe but not the thread: its first `install` makes its own.
+static INSTALLED: Mutex<(u32, Vec<i32>)> = Mutex::new((0, Vec::new()));
 
 extern "C" fn on_signal(_: libc::c_int) {
     PENDING.fetch_add(1, Ordering::Relaxed);
@@ -36,10 +38,12 @@ extern "C" fn on_signal(_: libc::c_int) {
 /// Best effort: an error leaves the recording without the signal.
 pub(crate) fn install(signal: i32) -> std::io::Result<()> {
     let mut installed = lock(&INSTALLED);
-    if installed.contains(&signal) {
+    let pid = std::process::id();
+    let (owner, signals) = &mut *installed;
+    if *owner == pid && signals.contains(&signal) {
         return Ok(());
     }
-    if WAKE_FD.load(Ordering::Relaxed) < 0 {
+    if *owner != pid {
         let mut fds = [0; 2];
         // SAFETY: `fds` has room for the two descriptors.
         if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
@@ -49,7 +53,11 @@ pub(crate) fn install(signal: i32) -> std::io::Result<()> {
         std::thread::Builder::new()
             .name("mtrace-signal".into())
             .spawn(move || toggle_on_wake(read_fd))?;
+        // The parent's write end (if any) stays open in this process:
+        // closing it here would not reach the parent's, and it is one fd.
         WAKE_FD.store(fds[1], Ordering::Relaxed);
+        *owner = pid;
+        signals.clear();
     }
     // SAFETY: a zeroed sigaction with our handler, an empty mask and
     // SA_RESTART (interrupted system calls of the program restart).
@@ -62,7 +70,7 @@ pub(crate) fn install(signal: i32) -> std::io::Result<()> {
             return Err(std::io::Error::last_os_error());
         }
     }
-    installed.push(signal);
+    signals.push(signal);
     Ok(())
 }
 
