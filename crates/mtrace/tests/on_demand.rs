@@ -143,3 +143,85 @@ fn two_signals_record_exactly_the_work_between_them() {
     assert_eq!(calls(&window, "checksum"), 2 * 777);
     let _ = std::fs::remove_file(&path);
 }
+
+/// In-process: `resume` and `pause` say whether they changed anything,
+/// a frame opened while armed is in the trace from the resume on, and
+/// calls made while paused are not counted, though their frames were
+/// followed (the exits after the resume match their enters).
+#[test]
+fn pause_and_resume_in_process_keep_the_frames_open_across_them() {
+    let path = std::env::temp_dir().join(format!(
+        "mtrace-on-demand-api-{}.mtrace",
+        std::process::id()
+    ));
+    let recording = mtrace::start(mtrace::Config::new(&path).armed(true)).expect("trace file");
+    assert!(recording.is_paused() && mtrace::is_paused() && mtrace::is_recording());
+    assert!(!recording.pause(), "armed is paused already");
+    let outer = mtrace::scope!("outer");
+    for _ in 0..5 {
+        let _unseen = mtrace::scope!("inner");
+    }
+    assert!(recording.resume());
+    assert!(!recording.resume(), "recording already");
+    for _ in 0..7 {
+        let _seen = mtrace::scope!("inner");
+    }
+    // A frame opened in the stretch and left while paused, and one opened
+    // while paused and left after the next resume.
+    let middle = mtrace::scope!("middle");
+    assert!(mtrace::pause());
+    drop(middle);
+    let late = mtrace::scope!("late");
+    for _ in 0..3 {
+        let _unseen = mtrace::scope!("inner");
+    }
+    assert!(mtrace::resume());
+    drop(late);
+    for _ in 0..2 {
+        let _seen = mtrace::scope!("inner");
+    }
+    drop(outer);
+    assert!(recording.pause());
+    recording.finish().expect("finished");
+
+    let loaded = mtanalyze::load(&path).expect("load");
+    let report = mtanalyze::analyze(&loaded, &AnalyzeOptions::default()).expect("analyze");
+    // Each `scope!` is a call site of its own: sum the sites of a name.
+    let calls = |name: &str| -> u64 {
+        report
+            .functions
+            .iter()
+            .filter(|f| f.function == name)
+            .map(|f| f.ncalls)
+            .sum()
+    };
+    assert_eq!(calls("inner"), 9, "7 + 2 recorded, 8 paused");
+    assert_eq!(
+        calls("outer"),
+        1,
+        "opened at the first resume, closed in the stretch"
+    );
+    assert_eq!(
+        calls("late"),
+        1,
+        "opened while paused: from the second resume"
+    );
+    assert_eq!(calls("middle"), 1);
+    let names: Vec<&str> = report.marks.iter().map(|m| m.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "mtrace:resume:1",
+            "mtrace:pause:1",
+            "mtrace:resume:2",
+            "mtrace:pause:2"
+        ]
+    );
+    let kinds: Vec<&str> = report.warnings.iter().map(|w| w.kind.as_str()).collect();
+    assert!(
+        kinds.iter().all(|k| *k == "frames_from_snapshot"),
+        "no repairs: {:?}",
+        report.warnings
+    );
+    let _ = std::fs::remove_file(&path);
+}
