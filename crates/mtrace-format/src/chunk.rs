@@ -137,6 +137,9 @@ pub struct Chunk<'a> {
     /// A writer still owned the chunk when the file was last written
     /// (the recorder was killed, or the chunk was the thread's current one).
     pub writing: bool,
+    /// The thread's stream restarts at this chunk's snapshot
+    /// ([`CHUNK_FLAG_RESTART`](crate::layout::CHUNK_FLAG_RESTART)).
+    pub restart: bool,
     /// Frames open when the chunk was claimed.
     pub snapshot: SnapshotRef<'a>,
     events: &'a [u8],
@@ -209,6 +212,7 @@ impl<'a> Chunk<'a> {
             thread: ThreadId(thread),
             thread_chunk_no,
             writing: state.writing,
+            restart: read_u64(bytes, C_FLAGS).is_some_and(|f| f & CHUNK_FLAG_RESTART != 0),
             snapshot,
             events,
             events_offset: offset + (CHUNK_HEADER_SIZE + snap_len) as u64,
@@ -350,6 +354,24 @@ mod tests {
         assert_eq!(
             c.events().collect::<Result<Vec<_>, _>>().unwrap(),
             evs.to_vec()
+        );
+    }
+
+    #[test]
+    fn the_restart_flag_is_read_and_old_chunks_have_none() {
+        let evs = [Event {
+            tick: 10,
+            kind: EventKind::Enter(FunctionId(4)),
+        }];
+        let mut bytes = chunk_with(&evs, &[1, 2], StackId::OWN, &[]);
+        let c = Chunk::decode(&bytes, 0, 0, 4096).unwrap().unwrap();
+        assert!(!c.restart, "reserved bytes are zero: no restart");
+        bytes[C_FLAGS..C_FLAGS + 8].copy_from_slice(&CHUNK_FLAG_RESTART.to_le_bytes());
+        let c = Chunk::decode(&bytes, 0, 0, 4096).unwrap().unwrap();
+        assert!(c.restart);
+        assert_eq!(
+            c.snapshot.own_frames().map(|f| f.0).collect::<Vec<_>>(),
+            [1, 2]
         );
     }
 

@@ -82,6 +82,14 @@ pub const C_STATE: usize = 0x00;
 pub const C_THREAD: usize = 0x08;
 /// Offset of the chunk's index among its thread's chunks (u64, from 0).
 pub const C_THREAD_CHUNK_NO: usize = 0x10;
+/// Offset of the chunk's flags (u64; 0 in files of recorders before it).
+pub const C_FLAGS: usize = 0x18;
+/// Chunk flag: the thread's stream restarts at this chunk's snapshot,
+/// though no chunk of it is missing: the recorder did not record the
+/// thread for a while (it was paused, or the thread moved to this file of a
+/// rotating series), so the frames open now are the snapshot's, not those
+/// its earlier events leave open.
+pub const CHUNK_FLAG_RESTART: u64 = 1 << 0;
 /// Smallest chunk size the reader accepts.
 pub const MIN_CHUNK_SIZE: usize = 1024;
 /// Largest chunk size the state word can describe.

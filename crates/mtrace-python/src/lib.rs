@@ -84,8 +84,13 @@ const PYTHON_META_CAPACITY: usize = 16 << 20;
 /// longer watched for C calls; on 3.11 the same as True). `meta_capacity`:
 /// bytes for names ([`PYTHON_META_CAPACITY`] by default). A bad capacity
 /// raises ValueError, a file that cannot be made OSError.
+///
+/// `armed`: start paused (nothing recorded until `resume`); `signal`: a
+/// signal name (`"USR2"`, `"SIGUSR2"`) or number that toggles recording
+/// from outside (`kill -USR2 PID`); its handler replaces the program's.
 #[pyfunction]
-#[pyo3(signature = (path, capacity = None, ring = false, builtins = None, tasks = true, meta_capacity = None))]
+#[pyo3(signature = (path, capacity = None, ring = false, builtins = None, tasks = true, meta_capacity = None, armed = false, signal = None))]
+#[allow(clippy::too_many_arguments)]
 fn start(
     py: Python<'_>,
     path: &str,
@@ -94,6 +99,8 @@ fn start(
     builtins: Option<&Bound<'_, PyAny>>,
     tasks: bool,
     meta_capacity: Option<&str>,
+    armed: bool,
+    signal: Option<&str>,
 ) -> PyResult<()> {
     let (builtins, fast_builtins) = match builtins {
         None => (true, false),
@@ -142,6 +149,14 @@ fn start(
     config = config.meta_capacity(meta_bytes);
     if ring {
         config = config.mode(Mode::Ring);
+    }
+    config = config.armed(armed);
+    if let Some(text) = signal {
+        config = config.signal(mtrace::parse_signal(text).ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "signal {text:?}: expected a signal such as USR2, SIGUSR1 or 12"
+            ))
+        })?);
     }
     let started_with = (config.clone(), tasks);
     let recording = mtrace::start(config).map_err(|e| match e {
@@ -347,6 +362,26 @@ fn is_recording() -> bool {
     stacks::ACTIVE.load(Ordering::Relaxed)
 }
 
+/// Pauses the recording (the backend stays installed and follows the
+/// frames, so a resume knows those open then); False if nothing records
+/// or it was paused already.
+#[pyfunction]
+fn pause() -> bool {
+    stacks::ACTIVE.load(Ordering::Relaxed) && mtrace::pause()
+}
+
+/// Resumes a paused (or armed) recording; False if nothing was paused.
+#[pyfunction]
+fn resume() -> bool {
+    stacks::ACTIVE.load(Ordering::Relaxed) && mtrace::resume()
+}
+
+/// Whether the recording is paused (or armed and not resumed yet).
+#[pyfunction]
+fn is_paused() -> bool {
+    stacks::ACTIVE.load(Ordering::Relaxed) && mtrace::is_paused()
+}
+
 /// The `sys.monitoring` tool id mtrace holds (3.12+ while recording), or None.
 #[pyfunction]
 fn tool_id() -> Option<i64> {
@@ -364,6 +399,9 @@ fn _mtrace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(greenlet_trace, m)?)?;
     m.add_function(wrap_pyfunction!(set_context_id_callback, m)?)?;
     m.add_function(wrap_pyfunction!(is_recording, m)?)?;
+    m.add_function(wrap_pyfunction!(pause, m)?)?;
+    m.add_function(wrap_pyfunction!(resume, m)?)?;
+    m.add_function(wrap_pyfunction!(is_paused, m)?)?;
     m.add_function(wrap_pyfunction!(floor_start, m)?)?;
     m.add_function(wrap_pyfunction!(floor_stop, m)?)?;
     m.add_function(wrap_pyfunction!(mark, m)?)?;

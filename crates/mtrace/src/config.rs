@@ -87,6 +87,14 @@ pub struct Config {
     /// Which recorder writes the trace, when that changes what its names
     /// mean to the analyzer ([`Producer::Python`] for the Python binding).
     pub producer: Producer,
+    /// Start armed but idle (paused): the file is made, but nothing is
+    /// recorded until [`Recording::resume`](crate::Recording::resume), or
+    /// the [`Config::signal`].
+    pub armed: bool,
+    /// A signal (such as `libc::SIGUSR2`) that toggles the recording
+    /// between paused and recording: `kill -USR2 PID` from outside. Its
+    /// handler replaces any the program had.
+    pub signal: Option<i32>,
 }
 
 impl Config {
@@ -104,6 +112,8 @@ impl Config {
             clock: ClockSource::default(),
             preferred_clock: PreferredClock::Unspecified,
             producer: Producer::Unspecified,
+            armed: false,
+            signal: None,
         }
     }
 
@@ -149,6 +159,18 @@ impl Config {
         self
     }
 
+    /// Starts the recording armed but idle ([`Config::armed`]).
+    pub fn armed(mut self, armed: bool) -> Config {
+        self.armed = armed;
+        self
+    }
+
+    /// Sets the signal that toggles recording ([`Config::signal`]).
+    pub fn signal(mut self, signal: i32) -> Config {
+        self.signal = Some(signal);
+        self
+    }
+
     /// Reads the configuration from the environment:
     ///
     /// | variable | meaning |
@@ -159,6 +181,8 @@ impl Config {
     /// | `MTRACE_CHUNK_SIZE` | bytes per chunk, same syntax as the capacity |
     /// | `MTRACE_META_CAPACITY` | bytes for names (functions, threads, stacks), same syntax |
     /// | `MTRACE_CLOCK` | `auto` or `monotonic` |
+    /// | `MTRACE_ARMED` | `1` to start armed but idle ([`Config::armed`]) |
+    /// | `MTRACE_SIGNAL` | the signal that toggles recording ([`Config::signal`]): `SIGUSR2`, `USR1`, ... or a number |
     pub fn from_env() -> Result<Config, ConfigError> {
         Config::from_vars(|name| std::env::var_os(name).map(|v| v.to_string_lossy().into_owned()))
     }
@@ -202,6 +226,26 @@ impl Config {
                     })
                 }
             };
+        }
+        if let Some(v) = var("MTRACE_ARMED") {
+            config.armed = match v.trim().to_ascii_lowercase().as_str() {
+                "1" | "true" | "yes" | "on" => true,
+                "" | "0" | "false" | "no" | "off" => false,
+                _ => {
+                    return Err(ConfigError::BadValue {
+                        variable: "MTRACE_ARMED",
+                        value: v,
+                        expected: "`1` or `0`",
+                    })
+                }
+            };
+        }
+        if let Some(v) = var("MTRACE_SIGNAL").filter(|v| !v.trim().is_empty()) {
+            config.signal = Some(parse_signal(&v).ok_or(ConfigError::BadValue {
+                variable: "MTRACE_SIGNAL",
+                value: v,
+                expected: "a signal such as `SIGUSR2`, `USR1` or `12`",
+            })?);
         }
         if let Some(v) = var("MTRACE_CLOCK") {
             config.clock = match v.trim().to_ascii_lowercase().as_str() {
@@ -255,6 +299,32 @@ fn auto_capacity(free_bytes: Option<u64>) -> u64 {
     free_bytes
         .map_or(AUTO_CAPACITY_MIN, |free| free / 2)
         .clamp(AUTO_CAPACITY_MIN, AUTO_CAPACITY_MAX)
+}
+
+/// Parses a signal: `SIGUSR2`, `usr2`, `SIGHUP`, ... or its number.
+/// Signals the recorder cannot take over (`SIGKILL`, `SIGSTOP`, and those
+/// a fault raises, such as `SIGSEGV`) are refused.
+pub fn parse_signal(text: &str) -> Option<i32> {
+    let t = text.trim().to_ascii_uppercase();
+    let name = t.strip_prefix("SIG").unwrap_or(&t);
+    let number = match name {
+        "USR1" => libc::SIGUSR1,
+        "USR2" => libc::SIGUSR2,
+        "HUP" => libc::SIGHUP,
+        "WINCH" => libc::SIGWINCH,
+        "URG" => libc::SIGURG,
+        "PROF" => libc::SIGPROF,
+        _ => name.parse().ok()?,
+    };
+    let refused = [
+        libc::SIGKILL,
+        libc::SIGSTOP,
+        libc::SIGSEGV,
+        libc::SIGBUS,
+        libc::SIGILL,
+        libc::SIGFPE,
+    ];
+    (number > 0 && number < 65 && !refused.contains(&number)).then_some(number)
 }
 
 /// Parses `123`, `64K`, `64k`, `64M`, `1G`, `64KiB`, `64MB` (powers of 1024).
@@ -320,6 +390,23 @@ mod tests {
                 .find(|(k, _)| *k == name)
                 .map(|(_, v)| v.to_string())
         }
+    }
+
+    #[test]
+    fn signals_parse_by_name_or_number() {
+        assert_eq!(parse_signal("SIGUSR2"), Some(libc::SIGUSR2));
+        assert_eq!(parse_signal("usr1"), Some(libc::SIGUSR1));
+        assert_eq!(parse_signal("12"), Some(12));
+        assert_eq!(parse_signal("SIGKILL"), None);
+        assert_eq!(parse_signal("often"), None);
+        let c = Config::from_vars(vars(&[
+            ("MTRACE_OUT", "x"),
+            ("MTRACE_ARMED", "1"),
+            ("MTRACE_SIGNAL", "SIGUSR2"),
+        ]))
+        .unwrap();
+        assert!(c.armed);
+        assert_eq!(c.signal, Some(libc::SIGUSR2));
     }
 
     #[test]

@@ -29,6 +29,14 @@
 //!   events split waiting from scheduled time);
 //! * [`mark`]`("warm-up done")` for a named instant of the run.
 //!
+//! # On demand
+//!
+//! [`Config::armed`] starts a recording armed but idle; [`Recording::resume`]
+//! and [`Recording::pause`] (or [`resume`], [`pause`], or the signal of
+//! [`Config::signal`], e.g. `kill -USR2 PID`) switch it on and off. Each
+//! recorded stretch is a mark pair `mtrace:resume:K` / `mtrace:pause:K`.
+//! While paused, an event only pushes or pops the thread's shadow frame.
+//!
 //! When nothing is recorded, each of these costs one relaxed atomic load and
 //! one branch. When recording, an event costs one clock read (`rdtsc`), one
 //! 16-byte store into the thread's own chunk, and one release store of the
@@ -45,7 +53,7 @@
 //! event committed before is in the file.
 //!
 //! Module map: `recording` (start/finish, the global switch), `thread` (the
-//! hot path and chunk claims), `file` (the mapped file), `meta` (function
+//! hot path and chunk claims), `signal` (the toggling signal), `file` (the mapped file), `meta` (function
 //! registry and metadata region), `mark` (named instants), `provision` (the thread that maps chunk
 //! slots' pages ahead of the claims), `clock`, `scope` (call sites), `stack`
 //! (logical stacks), `future` (the future adapter), `config`, `error`.
@@ -62,6 +70,7 @@ mod provision;
 mod recording;
 mod scope;
 mod shared;
+mod signal;
 mod stack;
 mod thread;
 
@@ -69,13 +78,13 @@ use std::sync::atomic::Ordering;
 
 pub use clock::{has_invariant_tsc, read_tsc};
 pub use config::{
-    parse_bytes, ClockSource, Config, Mode, AUTO_CAPACITY_MAX, AUTO_CAPACITY_MIN,
+    parse_bytes, parse_signal, ClockSource, Config, Mode, AUTO_CAPACITY_MAX, AUTO_CAPACITY_MIN,
     DEFAULT_META_CAPACITY, DEFAULT_RING_CAPACITY,
 };
 pub use error::{ConfigError, FinishError, StartError};
 pub use future::{Instrumented, LogicalStackExt};
 pub use mtrace_format::{FunctionId, PreferredClock, Producer, StackId};
-pub use recording::{is_recording, start, Recording, Summary};
+pub use recording::{is_paused, is_recording, pause, resume, start, Recording, Summary};
 pub use scope::{CallSite, ScopeGuard};
 pub use stack::{current_stack, switch_to, wake, Detached, LogicalStack, SwitchGuard};
 

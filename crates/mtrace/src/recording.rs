@@ -15,15 +15,19 @@ use std::time::{Duration, Instant};
 
 use mtrace_format::layout::*;
 
-use crate::clock::Calibration;
+use mtrace_format::meta::encode_mark;
+
+use crate::clock::{self, Calibration};
 use crate::config::{Config, Mode};
 use crate::error::{FinishError, StartError};
 use crate::file::TraceMap;
 use crate::meta;
 use crate::provision::{self, Provisioner};
 use crate::shared::{
-    self, current, lock, MetaRegion, Shared, CURRENT, GEN, GEN_OFF, GEN_TSC, GEN_UNCHECKED,
+    self, current, lock, MetaRegion, Shared, CURRENT, GEN, GEN_OFF, GEN_PAUSED, GEN_TSC,
+    GEN_UNCHECKED,
 };
+use crate::{signal, thread};
 
 /// Serialises start and finish; holds the last generation number used.
 static CONTROL: Mutex<u64> = Mutex::new(0);
@@ -91,6 +95,31 @@ impl Recording {
         self.shared.map.chunk_count
     }
 
+    /// Pauses recording: from their next event on, threads record
+    /// nothing, but keep track of the frames they open and close (a cold
+    /// call per event), so a [`Recording::resume`] knows the frames open
+    /// then. Writes the mark `mtrace:pause:K`, K the stretch it ends (0
+    /// for the one a recording not started armed begins with). False if
+    /// it was paused already (or is finished).
+    pub fn pause(&self) -> bool {
+        set_paused(self.shared, true)
+    }
+
+    /// Resumes recording: the mark `mtrace:resume:K` (K = 1, 2, ...: the
+    /// stretches of the recording), then every thread records again from
+    /// its next event, its open frames in its next chunk's snapshot
+    /// (opened, for the analyzer, at that snapshot: see `semantics.md`).
+    /// False if it was recording already (or is finished).
+    pub fn resume(&self) -> bool {
+        set_paused(self.shared, false)
+    }
+
+    /// Whether the recording is paused (or armed and not resumed yet).
+    pub fn is_paused(&self) -> bool {
+        ptr::eq(CURRENT.load(Ordering::Acquire), self.shared)
+            && GEN.load(Ordering::Relaxed) == self.shared.gen | GEN_PAUSED
+    }
+
     /// Stops recording, writes the end time and final clock calibration into
     /// the header, marks the file finished and syncs it to disk.
     ///
@@ -135,7 +164,7 @@ pub fn start(config: Config) -> Result<Recording, StartError> {
     let clock = calibration.finish();
     map.write_header(&config, &clock);
     *last_gen += 1;
-    let gen = (*last_gen << 1) | if clock.tsc { GEN_TSC } else { 0 };
+    let gen = (*last_gen << 2) | if clock.tsc { GEN_TSC } else { 0 };
     let provisioner = Provisioner::new(&map);
     let meta = MetaRegion::new(map.meta_reserved_at_start());
     let shared: &'static Shared = Box::leak(Box::new(Shared {
@@ -147,6 +176,7 @@ pub fn start(config: Config) -> Result<Recording, StartError> {
         threads: AtomicU64::new(0),
         meta: Mutex::new(meta),
         finished: AtomicBool::new(false),
+        stretches: AtomicU64::new(0),
         started: Instant::now(),
         pid: std::process::id(),
     }));
@@ -167,9 +197,17 @@ pub fn start(config: Config) -> Result<Recording, StartError> {
         state: &shared.provisioner,
     };
     provision::start(job, provisioner_thread);
+    if let Some(signal) = config.signal {
+        if let Err(e) = signal::install(signal) {
+            warn(format_args!(
+                "signal {signal} will not toggle recording: {e}"
+            ));
+        }
+    }
+    let published = if config.armed { gen | GEN_PAUSED } else { gen };
     meta::publish(shared, || {
         CURRENT.store(shared as *const Shared as *mut Shared, Ordering::Release);
-        GEN.store(gen, Ordering::Release);
+        GEN.store(published, Ordering::Release);
     });
     Ok(Recording {
         shared,
@@ -262,9 +300,73 @@ fn finish(shared: &'static Shared) -> Result<Summary, FinishError> {
     Ok(summary)
 }
 
-/// Whether a recording is running.
+/// Whether a recording is running (paused or not: a paused recording
+/// still follows the frames, so instrumentation layers that switch stacks
+/// must keep doing it; see [`is_paused`]).
 pub fn is_recording() -> bool {
     GEN.load(Ordering::Relaxed) > GEN_OFF
+}
+
+/// Whether the running recording is paused (armed but idle).
+pub fn is_paused() -> bool {
+    let g = GEN.load(Ordering::Relaxed);
+    g > GEN_OFF && g & GEN_PAUSED != 0
+}
+
+/// Pauses the running recording, if any ([`Recording::pause`]); for a
+/// recording the program does not hold, such as the one `MTRACE_OUT`
+/// starts. False if none runs or it was paused already.
+pub fn pause() -> bool {
+    current().is_some_and(|s| set_paused(s, true))
+}
+
+/// Resumes the running recording, if any ([`Recording::resume`]).
+pub fn resume() -> bool {
+    current().is_some_and(|s| set_paused(s, false))
+}
+
+/// Pauses the running recording if it records, else resumes it (the
+/// toggling signal's action).
+pub(crate) fn toggle_running() {
+    if let Some(s) = current() {
+        let _ = set_paused(s, !is_paused());
+    }
+}
+
+/// Pauses or resumes `shared` if it is the running recording and not in
+/// that state yet, and writes the mark that says so. The resume's mark is
+/// stamped before the threads can record again, the pause's after they
+/// stop (each at its next event), so the stretch between the marks holds
+/// every event of it.
+fn set_paused(shared: &'static Shared, paused: bool) -> bool {
+    let _control = lock(&CONTROL);
+    if !ptr::eq(CURRENT.load(Ordering::Acquire), shared) || shared.finished.load(Ordering::Acquire)
+    {
+        return false;
+    }
+    let running = shared.gen;
+    let target = if paused {
+        running | GEN_PAUSED
+    } else {
+        running
+    };
+    if GEN.load(Ordering::Relaxed) == target {
+        return false;
+    }
+    let tsc = running & GEN_TSC != 0;
+    let (tick, name) = if paused {
+        GEN.store(target, Ordering::Release);
+        let stretch = shared.stretches.load(Ordering::Relaxed);
+        (clock::ticks(tsc), format!("mtrace:pause:{stretch}"))
+    } else {
+        let stretch = shared.stretches.fetch_add(1, Ordering::Relaxed) + 1;
+        let tick = clock::ticks(tsc);
+        GEN.store(target, Ordering::Release);
+        (tick, format!("mtrace:resume:{stretch}"))
+    };
+    let tid = thread::trace_tid(running);
+    shared.write_meta_with(|out| encode_mark(out, tick, tid, &name));
+    true
 }
 
 /// The first event of the process: start a recording if `MTRACE_OUT` is set.

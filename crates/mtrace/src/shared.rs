@@ -8,7 +8,9 @@
 //! ```text
 //! GEN = 0          environment not checked yet: take the cold path once
 //! GEN = 1          not recording: return
-//! GEN = 2n | tsc   recording number n (n >= 1); bit 0 says the clock is the TSC
+//! GEN = 4n | tsc   recording number n (n >= 1); bit 0 says the clock is the TSC
+//! GEN = 4n | 2 | tsc  recording n, paused (armed but idle): threads keep
+//!                  their open frames and write nothing
 //! ```
 //!
 //! A thread remembers the generation it is bound to; a different value sends
@@ -37,6 +39,17 @@ pub(crate) const GEN_UNCHECKED: u64 = 0;
 pub(crate) const GEN_OFF: u64 = 1;
 /// Bit of a recording's generation: ticks come from the TSC.
 pub(crate) const GEN_TSC: u64 = 1;
+/// Bit of `GEN`: the recording is paused. A thread bound to the paused
+/// value holds no chunk, so every event takes the cold path, which keeps
+/// the thread's open frames and writes nothing (see `thread.rs`).
+pub(crate) const GEN_PAUSED: u64 = 2;
+
+/// Whether generations `a` and `b` are the same recording (one of them
+/// possibly paused): frames kept under one are valid under the other.
+#[inline]
+pub(crate) fn same_recording(a: u64, b: u64) -> bool {
+    a | GEN_PAUSED == b | GEN_PAUSED
+}
 
 /// The hot path's word; see the module doc.
 pub(crate) static GEN: AtomicU64 = AtomicU64::new(GEN_UNCHECKED);
@@ -77,7 +90,8 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// Everything threads share about one recording. Leaked at start, never freed.
 pub(crate) struct Shared {
-    /// This recording's generation (`GEN` while it runs).
+    /// This recording's generation (`GEN` while it runs; with
+    /// [`GEN_PAUSED`] set while it is paused).
     pub gen: u64,
     pub map: TraceMap,
     /// Maps the pages of the slots ahead of the claims (`provision.rs`).
@@ -88,6 +102,8 @@ pub(crate) struct Shared {
     pub threads: AtomicU64,
     pub meta: Mutex<MetaRegion>,
     pub(crate) finished: AtomicBool,
+    /// On stretches begun so far (resumes; see `recording.rs`).
+    pub(crate) stretches: AtomicU64,
     pub(crate) started: Instant,
     /// The process that owns the file (a forked child must not touch it).
     pub(crate) pid: u32,
@@ -147,13 +163,17 @@ pub(crate) fn current() -> Option<&'static Shared> {
     unsafe { CURRENT.load(Ordering::Acquire).as_ref() }
 }
 
-/// The running recording if it has generation `gen`.
+/// The running recording if it has generation `gen` (running or paused).
 pub(crate) fn current_with_gen(gen: u64) -> Option<&'static Shared> {
-    current().filter(|s| s.gen == gen)
+    current().filter(|s| s.gen == gen & !GEN_PAUSED)
 }
 
-/// Writes a stack's name into recording `gen`; false if it is not running.
+/// Writes a stack's name into recording `gen`; false if it is not running
+/// (or paused: the stack is named when it runs after the resume).
 pub(crate) fn name_stack(gen: u64, id: StackId, name: &str) -> bool {
+    if gen & GEN_PAUSED != 0 {
+        return false;
+    }
     match current_with_gen(gen) {
         Some(s) => {
             s.write_meta_with(|out| encode_stack(out, id, name));

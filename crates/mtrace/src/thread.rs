@@ -49,7 +49,10 @@ use mtrace_format::{Event, EventKind, FunctionId, MetaRecord, StackId, ThreadId}
 use crate::clock;
 use crate::config::Mode;
 use crate::recording;
-use crate::shared::{current_with_gen, Shared, FORK_EPOCH, GEN, GEN_OFF, GEN_TSC, GEN_UNCHECKED};
+use crate::shared::{
+    current_with_gen, same_recording, Shared, FORK_EPOCH, GEN, GEN_OFF, GEN_PAUSED, GEN_TSC,
+    GEN_UNCHECKED,
+};
 
 /// The state word grows by this much per committed event.
 const UNIT: u64 = 1 << STATE_UNITS_SHIFT;
@@ -86,6 +89,9 @@ struct Local {
     /// `FORK_EPOCH` when the thread bound: another value means the process
     /// forked since, and the chunk held belongs to the parent.
     fork_epoch: Cell<u64>,
+    /// The thread's next chunk restarts its stream (`CHUNK_FLAG_RESTART`):
+    /// it rebound to the recording after a pause, with frames open.
+    restart: Cell<bool>,
 }
 
 impl Local {
@@ -105,6 +111,7 @@ impl Local {
             own_saved: UnsafeCell::new(ManuallyDrop::new(Vec::new())),
             exited: Cell::new(false),
             fork_epoch: Cell::new(0),
+            restart: Cell::new(false),
         }
     }
 
@@ -273,6 +280,8 @@ enum Room {
     Ready(u64),
     /// Bound, but the event cannot be stored; it has been counted as dropped.
     Dropped,
+    /// Bound to the paused recording: frames are kept, nothing is written.
+    Idle,
     /// No recording this thread can record into.
     Off,
 }
@@ -280,12 +289,24 @@ enum Room {
 #[cold]
 #[inline(never)]
 fn enter_cold(l: &Local, g: u64, f: u32) {
+    if l.gen.get() == g && g & GEN_PAUSED != 0 {
+        // Paused: the frames are all there is to keep (see `bind`). Kept
+        // apart from the rest, so this path saves no registers.
+        push_frame(l, f);
+    } else {
+        enter_slow(l, g, f);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn enter_slow(l: &Local, g: u64, f: u32) {
     match prepare(l, g) {
         Room::Ready(g) => {
             write(l, g, |tick| encode_enter(tick, FunctionId(f)));
             push_frame(l, f);
         }
-        Room::Dropped => push_frame(l, f),
+        Room::Dropped | Room::Idle => push_frame(l, f),
         Room::Off => {}
     }
 }
@@ -293,12 +314,22 @@ fn enter_cold(l: &Local, g: u64, f: u32) {
 #[cold]
 #[inline(never)]
 fn exit_cold(l: &Local, g: u64, f: u32) {
+    if l.gen.get() == g && g & GEN_PAUSED != 0 {
+        pop_frame(l, f);
+    } else {
+        exit_slow(l, g, f);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn exit_slow(l: &Local, g: u64, f: u32) {
     match prepare(l, g) {
         Room::Ready(g) => {
             write(l, g, |tick| encode_exit(tick, FunctionId(f)));
             pop_frame(l, f);
         }
-        Room::Dropped => pop_frame(l, f),
+        Room::Dropped | Room::Idle => pop_frame(l, f),
         Room::Off => {}
     }
 }
@@ -351,7 +382,7 @@ fn emit(l: &Local, g: u64, kind: EventKind) -> bool {
             write(l, g, |tick| Event { tick, kind }.encode());
             true
         }
-        Room::Dropped | Room::Off => false,
+        Room::Dropped | Room::Idle | Room::Off => false,
     }
 }
 
@@ -363,6 +394,9 @@ fn prepare(l: &Local, g: u64) -> Room {
     let Some(g) = bind(l, g) else {
         return Room::Off;
     };
+    if g & GEN_PAUSED != 0 {
+        return Room::Idle;
+    }
     if l.cursor.get() != l.end.get() {
         return Room::Ready(g);
     }
@@ -380,6 +414,15 @@ fn prepare(l: &Local, g: u64) -> Room {
 
 /// Binds the thread to the running recording if it is not bound to `g` yet.
 /// Returns the generation it is bound to, or `None` if nothing runs.
+///
+/// A pause and a resume change `GEN` between a recording's two values
+/// (`shared.rs`), so a thread moves between them here: bound to the
+/// paused value it holds no chunk (every event comes here and keeps the
+/// frames); back on the running one, it keeps its trace id and chunk
+/// numbers, and its next chunk is a `restart` one if frames are open, so
+/// readers take them from its snapshot. A thread with no event during
+/// the pause stays bound to the running value and writes on in its chunk:
+/// its frames did not change.
 fn bind(l: &Local, mut g: u64) -> Option<u64> {
     if g == GEN_UNCHECKED {
         recording::check_env();
@@ -395,20 +438,47 @@ fn bind(l: &Local, mut g: u64) -> Option<u64> {
     // Registering the exit hook fails while the thread is being torn down:
     // such a thread records nothing.
     EXIT_HOOK.try_with(|_| ()).ok()?;
-    // Leave an older recording cleanly (its map is still mapped).
+    let same_recording = ptr::eq(l.shared.get(), shared)
+        && same_recording(l.gen.get(), g)
+        && l.fork_epoch.get() == FORK_EPOCH.load(Ordering::Relaxed);
+    // Leave an older recording cleanly (its map is still mapped), or,
+    // at a pause, the chunk: a paused thread holds none.
     release_chunk(l);
+    if same_recording {
+        l.gen.set(g);
+        if g & GEN_PAUSED == 0 {
+            // SAFETY: no other reference to the frames is live.
+            let open = unsafe { !l.frames().is_empty() || !l.own_saved().is_empty() };
+            l.restart.set(open || l.current.get() != StackId::OWN.0);
+            if l.tid.get() == 0 {
+                register(l, shared, g);
+            }
+        }
+        return Some(g);
+    }
     // SAFETY: no other reference to the frames is live.
     unsafe {
         l.frames().clear();
         l.own_saved().clear();
     }
-    let tid = shared.threads.fetch_add(1, Ordering::Relaxed) + 1;
     l.shared.set(shared);
-    l.tid.set(tid);
+    l.tid.set(0);
     l.next_chunk_no.set(0);
     l.full.set(false);
+    l.restart.set(false);
     l.gen.set(g);
     l.fork_epoch.set(FORK_EPOCH.load(Ordering::Relaxed));
+    if g & GEN_PAUSED == 0 {
+        register(l, shared, g);
+    }
+    Some(g)
+}
+
+/// Gives the thread its trace id in the recording it is bound to (running,
+/// generation `g`), names it and records its start.
+fn register(l: &Local, shared: &Shared, g: u64) {
+    let tid = shared.threads.fetch_add(1, Ordering::Relaxed) + 1;
+    l.tid.set(tid);
     let name = std::thread::current().name().unwrap_or("").to_owned();
     shared.write_meta(&MetaRecord::Thread {
         tid: ThreadId(tid),
@@ -420,7 +490,6 @@ fn bind(l: &Local, mut g: u64) -> Option<u64> {
     if current != StackId::OWN.0 {
         emit(l, g, EventKind::Switch(StackId(current)));
     }
-    Some(g)
 }
 
 /// Claims the next chunk for the thread, then releases its current one.
@@ -481,6 +550,12 @@ fn claim(l: &Local, shared: &Shared) -> bool {
         let snapshot_len = unsafe {
             (chunk.add(C_THREAD) as *mut u64).write(l.tid.get().to_le());
             (chunk.add(C_THREAD_CHUNK_NO) as *mut u64).write(chunk_no.to_le());
+            let flags = if l.restart.replace(false) {
+                CHUNK_FLAG_RESTART
+            } else {
+                0
+            };
+            (chunk.add(C_FLAGS) as *mut u64).write(flags.to_le());
             let body = std::slice::from_raw_parts_mut(chunk.add(CHUNK_HEADER_SIZE), body_len);
             let current = l.current.get();
             let frames: &[u32] = l.frames();
@@ -622,7 +697,7 @@ pub(crate) fn switch_in(
     }
     let l = local();
     let g = record_switch(l, g, id)?;
-    if *frames_gen != g {
+    if *frames_gen != g && !same_recording(*frames_gen, g) {
         frames.clear();
     }
     let prev = StackId(l.current.get());
@@ -683,7 +758,7 @@ pub(crate) fn switch_out(prev: StackId, frames: &mut Vec<u32>, frames_gen: &mut 
             if !l.own_saved().is_empty() {
                 mem::swap(l.frames(), l.own_saved());
             }
-        } else if *frames_gen != bound {
+        } else if *frames_gen != bound && !same_recording(*frames_gen, bound) {
             // The thread moved to a newer recording meanwhile.
             l.frames().clear();
         }

@@ -41,6 +41,9 @@ __all__ = [
     "disable",
     "profile",
     "is_enabled",
+    "pause",
+    "resume",
+    "is_paused",
     "mark",
     "set_context_id_callback",
     "DEFAULT_OUTPUT",
@@ -134,7 +137,7 @@ class _GreenletImportWatcher:
 
 
 def enable(path=DEFAULT_OUTPUT, *, capacity=None, ring=False, builtins=True, tasks=True,
-           meta_capacity=None, children=True, _root=None):
+           meta_capacity=None, children=True, armed=False, signal=None, _root=None):
     """Start recording into ``path``.
 
     Every thread is recorded: the calling thread, threads already running,
@@ -162,9 +165,14 @@ def enable(path=DEFAULT_OUTPUT, *, capacity=None, ring=False, builtins=True, tas
     beside ``path`` (forks, ``multiprocessing``'s every start method,
     ``subprocess`` runs of Python), and ``mtanalyze path`` reports the whole
     process tree; False: this process only.
+    ``armed``: start paused, armed but idle: nothing is recorded until
+    ``mtrace.resume()`` (or the signal). ``signal``: a signal (``"USR2"``)
+    that switches recording on and off from outside, ``kill -USR2 PID``;
+    its handler replaces any the program installs. Each recorded stretch is
+    a mark pair ``mtrace:resume:K`` / ``mtrace:pause:K``.
     """
     options = dict(capacity=capacity, ring=ring, builtins=builtins, tasks=tasks,
-                   meta_capacity=meta_capacity)
+                   meta_capacity=meta_capacity, armed=armed, signal=signal)
     # Armed before the recording starts, so that its work is not recorded.
     if children:
         _children.arm(str(path) if _root is None else _root, options, first=_root is None)
@@ -190,8 +198,29 @@ def disable():
 
 
 def is_enabled():
-    """Whether a recording runs."""
+    """Whether a recording runs (paused or not)."""
     return _mtrace.is_recording()
+
+
+def pause():
+    """Pause the recording: nothing is recorded until ``resume()``, but
+    the frames each thread opens and closes are still followed, so the
+    resume knows those open then (they count from the resume on). Writes
+    the mark ``mtrace:pause:K``. False if nothing records or it was paused."""
+    return _mtrace.pause()
+
+
+def resume():
+    """Resume a paused (or armed) recording: writes the mark
+    ``mtrace:resume:K`` (K = 1, 2, ...), so ``mtanalyze TRACE --from
+    mark:mtrace:resume:1 --to mark:mtrace:pause:1`` selects the stretch.
+    False if nothing was paused."""
+    return _mtrace.resume()
+
+
+def is_paused():
+    """Whether the recording is paused (or armed and not resumed yet)."""
+    return _mtrace.is_paused()
 
 
 def mark(name):

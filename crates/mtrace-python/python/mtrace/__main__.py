@@ -128,6 +128,12 @@ def main(argv=None):
     parser.add_argument("--meta-capacity", default=None,
                         help="bytes for the names of functions, threads and asyncio tasks "
                         "(default: 16M, some half a million task names)")
+    parser.add_argument("--armed", action="store_true",
+                        help="start paused: record nothing until resumed "
+                             "(mtrace.resume(), or the --signal)")
+    parser.add_argument("--signal", default=None, metavar="SIG",
+                        help="a signal (USR2) that switches recording on and off: "
+                             "kill -USR2 PID")
     parser.add_argument("--ring", action="store_true",
                         help="keep the end of the run when the file is full (default: the beginning)")
     builtins_group = parser.add_mutually_exclusive_group()
@@ -198,7 +204,8 @@ def main(argv=None):
     try:
         mtrace.enable(trace, capacity=options.capacity, ring=options.ring,
                       builtins=options.builtins, tasks=options.tasks,
-                      meta_capacity=options.meta_capacity, children=options.children)
+                      meta_capacity=options.meta_capacity, children=options.children,
+                      armed=options.armed, signal=options.signal)
     except (ValueError, OSError, RuntimeError) as e:
         # The recording could not start (bad --capacity, unwritable -o):
         # the program has not run yet.

@@ -55,7 +55,9 @@ pub(crate) struct ChunkRef {
     pub thread_chunk_no: u64,
     /// Global claim order.
     pub seq: u64,
-    /// Chunks before this one are missing: start from its snapshot.
+    /// Start from its snapshot: chunks before this one are missing, or
+    /// the recorder restarted the thread here (a `restart` chunk: it was
+    /// paused, or the thread moved to this file of a rotating series).
     pub gap_before: bool,
     /// Committed event slots.
     pub events: u32,
@@ -212,7 +214,7 @@ pub(crate) fn decode<'a>(
                         slot: c.index,
                         thread_chunk_no: c.thread_chunk_no,
                         seq: c.seq,
-                        gap_before: false,
+                        gap_before: c.restart,
                         events: c.event_count() as u32,
                         events_offset: c.events_offset(),
                         writing: c.writing,
