@@ -40,6 +40,7 @@ mod html;
 mod output;
 mod progress;
 mod report;
+mod series;
 
 use std::ffi::OsString;
 use std::io::{self, Write};
