@@ -48,20 +48,6 @@ fn is_number(text: &str) -> bool {
     !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit())
 }
 
-/// The path of member `number` of the series whose first path is `first`.
-fn member_path(first: &Path, number: u64) -> Option<PathBuf> {
-    let ((folder, stem, ext), _) = series_key(first)?;
-    let name = match number {
-        0 => format!("{stem}{ext}"),
-        n => format!("{stem}.{n}{ext}"),
-    };
-    Some(if folder.as_os_str().is_empty() {
-        PathBuf::from(name)
-    } else {
-        folder.join(name)
-    })
-}
-
 /// The series whose first path is `first`: the files `STEM.N.EXT` beside
 /// it, and `first` itself if it exists, in series order. Empty when no
 /// numbered file exists (a single trace, not a series).
@@ -161,12 +147,6 @@ pub(crate) fn gather(traces: &[PathBuf]) -> (Vec<PathBuf>, Vec<Vec<Member>>) {
         }
     }
     (out, found)
-}
-
-/// Whether `path` names no file but starts a series whose files exist
-/// (`MTRACE_KEEP` deleted the first path).
-pub(crate) fn first_is_gone(path: &Path) -> bool {
-    !path.exists() && !beside(path).is_empty()
 }
 
 /// The header's start of the trace at `path` (ns since the Unix epoch),
@@ -281,11 +261,6 @@ pub(crate) fn describe(members: &[Member]) -> String {
     }
 }
 
-/// Member `number` of the series that starts at `first` (for `top`).
-pub(crate) fn path_of(first: &Path, number: u64) -> PathBuf {
-    member_path(first, number).unwrap_or_else(|| first.to_path_buf())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -302,14 +277,6 @@ mod tests {
         // A child's trace and its series are another series.
         assert_eq!(key("d/trace.pid42.bin"), (k("trace.pid42", ".bin"), 0));
         assert_eq!(key("d/trace.pid42.2.bin"), (k("trace.pid42", ".bin"), 2));
-        assert_eq!(
-            member_path(Path::new("d/trace.bin"), 4),
-            Some(PathBuf::from("d/trace.4.bin"))
-        );
-        assert_eq!(
-            member_path(Path::new("trace"), 2),
-            Some(PathBuf::from("trace.2"))
-        );
     }
 
     #[test]
@@ -375,7 +342,6 @@ mod tests {
         );
         // The first path deleted (MTRACE_KEEP): the rest is the series.
         std::fs::remove_file(dir.join("run.bin")).unwrap();
-        assert!(first_is_gone(&dir.join("run.bin")));
         assert_eq!(numbers(&beside(&dir.join("run.bin"))), [1, 2, 10]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
