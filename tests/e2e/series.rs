@@ -77,7 +77,7 @@ fn a_series_is_read_as_one_by_its_first_path_a_directory_or_a_glob() {
     shifted_copy(&dir.join("trace.pid7.1.bin"), 0);
     let one = counts(&report(&[repo_file("sample-traces/workload.bin")], &[]));
     let both = sum(&one, &one);
-    let by_path = report(&[first.clone()], &["--no-children"]);
+    let by_path = report(std::slice::from_ref(&first), &["--no-children"]);
     assert_eq!(by_path["trace"]["traces"], 2, "{}", by_path["trace"]);
     assert_eq!(counts(&by_path), both);
     let source = by_path["trace"]["source"].as_str().unwrap();
@@ -99,7 +99,7 @@ fn a_series_is_read_as_one_by_its_first_path_a_directory_or_a_glob() {
     // The first path deleted (MTRACE_KEEP): what is left is the series.
     std::fs::remove_file(&first).unwrap();
     shifted_copy(&dir.join("trace.2.bin"), 2 * sample_end_ns());
-    let kept = report(&[first.clone()], &[]);
+    let kept = report(std::slice::from_ref(&first), &[]);
     assert_eq!(kept["trace"]["traces"], 2);
     assert_eq!(counts(&kept), both);
 }
@@ -113,7 +113,7 @@ fn a_window_is_in_the_series_time() {
     let ns = |n: u64| format!("{n}ns");
     // Wholly in the first file: the second is not read.
     let to = end / 2;
-    let early = report(&[first.clone()], &["--to", &ns(to)]);
+    let early = report(std::slice::from_ref(&first), &["--to", &ns(to)]);
     // One trace read: the merge says nothing of traces, the header names it.
     assert_eq!(early["trace"]["traces"], Value::Null, "{}", early["trace"]);
     assert!(!early["trace"]["source"]
@@ -123,7 +123,10 @@ fn a_window_is_in_the_series_time() {
     assert_eq!(counts(&early), counts(&report(&sample, &["--to", &ns(to)])));
     // Wholly in the second file: its own time is the series' less `end`.
     let (from, to) = (end + end / 4, end + end / 2);
-    let late = report(&[first.clone()], &["--from", &ns(from), "--to", &ns(to)]);
+    let late = report(
+        std::slice::from_ref(&first),
+        &["--from", &ns(from), "--to", &ns(to)],
+    );
     let alone = report(&sample, &["--from", &ns(end / 4), "--to", &ns(end / 2)]);
     assert_eq!(counts(&late), counts(&alone));
     assert_eq!(late["trace"]["window"]["from_ns"], from);

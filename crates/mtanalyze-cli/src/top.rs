@@ -201,11 +201,7 @@ fn write_table(
         t.dropped_events,
         if t.finished { "finished" } else { "recording" },
     )?;
-    writeln!(
-        out,
-        "sort: {}  (s: next sort, q: quit)",
-        sort_name(sort)
-    )?;
+    writeln!(out, "sort: {}  (s: next sort, q: quit)", sort_name(sort))?;
     writeln!(out)?;
     if args.stacks {
         let rows = view::stack_rows(&now.report, Some(sort), args.limit);
@@ -306,7 +302,9 @@ fn live(args: &TopArgs, options: &AnalyzeOptions, sort: SortKey) -> Result<(), F
             let mut text = Vec::new();
             let (rows, columns) = console::Term::stdout().size();
             let width = Some(columns as usize);
-            let limit = args.limit.or(Some((rows as usize).saturating_sub(8).max(1)));
+            let limit = args
+                .limit
+                .or(Some((rows as usize).saturating_sub(8).max(1)));
             let shown = TopArgs {
                 limit,
                 ..args.clone()
@@ -333,8 +331,7 @@ fn live(args: &TopArgs, options: &AnalyzeOptions, sort: SortKey) -> Result<(), F
                 drawn_at = Some(Instant::now());
             }
             if let Some(now) = &last {
-                write_table(&mut text, now, rate, sort, &shown, width)
-                    .map_err(Failure::Output)?;
+                write_table(&mut text, now, rate, sort, &shown, width).map_err(Failure::Output)?;
             }
             // Home, clear, the text with the terminal's line ends.
             let mut stdout = io::stdout().lock();
