@@ -138,3 +138,69 @@ fn a_window_is_in_the_series_time() {
     let head = counts(&report(&sample, &["--to", &ns(end / 3)]));
     assert_eq!(counts(&across), sum(&tail, &head));
 }
+
+/// A JSON-lines trace converted to a binary `name`, its header's start
+/// moved `shift_ns` after that of the first file converted this way.
+fn converted(dir: &TempDir, name: &str, jsonl: &str, shift_ns: u64) -> PathBuf {
+    let source = dir.write(&format!("{name}.jsonl"), jsonl);
+    let out = dir.join(name);
+    mtanalyze([
+        std::ffi::OsStr::new("convert"),
+        source.as_os_str(),
+        out.as_os_str(),
+    ])
+    .success();
+    let mut bytes = std::fs::read(&out).unwrap();
+    let mut header = mtrace_format::Header::decode(&bytes).unwrap();
+    header.clock.start_unix_ns = 1_000_000_000 + shift_ns;
+    let encoded = header.encode();
+    bytes[..encoded.len()].copy_from_slice(&encoded);
+    std::fs::write(&out, bytes).unwrap();
+    std::fs::remove_file(source).unwrap();
+    out
+}
+
+#[test]
+fn marks_bound_a_window_in_the_series_time() {
+    let dir = TempDir::new("series-marks");
+    // The first file: `main` from 100 to 400, marked `early` at 300.
+    let first = converted(
+        &dir,
+        "m.bin",
+        r#"{"ev": "thread", "tid": 1, "name": "main"}
+{"ts": 100, "tid": 1, "ev": "enter", "fn": "main"}
+{"ts": 300, "tid": 1, "ev": "mark", "name": "early"}
+{"ts": 400, "tid": 1, "ev": "exit", "fn": "main"}
+"#,
+        0,
+    );
+    // The second, 1000 ns later: `work` from 100 to 600, marked `go` at
+    // 200 (1200 in the series) and `early` again (not the first).
+    converted(
+        &dir,
+        "m.1.bin",
+        r#"{"ev": "thread", "tid": 1, "name": "main"}
+{"ts": 100, "tid": 1, "ev": "enter", "fn": "work"}
+{"ts": 200, "tid": 1, "ev": "mark", "name": "go"}
+{"ts": 250, "tid": 1, "ev": "mark", "name": "early"}
+{"ts": 600, "tid": 1, "ev": "exit", "fn": "work"}
+"#,
+        1000,
+    );
+    let r = report(
+        std::slice::from_ref(&first),
+        &["--from", "mark:early", "--to", "mark:go"],
+    );
+    // main from 300 to 400 in the first file; work from 1100 to 1200 of
+    // the series, 100 to 200 in the second's own time.
+    let c = counts(&r);
+    assert_eq!(c["main"].1, 100, "{c:?}");
+    assert_eq!(c["work"].1, 100, "{c:?}");
+    assert_eq!(r["trace"]["window"]["from_ns"], 300);
+    assert_eq!(r["trace"]["window"]["to_ns"], 1200);
+    // A mark no file holds is a one-line error.
+    let mut args: Vec<std::ffi::OsString> = vec![first.into()];
+    args.extend(["--from", "mark:nowhere"].map(Into::into));
+    let line = mtanalyze(args).fails_with_one_line();
+    assert!(line.contains("no mark named `nowhere` in the series"), "{line}");
+}
