@@ -202,5 +202,8 @@ fn marks_bound_a_window_in_the_series_time() {
     let mut args: Vec<std::ffi::OsString> = vec![first.into()];
     args.extend(["--from", "mark:nowhere"].map(Into::into));
     let line = mtanalyze(args).fails_with_one_line();
-    assert!(line.contains("no mark named `nowhere` in the series"), "{line}");
+    assert!(
+        line.contains("no mark named `nowhere` in the series"),
+        "{line}"
+    );
 }

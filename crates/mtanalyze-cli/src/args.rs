@@ -20,7 +20,7 @@ use mtanalyze::{AnalyzeOptions, Clock, PathMode, RecursionCollapse, StackRows, T
     subcommand_negates_reqs = true,
     disable_help_subcommand = true,
     after_help = "The first argument is a subcommand when it names one (check, convert, diff, \
-                  export, flamegraph); \
+                  export, flamegraph, top); \
                   a trace file with such a name is reached with `mtanalyze -- check` or `./check`."
 )]
 pub(crate) struct Cli {

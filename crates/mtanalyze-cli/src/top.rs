@@ -121,7 +121,7 @@ pub(crate) fn top(args: &TopArgs, out: &mut dyn Write) -> Result<(), Failure> {
         let rate = event_rate(&now, None);
         return match args.format {
             TopFormat::Json => write_json(out, &now, rate, sort, args),
-            TopFormat::Table => write_table(out, &now, rate, sort, args, args.width),
+            TopFormat::Table => write_table(out, &now, rate, sort, args, args.width, false),
         }
         .map_err(Failure::Output);
     }
@@ -184,6 +184,7 @@ fn write_table(
     sort: SortKey,
     args: &TopArgs,
     width: Option<usize>,
+    live: bool,
 ) -> io::Result<()> {
     let t = &now.report.trace;
     let series = match now.files.len() {
@@ -331,7 +332,8 @@ fn live(args: &TopArgs, options: &AnalyzeOptions, sort: SortKey) -> Result<(), F
                 drawn_at = Some(Instant::now());
             }
             if let Some(now) = &last {
-                write_table(&mut text, now, rate, sort, &shown, width).map_err(Failure::Output)?;
+                write_table(&mut text, now, rate, sort, &shown, width, true)
+                    .map_err(Failure::Output)?;
             }
             // Home, clear, the text with the terminal's line ends.
             let mut stdout = io::stdout().lock();
