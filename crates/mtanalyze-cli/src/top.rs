@@ -202,7 +202,13 @@ fn write_table(
         t.dropped_events,
         if t.finished { "finished" } else { "recording" },
     )?;
-    writeln!(out, "sort: {}  (s: next sort, q: quit)", sort_name(sort))?;
+    // The keys are the live view's (`--once` reads none).
+    let keys = if live {
+        "  (s: next sort, q: quit)"
+    } else {
+        ""
+    };
+    writeln!(out, "sort: {}{keys}", sort_name(sort))?;
     writeln!(out)?;
     if args.stacks {
         let rows = view::stack_rows(&now.report, Some(sort), args.limit);
