@@ -1,8 +1,11 @@
 //! `mtanalyze top TRACE`: a live view of a recording while it runs.
 //!
-//! Every refresh (each second) loads the trace again and analyzes the
-//! chunks committed so far: the loader maps the file read-only and takes
-//! no lock, so the writer never waits for it; a chunk still being filled
+//! Every refresh (each second) reads the trace again and analyzes the
+//! chunks committed so far: it opens the file read-only and takes no
+//! lock, so the writer never waits for it. It reads the file into memory
+//! rather than mapping it: the recorder cuts a file's unused chunk slots
+//! off when it closes it, and a map of the longer file would fault on the
+//! pages cut, where a read only ends sooner. A chunk still being filled
 //! reads as unreleased and a header not yet finished as an unfinished
 //! trace, never as damage. With a rotating series (`TRACE` is the path
 //! the recording was started with: `STEM.EXT`, then `STEM.1.EXT`, ...;
@@ -68,7 +71,13 @@ fn files_of(trace: &Path) -> Vec<PathBuf> {
 fn snapshot(trace: &Path, options: &AnalyzeOptions) -> Result<Snapshot, String> {
     let files = files_of(trace);
     let file = files.last().cloned().unwrap_or_else(|| trace.to_path_buf());
-    let loaded = mtanalyze::load(&file).map_err(|e| e.to_string())?;
+    // Read, not mapped: the recorder cuts a file's unused slots off when
+    // it closes it (at the end, and at each rotation), and a map of the
+    // longer file would fault (SIGBUS) on the pages cut; a read of a file
+    // that shrinks only ends sooner.
+    let bytes = std::fs::read(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+    let loaded =
+        mtanalyze::from_bytes(&file.display().to_string(), bytes).map_err(|e| e.to_string())?;
     let report = mtanalyze::analyze(&loaded, options).map_err(|e| e.to_string())?;
     Ok(Snapshot {
         file,
