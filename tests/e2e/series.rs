@@ -198,6 +198,26 @@ fn marks_bound_a_window_in_the_series_time() {
     assert_eq!(c["work"].1, 100, "{c:?}");
     assert_eq!(r["trace"]["window"]["from_ns"], 300);
     assert_eq!(r["trace"]["window"]["to_ns"], 1200);
+    // The report lists the marks in the series' time.
+    let whole = report(std::slice::from_ref(&first), &[]);
+    let marks: Vec<(String, u64)> = whole["marks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["name"].as_str().unwrap().to_owned(),
+                m["time_ns"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    let expected = [("early", 300), ("go", 1200), ("early", 1250)];
+    assert_eq!(
+        marks,
+        expected.map(|(n, t)| (n.to_owned(), t)).to_vec(),
+        "{}",
+        whole["marks"]
+    );
     // A mark no file holds is a one-line error.
     let mut args: Vec<std::ffi::OsString> = vec![first.into()];
     args.extend(["--from", "mark:nowhere"].map(Into::into));

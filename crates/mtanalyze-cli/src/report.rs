@@ -291,6 +291,7 @@ pub(crate) fn analyze_many(
         windowed_series(traces, series, options, keep, &mut each, &mut read)?
     };
     if !series.is_empty() {
+        shift_marks(&mut report, &read, series);
         // The files read: each series' (in its order), then the others.
         let mut named: Vec<String> = series
             .iter()
@@ -312,6 +313,31 @@ pub(crate) fn analyze_many(
         report.trace.source = named.join("; ");
     }
     Ok((report, each))
+}
+
+/// Moves the marks of a series' files into the series' time (each by its
+/// file's offset; see `series.rs`). `read`: the files summed, in order,
+/// whose positions the marks name; when one could not be read (left out,
+/// so the positions shift), the marks keep their files' own times.
+fn shift_marks(report: &mut Report, read: &[PathBuf], series: &[Vec<Member>]) {
+    if report.trace.traces != read.len() as u64 {
+        return;
+    }
+    let mut offset_of = vec![0u64; read.len()];
+    for members in series {
+        for (m, offset) in members.iter().zip(series::offsets(members)) {
+            if let Some(i) = read.iter().position(|p| *p == m.path) {
+                offset_of[i] = offset;
+            }
+        }
+    }
+    for mark in &mut report.marks {
+        let i = mark.trace.map_or(0, |t| t as usize);
+        if let Some(&offset) = offset_of.get(i) {
+            mark.time_ns = mark.time_ns.saturating_add(offset);
+        }
+    }
+    report.marks.sort_by_key(|m| m.time_ns);
 }
 
 /// [`analyze_many`] with a window over series: each file with its own
