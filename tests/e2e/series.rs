@@ -93,7 +93,14 @@ fn a_series_is_read_as_one_by_its_first_path_a_directory_or_a_glob() {
         )),
         both
     );
-    // The directory holds the child's series too: three traces.
+    // The child's first file brings its own series, as a child.
+    shifted_copy(&dir.join("trace.pid7.bin"), 0);
+    let with_child = report(std::slice::from_ref(&first), &[]);
+    assert_eq!(with_child["trace"]["traces"], 4, "{}", with_child["trace"]);
+    assert_eq!(counts(&with_child), sum(&both, &both));
+    let source = with_child["trace"]["source"].as_str().unwrap();
+    assert!(source.contains("trace.pid7.1.bin"), "{source}");
+    std::fs::remove_file(dir.join("trace.pid7.bin")).unwrap();
     std::fs::remove_file(dir.join("trace.pid7.1.bin")).unwrap();
     assert_eq!(counts(&report(&[dir.path().to_path_buf()], &[])), both);
     // The first path deleted (MTRACE_KEEP): what is left is the series.

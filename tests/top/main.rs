@@ -322,3 +322,32 @@ fn the_live_view_under_tmux_shows_the_table_sorts_and_quits() {
     recorder.stop();
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn once_with_stacks_is_the_report_s_stack_table() {
+    let sample = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../sample-traces/workload.bin"
+    );
+    let run = |args: &[&str]| {
+        let out = mtanalyze().args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let top = run(&[
+        "top", "--once", "--stacks", "--limit", "4", "--sort", "ncalls", sample,
+    ]);
+    let report = run(&["--stacks", "--limit", "4", "--sort", "ncalls", sample]);
+    // The rows from the column header on are the report's, line for line.
+    let table = |text: &str| {
+        let at = text.find("id ").expect("a stack table");
+        text[at..].to_owned()
+    };
+    assert_eq!(table(&top), table(&report));
+    assert!(top.contains("showing 4 of "), "{top}");
+    assert!(top.contains("sort: ncalls"), "{top}");
+}

@@ -24,6 +24,12 @@ pub(crate) fn report(args: &ReportArgs, out: &mut dyn Write) -> Result<(), Failu
         children::find(&traces)
     };
     traces.extend(children.traces.iter().cloned());
+    // A child's own series (`STEM.pid<PID>.1.EXT`, ...) joins its first file.
+    let (traces, series) = if children.traces.is_empty() {
+        (traces, series)
+    } else {
+        series::gather(&traces)
+    };
     let Some(path) = traces.first().map(PathBuf::as_path) else {
         return Err(Failure::Message("no trace given (see --help)".into()));
     };
