@@ -258,7 +258,6 @@ fn the_live_view_under_tmux_shows_the_table_sorts_and_quits() {
     let _turn = RECORDER.lock().unwrap_or_else(|e| e.into_inner());
     let dir = temp_dir("tmux");
     let trace = dir.join("live.bin");
-    let recorder = Recorder::start(&trace);
     let tmux = Tmux {
         socket: format!("mtanalyze-top-test-{}", std::process::id()),
     };
@@ -268,6 +267,7 @@ fn the_live_view_under_tmux_shows_the_table_sorts_and_quits() {
         trace.display(),
         dir.join("status").display()
     );
+    // The view starts before the recording: it waits for the file.
     let started = tmux.run(&[
         "new-session",
         "-d",
@@ -280,6 +280,8 @@ fn the_live_view_under_tmux_shows_the_table_sorts_and_quits() {
         &command,
     ]);
     assert!(started.status.success(), "{:?}", started);
+    tmux.wait_for_screen("waiting for");
+    let recorder = Recorder::start(&trace);
     let screen = tmux.wait_for_screen("function (file:line)");
     assert!(screen.contains("sort: tottime"), "{screen}");
     assert!(screen.contains("mtanalyze top: "), "{screen}");

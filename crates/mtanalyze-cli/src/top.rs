@@ -10,13 +10,15 @@
 //! trace, never as damage. With a rotating series (`TRACE` is the path
 //! the recording was started with: `STEM.EXT`, then `STEM.1.EXT`, ...;
 //! see `series.rs`) the view follows the newest file, which is the one
-//! being written (each file is a complete trace).
+//! being written (each file is a complete trace), or the one before
+//! while a file just begun has no header yet. Before the file exists the
+//! view says it is waiting for it.
 //!
 //! The view is drawn with escape sequences on the alternate screen; keys
 //! are read with the terminal in non-canonical mode without echo or
 //! signals (so Ctrl-C arrives as a key and ends the view like `q`). The
-//! terminal's settings are restored on every way out: `q`, Ctrl-C, the
-//! end of the input, an error, and a panic (a hook restores them before
+//! terminal's settings are restored on every way out: `q`, Ctrl-C, an
+//! error, and a panic (a hook restores them before
 //! the panic message). Hand-written rather than with a terminal crate:
 //! the view needs one non-blocking key read and four escape sequences,
 //! which the tree's `libc` gives without a new dependency.
@@ -67,23 +69,37 @@ fn files_of(trace: &Path) -> Vec<PathBuf> {
     }
 }
 
-/// Loads and analyzes the newest file of the recording.
+/// Reads and analyzes the newest file of the recording; when a rotation
+/// has just begun a file whose header is not written yet, the one before.
 fn snapshot(trace: &Path, options: &AnalyzeOptions) -> Result<Snapshot, String> {
     let files = files_of(trace);
-    let file = files.last().cloned().unwrap_or_else(|| trace.to_path_buf());
+    let mut first_error = None;
+    for file in files.iter().rev().take(2) {
+        match analyze_file(file, options) {
+            Ok(report) => {
+                return Ok(Snapshot {
+                    file: file.clone(),
+                    files,
+                    report,
+                })
+            }
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    Err(first_error.unwrap_or_else(|| format!("{}: no trace", trace.display())))
+}
+
+fn analyze_file(file: &Path, options: &AnalyzeOptions) -> Result<Report, String> {
     // Read, not mapped: the recorder cuts a file's unused slots off when
     // it closes it (at the end, and at each rotation), and a map of the
     // longer file would fault (SIGBUS) on the pages cut; a read of a file
     // that shrinks only ends sooner.
-    let bytes = std::fs::read(&file).map_err(|e| format!("{}: {e}", file.display()))?;
+    let bytes = std::fs::read(file).map_err(|e| format!("{}: {e}", file.display()))?;
     let loaded =
         mtanalyze::from_bytes(&file.display().to_string(), bytes).map_err(|e| e.to_string())?;
-    let report = mtanalyze::analyze(&loaded, options).map_err(|e| e.to_string())?;
-    Ok(Snapshot {
-        file,
-        files,
-        report,
-    })
+    mtanalyze::analyze(&loaded, options).map_err(|e| e.to_string())
 }
 
 /// Events per second: between two refreshes of the same file when there
@@ -292,7 +308,7 @@ impl Drop for Screen {
     }
 }
 
-/// A key read within a tenth of a second, if any (`None` at the end of the input too).
+/// A key read within a tenth of a second, if any.
 fn read_key() -> Option<u8> {
     let mut byte = 0u8;
     // SAFETY: reads at most one byte into `byte`.
