@@ -4,7 +4,8 @@
 //! `--once --format json` shows counts that grow and never a damaged
 //! chunk; the live view under tmux (a pty) shows the table, `s` changes
 //! the sort and `q` ends it; a rotating series is followed to its newest
-//! file.
+//! file. Three recordings one after the other, named as a rotation names
+//! them, read as one series whose `--from/--to` are in the series' time.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -352,4 +353,68 @@ fn once_with_stacks_is_the_report_s_stack_table() {
     assert_eq!(table(&top), table(&report));
     assert!(top.contains("showing 4 of "), "{top}");
     assert!(top.contains("sort: ncalls"), "{top}");
+}
+
+/// The JSON report of `args` (the default command).
+fn report(args: &[&std::ffi::OsStr]) -> Value {
+    let out = mtanalyze()
+        .args(args)
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn a_recorded_series_reads_as_one_in_its_own_time() {
+    let _turn = RECORDER.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = temp_dir("recorded-series");
+    let files = ["run.bin", "run.1.bin", "run.2.bin"].map(|n| dir.join(n));
+    // Three recordings one after the other, as a rotation writes them.
+    let mut steps = Vec::new();
+    for file in &files {
+        let recorder = Recorder::start(file);
+        wait_for(20, "some steps", || {
+            (STEPS.load(Ordering::Relaxed) >= 100).then_some(())
+        });
+        steps.push(recorder.stop());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let start = |f: &Path| {
+        report(&[f.as_os_str(), "--no-children".as_ref()])["trace"]["start_unix_ns"]
+            .as_u64()
+            .unwrap()
+    };
+    let offsets: Vec<u64> = files.iter().map(|f| start(f) - start(&files[0])).collect();
+    let first = files[0].as_os_str();
+    let step_calls = |r: &Value| {
+        r["functions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["function"] == "step")
+            .map(|f| f["ncalls"].as_u64().unwrap())
+            .sum::<u64>()
+    };
+    let whole = report(&[first]);
+    assert_eq!(step_calls(&whole), steps.iter().sum::<u64>());
+    assert!(whole["trace"]["source"]
+        .as_str()
+        .unwrap()
+        .starts_with("series of 3: "));
+    // From the third file's start: only its steps.
+    let from = format!("{}ns", offsets[2]);
+    let late = report(&[first, "--from".as_ref(), from.as_ref()]);
+    assert_eq!(step_calls(&late), steps[2], "{}", late["trace"]);
+    // Up to the second file's start: only the first's, which alone is read.
+    let to = format!("{}ns", offsets[1]);
+    let early = report(&[first, "--to".as_ref(), to.as_ref()]);
+    assert_eq!(step_calls(&early), steps[0]);
+    assert_eq!(early["trace"]["traces"], Value::Null, "{}", early["trace"]);
+    let _ = std::fs::remove_dir_all(&dir);
 }
