@@ -7,7 +7,9 @@
 //! off when it closes it, and a map of the longer file would fault on the
 //! pages cut, where a read only ends sooner. A chunk still being filled
 //! reads as unreleased and a header not yet finished as an unfinished
-//! trace, never as damage. With a rotating series (`TRACE` is the path
+//! trace, never as damage; the chunks that changed while the file was
+//! read are settled after the read (`settle_chunks`), so no thread's
+//! events show a gap the recorder did not make. With a rotating series (`TRACE` is the path
 //! the recording was started with: `STEM.EXT`, then `STEM.1.EXT`, ...;
 //! see `series.rs`) the view follows the newest file, which is the one
 //! being written (each file is a complete trace), or the one before
@@ -96,10 +98,88 @@ fn analyze_file(file: &Path, options: &AnalyzeOptions) -> Result<Report, String>
     // it closes it (at the end, and at each rotation), and a map of the
     // longer file would fault (SIGBUS) on the pages cut; a read of a file
     // that shrinks only ends sooner.
-    let bytes = std::fs::read(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    let mut bytes = std::fs::read(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    settle_chunks(&mut bytes, file);
     let loaded =
         mtanalyze::from_bytes(&file.display().to_string(), bytes).map_err(|e| e.to_string())?;
     mtanalyze::analyze(&loaded, options).map_err(|e| e.to_string())
+}
+
+/// Makes `copy` (the file read from start to end, while the recorder
+/// writes) a view in which no thread's events have a gap. A file read takes
+/// time: a chunk read early may have committed more events by the time
+/// its thread's next chunk is read, and the copy then misses them (the
+/// analysis would repair that gap as exits that do not match). So each
+/// slot's state word is read again after the copy: a chunk that committed
+/// more since is read again, and now holds all it had when its next chunk
+/// was read; in a ring, a slot the recorder claimed again (another
+/// sequence number) is marked empty, as the copy may hold the old chunk's
+/// state with some of the new chunk's events (a writer claims the state
+/// word before it writes the body); the analysis counts it lost, like the
+/// chunks the ring overwrote before the read.
+fn settle_chunks(copy: &mut [u8], file: &Path) {
+    use std::os::unix::fs::FileExt;
+    let Ok(header) = mtrace_format::Header::decode(copy) else {
+        return;
+    };
+    let Ok(now) = std::fs::File::open(file) else {
+        return;
+    };
+    settle_slots(copy, &header, |at, into| now.read_exact_at(into, at).ok());
+}
+
+/// [`settle_chunks`] with `read_at(offset, into)` reading the file now.
+fn settle_slots(
+    copy: &mut [u8],
+    header: &mtrace_format::Header,
+    read_at: impl Fn(u64, &mut [u8]) -> Option<()>,
+) {
+    let seq = |state: u64| state >> 24;
+    let size = header.chunk_size as usize;
+    for slot in 0..header.chunk_count {
+        let Some(at) = slot
+            .checked_mul(u64::from(header.chunk_size))
+            .and_then(|o| o.checked_add(header.chunks_offset))
+        else {
+            return;
+        };
+        let Some(start) = usize::try_from(at).ok().filter(|&a| a < copy.len()) else {
+            return;
+        };
+        let end = start.saturating_add(size).min(copy.len());
+        let chunk = &mut copy[start..end];
+        let (Some(copied), Some(now)) = (
+            chunk
+                .get(..8)
+                .and_then(|w| Some(u64::from_le_bytes(w.try_into().ok()?))),
+            {
+                let mut word = [0u8; 8];
+                read_at(at, &mut word).map(|()| u64::from_le_bytes(word))
+            },
+        ) else {
+            continue;
+        };
+        if now == copied {
+            continue;
+        }
+        if seq(now) != seq(copied) && seq(copied) != 0 {
+            chunk[..8].fill(0);
+            continue;
+        }
+        // The same chunk with more committed (or a slot first claimed
+        // since): read it again, whole.
+        let mut again = vec![0u8; chunk.len()];
+        match read_at(at, &mut again) {
+            Some(())
+                if seq(u64::from_le_bytes(
+                    again[..8].try_into().unwrap_or_default(),
+                )) == seq(now) =>
+            {
+                chunk.copy_from_slice(&again)
+            }
+            _ => chunk[..8].fill(0),
+        }
+    }
 }
 
 /// Events per second: between two refreshes of the same file when there
@@ -387,4 +467,50 @@ fn live(args: &TopArgs, options: &AnalyzeOptions, sort: SortKey) -> Result<(), F
     }
     drop(screen);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_that_changed_during_the_read_are_read_again_or_dropped() {
+        let mut header = mtrace_format::Header::new(mtrace_format::ClockInfo::nanoseconds(), 1024);
+        header.chunk_count = 4;
+        header.chunks_offset = 4096;
+        let state = |seq: u64, units: u64| ((seq + 1) << 24) | (units << 1);
+        let slot_at = |slot: usize| 4096 + slot * 1024;
+        let write = |bytes: &mut [u8], slot: usize, s: u64, fill: u8| {
+            let at = slot_at(slot);
+            bytes[at + 8..at + 1024].fill(fill);
+            bytes[at..at + 8].copy_from_slice(&s.to_le_bytes());
+        };
+        let mut copy = vec![0u8; 4096 + 4 * 1024];
+        let mut file = copy.clone();
+        // Slot 0: committed more since; slot 1: claimed again by seq 7;
+        // slot 2: unchanged; slot 3: empty then, claimed since.
+        write(&mut copy, 0, state(3, 4), 1);
+        write(&mut file, 0, state(3, 6), 2);
+        write(&mut copy, 1, state(4, 2), 1);
+        write(&mut file, 1, state(7, 1) | 1, 3);
+        write(&mut copy, 2, state(5, 9), 1);
+        write(&mut file, 2, state(5, 9), 1);
+        write(&mut file, 3, state(8, 1), 4);
+        settle_slots(&mut copy, &header, |at, into| {
+            let at = at as usize;
+            into.copy_from_slice(file.get(at..at + into.len())?);
+            Some(())
+        });
+        let word = |copy: &[u8], slot: usize| {
+            let at = slot_at(slot);
+            u64::from_le_bytes(copy[at..at + 8].try_into().unwrap())
+        };
+        assert_eq!(word(&copy, 0), state(3, 6));
+        assert_eq!(copy[slot_at(0) + 100], 2, "slot 0 read again");
+        assert_eq!(word(&copy, 1), 0, "slot 1 dropped");
+        assert_eq!(word(&copy, 2), state(5, 9));
+        assert_eq!(copy[slot_at(2) + 100], 1);
+        assert_eq!(word(&copy, 3), state(8, 1));
+        assert_eq!(copy[slot_at(3) + 100], 4, "slot 3 read");
+    }
 }
