@@ -29,6 +29,7 @@ mod pprof;
 mod pstats;
 mod robustness;
 mod schema;
+mod series;
 mod util;
 mod vectors;
 mod wakes;

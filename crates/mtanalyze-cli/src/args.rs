@@ -20,7 +20,7 @@ use mtanalyze::{AnalyzeOptions, Clock, PathMode, RecursionCollapse, StackRows, T
     subcommand_negates_reqs = true,
     disable_help_subcommand = true,
     after_help = "The first argument is a subcommand when it names one (check, convert, diff, \
-                  export, flamegraph); \
+                  export, flamegraph, top); \
                   a trace file with such a name is reached with `mtanalyze -- check` or `./check`."
 )]
 pub(crate) struct Cli {
@@ -40,8 +40,74 @@ pub(crate) enum Command {
     Diff(Box<DiffArgs>),
     /// Draw a flame graph (SVG) of self time per call path.
     Flamegraph(FlamegraphArgs),
+    /// Watch a recording while it runs: the function table refreshed every second (q quits, s sorts).
+    Top(TopArgs),
     /// Write a trace for other tools: Perfetto / chrome://tracing, speedscope, KCachegrind, pprof, SQL engines (Parquet).
     Export(ExportArgs),
+}
+
+/// `mtanalyze top`: the live view of a recording.
+#[derive(Args, Debug, Clone)]
+pub(crate) struct TopArgs {
+    /// The trace: the path the recording was started with (a rotating series is followed to its newest file).
+    pub(crate) trace: PathBuf,
+    /// Show the stacks instead of the functions.
+    #[arg(long)]
+    pub(crate) stacks: bool,
+    /// The first sort (s cycles through tottime, cumtime, ncalls, paused, name).
+    #[arg(long, value_enum)]
+    pub(crate) sort: Option<TopSortArg>,
+    /// Show at most this many rows [default: as many as the terminal holds; --once: all].
+    #[arg(long, value_name = "N")]
+    pub(crate) limit: Option<usize>,
+    /// Which time counts as running [default: the trace's preferred clock, else stack].
+    #[arg(long, value_enum)]
+    pub(crate) clock: Option<ClockArg>,
+    /// Print one refresh and exit.
+    #[arg(long)]
+    pub(crate) once: bool,
+    /// With --once: the output's format.
+    #[arg(long, value_enum, default_value = "table")]
+    pub(crate) format: TopFormat,
+    /// With --once: fit the table in this many columns (0: no limit).
+    #[arg(long, value_name = "COLUMNS")]
+    pub(crate) width: Option<usize>,
+}
+
+/// The sort keys of `top` (those that order stacks too).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum TopSortArg {
+    /// Self time (with --stacks: running time), largest first.
+    Tottime,
+    /// Cumulative time, largest first.
+    Cumtime,
+    /// Number of calls (with --stacks: events), most first.
+    Ncalls,
+    /// Paused time, largest first.
+    Paused,
+    /// Name, A to Z.
+    Name,
+}
+
+impl From<TopSortArg> for SortKey {
+    fn from(s: TopSortArg) -> SortKey {
+        match s {
+            TopSortArg::Tottime => SortKey::Tottime,
+            TopSortArg::Cumtime => SortKey::Cumtime,
+            TopSortArg::Ncalls => SortKey::Ncalls,
+            TopSortArg::Paused => SortKey::Paused,
+            TopSortArg::Name => SortKey::Name,
+        }
+    }
+}
+
+/// `top --once`'s output.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub(crate) enum TopFormat {
+    /// The view's text.
+    Table,
+    /// `{"top": {...}, "report": REPORT}`.
+    Json,
 }
 
 /// Which time counts as running (`schemas/semantics.md`).

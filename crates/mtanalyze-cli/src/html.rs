@@ -23,6 +23,7 @@ const TIMELINE_STRETCHES: usize = 400_000;
 pub(crate) fn report(
     args: &ReportArgs,
     traces: &[PathBuf],
+    series: &[Vec<crate::series::Member>],
     out: &mut dyn Write,
 ) -> Result<(), Failure> {
     debug_assert_eq!(args.format, Format::Html);
@@ -73,7 +74,7 @@ pub(crate) fn report(
             stack_rows: StackRows::Kept,
             ..analyze_options(&args.clock, Some(&args.select), PathMode::Merged, collapse)
         };
-        let (report, each) = crate::report::analyze_many(traces, &options, true)?;
+        let (report, each) = crate::report::analyze_many(traces, series, &options, true)?;
         (report, each, None)
     };
     let page = ReportPage {

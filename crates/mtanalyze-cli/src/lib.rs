@@ -9,6 +9,7 @@
 //! mtanalyze diff [OPTIONS] BASE NEW [--flamegraph OUT.svg]
 //! mtanalyze flamegraph [OPTIONS] TRACE [-o OUT.svg]
 //! mtanalyze export --format chrome|speedscope|callgrind|pprof|parquet [OPTIONS] TRACE [-o OUT]
+//! mtanalyze top [--stacks] [--sort KEY] [--once [--format json]] TRACE
 //! ```
 //!
 //! [`run`] takes the arguments and returns the exit status; it never exits
@@ -40,6 +41,8 @@ mod html;
 mod output;
 mod progress;
 mod report;
+mod series;
+mod top;
 
 use std::ffi::OsString;
 use std::io::{self, Write};
@@ -100,6 +103,7 @@ fn dispatch(cli: Cli, out: &mut dyn Write) -> Result<(), Failure> {
         Some(Command::Diff(args)) => diff::diff(&args, out),
         Some(Command::Flamegraph(args)) => export::flamegraph(&args, out),
         Some(Command::Export(args)) => export::export(&args, out),
+        Some(Command::Top(args)) => top::top(&args, out),
         None => report::report(&cli.report, out),
     }
 }

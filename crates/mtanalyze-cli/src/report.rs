@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use crate::args::{analyze_options, rows_if, Format, ReportArgs};
 use crate::children::{self, Children};
 use crate::output::{say, Failure, Output};
+use crate::series::{self, Member};
 use crate::{analyze, analyze_stacks, each_report, expand_traces, say_warnings};
 use mtanalyze::render;
 use mtanalyze::view::{
@@ -15,18 +16,25 @@ use mtanalyze::view::{
 use mtanalyze::{PathMode, Report, StackSink};
 
 pub(crate) fn report(args: &ReportArgs, out: &mut dyn Write) -> Result<(), Failure> {
-    let mut traces = expand_traces(&args.traces)?;
+    // A rotating series is read as one trace, in its files' order.
+    let (mut traces, series) = series::gather(&expand_traces(&args.traces)?);
     let children = if args.no_children {
         Children::default()
     } else {
         children::find(&traces)
     };
     traces.extend(children.traces.iter().cloned());
+    // A child's own series (`STEM.pid<PID>.1.EXT`, ...) joins its first file.
+    let (traces, series) = if children.traces.is_empty() {
+        (traces, series)
+    } else {
+        series::gather(&traces)
+    };
     let Some(path) = traces.first().map(PathBuf::as_path) else {
         return Err(Failure::Message("no trace given (see --help)".into()));
     };
     if args.format == Format::Html {
-        return crate::html::report(args, &traces, out);
+        return crate::html::report(args, &traces, &series, out);
     }
     let folded = args.format == Format::Folded;
     let row_options = [
@@ -120,7 +128,8 @@ pub(crate) fn report(args: &ReportArgs, out: &mut dyn Write) -> Result<(), Failu
         };
         (report, each)
     } else {
-        analyze_many(&traces, &options, args.by_trace)?
+        let (report, each) = analyze_many(&traces, &series, &options, args.by_trace)?;
+        (report, each)
     };
     children::warn(&mut report, &children.failures);
     target.write(out, |w| match args.format {
@@ -258,8 +267,12 @@ fn table(
 
 /// Analyzes `traces` in parallel and sums their reports. A trace that fails
 /// to load or analyze is named on stderr and left out, unless all fail.
+/// The files of each of `series` are read in the series' time: a window
+/// (`--from/--to`) is moved into each file's own time, and a file wholly
+/// after it is not read; the header names the series' files.
 pub(crate) fn analyze_many(
     traces: &[PathBuf],
+    series: &[Vec<Member>],
     options: &mtanalyze::AnalyzeOptions,
     keep: bool,
 ) -> Result<(Report, Vec<Report>), Failure> {
@@ -268,16 +281,142 @@ pub(crate) fn analyze_many(
         true => mtanalyze::ManyTraces::MergeAndReport,
         false => mtanalyze::ManyTraces::Merge,
     };
-    let merged = each_report(traces, options, what, |_, report| {
-        if keep {
-            each.push(report.clone());
-        }
-        Ok(())
-    })?;
-    let report = merged
-        .finish()
-        .ok_or_else(|| Failure::Message("no trace given (see --help)".into()))?;
+    let windowed = options.from.is_some() || options.to.is_some();
+    let mut read: Vec<PathBuf> = traces.to_vec();
+    let mut report = if series.is_empty() || !windowed {
+        let merged = each_report(traces, options, what, |_, report| {
+            if keep {
+                each.push(report.clone());
+            }
+            Ok(())
+        })?;
+        merged
+            .finish()
+            .ok_or_else(|| Failure::Message("no trace given (see --help)".into()))?
+    } else {
+        windowed_series(traces, series, options, keep, &mut each, &mut read)?
+    };
+    if !series.is_empty() {
+        shift_marks(&mut report, &read, series);
+        // The files read: each series' (in its order), then the others.
+        let mut named: Vec<String> = series
+            .iter()
+            .map(|s| {
+                let members: Vec<Member> = s
+                    .iter()
+                    .filter(|m| read.contains(&m.path))
+                    .cloned()
+                    .collect();
+                series::describe(&members)
+            })
+            .filter(|d| !d.is_empty())
+            .collect();
+        named.extend(
+            read.iter()
+                .filter(|t| !series.iter().flatten().any(|m| &m.path == *t))
+                .map(|t| t.display().to_string()),
+        );
+        report.trace.source = named.join("; ");
+    }
     Ok((report, each))
+}
+
+/// Moves the marks of a series' files into the series' time (each by its
+/// file's offset; see `series.rs`). `read`: the files summed, in order,
+/// whose positions the marks name; when one could not be read (left out,
+/// so the positions shift), the marks keep their files' own times.
+fn shift_marks(report: &mut Report, read: &[PathBuf], series: &[Vec<Member>]) {
+    if report.trace.traces != read.len() as u64 {
+        return;
+    }
+    let mut offset_of = vec![0u64; read.len()];
+    for members in series {
+        for (m, offset) in members.iter().zip(series::offsets(members)) {
+            if let Some(i) = read.iter().position(|p| *p == m.path) {
+                offset_of[i] = offset;
+            }
+        }
+    }
+    for mark in &mut report.marks {
+        let i = mark.trace.map_or(0, |t| t as usize);
+        if let Some(&offset) = offset_of.get(i) {
+            mark.time_ns = mark.time_ns.saturating_add(offset);
+        }
+    }
+    report.marks.sort_by_key(|m| m.time_ns);
+}
+
+/// [`analyze_many`] with a window over series: each file with its own
+/// window (see `series.rs`), one after the other, summed.
+fn windowed_series(
+    traces: &[PathBuf],
+    series: &[Vec<Member>],
+    options: &mtanalyze::AnalyzeOptions,
+    keep: bool,
+    each: &mut Vec<Report>,
+    read: &mut Vec<PathBuf>,
+) -> Result<Report, Failure> {
+    // Each file's window in its own time; `None`: not read.
+    let mut per_file: Vec<(PathBuf, Option<mtanalyze::AnalyzeOptions>)> = traces
+        .iter()
+        .map(|t| (t.clone(), Some(options.clone())))
+        .collect();
+    // The series' window and end, for the header.
+    let mut shown: Option<(u64, Option<u64>, u64)> = None;
+    for members in series {
+        let offsets = series::offsets(members);
+        let (from, to) = series::resolve(options, members, &offsets).map_err(Failure::Message)?;
+        shown.get_or_insert((from.unwrap_or(0), to, 0));
+        for (m, &offset) in members.iter().zip(&offsets) {
+            let Some(slot) = per_file.iter_mut().find(|(p, _)| *p == m.path) else {
+                continue;
+            };
+            slot.1 = series::window_in_file(from, to, offset).map(|(from, to)| {
+                mtanalyze::AnalyzeOptions {
+                    from: from.map(mtanalyze::TimeBound::At),
+                    to: to.map(mtanalyze::TimeBound::At),
+                    ..options.clone()
+                }
+            });
+            if let Some(s) = &mut shown {
+                s.2 = s.2.max(offset);
+            }
+        }
+    }
+    let what = match keep {
+        true => mtanalyze::ManyTraces::MergeAndReport,
+        false => mtanalyze::ManyTraces::Merge,
+    };
+    let mut total = mtanalyze::Merged::new();
+    read.clear();
+    for (path, file_options) in &per_file {
+        let Some(file_options) = file_options else {
+            continue;
+        };
+        read.push(path.clone());
+        let merged = each_report(std::slice::from_ref(path), file_options, what, |_, r| {
+            if keep {
+                each.push(r.clone());
+            }
+            Ok(())
+        })?;
+        if let Some(r) = merged.finish() {
+            total.add(r);
+        }
+    }
+    let mut report = total.finish().ok_or_else(|| {
+        Failure::Message(format!(
+            "no file of the series is in the window ({} read)",
+            read.len()
+        ))
+    })?;
+    if let Some((from_ns, to, _)) = shown {
+        report.trace.window = Some(mtanalyze::TimeWindow {
+            from_ns,
+            to_ns: to.unwrap_or(report.trace.end_ns.max(from_ns)),
+        });
+    }
+    Ok(report)
 }
 
 /// Every (trace, function) row of `each`, filtered and ordered by `view`
