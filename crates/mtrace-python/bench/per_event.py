@@ -78,10 +78,16 @@ def main():
     parser.add_argument("n", type=int)
     parser.add_argument("--rounds", type=int, default=9)
     args = parser.parse_args()
-    path = os.path.join(tempfile.mkdtemp(prefix="mtrace-per-event-"), "trace.bin")
-    if args.mode != "rounds":
-        run(args.mode, args.n, path)
-        return
+    with tempfile.TemporaryDirectory(prefix="mtrace-per-event-") as directory:
+        path = os.path.join(directory, "trace.bin")
+        if args.mode == "rounds":
+            rounds(args, path)
+        else:
+            run(args.mode, args.n, path)
+
+
+def rounds(args, path):
+    """Interleaved rounds of every mode; prints medians per event."""
     events = 2 * calls(args.n)
     times = {m: [] for m in MODES}
     for r in range(args.rounds):
