@@ -260,10 +260,18 @@ unsafe extern "C" fn nothing(
 }
 
 /// Installs [`nothing`] on every thread that exists now (`bench.py`'s
-/// floor; threads started later call this again from `threading.setprofile`).
-pub(crate) fn install_floor(_py: Python<'_>) {
+/// floor; threads started later call this again from `threading.setprofile`),
+/// and with `evaluator` the frame evaluator [`evaluate`] too (which, with
+/// nothing recording, gives no thread the profile function: only its cost
+/// per frame is added).
+pub(crate) fn install_floor(_py: Python<'_>, evaluator: bool) {
     // SAFETY: as in `install_all`.
-    unsafe { set_all(Some(nothing)) };
+    unsafe {
+        set_all(Some(nothing));
+        if evaluator {
+            hook_frames();
+        }
+    }
 }
 
 /// Removes the frame evaluator (if it is still the interpreter's) and the

@@ -329,19 +329,26 @@ static FLOOR: AtomicBool = AtomicBool::new(false);
 /// For `bench/bench.py`: hooks that do nothing on the events a recording
 /// watches (no file, no stacks), on every thread: what the interpreter's
 /// dispatch of those events costs, the floor recording is measured
-/// against. `builtins` as for `start` (True or False). Not for users.
+/// against. `builtins` as for `start` (True or False). `evaluator` (3.11
+/// only; ignored on 3.12+): also install the frame evaluator a recording
+/// installs there, so its own cost can be told from the profile function's.
+/// Not for users.
 #[pyfunction]
-fn floor_start(py: Python<'_>, builtins: bool) -> PyResult<()> {
+#[pyo3(signature = (builtins, evaluator=false))]
+fn floor_start(py: Python<'_>, builtins: bool, evaluator: bool) -> PyResult<()> {
     if lock(&RECORDING).is_some() {
         return Err(PyRuntimeError::new_err("mtrace is recording"));
     }
     FLOOR.store(true, Ordering::Relaxed);
     #[cfg(Py_3_12)]
-    return monitoring::install(py, builtins, false, true);
+    {
+        let _ = evaluator;
+        monitoring::install(py, builtins, false, true)
+    }
     #[cfg(not(Py_3_12))]
     {
         let _ = builtins;
-        legacy::install_floor(py);
+        legacy::install_floor(py, evaluator);
         Ok(())
     }
 }
