@@ -27,7 +27,7 @@ use crate::shared::{
     self, current, lock, MetaRegion, Shared, CURRENT, GEN, GEN_OFF, GEN_PAUSED, GEN_TSC,
     GEN_UNCHECKED,
 };
-use crate::{signal, thread};
+use crate::signal;
 
 /// Serialises start and finish; holds the last generation number used.
 static CONTROL: Mutex<u64> = Mutex::new(0);
@@ -198,7 +198,7 @@ pub fn start(config: Config) -> Result<Recording, StartError> {
     };
     provision::start(job, provisioner_thread);
     if let Some(signal) = config.signal {
-        if let Err(e) = signal::install(signal) {
+        if let Err(e) = signal::install(signal, toggle_running) {
             warn(format_args!(
                 "signal {signal} will not toggle recording: {e}"
             ));
@@ -364,8 +364,9 @@ fn set_paused(shared: &'static Shared, paused: bool) -> bool {
         GEN.store(target, Ordering::Release);
         (tick, format!("mtrace:resume:{stretch}"))
     };
-    let tid = thread::trace_tid(running);
-    shared.write_meta_with(|out| encode_mark(out, tick, tid, &name));
+    // The mark belongs to the recording, not to a thread (the signal's
+    // thread never records): its thread is 0, unknown.
+    shared.write_meta_with(|out| encode_mark(out, tick, 0, &name));
     true
 }
 

@@ -10,7 +10,6 @@
 use std::sync::atomic::{AtomicI32, AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use crate::recording;
 use crate::shared::lock;
 
 /// Signals received and not yet acted on.
@@ -33,10 +32,11 @@ extern "C" fn on_signal(_: libc::c_int) {
     }
 }
 
-/// Makes `signal` toggle the running recording: starts the toggling
-/// thread (once per process) and installs the handler (once per signal).
-/// Best effort: an error leaves the recording without the signal.
-pub(crate) fn install(signal: i32) -> std::io::Result<()> {
+/// Makes `signal` run `toggle` (the recording's pause-or-resume, passed in
+/// so this module does not import the one that calls it): starts the
+/// toggling thread (once per process) and installs the handler (once per
+/// signal). Best effort: an error leaves the recording without the signal.
+pub(crate) fn install(signal: i32, toggle: fn()) -> std::io::Result<()> {
     let mut installed = lock(&INSTALLED);
     let pid = std::process::id();
     let (owner, signals) = &mut *installed;
@@ -52,7 +52,7 @@ pub(crate) fn install(signal: i32) -> std::io::Result<()> {
         let read_fd = fds[0];
         std::thread::Builder::new()
             .name("mtrace-signal".into())
-            .spawn(move || toggle_on_wake(read_fd))?;
+            .spawn(move || toggle_on_wake(read_fd, toggle))?;
         // The parent's write end (if any) stays open in this process:
         // closing it here would not reach the parent's, and it is one fd.
         WAKE_FD.store(fds[1], Ordering::Relaxed);
@@ -74,9 +74,9 @@ pub(crate) fn install(signal: i32) -> std::io::Result<()> {
     Ok(())
 }
 
-/// The toggling thread: waits on the pipe, then toggles the running
-/// recording once per pending signal.
-fn toggle_on_wake(read_fd: i32) {
+/// The toggling thread: waits on the pipe, then runs `toggle` once per
+/// pending signal.
+fn toggle_on_wake(read_fd: i32, toggle: fn()) {
     loop {
         let mut poll = libc::pollfd {
             fd: read_fd,
@@ -94,7 +94,7 @@ fn toggle_on_wake(read_fd: i32) {
         // SAFETY: reading into a buffer of that size (non-blocking).
         while unsafe { libc::read(read_fd, buf.as_mut_ptr().cast(), buf.len()) } > 0 {}
         for _ in 0..PENDING.swap(0, Ordering::Relaxed) {
-            recording::toggle_running();
+            toggle();
         }
     }
 }
