@@ -181,15 +181,6 @@ pub(crate) enum SortArg {
     Nfl,
 }
 
-impl SortArg {
-    /// The name the command line shows it by.
-    pub(crate) fn name(self) -> String {
-        self.to_possible_value()
-            .map(|v| v.get_name().to_owned())
-            .unwrap_or_default()
-    }
-}
-
 impl From<SortArg> for SortKey {
     fn from(s: SortArg) -> SortKey {
         match s {
@@ -561,6 +552,14 @@ fn parse_regex(s: &str) -> Result<Regex, regex::Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_sort_key_is_named_as_the_command_line_takes_it() {
+        for arg in SortArg::value_variants() {
+            let shown = arg.to_possible_value().map(|v| v.get_name().to_owned());
+            assert_eq!(shown.as_deref(), Some(SortKey::from(*arg).name()));
+        }
+    }
 
     #[test]
     fn stack_rows_are_only_counted_when_none_is_shown_and_none_selected() {

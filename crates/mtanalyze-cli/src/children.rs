@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 
 use mtanalyze::{Report, Warning, WarningKind};
 
+use crate::series::is_number;
+
 /// What was found beside the traces given.
 #[derive(Default)]
 pub(crate) struct Children {
@@ -21,17 +23,12 @@ pub(crate) struct Children {
     pub(crate) failures: Vec<String>,
 }
 
-/// Whether `text` is a process id: digits, at least one.
-fn is_pid(text: &str) -> bool {
-    !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit())
-}
-
 /// Whether `name` is `stem.pid<digits>suffix`.
 fn is_child_name(name: &str, stem: &str, suffix: &str) -> bool {
     name.strip_prefix(stem)
         .and_then(|rest| rest.strip_prefix(".pid"))
         .and_then(|rest| rest.strip_suffix(suffix))
-        .is_some_and(is_pid)
+        .is_some_and(is_number)
 }
 
 /// The children of each of `traces` that is itself no child's trace.
@@ -48,7 +45,10 @@ pub(crate) fn find(traces: &[PathBuf]) -> Children {
             .and_then(|e| e.to_str())
             .map_or(String::new(), |e| format!(".{e}"));
         // A child's own trace: its siblings belong to its parent.
-        if stem.rsplit_once(".pid").is_some_and(|(_, pid)| is_pid(pid)) {
+        if stem
+            .rsplit_once(".pid")
+            .is_some_and(|(_, pid)| is_number(pid))
+        {
             continue;
         }
         let folder = if folder.as_os_str().is_empty() {

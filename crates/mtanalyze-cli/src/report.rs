@@ -52,7 +52,8 @@ pub(crate) fn report(args: &ReportArgs, out: &mut dyn Write) -> Result<(), Failu
     }
     if let Some(sort) = args
         .sort
-        .filter(|&s| args.stacks && !SortKey::from(s).orders_stacks())
+        .map(SortKey::from)
+        .filter(|s| args.stacks && !s.orders_stacks())
     {
         return Err(Failure::Message(format!(
             "--sort {} does not apply to --stacks: stack rows sort by tottime, cumtime, \

@@ -44,7 +44,9 @@ fn series_key(path: &Path) -> Option<((PathBuf, String, String), u64)> {
     Some(((folder, base.to_owned(), ext), 0))
 }
 
-fn is_number(text: &str) -> bool {
+/// Whether `text` is a whole number: digits, at least one (a series
+/// number, a child's process id).
+pub(crate) fn is_number(text: &str) -> bool {
     !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit())
 }
 

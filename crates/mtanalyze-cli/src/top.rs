@@ -251,7 +251,7 @@ fn write_json(
         "chunks_damaged": t.chunks_damaged,
         "finished": t.finished,
         "window": {"from_ns": t.first_event_ns, "to_ns": t.end_ns},
-        "sort": sort_name(sort),
+        "sort": sort.name(),
     });
     write!(out, "{{\"top\": {top}, \"report\": ")?;
     let view = view_options(sort, args.limit);
@@ -267,17 +267,6 @@ fn view_options(sort: SortKey, limit: Option<usize>) -> ViewOptions {
         sort,
         limit,
         filter: None,
-    }
-}
-
-fn sort_name(sort: SortKey) -> &'static str {
-    match sort {
-        SortKey::Tottime => "tottime",
-        SortKey::Cumtime => "cumtime",
-        SortKey::Ncalls => "ncalls",
-        SortKey::Paused => "paused",
-        SortKey::Name => "name",
-        _ => "other",
     }
 }
 
@@ -313,7 +302,7 @@ fn write_table(
     } else {
         ""
     };
-    writeln!(out, "sort: {}{keys}", sort_name(sort))?;
+    writeln!(out, "sort: {}{keys}", sort.name())?;
     writeln!(out)?;
     if args.stacks {
         let rows = view::stack_rows(&now.report, Some(sort), args.limit);

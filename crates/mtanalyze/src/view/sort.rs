@@ -45,6 +45,22 @@ pub enum SortKey {
 }
 
 impl SortKey {
+    /// The key's pstats name (`--sort` takes it, and its aliases).
+    pub fn name(self) -> &'static str {
+        match self {
+            SortKey::Tottime => "tottime",
+            SortKey::Cumtime => "cumtime",
+            SortKey::Ncalls => "ncalls",
+            SortKey::Paused => "paused",
+            SortKey::Name => "name",
+            SortKey::Pcalls => "pcalls",
+            SortKey::File => "file",
+            SortKey::Line => "line",
+            SortKey::Stdname => "stdname",
+            SortKey::Nfl => "nfl",
+        }
+    }
+
     /// The order of two function rows of a report by this key alone
     /// (`Equal`: tied; the views break ties by name, file and line
     /// ascending).
