@@ -140,6 +140,9 @@ pub struct Chunk<'a> {
     /// The thread's stream restarts at this chunk's snapshot
     /// ([`CHUNK_FLAG_RESTART`](crate::layout::CHUNK_FLAG_RESTART)).
     pub restart: bool,
+    /// The snapshot's frames were opened in the file before this one of a
+    /// rotating series ([`CHUNK_FLAG_CONTINUED`](crate::layout::CHUNK_FLAG_CONTINUED)).
+    pub continued: bool,
     /// Frames open when the chunk was claimed.
     pub snapshot: SnapshotRef<'a>,
     events: &'a [u8],
@@ -205,6 +208,7 @@ impl<'a> Chunk<'a> {
         // A cut file can end mid-event: keep whole events only.
         let events = body.get(snap_len..).unwrap_or(&[]);
         let events = &events[..events.len() / EVENT_SIZE * EVENT_SIZE];
+        let flags = read_u64(bytes, C_FLAGS).unwrap_or(0);
         Ok(Some(Chunk {
             index,
             offset,
@@ -212,7 +216,8 @@ impl<'a> Chunk<'a> {
             thread: ThreadId(thread),
             thread_chunk_no,
             writing: state.writing,
-            restart: read_u64(bytes, C_FLAGS).is_some_and(|f| f & CHUNK_FLAG_RESTART != 0),
+            restart: flags & CHUNK_FLAG_RESTART != 0,
+            continued: flags & CHUNK_FLAG_RESTART != 0 && flags & CHUNK_FLAG_CONTINUED != 0,
             snapshot,
             events,
             events_offset: offset + (CHUNK_HEADER_SIZE + snap_len) as u64,

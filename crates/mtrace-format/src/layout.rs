@@ -90,6 +90,12 @@ pub const C_FLAGS: usize = 0x18;
 /// rotating series), so the frames open now are the snapshot's, not those
 /// its earlier events leave open.
 pub const CHUNK_FLAG_RESTART: u64 = 1 << 0;
+/// Chunk flag, set with [`CHUNK_FLAG_RESTART`]: the thread moved to this
+/// file from the one before it in a rotating series, and its snapshot's
+/// frames were opened there, before this file began. Readers count their
+/// time here but not their calls (the earlier file counts those), so the
+/// files of a series add up to one recording.
+pub const CHUNK_FLAG_CONTINUED: u64 = 1 << 1;
 /// Smallest chunk size the reader accepts.
 pub const MIN_CHUNK_SIZE: usize = 1024;
 /// Largest chunk size the state word can describe.
@@ -178,6 +184,9 @@ pub const META_THREAD: u16 = 3;
 pub const META_HOST: u16 = 4;
 /// Metadata record kind: a named instant (`mtrace::mark`).
 pub const META_MARK: u16 = 5;
+/// Metadata record kind: a logical stack continued from an earlier file of
+/// a rotating series, with the frames it had open.
+pub const META_CONTINUED_STACK: u16 = 6;
 /// Longest string a metadata record may hold.
 pub const META_STRING_MAX: usize = 64 << 10;
 

@@ -12,8 +12,8 @@ use std::borrow::Cow;
 
 use crate::event::{FunctionId, StackId, ThreadId};
 use crate::layout::{
-    read_u16, read_u32, read_u64, META_ALIGN, META_FUNCTION, META_HOST, META_MARK,
-    META_RECORD_HEADER, META_STACK, META_STRING_MAX, META_THREAD,
+    read_u16, read_u32, read_u64, META_ALIGN, META_CONTINUED_STACK, META_FUNCTION, META_HOST,
+    META_MARK, META_RECORD_HEADER, META_STACK, META_STRING_MAX, META_THREAD,
 };
 
 /// Where a function (or scope) was defined.
@@ -68,6 +68,18 @@ pub enum MetaRecord {
         /// The mark's name (may be empty).
         name: String,
     },
+    /// A logical stack that ran in the file before this one of a rotating
+    /// series, first switched onto in this file at `tick` with `frames`
+    /// open (outermost first): they were opened before this file began, so
+    /// a reader counts their time here but not their calls.
+    ContinuedStack {
+        /// The stack's id as used in `switch` events.
+        id: StackId,
+        /// The switch onto it (a raw tick, as a mark's).
+        tick: u64,
+        /// Its open frames, outermost first.
+        frames: Vec<FunctionId>,
+    },
 }
 
 impl MetaRecord {
@@ -90,6 +102,10 @@ impl MetaRecord {
             }),
             MetaRecord::Host { name } => encode_record(out, META_HOST, |out| put_str(out, name)),
             MetaRecord::Mark { tick, tid, name } => encode_mark(out, *tick, *tid, name),
+            MetaRecord::ContinuedStack { id, tick, frames } => {
+                let ids: Vec<u32> = frames.iter().map(|f| f.0).collect();
+                encode_continued_stack(out, *id, *tick, &ids);
+            }
         }
     }
 }
@@ -112,6 +128,20 @@ pub fn encode_mark(out: &mut Vec<u8>, tick: u64, tid: u32, name: &str) {
         out.extend_from_slice(&tid.to_le_bytes());
         out.extend_from_slice(&0u32.to_le_bytes()); // reserved
         put_str(out, name);
+    });
+}
+
+/// Appends a [`MetaRecord::ContinuedStack`] record from the recorder's
+/// frame list (function ids, outermost first).
+pub fn encode_continued_stack(out: &mut Vec<u8>, id: StackId, tick: u64, frames: &[u32]) {
+    encode_record(out, META_CONTINUED_STACK, |out| {
+        out.extend_from_slice(&id.0.to_le_bytes());
+        out.extend_from_slice(&tick.to_le_bytes());
+        out.extend_from_slice(&(frames.len() as u32).to_le_bytes());
+        out.extend_from_slice(&0u32.to_le_bytes()); // reserved
+        for f in frames {
+            out.extend_from_slice(&f.to_le_bytes());
+        }
     });
 }
 
@@ -350,6 +380,21 @@ fn decode_payload(kind: u16, p: &[u8]) -> Result<Option<MetaRecordRef<'_>>, &'st
                 name: cursor.str()?,
             }
         }
+        META_CONTINUED_STACK => {
+            let id = StackId(cursor.u64()?);
+            let tick = cursor.u64()?;
+            let count = cursor.u32()? as usize;
+            let _reserved = cursor.u32()?;
+            // The count is checked against the payload before anything is
+            // allocated for it.
+            if count > cursor.bytes.len().saturating_sub(cursor.at) / 4 {
+                return Err("continued stack's frame count runs past its record");
+            }
+            let frames = (0..count)
+                .map(|_| cursor.u32().map(FunctionId))
+                .collect::<Result<_, _>>()?;
+            MetaRecord::ContinuedStack { id, tick, frames }
+        }
         _ => return Ok(None),
     };
     Ok(Some(MetaRecordRef::Other(record)))
@@ -432,7 +477,29 @@ mod tests {
                 tid: 0,
                 name: String::new(),
             },
+            MetaRecord::ContinuedStack {
+                id: StackId(9),
+                tick: 77,
+                frames: vec![FunctionId(1), FunctionId(3)],
+            },
+            MetaRecord::ContinuedStack {
+                id: StackId(10),
+                tick: 78,
+                frames: Vec::new(),
+            },
         ]
+    }
+
+    #[test]
+    fn a_continued_stack_claiming_more_frames_than_it_holds_is_damage() {
+        let mut bytes = Vec::new();
+        encode_continued_stack(&mut bytes, StackId(9), 1, &[1, 2]);
+        // The count (after the 8-byte header, id and tick) says a billion.
+        bytes[META_RECORD_HEADER + 16..META_RECORD_HEADER + 20]
+            .copy_from_slice(&1_000_000_000u32.to_le_bytes());
+        let (records, problem) = decode_records(&bytes, 100);
+        assert!(records.is_empty());
+        assert_eq!(problem.map(|p| p.offset), Some(100));
     }
 
     #[test]
