@@ -68,7 +68,9 @@ fn read_sample(bytes: &[u8]) -> (BTreeMap<u64, Vec<Named>>, HashMap<u64, String>
             MetaRecord::Thread { tid, name, .. } => {
                 thread_names.insert(tid.0, name);
             }
-            MetaRecord::Host { .. } | MetaRecord::Mark { .. } => {}
+            MetaRecord::Host { .. }
+            | MetaRecord::Mark { .. }
+            | MetaRecord::ContinuedStack { .. } => {}
         }
     }
     let mut chunks: BTreeMap<u64, Vec<(u64, Vec<mtrace_format::Event>)>> = BTreeMap::new();

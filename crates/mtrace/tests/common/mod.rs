@@ -52,6 +52,9 @@ pub struct Snapshot {
 #[derive(Clone, Debug)]
 pub struct DecodedChunk {
     pub seq: u64,
+    /// The chunk header's flags (`CHUNK_FLAG_RESTART`, `CHUNK_FLAG_CONTINUED`).
+    pub restart: bool,
+    pub continued: bool,
     pub chunk_no: u64,
     pub writing: bool,
     pub snapshot: Snapshot,
@@ -70,6 +73,8 @@ pub struct Decoded {
     pub hosts: Vec<String>,
     /// The marks, in the order they were written: (tick, tid, name).
     pub marks: Vec<(u64, u32, String)>,
+    /// Continued-stack records (rotating series): (stack, tick, frames).
+    pub continued_stacks: Vec<(u64, u64, Vec<u32>)>,
     /// tid -> chunks sorted by thread_chunk_no
     pub chunks: BTreeMap<u64, Vec<DecodedChunk>>,
 }
@@ -85,6 +90,7 @@ pub fn decode(path: &Path) -> Decoded {
     let mut threads = BTreeMap::new();
     let mut hosts = Vec::new();
     let mut marks = Vec::new();
+    let mut continued_stacks = Vec::new();
     for r in records {
         match r {
             MetaRecord::Function(f) => {
@@ -102,6 +108,9 @@ pub fn decode(path: &Path) -> Decoded {
             }
             MetaRecord::Host { name } => hosts.push(name),
             MetaRecord::Mark { tick, tid, name } => marks.push((tick, tid, name)),
+            MetaRecord::ContinuedStack { id, tick, frames } => {
+                continued_stacks.push((id.0, tick, frames.iter().map(|f| f.0).collect()))
+            }
         }
     }
     let mut chunks: BTreeMap<u64, Vec<DecodedChunk>> = BTreeMap::new();
@@ -116,6 +125,8 @@ pub fn decode(path: &Path) -> Decoded {
             .collect();
         chunks.entry(c.thread.0).or_default().push(DecodedChunk {
             seq: c.seq,
+            restart: c.restart,
+            continued: c.continued,
             chunk_no: c.thread_chunk_no,
             writing: c.writing,
             snapshot: Snapshot {
@@ -137,6 +148,7 @@ pub fn decode(path: &Path) -> Decoded {
         threads,
         hosts,
         marks,
+        continued_stacks,
         chunks,
     }
 }

@@ -201,6 +201,8 @@ pub(crate) fn decode<'a>(
             }
             MetaRecord::Host { name } => host = name,
             MetaRecord::Mark { tick, tid, name } => marks.push(RawMark { tick, tid, name }),
+            // Not read yet: a rotating series' continued stacks.
+            MetaRecord::ContinuedStack { .. } => {}
         }
     });
 
