@@ -124,6 +124,37 @@ impl RunClock {
 
     /// Reads the end of the run: `(end_tick, end_unix_ns, calib_ticks, calib_ns)`,
     /// with the calibration over the whole run if that baseline is longer.
+    /// The clock of the file after the one whose clock is `self` in a
+    /// rotating series: it starts now, on the same ticks, and its start's
+    /// wall time is the last file's plus the monotonic time since (so,
+    /// from the first file on, a step of the wall clock never moves a file
+    /// within its series). The TSC's rate is measured over the last file.
+    pub fn next_in_series(&self) -> RunClock {
+        let (start_tick, start_mono_ns) = pair(self.tsc);
+        let since_ns = start_mono_ns.saturating_sub(self.start_mono_ns);
+        let (calib_ticks, calib_ns) = if self.tsc && since_ns > self.calib_ns {
+            (start_tick.saturating_sub(self.start_tick).max(1), since_ns)
+        } else {
+            (self.calib_ticks, self.calib_ns)
+        };
+        RunClock {
+            tsc: self.tsc,
+            start_tick,
+            start_mono_ns,
+            start_unix_ns: self.start_unix_ns.saturating_add(since_ns),
+            calib_ticks,
+            calib_ns,
+        }
+    }
+
+    /// Nanoseconds from this clock's start to `tick`, at `calib_ticks`
+    /// ticks per `calib_ns` (saturating).
+    pub fn ns_since_start(&self, tick: u64, calib_ticks: u64, calib_ns: u64) -> u64 {
+        let ticks = u128::from(tick.saturating_sub(self.start_tick));
+        let ns = ticks * u128::from(calib_ns) / u128::from(calib_ticks.max(1));
+        u64::try_from(ns).unwrap_or(u64::MAX)
+    }
+
     pub fn finish(&self) -> (u64, u64, u64, u64) {
         let (end_tick, end_mono) = pair(self.tsc);
         let end_unix_ns = unix_ns();

@@ -1,6 +1,7 @@
 //! What to record into: [`Config`], built in code or read from the environment.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use mtrace_format::layout::{DEFAULT_CHUNK_SIZE, MAX_CHUNK_SIZE, MIN_CHUNK_SIZE};
 use mtrace_format::{PreferredClock, Producer};
@@ -36,6 +37,47 @@ pub enum ClockSource {
     Auto,
     /// Always the monotonic clock, in nanoseconds (slower to read than the TSC).
     Monotonic,
+}
+
+/// When a recording moves on to the next file of its series (see
+/// [`Config::rotate`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rotation {
+    /// When the file's chunks reach this many bytes (or the file is full).
+    Size(u64),
+    /// When the file has recorded this long.
+    Every(Duration),
+}
+
+impl Rotation {
+    /// Parses `MTRACE_ROTATE`'s syntax: a byte count (`256M`, `1G`,
+    /// `65536`; `K`, `M`, `G` are powers of 1024, as for the capacity) or
+    /// a duration (`60s`, `500ms`, `5min`, `2h`). A bare `m` means MiB,
+    /// as it does for every size here: minutes are `min`.
+    pub fn parse(text: &str) -> Option<Rotation> {
+        let t = text.trim();
+        let duration = |digits: &str, unit_ns: u64| -> Option<Rotation> {
+            let n: u64 = digits.trim().parse().ok()?;
+            let ns = n.checked_mul(unit_ns)?;
+            (ns > 0).then(|| Rotation::Every(Duration::from_nanos(ns)))
+        };
+        if let Some(d) = t.strip_suffix("ms") {
+            return duration(d, 1_000_000);
+        }
+        if let Some(d) = t.strip_suffix("min") {
+            return duration(d, 60_000_000_000);
+        }
+        if let Some(d) = t.strip_suffix('s').filter(|d| d.ends_with(|c: char| c.is_ascii_digit()))
+        {
+            return duration(d, 1_000_000_000);
+        }
+        if let Some(d) = t.strip_suffix('h') {
+            return duration(d, 3_600_000_000_000);
+        }
+        parse_bytes(t)
+            .filter(|&n| n > 0)
+            .map(Rotation::Size)
+    }
 }
 
 /// Ring mode's size of the chunk area when [`Config::capacity`] is unset: 256 MiB.
@@ -95,6 +137,14 @@ pub struct Config {
     /// between paused and recording: `kill -USR2 PID` from outside. Its
     /// handler replaces any the program had.
     pub signal: Option<i32>,
+    /// Rotate: record into a numbered series of files, `STEM.EXT` (the
+    /// path), then `STEM.1.EXT`, `STEM.2.EXT`, ..., moving on when the
+    /// file reaches a size or an age. Each file is a complete trace;
+    /// `mtanalyze` reads the series as one. Stop-when-full mode only.
+    pub rotate: Option<Rotation>,
+    /// With [`Config::rotate`]: keep at most this many files of the
+    /// series on disk, deleting the oldest (`None`: keep all).
+    pub keep: Option<u32>,
 }
 
 impl Config {
@@ -114,6 +164,8 @@ impl Config {
             producer: Producer::Unspecified,
             armed: false,
             signal: None,
+            rotate: None,
+            keep: None,
         }
     }
 
@@ -171,6 +223,18 @@ impl Config {
         self
     }
 
+    /// Rotates the recording into a numbered series of files ([`Config::rotate`]).
+    pub fn rotate(mut self, rotation: Rotation) -> Config {
+        self.rotate = Some(rotation);
+        self
+    }
+
+    /// Keeps at most `files` files of a rotating series ([`Config::keep`]).
+    pub fn keep(mut self, files: u32) -> Config {
+        self.keep = Some(files);
+        self
+    }
+
     /// Reads the configuration from the environment:
     ///
     /// | variable | meaning |
@@ -183,6 +247,8 @@ impl Config {
     /// | `MTRACE_CLOCK` | `auto` or `monotonic` |
     /// | `MTRACE_ARMED` | `1` to start armed but idle ([`Config::armed`]) |
     /// | `MTRACE_SIGNAL` | the signal that toggles recording ([`Config::signal`]): `SIGUSR2`, `USR1`, ... or a number |
+    /// | `MTRACE_ROTATE` | rotate the file ([`Config::rotate`]) at a size (`256M`, `1G`) or an age (`60s`, `5min`, `1h`) |
+    /// | `MTRACE_KEEP` | keep at most this many files of the series ([`Config::keep`]) |
     pub fn from_env() -> Result<Config, ConfigError> {
         Config::from_vars(|name| std::env::var_os(name).map(|v| v.to_string_lossy().into_owned()))
     }
@@ -247,6 +313,21 @@ impl Config {
                 expected: "a signal such as `SIGUSR2`, `USR1` or `12`",
             })?);
         }
+        if let Some(v) = var("MTRACE_ROTATE").filter(|v| !v.trim().is_empty()) {
+            config.rotate = Some(Rotation::parse(&v).ok_or(ConfigError::BadValue {
+                variable: "MTRACE_ROTATE",
+                value: v,
+                expected: "a size such as `256M` or `1G`, or an age such as `60s`, `5min` or `1h`",
+            })?);
+        }
+        if let Some(v) = var("MTRACE_KEEP").filter(|v| !v.trim().is_empty()) {
+            let files = v.trim().parse().ok().filter(|&n: &u32| n > 0);
+            config.keep = Some(files.ok_or(ConfigError::BadValue {
+                variable: "MTRACE_KEEP",
+                value: v,
+                expected: "a number of files, at least 1",
+            })?);
+        }
         if let Some(v) = var("MTRACE_CLOCK") {
             config.clock = match v.trim().to_ascii_lowercase().as_str() {
                 "auto" | "tsc" => ClockSource::Auto,
@@ -270,11 +351,19 @@ impl Config {
         if !(MIN_CHUNK_SIZE..=MAX_CHUNK_SIZE).contains(&cs) || !cs.is_multiple_of(64) {
             return Err(ConfigError::BadChunkSize(cs));
         }
-        match self.capacity {
-            Some(capacity) if capacity < cs as u64 => Err(ConfigError::CapacityTooSmall {
+        if let Some(capacity) = self.capacity.filter(|&c| c < cs as u64) {
+            return Err(ConfigError::CapacityTooSmall {
                 capacity,
                 chunk_size: cs,
+            });
+        }
+        match self.rotate {
+            Some(_) if self.mode == Mode::Ring => Err(ConfigError::RotatingRing),
+            Some(Rotation::Size(bytes)) if bytes < cs as u64 => Err(ConfigError::RotationTooSmall {
+                bytes,
+                chunk_size: cs,
             }),
+            _ if self.keep == Some(0) => Err(ConfigError::KeepNothing),
             _ => Ok(()),
         }
     }
@@ -407,6 +496,48 @@ mod tests {
         .unwrap();
         assert!(c.armed);
         assert_eq!(c.signal, Some(libc::SIGUSR2));
+    }
+
+    #[test]
+    fn rotation_is_a_size_or_an_age() {
+        assert_eq!(Rotation::parse("256M"), Some(Rotation::Size(256 << 20)));
+        assert_eq!(Rotation::parse("5m"), Some(Rotation::Size(5 << 20)));
+        assert_eq!(Rotation::parse("4096"), Some(Rotation::Size(4096)));
+        let every = |s| Some(Rotation::Every(Duration::from_secs(s)));
+        assert_eq!(Rotation::parse("60s"), every(60));
+        assert_eq!(Rotation::parse(" 5min "), every(300));
+        assert_eq!(Rotation::parse("2h"), every(7200));
+        assert_eq!(
+            Rotation::parse("250ms"),
+            Some(Rotation::Every(Duration::from_millis(250)))
+        );
+        for bad in ["", "0", "0s", "s", "fast", "-5s", "1.5s"] {
+            assert_eq!(Rotation::parse(bad), None, "{bad:?}");
+        }
+        let c = Config::from_vars(vars(&[
+            ("MTRACE_OUT", "/tmp/x.bin"),
+            ("MTRACE_ROTATE", "60s"),
+            ("MTRACE_KEEP", "3"),
+        ]))
+        .unwrap();
+        assert_eq!(c.rotate, every(60));
+        assert_eq!(c.keep, Some(3));
+        assert!(c.check().is_ok());
+    }
+
+    #[test]
+    fn rotation_is_refused_where_it_cannot_work() {
+        let bad_var = |name, value| {
+            Config::from_vars(vars(&[("MTRACE_OUT", "/tmp/x.bin"), (name, value)])).unwrap_err()
+        };
+        assert!(matches!(bad_var("MTRACE_ROTATE", "soon"), ConfigError::BadValue { .. }));
+        assert!(matches!(bad_var("MTRACE_KEEP", "0"), ConfigError::BadValue { .. }));
+        let ring = Config::new("x").mode(Mode::Ring).rotate(Rotation::Size(1 << 30));
+        assert!(matches!(ring.check(), Err(ConfigError::RotatingRing)));
+        let tiny = Config::new("x").rotate(Rotation::Size(100));
+        assert!(matches!(tiny.check(), Err(ConfigError::RotationTooSmall { .. })));
+        let keep_none = Config::new("x").rotate(Rotation::Size(1 << 30)).keep(0);
+        assert!(matches!(keep_none.check(), Err(ConfigError::KeepNothing)));
     }
 
     #[test]

@@ -35,6 +35,20 @@ pub enum ConfigError {
         /// The configured chunk size.
         chunk_size: usize,
     },
+    /// A ring is one fixed file: it cannot rotate.
+    #[error("a ring-mode recording cannot rotate (rotation is for stop-when-full files)")]
+    RotatingRing,
+    /// Rotation at a size smaller than a chunk.
+    #[error("rotation at {bytes} bytes holds no chunk of {chunk_size} bytes")]
+    RotationTooSmall {
+        /// The configured rotation size.
+        bytes: u64,
+        /// The configured chunk size.
+        chunk_size: usize,
+    },
+    /// A rotating series asked to keep no file.
+    #[error("a rotating series must keep at least one file")]
+    KeepNothing,
 }
 
 /// Why [`crate::start`] did not start a recording.

@@ -68,17 +68,20 @@ mod mark;
 mod meta;
 mod provision;
 mod recording;
+mod rotate;
 mod scope;
 mod shared;
 mod signal;
 mod stack;
 mod thread;
+mod trace_file;
 
 use std::sync::atomic::Ordering;
 
 pub use clock::{has_invariant_tsc, read_tsc};
 pub use config::{
-    parse_bytes, parse_signal, ClockSource, Config, Mode, AUTO_CAPACITY_MAX, AUTO_CAPACITY_MIN,
+    parse_bytes, parse_signal, ClockSource, Config, Mode, Rotation, AUTO_CAPACITY_MAX,
+    AUTO_CAPACITY_MIN,
     DEFAULT_META_CAPACITY, DEFAULT_RING_CAPACITY,
 };
 pub use error::{ConfigError, FinishError, StartError};

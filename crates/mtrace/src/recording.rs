@@ -6,73 +6,31 @@
 //! into it never reach it (nor a next recording to the same path), cuts a
 //! stop-when-full file after the slots it used, and closes it.
 
+use std::collections::VecDeque;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::ptr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Mutex, Once};
-use std::time::{Duration, Instant};
-
-use mtrace_format::layout::*;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Condvar, Mutex, Once};
 
 use mtrace_format::meta::encode_mark;
 
 use crate::clock::{self, Calibration};
-use crate::config::{Config, Mode};
+use crate::config::Config;
 use crate::error::{FinishError, StartError};
-use crate::file::TraceMap;
 use crate::meta;
-use crate::provision::{self, Provisioner};
+use crate::rotate;
 use crate::shared::{
-    self, current, lock, MetaRegion, Shared, CURRENT, GEN, GEN_OFF, GEN_PAUSED, GEN_TSC,
-    GEN_UNCHECKED,
+    self, current, live, lock, Series, SeriesTotals, Shared, CONTROL, CURRENT, GEN, GEN_OFF,
+    GEN_PAUSED, GEN_TSC, GEN_UNCHECKED,
 };
+use crate::trace_file;
 use crate::signal;
-
-/// Serialises start and finish; holds the last generation number used.
-static CONTROL: Mutex<u64> = Mutex::new(0);
+pub use crate::trace_file::Summary;
 /// The recording started from the environment, finished at process exit.
 static AUTO: Mutex<Option<Recording>> = Mutex::new(None);
 static ENV_CHECK: Once = Once::new();
 static AT_FORK: Once = Once::new();
-
-/// What a finished recording holds.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Summary {
-    /// The trace file.
-    pub path: PathBuf,
-    /// Events committed in the file (snapshots not counted; `lost` marks,
-    /// one per thread whose claim failed while it held a chunk, counted).
-    pub events: u64,
-    /// Chunks holding committed data.
-    pub chunks: u64,
-    /// Chunk slots in the file: in `StopWhenFull` mode the slots chunks
-    /// were claimed in (the file ends after them), in `Ring` mode all.
-    pub chunk_count: u64,
-    /// Ring mode only: older chunks were overwritten.
-    pub wrapped: bool,
-    /// Events that could not be stored (`StopWhenFull` after the file reached
-    /// its maximum or the disk filled up, or a ring whose chunks were all busy).
-    pub dropped_events: u64,
-    /// Chunk claims refused (file full) or skipped (slot busy).
-    pub dropped_chunks: u64,
-    /// `StopWhenFull`: how many times the file grew after its first step.
-    pub growths: u64,
-    /// `StopWhenFull`: why the file stopped growing before its maximum (the
-    /// system's message, such as "No space left on device"), if it did.
-    pub growth_failure: Option<String>,
-    /// Chunk slots whose pages the provisioner thread mapped before they
-    /// were claimed (at most 4 MiB of them past the last claim).
-    pub slots_prepared: u64,
-    /// Threads that recorded at least one event.
-    pub threads: u64,
-    /// Bytes of metadata written.
-    pub meta_bytes: u64,
-    /// Metadata records that did not fit.
-    pub meta_dropped: u64,
-    /// Wall time from start to finish.
-    pub duration: Duration,
-}
 
 /// A running recording. Dropping it finishes the file (ignoring errors); call
 /// [`Recording::finish`] to see them and get a [`Summary`].
@@ -87,6 +45,13 @@ impl Recording {
     /// The trace file.
     pub fn path(&self) -> &Path {
         &self.shared.map.path
+    }
+
+    /// The file being written now: [`Recording::path`], or the latest
+    /// file of a rotating series.
+    pub fn current_path(&self) -> PathBuf {
+        let _control = lock(&CONTROL);
+        live(self.shared).map.path.clone()
     }
 
     /// The most chunk slots the file may hold: its maximum size, which the
@@ -116,12 +81,15 @@ impl Recording {
 
     /// Whether the recording is paused (or armed and not resumed yet).
     pub fn is_paused(&self) -> bool {
-        ptr::eq(CURRENT.load(Ordering::Acquire), self.shared)
-            && GEN.load(Ordering::Relaxed) == self.shared.gen | GEN_PAUSED
+        let _control = lock(&CONTROL);
+        let shared = live(self.shared);
+        ptr::eq(CURRENT.load(Ordering::Acquire), shared)
+            && GEN.load(Ordering::Relaxed) == shared.gen | GEN_PAUSED
     }
 
     /// Stops recording, writes the end time and final clock calibration into
-    /// the header, marks the file finished and syncs it to disk.
+    /// the header, marks the file finished and lets go of it (a rotating
+    /// recording: stops rotating first, and finishes its latest file).
     ///
     /// Threads that are still running stop recording at their next event;
     /// their current chunks keep the writing flag, which readers accept.
@@ -158,28 +126,21 @@ pub fn start(config: Config) -> Result<Recording, StartError> {
     // 1 ms spin is the floor of a start's cost, and a language binding
     // starts a recording per `enable()`.
     let calibration = Calibration::begin(config.clock);
-    // So is the provisioner thread's start (see `provision.rs`).
-    let provisioner_thread = provision::spawn();
-    let map = TraceMap::create(&config)?;
-    let clock = calibration.finish();
-    map.write_header(&config, &clock);
     *last_gen += 1;
-    let gen = (*last_gen << 2) | if clock.tsc { GEN_TSC } else { 0 };
-    let provisioner = Provisioner::new(&map);
-    let meta = MetaRegion::new(map.meta_reserved_at_start());
-    let shared: &'static Shared = Box::leak(Box::new(Shared {
-        gen,
-        map,
-        provisioner,
-        mode: config.mode,
-        clock,
-        threads: AtomicU64::new(0),
-        meta: Mutex::new(meta),
-        finished: AtomicBool::new(false),
-        stretches: AtomicU64::new(0),
-        started: Instant::now(),
-        pid: std::process::id(),
-    }));
+    let series = config.rotate.is_some().then(|| {
+        let series: &'static Series = Box::leak(Box::new(Series {
+            config: config.clone(),
+            made: AtomicU64::new(1),
+            on_disk: Mutex::new(VecDeque::from([config.path.clone()])),
+            finished_totals: Mutex::new(SeriesTotals::default()),
+            stop: Mutex::new(false),
+            wake: Condvar::new(),
+            controller: Mutex::new(None),
+        }));
+        series
+    });
+    let shared = trace_file::open(&config, (*last_gen, 0), || calibration.finish(), series, 0)?;
+    let gen = shared.gen;
     AT_FORK.call_once(|| {
         // SAFETY: registering a plain extern "C" function.
         unsafe {
@@ -190,13 +151,6 @@ pub fn start(config: Config) -> Result<Recording, StartError> {
             )
         };
     });
-    // Before the recording is published: the first claim can wake it.
-    let job = provision::Job {
-        map: &shared.map,
-        mode: shared.mode,
-        state: &shared.provisioner,
-    };
-    provision::start(job, provisioner_thread);
     if let Some(signal) = config.signal {
         if let Err(e) = signal::install(signal, toggle_running) {
             warn(format_args!(
@@ -209,56 +163,26 @@ pub fn start(config: Config) -> Result<Recording, StartError> {
         CURRENT.store(shared as *const Shared as *mut Shared, Ordering::Release);
         GEN.store(published, Ordering::Release);
     });
+    if let Some(series) = series {
+        rotate::spawn(series);
+    }
     Ok(Recording {
         shared,
         done: false,
     })
 }
 
-/// Counts what the file holds. Exact once the writing threads have
-/// stopped; a thread still writing may add events after the count.
-fn summarize(shared: &Shared) -> Summary {
-    let map = &shared.map;
-    let next_seq = map.counter(H_NEXT_SEQ).load(Ordering::Relaxed);
-    let mut events = 0;
-    let mut chunks = 0;
-    // Slots past `next_seq` were never claimed (and may never have been
-    // touched); slots past the ready ones are not in the file.
-    for slot in 0..next_seq.min(map.ready_slots()) {
-        let state = unpack_state(map.state(slot).load(Ordering::Acquire));
-        if state.seq.is_none() || state.committed_bytes < SNAPSHOT_FIXED {
-            continue;
-        }
-        chunks += 1;
-        let body = map.chunks_offset + slot as usize * map.chunk_size + CHUNK_HEADER_SIZE;
-        let own = map.read_u32(body + 4) as usize;
-        let stack = map.read_u32(body + 16) as usize;
-        let snap = snapshot_size(own, stack);
-        events += (state.committed_bytes.saturating_sub(snap) / EVENT_SIZE) as u64;
-    }
-    Summary {
-        path: map.path.clone(),
-        events,
-        chunks,
-        chunk_count: map.chunk_count,
-        wrapped: shared.mode == Mode::Ring && next_seq > map.chunk_count,
-        dropped_events: map.counter(H_DROPPED_EVENTS).load(Ordering::Relaxed),
-        dropped_chunks: map.counter(H_DROPPED_CHUNKS).load(Ordering::Relaxed),
-        growths: map.growths(),
-        growth_failure: map.growth_failure(),
-        slots_prepared: shared.provisioner.prepared_count(),
-        threads: shared.threads.load(Ordering::Relaxed),
-        meta_bytes: map.counter(H_META_LEN).load(Ordering::Relaxed),
-        meta_dropped: map.counter(H_META_DROPPED).load(Ordering::Relaxed),
-        duration: shared.started.elapsed(),
-    }
-}
-
-fn finish(shared: &'static Shared) -> Result<Summary, FinishError> {
-    if std::process::id() != shared.pid {
+fn finish(first: &'static Shared) -> Result<Summary, FinishError> {
+    if std::process::id() != first.pid {
         return Err(FinishError::OtherProcess);
     }
+    // Before the lock: a switch under way takes it, and the old file it
+    // left is finished before the last one is.
+    if let Some(series) = first.series {
+        rotate::stop(series);
+    }
     let _control = lock(&CONTROL);
+    let shared = live(first);
     if shared.finished.swap(true, Ordering::AcqRel) {
         return Err(FinishError::AlreadyFinished);
     }
@@ -266,37 +190,17 @@ fn finish(shared: &'static Shared) -> Result<Summary, FinishError> {
         GEN.store(GEN_OFF, Ordering::Release);
         CURRENT.store(ptr::null_mut(), Ordering::Release);
     }
-    // Before the file's length is decided: the provisioner grows and maps
-    // the file, which is about to be cut and detached.
-    shared.provisioner.stop();
-    let (end_tick, end_unix_ns, calib_ticks, calib_ns) = shared.clock.finish();
-    let map = &shared.map;
-    map.write(H_END_TICK, &end_tick.to_le_bytes());
-    map.write(H_END_UNIX_NS, &end_unix_ns.to_le_bytes());
-    map.write(H_CALIB_TICKS, &calib_ticks.to_le_bytes());
-    map.write(H_CALIB_NS, &calib_ns.to_le_bytes());
-    let flags = map.read_u32(H_FLAGS) | FLAG_FINISHED;
-    map.write(H_FLAGS, &flags.to_le_bytes());
-    // The file leaves no unused slots on disk: the header claims the slots
-    // chunks were claimed in (from 0, in claim order; slots the file never
-    // grew to were claimed by no one), and the file ends after them. A ring
-    // keeps its size: it is a fixed buffer. A claim racing with this lands
-    // past the new count, where readers do not look.
-    let used = (shared.mode == Mode::StopWhenFull).then(|| {
-        let claimed = map.counter(H_NEXT_SEQ).load(Ordering::Acquire);
-        claimed.min(map.ready_slots())
-    });
-    if let Some(used) = used {
-        map.write(H_CHUNK_COUNT, &used.to_le_bytes());
+    let mut summary = trace_file::finish(shared, None);
+    if let Some(series) = first.series {
+        let before = *lock(&series.finished_totals);
+        summary.path = series.config.path.clone();
+        summary.files = series.made.load(Ordering::Relaxed);
+        summary.events += before.events;
+        summary.chunks += before.chunks;
+        summary.dropped_events += before.dropped_events;
+        summary.dropped_chunks += before.dropped_chunks;
+        summary.meta_dropped += before.meta_dropped;
     }
-    let mut summary = summarize(shared);
-    summary.chunk_count = used.unwrap_or(map.chunk_count);
-    // Threads may still hold pointers into the map: from here on their
-    // writes must not reach the file, which a next recording to the same
-    // path would truncate and map again.
-    let detached = map.detach();
-    // Cut only once detached (see `TraceMap::close`).
-    map.close(used.filter(|_| detached));
     Ok(summary)
 }
 
@@ -340,6 +244,8 @@ pub(crate) fn toggle_running() {
 /// every event of it.
 fn set_paused(shared: &'static Shared, paused: bool) -> bool {
     let _control = lock(&CONTROL);
+    // A rotating recording pauses and resumes in the file being written.
+    let shared = live(shared);
     if !ptr::eq(CURRENT.load(Ordering::Acquire), shared) || shared.finished.load(Ordering::Acquire)
     {
         return false;

@@ -8,10 +8,16 @@
 //! ```text
 //! GEN = 0          environment not checked yet: take the cold path once
 //! GEN = 1          not recording: return
-//! GEN = 4n | tsc   recording number n (n >= 1); bit 0 says the clock is the TSC
-//! GEN = 4n | 2 | tsc  recording n, paused (armed but idle): threads keep
+//! GEN = 4n | tsc   recording file number n (n >= 1); bit 0 says the clock is the TSC
+//! GEN = 4n | 2 | tsc  file n, paused (armed but idle): threads keep
 //!                  their open frames and write nothing
 //! ```
+//!
+//! A file's number n is `series << 24 | k`: the recording's number (its
+//! series) and the file's place k in it (0 without rotation; see
+//! `rotate.rs`). Frames kept under one file of a series stay valid in the
+//! next one: a thread moving there carries them in its first chunk's
+//! snapshot, a logical stack in a continued-stack record.
 //!
 //! A thread remembers the generation it is bound to; a different value sends
 //! it down the cold path, which registers it with the new recording. Old
@@ -19,9 +25,12 @@
 //! pointers into one writes harmlessly. Starting and finishing recordings is
 //! `recording.rs`'s job.
 
+use std::collections::VecDeque;
+use std::path::PathBuf;
 use std::ptr;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
 use std::time::Instant;
 
 use mtrace_format::layout::*;
@@ -29,7 +38,7 @@ use mtrace_format::meta::encode_stack;
 use mtrace_format::{MetaRecord, StackId};
 
 use crate::clock::RunClock;
-use crate::config::Mode;
+use crate::config::{Config, Mode};
 use crate::file::{TraceMap, META_STEP};
 use crate::provision::Provisioner;
 
@@ -43,9 +52,27 @@ pub(crate) const GEN_TSC: u64 = 1;
 /// value holds no chunk, so every event takes the cold path, which keeps
 /// the thread's open frames and writes nothing (see `thread.rs`).
 pub(crate) const GEN_PAUSED: u64 = 2;
+/// A generation's bits above this one are its recording's (series') number.
+pub(crate) const GEN_SERIES_SHIFT: u32 = 26;
+/// A generation's file number within its series sits above the flag bits.
+const GEN_FILE_SHIFT: u32 = 2;
 
-/// Whether generations `a` and `b` are the same recording (one of them
-/// possibly paused): frames kept under one are valid under the other.
+/// The generation of file `k` of recording `series` (`series >= 1`).
+pub(crate) fn generation(series: u64, k: u64, tsc: bool) -> u64 {
+    let file_bits = (k << GEN_FILE_SHIFT) & ((1 << GEN_SERIES_SHIFT) - 1);
+    (series << GEN_SERIES_SHIFT) | file_bits | if tsc { GEN_TSC } else { 0 }
+}
+
+/// Whether generations `a` and `b` are files of the same recording (a
+/// rotating series; one of them possibly paused).
+#[inline]
+pub(crate) fn same_series(a: u64, b: u64) -> bool {
+    a >> GEN_SERIES_SHIFT == b >> GEN_SERIES_SHIFT && a > GEN_OFF && b > GEN_OFF
+}
+
+/// Whether generations `a` and `b` are the same file of a recording (one
+/// of them possibly paused): frames kept under one are valid under the
+/// other, and the trace already knows them.
 #[inline]
 pub(crate) fn same_recording(a: u64, b: u64) -> bool {
     a | GEN_PAUSED == b | GEN_PAUSED
@@ -83,6 +110,10 @@ impl MetaRegion {
 /// the parent), which it must drop without writing to it.
 pub(crate) static FORK_EPOCH: AtomicU64 = AtomicU64::new(0);
 
+/// Serialises the starts, finishes, pauses, resumes and rotations of
+/// recordings; holds the last recording (series) number used.
+pub(crate) static CONTROL: Mutex<u64> = Mutex::new(0);
+
 /// Locks a mutex, ignoring poisoning (the recorder never panics while holding one).
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -107,6 +138,55 @@ pub(crate) struct Shared {
     pub(crate) started: Instant,
     /// The process that owns the file (a forked child must not touch it).
     pub(crate) pid: u32,
+    /// The rotating series this file belongs to (`None`: no rotation).
+    pub(crate) series: Option<&'static Series>,
+}
+
+/// A rotating recording: what every file of it shares. Leaked at start.
+#[derive(Debug)]
+pub(crate) struct Series {
+    /// The configuration each file is made with; its path is the first
+    /// file's, the series' name.
+    pub config: Config,
+    /// Files made so far (the next file's number).
+    pub made: AtomicU64,
+    /// The files of the series on disk, oldest first (`Config::keep`).
+    pub on_disk: Mutex<VecDeque<PathBuf>>,
+    /// Totals of the files finished so far, for the last file's summary.
+    pub finished_totals: Mutex<SeriesTotals>,
+    /// Set to stop the rotation thread, which waits on `wake`.
+    pub stop: Mutex<bool>,
+    pub wake: Condvar,
+    /// The rotation thread, joined when the recording finishes.
+    pub controller: Mutex<Option<JoinHandle<()>>>,
+}
+
+/// What the finished files of a series held.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct SeriesTotals {
+    pub events: u64,
+    pub chunks: u64,
+    pub dropped_events: u64,
+    pub dropped_chunks: u64,
+    pub meta_dropped: u64,
+}
+
+impl Series {
+    /// Whether `shared` is a file of this series.
+    pub fn holds(&'static self, shared: &Shared) -> bool {
+        shared.series.is_some_and(|s| ptr::eq(s, self))
+    }
+}
+
+/// The file of `first`'s recording that is being written now: `first`
+/// itself without rotation, else the running file of its series (or
+/// `first` once the series is finished). Call under [`CONTROL`] for an
+/// answer that holds.
+pub(crate) fn live(first: &'static Shared) -> &'static Shared {
+    match (first.series, current()) {
+        (Some(series), Some(running)) if series.holds(running) => running,
+        _ => first,
+    }
 }
 
 impl Shared {

@@ -43,6 +43,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use mtrace_format::chunk::encode_snapshot;
 use mtrace_format::event::{encode_enter, encode_exit, encode_lost};
+use mtrace_format::meta::encode_continued_stack;
 use mtrace_format::layout::*;
 use mtrace_format::{Event, EventKind, FunctionId, MetaRecord, StackId, ThreadId};
 
@@ -50,8 +51,8 @@ use crate::clock;
 use crate::config::Mode;
 use crate::recording;
 use crate::shared::{
-    current_with_gen, same_recording, Shared, FORK_EPOCH, GEN, GEN_OFF, GEN_PAUSED, GEN_TSC,
-    GEN_UNCHECKED,
+    current_with_gen, same_recording, same_series, Shared, FORK_EPOCH, GEN, GEN_OFF, GEN_PAUSED,
+    GEN_TSC, GEN_UNCHECKED,
 };
 
 /// The state word grows by this much per committed event.
@@ -92,6 +93,10 @@ struct Local {
     /// The thread's next chunk restarts its stream (`CHUNK_FLAG_RESTART`):
     /// it rebound to the recording after a pause, with frames open.
     restart: Cell<bool>,
+    /// The thread's next chunk is its first in the next file of a
+    /// rotating series, with frames open there (`CHUNK_FLAG_CONTINUED`):
+    /// its snapshot is stamped with the file's start.
+    continued: Cell<bool>,
 }
 
 impl Local {
@@ -112,6 +117,7 @@ impl Local {
             exited: Cell::new(false),
             fork_epoch: Cell::new(0),
             restart: Cell::new(false),
+            continued: Cell::new(false),
         }
     }
 
@@ -438,9 +444,12 @@ fn bind(l: &Local, mut g: u64) -> Option<u64> {
     // Registering the exit hook fails while the thread is being torn down:
     // such a thread records nothing.
     EXIT_HOOK.try_with(|_| ()).ok()?;
-    let same_recording = ptr::eq(l.shared.get(), shared)
-        && same_recording(l.gen.get(), g)
-        && l.fork_epoch.get() == FORK_EPOCH.load(Ordering::Relaxed);
+    let same_process = l.fork_epoch.get() == FORK_EPOCH.load(Ordering::Relaxed);
+    let same_recording =
+        ptr::eq(l.shared.get(), shared) && same_recording(l.gen.get(), g) && same_process;
+    // The recording rotated to its next file: the thread moves there
+    // with its frames (see `rotate.rs`).
+    let moved = !same_recording && same_process && same_series(l.gen.get(), g);
     // Leave an older recording cleanly (its map is still mapped), or,
     // at a pause, the chunk: a paused thread holds none.
     release_chunk(l);
@@ -454,6 +463,10 @@ fn bind(l: &Local, mut g: u64) -> Option<u64> {
                 register(l, shared, g);
             }
         }
+        return Some(g);
+    }
+    if moved {
+        move_to_next_file(l, shared, g);
         return Some(g);
     }
     // SAFETY: no other reference to the frames is live.
@@ -474,17 +487,48 @@ fn bind(l: &Local, mut g: u64) -> Option<u64> {
     Some(g)
 }
 
-/// Gives the thread its trace id in the recording it is bound to (running,
-/// generation `g`), names it and records its start.
-fn register(l: &Local, shared: &Shared, g: u64) {
-    let tid = shared.threads.fetch_add(1, Ordering::Relaxed) + 1;
-    l.tid.set(tid);
+/// Binds the thread, bound to an earlier file of the same rotating series,
+/// to `shared`, file generation `g`, keeping its frames: a new trace id
+/// and chunk numbers from 0 in the new file, and, with frames open, a
+/// first chunk flagged `continued` whose snapshot holds them. No
+/// `thread_start`: the thread started in an earlier file. A thread that
+/// was paused moves as at a resume (its frames changed unseen: opened at
+/// its snapshot, not continued).
+fn move_to_next_file(l: &Local, shared: &Shared, g: u64) {
+    let was_recording = l.gen.get() & GEN_PAUSED == 0;
+    l.shared.set(shared);
+    l.tid.set(0);
+    l.next_chunk_no.set(0);
+    l.full.set(false);
+    l.gen.set(g);
+    // SAFETY: no other reference to the frames is live.
+    let open = unsafe { !l.frames().is_empty() || !l.own_saved().is_empty() }
+        || l.current.get() != StackId::OWN.0;
+    l.restart.set(open);
+    l.continued.set(open && was_recording);
+    if g & GEN_PAUSED == 0 {
+        let tid = shared.threads.fetch_add(1, Ordering::Relaxed) + 1;
+        l.tid.set(tid);
+        name_thread(shared, tid);
+    }
+}
+
+/// Writes the calling thread's name record (trace id `tid`) into `shared`.
+fn name_thread(shared: &Shared, tid: u64) {
     let name = std::thread::current().name().unwrap_or("").to_owned();
     shared.write_meta(&MetaRecord::Thread {
         tid: ThreadId(tid),
         os_tid: os_tid(),
         name,
     });
+}
+
+/// Gives the thread its trace id in the recording it is bound to (running,
+/// generation `g`), names it and records its start.
+fn register(l: &Local, shared: &Shared, g: u64) {
+    let tid = shared.threads.fetch_add(1, Ordering::Relaxed) + 1;
+    l.tid.set(tid);
+    name_thread(shared, tid);
     emit(l, g, EventKind::ThreadStart);
     let current = l.current.get();
     if current != StackId::OWN.0 {
@@ -550,10 +594,12 @@ fn claim(l: &Local, shared: &Shared) -> bool {
         let snapshot_len = unsafe {
             (chunk.add(C_THREAD) as *mut u64).write(l.tid.get().to_le());
             (chunk.add(C_THREAD_CHUNK_NO) as *mut u64).write(chunk_no.to_le());
-            let flags = if l.restart.replace(false) {
-                CHUNK_FLAG_RESTART
-            } else {
-                0
+            let restart = l.restart.replace(false);
+            let continued = l.continued.replace(false);
+            let flags = match (restart, continued) {
+                (true, true) => CHUNK_FLAG_RESTART | CHUNK_FLAG_CONTINUED,
+                (true, false) => CHUNK_FLAG_RESTART,
+                _ => 0,
             };
             (chunk.add(C_FLAGS) as *mut u64).write(flags.to_le());
             let body = std::slice::from_raw_parts_mut(chunk.add(CHUNK_HEADER_SIZE), body_len);
@@ -564,7 +610,14 @@ fn claim(l: &Local, shared: &Shared) -> bool {
             } else {
                 (l.own_saved(), frames)
             };
-            let tick = clock::ticks(shared.gen & GEN_TSC != 0);
+            // A thread moving to the next file of a series had no event
+            // since that file began (its first one would have moved it),
+            // so its frames were these from the file's start on.
+            let tick = if continued {
+                shared.clock.start_tick
+            } else {
+                clock::ticks(shared.gen & GEN_TSC != 0)
+            };
             encode_snapshot(body, body_len / 4, tick, own, StackId(current), stack)
         };
         let committed = pack_state(seq, snapshot_len, true);
@@ -698,7 +751,7 @@ pub(crate) fn switch_in(
     let l = local();
     let g = record_switch(l, g, id)?;
     if *frames_gen != g && !same_recording(*frames_gen, g) {
-        frames.clear();
+        frames_from_another_file(id, frames, *frames_gen, g);
     }
     let prev = StackId(l.current.get());
     // SAFETY: no other reference to the thread's vectors is live.
@@ -758,13 +811,35 @@ pub(crate) fn switch_out(prev: StackId, frames: &mut Vec<u32>, frames_gen: &mut 
             if !l.own_saved().is_empty() {
                 mem::swap(l.frames(), l.own_saved());
             }
-        } else if *frames_gen != bound && !same_recording(*frames_gen, bound) {
-            // The thread moved to a newer recording meanwhile.
+        } else if *frames_gen != bound && !same_series(*frames_gen, bound) {
+            // The thread moved to a newer recording meanwhile (to the next
+            // file of the same series, its snapshot carried the frames).
             l.frames().clear();
         }
     }
     *frames_gen = bound;
     l.current.set(prev.0);
+}
+
+/// A logical stack switched onto in generation `g` last ran in
+/// `frames_gen`, another file: in an earlier file of the same rotating
+/// series its frames stay open, and the new file learns them from a
+/// continued-stack record (unless paused: nothing is written then); in
+/// another recording they are forgotten.
+#[cold]
+#[inline(never)]
+fn frames_from_another_file(id: StackId, frames: &mut Vec<u32>, frames_gen: u64, g: u64) {
+    if !same_series(frames_gen, g) {
+        frames.clear();
+        return;
+    }
+    if frames.is_empty() || g & GEN_PAUSED != 0 {
+        return;
+    }
+    if let Some(shared) = current_with_gen(g) {
+        let tick = clock::ticks(g & GEN_TSC != 0);
+        shared.write_meta_with(|out| encode_continued_stack(out, id, tick, frames));
+    }
 }
 
 #[cold]

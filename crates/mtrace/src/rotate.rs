@@ -1,0 +1,225 @@
+//! Rotation: a recording started with [`Config::rotate`](crate::Config)
+//! writes a numbered series of files, `STEM.EXT` (the path it was given),
+//! then `STEM.1.EXT`, `STEM.2.EXT`, ..., each a complete trace.
+//!
+//! A thread of its own, `mtrace-rotate`, watches the file being written
+//! (its claimed size, or its age) and switches to the next file: it makes
+//! the file, names every known function in it, and publishes it as a new
+//! generation of the same series (`shared.rs`). Each writing thread moves
+//! at its next event, keeping its open frames: its first chunk in the new
+//! file is flagged `continued`, its snapshot stamped with the file's start,
+//! and a logical stack first switched onto there with frames open gets a
+//! continued-stack record (`thread.rs`). A grace period later, when the
+//! threads that read the old generation just before the switch have
+//! written their last event, the old file is finished with its end at the
+//! new one's start, so a frame open across the switch is timed once and
+//! counted as a call once (in the file where it was entered). With
+//! [`Config::keep`](crate::Config) the oldest files beyond the count are
+//! deleted then. A paused recording does not rotate.
+
+use std::path::{Path, PathBuf};
+use std::ptr;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use mtrace_format::layout::H_NEXT_SEQ;
+
+use crate::config::{Config, Rotation};
+use crate::meta;
+use crate::shared::{current, lock, Series, Shared, CONTROL, CURRENT, GEN, GEN_SERIES_SHIFT};
+use crate::trace_file;
+
+/// How often a size-rotating series looks at its file's size.
+const SIZE_POLL: Duration = Duration::from_millis(10);
+/// How long the old file stays open after a switch for the events of
+/// threads that read the old generation just before it.
+const GRACE: Duration = Duration::from_millis(100);
+
+/// The path of file `k` of the series named `first`: `STEM.k.EXT`, or
+/// `STEM.k` when the name has no extension (`k` = 0 is `first` itself).
+pub(crate) fn series_path(first: &Path, k: u64) -> PathBuf {
+    if k == 0 {
+        return first.to_path_buf();
+    }
+    let name = first
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let numbered = match name.rsplit_once('.') {
+        Some((stem, ext)) if !stem.is_empty() => format!("{stem}.{k}.{ext}"),
+        _ => format!("{name}.{k}"),
+    };
+    first.with_file_name(numbered)
+}
+
+/// Starts the series' rotation thread. A thread that cannot be started
+/// leaves the recording in its first file, with a warning.
+pub(crate) fn spawn(series: &'static Series) {
+    let started = std::thread::Builder::new()
+        .name("mtrace-rotate".into())
+        .spawn(move || run(series));
+    match started {
+        Ok(handle) => *lock(&series.controller) = Some(handle),
+        Err(e) => warn(format_args!("cannot start the rotation thread: {e}")),
+    }
+}
+
+/// Stops the rotation thread and waits for it: a switch under way
+/// finishes, and so does the old file it left (at once, without the
+/// grace period's rest).
+pub(crate) fn stop(series: &'static Series) {
+    *lock(&series.stop) = true;
+    series.wake.notify_all();
+    let handle = lock(&series.controller).take();
+    if let Some(handle) = handle {
+        let _ = handle.join();
+    }
+}
+
+/// Waits up to `timeout` or until told to stop; true when told.
+fn sleep(series: &Series, timeout: Duration) -> bool {
+    let stop = lock(&series.stop);
+    if *stop {
+        return true;
+    }
+    let (stop, _) = series
+        .wake
+        .wait_timeout(stop, timeout)
+        .unwrap_or_else(|e| e.into_inner());
+    *stop
+}
+
+/// The rotation thread's loop.
+fn run(series: &'static Series) {
+    let Some(rotation) = series.config.rotate else {
+        return;
+    };
+    let mut file_started = Instant::now();
+    loop {
+        let wait = match rotation {
+            Rotation::Size(_) => SIZE_POLL,
+            Rotation::Every(age) => age.saturating_sub(file_started.elapsed()),
+        };
+        if sleep(series, wait) {
+            return;
+        }
+        let Some(file) = current().filter(|s| series.holds(s)) else {
+            return; // finished
+        };
+        let due = match rotation {
+            Rotation::Size(bytes) => {
+                let claimed = file.map.counter(H_NEXT_SEQ).load(Ordering::Relaxed);
+                claimed.saturating_mul(file.map.chunk_size as u64) >= bytes
+                    || claimed >= file.map.chunk_count
+            }
+            Rotation::Every(age) => file_started.elapsed() >= age,
+        };
+        if !due {
+            continue;
+        }
+        let Some((old, end_tick)) = switch(series, file) else {
+            // Paused (the age counts again from now), or the next file
+            // could not be made (said; the recording goes on in this one).
+            file_started = Instant::now();
+            continue;
+        };
+        file_started = Instant::now();
+        let stopping = sleep(series, GRACE);
+        finish_old(series, old, end_tick);
+        if stopping {
+            return;
+        }
+    }
+}
+
+/// Moves the recording from `old` to the next file of its series, if
+/// `old` is still the running file and not paused. Returns `old` and the
+/// new file's start tick (where `old` is to end).
+fn switch(series: &'static Series, old: &'static Shared) -> Option<(&'static Shared, u64)> {
+    let _control = lock(&CONTROL);
+    if !ptr::eq(CURRENT.load(Ordering::Acquire), old) || GEN.load(Ordering::Relaxed) != old.gen {
+        return None;
+    }
+    let k = series.made.load(Ordering::Relaxed);
+    let config = Config {
+        path: series_path(&series.config.path, k),
+        ..series.config.clone()
+    };
+    let series_no = old.gen >> GEN_SERIES_SHIFT;
+    let stretches = old.stretches.load(Ordering::Relaxed);
+    let opened = trace_file::open(
+        &config,
+        (series_no, k),
+        || old.clock.next_in_series(),
+        Some(series),
+        stretches,
+    );
+    let next = match opened {
+        Ok(next) => next,
+        Err(e) => {
+            warn(format_args!(
+                "cannot rotate to {}: {e}; recording goes on in {}",
+                config.path.display(),
+                old.map.path.display()
+            ));
+            return None;
+        }
+    };
+    series.made.store(k + 1, Ordering::Relaxed);
+    lock(&series.on_disk).push_back(config.path.clone());
+    meta::publish(next, || {
+        CURRENT.store(next as *const Shared as *mut Shared, Ordering::Release);
+        GEN.store(next.gen, Ordering::Release);
+    });
+    Some((old, next.clock.start_tick))
+}
+
+/// Finishes the file a switch left, ending it at `end_tick`, and deletes
+/// the series' oldest files beyond [`Config::keep`].
+fn finish_old(series: &'static Series, old: &'static Shared, end_tick: u64) {
+    {
+        let _control = lock(&CONTROL);
+        if old.finished.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let s = trace_file::finish(old, Some(end_tick));
+        let mut totals = lock(&series.finished_totals);
+        totals.events += s.events;
+        totals.chunks += s.chunks;
+        totals.dropped_events += s.dropped_events;
+        totals.dropped_chunks += s.dropped_chunks;
+        totals.meta_dropped += s.meta_dropped;
+    }
+    let Some(keep) = series.config.keep else {
+        return;
+    };
+    let mut on_disk = lock(&series.on_disk);
+    while on_disk.len() > keep as usize {
+        if let Some(oldest) = on_disk.pop_front() {
+            if let Err(e) = std::fs::remove_file(&oldest) {
+                warn(format_args!("cannot delete {}: {e}", oldest.display()));
+            }
+        }
+    }
+}
+
+/// Prints a line to stderr, ignoring failure (stderr may be closed).
+fn warn(message: std::fmt::Arguments<'_>) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr(), "mtrace: {message}");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn files_are_numbered_before_the_extension() {
+        let p = |s: &str, k| series_path(Path::new(s), k);
+        assert_eq!(p("/t/trace.bin", 0), PathBuf::from("/t/trace.bin"));
+        assert_eq!(p("/t/trace.bin", 1), PathBuf::from("/t/trace.1.bin"));
+        assert_eq!(p("/t/a.b.mtrace", 12), PathBuf::from("/t/a.b.12.mtrace"));
+        assert_eq!(p("trace", 2), PathBuf::from("trace.2"));
+        assert_eq!(p("/t/.hidden", 3), PathBuf::from("/t/.hidden.3"));
+    }
+}

@@ -1,0 +1,203 @@
+//! One file of a recording, from its making to its finish: the map, the
+//! header, the provisioner and the [`Shared`] the threads write through
+//! ([`open`]), and at the end the header's end time, the cut after the
+//! slots used and the detach ([`finish`]). A recording has one file; a
+//! rotating one (`rotate.rs`) a series of them. Publishing a file to the
+//! threads, and the locking around both, are the callers' (`recording.rs`,
+//! `rotate.rs`).
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use mtrace_format::layout::*;
+
+use crate::clock::RunClock;
+use crate::config::{Config, Mode};
+use crate::error::StartError;
+use crate::file::TraceMap;
+use crate::provision::{self, Provisioner};
+use crate::shared::{generation, MetaRegion, Series, Shared};
+
+/// What a finished recording holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Summary {
+    /// The trace file (a rotating recording's first path: the series' name).
+    pub path: PathBuf,
+    /// Files written: 1, or more when the recording rotated (`MTRACE_KEEP`
+    /// may have deleted some). The counts below are the series' totals
+    /// where they say so.
+    pub files: u64,
+    /// Events committed (snapshots not counted; `lost` marks, one per
+    /// thread whose claim failed while it held a chunk, counted); all
+    /// files' of a series.
+    pub events: u64,
+    /// Chunks holding committed data (all files').
+    pub chunks: u64,
+    /// Chunk slots in the (last) file: in `StopWhenFull` mode the slots
+    /// chunks were claimed in (the file ends after them), in `Ring` mode all.
+    pub chunk_count: u64,
+    /// Ring mode only: older chunks were overwritten.
+    pub wrapped: bool,
+    /// Events that could not be stored (`StopWhenFull` after the file reached
+    /// its maximum or the disk filled up, or a ring whose chunks were all
+    /// busy); all files'.
+    pub dropped_events: u64,
+    /// Chunk claims refused (file full) or skipped (slot busy); all files'.
+    pub dropped_chunks: u64,
+    /// `StopWhenFull`: how many times the (last) file grew after its first step.
+    pub growths: u64,
+    /// `StopWhenFull`: why the file stopped growing before its maximum (the
+    /// system's message, such as "No space left on device"), if it did.
+    pub growth_failure: Option<String>,
+    /// Chunk slots of the (last) file whose pages the provisioner thread
+    /// mapped before they were claimed (at most 4 MiB of them past the
+    /// last claim).
+    pub slots_prepared: u64,
+    /// Threads that recorded at least one event in the (last) file.
+    pub threads: u64,
+    /// Bytes of metadata written in the (last) file.
+    pub meta_bytes: u64,
+    /// Metadata records that did not fit (all files').
+    pub meta_dropped: u64,
+    /// Wall time from start to finish (of the last file).
+    pub duration: Duration,
+}
+
+/// Makes a file for `config`, file `k` of recording (series) number
+/// `series_no`, whose clock `clock` starts once the file exists (a
+/// start's clock calibration spins meanwhile; a rotation's next file
+/// starts as late as it can): the file, its header, its provisioner
+/// thread. The file is not published to the threads yet. Leaves no file
+/// behind on error.
+pub(crate) fn open(
+    config: &Config,
+    (series_no, k): (u64, u64),
+    clock: impl FnOnce() -> RunClock,
+    series: Option<&'static Series>,
+    stretches: u64,
+) -> Result<&'static Shared, StartError> {
+    // Started while the file is made (see `provision.rs`).
+    let provisioner_thread = provision::spawn();
+    let map = TraceMap::create(config)?;
+    let clock = clock();
+    map.write_header(config, &clock);
+    let provisioner = Provisioner::new(&map);
+    let meta = MetaRegion::new(map.meta_reserved_at_start());
+    let shared: &'static Shared = Box::leak(Box::new(Shared {
+        gen: generation(series_no, k, clock.tsc),
+        map,
+        provisioner,
+        mode: config.mode,
+        clock,
+        threads: AtomicU64::new(0),
+        meta: Mutex::new(meta),
+        finished: AtomicBool::new(false),
+        stretches: AtomicU64::new(stretches),
+        started: Instant::now(),
+        pid: std::process::id(),
+        series,
+    }));
+    // Before the file is published: the first claim can wake it.
+    let job = provision::Job {
+        map: &shared.map,
+        mode: shared.mode,
+        state: &shared.provisioner,
+    };
+    provision::start(job, provisioner_thread);
+    Ok(shared)
+}
+
+/// Counts what the file holds. Exact once the writing threads have
+/// stopped; a thread still writing may add events after the count.
+fn summarize(shared: &Shared) -> Summary {
+    let map = &shared.map;
+    let next_seq = map.counter(H_NEXT_SEQ).load(Ordering::Relaxed);
+    let mut events = 0;
+    let mut chunks = 0;
+    // Slots past `next_seq` were never claimed (and may never have been
+    // touched); slots past the ready ones are not in the file.
+    for slot in 0..next_seq.min(map.ready_slots()) {
+        let state = unpack_state(map.state(slot).load(Ordering::Acquire));
+        if state.seq.is_none() || state.committed_bytes < SNAPSHOT_FIXED {
+            continue;
+        }
+        chunks += 1;
+        let body = map.chunks_offset + slot as usize * map.chunk_size + CHUNK_HEADER_SIZE;
+        let own = map.read_u32(body + 4) as usize;
+        let stack = map.read_u32(body + 16) as usize;
+        let snap = snapshot_size(own, stack);
+        events += (state.committed_bytes.saturating_sub(snap) / EVENT_SIZE) as u64;
+    }
+    Summary {
+        path: map.path.clone(),
+        files: 1,
+        events,
+        chunks,
+        chunk_count: map.chunk_count,
+        wrapped: shared.mode == Mode::Ring && next_seq > map.chunk_count,
+        dropped_events: map.counter(H_DROPPED_EVENTS).load(Ordering::Relaxed),
+        dropped_chunks: map.counter(H_DROPPED_CHUNKS).load(Ordering::Relaxed),
+        growths: map.growths(),
+        growth_failure: map.growth_failure(),
+        slots_prepared: shared.provisioner.prepared_count(),
+        threads: shared.threads.load(Ordering::Relaxed),
+        meta_bytes: map.counter(H_META_LEN).load(Ordering::Relaxed),
+        meta_dropped: map.counter(H_META_DROPPED).load(Ordering::Relaxed),
+        duration: shared.started.elapsed(),
+    }
+}
+
+/// Finishes a file no thread is sent to any more (`GEN` moved on): writes
+/// the end time (`end_tick`, or now) and the final clock calibration into
+/// the header, marks it finished, cuts it after the slots used and lets
+/// go of it. A rotated file ends where the next one starts, so a thread's
+/// frames open across the switch are timed once; a straggler's event
+/// after that (a thread that read `GEN` just before the switch) still
+/// lands, and the reader's end is the later of the two.
+pub(crate) fn finish(shared: &'static Shared, end_tick: Option<u64>) -> Summary {
+    // Before the file's length is decided: the provisioner grows and maps
+    // the file, which is about to be cut and detached.
+    shared.provisioner.stop();
+    let (now_tick, now_unix_ns, calib_ticks, calib_ns) = shared.clock.finish();
+    let (end_tick, end_unix_ns) = match end_tick {
+        Some(tick) => (
+            tick,
+            shared.clock.start_unix_ns.saturating_add(shared.clock.ns_since_start(
+                tick,
+                calib_ticks,
+                calib_ns,
+            )),
+        ),
+        None => (now_tick, now_unix_ns),
+    };
+    let map = &shared.map;
+    map.write(H_END_TICK, &end_tick.to_le_bytes());
+    map.write(H_END_UNIX_NS, &end_unix_ns.to_le_bytes());
+    map.write(H_CALIB_TICKS, &calib_ticks.to_le_bytes());
+    map.write(H_CALIB_NS, &calib_ns.to_le_bytes());
+    let flags = map.read_u32(H_FLAGS) | FLAG_FINISHED;
+    map.write(H_FLAGS, &flags.to_le_bytes());
+    // The file leaves no unused slots on disk: the header claims the slots
+    // chunks were claimed in (from 0, in claim order; slots the file never
+    // grew to were claimed by no one), and the file ends after them. A ring
+    // keeps its size: it is a fixed buffer. A claim racing with this lands
+    // past the new count, where readers do not look.
+    let used = (shared.mode == Mode::StopWhenFull).then(|| {
+        let claimed = map.counter(H_NEXT_SEQ).load(Ordering::Acquire);
+        claimed.min(map.ready_slots())
+    });
+    if let Some(used) = used {
+        map.write(H_CHUNK_COUNT, &used.to_le_bytes());
+    }
+    let mut summary = summarize(shared);
+    summary.chunk_count = used.unwrap_or(map.chunk_count);
+    // Threads may still hold pointers into the map: from here on their
+    // writes must not reach the file, which a next recording to the same
+    // path would truncate and map again.
+    let detached = map.detach();
+    // Cut only once detached (see `TraceMap::close`).
+    map.close(used.filter(|_| detached));
+    summary
+}

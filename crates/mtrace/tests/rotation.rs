@@ -1,0 +1,224 @@
+//! Rotation: a recording rotated by size or by age writes a numbered
+//! series of files, each of which analyzes alone without a warning, and
+//! whose reports, summed, count every call exactly as one file of the
+//! same work does: frames open across a switch (each thread's `serve`,
+//! each task's `task_body`, suspended on its logical stack) are counted
+//! in the file where they were entered and only timed in later ones.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use common::serial;
+use mtanalyze::AnalyzeOptions;
+use mtrace::{Config, LogicalStack, Rotation};
+
+const THREADS: u64 = 3;
+const TASKS: u64 = 4;
+const ROUNDS: u64 = 30;
+const HANDLES: u64 = 200;
+
+/// Every function's calls in the workload below.
+fn expected_calls() -> BTreeMap<String, u64> {
+    BTreeMap::from([
+        ("serve".into(), THREADS),
+        ("handle".into(), THREADS * ROUNDS * HANDLES),
+        ("leaf".into(), THREADS * ROUNDS * HANDLES),
+        ("task_body".into(), THREADS * TASKS),
+        ("step".into(), THREADS * TASKS * ROUNDS),
+    ])
+}
+
+/// `THREADS` threads, each in `serve` for the whole run, handling
+/// requests in rounds a few milliseconds apart, and running its `TASKS`
+/// tasks (logical stacks) a step each round, every task's `task_body`
+/// open from its first step to its last.
+fn workload() {
+    let workers: Vec<_> = (0..THREADS)
+        .map(|i| {
+            std::thread::Builder::new()
+                .name(format!("worker-{i}"))
+                .spawn(|| {
+                    let f = |name| mtrace::register_function(name, file!(), 1, module_path!());
+                    let (serve, handle, leaf, body, step) =
+                        (f("serve"), f("handle"), f("leaf"), f("task_body"), f("step"));
+                    let mut tasks: Vec<LogicalStack> = (0..TASKS)
+                        .map(|t| LogicalStack::new(format!("task-{t}")))
+                        .collect();
+                    mtrace::enter(serve);
+                    for round in 0..ROUNDS {
+                        for _ in 0..HANDLES {
+                            mtrace::enter(handle);
+                            mtrace::enter(leaf);
+                            mtrace::exit(leaf);
+                            mtrace::exit(handle);
+                        }
+                        for task in &mut tasks {
+                            let _on = task.enter();
+                            if round == 0 {
+                                mtrace::enter(body);
+                            }
+                            mtrace::enter(step);
+                            mtrace::exit(step);
+                            if round == ROUNDS - 1 {
+                                mtrace::exit(body);
+                            }
+                        }
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                    mtrace::exit(serve);
+                })
+                .expect("spawn")
+        })
+        .collect();
+    for w in workers {
+        w.join().expect("worker");
+    }
+}
+
+/// A fresh directory for one test's series.
+fn dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("mtrace-rotation-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("temp dir");
+    d
+}
+
+/// The series' files on disk, in series order (`trace.bin`, `trace.1.bin`, ...).
+fn series_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<(u64, PathBuf)> = std::fs::read_dir(dir)
+        .expect("read dir")
+        .map(|e| e.expect("entry").path())
+        .filter_map(|p| {
+            let name = p.file_name()?.to_str()?.to_owned();
+            let n = match name.as_str() {
+                "trace.bin" => 0,
+                _ => name.strip_prefix("trace.")?.strip_suffix(".bin")?.parse().ok()?,
+            };
+            Some((n, p))
+        })
+        .collect();
+    files.sort();
+    files.into_iter().map(|(_, p)| p).collect()
+}
+
+/// Analyzes `path` alone; it must have no warning. Returns its calls per function.
+fn calls_of(path: &Path) -> BTreeMap<String, u64> {
+    let loaded = mtanalyze::load(path).expect("load");
+    let report = mtanalyze::analyze(&loaded, &AnalyzeOptions::default()).expect("analyze");
+    assert!(
+        report.warnings.is_empty(),
+        "{} must analyze without repairs: {:?}",
+        path.display(),
+        report.warnings
+    );
+    report
+        .functions
+        .iter()
+        .filter(|f| f.ncalls > 0)
+        .map(|f| (f.function.clone(), f.ncalls))
+        .collect()
+}
+
+fn sum(reports: impl IntoIterator<Item = BTreeMap<String, u64>>) -> BTreeMap<String, u64> {
+    let mut total = BTreeMap::new();
+    for r in reports {
+        for (f, n) in r {
+            *total.entry(f).or_insert(0) += n;
+        }
+    }
+    total
+}
+
+/// Records the workload with `config`; returns the summary.
+fn record(config: Config) -> mtrace::Summary {
+    let recording = mtrace::start(config).expect("start");
+    workload();
+    recording.finish().expect("finish")
+}
+
+/// The workload recorded into one file: its calls (equal to the counts
+/// the workload makes).
+fn single_file_calls() -> BTreeMap<String, u64> {
+    let d = dir("single");
+    let summary = record(Config::new(d.join("trace.bin")));
+    assert_eq!(summary.files, 1);
+    let calls = calls_of(&d.join("trace.bin"));
+    let _ = std::fs::remove_dir_all(&d);
+    calls
+}
+
+#[test]
+fn rotation_by_size_gives_files_that_add_up_to_one_recording() {
+    let _serial = serial();
+    let single = single_file_calls();
+    assert_eq!(single, expected_calls());
+
+    let d = dir("size");
+    let config = Config::new(d.join("trace.bin"))
+        .chunk_size(4096)
+        .rotate(Rotation::Size(64 << 10));
+    let summary = record(config);
+    let files = series_files(&d);
+    assert!(files.len() >= 3, "only {} files: {files:?}", files.len());
+    assert_eq!(summary.files, files.len() as u64);
+    assert_eq!(summary.path, d.join("trace.bin"));
+    let per_file: Vec<_> = files.iter().map(|f| calls_of(f)).collect();
+    // Each file after the first continues the frames open at its start.
+    let decoded = common::decode(&files[1]);
+    let continued = decoded.chunks.values().flatten().filter(|c| c.continued).count();
+    assert!(continued > 0, "no thread continued into {}", files[1].display());
+    assert_eq!(sum(per_file), single, "summed over {} files", files.len());
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn rotation_by_age_keeps_the_newest_files() {
+    let _serial = serial();
+    let d = dir("age");
+    let config = Config::new(d.join("trace.bin"))
+        .rotate(Rotation::Every(Duration::from_millis(40)))
+        .keep(2);
+    let summary = record(config);
+    let files = series_files(&d);
+    assert!(summary.files >= 3, "only {} files made", summary.files);
+    // The newest two are left: trace.(N-2).bin and trace.(N-1).bin.
+    let names: Vec<String> = files
+        .iter()
+        .map(|f| f.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    let n = summary.files;
+    assert_eq!(
+        names,
+        [format!("trace.{}.bin", n - 2), format!("trace.{}.bin", n - 1)]
+    );
+    for f in &files {
+        let calls = calls_of(f);
+        // Every file saw the workload's requests (no file is empty).
+        assert!(calls.values().sum::<u64>() > 0, "{}: {calls:?}", f.display());
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn rotation_by_age_adds_up_to_the_workload() {
+    let _serial = serial();
+    let d = dir("age-all");
+    let config = Config::new(d.join("trace.bin")).rotate(Rotation::Every(Duration::from_millis(30)));
+    let summary = record(config);
+    let files = series_files(&d);
+    assert_eq!(summary.files, files.len() as u64);
+    assert!(files.len() >= 3, "only {} files: {files:?}", files.len());
+    let per_file: Vec<_> = files.iter().map(|f| calls_of(f)).collect();
+    assert_eq!(sum(per_file), expected_calls());
+    // A task suspended across a switch is named and continued in the
+    // next file with the frames it had open (`task_body`).
+    let continued: usize = files[1..]
+        .iter()
+        .map(|f| common::decode(f).continued_stacks.len())
+        .sum();
+    assert!(continued > 0, "no continued-stack record in {files:?}");
+    let _ = std::fs::remove_dir_all(&d);
+}
