@@ -88,8 +88,12 @@ const PYTHON_META_CAPACITY: usize = 16 << 20;
 /// `armed`: start paused (nothing recorded until `resume`); `signal`: a
 /// signal name (`"USR2"`, `"SIGUSR2"`) or number that toggles recording
 /// from outside (`kill -USR2 PID`); its handler replaces the program's.
+///
+/// `rotate`: a size (`"256M"`) or an age (`"60s"`, `"5min"`) at which the
+/// recording moves on to the next file of a series, `NAME.1.EXT`,
+/// `NAME.2.EXT`, ... beside `path`; `keep`: how many files of it to keep.
 #[pyfunction]
-#[pyo3(signature = (path, capacity = None, ring = false, builtins = None, tasks = true, meta_capacity = None, armed = false, signal = None))]
+#[pyo3(signature = (path, capacity = None, ring = false, builtins = None, tasks = true, meta_capacity = None, armed = false, signal = None, rotate = None, keep = None))]
 #[allow(clippy::too_many_arguments)]
 fn start(
     py: Python<'_>,
@@ -101,6 +105,8 @@ fn start(
     meta_capacity: Option<&str>,
     armed: bool,
     signal: Option<&str>,
+    rotate: Option<&str>,
+    keep: Option<u32>,
 ) -> PyResult<()> {
     let (builtins, fast_builtins) = match builtins {
         None => (true, false),
@@ -157,6 +163,16 @@ fn start(
                 "signal {text:?}: expected a signal such as USR2, SIGUSR1 or 12"
             ))
         })?);
+    }
+    if let Some(text) = rotate {
+        config = config.rotate(mtrace::Rotation::parse(text).ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "rotate {text:?}: expected a size such as 256M or an age such as 60s or 5min"
+            ))
+        })?);
+    }
+    if let Some(files) = keep {
+        config = config.keep(files);
     }
     let started_with = (config.clone(), tasks);
     let recording = mtrace::start(config).map_err(|e| match e {
@@ -248,6 +264,7 @@ fn stop(py: Python<'_>) -> PyResult<Option<Bound<'_, PyDict>>> {
         .map_err(|e| PyOSError::new_err(e.to_string()))?;
     let d = PyDict::new(py);
     d.set_item("path", summary.path.to_string_lossy().into_owned())?;
+    d.set_item("files", summary.files)?;
     d.set_item("events", summary.events)?;
     d.set_item("dropped_events", summary.dropped_events)?;
     d.set_item("threads", summary.threads)?;

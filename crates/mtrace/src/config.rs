@@ -67,16 +67,16 @@ impl Rotation {
         if let Some(d) = t.strip_suffix("min") {
             return duration(d, 60_000_000_000);
         }
-        if let Some(d) = t.strip_suffix('s').filter(|d| d.ends_with(|c: char| c.is_ascii_digit()))
+        if let Some(d) = t
+            .strip_suffix('s')
+            .filter(|d| d.ends_with(|c: char| c.is_ascii_digit()))
         {
             return duration(d, 1_000_000_000);
         }
         if let Some(d) = t.strip_suffix('h') {
             return duration(d, 3_600_000_000_000);
         }
-        parse_bytes(t)
-            .filter(|&n| n > 0)
-            .map(Rotation::Size)
+        parse_bytes(t).filter(|&n| n > 0).map(Rotation::Size)
     }
 }
 
@@ -359,10 +359,12 @@ impl Config {
         }
         match self.rotate {
             Some(_) if self.mode == Mode::Ring => Err(ConfigError::RotatingRing),
-            Some(Rotation::Size(bytes)) if bytes < cs as u64 => Err(ConfigError::RotationTooSmall {
-                bytes,
-                chunk_size: cs,
-            }),
+            Some(Rotation::Size(bytes)) if bytes < cs as u64 => {
+                Err(ConfigError::RotationTooSmall {
+                    bytes,
+                    chunk_size: cs,
+                })
+            }
             _ if self.keep == Some(0) => Err(ConfigError::KeepNothing),
             _ => Ok(()),
         }
@@ -530,12 +532,23 @@ mod tests {
         let bad_var = |name, value| {
             Config::from_vars(vars(&[("MTRACE_OUT", "/tmp/x.bin"), (name, value)])).unwrap_err()
         };
-        assert!(matches!(bad_var("MTRACE_ROTATE", "soon"), ConfigError::BadValue { .. }));
-        assert!(matches!(bad_var("MTRACE_KEEP", "0"), ConfigError::BadValue { .. }));
-        let ring = Config::new("x").mode(Mode::Ring).rotate(Rotation::Size(1 << 30));
+        assert!(matches!(
+            bad_var("MTRACE_ROTATE", "soon"),
+            ConfigError::BadValue { .. }
+        ));
+        assert!(matches!(
+            bad_var("MTRACE_KEEP", "0"),
+            ConfigError::BadValue { .. }
+        ));
+        let ring = Config::new("x")
+            .mode(Mode::Ring)
+            .rotate(Rotation::Size(1 << 30));
         assert!(matches!(ring.check(), Err(ConfigError::RotatingRing)));
         let tiny = Config::new("x").rotate(Rotation::Size(100));
-        assert!(matches!(tiny.check(), Err(ConfigError::RotationTooSmall { .. })));
+        assert!(matches!(
+            tiny.check(),
+            Err(ConfigError::RotationTooSmall { .. })
+        ));
         let keep_none = Config::new("x").rotate(Rotation::Size(1 << 30)).keep(0);
         assert!(matches!(keep_none.check(), Err(ConfigError::KeepNothing)));
     }

@@ -24,8 +24,8 @@ use crate::shared::{
     self, current, live, lock, Series, SeriesTotals, Shared, CONTROL, CURRENT, GEN, GEN_OFF,
     GEN_PAUSED, GEN_TSC, GEN_UNCHECKED,
 };
-use crate::trace_file;
 use crate::signal;
+use crate::trace_file;
 pub use crate::trace_file::Summary;
 /// The recording started from the environment, finished at process exit.
 static AUTO: Mutex<Option<Recording>> = Mutex::new(None);
@@ -127,6 +127,9 @@ pub fn start(config: Config) -> Result<Recording, StartError> {
     // starts a recording per `enable()`.
     let calibration = Calibration::begin(config.clock);
     *last_gen += 1;
+    if config.rotate.is_some() {
+        rotate::remove_stale(&config.path);
+    }
     let series = config.rotate.is_some().then(|| {
         let series: &'static Series = Box::leak(Box::new(Series {
             config: config.clone(),

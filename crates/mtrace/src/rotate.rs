@@ -41,15 +41,45 @@ pub(crate) fn series_path(first: &Path, k: u64) -> PathBuf {
     if k == 0 {
         return first.to_path_buf();
     }
+    let (before, after) = number_place(first);
+    first.with_file_name(format!("{before}{k}{after}"))
+}
+
+/// The file name of `first`'s series members around their number:
+/// (`STEM.`, `.EXT`), or (`STEM.`, "") without an extension.
+fn number_place(first: &Path) -> (String, String) {
     let name = first
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let numbered = match name.rsplit_once('.') {
-        Some((stem, ext)) if !stem.is_empty() => format!("{stem}.{k}.{ext}"),
-        _ => format!("{name}.{k}"),
+    match name.rsplit_once('.') {
+        Some((stem, ext)) if !stem.is_empty() => (format!("{stem}."), format!(".{ext}")),
+        _ => (format!("{name}."), String::new()),
+    }
+}
+
+/// Deletes the files an earlier rotating recording to the same path left
+/// (`STEM.N.EXT`, N >= 1): the new series would otherwise be read with
+/// them. Before the first file is made.
+pub(crate) fn remove_stale(first: &Path) {
+    let folder = match first.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
     };
-    first.with_file_name(numbered)
+    let Ok(entries) = std::fs::read_dir(folder) else {
+        return;
+    };
+    let (before, after) = number_place(first);
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let number = name
+            .strip_prefix(&before)
+            .and_then(|rest| rest.strip_suffix(after.as_str()));
+        if number.is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())) {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
 }
 
 /// Starts the series' rotation thread. A thread that cannot be started
@@ -221,5 +251,44 @@ mod tests {
         assert_eq!(p("/t/a.b.mtrace", 12), PathBuf::from("/t/a.b.12.mtrace"));
         assert_eq!(p("trace", 2), PathBuf::from("trace.2"));
         assert_eq!(p("/t/.hidden", 3), PathBuf::from("/t/.hidden.3"));
+        assert_eq!(p("/t/a.1x.bin", 2), PathBuf::from("/t/a.1x.2.bin"));
+    }
+
+    #[test]
+    fn a_new_series_removes_only_the_old_series_files() {
+        let d = std::env::temp_dir().join(format!("mtrace-stale-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        let names = [
+            "trace.bin",
+            "trace.1.bin",
+            "trace.17.bin",
+            "trace.x.bin",
+            "trace.pid42.bin",
+            "other.1.bin",
+            "trace.1.bin.txt",
+            "trace..bin",
+        ];
+        for n in names {
+            std::fs::write(d.join(n), b"x").unwrap();
+        }
+        remove_stale(&d.join("trace.bin"));
+        let mut left: Vec<String> = std::fs::read_dir(&d)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        assert_eq!(
+            left,
+            [
+                "other.1.bin",
+                "trace..bin",
+                "trace.1.bin.txt",
+                "trace.bin",
+                "trace.pid42.bin",
+                "trace.x.bin"
+            ]
+        );
+        let _ = std::fs::remove_dir_all(&d);
     }
 }

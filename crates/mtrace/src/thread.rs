@@ -43,8 +43,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use mtrace_format::chunk::encode_snapshot;
 use mtrace_format::event::{encode_enter, encode_exit, encode_lost};
-use mtrace_format::meta::encode_continued_stack;
 use mtrace_format::layout::*;
+use mtrace_format::meta::encode_continued_stack;
 use mtrace_format::{Event, EventKind, FunctionId, MetaRecord, StackId, ThreadId};
 
 use crate::clock;

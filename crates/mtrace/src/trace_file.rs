@@ -164,11 +164,10 @@ pub(crate) fn finish(shared: &'static Shared, end_tick: Option<u64>) -> Summary 
     let (end_tick, end_unix_ns) = match end_tick {
         Some(tick) => (
             tick,
-            shared.clock.start_unix_ns.saturating_add(shared.clock.ns_since_start(
-                tick,
-                calib_ticks,
-                calib_ns,
-            )),
+            shared
+                .clock
+                .start_unix_ns
+                .saturating_add(shared.clock.ns_since_start(tick, calib_ticks, calib_ns)),
         ),
         None => (now_tick, now_unix_ns),
     };

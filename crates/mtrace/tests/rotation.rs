@@ -42,8 +42,13 @@ fn workload() {
                 .name(format!("worker-{i}"))
                 .spawn(|| {
                     let f = |name| mtrace::register_function(name, file!(), 1, module_path!());
-                    let (serve, handle, leaf, body, step) =
-                        (f("serve"), f("handle"), f("leaf"), f("task_body"), f("step"));
+                    let (serve, handle, leaf, body, step) = (
+                        f("serve"),
+                        f("handle"),
+                        f("leaf"),
+                        f("task_body"),
+                        f("step"),
+                    );
                     let mut tasks: Vec<LogicalStack> = (0..TASKS)
                         .map(|t| LogicalStack::new(format!("task-{t}")))
                         .collect();
@@ -95,7 +100,11 @@ fn series_files(dir: &Path) -> Vec<PathBuf> {
             let name = p.file_name()?.to_str()?.to_owned();
             let n = match name.as_str() {
                 "trace.bin" => 0,
-                _ => name.strip_prefix("trace.")?.strip_suffix(".bin")?.parse().ok()?,
+                _ => name
+                    .strip_prefix("trace.")?
+                    .strip_suffix(".bin")?
+                    .parse()
+                    .ok()?,
             };
             Some((n, p))
         })
@@ -168,8 +177,17 @@ fn rotation_by_size_gives_files_that_add_up_to_one_recording() {
     let per_file: Vec<_> = files.iter().map(|f| calls_of(f)).collect();
     // Each file after the first continues the frames open at its start.
     let decoded = common::decode(&files[1]);
-    let continued = decoded.chunks.values().flatten().filter(|c| c.continued).count();
-    assert!(continued > 0, "no thread continued into {}", files[1].display());
+    let continued = decoded
+        .chunks
+        .values()
+        .flatten()
+        .filter(|c| c.continued)
+        .count();
+    assert!(
+        continued > 0,
+        "no thread continued into {}",
+        files[1].display()
+    );
     assert_eq!(sum(per_file), single, "summed over {} files", files.len());
     let _ = std::fs::remove_dir_all(&d);
 }
@@ -192,12 +210,19 @@ fn rotation_by_age_keeps_the_newest_files() {
     let n = summary.files;
     assert_eq!(
         names,
-        [format!("trace.{}.bin", n - 2), format!("trace.{}.bin", n - 1)]
+        [
+            format!("trace.{}.bin", n - 2),
+            format!("trace.{}.bin", n - 1)
+        ]
     );
     for f in &files {
         let calls = calls_of(f);
         // Every file saw the workload's requests (no file is empty).
-        assert!(calls.values().sum::<u64>() > 0, "{}: {calls:?}", f.display());
+        assert!(
+            calls.values().sum::<u64>() > 0,
+            "{}: {calls:?}",
+            f.display()
+        );
     }
     let _ = std::fs::remove_dir_all(&d);
 }
@@ -206,7 +231,8 @@ fn rotation_by_age_keeps_the_newest_files() {
 fn rotation_by_age_adds_up_to_the_workload() {
     let _serial = serial();
     let d = dir("age-all");
-    let config = Config::new(d.join("trace.bin")).rotate(Rotation::Every(Duration::from_millis(30)));
+    let config =
+        Config::new(d.join("trace.bin")).rotate(Rotation::Every(Duration::from_millis(30)));
     let summary = record(config);
     let files = series_files(&d);
     assert_eq!(summary.files, files.len() as u64);

@@ -137,7 +137,8 @@ class _GreenletImportWatcher:
 
 
 def enable(path=DEFAULT_OUTPUT, *, capacity=None, ring=False, builtins=True, tasks=True,
-           meta_capacity=None, children=True, armed=False, signal=None, _root=None):
+           meta_capacity=None, children=True, armed=False, signal=None, rotate=None, keep=None,
+           _root=None):
     """Start recording into ``path``.
 
     Every thread is recorded: the calling thread, threads already running,
@@ -170,9 +171,15 @@ def enable(path=DEFAULT_OUTPUT, *, capacity=None, ring=False, builtins=True, tas
     that switches recording on and off from outside, ``kill -USR2 PID``;
     its handler replaces any the program installs. Each recorded stretch is
     a mark pair ``mtrace:resume:K`` / ``mtrace:pause:K``.
+    ``rotate``: a size (``"256M"``) or an age (``"60s"``, ``"5min"``; a bare
+    ``m`` is MiB) at which the recording moves on to the next file of a
+    series, ``NAME.1.EXT``, ``NAME.2.EXT``, ... beside ``path``, each a
+    complete trace; ``mtanalyze path`` reads the series as one. ``keep``:
+    keep only the newest ``keep`` files of it, deleting older ones.
     """
     options = dict(capacity=capacity, ring=ring, builtins=builtins, tasks=tasks,
-                   meta_capacity=meta_capacity, armed=armed, signal=signal)
+                   meta_capacity=meta_capacity, armed=armed, signal=signal,
+                   rotate=rotate, keep=keep)
     # Armed before the recording starts, so that its work is not recorded.
     if children:
         _children.arm(str(path) if _root is None else _root, options, first=_root is None)
@@ -186,7 +193,8 @@ def enable(path=DEFAULT_OUTPUT, *, capacity=None, ring=False, builtins=True, tas
 
 def disable():
     """Stop recording and finish the file; returns a summary dict
-    (``path``, ``events``, ``dropped_events``, ``threads``, and
+    (``path``, ``files``: more than 1 when it rotated, ``events``,
+    ``dropped_events``, ``threads``, and
     ``growth_failure``: why the file stopped growing before its maximum,
     such as a full disk, or None), or None if nothing was recording."""
     # The recording stops before the rest of the unhooking, which is then

@@ -103,6 +103,7 @@ def main(argv=None):
     parser = Parser(
         prog=PROG,
         usage="%(prog)s [-o OUT] [-s SORT] [--html FILE] [--capacity 64G] [--ring] [--meta-capacity 16M] "
+        "[--armed] [--signal SIG] [--rotate SIZE|AGE] [--keep N] "
         "[--no-builtins | --fast-builtins] [--no-tasks] "
         "(script.py | -m module) [args ...]",
         description="Run a Python program under mtrace, recording every thread, and print "
@@ -134,6 +135,12 @@ def main(argv=None):
     parser.add_argument("--signal", default=None, metavar="SIG",
                         help="a signal (USR2) that switches recording on and off: "
                              "kill -USR2 PID")
+    parser.add_argument("--rotate", default=None, metavar="SIZE|AGE",
+                        help="move on to the next file of a series (OUT.1.bin, OUT.2.bin, ...) "
+                        "when the file reaches a size (256M) or an age (60s, 5min); the table "
+                        "reads the series as one")
+    parser.add_argument("--keep", default=None, type=int, metavar="N",
+                        help="with --rotate: keep only the newest N files")
     parser.add_argument("--ring", action="store_true",
                         help="keep the end of the run when the file is full (default: the beginning)")
     builtins_group = parser.add_mutually_exclusive_group()
@@ -205,7 +212,8 @@ def main(argv=None):
         mtrace.enable(trace, capacity=options.capacity, ring=options.ring,
                       builtins=options.builtins, tasks=options.tasks,
                       meta_capacity=options.meta_capacity, children=options.children,
-                      armed=options.armed, signal=options.signal)
+                      armed=options.armed, signal=options.signal,
+                      rotate=options.rotate, keep=options.keep)
     except (ValueError, OSError, RuntimeError) as e:
         # The recording could not start (bad --capacity, unwritable -o):
         # the program has not run yet.
