@@ -82,8 +82,10 @@ def finish(summary, trace, pstats_file, table, sort, children, html):
         why = summary.get("growth_failure")
         why = f"the file could not grow: {why}" if why else "the file was full; see --capacity"
         note = f" ({dropped} dropped: {why})" if dropped else ""
+        files = summary.get("files", 1)
+        where = f"{files} files of the series {summary['path']}" if files > 1 else summary["path"]
         say(f"{summary['events']} events from {summary['threads']} threads "
-            f"in {summary['path']}{note}")
+            f"in {where}{note}")
     only = [] if children else ["--no-children"]
     try:
         if pstats_file is not None:
