@@ -11,7 +11,7 @@ use crate::util::TempDir;
 
 #[allow(dead_code)] // the example's `main`
 #[path = "../../crates/mtrace/examples/async_tasks.rs"]
-mod service;
+pub(crate) mod service;
 
 /// The recorder allows one recording at a time per process (every test
 /// of this binary that records takes this).
@@ -50,6 +50,7 @@ fn each_task_keeps_its_frames_and_its_waits_are_paused() {
         workers: 2,
         wait: Duration::from_millis(3),
         logical_stacks: true,
+        rotate: None,
     };
     let path = record(&dir, "tasks.bin", &service);
     let n = service.requests;
@@ -121,6 +122,7 @@ fn without_logical_stacks_requests_look_recursive() {
         // first wait ends, however slow the machine.
         wait: Duration::from_millis(50),
         logical_stacks: false,
+        rotate: None,
     };
     let path = record(&dir, "one-stack.bin", &service);
     let r = report(&path, Clock::Stack);

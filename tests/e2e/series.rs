@@ -234,3 +234,63 @@ fn marks_bound_a_window_in_the_series_time() {
         "{line}"
     );
 }
+
+/// Calls per function of a report.
+fn calls(r: &Value) -> BTreeMap<String, u64> {
+    counts(r).into_iter().map(|(f, (n, _))| (f, n)).collect()
+}
+
+#[test]
+fn a_recorded_rotating_series_of_tokio_tasks_reads_as_one_recording() {
+    use crate::async_tasks::service::{record, Service};
+    let dir = TempDir::new("rotated-tokio");
+    let first = dir.join("trace.bin");
+    let requests = 600;
+    let service = Service {
+        requests,
+        workers: 2,
+        // Long enough for several switches while every task waits in
+        // `fetch` with `handle` open on its own stack.
+        wait: std::time::Duration::from_millis(40),
+        logical_stacks: true,
+        rotate: Some(mtrace::Rotation::Every(std::time::Duration::from_millis(
+            10,
+        ))),
+    };
+    let summary = {
+        let _one_at_a_time = crate::async_tasks::RECORDER
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        record(&first, &service).expect("recorded")
+    };
+    assert!(summary.files >= 3, "{} files", summary.files);
+    let members: Vec<PathBuf> = (0..summary.files)
+        .map(|k| match k {
+            0 => first.clone(),
+            k => dir.join(&format!("trace.{k}.bin")),
+        })
+        .collect();
+    // Each file alone (copied where no other member lies): no warning,
+    // no repair, whatever was open at its start.
+    for (k, member) in members.iter().enumerate() {
+        let alone = TempDir::new(&format!("rotated-tokio-{k}"));
+        let copy = alone.join("one.bin");
+        std::fs::copy(member, &copy).unwrap();
+        let r = report(&[copy], &[]);
+        assert_eq!(r["warnings"], serde_json::json!([]), "{}", member.display());
+    }
+    // The series, by its first path, its directory or a glob's files:
+    // every request's functions once, as one recording of them has.
+    let glob: Vec<PathBuf> = members.iter().rev().cloned().collect();
+    for r in [
+        report(std::slice::from_ref(&first), &[]),
+        report(&[dir.path().to_path_buf()], &[]),
+        report(&glob, &[]),
+    ] {
+        assert_eq!(r["warnings"], serde_json::json!([]));
+        let c = calls(&r);
+        for name in ["handle", "parse", "fetch", "render"] {
+            assert_eq!(c.get(name), Some(&requests), "{name}: {c:?}");
+        }
+    }
+}

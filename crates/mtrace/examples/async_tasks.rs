@@ -37,6 +37,8 @@ pub struct Service {
     pub wait: Duration,
     /// Put each task on its own logical stack (`false`: `--one-stack`).
     pub logical_stacks: bool,
+    /// Rotate the trace into a series of files (`--rotate 50ms`).
+    pub rotate: Option<mtrace::Rotation>,
 }
 
 impl Default for Service {
@@ -46,6 +48,7 @@ impl Default for Service {
             workers: 2,
             wait: Duration::from_millis(2),
             logical_stacks: true,
+            rotate: None,
         }
     }
 }
@@ -57,9 +60,12 @@ pub fn record(out: &Path, service: &Service) -> Result<mtrace::Summary, String> 
     let capacity = (service.requests * 14 * 16 * 2).max(16 << 20);
     // A name a request ("request-123456" and its record), 1 MiB at least.
     let names = (service.requests as usize * 64).max(1 << 20);
-    let config = mtrace::Config::new(out)
+    let mut config = mtrace::Config::new(out)
         .capacity(capacity)
         .meta_capacity(names);
+    if let Some(rotation) = service.rotate {
+        config = config.rotate(rotation);
+    }
     let recording = mtrace::start(config).map_err(|e| format!("{}: {e}", out.display()))?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(service.workers.max(1))
@@ -121,7 +127,7 @@ fn spin(seed: u64, rounds: u32) -> u64 {
 }
 
 const USAGE: &str =
-    "usage: async_tasks [--requests N] [--workers W] [--wait-ms MS] [--one-stack] [--out FILE]";
+    "usage: async_tasks [--requests N] [--workers W] [--wait-ms MS] [--one-stack] [--rotate SIZE|AGE] [--out FILE]";
 
 fn parse_args() -> Result<(Service, PathBuf), String> {
     let mut service = Service::default();
@@ -135,6 +141,13 @@ fn parse_args() -> Result<(Service, PathBuf), String> {
             "--workers" => service.workers = number(value()?)? as usize,
             "--wait-ms" => service.wait = Duration::from_millis(number(value()?)?),
             "--one-stack" => service.logical_stacks = false,
+            "--rotate" => {
+                let v = value()?;
+                let rotation = mtrace::Rotation::parse(&v).ok_or(format!(
+                    "--rotate {v}: expected a size (64M) or an age (50ms)"
+                ))?;
+                service.rotate = Some(rotation);
+            }
             "--out" => out = PathBuf::from(value()?),
             _ => return Err(USAGE.into()),
         }
@@ -149,8 +162,12 @@ fn main() -> ExitCode {
     });
     match run {
         Ok((summary, requests)) => {
+            let files = match summary.files {
+                1 => String::new(),
+                n => format!(" and the {} files after it", n - 1),
+            };
             println!(
-                "{} events in {} ({requests} requests)",
+                "{} events in {}{files} ({requests} requests)",
                 summary.events,
                 summary.path.display()
             );

@@ -119,18 +119,42 @@ fn sleep(series: &Series, timeout: Duration) -> bool {
     *stop
 }
 
-/// The rotation thread's loop.
+/// A file a switch left, to finish once the grace period is over.
+struct Leaving {
+    file: &'static Shared,
+    /// Where it ends: the next file's start.
+    end_tick: u64,
+    finish_at: Instant,
+}
+
+/// The rotation thread's loop: a switch when the file is due, and the
+/// finish of the file it left a grace period later (sooner if the next
+/// switch comes first, or the recording finishes).
 fn run(series: &'static Series) {
     let Some(rotation) = series.config.rotate else {
         return;
     };
     let mut file_started = Instant::now();
+    let mut leaving: Option<Leaving> = None;
     loop {
-        let wait = match rotation {
-            Rotation::Size(_) => SIZE_POLL,
-            Rotation::Every(age) => age.saturating_sub(file_started.elapsed()),
+        let next_look = match rotation {
+            Rotation::Size(_) => Instant::now() + SIZE_POLL,
+            Rotation::Every(age) => file_started + age,
         };
-        if sleep(series, wait) {
+        let wake_at = leaving
+            .as_ref()
+            .map_or(next_look, |l| l.finish_at.min(next_look));
+        let stopping = sleep(series, wake_at.saturating_duration_since(Instant::now()));
+        if stopping
+            || leaving
+                .as_ref()
+                .is_some_and(|l| Instant::now() >= l.finish_at)
+        {
+            if let Some(l) = leaving.take() {
+                finish_old(series, l.file, l.end_tick);
+            }
+        }
+        if stopping {
             return;
         }
         let Some(file) = current().filter(|s| series.holds(s)) else {
@@ -147,18 +171,19 @@ fn run(series: &'static Series) {
         if !due {
             continue;
         }
-        let Some((old, end_tick)) = switch(series, file) else {
-            // Paused (the age counts again from now), or the next file
-            // could not be made (said; the recording goes on in this one).
-            file_started = Instant::now();
-            continue;
-        };
-        file_started = Instant::now();
-        let stopping = sleep(series, GRACE);
-        finish_old(series, old, end_tick);
-        if stopping {
-            return;
+        // Paused (the age counts again from now), or the next file could
+        // not be made (said; the recording goes on in this one): `None`.
+        if let Some((old, end_tick)) = switch(series, file) {
+            if let Some(l) = leaving.take() {
+                finish_old(series, l.file, l.end_tick);
+            }
+            leaving = Some(Leaving {
+                file: old,
+                end_tick,
+                finish_at: Instant::now() + GRACE,
+            });
         }
+        file_started = Instant::now();
     }
 }
 
