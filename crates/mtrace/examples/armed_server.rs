@@ -12,6 +12,7 @@
 //! and prints `handled N recorded M`: M is how many requests were
 //! handled while the recorder recorded (each handler looks when it
 //! starts), which is what the trace's `handle` count must be.
+//! `crates/mtrace/tests/on_demand.rs` runs it under `kill -USR2`.
 
 use std::io::BufRead;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -56,6 +57,13 @@ fn main() {
     let path = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "server.mtrace".into());
+    serve_commands(&path);
+}
+
+/// The server: records armed into `path`, answers stdin's commands until
+/// `quit`. (`crates/mtrace/tests/on_demand.rs` includes this file and runs
+/// it in a child process of its own.)
+pub fn serve_commands(path: &str) {
     let recording = mtrace::start(
         mtrace::Config::new(&path)
             .armed(true)

@@ -4,20 +4,66 @@
 //! two signals.
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::PathBuf;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use mtanalyze::{AnalyzeOptions, TimeBound};
 
-/// The example binary, built next to this test by `cargo test`.
-fn example(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("test path");
-    let debug = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .expect("target dir");
-    debug.join("examples").join(name)
+#[allow(dead_code)] // its `main`
+#[path = "../examples/armed_server.rs"]
+mod armed_server;
+
+/// Set in the child process this test binary starts as the server: the
+/// trace path.
+const SERVE_VAR: &str = "MTRACE_TEST_ARMED_SERVER";
+
+/// Not a test of its own: in a child process of this binary (started by
+/// [`start_server`], with [`SERVE_VAR`] set), the `armed_server` example.
+/// It says `ready` first, after libtest's own lines. Passes at once in a
+/// normal run.
+#[test]
+fn armed_server_in_a_child_process() {
+    let Some(path) = std::env::var_os(SERVE_VAR) else {
+        return;
+    };
+    println!("ready");
+    armed_server::serve_commands(&path.to_string_lossy());
+    // Nothing of libtest's after the server's last line.
+    std::process::exit(0);
+}
+
+/// Runs the `armed_server` example in a child process of this test
+/// binary (so the test needs nothing built beside it), recording into `path`.
+fn start_server(path: &std::path::Path) -> Server {
+    let mut child = Command::new(std::env::current_exe().expect("test binary"))
+        .args([
+            "--exact",
+            "armed_server_in_a_child_process",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .env(SERVE_VAR, path)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("server");
+    let stdin = child.stdin.take().unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    loop {
+        line.clear();
+        let n = stdout.read_line(&mut line).expect("server output");
+        assert!(n > 0, "the server ended before it was ready");
+        if line.trim_end().ends_with("ready") {
+            break;
+        }
+    }
+    Server {
+        child,
+        stdin,
+        stdout,
+    }
 }
 
 struct Server {
@@ -58,25 +104,8 @@ impl Server {
 
 #[test]
 fn two_signals_record_exactly_the_work_between_them() {
-    let bin = example("armed_server");
-    if !bin.exists() {
-        eprintln!("skipped: {} is not built", bin.display());
-        return;
-    }
     let path = std::env::temp_dir().join(format!("mtrace-on-demand-{}.mtrace", std::process::id()));
-    let mut child = Command::new(&bin)
-        .arg(&path)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("server");
-    let stdin = child.stdin.take().unwrap();
-    let stdout = BufReader::new(child.stdout.take().unwrap());
-    let mut server = Server {
-        child,
-        stdin,
-        stdout,
-    };
+    let mut server = start_server(&path);
 
     server.wait_paused(true);
     assert_eq!(server.ask("work 500"), "done 500", "armed: not recorded");
