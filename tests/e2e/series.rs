@@ -294,3 +294,21 @@ fn a_recorded_rotating_series_of_tokio_tasks_reads_as_one_recording() {
         }
     }
 }
+
+#[test]
+fn numbered_files_older_than_the_first_are_an_earlier_recordings() {
+    let dir = TempDir::new("stale-series");
+    let first = dir.join("trace.bin");
+    // The recording read now, and a numbered file an earlier rotating
+    // recording to the same path left (its start is before this one's).
+    shifted_copy(&first, 10_000_000_000);
+    shifted_copy(&dir.join("trace.1.bin"), 0);
+    let run = mtanalyze([first.as_os_str(), "--format".as_ref(), "json".as_ref()]).success();
+    assert!(run.stderr.contains("left out"), "{}", run.stderr);
+    let r = run.json();
+    // One trace read: no series in the header.
+    assert!(r["trace"]["traces"].is_null(), "{}", r["trace"]);
+    assert!(!r["trace"]["source"].as_str().unwrap().contains("series"));
+    let one = counts(&report(&[repo_file("sample-traces/workload.bin")], &[]));
+    assert_eq!(counts(&r), one);
+}

@@ -81,6 +81,22 @@ pub(crate) fn beside(first: &Path) -> Vec<Member> {
         return members;
     }
     if first.is_file() {
+        // Numbered files older than the first are an earlier recording's
+        // (a rotating one, then one to the same path that did not rotate):
+        // not this series.
+        if let Some(start) = start_unix_ns(first) {
+            members.retain(|m| {
+                let older = start_unix_ns(&m.path).is_some_and(|s| s < start);
+                if older {
+                    crate::output::say(&format!(
+                        "mtanalyze: left out {}: older than {} (an earlier recording's)",
+                        m.path.display(),
+                        first.display()
+                    ));
+                }
+                !older
+            });
+        }
         members.push(Member {
             path: first.to_path_buf(),
             number: 0,
