@@ -308,7 +308,7 @@ fn numbered_files_older_than_the_first_are_an_earlier_recordings() {
     let r = run.json();
     // One trace read: no series in the header.
     assert!(r["trace"]["traces"].is_null(), "{}", r["trace"]);
-    assert!(!r["trace"]["source"].as_str().unwrap().contains("series"));
+    assert!(!r["trace"]["source"].as_str().unwrap().contains("series of"));
     let one = counts(&report(&[repo_file("sample-traces/workload.bin")], &[]));
     assert_eq!(counts(&r), one);
 }
