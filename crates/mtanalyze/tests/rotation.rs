@@ -314,7 +314,7 @@ fn a_run_cut_in_two_files_sums_to_the_single_file() {
         for name in ["job-task", "bg"] {
             let row = |reports: &[&Report]| {
                 let rows = reports.iter().flat_map(|r| &r.stacks);
-                rows.filter(|s| s.name.to_string() == name)
+                rows.filter(|s| s.name == name)
                     .fold((0, 0, 0), |(r, p, n), s| {
                         (r + s.running_ns, p + s.paused_ns, n + s.switches_in)
                     })
@@ -380,4 +380,44 @@ fn a_continued_stack_record_claiming_too_many_frames_is_metadata_damage() {
             r.warnings
         );
     }
+}
+
+// ---- the timeline exports ----
+
+#[test]
+fn the_timelines_show_carried_on_frames_from_the_file_start() {
+    use mtanalyze::{SliceKind, TimelineSource, Timelines};
+    let (_, second) = two_files();
+    let trace = from_bytes("test", second).unwrap();
+    let t = Timelines::new(&trace, &under(Clock::Stack)).unwrap();
+    let frames = |name: &str| -> Vec<(String, u32, u64, u64)> {
+        let i = t
+            .stacks()
+            .iter()
+            .position(|s| s.name == name)
+            .unwrap_or_else(|| panic!("no stack {name}"));
+        t.stack(i)
+            .slices
+            .iter()
+            .filter_map(|s| match s.kind {
+                SliceKind::Frame(f) => Some((
+                    t.functions()[f as usize].key.function.to_string(),
+                    s.depth,
+                    s.start_ns,
+                    s.end_ns,
+                )),
+                SliceKind::Paused => None,
+            })
+            .collect()
+    };
+    let f = |n: &str, d, s, e| (n.to_owned(), d, s, e);
+    // The task suspended across the cut: `job` open from the file's start
+    // (ns 0 = tick 100) to its exit at tick 150.
+    let job_task = frames("job-task");
+    assert!(job_task.contains(&f("job", 0, 0, 50)), "{job_task:?}");
+    assert!(job_task.contains(&f("work", 1, 30, 40)), "{job_task:?}");
+    // Thread 2's task, on it at the cut: `job > work` from the start.
+    let bg = frames("bg");
+    assert!(bg.contains(&f("job", 0, 0, 15)), "{bg:?}");
+    assert!(bg.contains(&f("work", 1, 0, 5)), "{bg:?}");
 }
