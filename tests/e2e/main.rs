@@ -28,6 +28,7 @@ mod pipe;
 mod pprof;
 mod pstats;
 mod robustness;
+mod rotated;
 mod schema;
 mod series;
 mod util;

@@ -5,6 +5,10 @@
 //! chunks to the output as they fill, so memory stays at one chunk per thread
 //! plus the open frames. Like the recorder, it keeps a shadow of each thread's
 //! open frames so every chunk starts with a correct snapshot.
+//!
+//! It also writes a later file of a rotating series, whose threads and
+//! logical stacks carry on with frames opened in an earlier file:
+//! [`TraceWriter::continue_thread`] and [`TraceWriter::continued_stack`].
 
 use std::collections::HashMap;
 use std::io::{self, Seek, SeekFrom, Write};
@@ -69,6 +73,8 @@ struct ThreadBuf {
     chunks_written: u64,
     own_frames: Vec<u32>,
     current: StackId,
+    /// Chunk flags of the chunk being filled (the `continued` first chunk).
+    flags: u64,
 }
 
 /// Writes a trace to any seekable output.
@@ -215,6 +221,59 @@ impl<W: Write + Seek> TraceWriter<W> {
         Ok(())
     }
 
+    /// Starts `tid`'s stream as a later file of a rotating series does:
+    /// the thread carries on at `tick` (the file's start) on stack
+    /// `current` with `own` frames open on its own stack and, if `current`
+    /// is a logical stack, `on_stack` frames open on it (outermost first).
+    /// Its first chunk gets the `restart` and `continued` flags and a
+    /// snapshot of those frames; later events exit them as usual. Call it
+    /// before the thread's first event.
+    pub fn continue_thread(
+        &mut self,
+        tid: ThreadId,
+        tick: u64,
+        own: &[FunctionId],
+        current: StackId,
+        on_stack: &[FunctionId],
+    ) -> Result<(), WriteError> {
+        if tick > MAX_TICK {
+            return Err(WriteError::TickTooLarge(tick));
+        }
+        if tid.0 == 0 {
+            return Err(WriteError::ThreadZero);
+        }
+        self.last_tick = self.last_tick.max(tick);
+        let mut t = self.threads.remove(&tid).unwrap_or_default();
+        if !t.chunk.is_empty() {
+            self.flush(tid, &mut t)?;
+        }
+        t.own_frames = own.iter().map(|f| f.0).collect();
+        t.current = current;
+        if current != StackId::OWN {
+            self.stack_frames
+                .insert(current, on_stack.iter().map(|f| f.0).collect());
+        }
+        self.open_chunk(&mut t, tick);
+        t.flags = CHUNK_FLAG_RESTART | CHUNK_FLAG_CONTINUED;
+        self.threads.insert(tid, t);
+        Ok(())
+    }
+
+    /// Records that logical stack `id` ran in an earlier file of a
+    /// rotating series and is first switched onto in this one at `tick`
+    /// with `frames` open (outermost first): the continued-stack record.
+    /// Later snapshots of a thread on the stack start from these frames.
+    pub fn continued_stack(&mut self, id: StackId, tick: u64, frames: &[FunctionId]) {
+        self.stack_frames
+            .insert(id, frames.iter().map(|f| f.0).collect());
+        MetaRecord::ContinuedStack {
+            id,
+            tick,
+            frames: frames.to_vec(),
+        }
+        .encode(&mut self.meta);
+    }
+
     fn open_chunk(&mut self, t: &mut ThreadBuf, tick: u64) {
         let chunk_size = self.header.chunk_size as usize;
         t.chunk.clear();
@@ -239,6 +298,7 @@ impl<W: Write + Seek> TraceWriter<W> {
     fn flush(&mut self, tid: ThreadId, t: &mut ThreadBuf) -> io::Result<()> {
         let state = pack_state(self.next_seq, t.used - CHUNK_HEADER_SIZE, false);
         encode_chunk_header(&mut t.chunk, state, tid, t.chunks_written);
+        t.chunk[C_FLAGS..C_FLAGS + 8].copy_from_slice(&std::mem::take(&mut t.flags).to_le_bytes());
         self.out.write_all(&t.chunk)?;
         self.next_seq += 1;
         t.chunks_written += 1;
@@ -335,6 +395,56 @@ mod tests {
             tick: 3,
             tid: 1,
             name: "warm-up done".into()
+        }));
+    }
+
+    #[test]
+    fn a_continued_thread_and_stack_read_back_as_a_later_file_of_a_series() {
+        let opts = WriterOptions {
+            chunk_size: 1024,
+            ..Default::default()
+        };
+        let mut w = TraceWriter::new(Cursor::new(Vec::new()), opts).unwrap();
+        let (main, serve, job) = (
+            w.function("main", "a.rs", 1, "m"),
+            w.function("serve", "a.rs", 2, "m"),
+            w.function("job", "a.rs", 3, "m"),
+        );
+        let task = w.stack("task");
+        w.continue_thread(ThreadId(1), 100, &[main, serve], StackId::OWN, &[])
+            .unwrap();
+        w.continued_stack(task, 110, &[job]);
+        w.event(ThreadId(1), 110, EventKind::Switch(task)).unwrap();
+        // Plenty of events: the later chunks are ordinary ones.
+        for i in 0..100 {
+            w.event(ThreadId(1), 111 + i, EventKind::Enter(job))
+                .unwrap();
+            w.event(ThreadId(1), 111 + i, EventKind::Exit(job)).unwrap();
+        }
+        let bytes = w.finish(None).unwrap().into_inner();
+        let trace = TraceFile::parse(&bytes).unwrap();
+        let mut chunks: Vec<_> = (0..trace.chunk_slots())
+            .map(|i| trace.chunk(i).unwrap().unwrap())
+            .collect();
+        chunks.sort_by_key(|c| c.thread_chunk_no);
+        assert!(chunks.len() > 1, "test should span chunks");
+        let first = &chunks[0];
+        assert!(first.restart && first.continued);
+        assert_eq!(first.snapshot.tick, 100);
+        let own: Vec<_> = first.snapshot.own_frames().collect();
+        assert_eq!(own, [main, serve]);
+        let second = &chunks[1];
+        assert!(!second.restart && !second.continued);
+        // The stack's frames, from the record, are in the later snapshot.
+        assert_eq!(second.snapshot.current_stack, task);
+        let on_task: Vec<_> = second.snapshot.stack_frames().collect();
+        assert_eq!(on_task, [job]);
+        let (meta, problem) = trace.metadata();
+        assert!(problem.is_none());
+        assert!(meta.contains(&MetaRecord::ContinuedStack {
+            id: task,
+            tick: 110,
+            frames: vec![job]
         }));
     }
 }

@@ -672,8 +672,9 @@ impl ThreadStream {
     /// Reads whole chunks until the thread's clock reaches `until` (the
     /// last event read is at or after it) or its events end. Whatever
     /// the batch analysis handles and a stream does not (a lost or damaged
-    /// chunk, a `lost` mark, a function the metadata does not name) stops
-    /// the stream with [`NotStreamable`].
+    /// chunk, a restart from a snapshot other than a rotating series'
+    /// continued first chunk, a `lost` mark, a function the metadata does
+    /// not name) stops the stream with [`NotStreamable`].
     pub(crate) fn cut_until(
         &mut self,
         decoded: &Decoded<'_>,
@@ -735,9 +736,18 @@ impl ThreadStream {
                 self.done = true;
                 break;
             };
-            if batch.restart.is_some() {
-                problem = Some(NotStreamable("a chunk starts from a snapshot"));
-                break;
+            if let Some(restart) = batch.restart {
+                // A later file of a rotating series starts its threads from
+                // their `continued` first chunks: the stream cuts those as
+                // the batch does. Any other restart follows a loss or a
+                // pause, which the batch judges.
+                let first = thread.chunks.first();
+                if batch.chunk != 0 || !first.is_some_and(|c| c.continued && c.thread_chunk_no == 0)
+                {
+                    problem = Some(NotStreamable("a chunk starts from a snapshot"));
+                    break;
+                }
+                cut.restart(batch.chunk, restart);
             }
             cut.batch(&batch, &mut batches);
             if batches.floor() >= until {

@@ -289,6 +289,19 @@ impl EdgeTable {
     }
 }
 
+/// Where the frames a snapshot (or a continued-stack record) opens were
+/// entered, as far as the trace knows ([`FrameStack::reconcile`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Opened {
+    /// Their enters were lost (lost or damaged chunks, a paused recording):
+    /// they count as calls, cut short.
+    Lost,
+    /// In an earlier file of a rotating series, which counts their calls:
+    /// here they are frames entered before the trace began (their time
+    /// counts, their calls do not; "Rotating series" in `semantics.md`).
+    BeforeTrace,
+}
+
 /// An open frame.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Frame {
@@ -610,10 +623,12 @@ impl<'a, O: Observer> FrameStack<'a, O> {
     }
 
     /// Makes the open frames equal `truth` (outermost first), after events
-    /// were lost: frames that match from the bottom stay open, the rest are
-    /// closed at `ns`, and the missing ones are opened at `ns`. Returns how
-    /// many were opened.
-    pub(super) fn reconcile(&mut self, truth: &[u32], ns: u64, r: u64) -> u64 {
+    /// were lost or where a later file of a rotating series begins: frames
+    /// that match from the bottom stay open, the rest are closed at `ns`,
+    /// and the missing ones are opened at `ns`. Returns how many were
+    /// opened. `opened`: what the trace knows of the missing frames'
+    /// starts ([`Opened`]).
+    pub(super) fn reconcile(&mut self, truth: &[u32], ns: u64, r: u64, opened: Opened) -> u64 {
         let common = self
             .t
             .frames
@@ -627,8 +642,16 @@ impl<'a, O: Observer> FrameStack<'a, O> {
         let counted = self.t.window.contains(ns) as u64;
         for &f in &truth[common..] {
             self.enter(f, ns, r);
-            // Opened where the trace starts knowing of it, not where it began.
-            self.t.acc.functions[f as usize].cut_short += counted;
+            match opened {
+                // Opened where the trace starts knowing of it, not where it began.
+                Opened::Lost => self.t.acc.functions[f as usize].cut_short += counted,
+                // As if entered before a window's start: an earlier file counts the call.
+                Opened::BeforeTrace => {
+                    if let Some(top) = self.t.frames.last_mut() {
+                        top.counted = false;
+                    }
+                }
+            }
         }
         (truth.len() - common) as u64
     }
@@ -700,7 +723,9 @@ impl<'a, O: Observer> FrameStack<'a, O> {
         let paused = ns.saturating_sub(f.enter_ns).saturating_sub(active);
         let self_ns = active.saturating_sub(f.child_active);
         self.t.fn_open[f.func as usize] -= 1;
-        let counted = if W::WHOLE { 1 } else { f.counted as u64 };
+        // Not a constant for the whole trace: a later file of a rotating
+        // series opens frames before its start (see `Opened::BeforeTrace`).
+        let counted = f.counted as u64;
         // A frame wholly outside the time window is not shown.
         if f.counted || ns > f.enter_ns {
             self.observer.frame(&ClosedFrame {

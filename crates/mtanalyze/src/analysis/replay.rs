@@ -31,7 +31,7 @@ use mtrace_format::TraceFile;
 
 use crate::analysis::clock::{GilCursor, GilTimeline};
 use crate::analysis::decode::{prefetch, Batches, Decoded, FunctionTable};
-use crate::analysis::frames::{Frame, FrameStack, Leftover, NoObserver, Observer, Tally};
+use crate::analysis::frames::{Frame, FrameStack, Leftover, NoObserver, Observer, Opened, Tally};
 use crate::analysis::paths::ROOT;
 use crate::analysis::segment::{Seed, Segment, StackKey};
 use crate::analysis::window::{Span, WholeTrace, Window};
@@ -443,6 +443,9 @@ impl<'a, O: Observer> StackReplay<'a, O> {
     ) -> u64 {
         let start_ns = decoded.scale.ns(seg.start_tick);
         let window = self.frames.window();
+        if self.so_far.first_start_ns.is_none() && !seg.is_own() && seg.seed == Seed::None {
+            self.continue_from_record(decoded, functions, clock, seg.stack);
+        }
         // The pause that ends here: its scheduled part (nothing under
         // `wall`, where nothing pauses).
         let scheduled = self.woken.scheduled_until(start_ns, window);
@@ -461,11 +464,11 @@ impl<'a, O: Observer> StackReplay<'a, O> {
         self.so_far.first_start_ns.get_or_insert(start_ns);
         self.so_far.current = Some((tid, start_ns));
         self.so_far.switches_in += (seg.switched_in & window.contains(start_ns)) as u64;
+        let r = match clock {
+            Clock::Wall => window.clamp(start_ns),
+            _ => self.so_far.r,
+        };
         if seg.seed != Seed::None {
-            let r = match clock {
-                Clock::Wall => window.clamp(start_ns),
-                _ => self.so_far.r,
-            };
             seed_frames(
                 decoded,
                 functions,
@@ -477,6 +480,36 @@ impl<'a, O: Observer> StackReplay<'a, O> {
             );
         }
         start_ns
+    }
+
+    /// Before logical stack `stack`'s first segment: if it carries on from
+    /// an earlier file of a rotating series (a continued-stack record), it
+    /// has been alive and paused since the file began, with the record's
+    /// frames open, entered before the trace began. So its frames' paused
+    /// time, its life and the scheduled part of its pause (from a wake in
+    /// this file) run from the file's start, as in one recording.
+    fn continue_from_record(
+        &mut self,
+        decoded: &Decoded<'_>,
+        functions: &FunctionTable<'_>,
+        clock: Clock,
+        stack: u64,
+    ) {
+        let Some(ids) = decoded.continued_stacks.get(&stack) else {
+            return;
+        };
+        let file_start_ns = decoded.scale.ns(decoded.file.header().clock.start_tick);
+        let window = self.frames.window();
+        let r = match clock {
+            Clock::Wall => window.clamp(file_start_ns),
+            _ => self.so_far.r,
+        };
+        let truth: Vec<u32> = ids.iter().filter_map(|id| functions.get(id.0)).collect();
+        self.frames
+            .reconcile(&truth, file_start_ns, r, Opened::BeforeTrace);
+        self.so_far.first_start_ns = Some(file_start_ns);
+        self.so_far.prev_end_ns = self.so_far.prev_end_ns.max(file_start_ns);
+        self.switched_away(file_start_ns);
     }
 
     /// `stack` and `wall`: the running clock during a segment that started
@@ -803,7 +836,11 @@ fn seed_frames(
         return;
     };
     let truth: Vec<u32> = snapshot.filter_map(|id| functions.get(id.0)).collect();
-    let opened = frames.reconcile(&truth, ns, r);
+    if seeds_before_trace(decoded, seg) {
+        frames.reconcile(&truth, ns, r, Opened::BeforeTrace);
+        return;
+    }
+    let opened = frames.reconcile(&truth, ns, r, Opened::Lost);
     warnings.add_n(
         WarningKind::FramesFromSnapshot,
         opened,
@@ -812,6 +849,19 @@ fn seed_frames(
             thread: seg.tid(&decoded.threads),
         },
     );
+}
+
+/// Whether segment `seg`'s seed is the snapshot of its thread's
+/// `continued` first chunk (a later file of a rotating series): its frames
+/// were opened before the trace began, not lost. Only a thread's very
+/// first chunk can be one; the flag on any other is not believed.
+fn seeds_before_trace(decoded: &Decoded<'_>, seg: &Segment) -> bool {
+    let chunks = &decoded.threads[seg.thread as usize].chunks;
+    seg.start.chunk == 0
+        && seg.start.event == 0
+        && chunks
+            .first()
+            .is_some_and(|c| c.continued && c.thread_chunk_no == 0)
 }
 
 /// The frames a segment with a seed starts from (outermost first).

@@ -34,8 +34,10 @@ pub(crate) fn stack_after_switch(tid: u64, id: StackId) -> StackKey {
 }
 
 /// Where a segment's stack gets the frames that were open before its first
-/// surviving event (after lost chunks): the snapshot of the chunk the
-/// segment starts in.
+/// surviving event (after lost chunks, at a resume, or at a rotating
+/// series' `continued` first chunk): the snapshot of the chunk the segment
+/// starts in. (A stack carried on by a continued-stack record has no seed:
+/// its replay takes the record at its first segment.)
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Seed {
     /// Nothing to open.

@@ -32,7 +32,9 @@ pub(crate) struct Pos {
     pub event: u32,
 }
 
-/// A chunk that follows missing or damaged chunks: its snapshot tells what was open.
+/// A chunk that follows missing or damaged chunks, or that the recorder
+/// flagged `restart` (a resume, a rotating series' next file): its
+/// snapshot tells what was open.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Restart {
     /// The snapshot's tick, clamped.

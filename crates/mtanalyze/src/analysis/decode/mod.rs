@@ -14,6 +14,13 @@
 //! ordered by their per-thread number; a missing number means chunks were
 //! overwritten (ring mode) or lost, and the chunk after the hole restarts
 //! from its snapshot of open frames.
+//!
+//! A later file of a rotating series starts its threads with `continued`
+//! chunks and names, in continued-stack records, the logical stacks that
+//! carry on with frames opened in an earlier file: both are kept here
+//! ([`ChunkRef::continued`], [`Decoded::continued_stacks`]) for the
+//! replay, which takes those frames as opened before the trace began
+//! ("Rotating series" in `semantics.md`).
 
 mod cursor;
 mod functions;
@@ -30,7 +37,8 @@ use rustc_hash::FxHashMap;
 
 use mtrace_format::meta::MetaProblem;
 use mtrace_format::{
-    ChunkProblem, FormatError, MetaRecord, MetaRecordRef, ThreadId, TickScale, TraceFile,
+    ChunkProblem, FormatError, FunctionId, MetaRecord, MetaRecordRef, StackId, ThreadId, TickScale,
+    TraceFile,
 };
 
 use crate::model::functions::FunctionEntry;
@@ -59,6 +67,10 @@ pub(crate) struct ChunkRef {
     /// the recorder restarted the thread here (a `restart` chunk: it was
     /// paused, or the thread moved to this file of a rotating series).
     pub gap_before: bool,
+    /// The thread's first chunk in a later file of a rotating series: its
+    /// snapshot's frames were opened in an earlier file (and the stream
+    /// restarts there without a gap: `gap_before` is set too).
+    pub continued: bool,
     /// Committed event slots.
     pub events: u32,
     /// File offset of the first event slot (the events are read from here
@@ -94,6 +106,11 @@ pub(crate) struct Decoded<'a> {
     pub host: String,
     /// Mark records, in the order written.
     pub marks: Vec<RawMark>,
+    /// Logical stacks that carry on from an earlier file of a rotating
+    /// series (continued-stack records): stack id -> the function ids open
+    /// when the file first switched onto it, outermost first. The first
+    /// record of a stack is kept.
+    pub continued_stacks: FxHashMap<u64, Vec<FunctionId>>,
     /// Threads ascending by id, each with its chunks in order.
     pub threads: Vec<ThreadChunks>,
     /// Chunks that could not be decoded at all.
@@ -129,6 +146,7 @@ pub(crate) fn decode<'a>(
     let mut thread_names = FxHashMap::default();
     let mut host = String::new();
     let mut marks = Vec::new();
+    let mut continued_stacks = FxHashMap::default();
     let mut meta_records = 0u64;
     // One record at a time: half a million task names are not held twice.
     // Stack names borrowed from the file: one `StackName` each, not a
@@ -201,8 +219,13 @@ pub(crate) fn decode<'a>(
             }
             MetaRecord::Host { name } => host = name,
             MetaRecord::Mark { tick, tid, name } => marks.push(RawMark { tick, tid, name }),
-            // Not read yet: a rotating series' continued stacks.
-            MetaRecord::ContinuedStack { .. } => {}
+            // The frames were counted by the format crate against the
+            // record's length before it allocated them.
+            MetaRecord::ContinuedStack { id, frames, .. } => {
+                if id != StackId::OWN {
+                    continued_stacks.entry(id.0).or_insert(frames);
+                }
+            }
         }
     });
 
@@ -217,6 +240,7 @@ pub(crate) fn decode<'a>(
                         thread_chunk_no: c.thread_chunk_no,
                         seq: c.seq,
                         gap_before: c.restart,
+                        continued: c.continued,
                         events: c.event_count() as u32,
                         events_offset: c.events_offset(),
                         writing: c.writing,
@@ -269,6 +293,7 @@ pub(crate) fn decode<'a>(
         thread_names,
         host,
         marks,
+        continued_stacks,
         threads,
         damaged,
         cut,

@@ -67,7 +67,7 @@ pub(crate) const STEP_EVENTS: u64 = 1 << 16;
 /// what a stream can take (no call paths, no stack selection, every chunk
 /// whole, tallies that fit); a stream that still meets what it cannot judge
 /// (a stack run after its end, an unnamed function, a restart from a
-/// snapshot) gives the decoded trace back ([`Streamed::GaveUp`]).
+/// snapshot after a loss or a pause) gives the decoded trace back ([`Streamed::GaveUp`]).
 /// `stage_done` is called with `replay` once every step is done (the
 /// stream has no other stage before `assemble`). With
 /// `StackRows::Handed`, `sink` gets each stack's row, named, as its stack
