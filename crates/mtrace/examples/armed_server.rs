@@ -65,7 +65,7 @@ fn main() {
 /// it in a child process of its own.)
 pub fn serve_commands(path: &str) {
     let recording = mtrace::start(
-        mtrace::Config::new(&path)
+        mtrace::Config::new(path)
             .armed(true)
             .signal(libc_sigusr2()),
     )
