@@ -1,10 +1,10 @@
-//! Starting and finishing a recording: the file, the generation the hot
-//! path sees (`shared.rs`), the automatic recording that `MTRACE_OUT`
-//! starts on the process's first event and finishes at exit, and the fork
-//! handler's registration. Finishing remaps the recording's address range
-//! away from the file, so late writes of threads still holding pointers
-//! into it never reach it (nor a next recording to the same path), cuts a
-//! stop-when-full file after the slots it used, and closes it.
+//! A recording's life as the program sees it: [`start`] (its first file,
+//! made by `trace_file.rs`, published as the generation the hot path sees,
+//! `shared.rs`; a rotating one's series and rotation thread, `rotate.rs`),
+//! pause and resume, [`Recording::finish`] (of the file being written, the
+//! series' totals in its summary), the automatic recording that
+//! `MTRACE_OUT` starts on the process's first event and finishes at exit,
+//! and the fork handler's registration.
 
 use std::collections::VecDeque;
 use std::io::Write;
