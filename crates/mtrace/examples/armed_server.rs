@@ -64,12 +64,8 @@ fn main() {
 /// `quit`. (`crates/mtrace/tests/on_demand.rs` includes this file and runs
 /// it in a child process of its own.)
 pub fn serve_commands(path: &str) {
-    let recording = mtrace::start(
-        mtrace::Config::new(path)
-            .armed(true)
-            .signal(libc_sigusr2()),
-    )
-    .expect("trace file");
+    let recording = mtrace::start(mtrace::Config::new(path).armed(true).signal(libc_sigusr2()))
+        .expect("trace file");
     let (requests, queue) = mpsc::channel::<u64>();
     let queue = Arc::new(Mutex::new(queue));
     let (done, results) = mpsc::channel::<u64>();
