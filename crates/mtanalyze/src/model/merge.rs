@@ -4,7 +4,10 @@
 //!
 //! Functions and edges add up by identity (name, file, line); stacks and
 //! threads are listed trace after trace (their ids are each trace's own),
-//! and so are marks, each saying which trace it came from (its time is
+//! but a thread of one process met again (the same host, pid, operating
+//! system thread id and name: the files of a rotating series each name
+//! their threads anew) is listed once, its events summed; marks are
+//! listed trace after trace too, each saying which trace it came from (its time is
 //! that trace's own);
 //! call paths add up by stack and function path; warnings add up by kind.
 //! The trace summary says how many traces were merged and sums what adds
@@ -34,7 +37,8 @@ use rustc_hash::{FxHashMap, FxHasher};
 
 use crate::model::compact::{edge_row, CompactReport, NumberedEdge};
 use crate::model::report::{
-    CallPath, EdgeStats, FunctionKey, FunctionStats, Report, StackRows, TraceSummary, Warning,
+    CallPath, EdgeStats, FunctionKey, FunctionStats, Report, StackRows, ThreadSummary,
+    TraceSummary, Warning,
 };
 
 /// Where a call path was first met: the trace's number among the merged
@@ -499,6 +503,8 @@ fn add_warnings(into: &mut Vec<Warning>, from: Vec<Warning>) {
 /// Folds trace `n`'s summary (`b`) into the merged one.
 fn add_summary(a: &mut TraceSummary, b: TraceSummary, n: usize) {
     let differ = |x: &str, y: &str| x != y;
+    // Before the pid and host are merged away.
+    let same_process = a.pid != 0 && a.pid == b.pid && a.host == b.host;
     // The first eight sources by name; the rest as "...".
     match n {
         2..=8 => {
@@ -535,7 +541,7 @@ fn add_summary(a: &mut TraceSummary, b: TraceSummary, n: usize) {
     a.duration_ns = a.duration_ns.saturating_add(b.duration_ns);
     a.finished &= b.finished;
     a.ring |= b.ring;
-    a.threads.extend(b.threads);
+    add_threads(a, b.threads, same_process);
     a.stacks = a.stacks.saturating_add(b.stacks);
     a.events = a.events.saturating_add(b.events);
     a.chunks = a.chunks.saturating_add(b.chunks);
@@ -548,9 +554,81 @@ fn add_summary(a: &mut TraceSummary, b: TraceSummary, n: usize) {
     }
 }
 
+/// Lists `threads` after `a`'s, but for those of the same process
+/// (`same_process`) that `a` lists already, by operating-system id (known)
+/// and name: their events add up, and their loss is the first's.
+fn add_threads(a: &mut TraceSummary, threads: Vec<ThreadSummary>, same_process: bool) {
+    if !same_process {
+        a.threads.extend(threads);
+        return;
+    }
+    let mut known: FxHashMap<(u64, String), usize> = a
+        .threads
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| t.os_tid != 0)
+        .map(|(i, t)| ((t.os_tid, t.name.clone()), i))
+        .collect();
+    for t in threads {
+        let key = (t.os_tid, t.name.clone());
+        match known.get(&key) {
+            Some(&i) if t.os_tid != 0 => {
+                let seen = &mut a.threads[i];
+                seen.events = seen.events.saturating_add(t.events);
+                seen.lost_ns = seen.lost_ns.saturating_add(t.lost_ns);
+                seen.lost_from_ns = seen.lost_from_ns.or(t.lost_from_ns);
+            }
+            _ => {
+                if t.os_tid != 0 {
+                    known.insert(key, a.threads.len());
+                }
+                a.threads.push(t);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn thread(tid: u64, os_tid: u64, name: &str, events: u64) -> ThreadSummary {
+        ThreadSummary {
+            tid,
+            name: name.into(),
+            os_tid,
+            events,
+            lost_from_ns: None,
+            lost_ns: 0,
+        }
+    }
+
+    fn summary(pid: u32, threads: Vec<ThreadSummary>) -> TraceSummary {
+        TraceSummary {
+            pid,
+            host: "h".into(),
+            threads,
+            ..TraceSummary::default()
+        }
+    }
+
+    #[test]
+    fn a_thread_of_one_process_met_in_several_traces_is_listed_once() {
+        // Two files of a rotating series: the same two threads, new ids.
+        let mut a = summary(7, vec![thread(1, 100, "main", 10), thread(2, 101, "w", 5)]);
+        let b = summary(7, vec![thread(1, 101, "w", 3), thread(2, 100, "main", 4)]);
+        add_summary(&mut a, b, 2);
+        let rows: Vec<_> = a.threads.iter().map(|t| (t.os_tid, t.events)).collect();
+        assert_eq!(rows, [(100, 14), (101, 8)]);
+        // Another process (a child, another host): listed apart.
+        let c = summary(8, vec![thread(1, 100, "main", 1)]);
+        add_summary(&mut a, c, 3);
+        assert_eq!(a.threads.len(), 3);
+        // Unknown operating-system ids are never taken for one thread.
+        let mut d = summary(9, vec![thread(1, 0, "x", 1)]);
+        add_summary(&mut d, summary(9, vec![thread(2, 0, "x", 1)]), 2);
+        assert_eq!(d.threads.len(), 2);
+    }
 
     #[test]
     fn a_key_whose_hash_another_key_has_gets_its_own_number() {
