@@ -288,6 +288,16 @@ fn a_recorded_rotating_series_of_tokio_tasks_reads_as_one_recording() {
         report(&glob, &[]),
     ] {
         assert_eq!(r["warnings"], serde_json::json!([]));
+        // Each worker once, not once a file.
+        let threads = r["trace"]["threads"].as_array().unwrap();
+        let mut os_tids: Vec<u64> = threads
+            .iter()
+            .map(|t| t["os_tid"].as_u64().unwrap())
+            .collect();
+        os_tids.sort_unstable();
+        os_tids.dedup();
+        assert_eq!(os_tids.len(), threads.len(), "{threads:?}");
+        assert!(threads.len() <= service.workers + 1, "{threads:?}");
         let c = calls(&r);
         for name in ["handle", "parse", "fetch", "render"] {
             assert_eq!(c.get(name), Some(&requests), "{name}: {c:?}");
