@@ -95,16 +95,19 @@ class Rotation(Case):
         self.assertEqual(expected["handle"], 2 * 40 * 200, expected)
         self.assertEqual(expected["task_body"], 3, expected)
 
-        trace, out = self.record("rot.bin", "--rotate", "100ms")
-        files = self.series("rot")
-        self.assertGreaterEqual(len(files), 3, files)
-        self.assertIn(f"{len(files)} files of the series", out.stderr)
-        for f in files:
-            report = self.alone(f)
-            self.assertEqual(report["warnings"], [], f)
-        merged = self.report(trace, "--no-children")
-        self.assertEqual(self.calls(merged), expected)
-        self.assertEqual(merged["warnings"], [])
+        # By age, and by size (64K chunks: a file every four).
+        for stem, rotate, at_least in [("age", "100ms", 3), ("size", "256K", 2)]:
+            with self.subTest(rotate=rotate):
+                trace, out = self.record(f"{stem}.bin", "--rotate", rotate)
+                files = self.series(stem)
+                self.assertGreaterEqual(len(files), at_least, files)
+                self.assertIn(f"{len(files)} files of the series", out.stderr)
+                for f in files:
+                    report = self.alone(f)
+                    self.assertEqual(report["warnings"], [], f)
+                merged = self.report(trace, "--no-children")
+                self.assertEqual(self.calls(merged), expected)
+                self.assertEqual(merged["warnings"], [])
 
     def test_keep_leaves_the_newest_files(self):
         trace, out = self.record("kept.bin", "--rotate", "100ms", "--keep", "2")
