@@ -9,27 +9,8 @@ use std::path::PathBuf;
 
 use serde_json::Value;
 
+use crate::series::{counts, report};
 use crate::util::{mtanalyze, TempDir};
-
-fn report(traces: &[PathBuf], extra: &[&str]) -> Value {
-    let mut args: Vec<std::ffi::OsString> = traces.iter().map(|t| t.clone().into()).collect();
-    args.extend(["--format", "json"].map(Into::into));
-    args.extend(extra.iter().map(Into::into));
-    mtanalyze(args).success().json()
-}
-
-/// Calls and self time per function name.
-fn counts(r: &Value) -> BTreeMap<String, (u64, u64)> {
-    let mut out = BTreeMap::new();
-    for f in r["functions"].as_array().unwrap() {
-        let e = out
-            .entry(f["function"].as_str().unwrap().to_owned())
-            .or_insert((0, 0));
-        e.0 += f["ncalls"].as_u64().unwrap();
-        e.1 += f["tottime_ns"].as_u64().unwrap();
-    }
-    out
-}
 
 /// A server's run written as one file and as a rotated series of two:
 /// `main > serve` open across the switch on thread 1, a task suspended

@@ -27,7 +27,7 @@ fn sample_end_ns() -> u64 {
     r["trace"]["end_ns"].as_u64().unwrap()
 }
 
-fn report(traces: &[PathBuf], extra: &[&str]) -> Value {
+pub(crate) fn report(traces: &[PathBuf], extra: &[&str]) -> Value {
     let mut args: Vec<std::ffi::OsString> = traces.iter().map(|t| t.clone().into()).collect();
     args.extend(["--format", "json"].map(Into::into));
     args.extend(extra.iter().map(Into::into));
@@ -35,7 +35,7 @@ fn report(traces: &[PathBuf], extra: &[&str]) -> Value {
 }
 
 /// Calls and self time per function name.
-fn counts(r: &Value) -> BTreeMap<String, (u64, u64)> {
+pub(crate) fn counts(r: &Value) -> BTreeMap<String, (u64, u64)> {
     let mut out = BTreeMap::new();
     for f in r["functions"].as_array().unwrap() {
         let e = out
