@@ -298,11 +298,46 @@ fn a_recorded_rotating_series_of_tokio_tasks_reads_as_one_recording() {
         os_tids.dedup();
         assert_eq!(os_tids.len(), threads.len(), "{threads:?}");
         assert!(threads.len() <= service.workers + 1, "{threads:?}");
+        // Each stack once (a request's task ran in several files), on the
+        // series' threads, and counted once in the summary.
+        let tids: Vec<u64> = threads.iter().map(|t| t["tid"].as_u64().unwrap()).collect();
+        let stacks = r["stacks"].as_array().unwrap();
+        let mut ids: Vec<&str> = stacks.iter().map(|s| s["id"].as_str().unwrap()).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), stacks.len(), "a stack listed twice");
+        assert_eq!(r["trace"]["stacks"].as_u64(), Some(stacks.len() as u64));
+        let mut requests_seen: Vec<&str> = stacks
+            .iter()
+            .filter(|s| s["id"].as_str().unwrap().starts_with("stack:"))
+            .map(|s| s["name"].as_str().unwrap())
+            .collect();
+        requests_seen.sort_unstable();
+        requests_seen.dedup();
+        assert_eq!(requests_seen.len() as u64, requests);
+        for s in stacks {
+            let ran_on = s["threads"].as_array().unwrap();
+            assert!(!ran_on.is_empty(), "{s}");
+            for t in ran_on {
+                assert!(tids.contains(&t.as_u64().unwrap()), "{s} on {threads:?}");
+            }
+            if let Some(tid) = s["id"].as_str().unwrap().strip_prefix("thread:") {
+                assert!(tids.contains(&tid.parse().unwrap()), "{s}");
+            }
+        }
         let c = calls(&r);
         for name in ["handle", "parse", "fetch", "render"] {
             assert_eq!(c.get(name), Some(&requests), "{name}: {c:?}");
         }
     }
+    // The table, which shows no stack row, counts them as JSON does.
+    let stacks = report(std::slice::from_ref(&first), &[])["stacks"]
+        .as_array()
+        .unwrap()
+        .len();
+    mtanalyze([&first])
+        .success()
+        .stdout_has(&format!("  stacks: {stacks}  "));
 }
 
 #[test]

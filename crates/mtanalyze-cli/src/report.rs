@@ -84,9 +84,10 @@ pub(crate) fn report(args: &ReportArgs, out: &mut dyn Write) -> Result<(), Failu
         (true, false) => PathMode::Merged,
         (true, true) => PathMode::PerStack,
     };
-    // Stack rows are shown by JSON and the table's --stacks.
+    // Stack rows are shown by JSON and the table's --stacks (and a
+    // rotating series' count of stacks needs them).
     let options = rows_if(
-        args.format == Format::Json || args.stacks,
+        args.format == Format::Json || args.stacks || series::rotated(&series),
         analyze_options(
             &args.clock,
             Some(&args.select),

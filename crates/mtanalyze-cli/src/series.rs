@@ -258,6 +258,15 @@ pub(crate) fn window_in_file(
     ))
 }
 
+/// Whether any of `series` has several files. Their reports then keep a
+/// row per stack even for outputs that show none: the merge counts a
+/// stack met in several files once only by its row (see
+/// `mtanalyze::Merged`), so that the header's count of stacks is the
+/// series'.
+pub(crate) fn rotated(series: &[Vec<Member>]) -> bool {
+    series.iter().any(|s| s.len() > 1)
+}
+
 /// The file names of a series, for the report's header: all of them up to
 /// eight, else the first and the last with the count.
 pub(crate) fn describe(members: &[Member]) -> String {

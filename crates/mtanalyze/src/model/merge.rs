@@ -4,11 +4,12 @@
 //!
 //! Functions and edges add up by identity (name, file, line); stacks and
 //! threads are listed trace after trace (their ids are each trace's own),
-//! but a thread of one process met again (the same host, pid, operating
-//! system thread id and name: the files of a rotating series each name
-//! their threads anew) is listed once, its events summed; marks are
-//! listed trace after trace too, each saying which trace it came from (its time is
-//! that trace's own);
+//! but those of one process met again (the same host and pid: the files
+//! of a rotating series) are listed once ([`Processes`]): a thread by
+//! operating-system thread id and name (each file numbers its threads
+//! anew), a stack by its id (a thread's own stack by its thread), their
+//! counts and times summed; marks are listed trace after trace too, each
+//! saying which trace it came from (its time is that trace's own);
 //! call paths add up by stack and function path; warnings add up by kind.
 //! The trace summary says how many traces were merged and sums what adds
 //! up (events, durations, chunks, drops); where the traces disagree (their
@@ -33,12 +34,12 @@
 
 use std::hash::Hasher;
 
-use rustc_hash::{FxHashMap, FxHasher};
+use rustc_hash::{FxHashMap, FxHashSet, FxHasher};
 
 use crate::model::compact::{edge_row, CompactReport, NumberedEdge};
 use crate::model::report::{
-    CallPath, EdgeStats, FunctionKey, FunctionStats, Report, StackRows, ThreadSummary,
-    TraceSummary, Warning,
+    CallPath, EdgeStats, FunctionKey, FunctionStats, Report, StackKey, StackRows, StackStats,
+    ThreadSummary, TraceSummary, Warning,
 };
 
 /// Where a call path was first met: the trace's number among the merged
@@ -387,6 +388,9 @@ pub struct Merged {
     report: Option<Report>,
     sums: Sums,
     traces: usize,
+    /// Where the threads and stacks of each process are listed (filled
+    /// from the second trace on: one trace is not a merge).
+    processes: Processes,
 }
 
 impl Merged {
@@ -434,8 +438,27 @@ impl Merged {
             self.report = Some(r);
             return;
         };
-        into.stacks.extend(r.stacks);
-        into.stacks_shown += r.stacks_shown;
+        if self.traces == 2 {
+            self.processes.list_first(into);
+        }
+        let process = self.processes.number(&r.trace);
+        let threads = std::mem::take(&mut r.trace.threads);
+        let tids = self
+            .processes
+            .add_threads(&mut into.trace.threads, threads, process);
+        let mut met_again = 0;
+        for mut s in std::mem::take(&mut r.stacks) {
+            tids.rename_stack(&mut s);
+            if self.processes.add_stack(&mut into.stacks, s, process) {
+                met_again += 1;
+            }
+        }
+        for m in &mut r.marks {
+            m.thread = tids.rename(m.thread);
+        }
+        // A stack listed once more counts once more; one met again, not.
+        into.stacks_shown = (into.stacks_shown + r.stacks_shown).saturating_sub(met_again);
+        r.trace.stacks = r.trace.stacks.saturating_sub(met_again);
         if r.stack_rows != StackRows::Kept {
             into.stack_rows = r.stack_rows;
         }
@@ -503,8 +526,6 @@ fn add_warnings(into: &mut Vec<Warning>, from: Vec<Warning>) {
 /// Folds trace `n`'s summary (`b`) into the merged one.
 fn add_summary(a: &mut TraceSummary, b: TraceSummary, n: usize) {
     let differ = |x: &str, y: &str| x != y;
-    // Before the pid and host are merged away.
-    let same_process = a.pid != 0 && a.pid == b.pid && a.host == b.host;
     // The first eight sources by name; the rest as "...".
     match n {
         2..=8 => {
@@ -541,7 +562,6 @@ fn add_summary(a: &mut TraceSummary, b: TraceSummary, n: usize) {
     a.duration_ns = a.duration_ns.saturating_add(b.duration_ns);
     a.finished &= b.finished;
     a.ring |= b.ring;
-    add_threads(a, b.threads, same_process);
     a.stacks = a.stacks.saturating_add(b.stacks);
     a.events = a.events.saturating_add(b.events);
     a.chunks = a.chunks.saturating_add(b.chunks);
@@ -554,43 +574,173 @@ fn add_summary(a: &mut TraceSummary, b: TraceSummary, n: usize) {
     }
 }
 
-/// Lists `threads` after `a`'s, but for those of the same process
-/// (`same_process`) that `a` lists already, by operating-system id (known)
-/// and name: their events add up, and their loss is the first's.
-fn add_threads(a: &mut TraceSummary, threads: Vec<ThreadSummary>, same_process: bool) {
-    if !same_process {
-        a.threads.extend(threads);
-        return;
+/// The threads and stacks of the processes merged so far, so that a
+/// process met again (a later file of a rotating series, which numbers
+/// its threads anew) adds to its rows instead of listing them twice.
+/// A trace of unknown pid (0) is a process of its own.
+#[derive(Debug, Default)]
+struct Processes {
+    /// (host, pid) -> the process's number.
+    numbers: FxHashMap<(String, u32), u32>,
+    /// (process, operating-system thread id, name) -> position in the
+    /// merged summary's threads (threads of unknown id are never matched).
+    threads: FxHashMap<(u32, u64, String), usize>,
+    /// The trace thread ids each process's listed threads have.
+    tids: FxHashSet<(u32, u64)>,
+    /// (process, stack, as renamed) -> position in the merged stacks.
+    stacks: FxHashMap<(u32, StackKey), usize>,
+}
+
+/// How a trace's thread ids read in the merged report (only the ids that
+/// change are kept).
+#[derive(Debug, Default)]
+struct TidMap(FxHashMap<u64, u64>);
+
+impl TidMap {
+    fn rename(&self, tid: u64) -> u64 {
+        self.0.get(&tid).copied().unwrap_or(tid)
     }
-    let mut known: FxHashMap<(u64, String), usize> = a
-        .threads
-        .iter()
-        .enumerate()
-        .filter(|(_, t)| t.os_tid != 0)
-        .map(|(i, t)| ((t.os_tid, t.name.clone()), i))
-        .collect();
-    for t in threads {
-        let key = (t.os_tid, t.name.clone());
-        match known.get(&key) {
-            Some(&i) if t.os_tid != 0 => {
-                let seen = &mut a.threads[i];
+
+    /// Renames the thread of a thread's own stack and the threads it ran on.
+    fn rename_stack(&self, s: &mut StackStats) {
+        if self.0.is_empty() {
+            return;
+        }
+        if let StackKey::Own(tid) = s.id {
+            s.id = StackKey::Own(self.rename(tid));
+        }
+        s.threads = s.threads.iter().map(|&t| self.rename(t)).collect();
+    }
+}
+
+impl Processes {
+    /// The process `trace` was recorded by (`None`: its pid is unknown).
+    fn number(&mut self, trace: &TraceSummary) -> Option<u32> {
+        if trace.pid == 0 {
+            return None;
+        }
+        let next = self.numbers.len() as u32;
+        Some(
+            *self
+                .numbers
+                .entry((trace.host.clone(), trace.pid))
+                .or_insert(next),
+        )
+    }
+
+    /// Indexes the first trace's threads and stacks, as the second comes
+    /// (before it is added: the summary still names the first's process).
+    fn list_first(&mut self, first: &Report) {
+        let Some(process) = self.number(&first.trace) else {
+            return;
+        };
+        for (i, t) in first.trace.threads.iter().enumerate() {
+            self.tids.insert((process, t.tid));
+            if t.os_tid != 0 {
+                self.threads.insert((process, t.os_tid, t.name.clone()), i);
+            }
+        }
+        for (i, s) in first.stacks.iter().enumerate() {
+            self.stacks.insert((process, s.id), i);
+        }
+    }
+
+    /// Lists `threads` (of `process`) after `listed`, but for the threads
+    /// of the same process listed already: their events add up and their
+    /// loss is the first's. A new thread whose id another thread of the
+    /// process has gets the next free id. Returns the ids that changed.
+    fn add_threads(
+        &mut self,
+        listed: &mut Vec<ThreadSummary>,
+        threads: Vec<ThreadSummary>,
+        process: Option<u32>,
+    ) -> TidMap {
+        let mut renamed = TidMap::default();
+        let Some(process) = process else {
+            listed.extend(threads);
+            return renamed;
+        };
+        // Ids taken by this trace's threads, which keep theirs if they can.
+        let own: FxHashSet<u64> = threads.iter().map(|t| t.tid).collect();
+        let mut next_free = listed
+            .iter()
+            .chain(&threads)
+            .map(|t| t.tid)
+            .max()
+            .unwrap_or(0)
+            + 1;
+        for mut t in threads {
+            let key = (process, t.os_tid, t.name.clone());
+            if let Some(&i) = self.threads.get(&key).filter(|_| t.os_tid != 0) {
+                let seen = &mut listed[i];
                 seen.events = seen.events.saturating_add(t.events);
                 seen.lost_ns = seen.lost_ns.saturating_add(t.lost_ns);
                 seen.lost_from_ns = seen.lost_from_ns.or(t.lost_from_ns);
-            }
-            _ => {
-                if t.os_tid != 0 {
-                    known.insert(key, a.threads.len());
+                if seen.tid != t.tid {
+                    renamed.0.insert(t.tid, seen.tid);
                 }
-                a.threads.push(t);
+                continue;
             }
+            if self.tids.contains(&(process, t.tid)) {
+                while own.contains(&next_free) || self.tids.contains(&(process, next_free)) {
+                    next_free += 1;
+                }
+                renamed.0.insert(t.tid, next_free);
+                t.tid = next_free;
+                next_free += 1;
+            }
+            self.tids.insert((process, t.tid));
+            if t.os_tid != 0 {
+                self.threads.insert(key, listed.len());
+            }
+            listed.push(t);
         }
+        renamed
+    }
+
+    /// Lists stack `s` (of `process`, its threads renamed) after `listed`,
+    /// or adds it to its row if the process's stack is listed already:
+    /// then true. Its times, switches and events add up; its deepest
+    /// depth is the deeper; it ran on the threads of both; it ended if it
+    /// ended in either.
+    fn add_stack(
+        &mut self,
+        listed: &mut Vec<StackStats>,
+        s: StackStats,
+        process: Option<u32>,
+    ) -> bool {
+        let Some(process) = process else {
+            listed.push(s);
+            return false;
+        };
+        let Some(&i) = self.stacks.get(&(process, s.id)) else {
+            self.stacks.insert((process, s.id), listed.len());
+            listed.push(s);
+            return false;
+        };
+        let row = &mut listed[i];
+        row.running_ns = row.running_ns.saturating_add(s.running_ns);
+        row.paused_ns = row.paused_ns.saturating_add(s.paused_ns);
+        row.scheduled_ns = row.scheduled_ns.saturating_add(s.scheduled_ns);
+        row.waiting_ns = row.waiting_ns.saturating_add(s.waiting_ns);
+        row.switches_in = row.switches_in.saturating_add(s.switches_in);
+        row.events = row.events.saturating_add(s.events);
+        row.max_depth = row.max_depth.max(s.max_depth);
+        row.ended |= s.ended;
+        if row.name.is_empty() {
+            row.name = s.name;
+        }
+        for &t in s.threads.iter() {
+            row.threads.insert(t);
+        }
+        true
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::report::Clock;
 
     fn thread(tid: u64, os_tid: u64, name: &str, events: u64) -> ThreadSummary {
         ThreadSummary {
@@ -612,22 +762,143 @@ mod tests {
         }
     }
 
+    fn stack(id: StackKey, threads: &[u64], running_ns: u64, max_depth: u32) -> StackStats {
+        StackStats {
+            id,
+            name: "".into(),
+            threads: threads.iter().copied().collect(),
+            running_ns,
+            paused_ns: 2 * running_ns,
+            scheduled_ns: 0,
+            waiting_ns: 2 * running_ns,
+            switches_in: 1,
+            max_depth,
+            events: 10,
+            ended: false,
+        }
+    }
+
+    fn report(pid: u32, threads: Vec<ThreadSummary>, stacks: Vec<StackStats>) -> Report {
+        Report {
+            trace: TraceSummary {
+                stacks: stacks.len() as u64,
+                ..summary(pid, threads)
+            },
+            clock: Clock::Stack,
+            functions: Vec::new(),
+            edges: Vec::new(),
+            stacks_shown: stacks.len() as u64,
+            stacks,
+            warnings: Vec::new(),
+            marks: Vec::new(),
+            paths: Vec::new(),
+            stack_rows: StackRows::Kept,
+        }
+    }
+
     #[test]
     fn a_thread_of_one_process_met_in_several_traces_is_listed_once() {
         // Two files of a rotating series: the same two threads, new ids.
-        let mut a = summary(7, vec![thread(1, 100, "main", 10), thread(2, 101, "w", 5)]);
-        let b = summary(7, vec![thread(1, 101, "w", 3), thread(2, 100, "main", 4)]);
-        add_summary(&mut a, b, 2);
-        let rows: Vec<_> = a.threads.iter().map(|t| (t.os_tid, t.events)).collect();
-        assert_eq!(rows, [(100, 14), (101, 8)]);
-        // Another process (a child, another host): listed apart.
-        let c = summary(8, vec![thread(1, 100, "main", 1)]);
-        add_summary(&mut a, c, 3);
-        assert_eq!(a.threads.len(), 3);
+        let a = report(
+            7,
+            vec![thread(1, 100, "main", 10), thread(2, 101, "w", 5)],
+            vec![],
+        );
+        let b = report(
+            7,
+            vec![thread(1, 101, "w", 3), thread(2, 100, "main", 4)],
+            vec![],
+        );
+        // Another process (a child): listed apart.
+        let c = report(8, vec![thread(1, 100, "main", 1)], vec![]);
+        let m = merge([a, b, c]).unwrap();
+        let rows: Vec<_> = m
+            .trace
+            .threads
+            .iter()
+            .map(|t| (t.tid, t.os_tid, t.events))
+            .collect();
+        assert_eq!(rows, [(1, 100, 14), (2, 101, 8), (1, 100, 1)]);
         // Unknown operating-system ids are never taken for one thread.
-        let mut d = summary(9, vec![thread(1, 0, "x", 1)]);
-        add_summary(&mut d, summary(9, vec![thread(2, 0, "x", 1)]), 2);
-        assert_eq!(d.threads.len(), 2);
+        let d = report(9, vec![thread(1, 0, "x", 1)], vec![]);
+        let e = report(9, vec![thread(2, 0, "x", 1)], vec![]);
+        assert_eq!(merge([d, e]).unwrap().trace.threads.len(), 2);
+    }
+
+    #[test]
+    fn a_stack_of_one_process_met_in_several_traces_is_one_row() {
+        use StackKey::{Logical, Own};
+        // File 1: main (tid 1), w (tid 2); task 5 ran on w.
+        let a = report(
+            7,
+            vec![thread(1, 100, "main", 10), thread(2, 101, "w", 5)],
+            vec![
+                stack(Own(1), &[1], 10, 3),
+                stack(Own(2), &[2], 5, 1),
+                stack(Logical(5), &[2], 4, 6),
+            ],
+        );
+        // File 2 numbers them the other way (w 1, main 2) and a new thread
+        // n 3; task 5 ran on w and n. File 3: n is 1, and a newer thread m
+        // has 2, an id main has in the merge: m gets the next free one.
+        let b = report(
+            7,
+            vec![
+                thread(1, 101, "w", 3),
+                thread(2, 100, "main", 4),
+                thread(3, 102, "n", 1),
+            ],
+            vec![stack(Own(2), &[2], 20, 4), stack(Logical(5), &[1, 3], 6, 2)],
+        );
+        let c = report(
+            7,
+            vec![thread(1, 102, "n", 1), thread(2, 103, "m", 1)],
+            vec![stack(Own(2), &[2], 1, 1), stack(Logical(9), &[1], 1, 1)],
+        );
+        // Another process's stack 5 is its own.
+        let d = report(
+            8,
+            vec![thread(1, 100, "main", 1)],
+            vec![stack(Logical(5), &[1], 7, 1)],
+        );
+        let m = merge([a, b, c, d]).unwrap();
+        let tids: Vec<_> = m
+            .trace
+            .threads
+            .iter()
+            .map(|t| (t.tid, t.name.as_str()))
+            .collect();
+        assert_eq!(
+            tids,
+            [(1, "main"), (2, "w"), (3, "n"), (4, "m"), (1, "main")]
+        );
+        let rows: Vec<_> = m
+            .stacks
+            .iter()
+            .map(|s| {
+                (
+                    s.id,
+                    s.threads.to_vec(),
+                    s.running_ns,
+                    s.paused_ns,
+                    s.max_depth,
+                    s.switches_in,
+                )
+            })
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                (Own(1), vec![1], 30, 60, 4, 2),
+                (Own(2), vec![2], 5, 10, 1, 1),
+                (Logical(5), vec![2, 3], 10, 20, 6, 2),
+                (Own(4), vec![4], 1, 2, 1, 1),
+                (Logical(9), vec![3], 1, 2, 1, 1),
+                (Logical(5), vec![1], 7, 14, 1, 1),
+            ]
+        );
+        // Each stack counts once.
+        assert_eq!((m.trace.stacks, m.stacks_shown), (6, 6));
     }
 
     #[test]
