@@ -136,6 +136,7 @@ pub fn start(config: Config) -> Result<Recording, StartError> {
             made: AtomicU64::new(1),
             on_disk: Mutex::new(VecDeque::from([config.path.clone()])),
             finished_totals: Mutex::new(SeriesTotals::default()),
+            threads: AtomicU64::new(0),
             stop: Mutex::new(false),
             wake: Condvar::new(),
             controller: Mutex::new(None),
@@ -198,6 +199,7 @@ fn finish(first: &'static Shared) -> Result<Summary, FinishError> {
         let before = *lock(&series.finished_totals);
         summary.path = series.config.path.clone();
         summary.files = series.made.load(Ordering::Relaxed);
+        summary.threads = series.threads.load(Ordering::Relaxed);
         summary.events += before.events;
         summary.chunks += before.chunks;
         summary.dropped_events += before.dropped_events;

@@ -154,6 +154,9 @@ pub(crate) struct Series {
     pub on_disk: Mutex<VecDeque<PathBuf>>,
     /// Totals of the files finished so far, for the last file's summary.
     pub finished_totals: Mutex<SeriesTotals>,
+    /// Threads that recorded in any file of the series, each once (a
+    /// file's own count, `Shared::threads`, counts those that moved there).
+    pub threads: AtomicU64,
     /// Set to stop the rotation thread, which waits on `wake`.
     pub stop: Mutex<bool>,
     pub wake: Condvar,

@@ -52,7 +52,7 @@ use crate::config::Mode;
 use crate::recording;
 use crate::shared::{
     current_with_gen, same_recording, same_series, Shared, FORK_EPOCH, GEN, GEN_OFF, GEN_PAUSED,
-    GEN_TSC, GEN_UNCHECKED,
+    GEN_SERIES_SHIFT, GEN_TSC, GEN_UNCHECKED,
 };
 
 /// The state word grows by this much per committed event.
@@ -97,6 +97,9 @@ struct Local {
     /// rotating series, with frames open there (`CHUNK_FLAG_CONTINUED`):
     /// its snapshot is stamped with the file's start.
     continued: Cell<bool>,
+    /// The recording (a generation's number above `GEN_SERIES_SHIFT`)
+    /// whose rotating series counted this thread among its threads.
+    counted_in: Cell<u64>,
 }
 
 impl Local {
@@ -118,6 +121,7 @@ impl Local {
             fork_epoch: Cell::new(0),
             restart: Cell::new(false),
             continued: Cell::new(false),
+            counted_in: Cell::new(0),
         }
     }
 
@@ -510,6 +514,20 @@ fn move_to_next_file(l: &Local, shared: &Shared, g: u64) {
         let tid = shared.threads.fetch_add(1, Ordering::Relaxed) + 1;
         l.tid.set(tid);
         name_thread(shared, tid);
+        count_in_series(l, shared, g);
+    }
+}
+
+/// Counts the thread, given a trace id in `shared` (generation `g`), among
+/// its rotating series' threads if that series has not counted it yet.
+fn count_in_series(l: &Local, shared: &Shared, g: u64) {
+    let Some(series) = shared.series else {
+        return;
+    };
+    let recording = g >> GEN_SERIES_SHIFT;
+    if l.counted_in.get() != recording {
+        l.counted_in.set(recording);
+        series.threads.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -529,6 +547,7 @@ fn register(l: &Local, shared: &Shared, g: u64) {
     let tid = shared.threads.fetch_add(1, Ordering::Relaxed) + 1;
     l.tid.set(tid);
     name_thread(shared, tid);
+    count_in_series(l, shared, g);
     emit(l, g, EventKind::ThreadStart);
     let current = l.current.get();
     if current != StackId::OWN.0 {

@@ -55,7 +55,8 @@ pub struct Summary {
     /// mapped before they were claimed (at most 4 MiB of them past the
     /// last claim).
     pub slots_prepared: u64,
-    /// Threads that recorded at least one event in the (last) file.
+    /// Threads that recorded at least one event (in a rotating series: in
+    /// any of its files, each thread once).
     pub threads: u64,
     /// Bytes of metadata written in the (last) file.
     pub meta_bytes: u64,

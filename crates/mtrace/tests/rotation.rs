@@ -174,6 +174,8 @@ fn rotation_by_size_gives_files_that_add_up_to_one_recording() {
     assert!(files.len() >= 3, "only {} files: {files:?}", files.len());
     assert_eq!(summary.files, files.len() as u64);
     assert_eq!(summary.path, d.join("trace.bin"));
+    // Each worker once, not once a file it moved to.
+    assert_eq!(summary.threads, THREADS);
     let per_file: Vec<_> = files.iter().map(|f| calls_of(f)).collect();
     // Each file after the first continues the frames open at its start.
     let decoded = common::decode(&files[1]);
@@ -246,5 +248,32 @@ fn rotation_by_age_adds_up_to_the_workload() {
         .map(|f| common::decode(f).continued_stacks.len())
         .sum();
     assert!(continued > 0, "no continued-stack record in {files:?}");
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn a_series_counts_each_thread_once() {
+    let _serial = serial();
+    let d = dir("threads");
+    let config =
+        Config::new(d.join("trace.bin")).rotate(Rotation::Every(Duration::from_millis(20)));
+    let recording = mtrace::start(config).expect("start");
+    let f = mtrace::register_function("work", file!(), 1, module_path!());
+    // A thread that records in the first file only, then ends.
+    std::thread::spawn(move || {
+        mtrace::enter(f);
+        mtrace::exit(f);
+    })
+    .join()
+    .expect("thread");
+    // This one records in every file.
+    for _ in 0..8 {
+        mtrace::enter(f);
+        std::thread::sleep(Duration::from_millis(15));
+        mtrace::exit(f);
+    }
+    let summary = recording.finish().expect("finish");
+    assert!(summary.files >= 3, "only {} files", summary.files);
+    assert_eq!(summary.threads, 2);
     let _ = std::fs::remove_dir_all(&d);
 }
