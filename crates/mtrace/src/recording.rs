@@ -127,11 +127,20 @@ pub fn start(config: Config) -> Result<Recording, StartError> {
     // starts a recording per `enable()`.
     let calibration = Calibration::begin(config.clock);
     *last_gen += 1;
+    let given_path = config.path.clone();
+    let mut config = config;
     if config.rotate.is_some() {
+        // The series' later files are made long after the start: a
+        // program that changes its working directory meanwhile (a test
+        // runner does) would scatter them, and `keep` delete elsewhere.
+        if let Ok(absolute) = std::path::absolute(&config.path) {
+            config.path = absolute;
+        }
         rotate::remove_stale(&config.path);
     }
     let series = config.rotate.is_some().then(|| {
         let series: &'static Series = Box::leak(Box::new(Series {
+            given_path,
             config: config.clone(),
             made: AtomicU64::new(1),
             on_disk: Mutex::new(VecDeque::from([config.path.clone()])),
@@ -197,7 +206,7 @@ fn finish(first: &'static Shared) -> Result<Summary, FinishError> {
     let mut summary = trace_file::finish(shared, None);
     if let Some(series) = first.series {
         let before = *lock(&series.finished_totals);
-        summary.path = series.config.path.clone();
+        summary.path = series.given_path.clone();
         summary.files = series.made.load(Ordering::Relaxed);
         summary.threads = series.threads.load(Ordering::Relaxed);
         summary.events += before.events;

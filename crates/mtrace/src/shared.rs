@@ -146,8 +146,10 @@ pub(crate) struct Shared {
 #[derive(Debug)]
 pub(crate) struct Series {
     /// The configuration each file is made with; its path is the first
-    /// file's, the series' name.
+    /// file's, the series' name, made absolute at the start.
     pub config: Config,
+    /// The first file's path as the program gave it (the summary's).
+    pub given_path: PathBuf,
     /// Files made so far (the next file's number).
     pub made: AtomicU64,
     /// The files of the series on disk, oldest first (`Config::keep`).

@@ -277,3 +277,37 @@ fn a_series_counts_each_thread_once() {
     assert_eq!(summary.threads, 2);
     let _ = std::fs::remove_dir_all(&d);
 }
+
+#[test]
+fn a_series_stays_beside_its_first_file_when_the_program_changes_directory() {
+    let _serial = serial();
+    let d = dir("cwd");
+    let elsewhere = dir("cwd-elsewhere");
+    let before = std::env::current_dir().expect("cwd");
+    std::env::set_current_dir(&d).expect("cd");
+    let config = Config::new("trace.bin")
+        .rotate(Rotation::Every(Duration::from_millis(20)))
+        .keep(3);
+    let recording = mtrace::start(config).expect("start");
+    // As a test runner does, into a scratch directory.
+    std::env::set_current_dir(&elsewhere).expect("cd");
+    let f = mtrace::register_function("work", file!(), 1, module_path!());
+    for _ in 0..8 {
+        mtrace::enter(f);
+        std::thread::sleep(Duration::from_millis(15));
+        mtrace::exit(f);
+    }
+    let summary = recording.finish();
+    std::env::set_current_dir(&before).expect("cd back");
+    let summary = summary.expect("finish");
+    assert_eq!(summary.path, Path::new("trace.bin"));
+    assert!(summary.files > 3, "only {} files", summary.files);
+    // The newest three, beside the first file; none where the program went.
+    let files = series_files(&d);
+    assert_eq!(files.len(), 3, "{files:?}");
+    assert_eq!(files[2], d.join(format!("trace.{}.bin", summary.files - 1)));
+    let strays: Vec<_> = std::fs::read_dir(&elsewhere).expect("read dir").collect();
+    assert!(strays.is_empty(), "{strays:?}");
+    let _ = std::fs::remove_dir_all(&d);
+    let _ = std::fs::remove_dir_all(&elsewhere);
+}
