@@ -129,7 +129,8 @@ pub(crate) struct Shared {
     pub provisioner: Provisioner,
     pub mode: Mode,
     pub clock: RunClock,
-    /// The last trace thread id handed out.
+    /// Threads that recorded in the file (without rotation, also the last
+    /// trace thread id handed out; a series' ids are its own, `Series::threads`).
     pub threads: AtomicU64,
     pub meta: Mutex<MetaRegion>,
     pub(crate) finished: AtomicBool,
@@ -157,7 +158,8 @@ pub(crate) struct Series {
     /// Totals of the files finished so far, for the last file's summary.
     pub finished_totals: Mutex<SeriesTotals>,
     /// Threads that recorded in any file of the series, each once (a
-    /// file's own count, `Shared::threads`, counts those that moved there).
+    /// file's own count, `Shared::threads`, counts those that moved
+    /// there); also the last trace thread id handed out in the series.
     pub threads: AtomicU64,
     /// Set to stop the rotation thread, which waits on `wake`.
     pub stop: Mutex<bool>,

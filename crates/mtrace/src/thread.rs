@@ -100,6 +100,8 @@ struct Local {
     /// The recording (a generation's number above `GEN_SERIES_SHIFT`)
     /// whose rotating series counted this thread among its threads.
     counted_in: Cell<u64>,
+    /// The thread's trace id in every file of that series.
+    series_tid: Cell<u64>,
 }
 
 impl Local {
@@ -122,6 +124,7 @@ impl Local {
             restart: Cell::new(false),
             continued: Cell::new(false),
             counted_in: Cell::new(0),
+            series_tid: Cell::new(0),
         }
     }
 
@@ -492,8 +495,8 @@ fn bind(l: &Local, mut g: u64) -> Option<u64> {
 }
 
 /// Binds the thread, bound to an earlier file of the same rotating series,
-/// to `shared`, file generation `g`, keeping its frames: a new trace id
-/// and chunk numbers from 0 in the new file, and, with frames open, a
+/// to `shared`, file generation `g`, keeping its frames and its trace id
+/// (the series'): chunk numbers from 0 in the new file, and, with frames open, a
 /// first chunk flagged `continued` whose snapshot holds them. No
 /// `thread_start`: the thread started in an earlier file. A thread that
 /// was paused moves as at a resume (its frames changed unseen: opened at
@@ -511,24 +514,31 @@ fn move_to_next_file(l: &Local, shared: &Shared, g: u64) {
     l.restart.set(open);
     l.continued.set(open && was_recording);
     if g & GEN_PAUSED == 0 {
-        let tid = shared.threads.fetch_add(1, Ordering::Relaxed) + 1;
-        l.tid.set(tid);
-        name_thread(shared, tid);
-        count_in_series(l, shared, g);
+        take_tid(l, shared, g);
     }
 }
 
-/// Counts the thread, given a trace id in `shared` (generation `g`), among
-/// its rotating series' threads if that series has not counted it yet.
-fn count_in_series(l: &Local, shared: &Shared, g: u64) {
-    let Some(series) = shared.series else {
-        return;
+/// Gives the thread its trace id in `shared` (running, generation `g`)
+/// and names it there. In a rotating series the id is the series' (the
+/// series' count of threads when the thread first recorded in any of its
+/// files), so a thread has one id in every file: `--thread N` and the
+/// per-thread call paths of the series read as one name one thread.
+fn take_tid(l: &Local, shared: &Shared, g: u64) {
+    let in_file = shared.threads.fetch_add(1, Ordering::Relaxed) + 1;
+    let tid = match shared.series {
+        None => in_file,
+        Some(series) => {
+            let recording = g >> GEN_SERIES_SHIFT;
+            if l.counted_in.get() != recording {
+                l.counted_in.set(recording);
+                l.series_tid
+                    .set(series.threads.fetch_add(1, Ordering::Relaxed) + 1);
+            }
+            l.series_tid.get()
+        }
     };
-    let recording = g >> GEN_SERIES_SHIFT;
-    if l.counted_in.get() != recording {
-        l.counted_in.set(recording);
-        series.threads.fetch_add(1, Ordering::Relaxed);
-    }
+    l.tid.set(tid);
+    name_thread(shared, tid);
 }
 
 /// Writes the calling thread's name record (trace id `tid`) into `shared`.
@@ -544,10 +554,7 @@ fn name_thread(shared: &Shared, tid: u64) {
 /// Gives the thread its trace id in the recording it is bound to (running,
 /// generation `g`), names it and records its start.
 fn register(l: &Local, shared: &Shared, g: u64) {
-    let tid = shared.threads.fetch_add(1, Ordering::Relaxed) + 1;
-    l.tid.set(tid);
-    name_thread(shared, tid);
-    count_in_series(l, shared, g);
+    take_tid(l, shared, g);
     emit(l, g, EventKind::ThreadStart);
     let current = l.current.get();
     if current != StackId::OWN.0 {

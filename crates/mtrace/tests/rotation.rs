@@ -248,6 +248,16 @@ fn rotation_by_age_adds_up_to_the_workload() {
         .map(|f| common::decode(f).continued_stacks.len())
         .sum();
     assert!(continued > 0, "no continued-stack record in {files:?}");
+    // A worker has one trace id in every file (the series' id).
+    let mut ids: BTreeMap<String, u64> = BTreeMap::new();
+    for f in &files {
+        for (tid, (_, name)) in common::decode(f).threads {
+            let first = *ids.entry(name.clone()).or_insert(tid);
+            assert_eq!(tid, first, "{name} in {}", f.display());
+        }
+    }
+    let workers = ids.keys().filter(|n| n.starts_with("worker-")).count();
+    assert_eq!(workers as u64, THREADS, "{ids:?}");
     let _ = std::fs::remove_dir_all(&d);
 }
 
