@@ -75,6 +75,8 @@ pub(crate) const META_STEP: usize = 1 << 20;
 /// a growth (one `posix_fallocate` and one `mmap`, during which other
 /// threads needing a new slot wait) stays short.
 pub(crate) const MAX_STEP: u64 = 64 << 20;
+/// How much of the file [`TraceMap::detach`] replaces in one call (see there).
+const DETACH_PART: usize = 1 << 20;
 
 /// A trace file mapped for writing.
 pub(crate) struct TraceMap {
@@ -551,20 +553,31 @@ impl TraceMap {
         let no_reserve = libc::MAP_NORESERVE;
         #[cfg(not(target_os = "linux"))]
         let no_reserve = 0;
-        // SAFETY: the range is the mapped file's, inside the reservation,
-        // which is never unmapped; MAP_FIXED replaces its pages atomically,
-        // so a concurrent store lands in either the file or the new memory,
-        // both writable.
-        let remapped = unsafe {
-            libc::mmap(
-                self.base as *mut libc::c_void,
-                mapped,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANON | libc::MAP_FIXED | no_reserve,
-                -1,
-                0,
-            )
-        } != libc::MAP_FAILED;
+        // A part at a time: the kernel holds the process's memory map lock
+        // while it takes a part's pages out, and every page fault of the
+        // process's other threads waits for it (a recording thread
+        // writing the next file of a rotating series: one call for a 16
+        // MiB file stalled it for about 1 ms).
+        let mut remapped = true;
+        let mut at = 0;
+        while at < mapped {
+            let len = DETACH_PART.min(mapped - at);
+            // SAFETY: the range is the mapped file's, inside the
+            // reservation, which is never unmapped; MAP_FIXED replaces its
+            // pages atomically, so a concurrent store lands in either the
+            // file or the new memory, both writable.
+            remapped &= unsafe {
+                libc::mmap(
+                    self.base.add(at) as *mut libc::c_void,
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANON | libc::MAP_FIXED | no_reserve,
+                    -1,
+                    0,
+                )
+            } != libc::MAP_FAILED;
+            at += len;
+        }
         if self.reserved > mapped {
             // SAFETY: past the mapped file: no slot there was ever handed out,
             // and none will be (the file grows no more), so no pointer reaches it.
