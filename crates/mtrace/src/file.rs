@@ -47,9 +47,10 @@
 //! damaged chunk of thread 0, its length counted as events, and the slot
 //! skipped by the new recording's claims). The rest of the reservation,
 //! which no pointer reaches, is unmapped then, and the file closed
-//! ([`TraceMap::close`]). Each recording keeps the range its file had
-//! (not its memory: anonymous pages nobody touches cost nothing) until the
-//! process exits.
+//! ([`TraceMap::close`]). The range the file had (not its memory:
+//! anonymous pages nobody touches cost nothing) is kept until no thread
+//! can use it any more, and then given back ([`TraceMap::unmap`], when
+//! every thread bound to the recording has let go of it: see `shared.rs`).
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -113,6 +114,8 @@ struct Growth {
     failure: Option<io::Error>,
     /// The file is let go of ([`TraceMap::detach`]): it grows no more.
     detached: bool,
+    /// The range the file was mapped into is given back ([`TraceMap::unmap`]).
+    unmapped: bool,
 }
 
 // SAFETY: the raw pointer points into the reserved range, which stays
@@ -230,6 +233,7 @@ impl TraceMap {
                 count: 0,
                 failure: None,
                 detached: false,
+                unmapped: false,
             }),
             path: path.clone(),
         };
@@ -589,6 +593,26 @@ impl TraceMap {
             };
         }
         remapped
+    }
+
+    /// Gives back the range the file was mapped into, once detached. The
+    /// caller vouches that no pointer into it is used any more: no thread
+    /// is bound to the recording and its metadata region is closed (see
+    /// `shared.rs`, "Retired files"). A long-running server that rotates
+    /// its files would otherwise keep one mapping per file it ever wrote,
+    /// until the process reached the system's limit of mappings
+    /// (`vm.max_map_count`, 65530 by default) and every `mmap`, the
+    /// allocator's included, failed.
+    pub fn unmap(&self) {
+        let mut growth = lock(&self.growth);
+        if !growth.detached || growth.unmapped {
+            return;
+        }
+        growth.unmapped = true;
+        let mapped = self.mapped_len(self.ready.load(Ordering::Relaxed));
+        // SAFETY: the detached part of the reservation (the rest was
+        // unmapped at detach); nothing uses it any more (the caller's word).
+        unsafe { libc::munmap(self.base as *mut libc::c_void, mapped) };
     }
 
     /// Closes the file, first cutting it after its first `slots` chunk

@@ -204,6 +204,7 @@ fn finish(first: &'static Shared) -> Result<Summary, FinishError> {
         CURRENT.store(ptr::null_mut(), Ordering::Release);
     }
     let mut summary = trace_file::finish(shared, None);
+    shared::retire(shared);
     if let Some(series) = first.series {
         let before = *lock(&series.finished_totals);
         summary.path = series.given_path.clone();

@@ -26,7 +26,7 @@ use mtrace_format::layout::H_NEXT_SEQ;
 
 use crate::config::{Config, Rotation};
 use crate::meta;
-use crate::shared::{current, lock, Series, Shared, CONTROL, CURRENT, GEN, GEN_SERIES_SHIFT};
+use crate::shared::{self, current, lock, Series, Shared, CONTROL, CURRENT, GEN, GEN_SERIES_SHIFT};
 use crate::trace_file;
 
 /// How often a size-rotating series looks at its file's size.
@@ -238,6 +238,7 @@ fn finish_old(series: &'static Series, old: &'static Shared, end_tick: u64) {
             return;
         }
         let s = trace_file::finish(old, Some(end_tick));
+        shared::retire(old);
         let mut totals = lock(&series.finished_totals);
         totals.events += s.events;
         totals.chunks += s.chunks;

@@ -24,11 +24,27 @@
 //! recordings stay mapped (see [`crate::file`]), so a thread still holding
 //! pointers into one writes harmlessly. Starting and finishing recordings is
 //! `recording.rs`'s job.
+//!
+//! **Retired files.** A finished file ([`retire`]) keeps its range while
+//! any thread is bound to it (`Shared::bound`: a thread counts itself in
+//! the cold path before it first touches a file and uncounts itself once
+//! it has released its chunk there, when it binds elsewhere or exits);
+//! then the range is given back ([`sweep`], run by the last thread to let
+//! go, by the rotation thread and at every start and finish). A thread
+//! that read a file's generation just before the file was left counts
+//! itself and then checks that the generation still runs, which a fence
+//! pairs with the sweep's; if it does not, it uncounts itself and binds
+//! to what runs now. A writer of metadata records (function and stack
+//! names, marks) takes the file's metadata lock, under which the sweep
+//! closes the region before it gives the range back. A thread that
+//! recorded in a file and then idles keeps that file's range until its
+//! next event; a long-running server that rotates its files thus keeps a
+//! few, not one mapping per file it ever wrote.
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::ptr;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -89,6 +105,8 @@ pub(crate) static CURRENT: AtomicPtr<Shared> = AtomicPtr::new(ptr::null_mut());
 /// created costs no allocation).
 #[derive(Debug, Default)]
 pub(crate) struct MetaRegion {
+    /// The file's range is given back: nothing is written any more.
+    pub closed: bool,
     pub len: usize,
     /// Bytes of the region reserved on disk (see [`TraceMap::reserve_meta`]).
     pub reserved: usize,
@@ -141,6 +159,12 @@ pub(crate) struct Shared {
     pub(crate) pid: u32,
     /// The rotating series this file belongs to (`None`: no rotation).
     pub(crate) series: Option<&'static Series>,
+    /// Threads bound to the file (holding, or about to hold, pointers into
+    /// its range): while any is, the range is kept ("Retired files").
+    pub(crate) bound: AtomicU64,
+    /// The file is finished and waits in [`RETIRED`] for its range to be
+    /// given back.
+    pub(crate) retired: AtomicBool,
 }
 
 /// A rotating recording: what every file of it shares. Leaked at start.
@@ -207,6 +231,11 @@ impl Shared {
     pub fn write_meta_with(&self, encode: impl FnOnce(&mut Vec<u8>)) {
         let mut region = lock(&self.meta);
         let region = &mut *region;
+        if region.closed {
+            // A writer that found the file running just before it was
+            // finished, and came after its range was given back.
+            return;
+        }
         region.scratch.clear();
         encode(&mut region.scratch);
         let bytes = &region.scratch;
@@ -241,6 +270,50 @@ impl std::fmt::Debug for Shared {
             .field("path", &self.map.path)
             .finish_non_exhaustive()
     }
+}
+
+/// Finished files whose ranges are still in use by a bound thread
+/// ("Retired files" in the module doc).
+static RETIRED: Mutex<Vec<&'static Shared>> = Mutex::new(Vec::new());
+
+/// Files not running any more (finished; `GEN` moved on) wait here until
+/// no thread is bound to them, and then their ranges are given back.
+pub(crate) fn retire(file: &'static Shared) {
+    file.retired.store(true, Ordering::SeqCst);
+    lock(&RETIRED).push(file);
+    sweep();
+}
+
+/// Uncounts a thread from `file`'s bound threads; the last one to let go
+/// of a retired file gives its range back.
+pub(crate) fn let_go(file: &Shared) {
+    // SeqCst, with `retire`'s store: either this sees `retired`, or the
+    // sweep that `retire` runs sees this count.
+    if file.bound.fetch_sub(1, Ordering::SeqCst) == 1 && file.retired.load(Ordering::SeqCst) {
+        sweep();
+    }
+}
+
+/// Gives back the range of each retired file no thread is bound to.
+pub(crate) fn sweep() {
+    let mut retired = lock(&RETIRED);
+    // The latest `GEN` read here (a read-modify-write reads the last
+    // value), then a fence that pairs with `thread::hold`'s: a thread that
+    // counts itself after it sees that value or a later one, which is
+    // never a retired file's generation, and does not touch the file.
+    GEN.fetch_add(0, Ordering::SeqCst);
+    fence(Ordering::SeqCst);
+    retired.retain(|file| {
+        if file.bound.load(Ordering::SeqCst) != 0 {
+            return true;
+        }
+        // Under the metadata lock: a writer of records that found the
+        // file running finds it closed, or is done before the range goes.
+        let mut meta = lock(&file.meta);
+        meta.closed = true;
+        file.map.unmap();
+        false
+    });
 }
 
 /// The running recording, if any.

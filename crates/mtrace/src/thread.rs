@@ -39,7 +39,7 @@
 use std::cell::{Cell, UnsafeCell};
 use std::mem::{self, ManuallyDrop};
 use std::ptr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicU64, Ordering};
 
 use mtrace_format::chunk::encode_snapshot;
 use mtrace_format::event::{encode_enter, encode_exit, encode_lost};
@@ -51,8 +51,8 @@ use crate::clock;
 use crate::config::Mode;
 use crate::recording;
 use crate::shared::{
-    current_with_gen, same_recording, same_series, Shared, FORK_EPOCH, GEN, GEN_OFF, GEN_PAUSED,
-    GEN_SERIES_SHIFT, GEN_TSC, GEN_UNCHECKED,
+    self, current_with_gen, same_recording, same_series, Shared, FORK_EPOCH, GEN, GEN_OFF,
+    GEN_PAUSED, GEN_SERIES_SHIFT, GEN_TSC, GEN_UNCHECKED,
 };
 
 /// The state word grows by this much per committed event.
@@ -441,25 +441,61 @@ fn bind(l: &Local, mut g: u64) -> Option<u64> {
         recording::check_env();
         g = GEN.load(Ordering::Acquire);
     }
-    if g <= GEN_OFF || l.exited.get() {
-        return None;
+    loop {
+        if g <= GEN_OFF || l.exited.get() {
+            return None;
+        }
+        if l.gen.get() == g {
+            return Some(g);
+        }
+        match bind_to(l, g) {
+            Bound::To(g) => return Some(g),
+            Bound::Nothing => return None,
+            // The file was left for another (or finished) as the thread
+            // came to it: bind to what runs now.
+            Bound::Retired => g = GEN.load(Ordering::Acquire),
+        }
     }
-    if l.gen.get() == g {
-        return Some(g);
-    }
-    let shared = current_with_gen(g)?;
+}
+
+/// What [`bind_to`] did.
+enum Bound {
+    /// The thread is bound to this generation.
+    To(u64),
+    /// Nothing records (or the thread is being torn down).
+    Nothing,
+    /// The file of the generation it was to bind to is no longer running.
+    Retired,
+}
+
+/// [`bind`]'s work for a thread not bound to generation `g` (a running
+/// recording's).
+fn bind_to(l: &Local, g: u64) -> Bound {
+    let Some(shared) = current_with_gen(g) else {
+        return Bound::Nothing;
+    };
     // Registering the exit hook fails while the thread is being torn down:
     // such a thread records nothing.
-    EXIT_HOOK.try_with(|_| ()).ok()?;
+    if EXIT_HOOK.try_with(|_| ()).is_err() {
+        return Bound::Nothing;
+    }
     let same_process = l.fork_epoch.get() == FORK_EPOCH.load(Ordering::Relaxed);
     let same_recording =
         ptr::eq(l.shared.get(), shared) && same_recording(l.gen.get(), g) && same_process;
+    // Another file: count the thread among its users before touching it,
+    // so it is not given back under the thread (see `shared.rs`).
+    if !same_recording && !hold(shared, g) {
+        return Bound::Retired;
+    }
     // The recording rotated to its next file: the thread moves there
     // with its frames (see `rotate.rs`).
     let moved = !same_recording && same_process && same_series(l.gen.get(), g);
     // Leave an older recording cleanly (its map is still mapped), or,
     // at a pause, the chunk: a paused thread holds none.
     release_chunk(l);
+    if !same_recording {
+        let_go(l);
+    }
     if same_recording {
         l.gen.set(g);
         if g & GEN_PAUSED == 0 {
@@ -470,11 +506,11 @@ fn bind(l: &Local, mut g: u64) -> Option<u64> {
                 register(l, shared, g);
             }
         }
-        return Some(g);
+        return Bound::To(g);
     }
     if moved {
         move_to_next_file(l, shared, g);
-        return Some(g);
+        return Bound::To(g);
     }
     // SAFETY: no other reference to the frames is live.
     unsafe {
@@ -491,7 +527,33 @@ fn bind(l: &Local, mut g: u64) -> Option<u64> {
     if g & GEN_PAUSED == 0 {
         register(l, shared, g);
     }
-    Some(g)
+    Bound::To(g)
+}
+
+/// Counts the thread among the threads bound to `shared` if generation
+/// `g` (`shared`'s) still runs; false, counting nothing, if it no longer
+/// does (the file may be given back: the thread must not touch it).
+fn hold(shared: &Shared, g: u64) -> bool {
+    shared.bound.fetch_add(1, Ordering::SeqCst);
+    // Pairs with `shared::sweep`: either it sees this count, or this load
+    // sees the generation that replaced `g` before the file was retired.
+    fence(Ordering::SeqCst);
+    if same_recording(GEN.load(Ordering::Relaxed), g) {
+        return true;
+    }
+    shared::let_go(shared);
+    false
+}
+
+/// Uncounts the thread from the file it was bound to (after its last
+/// write there: its chunk released), if that file is its process's.
+fn let_go(l: &Local) {
+    let old = l.shared.replace(ptr::null());
+    let same_process = l.fork_epoch.get() == FORK_EPOCH.load(Ordering::Relaxed);
+    if !old.is_null() && same_process {
+        // SAFETY: `Shared`s are leaked, never freed.
+        shared::let_go(unsafe { &*old });
+    }
 }
 
 /// Binds the thread, bound to an earlier file of the same rotating series,
@@ -687,7 +749,8 @@ fn release_chunk(l: &Local) {
     // shared with it): drop the hold without writing to it.
     let same_process = l.fork_epoch.get() == FORK_EPOCH.load(Ordering::Relaxed);
     if !word.is_null() && same_process {
-        // SAFETY: the chunk's map is never unmapped.
+        // SAFETY: the chunk's map is not given back while the thread is
+        // bound to its recording (see `shared.rs`, "Retired files").
         unsafe { (*word).store(l.state.get() & !STATE_WRITING, Ordering::Release) };
     }
     l.cursor.set(ptr::null_mut());
@@ -700,6 +763,7 @@ fn thread_exit(l: &Local) {
         emit(l, g, EventKind::ThreadExit);
     }
     release_chunk(l);
+    let_go(l);
     l.exited.set(true);
     l.gen.set(GEN_OFF);
     // SAFETY: nothing else refers to the vectors; they are replaced by empty ones.

@@ -99,6 +99,8 @@ pub(crate) fn open(
         started: Instant::now(),
         pid: std::process::id(),
         series,
+        bound: AtomicU64::new(0),
+        retired: AtomicBool::new(false),
     }));
     // Before the file is published: the first claim can wake it.
     let job = provision::Job {

@@ -321,3 +321,123 @@ fn a_series_stays_beside_its_first_file_when_the_program_changes_directory() {
     let _ = std::fs::remove_dir_all(&d);
     let _ = std::fs::remove_dir_all(&elsewhere);
 }
+
+/// Mappings of this process.
+#[cfg(target_os = "linux")]
+fn mappings() -> usize {
+    std::fs::read_to_string("/proc/self/maps")
+        .expect("/proc/self/maps")
+        .lines()
+        .count()
+}
+
+/// A server that rotates for months writes tens of thousands of files:
+/// each finished file's range must be given back, or the process reaches
+/// the system's limit of mappings (65530 by default) and every `mmap`
+/// fails. Only the file a thread still holds (an idle thread's) is kept.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_long_series_gives_back_the_ranges_of_its_finished_files() {
+    let _serial = serial();
+    let d = dir("ranges");
+    let config = Config::new(d.join("trace.bin"))
+        .rotate(Rotation::Every(Duration::from_millis(4)))
+        .keep(2);
+    let recording = mtrace::start(config).expect("start");
+    let f = mtrace::register_function("work", file!(), 1, module_path!());
+    // Records in the first file, then idles through the others.
+    let (wake, woken) = std::sync::mpsc::channel::<()>();
+    let idle = std::thread::spawn(move || {
+        mtrace::enter(f);
+        mtrace::exit(f);
+        woken.recv().expect("wake");
+        mtrace::enter(f);
+        mtrace::exit(f);
+    });
+    std::thread::sleep(Duration::from_millis(10));
+    let before = mappings();
+    let started = std::time::Instant::now();
+    while started.elapsed() < Duration::from_millis(400) {
+        for _ in 0..100 {
+            mtrace::enter(f);
+            mtrace::exit(f);
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let during = mappings();
+    wake.send(()).expect("wake");
+    idle.join().expect("idle thread");
+    let summary = recording.finish().expect("finish");
+    assert!(summary.files >= 20, "only {} files", summary.files);
+    // Before, one more mapping for each file finished (about 100 here).
+    assert!(
+        during < before + 10,
+        "{before} mappings with the first file, {during} after {} files",
+        summary.files
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// Threads that start, record (events, marks, names) and exit while the
+/// files rotate every millisecond and the recording pauses now and then:
+/// files are given back while threads come and go, and none of them
+/// writes into a range that is gone (that would crash this test), and
+/// every file kept analyzes.
+#[test]
+fn threads_come_and_go_while_files_rotate_every_millisecond() {
+    let _serial = serial();
+    let d = dir("churn");
+    let config = Config::new(d.join("trace.bin"))
+        .rotate(Rotation::Every(Duration::from_millis(1)))
+        .keep(4);
+    let recording = mtrace::start(config).expect("start");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let spawners: Vec<_> = (0..3)
+        .map(|s| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut round = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    round += 1;
+                    let short = std::thread::spawn(move || {
+                        let f = mtrace::register_function(
+                            &format!("f{}", round % 50),
+                            file!(),
+                            s,
+                            module_path!(),
+                        );
+                        let mut task = LogicalStack::new(format!("task-{s}-{round}"));
+                        for _ in 0..200 {
+                            mtrace::enter(f);
+                            {
+                                let _on = task.enter();
+                                mtrace::enter(f);
+                                mtrace::exit(f);
+                            }
+                            mtrace::exit(f);
+                        }
+                        mtrace::mark("round");
+                    });
+                    short.join().expect("short thread");
+                }
+            })
+        })
+        .collect();
+    for _ in 0..40 {
+        std::thread::sleep(Duration::from_millis(20));
+        mtrace::pause();
+        std::thread::sleep(Duration::from_millis(2));
+        mtrace::resume();
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for s in spawners {
+        s.join().expect("spawner");
+    }
+    let summary = recording.finish().expect("finish");
+    assert!(summary.files >= 20, "only {} files", summary.files);
+    for f in series_files(&d) {
+        let loaded = mtanalyze::load(&f).expect("load");
+        mtanalyze::analyze(&loaded, &AnalyzeOptions::default()).expect("analyze");
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}
