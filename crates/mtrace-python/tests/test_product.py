@@ -281,6 +281,22 @@ class ProfileApi(Case):
         self.assertEqual(report.function("fib").ncalls, 1973)
         self.assertFalse(any(f.file == "~" for f in report.functions), "builtins=False")
 
+    @unittest.skipUnless(os.path.exists("/proc/self/maps"), "needs /proc/self/maps (Linux)")
+    def test_a_profile_per_request_leaves_no_mapping_behind(self):
+        # A recording's file range used to stay mapped until the process
+        # exited: a server profiling each request reached the system's
+        # limit of mappings (vm.max_map_count) and every mmap failed.
+        def mappings():
+            with open("/proc/self/maps") as maps:
+                return sum(1 for _ in maps)
+
+        for i in range(200):
+            with mtrace.Profile():
+                self.work()
+            if i == 9:
+                after_ten = mappings()
+        self.assertLess(mappings(), after_ten + 20, "one mapping kept per profile")
+
     def test_what_it_does_not_support_says_so(self):
         with self.assertRaises(TypeError):
             mtrace.Profile(timer=lambda: 0)
