@@ -21,25 +21,25 @@
 //!
 //! A thread remembers the generation it is bound to; a different value sends
 //! it down the cold path, which registers it with the new recording. Old
-//! recordings stay mapped (see [`crate::file`]), so a thread still holding
-//! pointers into one writes harmlessly. Starting and finishing recordings is
-//! `recording.rs`'s job.
+//! recordings stay mapped while a thread may use them (see [`crate::file`]
+//! and below), so a thread still holding pointers into one writes
+//! harmlessly. Starting and finishing recordings is `recording.rs`'s job.
 //!
 //! **Retired files.** A finished file ([`retire`]) keeps its range while
 //! any thread is bound to it (`Shared::bound`: a thread counts itself in
-//! the cold path before it first touches a file and uncounts itself once
+//! the cold path before it first touches a file, and uncounts itself once
 //! it has released its chunk there, when it binds elsewhere or exits);
-//! then the range is given back ([`sweep`], run by the last thread to let
-//! go, by the rotation thread and at every start and finish). A thread
-//! that read a file's generation just before the file was left counts
-//! itself and then checks that the generation still runs, which a fence
-//! pairs with the sweep's; if it does not, it uncounts itself and binds
-//! to what runs now. A writer of metadata records (function and stack
-//! names, marks) takes the file's metadata lock, under which the sweep
-//! closes the region before it gives the range back. A thread that
+//! then the range is given back, by [`retire`] if no thread is bound, else
+//! by the last thread to let go ([`let_go`]). A thread that read a file's
+//! generation just before the file was left counts itself and then checks
+//! that the generation still runs, with a fence that pairs with the one
+//! before a range is given back; if it no longer runs, the thread uncounts
+//! itself and binds to what runs now. A writer of metadata records
+//! (function and stack names, marks) takes the file's metadata lock, under
+//! which the region is closed before the range goes. A thread that
 //! recorded in a file and then idles keeps that file's range until its
-//! next event; a long-running server that rotates its files thus keeps a
-//! few, not one mapping per file it ever wrote.
+//! next event: a long-running server that rotates its files keeps a few
+//! ranges, not one mapping per file it ever wrote.
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -162,8 +162,8 @@ pub(crate) struct Shared {
     /// Threads bound to the file (holding, or about to hold, pointers into
     /// its range): while any is, the range is kept ("Retired files").
     pub(crate) bound: AtomicU64,
-    /// The file is finished and waits in [`RETIRED`] for its range to be
-    /// given back.
+    /// The file is finished and no longer running: its range is given
+    /// back when no thread is bound to it ([`retire`]).
     pub(crate) retired: AtomicBool,
 }
 
@@ -272,48 +272,44 @@ impl std::fmt::Debug for Shared {
     }
 }
 
-/// Finished files whose ranges are still in use by a bound thread
-/// ("Retired files" in the module doc).
-static RETIRED: Mutex<Vec<&'static Shared>> = Mutex::new(Vec::new());
-
-/// Files not running any more (finished; `GEN` moved on) wait here until
-/// no thread is bound to them, and then their ranges are given back.
+/// Marks `file` finished and not running any more (`GEN` moved on), and
+/// gives its range back if no thread is bound to it; otherwise the last
+/// bound thread to let go of it does ("Retired files" in the module doc).
 pub(crate) fn retire(file: &'static Shared) {
     file.retired.store(true, Ordering::SeqCst);
-    lock(&RETIRED).push(file);
-    sweep();
+    give_back_if_unused(file);
 }
 
 /// Uncounts a thread from `file`'s bound threads; the last one to let go
 /// of a retired file gives its range back.
 pub(crate) fn let_go(file: &Shared) {
-    // SeqCst, with `retire`'s store: either this sees `retired`, or the
-    // sweep that `retire` runs sees this count.
+    // SeqCst, with `retire`'s store: either this sees `retired`, or
+    // `retire` sees this count.
     if file.bound.fetch_sub(1, Ordering::SeqCst) == 1 && file.retired.load(Ordering::SeqCst) {
-        sweep();
+        give_back_if_unused(file);
     }
 }
 
-/// Gives back the range of each retired file no thread is bound to.
-pub(crate) fn sweep() {
-    let mut retired = lock(&RETIRED);
+/// Gives back the range of retired `file` if no thread is bound to it.
+/// Per file, with the file's own locks, and no list of retired files: a
+/// process forked while another thread held a global lock would have
+/// deadlocked on it in the child.
+fn give_back_if_unused(file: &Shared) {
     // The latest `GEN` read here (a read-modify-write reads the last
-    // value), then a fence that pairs with `thread::hold`'s: a thread that
-    // counts itself after it sees that value or a later one, which is
-    // never a retired file's generation, and does not touch the file.
+    // value: the file was retired after `GEN` left it), then a fence that
+    // pairs with `thread::hold`'s: a thread that counts itself after this
+    // sees that value or a later one, never the file's generation, and
+    // does not touch the file.
     GEN.fetch_add(0, Ordering::SeqCst);
     fence(Ordering::SeqCst);
-    retired.retain(|file| {
-        if file.bound.load(Ordering::SeqCst) != 0 {
-            return true;
-        }
-        // Under the metadata lock: a writer of records that found the
-        // file running finds it closed, or is done before the range goes.
-        let mut meta = lock(&file.meta);
-        meta.closed = true;
-        file.map.unmap();
-        false
-    });
+    if file.bound.load(Ordering::SeqCst) != 0 {
+        return;
+    }
+    // Under the metadata lock: a writer of records that found the file
+    // running finds it closed, or is done before the range goes.
+    let mut meta = lock(&file.meta);
+    meta.closed = true;
+    file.map.unmap();
 }
 
 /// The running recording, if any.

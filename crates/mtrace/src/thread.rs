@@ -535,8 +535,9 @@ fn bind_to(l: &Local, g: u64) -> Bound {
 /// does (the file may be given back: the thread must not touch it).
 fn hold(shared: &Shared, g: u64) -> bool {
     shared.bound.fetch_add(1, Ordering::SeqCst);
-    // Pairs with `shared::sweep`: either it sees this count, or this load
-    // sees the generation that replaced `g` before the file was retired.
+    // Pairs with the fence before a retired file is given back
+    // (`shared::retire`): either that sees this count, or this load sees
+    // the generation that replaced `g` before the file was retired.
     fence(Ordering::SeqCst);
     if same_recording(GEN.load(Ordering::Relaxed), g) {
         return true;
