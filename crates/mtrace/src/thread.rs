@@ -493,9 +493,6 @@ fn bind_to(l: &Local, g: u64) -> Bound {
     // Leave an older recording cleanly (its map is still mapped), or,
     // at a pause, the chunk: a paused thread holds none.
     release_chunk(l);
-    if !same_recording {
-        let_go(l);
-    }
     if same_recording {
         l.gen.set(g);
         if g & GEN_PAUSED == 0 {
@@ -508,6 +505,8 @@ fn bind_to(l: &Local, g: u64) -> Bound {
         }
         return Bound::To(g);
     }
+    // Its last write to the file it leaves is done.
+    let_go(l);
     if moved {
         move_to_next_file(l, shared, g);
         return Bound::To(g);
