@@ -131,9 +131,14 @@ fn start(
     }
     // The producer tells mtanalyze the names are `co_qualname`s, so its
     // pstats output can key them by `co_name` as cProfile does.
+    // No page provisioner thread: CPython counts the process's threads at
+    // every `os.fork()` and warns (3.12+) when there is more than one, and
+    // a program must not see a thread it did not start. Each claim maps
+    // its own chunk's pages instead.
     let mut config = Config::new(path)
         .preferred_clock(preferred_clock())
-        .producer(Producer::Python);
+        .producer(Producer::Python)
+        .provisioner(false);
     if let Some(text) = capacity {
         config = config.capacity(mtrace::parse_bytes(text).ok_or_else(|| {
             PyValueError::new_err(format!(

@@ -492,14 +492,16 @@ class Generators(StackCase):
         run([sys.executable, script, "cprofile"], cwd=self.dir)
         theirs = {k: v for k, v in load(script + ".prof").items() if k[0] == script}
         # Per consume(): 10 yields + the exhausting resumption = 11 calls,
-        # then 2 resumptions, and the close: a throw into the frame before
-        # 3.13, nothing from 3.13 on (a generator suspended outside any try
-        # block is closed without running it).
-        per_consume = 13 if sys.version_info >= (3, 13) else 14
-        self.assertEqual((squares["ncalls"], squares["primitive_calls"]),
-                         (3 * per_consume, 3 * per_consume), squares)
-        self.assertEqual(theirs[(script, 4)][:2], (3 * per_consume, 3 * per_consume),
-                         "cProfile counts the same")
+        # then 2 resumptions, and the close, whose events change with the
+        # interpreter: a throw into the frame before 3.13, nothing on 3.13
+        # (a generator suspended outside any try block is closed without
+        # running it), and on 3.14.1+ events cProfile counts as one more
+        # call each. mtrace follows the interpreter: its counts are
+        # cProfile's on the version running, whatever they are.
+        ours = (squares["ncalls"], squares["primitive_calls"])
+        self.assertEqual(ours, theirs[(script, 4)][:2], "cProfile counts the same")
+        self.assertGreaterEqual(ours[0], 3 * 13, squares)
+        self.assertEqual(ours[0], ours[1], "no recursion")
 
 
 class Greenlets(StackCase):

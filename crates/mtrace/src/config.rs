@@ -145,6 +145,13 @@ pub struct Config {
     /// With [`Config::rotate`]: keep at most this many files of the
     /// series on disk, deleting the oldest (`None`: keep all).
     pub keep: Option<u32>,
+    /// Start the page provisioner, a thread that maps the pages of the
+    /// chunks ahead of the claims (see the crate's `provision` module):
+    /// on by default. Off, each claim maps its own chunk's pages, and the
+    /// recording adds no thread to the process, which a language runtime
+    /// can see (CPython counts the process's threads at every `fork()` and
+    /// warns when there is more than one).
+    pub provisioner: bool,
 }
 
 impl Config {
@@ -166,6 +173,7 @@ impl Config {
             signal: None,
             rotate: None,
             keep: None,
+            provisioner: true,
         }
     }
 
@@ -232,6 +240,12 @@ impl Config {
     /// Keeps at most `files` files of a rotating series ([`Config::keep`]).
     pub fn keep(mut self, files: u32) -> Config {
         self.keep = Some(files);
+        self
+    }
+
+    /// Starts the page provisioner thread or not ([`Config::provisioner`]).
+    pub fn provisioner(mut self, on: bool) -> Config {
+        self.provisioner = on;
         self
     }
 

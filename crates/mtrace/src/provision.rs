@@ -461,6 +461,39 @@ mod tests {
         let _ = std::fs::remove_file(&path);
     }
 
+    /// With the provisioner off, no thread is started and nothing is
+    /// prepared ahead: every claim maps its own slot, and the file holds
+    /// every event, as with it.
+    #[test]
+    fn without_the_provisioner_no_thread_starts_and_every_claim_maps_its_own_slot() {
+        let _serial = serial();
+        let path = temp_path("no-provisioner");
+        const CHUNK: usize = 16 << 10;
+        let recording = crate::start(
+            Config::new(&path)
+                .chunk_size(CHUNK)
+                .capacity(64 << 20)
+                .provisioner(false),
+        )
+        .unwrap();
+        let shared = current().unwrap();
+        let f = crate::register_function("unprovisioned", file!(), line!(), module_path!());
+        let pairs = 50 * CHUNK / 32;
+        record_pairs(f, pairs);
+        let p = &shared.provisioner;
+        assert!(p.thread.get().is_none(), "a provisioner thread was started");
+        let claimed = shared.map.counter(H_NEXT_SEQ).load(Ordering::Relaxed);
+        assert!(claimed >= 50, "{claimed} slots claimed");
+        // Slot 0 is mapped at start; nothing was prepared past it.
+        assert_eq!(p.prepared_to(), 1, "slots were prepared ahead of the claims");
+        let summary = recording.finish().unwrap();
+        assert_eq!(summary.slots_prepared, 0);
+        let events = check_finished_file(&path, CHUNK).unwrap();
+        // Each pair is two events; the chunks' snapshots add none.
+        assert!(events >= 2 * pairs as u64, "{events} events for {pairs} pairs");
+        let _ = std::fs::remove_file(&path);
+    }
+
     /// A fork while the provisioner works, and a finish right after a burst
     /// of claims: the parent's file and the child's own recording are both
     /// complete and cut after the slots they claimed, and finish joined

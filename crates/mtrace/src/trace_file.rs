@@ -80,7 +80,11 @@ pub(crate) fn open(
     stretches: u64,
 ) -> Result<&'static Shared, StartError> {
     // Started while the file is made (see `provision.rs`).
-    let provisioner_thread = provision::spawn();
+    let provisioner_thread = if config.provisioner {
+        provision::spawn()
+    } else {
+        None
+    };
     let map = TraceMap::create(config)?;
     let clock = clock();
     map.write_header(config, &clock);

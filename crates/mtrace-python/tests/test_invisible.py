@@ -1,0 +1,157 @@
+"""A program cannot tell that it is recorded (issue 47): mtrace starts no
+thread of its own in a Python process, so `os.fork()` does not warn about
+threads and a child forked from a thread exits as it would without mtrace.
+Each case runs the same script without and with `python -m mtrace`, with
+warnings turned into errors and a timeout that fails the test (a hang must
+not hang the suite)."""
+
+import glob
+import os
+import re
+import subprocess
+import sys
+
+from test_mtrace import Case, mtanalyze_binary, run
+
+# How long a script may take before the test calls it hung: each runs in
+# well under a second.
+TIMEOUT = 60
+
+# The threads of the process (native ones included), before and while
+# recording; then a fork from the main thread, which CPython 3.12+ warns
+# about when the process has more than one thread.
+THREADS_AND_FORK = """
+    import os, sys, threading
+
+    def tasks():
+        return len(os.listdir("/proc/self/task"))
+
+    def spin(n):
+        return n if n < 2 else spin(n - 1) + spin(n - 2)
+
+    before = tasks()
+    if sys.argv[1:] == ["enable"]:
+        import mtrace
+        mtrace.enable(sys.argv[0] + ".bin")
+    spin(20)
+    during = tasks()
+    pid = os.fork()
+    if pid == 0:
+        spin(10)
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    if sys.argv[1:] == ["enable"]:
+        mtrace.disable()
+    print(before, during, threading.active_count(), os.waitstatus_to_exitcode(status))
+"""
+
+# A fork from a thread that is not the main one, while another thread
+# records; the child ends as a thread ends: by returning (argv "return"),
+# or by `sys.exit()` ("exit"). Without mtrace the child then exits, its
+# status 0. The parent waits for it with a deadline and kills it if it
+# lives on, printing "hung".
+FORK_FROM_A_THREAD = """
+    import os, sys, threading, time
+
+    def spin(n):
+        return n if n < 2 else spin(n - 1) + spin(n - 2)
+
+    def busy(stop):
+        while not stop.is_set():
+            spin(10)
+
+    def child_only():
+        return spin(15)
+
+    def forker(result, how):
+        pid = os.fork()
+        if pid == 0:
+            child_only()
+            if how == "exit":
+                sys.exit()
+            return
+        deadline = time.monotonic() + 20
+        while True:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                result.append(os.waitstatus_to_exitcode(status))
+                return
+            if time.monotonic() > deadline:
+                os.kill(pid, 9)
+                os.waitpid(pid, 0)
+                result.append("hung")
+                return
+            time.sleep(0.01)
+
+    stop = threading.Event()
+    spinner = threading.Thread(target=busy, args=(stop,))
+    spinner.start()
+    result = []
+    thread = threading.Thread(target=forker, args=(result, sys.argv[1]))
+    thread.start()
+    thread.join()
+    stop.set()
+    spinner.join()
+    print(result[0])
+"""
+
+
+def warning_lines(stderr):
+    """The categories of the warnings `stderr` shows (their texts hold pids)."""
+    return sorted(re.findall(r"\b(\w+Warning): ", stderr))
+
+
+class Invisible(Case):
+    def run_script(self, args, warnings="error"):
+        """`args` run with a deadline (a hang fails), and warnings as errors
+        unless `warnings` says otherwise."""
+        try:
+            return run([sys.executable, "-W", warnings, *args], cwd=self.dir, timeout=TIMEOUT)
+        except subprocess.TimeoutExpired as e:
+            self.fail(f"{' '.join(args)} did not end in {TIMEOUT} s (stderr: {e.stderr!r})")
+
+    def test_recording_starts_no_thread_and_a_fork_does_not_warn(self):
+        script = self.script("threads.py", THREADS_AND_FORK)
+        plain = self.run_script([script, "plain"]).stdout.split()
+        enabled = self.run_script([script, "enable"])
+        before, during, active, status = enabled.stdout.split()
+        self.assertEqual(plain[0], plain[1])
+        self.assertEqual(during, before, "mtrace.enable() started a thread")
+        self.assertEqual((active, status), ("1", "0"))
+        self.assertNotIn("Warning", enabled.stderr)
+        for extra in ([], ["--no-children"]):
+            with self.subTest(extra=extra):
+                done = self.run_script(["-m", "mtrace", *extra, "-o", self.path("t.bin"),
+                                        script, "plain"])
+                before, during, active, status = done.stdout.split()
+                self.assertEqual(during, before, "python -m mtrace started a thread")
+                self.assertEqual((active, status), ("1", "0"))
+                self.assertNotIn("DeprecationWarning", done.stderr)
+
+    def test_a_child_forked_from_a_thread_exits_when_its_thread_ends(self):
+        script = self.script("forks.py", FORK_FROM_A_THREAD)
+        # The program's own fork from a thread warns on 3.12+ (its threads
+        # are there): mtrace must add no warning of its own, so both runs
+        # are compared, with warnings shown.
+        for how in ("return", "exit"):
+            with self.subTest(how=how):
+                plain = self.run_script([script, how], warnings="default")
+                self.assertEqual(plain.stdout.strip(), "0")
+                for old in glob.glob(self.path("t*.bin")):
+                    os.remove(old)
+                out = self.path("t.bin")
+                done = self.run_script(["-m", "mtrace", "-o", out, script, how],
+                                       warnings="default")
+                self.assertEqual(done.stdout.strip(), "0", done.stderr)
+                self.assertEqual(warning_lines(done.stderr), warning_lines(plain.stderr))
+                # The child recorded, and its trace is whole.
+                children = glob.glob(self.path("t.pid*.bin"))
+                self.assertEqual(len(children), 1, children)
+                report = run([mtanalyze_binary(), children[0], "--format", "json"]).stdout
+                self.assertIn('"child_only"', report)
+
+
+if __name__ == "__main__":
+    import unittest
+
+    unittest.main()
