@@ -21,7 +21,7 @@ import unittest
 
 import mtrace
 
-from test_mtrace import SINGLE, Case, load, mtanalyze_binary, run
+from test_mtrace import PREFERRED_CLOCK, SINGLE, Case, load, mtanalyze_binary, run
 
 #: A table row: ncalls, four times, paused, then `function (file:line)`.
 ROW = re.compile(r"^\s*(?P<ncalls>\d+(?:/\d+)?)\s+(?:\S+\s+){5}(?P<function>.+) \((?P<place>.*)\)$")
@@ -345,7 +345,7 @@ class Analyze(Case):
         fib = report.function("fib")
         self.assertEqual((fib.ncalls, fib.primitive_calls, fib.file), (8361, 1, script))
         self.assertEqual(fib["paused_ns"], fib.paused_ns)
-        self.assertEqual(report.clock, "gil")
+        self.assertEqual(report.clock, PREFERRED_CLOCK)
         self.assertEqual(report.trace.producer, "python")
         self.assertEqual(len(report.stacks), 1)
         self.assertIsInstance(report.trace.threads[0]["tid"], int)
