@@ -96,6 +96,32 @@ FORK_FROM_A_THREAD = """
 """
 
 
+# Code run in subinterpreters, an isolated one and a legacy one where the
+# version has them; each prints what it did, as does the main interpreter.
+SUBINTERPRETERS = """
+    import sys
+
+    def main_work():
+        return sum(range(10))
+
+    if sys.version_info >= (3, 13):
+        import _interpreters as interpreters
+        legacy = lambda: interpreters.create("legacy")
+    else:
+        import _xxsubinterpreters as interpreters
+        legacy = lambda: interpreters.create(isolated=False)
+    for make in (interpreters.create, legacy):
+        try:
+            sub = make()
+        except Exception as e:
+            print("cannot create:", type(e).__name__)
+            continue
+        interpreters.run_string(sub, "print('subinterpreter ran', 1 + 1)")
+        interpreters.destroy(sub)
+    print(main_work())
+"""
+
+
 def warning_lines(stderr):
     """The categories of the warnings `stderr` shows (their texts hold pids)."""
     return sorted(re.findall(r"\b(\w+Warning): ", stderr))
@@ -149,6 +175,24 @@ class Invisible(Case):
                 self.assertEqual(len(children), 1, children)
                 report = run([mtanalyze_binary(), children[0], "--format", "json"]).stdout
                 self.assertIn('"child_only"', report)
+
+    def test_subinterpreters_run_as_without_mtrace(self):
+        # The child-process hook (a .pth file, run at every interpreter's
+        # start) must not try to load the extension in a subinterpreter:
+        # it would print an ImportError and leave a false `.failed` note.
+        script = self.script("subinterpreters.py", SUBINTERPRETERS)
+        plain = self.run_script([script])
+        out = self.path("s.bin")
+        done = self.run_script(["-m", "mtrace", "-o", out, script])
+        self.assertIn("subinterpreter ran 2", plain.stdout)
+        self.assertEqual(done.stdout.splitlines()[:len(plain.stdout.splitlines())],
+                         plain.stdout.splitlines())
+        self.assertNotIn("Error", done.stderr)
+        self.assertNotIn("Traceback", done.stderr)
+        self.assertEqual(glob.glob(self.path("s.pid*")), [])
+        report = run([mtanalyze_binary(), out, "--format", "json"]).stdout
+        self.assertIn('"main_work"', report)
+        self.assertNotIn("child_not_recorded", report)
 
 
 if __name__ == "__main__":
