@@ -127,22 +127,26 @@ frame_callback!(on_yield, py_leave, Leave::Yield);
 frame_callback!(on_unwind, py_leave, Leave::Unwind);
 
 /// `asyncio.events.Handle` into [`HANDLE`] (asyncio is imported: its
-/// loop's `call_soon` runs).
+/// loop's `call_soon` runs). Through the C API, its errors cleared at once
+/// (see `registry.rs` on why not through pyo3's `PyErr`).
 #[cold]
 unsafe fn find_handle() {
-    let py = Python::assume_attached();
-    let handle = py
-        .import("asyncio.events")
-        .and_then(|m| m.getattr("Handle"))
-        .ok()
-        .filter(|h| h.is_instance_of::<pyo3::types::PyType>());
-    match handle {
-        Some(h) => HANDLE.store(h.into_ptr(), Ordering::Relaxed),
-        None => {
-            if !ffi::PyErr_Occurred().is_null() {
-                ffi::PyErr_Clear();
-            }
-        }
+    let module = ffi::PyImport_ImportModule(c"asyncio.events".as_ptr());
+    let handle = if module.is_null() {
+        std::ptr::null_mut()
+    } else {
+        let handle = ffi::PyObject_GetAttrString(module, c"Handle".as_ptr());
+        ffi::Py_DECREF(module);
+        handle
+    };
+    if !handle.is_null() && ffi::PyType_Check(handle) != 0 {
+        // Kept for the process.
+        HANDLE.store(handle, Ordering::Relaxed);
+        return;
+    }
+    ffi::Py_XDECREF(handle);
+    if !ffi::PyErr_Occurred().is_null() {
+        ffi::PyErr_Clear();
     }
 }
 

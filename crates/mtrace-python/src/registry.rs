@@ -24,8 +24,6 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Mutex;
 
 use pyo3::ffi;
-use pyo3::prelude::*;
-use pyo3::types::PyString;
 
 /// What the stack rules need to know about a code object.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -99,29 +97,15 @@ pub(crate) unsafe fn code_entry(code: *mut ffi::PyObject) -> Entry {
     if let Some(&e) = lock(&CODES).as_ref().and_then(|m| m.get(&(code as usize))) {
         return e;
     }
-    let py = Python::assume_attached();
-    let obj = Bound::from_borrowed_ptr(py, code);
-    let text = |attr: &str| -> String {
-        obj.getattr(attr)
-            .and_then(|v| v.extract::<String>())
-            .unwrap_or_default()
-    };
-    let mut name = text("co_qualname");
+    let mut name = attr_text(code, c"co_qualname").unwrap_or_default();
     if name.is_empty() {
-        name = text("co_name");
+        name = attr_text(code, c"co_name").unwrap_or_default();
     }
-    let file = text("co_filename");
-    let line = obj
-        .getattr("co_firstlineno")
-        .and_then(|v| v.extract::<u32>())
+    let file = attr_text(code, c"co_filename").unwrap_or_default();
+    let line = attr_int(code, c"co_firstlineno")
+        .and_then(|n| u32::try_from(n).ok())
         .unwrap_or(0);
-    let flags = obj
-        .getattr("co_flags")
-        .and_then(|v| v.extract::<i64>())
-        .unwrap_or(0);
-    if !ffi::PyErr_Occurred().is_null() {
-        ffi::PyErr_Clear();
-    }
+    let flags = attr_int(code, c"co_flags").unwrap_or(0);
     let id = mtrace::register_function(&name, &file, line, "").0;
     let resumable =
         flags & (CO_GENERATOR | CO_COROUTINE | CO_ITERABLE_COROUTINE | CO_ASYNC_GENERATOR) != 0;
@@ -129,7 +113,7 @@ pub(crate) unsafe fn code_entry(code: *mut ffi::PyObject) -> Entry {
         id,
         resumable,
         coroutine: flags & CO_COROUTINE != 0,
-        wakes: schedules_callbacks(&obj, &name, &file),
+        wakes: schedules_callbacks(code, &name, &file),
         #[cfg(not(Py_3_12))]
         bytecode: if resumable {
             bytecode(code)
@@ -144,9 +128,77 @@ pub(crate) unsafe fn code_entry(code: *mut ffi::PyObject) -> Entry {
         return e;
     }
     // Keep the code object alive so its address is never reused.
-    std::mem::forget(obj.clone());
+    ffi::Py_INCREF(code);
     map.insert(code as usize, entry);
     entry
+}
+
+// Naming runs inside CPython's event callbacks, on the program's threads,
+// perhaps in an `except` block: an exception raised there (a failed look-up)
+// takes the exception being handled as its `__context__`, and with it that
+// exception's traceback and every frame of it. So these helpers call the C
+// API directly and clear what it raises at once, never through pyo3's
+// `PyErr`: a `PyErr` (or any `Py<T>`) dropped outside a `#[pyfunction]`
+// does not let go of its object but queues it in pyo3's pool, which is only
+// emptied when the program next calls into this module (`mtrace.disable()`):
+// until then the handled exception, its frames and their locals (a thread
+// whose `run()` raised, the arguments of `threading.excepthook`) would stay
+// alive.
+
+/// Clears the error indicator if a failed call set it.
+unsafe fn clear_error() {
+    if !ffi::PyErr_Occurred().is_null() {
+        ffi::PyErr_Clear();
+    }
+}
+
+/// The text of `obj.<attr>` if it is a str, else None (error cleared).
+unsafe fn attr_text(obj: *mut ffi::PyObject, attr: &std::ffi::CStr) -> Option<String> {
+    let value = ffi::PyObject_GetAttrString(obj, attr.as_ptr());
+    if value.is_null() {
+        clear_error();
+        return None;
+    }
+    let text = str_text(value);
+    ffi::Py_DECREF(value);
+    text
+}
+
+/// The text of `s` (borrowed) if it is a str, else None (error cleared).
+unsafe fn str_text(s: *mut ffi::PyObject) -> Option<String> {
+    if ffi::PyUnicode_Check(s) == 0 {
+        return None;
+    }
+    let mut size: ffi::Py_ssize_t = 0;
+    let data = ffi::PyUnicode_AsUTF8AndSize(s, &mut size);
+    if data.is_null() {
+        clear_error();
+        return None;
+    }
+    let bytes = std::slice::from_raw_parts(data.cast::<u8>(), size.max(0) as usize);
+    Some(String::from_utf8_lossy(bytes).into_owned())
+}
+
+/// `obj.<attr>` if it is an int that fits, else None (error cleared).
+unsafe fn attr_int(obj: *mut ffi::PyObject, attr: &std::ffi::CStr) -> Option<i64> {
+    let value = ffi::PyObject_GetAttrString(obj, attr.as_ptr());
+    if value.is_null() {
+        clear_error();
+        return None;
+    }
+    let n = if ffi::PyLong_Check(value) != 0 {
+        let n = ffi::PyLong_AsLongLong(value);
+        if n == -1 && !ffi::PyErr_Occurred().is_null() {
+            ffi::PyErr_Clear();
+            None
+        } else {
+            Some(n)
+        }
+    } else {
+        None
+    };
+    ffi::Py_DECREF(value);
+    n
 }
 
 /// Whether a code object is one of the event loop's methods that put a
@@ -156,7 +208,7 @@ pub(crate) unsafe fn code_entry(code: *mut ffi::PyObject) -> Entry {
 /// call the loop's `call_soon` method), and a task its own next step. The
 /// first two arguments' names are checked as well: the hook reads
 /// `callback` as local 1.
-fn schedules_callbacks(code: &Bound<'_, PyAny>, name: &str, file: &str) -> bool {
+unsafe fn schedules_callbacks(code: *mut ffi::PyObject, name: &str, file: &str) -> bool {
     let method = matches!(
         name,
         "BaseEventLoop.call_soon" | "BaseEventLoop.call_soon_threadsafe"
@@ -166,15 +218,21 @@ fn schedules_callbacks(code: &Bound<'_, PyAny>, name: &str, file: &str) -> bool 
     {
         return false;
     }
-    let args = code
-        .getattr("co_varnames")
-        .and_then(|v| v.extract::<Vec<String>>())
-        .unwrap_or_default();
-    let argcount = code
-        .getattr("co_argcount")
-        .and_then(|v| v.extract::<usize>())
-        .unwrap_or(0);
-    argcount >= 2 && args.get(1).is_some_and(|a| a == "callback")
+    if attr_int(code, c"co_argcount").unwrap_or(0) < 2 {
+        return false;
+    }
+    let names = ffi::PyObject_GetAttrString(code, c"co_varnames".as_ptr());
+    if names.is_null() {
+        clear_error();
+        return false;
+    }
+    let second = if ffi::PyTuple_Check(names) != 0 && ffi::PyTuple_Size(names) >= 2 {
+        str_text(ffi::PyTuple_GetItem(names, 1))
+    } else {
+        None
+    };
+    ffi::Py_DECREF(names);
+    second.is_some_and(|a| a == "callback")
 }
 
 /// The `PyMethodDef` that keys a C callable as cProfile keys it, and the
@@ -220,89 +278,130 @@ pub(crate) unsafe fn cfunction_id(
     if let Some(&id) = lock(&CFUNCS).as_ref().and_then(|m| m.get(&def)) {
         return id;
     }
-    let py = Python::assume_attached();
     let name = if ffi::PyCFunction_Check(callable) != 0 {
-        cfunction_name(py, callable)
+        cfunction_name(callable)
     } else {
         // A method descriptor: name the method bound to `self_arg`, as
         // cProfile does (it binds one on every call; we only to name it).
-        let descr_get = (*ffi::Py_TYPE(callable)).tp_descr_get;
-        match descr_get {
+        match (*ffi::Py_TYPE(callable)).tp_descr_get {
             Some(get) => {
                 let bound = get(callable, self_arg, ffi::Py_TYPE(self_arg).cast());
                 if bound.is_null() {
-                    Err(PyErr::fetch(py))
+                    None
                 } else {
-                    let bound = Bound::from_owned_ptr(py, bound);
-                    if ffi::PyCFunction_Check(bound.as_ptr()) != 0 {
-                        cfunction_name(py, bound.as_ptr())
+                    let name = if ffi::PyCFunction_Check(bound) != 0 {
+                        cfunction_name(bound)
                     } else {
-                        Err(PyErr::fetch(py))
-                    }
+                        None
+                    };
+                    ffi::Py_DECREF(bound);
+                    name
                 }
             }
-            None => Err(PyErr::fetch(py)),
+            None => None,
         }
     };
-    let name = name.unwrap_or_else(|_| "<built-in function>".to_owned());
-    if !ffi::PyErr_Occurred().is_null() {
-        ffi::PyErr_Clear();
-    }
+    clear_error();
+    let name = name.unwrap_or_else(|| "<built-in function>".to_owned());
     let id = mtrace::register_function(&name, "~", 0, "").0;
     lock(&CFUNCS).get_or_insert_with(ptr_map).insert(def, id);
     id
 }
 
 /// cProfile's `normalizeUserObj`: `<built-in method builtins.len>`,
-/// `<method 'append' of 'list' objects>`, `<_io.open>`, `<len>`.
-unsafe fn cfunction_name(py: Python<'_>, func: *mut ffi::PyObject) -> PyResult<String> {
+/// `<method 'append' of 'list' objects>`, `<_io.open>`, `<len>`; None if a
+/// look-up failed (its error cleared).
+unsafe fn cfunction_name(func: *mut ffi::PyObject) -> Option<String> {
     let f = &*func.cast::<ffi::PyCFunctionObject>();
     let ml_name = std::ffi::CStr::from_ptr((*f.m_ml).ml_name)
         .to_string_lossy()
         .into_owned();
-    let module_name = |m: *mut ffi::PyObject| -> Option<String> {
-        if m.is_null() {
-            return None;
-        }
-        let m = Bound::from_borrowed_ptr(py, m);
-        if let Ok(s) = m.cast::<PyString>() {
-            return Some(s.to_string());
-        }
-        m.getattr("__name__").ok()?.extract::<String>().ok()
-    };
     if f.m_self.is_null() {
-        return Ok(match module_name(f.m_module) {
+        let module = if f.m_module.is_null() {
+            None
+        } else if ffi::PyUnicode_Check(f.m_module) != 0 {
+            str_text(f.m_module)
+        } else {
+            attr_text(f.m_module, c"__name__")
+        };
+        return Some(match module {
             Some(m) if m != "builtins" => format!("<{m}.{ml_name}>"),
             _ => format!("<{ml_name}>"),
         });
     }
     // repr(getattr(type(self), name)), looked up along the MRO without descriptors.
-    let this = Bound::from_borrowed_ptr(py, f.m_self);
-    let mro = this.get_type().getattr("__mro__")?;
-    for cls in mro.try_iter()? {
-        let dict = cls?.getattr("__dict__")?;
-        if let Ok(Some(found)) = dict.get_item(&ml_name).map(Some).or_else(|e| {
-            if e.is_instance_of::<pyo3::exceptions::PyKeyError>(py) {
-                Ok(None)
-            } else {
-                Err(e)
-            }
-        }) {
-            return Ok(found.repr()?.to_string());
+    if let Some(found) = type_lookup(ffi::Py_TYPE(f.m_self), &ml_name) {
+        let repr = ffi::PyObject_Repr(found);
+        ffi::Py_DECREF(found);
+        if repr.is_null() {
+            clear_error();
+            return None;
         }
+        let text = str_text(repr);
+        ffi::Py_DECREF(repr);
+        return text;
     }
     let module = if f.m_module.is_null() {
         None
     } else {
-        Bound::from_borrowed_ptr(py, f.m_module)
-            .cast::<PyString>()
-            .ok()
-            .map(|s| s.to_string())
+        str_text(f.m_module)
     };
-    Ok(match module {
+    Some(match module {
         Some(m) => format!("<built-in method {m}.{ml_name}>"),
         None => format!("<built-in method {ml_name}>"),
     })
+}
+
+/// The attribute `name` of type `ty` as its class dictionaries hold it (a
+/// new reference), looked up along its MRO, without calling descriptors;
+/// None if no class has it (no error left set).
+unsafe fn type_lookup(ty: *mut ffi::PyTypeObject, name: &str) -> Option<*mut ffi::PyObject> {
+    let key = ffi::PyUnicode_FromStringAndSize(name.as_ptr().cast(), name.len() as ffi::Py_ssize_t);
+    if key.is_null() {
+        clear_error();
+        return None;
+    }
+    let mro = (*ty).tp_mro;
+    let mut found = None;
+    if !mro.is_null() && ffi::PyTuple_Check(mro) != 0 {
+        for i in 0..ffi::PyTuple_Size(mro) {
+            let cls = ffi::PyTuple_GetItem(mro, i);
+            if cls.is_null() || ffi::PyType_Check(cls) == 0 {
+                continue;
+            }
+            let dict = type_dict(cls.cast());
+            if dict.is_null() {
+                continue;
+            }
+            let mut value = std::ptr::null_mut();
+            let got = ffi::compat::PyDict_GetItemRef(dict, key, &mut value);
+            ffi::Py_DECREF(dict);
+            if got > 0 {
+                found = Some(value);
+                break;
+            }
+            clear_error();
+        }
+    }
+    ffi::Py_DECREF(key);
+    found
+}
+
+/// A class's own dictionary (a new reference), or null: 3.12 keeps those
+/// of the built-in types per interpreter, behind `PyType_GetDict`.
+unsafe fn type_dict(ty: *mut ffi::PyTypeObject) -> *mut ffi::PyObject {
+    #[cfg(Py_3_12)]
+    {
+        ffi::PyType_GetDict(ty)
+    }
+    #[cfg(not(Py_3_12))]
+    {
+        let dict = (*ty).tp_dict;
+        if !dict.is_null() {
+            ffi::Py_INCREF(dict);
+        }
+        dict
+    }
 }
 
 /// Locks a mutex, ignoring poisoning (nothing panics while holding these).

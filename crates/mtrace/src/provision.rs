@@ -259,6 +259,13 @@ fn run(
     let next_seq = map.counter(H_NEXT_SEQ);
     let mut next = p.prepared_to.load(Ordering::Relaxed);
     loop {
+        // Finish may have stopped it already, its unpark spent: the
+        // channel's `recv` parks the thread too, and the token that woke
+        // it there may have been finish's. Parking then would be for ever
+        // (a thread and its stack lost per short recording).
+        if p.state.load(Ordering::Acquire) == STOPPED {
+            return;
+        }
         // Parked until the first claim (or finish): a recording that never
         // claims a second slot costs no work here.
         std::thread::park();
