@@ -492,12 +492,19 @@ mod tests {
         let claimed = shared.map.counter(H_NEXT_SEQ).load(Ordering::Relaxed);
         assert!(claimed >= 50, "{claimed} slots claimed");
         // Slot 0 is mapped at start; nothing was prepared past it.
-        assert_eq!(p.prepared_to(), 1, "slots were prepared ahead of the claims");
+        assert_eq!(
+            p.prepared_to(),
+            1,
+            "slots were prepared ahead of the claims"
+        );
         let summary = recording.finish().unwrap();
         assert_eq!(summary.slots_prepared, 0);
         let events = check_finished_file(&path, CHUNK).unwrap();
         // Each pair is two events; the chunks' snapshots add none.
-        assert!(events >= 2 * pairs as u64, "{events} events for {pairs} pairs");
+        assert!(
+            events >= 2 * pairs as u64,
+            "{events} events for {pairs} pairs"
+        );
         let _ = std::fs::remove_file(&path);
     }
 
