@@ -10,6 +10,12 @@ stacks ran is cut out of each frame (the ``gil`` clock).
 Each ``enable()``/``disable()`` records one trace file; ``create_stats``
 sums them, through the Rust analyzer's pstats output (``mtanalyze TRACE...
 --format pstats``), so the table and the file agree with ``mtanalyze``.
+
+Where it takes cProfile's place it answers as cProfile does on the Python
+running: its exceptions for a second ``enable()`` and for a profile that
+recorded nothing, every sort its ``print_stats`` takes (pstats itself
+judges them), and ``Profile(timer)``: a timer other than the wall clocks
+mtrace's own clock stands for is cProfile's own profiler behind this API.
 """
 
 import marshal
