@@ -55,6 +55,15 @@ static RECORDING: Mutex<Option<Recording>> = Mutex::new(None);
 /// asyncio tasks get stacks), for a forked child's own recording.
 static STARTED_WITH: Mutex<Option<(Config, bool)>> = Mutex::new(None);
 
+/// `start`'s error while a recording runs, whether this module's or one
+/// the Rust crate started in the same process: one message for both.
+fn already_recording(running: &std::path::Path) -> PyErr {
+    PyRuntimeError::new_err(format!(
+        "mtrace is already recording to {}",
+        running.display()
+    ))
+}
+
 /// The clock the trace asks `mtanalyze` to use: `gil` where one thread runs
 /// Python at a time, `stack` on a free-threaded build, where threads run at
 /// once.
@@ -121,8 +130,8 @@ fn start(
         },
     };
     let mut slot = lock(&RECORDING);
-    if slot.is_some() {
-        return Err(PyRuntimeError::new_err("mtrace is already recording"));
+    if let Some(running) = slot.as_ref() {
+        return Err(already_recording(running.path()));
     }
     if FLOOR.load(Ordering::Relaxed) {
         return Err(PyRuntimeError::new_err(
@@ -182,7 +191,7 @@ fn start(
     let started_with = (config.clone(), tasks);
     let recording = mtrace::start(config).map_err(|e| match e {
         StartError::Config(_) => PyValueError::new_err(e.to_string()),
-        StartError::AlreadyRecording { .. } => PyRuntimeError::new_err(e.to_string()),
+        StartError::AlreadyRecording { ref running } => already_recording(running),
         _ => PyOSError::new_err(e.to_string()),
     })?;
     stacks::start_session(tasks);

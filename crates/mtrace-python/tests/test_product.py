@@ -297,19 +297,6 @@ class ProfileApi(Case):
                 after_ten = mappings()
         self.assertLess(mappings(), after_ten + 20, "one mapping kept per profile")
 
-    def test_what_it_does_not_support_says_so(self):
-        with self.assertRaises(TypeError):
-            mtrace.Profile(timer=lambda: 0)
-        with self.assertRaises(ValueError):
-            mtrace.Profile().print_stats("bogus")
-        first = mtrace.Profile()
-        first.enable()
-        try:
-            with self.assertRaises(RuntimeError):
-                mtrace.Profile().enable()
-        finally:
-            first.disable()
-
     def test_module_run_prints_or_writes_as_cprofiles(self):
         script = self.script("runs.py", WORK + textwrap.dedent("""
             import sys, mtrace

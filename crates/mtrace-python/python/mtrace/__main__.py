@@ -2,8 +2,10 @@
 run a program under the recorder, as ``python -m cProfile`` does.
 
 Without ``-o``, the table is printed when the program ends (normally, by
-``sys.exit`` or by an uncaught exception), ordered by ``-s`` (default:
-standard name, as cProfile), and the trace is kept as ``mtrace.bin`` in the
+``sys.exit`` or by an uncaught exception), ordered by ``-s`` (cProfile's
+sort names and ``paused``; default: standard name, the default of
+``cProfile.run``; ``python -m cProfile`` sorts by cumulative time since
+3.11), and the trace is kept as ``mtrace.bin`` in the
 current directory. ``-o FILE`` writes the pstats file ``pstats.Stats(FILE)``
 reads, with the trace beside it as ``FILE.bin``; ``-o FILE.bin`` (or
 ``.mtrace``) writes only the trace. The script runs as the real
@@ -117,9 +119,10 @@ def main(argv=None):
                         "the table, with the trace beside it as OUT.bin; a name ending in .bin "
                         "or .mtrace: only the trace (default: print the table, trace in "
                         f"{mtrace.DEFAULT_OUTPUT})")
+    # cProfile's names exactly (its command line takes no abbreviation), and paused.
     parser.add_argument("-s", "--sort", default="stdname", choices=SORT_KEYS, metavar="SORT",
                         help="order of the table: " + ", ".join(SORT_KEYS)
-                        + " (default: %(default)s, as cProfile)")
+                        + " (default: %(default)s)")
     parser.add_argument("--html", default=None, metavar="FILE",
                         help="also write the report as one self-contained HTML page "
                         "(mtanalyze --format html), to open in a browser")

@@ -10,6 +10,12 @@ stacks ran is cut out of each frame (the ``gil`` clock).
 Each ``enable()``/``disable()`` records one trace file; ``create_stats``
 sums them, through the Rust analyzer's pstats output (``mtanalyze TRACE...
 --format pstats``), so the table and the file agree with ``mtanalyze``.
+
+Where it takes cProfile's place it answers as cProfile does on the Python
+running: its exceptions for a second ``enable()`` and for a profile that
+recorded nothing, every sort its ``print_stats`` takes (pstats itself
+judges them), and ``Profile(timer)``: a timer other than the wall clocks
+mtrace's own clock stands for is cProfile's own profiler behind this API.
 """
 
 import marshal
@@ -17,44 +23,102 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 import weakref
 
 from . import _cli
 
 __all__ = ["Profile", "run", "runctx", "SORT_KEYS", "sort_name"]
 
-#: The sort names ``print_stats`` and ``python -m mtrace -s`` take:
-#: cProfile's (``pstats``) and mtrace's ``paused``.
-SORT_KEYS = ("calls", "cumtime", "cumulative", "file", "filename", "line", "module", "name",
-             "ncalls", "nfl", "paused", "pcalls", "stdname", "time", "tottime")
-#: pstats' numbered sorts (``print_stats(sort=-1)``, the default).
-_NUMBERED = {-1: "stdname", 0: "calls", 1: "time", 2: "cumulative"}
+#: The sort names ``python -m mtrace -s`` takes: ``python -m cProfile``'s
+#: (the names of ``pstats.Stats.sort_arg_dict_default``) and mtrace's
+#: ``paused``. ``print_stats`` and ``run`` take more: whatever cProfile's
+#: take on the Python running (see ``sort_name``).
+SORT_KEYS = ("calls", "cumtime", "cumulative", "filename", "line", "module", "name", "ncalls",
+             "nfl", "paused", "pcalls", "stdname", "time", "tottime")
+#: mtrace's own sort, which pstats does not know.
+_PAUSED = "paused"
+#: cProfile's ``print_stats`` reads a tuple as several keys from 3.13 on;
+#: before, a tuple is one (unknown) key.
+_SEVERAL_KEYS = sys.version_info >= (3, 13)
+#: On 3.12+ cProfile holds the one profiler id of ``sys.monitoring``, so a
+#: second ``enable()`` (of the same profiler or another) raises; on 3.11 it
+#: sets the profile function, which a second one silently replaces.
+_EXCLUSIVE = sys.version_info >= (3, 12)
+#: What cProfile 3.12 and 3.13 say then.
+_ANOTHER_TOOL = "Another profiling tool is already active"
+#: The standard clocks that mean what mtrace's own clock means (monotonic
+#: wall time): ``Profile(timer)`` with one of them records with mtrace.
+_WALL_CLOCKS = (time.perf_counter, time.perf_counter_ns, time.monotonic, time.monotonic_ns)
+
+
+def _sort_fields(sort):
+    """The arguments cProfile's ``print_stats`` gives ``sort_stats``."""
+    return tuple(sort) if _SEVERAL_KEYS and isinstance(sort, tuple) else (sort,)
 
 
 def sort_name(sort):
-    """The ``mtanalyze --sort`` value of a cProfile sort: a name of
-    ``SORT_KEYS``, one of pstats' numbers (-1 standard name, 0 calls, 1
-    time, 2 cumulative) or a ``pstats.SortKey``."""
-    value = getattr(sort, "value", sort)  # pstats.SortKey is a str enum
-    if isinstance(value, int) and not isinstance(value, bool) and value in _NUMBERED:
-        return _NUMBERED[value]
-    if isinstance(value, str) and value in SORT_KEYS:
-        return value
-    raise ValueError(f"unknown sort {sort!r}: expected one of {', '.join(SORT_KEYS)} "
-                     f"or -1, 0, 1, 2")
+    """The ``mtanalyze --sort`` value of a cProfile sort, or None for a
+    sort mtanalyze cannot express (several keys, or none: ``()`` on 3.13+),
+    which pstats then orders.
+
+    ``sort`` is what cProfile's ``print_stats`` takes on the Python running
+    (a name of ``pstats.Stats.sort_arg_dict_default`` or its unique
+    abbreviation, -1 standard name, 0 calls, 1 time, 2 cumulative, a
+    ``pstats.SortKey``; on 3.13+ a tuple of them), or ``"paused"``. A sort
+    cProfile refuses raises what cProfile raises (pstats' ``KeyError`` or
+    ``TypeError``), as pstats itself is asked."""
+    import pstats
+
+    if isinstance(sort, str) and sort == _PAUSED:
+        return _PAUSED
+    fields = _sort_fields(sort)
+    # An empty Stats sorts nothing, but refuses what cProfile's would.
+    pstats.Stats().sort_stats(*fields)
+    if len(fields) != 1:
+        return None
+    (word,) = fields
+    if isinstance(word, int):
+        # pstats' own reading of the old profiler's numbers (True is 1).
+        word = {-1: "stdname", 0: "calls", 1: "time", 2: "cumulative"}[word]
+    word = getattr(word, "value", word)  # a pstats.SortKey is a str enum
+    # An abbreviation ("tot") is the name whose sort it is; names that
+    # share a sort ("time", "tottime") are the same order in mtanalyze too.
+    order = pstats.Stats().get_sort_arg_defs()[word]
+    return next(name for name, value in pstats.Stats.sort_arg_dict_default.items()
+                if value == order)
 
 
 def print_table(traces, sort=-1, clock=None, file=None):
     """Print the report of ``traces`` (their sum) as ``mtanalyze``'s table,
-    ordered by ``sort`` (see ``sort_name``), to ``file`` (``sys.stdout``)."""
-    args = [*traces, "--sort", sort_name(sort)]
+    ordered by ``sort`` (see ``sort_name``), to ``file`` (``sys.stdout``).
+    A sort of several keys, which mtanalyze has no order for, prints
+    pstats' table of the same statistics instead, as cProfile prints it."""
+    name = sort_name(sort)
+    stream = sys.stdout if file is None else file
+    if name is None:
+        import pstats
+
+        stats = _Snapshot(pstats_dict(traces, clock))
+        pstats.Stats(stats, stream=stream).strip_dirs().sort_stats(*_sort_fields(sort)).print_stats()
+        return 0
+    args = [*traces, "--sort", name]
     if clock is not None:
         args += ["--clock", clock]
     status, out = _cli.run(args, capture=True)
-    stream = sys.stdout if file is None else file
     stream.write(out.decode("utf-8", "replace"))
     stream.flush()
     return status
+
+
+class _Snapshot:
+    """Statistics as ``pstats.Stats`` reads them from a profiler."""
+
+    def __init__(self, stats):
+        self.stats = stats
+
+    def create_stats(self):
+        pass
 
 
 def pstats_dict(traces, clock=None):
@@ -81,15 +145,21 @@ def pstats_dict(traces, clock=None):
         shutil.rmtree(folder, ignore_errors=True)
 
 
+#: The ``Profile`` whose recording runs (a weak reference), which a second
+#: profile's ``enable()`` finds as cProfile's finds the profiler active.
+_owner = None
+
+
 class Profile:
     """``cProfile.Profile`` with mtrace's recorder.
 
-    ``Profile(builtins=True)``: ``enable()`` starts recording every thread,
-    ``disable()`` stops; ``runcall(f, ...)``, ``run(cmd)``, ``runctx(cmd,
-    globals, locals)`` and ``with Profile() as p:`` record around a call;
-    ``create_stats()`` fills ``.stats``; ``print_stats(sort=-1)`` prints
-    mtanalyze's table (with the ``paused`` column); ``dump_stats(file)``
-    writes a pstats file; ``pstats.Stats(p)`` works as on cProfile's.
+    ``Profile(timer=None, timeunit=0.0, subcalls=True, builtins=True)``:
+    ``enable()`` starts recording every thread, ``disable()`` stops;
+    ``runcall(f, ...)``, ``run(cmd)``, ``runctx(cmd, globals, locals)`` and
+    ``with Profile() as p:`` record around a call; ``create_stats()`` fills
+    ``.stats``; ``print_stats(sort=-1)`` prints mtanalyze's table (with the
+    ``paused`` column); ``dump_stats(file)`` writes a pstats file;
+    ``pstats.Stats(p)`` works as on cProfile's.
 
     Beyond cProfile's arguments: ``path``, the trace file of the first
     recording (later ones: ``NAME-2.bin``, ...; kept); by default the traces
@@ -98,26 +168,59 @@ class Profile:
     the trace asks for). ``tasks``, ``capacity``, ``ring``,
     ``meta_capacity``: as ``mtrace.enable``.
 
-    One recording runs at a time in a process: enabling a second profile
-    while one records raises ``RuntimeError``, as cProfile does when
-    another profiler is active. ``timer`` and ``timeunit`` are not
-    supported (mtrace reads its own clock): giving them raises ``TypeError``.
+    ``timer``: mtrace's recorder reads its own clock, monotonic wall time,
+    so ``time.perf_counter``, ``time.monotonic`` and their ``_ns`` forms
+    (which mean that time) record with it, ``timeunit`` unused. Any other
+    timer (``time.process_time``, ``time.thread_time``, one of the
+    program's) profiles with cProfile's own profiler, ``_lsprof``, behind
+    this API: cProfile's numbers for that timer and ``timeunit``, on
+    cProfile's one stack of the enabling thread, no trace file.
+
+    Errors are cProfile's on the Python running: one recording runs at a
+    time in a process, and on 3.12+ a second ``enable()`` while one records
+    (this profile's, another's, or ``mtrace.enable()``'s) raises
+    ``ValueError``, as cProfile's does while a profiler is active; on 3.11
+    a second profile's ``enable()`` ends the first one's recording there,
+    as cProfile's second profiler replaces the first. ``print_stats`` and
+    ``pstats.Stats`` of a profile that recorded nothing raise
+    ``TypeError``, and a sort pstats refuses its ``KeyError`` or
+    ``TypeError``.
     """
 
     def __init__(self, timer=None, timeunit=0.0, subcalls=True, builtins=True, *, path=None,
                  clock=None, tasks=True, capacity=None, ring=False, meta_capacity=None):
-        if timer is not None or timeunit:
-            raise TypeError("mtrace.Profile reads its own clock: timer and timeunit are "
-                            "not supported")
         self.builtins = builtins
         self.clock = clock
-        self.stats = {}
+        self._stats = {}
         self.trace_paths = []
         self._options = dict(tasks=tasks, capacity=capacity, ring=ring,
                              meta_capacity=meta_capacity)
         self._path = None if path is None else os.fspath(path)
         self._folder = None
         self._recording = None
+        self._timed = None
+        if timer is not None and not any(timer is wall for wall in _WALL_CLOCKS):
+            import cProfile
+
+            self._timed = cProfile.Profile(timer, timeunit, subcalls, builtins)
+            # Its own C methods rather than this class's around them: the
+            # frame of a Python method would be in its statistics, timed.
+            self.enable = self._timed.enable
+            self.disable = self._timed.disable
+
+    @property
+    def stats(self):
+        """The statistics ``create_stats`` made (pstats' dict)."""
+        if self._timed is not None:
+            return getattr(self._timed, "stats", self._stats)
+        return self._stats
+
+    @stats.setter
+    def stats(self, value):
+        if self._timed is not None:
+            self._timed.stats = value
+        else:
+            self._stats = value
 
     def _next_path(self):
         n = len(self.trace_paths) + 1
@@ -135,42 +238,68 @@ class Profile:
     def enable(self, subcalls=True, builtins=None):
         """Start recording (every thread). ``builtins`` overrides the
         constructor's; ``subcalls`` is accepted for cProfile's sake (caller
-        edges are always recorded)."""
-        from . import enable
+        edges are always recorded). What a second ``enable()`` does is
+        cProfile's: see the class."""
+        global _owner
+        from . import enable, is_enabled
 
         if self._recording is not None:
+            if _EXCLUSIVE:
+                raise ValueError(f"{_ANOTHER_TOOL} (mtrace is recording)")
             return
+        owner = None if _owner is None else _owner()
+        if not _EXCLUSIVE and owner is not None and owner._recording is not None:
+            owner.disable()
         path = self._next_path()
-        enable(path, builtins=self.builtins if builtins is None else builtins, **self._options)
+        try:
+            enable(path, builtins=self.builtins if builtins is None else builtins, **self._options)
+        except RuntimeError:
+            if is_enabled():
+                raise ValueError(f"{_ANOTHER_TOOL} (mtrace is recording)") from None
+            raise
         self._recording = path
+        _owner = weakref.ref(self)
 
     def disable(self):
         """Stop recording; the trace is kept for ``create_stats``."""
+        global _owner
         from . import disable
 
         if self._recording is None:
             return
         path, self._recording = self._recording, None
+        if _owner is not None and _owner() is self:
+            _owner = None
         disable()
         self.trace_paths.append(path)
 
     def create_stats(self):
         """Stop recording and fill ``self.stats`` as cProfile does."""
+        if self._timed is not None:
+            return self._timed.create_stats()
         self.disable()
         self.stats = pstats_dict(self.trace_paths, self.clock)
 
     def snapshot_stats(self):
         """cProfile's name for filling ``self.stats`` from what was recorded."""
+        if self._timed is not None:
+            return self._timed.snapshot_stats()
         self.stats = pstats_dict(self.trace_paths, self.clock)
 
     def print_stats(self, sort=-1):
         """Stop recording and print mtanalyze's table of what was recorded,
-        ordered by ``sort`` (cProfile's sort names or numbers, or
-        ``"paused"``; default: standard name, as cProfile)."""
+        ordered by ``sort`` (what cProfile's takes, see ``sort_name``, or
+        ``"paused"``; default: standard name, as cProfile). A sort of
+        several keys prints pstats' table, as cProfile does."""
+        if self._timed is not None:
+            return self._timed.print_stats(sort)
         self.disable()
         if not self.trace_paths:
-            sort_name(sort)
-            print("mtrace: nothing was recorded")
+            import pstats
+
+            # pstats' TypeError for a profile with no statistics, which
+            # cProfile's print_stats raises.
+            pstats.Stats(self)
             return
         print_table(self.trace_paths, sort, self.clock)
 
