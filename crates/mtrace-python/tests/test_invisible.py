@@ -122,6 +122,21 @@ SUBINTERPRETERS = """
 """
 
 
+# The descriptor numbers the program gets, in itself and in a child that
+# lists its own (as CPython's close_fds/pass_fds tests do).
+DESCRIPTORS = """
+    import os, subprocess, sys
+
+    first = os.open(os.devnull, os.O_RDONLY)
+    keep = os.open(os.devnull, os.O_RDONLY)
+    os.set_inheritable(keep, True)
+    listed = subprocess.run(
+        [sys.executable, "-c", "import os; print(*sorted(map(int, os.listdir('/proc/self/fd'))))"],
+        capture_output=True, text=True, close_fds=True, pass_fds=[keep]).stdout.split()
+    print(first, keep, *listed)
+"""
+
+
 def warning_lines(stderr):
     """The categories of the warnings `stderr` shows (their texts hold pids)."""
     return sorted(re.findall(r"\b(\w+Warning): ", stderr))
@@ -175,6 +190,18 @@ class Invisible(Case):
                 self.assertEqual(len(children), 1, children)
                 report = run([mtanalyze_binary(), children[0], "--format", "json"]).stdout
                 self.assertIn('"child_only"', report)
+
+    def test_descriptors_are_numbered_as_without_mtrace_in_the_program_and_its_children(self):
+        script = self.script("descriptors.py", DESCRIPTORS)
+        plain = self.run_script([script]).stdout.strip()
+        done = self.run_script(["-m", "mtrace", "-o", self.path("d.bin"), script])
+        # A recorded child holds its trace open, at descriptor 512 or above
+        # (the recorder's own numbers): the program's, below, are the same.
+        ours = [int(fd) for fd in done.stdout.splitlines()[0].split()]
+        self.assertEqual([fd for fd in ours if fd < 512], [int(fd) for fd in plain.split()])
+        self.assertEqual(len([fd for fd in ours if fd >= 512]), 1, ours)
+        # The child was recorded (so it held a trace open while it listed).
+        self.assertEqual(len(glob.glob(self.path("d.pid*.bin"))), 1)
 
     def test_subinterpreters_run_as_without_mtrace(self):
         # The child-process hook (a .pth file, run at every interpreter's

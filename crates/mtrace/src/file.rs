@@ -165,6 +165,7 @@ impl TraceMap {
                 path: path.clone(),
                 source,
             })?;
+        let file = out_of_the_way(file);
         match TraceMap::lay_out(config, file) {
             Ok(map) => Ok(map),
             Err(e) => {
@@ -648,6 +649,47 @@ pub(crate) fn page_size() -> usize {
 }
 
 /// Bytes free (to an unprivileged user) on `file`'s file system, if known.
+/// The lowest descriptor number the recorder's own descriptors move to.
+/// The kernel hands out the lowest free number, so a descriptor the
+/// recorder holds at 3 would make each of the program's files one number
+/// higher than without mtrace, and show among the few descriptors a
+/// program (or a test of `close_fds`/`pass_fds`) lists in a child.
+pub(crate) const FIRST_OWN_FD: libc::c_int = 512;
+
+/// `fd` moved to the first free number from [`FIRST_OWN_FD`] on
+/// (close-on-exec), leaving its low number free; `fd` itself where the
+/// descriptor limit is too low for that or the move fails (nothing breaks:
+/// the program only sees one more low descriptor).
+pub(crate) fn move_fd_out_of_the_way(fd: libc::c_int) -> libc::c_int {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `limit` is a valid rlimit to fill.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0
+        || limit.rlim_cur < 2 * FIRST_OWN_FD as libc::rlim_t
+        || fd >= FIRST_OWN_FD
+    {
+        return fd;
+    }
+    // SAFETY: duplicates a descriptor this process owns.
+    let moved = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, FIRST_OWN_FD) };
+    if moved < 0 {
+        return fd;
+    }
+    // SAFETY: `fd` is ours and, duplicated, no longer needed.
+    unsafe { libc::close(fd) };
+    moved
+}
+
+/// [`move_fd_out_of_the_way`] for a file.
+fn out_of_the_way(file: File) -> File {
+    use std::os::fd::{FromRawFd, IntoRawFd};
+    let fd = move_fd_out_of_the_way(file.into_raw_fd());
+    // SAFETY: `fd` is an open descriptor of the file, owned by nobody else.
+    unsafe { File::from_raw_fd(fd) }
+}
+
 fn free_bytes(file: &File) -> Option<u64> {
     use std::os::fd::AsRawFd;
     // SAFETY: a valid descriptor and an out-pointer to a zeroed struct.

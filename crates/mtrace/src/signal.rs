@@ -49,13 +49,15 @@ pub(crate) fn install(signal: i32, toggle: fn()) -> std::io::Result<()> {
         if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC | libc::O_NONBLOCK) } != 0 {
             return Err(std::io::Error::last_os_error());
         }
-        let read_fd = fds[0];
+        // Out of the program's way, as the trace file's descriptor.
+        let read_fd = crate::file::move_fd_out_of_the_way(fds[0]);
+        let write_fd = crate::file::move_fd_out_of_the_way(fds[1]);
         std::thread::Builder::new()
             .name("mtrace-signal".into())
             .spawn(move || toggle_on_wake(read_fd, toggle))?;
         // The parent's write end (if any) stays open in this process:
         // closing it here would not reach the parent's, and it is one fd.
-        WAKE_FD.store(fds[1], Ordering::Relaxed);
+        WAKE_FD.store(write_fd, Ordering::Relaxed);
         *owner = pid;
         signals.clear();
     }
