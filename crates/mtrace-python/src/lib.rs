@@ -213,6 +213,13 @@ fn start(
     Ok(())
 }
 
+/// The folder of the Python package (with a trailing separator): its code
+/// is mtrace's own and never recorded, so no table shows mtrace's frames.
+#[pyfunction]
+fn set_own_folder(folder: String) {
+    registry::set_own_folder(folder);
+}
+
 /// In a child process made by `fork` while recording (the Python package
 /// calls it from `os.register_at_fork`): the recording inherited is the
 /// parent's, whose file the child must never write (the recorder stopped
@@ -431,6 +438,7 @@ fn tool_id() -> Option<i64> {
 
 #[pymodule(gil_used = false)]
 fn _mtrace(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(set_own_folder, m)?)?;
     m.add_function(wrap_pyfunction!(start, m)?)?;
     m.add_function(wrap_pyfunction!(stop, m)?)?;
     m.add_function(wrap_pyfunction!(restart_in_child, m)?)?;

@@ -87,6 +87,50 @@ const CO_COROUTINE: i64 = 0x0080;
 const CO_ITERABLE_COROUTINE: i64 = 0x0100;
 const CO_ASYNC_GENERATOR: i64 = 0x0200;
 
+/// The id of mtrace's own code, which is never recorded: the Python
+/// package's files, the code `python -m mtrace attach` injects, and this
+/// extension's functions. No function is registered under it.
+pub(crate) const OWN: u32 = u32::MAX;
+
+/// The Python package's folder, with a trailing separator: its code is
+/// mtrace's own. Set when the package is imported.
+static OWN_FOLDER: Mutex<Option<String>> = Mutex::new(None);
+
+/// The first constant (the docstring) of the code `python -m mtrace attach`
+/// runs in a target through `sys.remote_exec`, which CPython compiles as
+/// `<string>`: its frames are mtrace's own.
+const INJECTED_MARKER: &str = "mtrace: code injected by python -m mtrace attach";
+
+/// Sets the package's folder ([`OWN_FOLDER`]).
+pub(crate) fn set_own_folder(folder: String) {
+    *lock(&OWN_FOLDER) = Some(folder);
+}
+
+/// Whether `code`, from `file`, is mtrace's own.
+unsafe fn is_own(code: *mut ffi::PyObject, file: &str) -> bool {
+    if lock(&OWN_FOLDER)
+        .as_deref()
+        .is_some_and(|folder| file.starts_with(folder))
+    {
+        return true;
+    }
+    if file != "<string>" {
+        return false;
+    }
+    let consts = ffi::PyObject_GetAttrString(code, c"co_consts".as_ptr());
+    if consts.is_null() {
+        clear_error();
+        return false;
+    }
+    let first = if ffi::PyTuple_Check(consts) != 0 && ffi::PyTuple_Size(consts) >= 1 {
+        str_text(ffi::PyTuple_GetItem(consts, 0))
+    } else {
+        None
+    };
+    ffi::Py_DECREF(consts);
+    first.as_deref() == Some(INJECTED_MARKER)
+}
+
 /// The entry of a code object, registering it the first time any thread sees it.
 ///
 /// # Safety
@@ -106,7 +150,11 @@ pub(crate) unsafe fn code_entry(code: *mut ffi::PyObject) -> Entry {
         .and_then(|n| u32::try_from(n).ok())
         .unwrap_or(0);
     let flags = attr_int(code, c"co_flags").unwrap_or(0);
-    let id = mtrace::register_function(&name, &file, line, "").0;
+    let id = if is_own(code, &file) {
+        OWN
+    } else {
+        mtrace::register_function(&name, &file, line, "").0
+    };
     let resumable =
         flags & (CO_GENERATOR | CO_COROUTINE | CO_ITERABLE_COROUTINE | CO_ASYNC_GENERATOR) != 0;
     let entry = Entry {
@@ -303,7 +351,15 @@ pub(crate) unsafe fn cfunction_id(
     };
     clear_error();
     let name = name.unwrap_or_else(|| "<built-in function>".to_owned());
-    let id = mtrace::register_function(&name, "~", 0, "").0;
+    // This extension's functions (`mtrace._mtrace.stop`, ...) are mtrace's own.
+    let own = ["<mtrace._mtrace.", "<built-in method mtrace._mtrace."]
+        .iter()
+        .any(|prefix| name.starts_with(prefix));
+    let id = if own {
+        OWN
+    } else {
+        mtrace::register_function(&name, "~", 0, "").0
+    };
     lock(&CFUNCS).get_or_insert_with(ptr_map).insert(def, id);
     id
 }

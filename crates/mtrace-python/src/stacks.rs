@@ -331,6 +331,9 @@ pub(crate) unsafe fn py_enter(
 ) {
     with_thread(|t| {
         let e = t.entry(code);
+        if e.id == registry::OWN {
+            return;
+        }
         if e.wakes && tasks_on() {
             let callback = callback();
             if callback.is_null() {
@@ -380,6 +383,9 @@ pub(crate) unsafe fn py_enter(
 pub(crate) unsafe fn py_leave(code: *mut ffi::PyObject, how: impl FnOnce(Entry) -> Leave) {
     with_thread(|t| {
         let e = t.entry(code);
+        if e.id == registry::OWN {
+            return;
+        }
         if let Some(c) = t.task_context() {
             let how = if e.resumable { how(e) } else { Leave::Return };
             leave_on_task(t, c, e, how);
@@ -440,6 +446,9 @@ pub(crate) unsafe fn c_enter(
                 id
             }
         };
+        if id == registry::OWN {
+            return;
+        }
         if let Some(c) = t.task_context() {
             t.settle(c);
         }
@@ -457,6 +466,9 @@ pub(crate) unsafe fn c_leave(def: usize) {
         let Some(&id) = t.cfuncs.get(&def) else {
             return;
         };
+        if id == registry::OWN {
+            return;
+        }
         if let Some(c) = t.task_context() {
             t.settle(c);
         }

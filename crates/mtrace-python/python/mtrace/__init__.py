@@ -30,6 +30,7 @@ Recording into a trace file, and reading it::
 """
 
 import contextlib
+import os
 import sys
 
 from . import _children, _mtrace
@@ -55,6 +56,10 @@ __all__ = [
     "Row",
     "TraceError",
 ]
+
+# This package's code is mtrace's own: never recorded, so no table shows
+# the frames of enable(), disable() or the greenlet hooks.
+_mtrace.set_own_folder(os.path.join(os.path.dirname(os.path.abspath(__file__)), ""))
 
 #: The trace file written when no path is given.
 DEFAULT_OUTPUT = "mtrace.bin"

@@ -1,5 +1,6 @@
 """``python -m mtrace [-o OUT] [-s SORT] (script.py | -m module) [args...]``:
-run a program under the recorder, as ``python -m cProfile`` does.
+run a program under the recorder, as ``python -m cProfile`` does;
+``python -m mtrace attach PID`` records a running one (``_attach.py``).
 
 Without ``-o``, the table is printed when the program ends (normally, by
 ``sys.exit`` or by an uncaught exception), ordered by ``-s`` (cProfile's
@@ -104,6 +105,13 @@ def finish(summary, trace, pstats_file, table, sort, children, html):
 
 
 def main(argv=None):
+    args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["attach"]:
+        # `python -m mtrace attach PID`: a running process (a script named
+        # `attach` runs as `./attach`).
+        from mtrace import _attach
+
+        return _attach.main(args[1:])
     parser = Parser(
         prog=PROG,
         usage="%(prog)s [-o OUT] [-s SORT] [--html FILE] [--capacity 64G] [--ring] [--meta-capacity 16M] "

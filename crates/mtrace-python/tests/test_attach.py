@@ -1,0 +1,258 @@
+"""`python -m mtrace attach PID` (CPython 3.14+, `sys.remote_exec`): a
+running server is recorded for a while and goes on as before; and the
+errors, each a message and exit status 2. Also: mtrace's own frames never
+appear in a table."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import unittest
+
+import mtrace
+
+from test_mtrace import Case, mtanalyze_binary, run
+
+ATTACH = sys.version_info >= (3, 14) and hasattr(sys, "remote_exec")
+
+# A server: a reader thread takes requests from stdin, two workers handle
+# them and say "done"; the main thread polls (so it runs Python often).
+# It counts the requests handled while mtrace recorded (asked at each
+# request's start), and at the end says what it left: the sys.monitoring
+# tools in use and its threads.
+SERVER = """
+    import os, queue, sys, threading, time
+    requests = queue.Queue()
+    lock = threading.Lock()
+    counts = {"handled": 0, "recorded": 0}
+    stop = threading.Event()
+
+    def recording():
+        is_enabled = getattr(sys.modules.get("mtrace"), "is_enabled", None)
+        return is_enabled is not None and is_enabled()
+
+    def work(n):
+        return n if n < 2 else work(n - 1) + work(n - 2)
+
+    def handle(n):
+        seen = recording()
+        work(n)
+        with lock:
+            counts["handled"] += 1
+            counts["recorded"] += seen
+
+    def worker():
+        while (n := requests.get()) is not None:
+            handle(n)
+            with lock:
+                sys.stdout.write("done\\n")
+                sys.stdout.flush()
+
+    def reader():
+        for line in sys.stdin:
+            if line.strip() == "quit":
+                break
+            requests.put(int(line))
+        for _ in workers:
+            requests.put(None)
+        stop.set()
+
+    def tasks():
+        return len(os.listdir("/proc/self/task"))
+
+    workers = [threading.Thread(target=worker) for _ in range(2)]
+    for t in workers:
+        t.start()
+    threading.Thread(target=reader, daemon=True).start()
+    print("ready", tasks(), flush=True)
+    while not stop.is_set():
+        time.sleep(0.01)
+    for t in workers:
+        t.join()
+    tools = [sys.monitoring.get_tool(i) for i in range(6)]
+    print("handled", counts["handled"], "recorded", counts["recorded"], "tasks", tasks(),
+          "tools", *[t or "-" for t in tools], flush=True)
+"""
+
+# A main thread blocked in C (a lock's wait) that never runs Python again
+# until it is killed.
+BLOCKED = """
+    import threading
+    print("ready", flush=True)
+    threading.Event().wait()
+"""
+
+
+def calls(n):
+    """Calls of a naive recursive fib(n)."""
+    a, b = 0, 1
+    for _ in range(n + 1):
+        a, b = b, a + b
+    return 2 * a - 1
+
+
+class Attach(Case):
+    def start(self, script, *python_options, python=sys.executable, env=None):
+        target = subprocess.Popen([python, *python_options, script], stdin=subprocess.PIPE,
+                                  stdout=subprocess.PIPE, text=True, cwd=self.dir, env=env)
+        self.addCleanup(self.end, target)
+        ready = target.stdout.readline().split()
+        self.assertEqual(ready[:1], ["ready"], ready)
+        return target, ready[1:]
+
+    def end(self, target):
+        if target.poll() is None:
+            target.kill()
+        target.wait()
+        for stream in (target.stdin, target.stdout):
+            if stream is not None:
+                stream.close()
+
+    def requests(self, target, count):
+        for _ in range(count):
+            target.stdin.write("12\n")
+        target.stdin.flush()
+        for _ in range(count):
+            self.assertEqual(target.stdout.readline().strip(), "done")
+
+    def attach(self, pid, *args, timeout=60):
+        return subprocess.run([sys.executable, "-m", "mtrace", "attach", str(pid), *args],
+                              capture_output=True, text=True, cwd=self.dir, timeout=timeout)
+
+    @unittest.skipUnless(ATTACH, "attach needs CPython 3.14+: the attach test did NOT run")
+    def test_a_running_server_is_recorded_for_a_while_and_goes_on_as_before(self):
+        server, _ = self.start(self.script("server.py", SERVER))
+        self.requests(server, 20)
+        trace = self.path("attached.bin")
+        attach = subprocess.Popen(
+            [sys.executable, "-m", "mtrace", "attach", str(server.pid), "-o", trace,
+             "--timeout", "30"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            cwd=self.dir)
+        try:
+            said = attach.stderr.readline()
+            self.assertIn(f"recording process {server.pid}", said)
+            # Only while it records: 30 requests, then Ctrl-C.
+            self.requests(server, 30)
+            attach.send_signal(signal.SIGINT)
+            out, err = attach.communicate(timeout=60)
+        finally:
+            if attach.poll() is None:
+                attach.kill()
+                attach.communicate()
+        self.assertEqual(attach.returncode, 0, err)
+        self.assertIn("detached from process", err)
+        self.assertRegex(out, r"\n\s*30\s.*\bhandle \(")
+        report = json.loads(run([mtanalyze_binary(), trace, "--format", "json"]).stdout)
+        rows = {f["function"]: f for f in report["functions"]}
+        self.assertEqual(rows["handle"]["ncalls"], 30)
+        self.assertEqual(rows["work"]["ncalls"], 30 * calls(12))
+        self.assertFalse([f for f in rows if "mtrace" in f or "attach" in f], sorted(rows))
+        # The server goes on, and a second attach works.
+        self.requests(server, 10)
+        again = self.attach(server.pid, "-o", self.path("again.bin"), "--duration", "0.2",
+                            "--timeout", "30")
+        self.assertEqual(again.returncode, 0, again.stderr)
+        self.requests(server, 5)
+        server.stdin.write("quit\n")
+        server.stdin.flush()
+        said = server.stdout.readline().split()
+        self.assertEqual(server.wait(timeout=30), 0)
+        # It counted as many requests recorded as the table shows; nothing
+        # of mtrace's is left: no sys.monitoring tool, no thread.
+        self.assertEqual(said[:4], ["handled", "65", "recorded", "30"], said)
+        # Its workers and reader have ended: the main thread is left alone.
+        self.assertEqual(said[4:6], ["tasks", "1"], said)
+        self.assertEqual(said[6:], ["tools"] + ["-"] * 6, said)
+
+    @unittest.skipUnless(ATTACH, "attach needs CPython 3.14+: the attach test did NOT run")
+    def test_a_main_thread_blocked_in_c_is_a_bounded_wait_and_a_message(self):
+        target, _ = self.start(self.script("blocked.py", BLOCKED))
+        started = time.monotonic()
+        done = self.attach(target.pid, "--timeout", "1")
+        self.assertLess(time.monotonic() - started, 30)
+        self.assertEqual(done.returncode, 2, done.stderr)
+        self.assertIn("main thread did not run", done.stderr)
+        self.assertIn("blocked in C", done.stderr)
+
+    @unittest.skipUnless(ATTACH, "attach needs CPython 3.14+: the attach test did NOT run")
+    def test_the_errors_say_what_is_wrong(self):
+        blocked = self.script("blocked.py", BLOCKED)
+        with self.subTest("no such process"):
+            done = self.attach(2 ** 22 + 12345)
+            self.assertEqual(done.returncode, 2)
+            self.assertIn("no such process", done.stderr)
+        with self.subTest("remote debugging disabled"):
+            # (3.14.7 ignores `-X disable_remote_debug` here: the variable works.)
+            target, _ = self.start(blocked, env=dict(os.environ, PYTHON_DISABLE_REMOTE_DEBUG="1"))
+            done = self.attach(target.pid, "--timeout", "5")
+            self.assertEqual(done.returncode, 2)
+            self.assertIn(f"cannot run code in process {target.pid}", done.stderr)
+        with self.subTest("mtrace not importable in the target"):
+            # The interpreter this environment was made from has no mtrace.
+            base = getattr(sys, "_base_executable", None)
+            if not base or base == sys.executable:
+                self.skipTest("no base interpreter without mtrace")
+            server, _ = self.start(self.script("server.py", SERVER), "-I", python=base)
+            done = self.attach(server.pid, "--timeout", "30")
+            self.assertEqual(done.returncode, 2, done.stderr)
+            self.assertIn("mtrace is not importable in the target", done.stderr)
+
+    @unittest.skipIf(ATTACH, "the Python running has sys.remote_exec")
+    def test_before_3_14_attach_says_it_needs_3_14(self):
+        done = self.attach(os.getpid())
+        self.assertEqual(done.returncode, 2)
+        self.assertIn("attach needs CPython 3.14+", done.stderr)
+
+
+class OwnFrames(Case):
+    def own_rows(self, functions):
+        """The rows of ``functions`` that are mtrace's own code."""
+        folder = os.path.dirname(os.path.abspath(mtrace.__file__))
+        return [f"{name} ({file})" for name, file in functions
+                if file.startswith(folder) or "mtrace._mtrace" in name]
+
+    def test_no_table_shows_mtraces_own_frames(self):
+        work = """
+            import sys, threading, mtrace
+
+            def work():
+                return sum(range(100))
+
+            def main():
+                work()
+                t = threading.Thread(target=work)
+                t.start()
+                t.join()
+        """
+        # Under python -m mtrace, with enable()/disable() and a Profile.
+        script = self.script("own.py", work + """
+            if sys.argv[1:2] == ["api"]:
+                with mtrace.profile(sys.argv[2]):
+                    main()
+                p = mtrace.Profile()
+                p.enable()
+                main()
+                p.disable()
+                p.dump_stats(sys.argv[3])
+            else:
+                main()
+        """)
+        traces = [self.path("cli.bin"), self.path("api.bin")]
+        run([sys.executable, "-m", "mtrace", "-o", traces[0], script], cwd=self.dir)
+        prof = self.path("api.prof")
+        run([sys.executable, script, "api", traces[1], prof], cwd=self.dir)
+        for path in traces:
+            report = json.loads(run([mtanalyze_binary(), path, "--format", "json"]).stdout)
+            rows = [(f["function"], f["file"]) for f in report["functions"]]
+            self.assertEqual(self.own_rows(rows), [], path)
+            self.assertIn("work", {name for name, _ in rows})
+        import pstats
+        keys = [(name, file) for file, _line, name in pstats.Stats(prof).stats]
+        self.assertEqual(self.own_rows(keys), [])
+        self.assertIn("work", {name for name, _ in keys})
+
+
+if __name__ == "__main__":
+    unittest.main()
