@@ -759,7 +759,8 @@ fn a_full_file_reports_its_dropped_events() {
     let dropped = check_json(&path)["dropped_events"].as_u64().unwrap();
     assert!(dropped > 0);
     assert!(
-        run.stderr.contains(&format!("dropped_events x{dropped} ")),
+        run.stderr
+            .contains(&format!("dropped_events ({dropped} events)")),
         "{}",
         run.stderr
     );

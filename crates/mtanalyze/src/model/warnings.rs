@@ -139,7 +139,7 @@ impl std::fmt::Display for Location {
         match self {
             Location::Byte(b) => write!(f, "byte {b}"),
             Location::Time { ns, thread } => write!(f, "thread {thread} at {ns} ns"),
-            Location::Trace => f.write_str("trace"),
+            Location::Trace => f.write_str(crate::model::report::TRACE_PLACE),
         }
     }
 }

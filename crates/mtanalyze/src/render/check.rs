@@ -131,17 +131,9 @@ pub fn human(out: &mut dyn Write, c: &CheckReport) -> io::Result<()> {
         }
     }
     marks(out, &c.marks)?;
-    let total = c
-        .warnings
-        .iter()
-        .fold(0u64, |n, w| n.saturating_add(w.count));
-    writeln!(out, "{:<20}{}", "warnings:", total)?;
+    writeln!(out, "{:<20}{}", "warnings:", super::problems(&c.warnings))?;
     for w in &c.warnings {
-        writeln!(
-            out,
-            "  {} x{} (first at {}): {}",
-            w.kind, w.count, w.first, w.repair
-        )?;
+        writeln!(out, "  {}: {}", w.brief(), w.repair)?;
     }
     Ok(())
 }

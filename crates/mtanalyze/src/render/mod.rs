@@ -89,19 +89,25 @@ pub(crate) fn calls(total: u64, primitive: u64) -> String {
 }
 
 /// The one-line summary of warnings printed on stderr after a report:
-/// `3 warnings: exit_on_empty_stack x2 (first at thread 1 at 140 ns), ...`.
+/// `3 warnings: exit_on_empty_stack x2 (first at thread 1 at 140 ns), ...`;
+/// a loss of many items is one warning, `dropped_events (234774 events)`.
 /// `None` when there are none.
 pub fn warnings_summary(warnings: &[Warning]) -> Option<String> {
-    let total = warnings.iter().fold(0u64, |n, w| n.saturating_add(w.count));
+    let total = problems(warnings);
     if total == 0 {
         return None;
     }
-    let kinds: Vec<String> = warnings
-        .iter()
-        .map(|w| format!("{} x{} (first at {})", w.kind, w.count, w.first))
-        .collect();
+    let kinds: Vec<String> = warnings.iter().map(Warning::brief).collect();
     let noun = if total == 1 { "warning" } else { "warnings" };
     Some(format!("{total} {noun}: {}", kinds.join(", ")))
+}
+
+/// How many problems the warnings count ([`Warning::problems`]); counts
+/// from a file can be anything: saturates.
+pub(crate) fn problems(warnings: &[Warning]) -> u64 {
+    warnings
+        .iter()
+        .fold(0u64, |n, w| n.saturating_add(w.problems()))
 }
 
 /// The line that names the threads whose events were lost, and how much
@@ -192,6 +198,32 @@ mod tests {
             Some(
                 "3 warnings: exit_on_empty_stack x2 (first at thread 1 at 5 ns), \
                  exit_mismatch x1 (first at thread 1 at 5 ns)"
+            )
+        );
+    }
+
+    /// A file that filled up dropped many events: one warning that says how
+    /// many, not one per event; a problem of the whole trace has no place.
+    #[test]
+    fn a_loss_of_many_items_is_one_warning_that_counts_them() {
+        let w = |kind: &str, count, first: &str| Warning {
+            kind: kind.into(),
+            count,
+            first: first.into(),
+            repair: "none".into(),
+        };
+        let warnings = [
+            w("dropped_events", 234_774, "trace"),
+            w("events_lost", 1, "thread 1 at 15886389 ns"),
+            w("dropped_metadata", 12, "trace"),
+            w("unfinished_trace", 1, "trace"),
+        ];
+        assert_eq!(
+            warnings_summary(&warnings).as_deref(),
+            Some(
+                "4 warnings: dropped_events (234774 events), \
+                 events_lost x1 (first at thread 1 at 15886389 ns), \
+                 dropped_metadata (12 names), unfinished_trace x1"
             )
         );
     }

@@ -57,11 +57,7 @@ pub(crate) fn window_label(w: &TimeWindow) -> String {
 /// The lines above every table: what the trace is and how it was analyzed.
 pub fn header(out: &mut dyn Write, report: &Report, width: Option<usize>) -> io::Result<()> {
     let t = &report.trace;
-    // Counts the header claims (dropped events) can be anything: saturate.
-    let warnings = report
-        .warnings
-        .iter()
-        .fold(0u64, |n, w| n.saturating_add(w.count));
+    let warnings = super::problems(&report.warnings);
     writeln!(out, "{}", trace_line("trace: ", t, width))?;
     // With --thread/--stack or a time window, say how many of the stacks
     // are shown.
