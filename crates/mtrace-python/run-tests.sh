@@ -17,7 +17,8 @@
 #   MTRACE_PYTHONS="/usr/bin/python3.12 python3.13" crates/mtrace-python/run-tests.sh
 #
 # MTRACE_PYTHONS: the interpreters to test instead of those found (each still
-# checked for 3.11+). MTRACE_VENV: the folder holding one environment per
+# checked for 3.11+). MTRACE_WHEELS: a folder of wheels made by
+# build-wheels.sh (manylinux), tested instead of a wheel built here. MTRACE_VENV: the folder holding one environment per
 # version, `$MTRACE_VENV/<version>`, and the wheels, `$MTRACE_VENV/wheels`
 # (default target/mtrace-python-venvs).
 # MTRACE_TEST_README=1 also builds a clean clone exactly as the README says.
@@ -28,55 +29,8 @@ target="${CARGO_TARGET_DIR:-$repo/target}"
 venvs="${MTRACE_VENV:-$target/mtrace-python-venvs}"
 say() { echo "run-tests.sh: $*" >&2; }
 
-# Interpreters to try, in order of preference (a version found twice is run
-# once, from the first place it was found).
-candidates=()
-if [ -n "${MTRACE_PYTHONS:-}" ]; then
-    read -r -a candidates <<<"$MTRACE_PYTHONS"
-else
-    roots=()
-    if command -v pyenv >/dev/null 2>&1; then
-        roots+=("$(pyenv root 2>/dev/null || true)")
-    fi
-    roots+=("${PYENV_ROOT:-}" "$HOME/.pyenv")
-    for root in "${roots[@]}"; do
-        [ -n "$root" ] || continue
-        for py in "$root"/versions/*/bin/python3; do
-            [ -x "$py" ] && candidates+=("$py")
-        done
-    done
-    candidates+=(python3 /usr/bin/python3)
-fi
-
-pythons=()
-versions=()
-seen=" "
-for py in "${candidates[@]}"; do
-    # The real version (a pyenv shim or a symlink says nothing), with the ABI
-    # flags so a free-threaded 3.13t is not taken for 3.13.
-    if ! version="$("$py" -c 'import sys; print(sys.implementation.name, "%d.%d.%d%s" % (sys.version_info[:3] + (sys.abiflags,)), int(sys.version_info >= (3, 11)))' 2>/dev/null)"; then
-        # Not there (python3 missing from PATH is normal); say so only when asked for it.
-        [ -z "${MTRACE_PYTHONS:-}" ] || say "skipping $py: it does not run"
-        continue
-    fi
-    read -r implementation version recent <<<"$version"
-    case "$seen" in *" $version "*) continue ;; esac
-    seen+="$version "
-    if [ "$implementation" != cpython ]; then
-        say "skipping $py ($implementation $version): only CPython is supported"
-    elif [ "$recent" != 1 ]; then
-        say "skipping $py (CPython $version): mtrace needs CPython 3.11 or newer"
-    elif ! "$py" -c 'import venv, ensurepip' 2>/dev/null; then
-        say "skipping $py (CPython $version): it cannot make a virtual environment (no venv/ensurepip module)"
-    else
-        pythons+=("$py")
-        versions+=("$version")
-    fi
-done
-if [ "${#pythons[@]}" -eq 0 ]; then
-    say "no CPython 3.11+ found (looked in pyenv's versions, python3 on PATH, /usr/bin/python3; or set MTRACE_PYTHONS)"
-    exit 1
-fi
+# The interpreters: `pythons` and their `versions` (pythons.sh).
+source "$here/pythons.sh"
 say "testing with CPython ${versions[*]}"
 
 cargo fmt --manifest-path "$here/Cargo.toml" -- --check
@@ -94,11 +48,18 @@ test_one() {
     shift 2
     local venv="$venvs/$version" wheels="$venvs/wheels/$version"
     rm -rf "$venv" "$wheels"
-    local started=$SECONDS
-    "$py" -m pip wheel -q --disable-pip-version-check --no-deps -w "$wheels" "$here"
-    local wheel
-    wheel="$(ls "$wheels"/mtrace-*.whl)"
-    say "built $(basename "$wheel") ($(du -k "$wheel" | cut -f1) KiB) in $((SECONDS - started)) s"
+    local started=$SECONDS wheel
+    if [ -n "${MTRACE_WHEELS:-}" ]; then
+        # A wheel build-wheels.sh made: cpXY-cpXY[t] for this interpreter.
+        local tag
+        tag="$("$py" -c 'import sys; v = "cp%d%d" % sys.version_info[:2]; print(f"{v}-{v}{sys.abiflags}")')"
+        wheel="$(ls "$MTRACE_WHEELS"/mtrace-*-"$tag"-*.whl)"
+        say "testing $(basename "$wheel") ($(du -k "$wheel" | cut -f1) KiB) from $MTRACE_WHEELS"
+    else
+        "$py" -m pip wheel -q --disable-pip-version-check --no-deps -w "$wheels" "$here"
+        wheel="$(ls "$wheels"/mtrace-*.whl)"
+        say "built $(basename "$wheel") ($(du -k "$wheel" | cut -f1) KiB) in $((SECONDS - started)) s"
+    fi
     "$py" -m venv "$venv"
     "$venv/bin/pip" install -q --disable-pip-version-check "$wheel"
     # The crate has version-dependent code (cfg(Py_3_12)): lint it for each version.
