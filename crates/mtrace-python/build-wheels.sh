@@ -36,7 +36,9 @@ rm -f "$dist"/mtrace-*.whl
 built=()
 seen=" "
 for i in "${!pythons[@]}"; do
-    py="${pythons[$i]}"
+    # Its own path: maturin runs with the tools' bin/ first on PATH, where
+    # a bare `python3` would be the tools' interpreter.
+    py="$("${pythons[$i]}" -c 'import sys; print(sys.executable)')"
     # One wheel per ABI (3.11.7 and Debian's 3.11.2 share cp311).
     tag="$("$py" -c 'import sys; v = "cp%d%d" % sys.version_info[:2]; print(f"{v}-{v}{sys.abiflags}")')"
     case "$seen" in *" $tag "*) continue ;; esac
