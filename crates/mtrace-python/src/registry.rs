@@ -117,18 +117,7 @@ unsafe fn is_own(code: *mut ffi::PyObject, file: &str) -> bool {
     if file != "<string>" {
         return false;
     }
-    let consts = ffi::PyObject_GetAttrString(code, c"co_consts".as_ptr());
-    if consts.is_null() {
-        clear_error();
-        return false;
-    }
-    let first = if ffi::PyTuple_Check(consts) != 0 && ffi::PyTuple_Size(consts) >= 1 {
-        str_text(ffi::PyTuple_GetItem(consts, 0))
-    } else {
-        None
-    };
-    ffi::Py_DECREF(consts);
-    first.as_deref() == Some(INJECTED_MARKER)
+    attr_item_text(code, c"co_consts", 0).as_deref() == Some(INJECTED_MARKER)
 }
 
 /// The entry of a code object, registering it the first time any thread sees it.
@@ -227,6 +216,27 @@ unsafe fn str_text(s: *mut ffi::PyObject) -> Option<String> {
     Some(String::from_utf8_lossy(bytes).into_owned())
 }
 
+/// The text of item `index` of the tuple `obj.<attr>` if it is a str, else
+/// None (error cleared).
+unsafe fn attr_item_text(
+    obj: *mut ffi::PyObject,
+    attr: &std::ffi::CStr,
+    index: ffi::Py_ssize_t,
+) -> Option<String> {
+    let tuple = ffi::PyObject_GetAttrString(obj, attr.as_ptr());
+    if tuple.is_null() {
+        clear_error();
+        return None;
+    }
+    let text = if ffi::PyTuple_Check(tuple) != 0 && ffi::PyTuple_Size(tuple) > index {
+        str_text(ffi::PyTuple_GetItem(tuple, index))
+    } else {
+        None
+    };
+    ffi::Py_DECREF(tuple);
+    text
+}
+
 /// `obj.<attr>` if it is an int that fits, else None (error cleared).
 unsafe fn attr_int(obj: *mut ffi::PyObject, attr: &std::ffi::CStr) -> Option<i64> {
     let value = ffi::PyObject_GetAttrString(obj, attr.as_ptr());
@@ -269,18 +279,7 @@ unsafe fn schedules_callbacks(code: *mut ffi::PyObject, name: &str, file: &str) 
     if attr_int(code, c"co_argcount").unwrap_or(0) < 2 {
         return false;
     }
-    let names = ffi::PyObject_GetAttrString(code, c"co_varnames".as_ptr());
-    if names.is_null() {
-        clear_error();
-        return false;
-    }
-    let second = if ffi::PyTuple_Check(names) != 0 && ffi::PyTuple_Size(names) >= 2 {
-        str_text(ffi::PyTuple_GetItem(names, 1))
-    } else {
-        None
-    };
-    ffi::Py_DECREF(names);
-    second.is_some_and(|a| a == "callback")
+    attr_item_text(code, c"co_varnames", 1).is_some_and(|a| a == "callback")
 }
 
 /// The `PyMethodDef` that keys a C callable as cProfile keys it, and the

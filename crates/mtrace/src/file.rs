@@ -648,7 +648,6 @@ pub(crate) fn page_size() -> usize {
         .unwrap_or(4096)
 }
 
-/// Bytes free (to an unprivileged user) on `file`'s file system, if known.
 /// The lowest descriptor number the recorder's own descriptors move to.
 /// The kernel hands out the lowest free number, so a descriptor the
 /// recorder holds at 3 would make each of the program's files one number
@@ -690,6 +689,7 @@ fn out_of_the_way(file: File) -> File {
     unsafe { File::from_raw_fd(fd) }
 }
 
+/// Bytes free (to an unprivileged user) on `file`'s file system, if known.
 fn free_bytes(file: &File) -> Option<u64> {
     use std::os::fd::AsRawFd;
     // SAFETY: a valid descriptor and an out-pointer to a zeroed struct.
