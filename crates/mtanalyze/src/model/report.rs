@@ -10,7 +10,6 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::model::inline::{StackName, ThreadList};
 use crate::model::marks::Mark;
-use crate::model::warnings::WarningKind;
 
 /// A whole analysis.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -598,53 +597,6 @@ pub struct Warning {
     /// What the analyzer did about it.
     pub repair: String,
 }
-
-impl Warning {
-    /// What `count` counts when the warning is one problem that lost many
-    /// items (`dropped_events`: events, `dropped_metadata`: names), else
-    /// `None`: then each of the `count` is a problem of its own.
-    pub fn items(&self) -> Option<&'static str> {
-        if self.kind == WarningKind::DroppedEvents.name() {
-            Some("events")
-        } else if self.kind == WarningKind::DroppedMetadata.name() {
-            Some("names")
-        } else {
-            None
-        }
-    }
-
-    /// How many problems the warning counts: one for a count of lost
-    /// items ([`Warning::items`]), else `count`.
-    pub fn problems(&self) -> u64 {
-        if self.items().is_some() {
-            1
-        } else {
-            self.count
-        }
-    }
-
-    /// Where it happened first, or `None` when it is not tied to a place
-    /// (the whole trace).
-    pub fn place(&self) -> Option<&str> {
-        (self.first != TRACE_PLACE).then_some(self.first.as_str())
-    }
-
-    /// The warning in a summary line: `exit_mismatch x2 (first at thread 1
-    /// at 5 ns)`, `dropped_events (234774 events)`, `unfinished_trace x1`.
-    pub fn brief(&self) -> String {
-        let mut text = match self.items() {
-            Some(items) => format!("{} ({} {items})", self.kind, self.count),
-            None => format!("{} x{}", self.kind, self.count),
-        };
-        if let Some(place) = self.place() {
-            text.push_str(&format!(" (first at {place})"));
-        }
-        text
-    }
-}
-
-/// [`Warning::first`] of a warning not tied to one place.
-pub(crate) const TRACE_PLACE: &str = "trace";
 
 /// `TraceSummary::producer` of a report written before the field existed.
 fn unspecified() -> String {

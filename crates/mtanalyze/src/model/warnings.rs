@@ -118,6 +118,54 @@ impl WarningKind {
     }
 }
 
+/// [`Warning::first`] of a warning not tied to one place.
+const TRACE_PLACE: &str = "trace";
+
+// What a rendered warning says of itself: its one wording in summaries.
+impl Warning {
+    /// What `count` counts when the warning is one problem that lost many
+    /// items (`dropped_events`: events, `dropped_metadata`: names), else
+    /// `None`: then each of the `count` is a problem of its own.
+    pub fn items(&self) -> Option<&'static str> {
+        if self.kind == WarningKind::DroppedEvents.name() {
+            Some("events")
+        } else if self.kind == WarningKind::DroppedMetadata.name() {
+            Some("names")
+        } else {
+            None
+        }
+    }
+
+    /// How many problems the warning counts: one for a count of lost
+    /// items ([`Warning::items`]), else `count`.
+    pub fn problems(&self) -> u64 {
+        if self.items().is_some() {
+            1
+        } else {
+            self.count
+        }
+    }
+
+    /// Where it happened first, or `None` when it is not tied to a place
+    /// (the whole trace).
+    pub fn place(&self) -> Option<&str> {
+        (self.first != TRACE_PLACE).then_some(self.first.as_str())
+    }
+
+    /// The warning in a summary line: `exit_mismatch x2 (first at thread 1
+    /// at 5 ns)`, `dropped_events (234774 events)`, `unfinished_trace x1`.
+    pub fn brief(&self) -> String {
+        let mut text = match self.items() {
+            Some(items) => format!("{} ({} {items})", self.kind, self.count),
+            None => format!("{} x{}", self.kind, self.count),
+        };
+        if let Some(place) = self.place() {
+            text.push_str(&format!(" (first at {place})"));
+        }
+        text
+    }
+}
+
 /// Where a problem happened, ordered so the earliest comes first.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) enum Location {
@@ -139,7 +187,7 @@ impl std::fmt::Display for Location {
         match self {
             Location::Byte(b) => write!(f, "byte {b}"),
             Location::Time { ns, thread } => write!(f, "thread {thread} at {ns} ns"),
-            Location::Trace => f.write_str(crate::model::report::TRACE_PLACE),
+            Location::Trace => f.write_str(TRACE_PLACE),
         }
     }
 }
