@@ -38,7 +38,7 @@ use pyo3::exceptions::PyRuntimeError;
 use pyo3::ffi;
 use pyo3::prelude::*;
 
-use crate::registry::cfunction_def;
+use crate::registry::{cfunction_def, clear_error};
 use crate::stacks::{self, Enter, Leave};
 
 /// The tool id mtrace holds (-1: none).
@@ -145,9 +145,7 @@ unsafe fn find_handle() {
         return;
     }
     ffi::Py_XDECREF(handle);
-    if !ffi::PyErr_Occurred().is_null() {
-        ffi::PyErr_Clear();
-    }
+    clear_error();
 }
 
 unsafe extern "C" fn on_call(

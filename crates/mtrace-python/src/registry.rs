@@ -183,7 +183,7 @@ pub(crate) unsafe fn code_entry(code: *mut ffi::PyObject) -> Entry {
 // alive.
 
 /// Clears the error indicator if a failed call set it.
-unsafe fn clear_error() {
+pub(crate) unsafe fn clear_error() {
     if !ffi::PyErr_Occurred().is_null() {
         ffi::PyErr_Clear();
     }

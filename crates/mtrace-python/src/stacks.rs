@@ -337,9 +337,7 @@ pub(crate) unsafe fn py_enter(
         if e.wakes && tasks_on() {
             let callback = callback();
             if callback.is_null() {
-                if !ffi::PyErr_Occurred().is_null() {
-                    ffi::PyErr_Clear();
-                }
+                registry::clear_error();
             } else {
                 wake_task_of(callback);
                 ffi::Py_DECREF(callback);
@@ -922,9 +920,7 @@ unsafe fn follow_callback(t: &mut Thread) {
             ffi::PyLong_AsUnsignedLongLongMask(result)
         };
         ffi::Py_DECREF(result);
-        if !ffi::PyErr_Occurred().is_null() {
-            ffi::PyErr_Clear();
-        }
+        registry::clear_error();
         v as u64
     };
     if value == t.callback_value {
