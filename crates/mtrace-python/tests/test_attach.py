@@ -13,7 +13,7 @@ import unittest
 
 import mtrace
 
-from test_mtrace import Case, mtanalyze_binary, run
+from test_mtrace import Case, calls, mtanalyze_binary, run
 
 ATTACH = sys.version_info >= (3, 14) and hasattr(sys, "remote_exec")
 
@@ -83,14 +83,6 @@ BLOCKED = """
     print("ready", flush=True)
     threading.Event().wait()
 """
-
-
-def calls(n):
-    """Calls of a naive recursive fib(n)."""
-    a, b = 0, 1
-    for _ in range(n + 1):
-        a, b = b, a + b
-    return 2 * a - 1
 
 
 class Attach(Case):

@@ -8,7 +8,7 @@ import os
 import subprocess
 import sys
 
-from test_mtrace import Case, mtanalyze_binary, run
+from test_mtrace import Case, calls, fib, mtanalyze_binary, run
 
 POOL = """
     import json, multiprocessing, os, sys
@@ -76,18 +76,6 @@ KILLED = """
         done = subprocess.run([sys.executable, __file__, "child"])
         print(done.returncode)
 """
-
-
-def calls(n):
-    """Calls of a naive recursive fib(n): one per node of its call tree."""
-    return 2 * fib(n + 1) - 1
-
-
-def fib(n):
-    a, b = 0, 1
-    for _ in range(n):
-        a, b = b, a + b
-    return a
 
 
 class Children(Case):

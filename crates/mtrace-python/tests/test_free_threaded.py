@@ -8,7 +8,7 @@ import sys
 import sysconfig
 import unittest
 
-from test_mtrace import Case, mtanalyze_binary, run
+from test_mtrace import Case, calls, mtanalyze_binary, run
 
 FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
 
@@ -45,14 +45,6 @@ PARALLEL = """
     print(json.dumps({"gil_before": gil_before, "gil_after": sys._is_gil_enabled(),
                       "span_ns": span, "out": out}))
 """
-
-
-def calls(n):
-    """Calls of a naive recursive fib(n): one per node of its call tree."""
-    a, b = 0, 1
-    for _ in range(n + 1):
-        a, b = b, a + b
-    return 2 * a - 1
 
 
 @unittest.skipUnless(FREE_THREADED, "not a free-threaded build (Py_GIL_DISABLED unset): "

@@ -59,6 +59,18 @@ def load(path):
             for f, (cc, nc, _tt, _ct, callers) in stats.items()}
 
 
+def calls(n):
+    """Calls of a naive recursive fib(n): one per node of its call tree."""
+    return 2 * fib(n + 1) - 1
+
+
+def fib(n):
+    a, b = 0, 1
+    for _ in range(n):
+        a, b = b, a + b
+    return a
+
+
 class Case(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="mtrace-py-")
