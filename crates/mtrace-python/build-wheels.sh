@@ -40,7 +40,7 @@ for i in "${!pythons[@]}"; do
     # a bare `python3` would be the tools' interpreter.
     py="$("${pythons[$i]}" -c 'import sys; print(sys.executable)')"
     # One wheel per ABI (3.11.7 and Debian's 3.11.2 share cp311).
-    tag="$("$py" -c 'import sys; v = "cp%d%d" % sys.version_info[:2]; print(f"{v}-{v}{sys.abiflags}")')"
+    tag="$(wheel_tag "$py")"
     case "$seen" in *" $tag "*) continue ;; esac
     seen+="$tag "
     started=$SECONDS

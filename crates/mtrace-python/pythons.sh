@@ -4,7 +4,7 @@
 # free-threaded build apart). Looks in pyenv's versions (`pyenv root`,
 # $PYENV_ROOT, ~/.pyenv), then `python3` on PATH and /usr/bin/python3; or
 # takes MTRACE_PYTHONS, a space-separated list. Needs `say` and exits 1
-# when none is found.
+# when none is found. Also defines `wheel_tag PY`.
 
 # Interpreters to try, in order of preference (a version found twice is run
 # once, from the first place it was found).
@@ -55,3 +55,9 @@ if [ "${#pythons[@]}" -eq 0 ]; then
     say "no CPython 3.11+ found (looked in pyenv's versions, python3 on PATH, /usr/bin/python3; or set MTRACE_PYTHONS)"
     exit 1
 fi
+
+# The Python and ABI tags of the wheels interpreter PY installs, as in
+# their names: cp312-cp312, cp314-cp314t (free-threaded).
+wheel_tag() {
+    "$1" -c 'import sys; v = "cp%d%d" % sys.version_info[:2]; print(f"{v}-{v}{sys.abiflags}")'
+}

@@ -18,9 +18,10 @@
 #
 # MTRACE_PYTHONS: the interpreters to test instead of those found (each still
 # checked for 3.11+). MTRACE_WHEELS: a folder of wheels made by
-# build-wheels.sh (manylinux), tested instead of a wheel built here. MTRACE_VENV: the folder holding one environment per
-# version, `$MTRACE_VENV/<version>`, and the wheels, `$MTRACE_VENV/wheels`
-# (default target/mtrace-python-venvs).
+# build-wheels.sh (manylinux), tested instead of a wheel built here.
+# MTRACE_VENV: the folder holding one environment per version,
+# `$MTRACE_VENV/<version>`, and the wheels, `$MTRACE_VENV/wheels` (default
+# target/mtrace-python-venvs).
 # MTRACE_TEST_README=1 also builds a clean clone exactly as the README says.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -51,9 +52,7 @@ test_one() {
     local started=$SECONDS wheel
     if [ -n "${MTRACE_WHEELS:-}" ]; then
         # A wheel build-wheels.sh made: cpXY-cpXY[t] for this interpreter.
-        local tag
-        tag="$("$py" -c 'import sys; v = "cp%d%d" % sys.version_info[:2]; print(f"{v}-{v}{sys.abiflags}")')"
-        wheel="$(ls "$MTRACE_WHEELS"/mtrace-*-"$tag"-*.whl)"
+        wheel="$(ls "$MTRACE_WHEELS"/mtrace-*-"$(wheel_tag "$py")"-*.whl)"
         say "testing $(basename "$wheel") ($(du -k "$wheel" | cut -f1) KiB) from $MTRACE_WHEELS"
     else
         "$py" -m pip wheel -q --disable-pip-version-check --no-deps -w "$wheels" "$here"
