@@ -130,6 +130,29 @@ def parser():
     return p
 
 
+class NotRunYet(AttachError):
+    """The target's main thread did not run an injected file in time; it
+    may still run it later, so the file must stay where it is."""
+
+
+def in_target(pid, call, *args):
+    """``call(*args)`` on process ``pid`` (``os.kill``, ``sys.remote_exec``),
+    its errors as the user's reasons."""
+    try:
+        return call(*args)
+    except ProcessLookupError:
+        raise AttachError(f"no such process: {pid}") from None
+    except PermissionError:
+        raise AttachError(
+            f"no permission to attach to process {pid}: attaching needs the right to "
+            "trace it (ptrace): the same user with kernel.yama.ptrace_scope 0 or a "
+            "parent process, or root / CAP_SYS_PTRACE") from None
+    except (RuntimeError, OSError, ValueError) as e:
+        # Remote debugging disabled in the target (PYTHON_DISABLE_REMOTE_DEBUG,
+        # -X disable_remote_debug), another Python version, not Python at all.
+        raise AttachError(f"cannot run code in process {pid}: {e}") from None
+
+
 def check_target(pid):
     """Refuse, with the reason, what ``sys.remote_exec`` cannot attach to."""
     if not hasattr(sys, "remote_exec"):
@@ -137,36 +160,20 @@ def check_target(pid):
                           + sys.version.split()[0])
     if pid <= 0:
         raise AttachError(f"no such process: {pid}")
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        raise AttachError(f"no such process: {pid}") from None
-    except PermissionError:
-        raise AttachError(permission_message(pid)) from None
+    in_target(pid, os.kill, pid, 0)
 
 
-def permission_message(pid):
-    return (f"no permission to attach to process {pid}: attaching needs the right to "
-            "trace it (ptrace): the same user with kernel.yama.ptrace_scope 0 or a "
-            "parent process, or root / CAP_SYS_PTRACE")
-
-
-def remote_exec(pid, script):
-    try:
-        sys.remote_exec(pid, script)
-    except ProcessLookupError:
-        raise AttachError(f"no such process: {pid}") from None
-    except PermissionError:
-        raise AttachError(permission_message(pid)) from None
-    except (RuntimeError, OSError, ValueError) as e:
-        # Remote debugging disabled in the target (PYTHON_DISABLE_REMOTE_DEBUG,
-        # -X disable_remote_debug), another Python version, not Python at all.
-        raise AttachError(f"cannot run code in process {pid}: {e}") from None
-
-
-def wait_for(status, timeout, what):
-    """The JSON the injected code wrote to ``status``, or AttachError once
-    ``timeout`` seconds passed without it."""
+def run_in_target(pid, folder, name, template, timeout, what, **fields):
+    """Runs ``template`` (formatted with ``fields`` and ``status``, the file
+    it writes its JSON status to) in the target as ``folder/NAME.py``, and
+    returns that status; NotRunYet once ``timeout`` seconds passed without
+    it."""
+    status = os.path.join(folder, f"{name}.json")
+    script = os.path.join(folder, f"{name}.py")
+    with open(script, "w") as f:
+        f.write(template.format(status=status, **fields))
+    os.chmod(script, 0o644)
+    in_target(pid, sys.remote_exec, pid, script)
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
@@ -174,7 +181,7 @@ def wait_for(status, timeout, what):
                 return json.load(f)
         except FileNotFoundError:
             time.sleep(0.01)
-    raise AttachError(
+    raise NotRunYet(
         f"the target's main thread did not run the code to {what} within {timeout:g} s: "
         "CPython runs it only when the main thread next runs Python, and it may be "
         "blocked in C (a join, a select, a long sleep); try again, or a larger --timeout")
@@ -191,42 +198,29 @@ def record(options):
     os.chmod(folder, 0o777)
     keep_folder = False
     try:
-        start_status = os.path.join(folder, "start.json")
-        start = os.path.join(folder, "start.py")
-        with open(start, "w") as f:
-            f.write(_START.format(status=start_status, trace=trace,
-                                  options=dict(builtins=options.builtins, tasks=options.tasks),
-                                  deadline=time.time() + options.timeout))
-        os.chmod(start, 0o644)
-        remote_exec(pid, start)
-        try:
-            started = wait_for(start_status, options.timeout, "start recording")
-        except AttachError:
-            # The target may still run the file later: it must find it, and
-            # its deadline tells it to do nothing.
-            keep_folder = True
-            raise
+        started = run_in_target(
+            pid, folder, "start", _START, options.timeout, "start recording", trace=trace,
+            options=dict(builtins=options.builtins, tasks=options.tasks),
+            # A late run, after the attach gave up, does nothing.
+            deadline=time.time() + options.timeout)
         if not started.get("ok"):
             raise AttachError(started.get("error", "the recording did not start"))
         until = "for %g s" % options.duration if options.duration is not None else "until Ctrl-C"
         say(f"recording process {pid} into {trace} {until}")
         interrupted = wait_duration(options.duration)
-        stop_status = os.path.join(folder, "stop.json")
-        stop = os.path.join(folder, "stop.py")
-        with open(stop, "w") as f:
-            f.write(_STOP.format(status=stop_status))
-        os.chmod(stop, 0o644)
-        remote_exec(pid, stop)
         try:
-            stopped = wait_for(stop_status, options.timeout, "stop recording")
-        except AttachError as e:
-            keep_folder = True
-            raise AttachError(f"{e}; the target records until it does") from None
+            stopped = run_in_target(pid, folder, "stop", _STOP, options.timeout,
+                                    "stop recording")
+        except NotRunYet as e:
+            raise NotRunYet(f"{e}; the target records until it does") from None
         summary = stopped.get("summary") or {}
         say(f"detached from process {pid}"
             + (" (interrupted)" if interrupted else "")
             + f": {summary.get('events', 0)} events from {summary.get('threads', 0)} threads")
         return trace
+    except NotRunYet:
+        keep_folder = True
+        raise
     finally:
         if not keep_folder:
             shutil.rmtree(folder, ignore_errors=True)
