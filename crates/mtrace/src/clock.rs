@@ -11,7 +11,14 @@
 //! start (so a killed recording still has a usable rate) and the whole run
 //! at finish (a longer baseline, so a more exact rate). The header keeps the
 //! longer of the two.
+//!
+//! The rate is the machine's, not the recording's (the TSC is invariant), so
+//! the process keeps the best one measured ([`best_rate`]): only its first
+//! recording spins, and each later one starts with the longest baseline any
+//! recording before it had. A binding that starts a recording per
+//! `enable()` (a profile per web request) pays the spin once.
 
+use std::sync::Mutex;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use mtrace_format::ClockKind;
@@ -20,10 +27,29 @@ use crate::config::ClockSource;
 
 /// How long the start calibration spins: 1 ms, a rate within about 1e-4
 /// (the bracketing reads are tens of nanoseconds wide), which the finish
-/// calibration over the whole run refines. It is the cost of every start,
-/// and a language binding starts a recording per `enable()` (15 ms made
-/// Python's `enable()`+`disable()` of an empty region cost 20-50 ms).
+/// calibration over the whole run refines. It is the cost of a process's
+/// first start only (see [`best_rate`]), kept short because a language
+/// binding's first `enable()` pays it.
 const CALIBRATION_NS: u64 = 1_000_000;
+
+/// The process's best TSC rate so far: `(ticks, ns)`, this many ticks took
+/// this many nanoseconds, over the longest baseline measured (a start's
+/// spin or a whole recording). None until the first calibration.
+static BEST_RATE: Mutex<Option<(u64, u64)>> = Mutex::new(None);
+
+/// The process's best TSC rate so far (see [`BEST_RATE`]).
+pub(crate) fn best_rate() -> Option<(u64, u64)> {
+    *BEST_RATE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Offers a TSC rate measured over `ns` nanoseconds: kept if its baseline
+/// is longer than the best one's.
+fn offer_rate(ticks: u64, ns: u64) {
+    let mut best = BEST_RATE.lock().unwrap_or_else(|e| e.into_inner());
+    if best.is_none_or(|(_, best_ns)| ns > best_ns) {
+        *best = Some((ticks, ns));
+    }
+}
 
 /// Reads the event clock: the TSC when `tsc`, else monotonic nanoseconds.
 #[inline(always)]
@@ -160,7 +186,9 @@ impl RunClock {
         let end_unix_ns = unix_ns();
         let run_ns = end_mono.saturating_sub(self.start_mono_ns);
         let (calib_ticks, calib_ns) = if self.tsc && run_ns > self.calib_ns {
-            (end_tick.saturating_sub(self.start_tick).max(1), run_ns)
+            let ticks = end_tick.saturating_sub(self.start_tick).max(1);
+            offer_rate(ticks, run_ns);
+            (ticks, run_ns)
         } else {
             (self.calib_ticks, self.calib_ns)
         };
@@ -193,7 +221,8 @@ impl Calibration {
     }
 
     /// Waits until the calibration has run 1 ms since [`Calibration::begin`]
-    /// (the TSC only; the monotonic clock needs none) and returns the clock.
+    /// and returns the clock: the TSC only, and only the process's first
+    /// time (later ones take [`best_rate`]); the monotonic clock needs none.
     pub fn finish(self) -> RunClock {
         let Calibration {
             tsc,
@@ -201,18 +230,22 @@ impl Calibration {
             start_mono_ns,
             start_unix_ns,
         } = self;
-        let (calib_ticks, calib_ns) = if tsc {
+        let (calib_ticks, calib_ns) = if !tsc {
+            (1, 1)
+        } else if let Some(rate) = best_rate() {
+            rate
+        } else {
             let mut now = pair(tsc);
             while now.1.saturating_sub(start_mono_ns) < CALIBRATION_NS {
                 std::hint::spin_loop();
                 now = pair(tsc);
             }
-            (
+            let rate = (
                 now.0.saturating_sub(start_tick).max(1),
                 now.1.saturating_sub(start_mono_ns).max(1),
-            )
-        } else {
-            (1, 1)
+            );
+            offer_rate(rate.0, rate.1);
+            rate
         };
         RunClock {
             tsc,
@@ -261,6 +294,24 @@ mod tests {
         let (end, _, ticks, ns) = c.finish();
         assert!(end >= c.start_tick);
         assert!(ticks > 0 && ns > 0);
+    }
+
+    #[test]
+    fn only_the_first_calibration_spins_later_ones_take_the_best_rate() {
+        let first = RunClock::start(ClockSource::Auto);
+        if !first.tsc {
+            return; // no TSC here: nothing is calibrated
+        }
+        let best = best_rate().expect("the first calibration keeps its rate");
+        // A later start takes the process's rate as it is, without a spin
+        // of its own (which would measure another baseline).
+        let later = RunClock::start(ClockSource::Auto);
+        assert_eq!((later.calib_ticks, later.calib_ns), best);
+        // A longer baseline replaces it; a shorter one does not.
+        offer_rate(best.0 * 3, best.1 * 3);
+        assert_eq!(best_rate(), Some((best.0 * 3, best.1 * 3)));
+        offer_rate(1, 1);
+        assert_eq!(best_rate(), Some((best.0 * 3, best.1 * 3)));
     }
 
     #[test]
