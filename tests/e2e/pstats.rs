@@ -1,4 +1,4 @@
-//! `--format pstats -o FILE`: Python's `pstats.Stats` loads the file, and
+//! `--format pstats -o FILE` (or `-o -`, stdout): Python's `pstats.Stats` loads the file, and
 //! its numbers are the report's (calls, primitive calls, times in seconds,
 //! caller edges with `nc` first as cProfile writes them).
 
@@ -7,7 +7,7 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use crate::util::{mtanalyze, vector, TempDir};
+use crate::util::{command, mtanalyze, vector, TempDir};
 
 /// Loads a pstats file with Python and prints it as JSON:
 /// `{"file:line:name": [cc, nc, tt, ct, {"file:line:name": [nc, cc, tt, ct]}]}`.
@@ -127,16 +127,35 @@ fn pstats_file_loads_in_python_with_the_reports_numbers() {
 }
 
 #[test]
-fn pstats_needs_an_output_file() {
+fn pstats_needs_an_output_file_or_stdout_by_name() {
     let trace = vector("recursion-a.jsonl");
-    for output in [None, Some("-")] {
-        let mut args = vec![trace.as_os_str(), "--format".as_ref(), "pstats".as_ref()];
-        if let Some(o) = output {
-            args.extend([OsStr::new("-o"), OsStr::new(o)]);
-        }
-        let line = mtanalyze(args).fails_with_one_line();
-        assert!(line.contains("-o FILE"), "{line}");
-    }
+    let line = mtanalyze([trace.as_os_str(), "--format".as_ref(), "pstats".as_ref()])
+        .fails_with_one_line();
+    assert!(line.contains("-o FILE"), "{line}");
+    // `-o -`: the file's bytes on stdout (what a binding reads in memory).
+    let dir = TempDir::new("pstats-stdout");
+    let prof = dir.join("out.prof");
+    let args = |o: &OsStr| -> Vec<std::ffi::OsString> {
+        [
+            trace.as_os_str(),
+            "--format".as_ref(),
+            "pstats".as_ref(),
+            "-o".as_ref(),
+            o,
+        ]
+        .into_iter()
+        .map(OsStr::to_owned)
+        .collect()
+    };
+    mtanalyze(args(prof.as_os_str())).success();
+    let piped = command()
+        .args(args(OsStr::new("-")))
+        .output()
+        .expect("mtanalyze runs");
+    assert!(piped.status.success(), "{piped:?}");
+    let file = std::fs::read(&prof).expect("the pstats file");
+    assert!(!file.is_empty());
+    assert_eq!(piped.stdout, file, "-o - writes the file's bytes");
     let line = mtanalyze([
         trace.as_os_str(),
         "--format".as_ref(),

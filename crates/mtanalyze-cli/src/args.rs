@@ -326,7 +326,8 @@ pub(crate) struct ReportArgs {
     /// With --stacks: one row per stack name, its numbers counted as one (`request-17` and `request-18` are `request-#`) but a line after a file name (`src/server.rs:42 task-#`: a spawn site), with totals and per-stack means.
     #[arg(long, requires = "stacks")]
     pub(crate) group: bool,
-    /// Where to write the output [default: stdout; --format pstats needs a file].
+    /// Where to write the output [default: stdout; --format pstats, a binary
+    /// file, needs -o: a file, or - for stdout, as to a pipe].
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub(crate) output: Option<PathBuf>,
     /// Output format.

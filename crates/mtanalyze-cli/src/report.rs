@@ -74,9 +74,11 @@ pub(crate) fn report(args: &ReportArgs, out: &mut dyn Write) -> Result<(), Failu
     let inputs: Vec<&Path> = traces.iter().map(PathBuf::as_path).collect();
     let target = Output::new(args.output.as_deref(), &inputs)?;
     let width = target.table_width(args.width);
-    if args.format == Format::Pstats && matches!(target, Output::Stdout) {
+    // Binary to stdout only when asked for by name (`-o -`), never by default.
+    if args.format == Format::Pstats && args.output.is_none() {
         return Err(Failure::Message(
-            "--format pstats writes a binary file: give it with -o FILE".into(),
+            "--format pstats writes a binary file: give it with -o FILE (or -o - for stdout)"
+                .into(),
         ));
     }
     let paths = match (folded, args.per_thread) {
