@@ -13,6 +13,10 @@
 //!
 //! A trace that cannot be read raises `TraceError` (a `ValueError`) with
 //! the analyzer's own message, which names the file and the byte offset.
+//!
+//! Every analysis runs [`without_staying_threads`]: the program that
+//! called it (a `pstats.Stats(profile)` per web request) has no thread of
+//! mtrace's afterwards.
 
 use std::ffi::OsString;
 use std::io::{self, BufWriter};
@@ -60,6 +64,29 @@ fn parsed<T: std::str::FromStr<Err = String>>(
     .transpose()
 }
 
+/// Runs `work` (an analysis) with its parallel parts on a thread pool made
+/// for this call and joined before it returns. rayon's global pool, which
+/// the analyzer would use otherwise, keeps its threads for the life of the
+/// process, where the program sees them (`/proc/self/task`, `threading`'s
+/// native thread count, CPython's warning at `os.fork()`). If no thread
+/// can be started, `work` runs on the global pool as before.
+fn without_staying_threads<R: Send>(work: impl FnOnce() -> R + Send) -> R {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut slot = Some(work);
+    let ran = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build_scoped(
+            |thread| thread.run(),
+            |pool| slot.take().map(|work| pool.install(work)),
+        );
+    match (ran, slot.take()) {
+        (Ok(Some(done)), _) => done,
+        (_, Some(work)) => work(),
+        // Unreachable: the work is either done on the pool or still here.
+        (_, None) => unreachable!("the analysis neither ran nor stayed"),
+    }
+}
+
 /// Analyzes the trace at `path` and returns the report as the JSON report's
 /// value (a dict). `clock`: `stack`, `gil` or `wall` (None: the trace's
 /// preferred clock); `start`/`end`: `--from`/`--to` (a duration from the
@@ -85,11 +112,13 @@ pub(crate) fn analyze<'py>(
         ..AnalyzeOptions::default()
     };
     let report = py.detach(|| {
-        let trace = mtanalyze::load(Path::new(path)).map_err(|e| match e {
-            mtanalyze::LoadError::Io { .. } => Failure::Io(e.to_string()),
-            _ => Failure::Trace(e.to_string()),
-        })?;
-        mtanalyze::analyze(&trace, &options).map_err(|e| Failure::Trace(e.to_string()))
+        without_staying_threads(|| {
+            let trace = mtanalyze::load(Path::new(path)).map_err(|e| match e {
+                mtanalyze::LoadError::Io { .. } => Failure::Io(e.to_string()),
+                _ => Failure::Trace(e.to_string()),
+            })?;
+            mtanalyze::analyze(&trace, &options).map_err(|e| Failure::Trace(e.to_string()))
+        })
     })?;
     // The view `--format json` writes with no view option: functions by
     // self time, every edge and stack.
@@ -104,9 +133,11 @@ pub(crate) fn analyze<'py>(
 #[pyo3(name = "mtanalyze")]
 pub(crate) fn run_mtanalyze(py: Python<'_>, argv: Vec<OsString>) -> u8 {
     py.detach(|| {
-        let stdout = io::stdout();
-        let mut out = BufWriter::new(stdout.lock());
-        mtanalyze_cli::run(argv, &mut out)
+        without_staying_threads(|| {
+            let stdout = io::stdout();
+            let mut out = BufWriter::new(stdout.lock());
+            mtanalyze_cli::run(argv, &mut out)
+        })
     })
 }
 
@@ -118,9 +149,11 @@ pub(crate) fn run_mtanalyze_captured(
     argv: Vec<OsString>,
 ) -> (u8, Bound<'_, PyBytes>) {
     let (status, out) = py.detach(|| {
-        let mut out = Vec::new();
-        let status = mtanalyze_cli::run(argv, &mut out);
-        (status, out)
+        without_staying_threads(|| {
+            let mut out = Vec::new();
+            let status = mtanalyze_cli::run(argv, &mut out);
+            (status, out)
+        })
     });
     (status, PyBytes::new(py, &out))
 }

@@ -129,20 +129,16 @@ def pstats_dict(traces, clock=None):
 
     if not traces:
         return {}
-    folder = tempfile.mkdtemp(prefix="mtrace-pstats-")
-    try:
-        out = os.path.join(folder, "stats.prof")
-        args = [*traces, "--format", "pstats", "-o", out]
-        if clock is not None:
-            args += ["--clock", clock]
-        status, _ = _cli.run(args, capture=True)
-        if status != 0 or not os.path.exists(out):
-            raise TraceError(f"mtanalyze could not read {', '.join(map(str, traces))} "
-                             f"(exit status {status}; its message is on stderr)")
-        with open(out, "rb") as f:
-            return marshal.load(f)
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
+    # The pstats file's bytes in memory (`-o -`): no file to write, read
+    # back and remove for each `pstats.Stats(profile)`.
+    args = [*traces, "--format", "pstats", "-o", "-"]
+    if clock is not None:
+        args += ["--clock", clock]
+    status, out = _cli.run(args, capture=True)
+    if status != 0 or not out:
+        raise TraceError(f"mtanalyze could not read {', '.join(map(str, traces))} "
+                         f"(exit status {status}; its message is on stderr)")
+    return marshal.loads(out)
 
 
 #: The ``Profile`` whose recording runs (a weak reference), which a second
