@@ -82,6 +82,10 @@ impl Rotation {
 
 /// Ring mode's size of the chunk area when [`Config::capacity`] is unset: 256 MiB.
 pub const DEFAULT_RING_CAPACITY: u64 = 256 << 20;
+/// The most bytes of chunks a recording into memory ([`Config::in_memory`])
+/// takes when [`Config::capacity`] is unset: memory is scarcer than disk,
+/// and a recording in memory is meant to be short (a profile per request).
+pub const MEMORY_CAPACITY: u64 = 1 << 30;
 /// Stop-when-full mode's maximum when [`Config::capacity`] is unset is half
 /// the free space of the file system the trace is on, but at least this
 /// (256 MiB; on a smaller disk the recording stops when the disk is full)...
@@ -152,6 +156,14 @@ pub struct Config {
     /// can see (CPython counts the process's threads at every `fork()` and
     /// warns when there is more than one).
     pub provisioner: bool,
+    /// Record into memory rather than into a file at `path` (Linux): the
+    /// trace is a file with no name (`memfd_create`), its pages taken as
+    /// events reach them (none reserved ahead, as a disk's blocks are),
+    /// read back through [`Recording::memory_trace`](crate::Recording::memory_trace)
+    /// while it is open. `path` only names it (in messages and in
+    /// `/proc/PID/fd`). Its default capacity is [`MEMORY_CAPACITY`]; it
+    /// cannot rotate.
+    pub in_memory: bool,
 }
 
 impl Config {
@@ -174,7 +186,14 @@ impl Config {
             rotate: None,
             keep: None,
             provisioner: true,
+            in_memory: false,
         }
+    }
+
+    /// Records into memory (see [`Config::in_memory`]).
+    pub fn in_memory(mut self, on: bool) -> Config {
+        self.in_memory = on;
+        self
     }
 
     /// Sets the most bytes of chunks (see [`Config::capacity`]).
@@ -373,6 +392,7 @@ impl Config {
         }
         match self.rotate {
             Some(_) if self.mode == Mode::Ring => Err(ConfigError::RotatingRing),
+            Some(_) if self.in_memory => Err(ConfigError::RotatingMemory),
             Some(Rotation::Size(bytes)) if bytes < cs as u64 => {
                 Err(ConfigError::RotationTooSmall {
                     bytes,
@@ -390,6 +410,7 @@ impl Config {
         let capacity = match (self.capacity, self.mode) {
             (Some(capacity), _) => capacity,
             (None, Mode::Ring) => DEFAULT_RING_CAPACITY,
+            (None, Mode::StopWhenFull) if self.in_memory => MEMORY_CAPACITY,
             (None, Mode::StopWhenFull) => auto_capacity(free_bytes),
         };
         (capacity / self.chunk_size as u64).max(1)

@@ -38,6 +38,9 @@ pub enum ConfigError {
     /// A ring is one fixed file: it cannot rotate.
     #[error("a ring-mode recording cannot rotate (rotation is for stop-when-full files)")]
     RotatingRing,
+    /// A recording into memory has no file to move on from.
+    #[error("a recording into memory cannot rotate (rotation is for files)")]
+    RotatingMemory,
     /// Rotation at a size smaller than a chunk.
     #[error("rotation at {bytes} bytes holds no chunk of {chunk_size} bytes")]
     RotationTooSmall {

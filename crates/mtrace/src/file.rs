@@ -100,6 +100,9 @@ pub(crate) struct TraceMap {
     ready: AtomicU64,
     growth: Mutex<Growth>,
     pub path: PathBuf,
+    /// The file is memory with no name ([`Config::in_memory`]): its pages
+    /// are taken when first written, nothing is reserved ahead.
+    in_memory: bool,
 }
 
 /// What growing the file needs; under [`TraceMap`]'s lock.
@@ -155,22 +158,28 @@ impl TraceMap {
     pub fn create(config: &Config) -> Result<TraceMap, StartError> {
         config.check()?;
         let path = config.path.clone();
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&path)
-            .map_err(|source| StartError::Create {
-                path: path.clone(),
-                source,
-            })?;
+        let created = if config.in_memory {
+            memory_file(&path)
+        } else {
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&path)
+        };
+        let file = created.map_err(|source| StartError::Create {
+            path: path.clone(),
+            source,
+        })?;
         let file = out_of_the_way(file);
         match TraceMap::lay_out(config, file) {
             Ok(map) => Ok(map),
             Err(e) => {
                 // Leave no half-made file behind (its handle is closed by now).
-                let _ = std::fs::remove_file(&path);
+                if !config.in_memory {
+                    let _ = std::fs::remove_file(&path);
+                }
                 Err(e)
             }
         }
@@ -237,6 +246,7 @@ impl TraceMap {
                 unmapped: false,
             }),
             path: path.clone(),
+            in_memory: config.in_memory,
         };
         let first_len = this.file_len(first_slots);
         if let Err(e) = this.make_first(&file, first_len) {
@@ -340,6 +350,10 @@ impl TraceMap {
         let Some(file) = growth.file.as_ref().filter(|_| !growth.detached) else {
             return false;
         };
+        if self.in_memory {
+            // Memory's pages are taken as names are written.
+            return true;
+        }
         let at = |n: usize| (self.meta_offset + n) as u64;
         reserve_hole(file, at(from), at(to.min(self.meta_capacity))).is_ok()
     }
@@ -348,7 +362,12 @@ impl TraceMap {
     /// reserves the new blocks on disk, then maps the new pages into the
     /// reserved range. On error the file is cut back to `old_len`.
     fn extend(&self, file: &File, old_len: u64, new_len: u64) -> io::Result<()> {
-        let result = reserve_blocks(file, old_len, new_len).and_then(|()| {
+        let lengthened = if self.in_memory {
+            file.set_len(new_len)
+        } else {
+            reserve_blocks(file, old_len, new_len)
+        };
+        let result = lengthened.and_then(|()| {
             let from = round_up(old_len, self.page as u64) as usize;
             let to = round_up(new_len, self.page as u64) as usize;
             if to > from {
@@ -616,6 +635,18 @@ impl TraceMap {
         unsafe { libc::munmap(self.base as *mut libc::c_void, mapped) };
     }
 
+    /// A descriptor of its own for a file in memory ([`Config::in_memory`]),
+    /// from which its trace reads while the descriptor is open (also after
+    /// the recording finished); None for a file on disk or once closed.
+    pub fn memory_file(&self) -> Option<io::Result<File>> {
+        if !self.in_memory {
+            return None;
+        }
+        let growth = lock(&self.growth);
+        let file = growth.file.as_ref()?;
+        Some(file.try_clone().map(out_of_the_way))
+    }
+
     /// Closes the file, first cutting it after its first `slots` chunk
     /// slots if asked (best effort: a longer file holds the same trace).
     /// Cut only once detached ([`TraceMap::detach`]): a write into the map
@@ -687,6 +718,40 @@ fn out_of_the_way(file: File) -> File {
     let fd = move_fd_out_of_the_way(file.into_raw_fd());
     // SAFETY: `fd` is an open descriptor of the file, owned by nobody else.
     unsafe { File::from_raw_fd(fd) }
+}
+
+/// A new file with no name, in memory (`memfd_create`, close-on-exec),
+/// named `path` in `/proc/PID/fd` for whoever looks.
+fn memory_file(path: &std::path::Path) -> io::Result<File> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::ffi::CString;
+        use std::os::fd::FromRawFd;
+        use std::os::unix::ffi::OsStrExt;
+        let name = path.file_name().map_or(&[][..], |n| n.as_bytes());
+        let name = CString::new(
+            name.iter()
+                .copied()
+                .filter(|&b| b != 0)
+                .collect::<Vec<u8>>(),
+        )
+        .unwrap_or_default();
+        // SAFETY: a valid C string and flags; the new descriptor is ours.
+        let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just opened and is owned by nobody else.
+        Ok(unsafe { File::from_raw_fd(fd) })
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = path;
+        Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "recording into memory needs Linux (memfd_create)",
+        ))
+    }
 }
 
 /// Bytes free (to an unprivileged user) on `file`'s file system, if known.

@@ -47,6 +47,15 @@ impl Recording {
         &self.shared.map.path
     }
 
+    /// For a recording into memory ([`Config::in_memory`]): a descriptor
+    /// of the trace's memory file, which keeps the trace (finished by
+    /// [`Recording::finish`], as a file on disk is) until it is closed; read
+    /// it as any trace file (`/proc/self/fd/N`, or mapped). None for a
+    /// recording into a file.
+    pub fn memory_trace(&self) -> Option<std::io::Result<std::fs::File>> {
+        self.shared.map.memory_file()
+    }
+
     /// The file being written now: [`Recording::path`], or the latest
     /// file of a rotating series.
     pub fn current_path(&self) -> PathBuf {
@@ -122,9 +131,9 @@ pub fn start(config: Config) -> Result<Recording, StartError> {
     }
     // Before the clock's calibration: a bad size is refused at once.
     config.check()?;
-    // The file is made while the clock calibrates: the calibration's
-    // 1 ms spin is the floor of a start's cost, and a language binding
-    // starts a recording per `enable()`.
+    // The file is made while the clock calibrates: a process's first
+    // calibration spins 1 ms (later ones take its rate), and a language
+    // binding starts a recording per `enable()`.
     let calibration = Calibration::begin(config.clock);
     *last_gen += 1;
     let given_path = config.path.clone();
