@@ -18,9 +18,11 @@
 //! called it (a `pstats.Stats(profile)` per web request) has no thread of
 //! mtrace's afterwards.
 
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::io::{self, BufWriter};
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use mtanalyze::view::{filtered_report, EdgeSelection, ViewOptions};
 use mtanalyze::{AnalyzeOptions, Clock, TimeBound};
@@ -65,26 +67,74 @@ fn parsed<T: std::str::FromStr<Err = String>>(
 }
 
 /// Runs `work` (an analysis) with its parallel parts on a thread pool made
-/// for this call and joined before it returns. rayon's global pool, which
-/// the analyzer would use otherwise, keeps its threads for the life of the
-/// process, where the program sees them (`/proc/self/task`, `threading`'s
-/// native thread count, CPython's warning at `os.fork()`). If no thread
-/// can be started, `work` runs on the global pool as before.
-fn without_staying_threads<R: Send>(work: impl FnOnce() -> R + Send) -> R {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+/// for this call, whose threads have ended before it returns. rayon's
+/// global pool, which the analyzer would use otherwise, keeps its threads
+/// for the life of the process, where the program sees them
+/// (`/proc/self/task`, CPython's warning at `os.fork()`). If no thread can
+/// be started, `work` runs on the global pool as before.
+///
+/// `threads`: the pool's size ([`threads_for`] its inputs).
+fn without_staying_threads<R: Send>(threads: usize, work: impl FnOnce() -> R + Send) -> R {
+    let spawned = Mutex::new(Vec::new());
     let mut slot = Some(work);
     let ran = rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .build_scoped(
-            |thread| thread.run(),
+            |thread| {
+                if let Some(task) = this_task() {
+                    spawned.lock().unwrap_or_else(|e| e.into_inner()).push(task);
+                }
+                thread.run()
+            },
             |pool| slot.take().map(|work| pool.install(work)),
         );
+    // The scope joined the threads, but a joined thread is still listed
+    // while the kernel finishes its exit: a program counting its threads
+    // right after the call would count it.
+    let deadline = Instant::now() + Duration::from_millis(100);
+    for task in spawned.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        while task.exists() && Instant::now() < deadline {
+            std::thread::yield_now();
+        }
+    }
     match (ran, slot.take()) {
         (Ok(Some(done)), _) => done,
         (_, Some(work)) => work(),
         // Unreachable: the work is either done on the pool or still here.
         (_, None) => unreachable!("the analysis neither ran nor stayed"),
     }
+}
+
+/// Threads for an analysis of `inputs` (the arguments that are files; the
+/// others are left out): one for small files, which it finishes before more
+/// would have started; else one per processor.
+fn threads_for<S: AsRef<OsStr>>(inputs: &[S]) -> usize {
+    use std::os::unix::fs::MetadataExt;
+    // The bytes written, not the length: a trace's unused name region is a
+    // hole (16 MiB of a Python trace), and holes read as nothing to do.
+    let bytes: u64 = inputs
+        .iter()
+        .filter_map(|input| std::fs::metadata(input.as_ref()).ok())
+        .filter(|m| m.is_file())
+        .map(|m| m.len().min(m.blocks().saturating_mul(512)))
+        .sum();
+    if bytes < SMALL_INPUT {
+        1
+    } else {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    }
+}
+
+/// Inputs smaller than this (in all) are analyzed on one thread: a profile
+/// of a web request is analyzed in less time than threads take to start.
+const SMALL_INPUT: u64 = 4 << 20;
+
+/// The calling thread's entry in `/proc` (`/proc/PID/task/TID`), which is
+/// gone once the thread has ended; None where there is no `/proc`.
+fn this_task() -> Option<PathBuf> {
+    std::fs::read_link("/proc/thread-self")
+        .ok()
+        .map(|task| Path::new("/proc").join(task))
 }
 
 /// Analyzes the trace at `path` and returns the report as the JSON report's
@@ -112,7 +162,7 @@ pub(crate) fn analyze<'py>(
         ..AnalyzeOptions::default()
     };
     let report = py.detach(|| {
-        without_staying_threads(|| {
+        without_staying_threads(threads_for(&[path]), || {
             let trace = mtanalyze::load(Path::new(path)).map_err(|e| match e {
                 mtanalyze::LoadError::Io { .. } => Failure::Io(e.to_string()),
                 _ => Failure::Trace(e.to_string()),
@@ -133,7 +183,7 @@ pub(crate) fn analyze<'py>(
 #[pyo3(name = "mtanalyze")]
 pub(crate) fn run_mtanalyze(py: Python<'_>, argv: Vec<OsString>) -> u8 {
     py.detach(|| {
-        without_staying_threads(|| {
+        without_staying_threads(threads_for(&argv), || {
             let stdout = io::stdout();
             let mut out = BufWriter::new(stdout.lock());
             mtanalyze_cli::run(argv, &mut out)
@@ -149,7 +199,7 @@ pub(crate) fn run_mtanalyze_captured(
     argv: Vec<OsString>,
 ) -> (u8, Bound<'_, PyBytes>) {
     let (status, out) = py.detach(|| {
-        without_staying_threads(|| {
+        without_staying_threads(threads_for(&argv), || {
             let mut out = Vec::new();
             let status = mtanalyze_cli::run(argv, &mut out);
             (status, out)

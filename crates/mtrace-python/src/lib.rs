@@ -101,8 +101,11 @@ const PYTHON_META_CAPACITY: usize = 16 << 20;
 /// `rotate`: a size (`"256M"`) or an age (`"60s"`, `"5min"`) at which the
 /// recording moves on to the next file of a series, `NAME.1.EXT`,
 /// `NAME.2.EXT`, ... beside `path`; `keep`: how many files of it to keep.
+///
+/// `memory`: record into memory, no file (`path` only names it); `stop`
+/// then hands over the descriptor the trace is read from.
 #[pyfunction]
-#[pyo3(signature = (path, capacity = None, ring = false, builtins = None, tasks = true, meta_capacity = None, armed = false, signal = None, rotate = None, keep = None))]
+#[pyo3(signature = (path, capacity = None, ring = false, builtins = None, tasks = true, meta_capacity = None, armed = false, signal = None, rotate = None, keep = None, memory = false))]
 #[allow(clippy::too_many_arguments)]
 fn start(
     py: Python<'_>,
@@ -116,6 +119,7 @@ fn start(
     signal: Option<&str>,
     rotate: Option<&str>,
     keep: Option<u32>,
+    memory: bool,
 ) -> PyResult<()> {
     let (builtins, fast_builtins) = match builtins {
         None => (true, false),
@@ -147,7 +151,8 @@ fn start(
     let mut config = Config::new(path)
         .preferred_clock(preferred_clock())
         .producer(Producer::Python)
-        .provisioner(false);
+        .provisioner(false)
+        .in_memory(memory);
     if let Some(text) = capacity {
         config = config.capacity(mtrace::parse_bytes(text).ok_or_else(|| {
             PyValueError::new_err(format!(
@@ -266,7 +271,9 @@ fn restart_in_child(py: Python<'_>, path: &str) -> PyResult<bool> {
 /// on this thread (as cProfile does when it is disabled), finishes the file
 /// and returns a summary (`path`, `events`, `dropped_events`, `threads`,
 /// `growth_failure`: why the file stopped growing before its maximum, such
-/// as a full disk, or None), or None if nothing was recording.
+/// as a full disk, or None; for a recording into memory `memory_fd`, the
+/// descriptor of its trace, the caller's to close), or None if nothing was
+/// recording.
 #[pyfunction]
 fn stop(py: Python<'_>) -> PyResult<Option<Bound<'_, PyDict>>> {
     stacks::ACTIVE.store(false, Ordering::Release);
@@ -280,10 +287,21 @@ fn stop(py: Python<'_>) -> PyResult<Option<Bound<'_, PyDict>>> {
     let Some(recording) = recording else {
         return Ok(None);
     };
+    // A recording into memory: the descriptor its trace is read from, taken
+    // before `finish` closes the recorder's own.
+    let memory = recording.memory_trace();
     let summary = py
         .detach(|| recording.finish())
         .map_err(|e| PyOSError::new_err(e.to_string()))?;
     let d = PyDict::new(py);
+    match memory {
+        Some(Ok(file)) => {
+            use std::os::fd::IntoRawFd;
+            d.set_item("memory_fd", file.into_raw_fd())?;
+        }
+        Some(Err(e)) => return Err(PyOSError::new_err(format!("the trace in memory: {e}"))),
+        None => {}
+    }
     d.set_item("path", summary.path.to_string_lossy().into_owned())?;
     d.set_item("files", summary.files)?;
     d.set_item("events", summary.events)?;

@@ -45,6 +45,74 @@ THREADS_AND_FORK = """
     print(before, during, threading.active_count(), os.waitstatus_to_exitcode(status))
 """
 
+# The threads of the process after each analysis a program can ask for in
+# the middle of its run: a Profile's statistics, `mtrace.analyze`, the
+# table, the `mtanalyze` command line.
+THREADS_AFTER_ANALYSES = """
+    import os, pstats, sys, io, contextlib
+    import mtrace
+    from mtrace import _cli
+
+    def tasks():
+        return len(os.listdir("/proc/self/task"))
+
+    def spin(n):
+        return n if n < 2 else spin(n - 1) + spin(n - 2)
+
+    before = tasks()
+    p = mtrace.Profile()
+    p.runcall(spin, 15)
+    stats = pstats.Stats(p)
+    after_stats = tasks()
+    with contextlib.redirect_stdout(io.StringIO()):
+        p.print_stats()
+    mtrace.analyze(p.trace_paths[0])
+    _cli.run([p.trace_paths[0], "--format", "json"], capture=True)
+    print(before, after_stats, tasks(), stats.stats[next(k for k in stats.stats if k[2] == "spin")][1])
+"""
+
+# Profiles as a web framework's middleware makes them, one per request,
+# with TMPDIR and the working directory an empty folder: no file is made
+# anywhere, each profile's traces live (in memory) as long as it does,
+# and the recording's descriptors are given back.
+PROFILES_IN_MEMORY = """
+    import gc, os, pstats, sys
+    import mtrace
+
+    def spin(n):
+        return n if n < 2 else spin(n - 1) + spin(n - 2)
+
+    def descriptors():
+        return len(os.listdir("/proc/self/fd"))
+
+    def request():
+        p = mtrace.Profile()
+        p.enable()
+        spin(12)
+        p.disable()
+        return p
+
+    before = descriptors()
+    kept = request()
+    calls = pstats.Stats(kept).stats
+    paths = kept.trace_paths
+    readable = all(os.path.exists(p) for p in paths)
+    for _ in range(50):
+        pstats.Stats(request())
+    # The summary of a recording into memory holds its trace.
+    mtrace.enable("named-only", memory=True)
+    spin(5)
+    summary = mtrace.disable()
+    report = mtrace.analyze(summary["trace"])
+    memory_calls = report.function("spin").ncalls
+    summary["trace"].close()
+    del kept
+    gc.collect()
+    print(readable, all(p.startswith("/proc/self/fd/") for p in paths),
+          calls[next(k for k in calls if k[2] == "spin")][1], memory_calls,
+          descriptors() - before, sorted(os.listdir(".")), sorted(os.listdir(os.environ["TMPDIR"])))
+"""
+
 # A fork from a thread that is not the main one, while another thread
 # records; the child ends as a thread ends: by returning (argv "return"),
 # or by `sys.exit()` ("exit"). Without mtrace the child then exits, its
@@ -168,6 +236,35 @@ class Invisible(Case):
                 self.assertEqual(during, before, "python -m mtrace started a thread")
                 self.assertEqual((active, status), ("1", "0"))
                 self.assertNotIn("DeprecationWarning", done.stderr)
+
+    def test_analyses_leave_no_thread_behind(self):
+        # The analyzer's threads (rayon's) live only as long as the call.
+        script = self.script("analyses.py", THREADS_AFTER_ANALYSES)
+        before, after_stats, after_all, calls = self.run_script([script]).stdout.split()
+        self.assertEqual(after_stats, before, "pstats.Stats(profile) left a thread")
+        self.assertEqual(after_all, before, "an analysis left a thread")
+        self.assertEqual(calls, "1973", "spin(15)'s calls, from the in-memory pstats")
+
+    def test_profiles_record_into_memory_and_leave_no_file(self):
+        script = self.script("profiles.py", PROFILES_IN_MEMORY)
+        work = os.path.join(self.dir, "work")
+        tmp = os.path.join(self.dir, "tmp")
+        os.mkdir(work)
+        os.mkdir(tmp)
+        done = run([sys.executable, "-W", "error", script], cwd=work, timeout=TIMEOUT,
+                   env={**os.environ, "TMPDIR": tmp})
+        readable, in_memory, calls, memory_calls, fds, files = done.stdout.split(maxsplit=5)
+        self.assertEqual((readable, in_memory), ("True", "True"), "the traces are in memory")
+        self.assertEqual((calls, memory_calls), ("465", "15"), "spin(12) and spin(5)")
+        self.assertEqual(fds, "0", "a descriptor of a profile's trace outlived it")
+        self.assertEqual(files.strip(), "[] []", "a profile made a file (cwd, TMPDIR)")
+
+    def test_memory_recordings_record_this_process_only(self):
+        import mtrace
+
+        with self.assertRaisesRegex(ValueError, "this process only"):
+            mtrace.enable("x", memory=True, children=True)
+        self.assertFalse(mtrace.is_enabled())
 
     def test_a_child_forked_from_a_thread_exits_when_its_thread_ends(self):
         script = self.script("forks.py", FORK_FROM_A_THREAD)

@@ -32,6 +32,7 @@ Recording into a trace file, and reading it::
 import contextlib
 import os
 import sys
+import weakref
 
 from . import _children, _mtrace
 from ._profiler import Profile, run, runctx
@@ -48,6 +49,7 @@ __all__ = [
     "mark",
     "set_context_id_callback",
     "DEFAULT_OUTPUT",
+    "MemoryTrace",
     "Profile",
     "run",
     "runctx",
@@ -142,8 +144,8 @@ class _GreenletImportWatcher:
 
 
 def enable(path=DEFAULT_OUTPUT, *, capacity=None, ring=False, builtins=True, tasks=True,
-           meta_capacity=None, children=True, armed=False, signal=None, rotate=None, keep=None,
-           _root=None):
+           meta_capacity=None, children=None, armed=False, signal=None, rotate=None, keep=None,
+           memory=False, _root=None):
     """Start recording into ``path``.
 
     Every thread is recorded: the calling thread, threads already running,
@@ -181,10 +183,24 @@ def enable(path=DEFAULT_OUTPUT, *, capacity=None, ring=False, builtins=True, tas
     series, ``NAME.1.EXT``, ``NAME.2.EXT``, ... beside ``path``, each a
     complete trace; ``mtanalyze path`` reads the series as one. ``keep``:
     keep only the newest ``keep`` files of it, deleting older ones.
+    ``memory``: record into memory, no file (Linux); ``path`` only names
+    the trace. ``disable()``'s summary then holds it as ``trace``, a
+    ``MemoryTrace``. Memory is scarcer than disk: ``capacity`` is 1G by
+    default, and this process alone is recorded (``children`` False; True
+    is refused). For short recordings, such as a profile per request.
     """
+    if memory:
+        if children:
+            raise ValueError("a recording into memory records this process only: "
+                             "children=True needs a file")
+        children = False
+    elif children is None:
+        children = True
     options = dict(capacity=capacity, ring=ring, builtins=builtins, tasks=tasks,
                    meta_capacity=meta_capacity, armed=armed, signal=signal,
                    rotate=rotate, keep=keep)
+    if memory:
+        options["memory"] = True
     # Armed before the recording starts, so that its work is not recorded.
     if children:
         _children.arm(str(path) if _root is None else _root, options, first=_root is None)
@@ -199,15 +215,49 @@ def enable(path=DEFAULT_OUTPUT, *, capacity=None, ring=False, builtins=True, tas
 def disable():
     """Stop recording and finish the file; returns a summary dict
     (``path``, ``files``: more than 1 when it rotated, ``events``,
-    ``dropped_events``, ``threads``, and
+    ``dropped_events``, ``threads``,
     ``growth_failure``: why the file stopped growing before its maximum,
-    such as a full disk, or None), or None if nothing was recording."""
+    such as a full disk, or None; for a recording into memory ``trace``, its
+    ``MemoryTrace``), or None if nothing was recording."""
     # The recording stops before the rest of the unhooking, which is then
     # not in the report.
     summary = _mtrace.stop()
     _children.disarm()
     _untrace_greenlets()
+    if summary is not None and "memory_fd" in summary:
+        summary["trace"] = MemoryTrace(summary.pop("memory_fd"))
     return summary
+
+
+class MemoryTrace:
+    """A trace recorded into memory (``enable(memory=True)``).
+
+    ``path`` reads as its trace file (``/proc/self/fd/N``), for
+    ``mtrace.analyze``, ``mtanalyze`` run in this process and ``open()``,
+    as long as this object lives: the memory is given back when it is
+    collected or closed (``close()``, or ``with``). ``os.fspath()`` gives
+    ``path``."""
+
+    def __init__(self, fd):
+        self.path = f"/proc/self/fd/{fd}"
+        self._close = weakref.finalize(self, os.close, fd)
+
+    def close(self):
+        """Give the memory back (``path`` no longer reads)."""
+        self._close()
+
+    def __fspath__(self):
+        return self.path
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
+
+    def __repr__(self):
+        state = "open" if self._close.alive else "closed"
+        return f"<mtrace.MemoryTrace {self.path} ({state})>"
 
 
 def is_enabled():

@@ -7,9 +7,11 @@ cProfile tool read. The numbers are mtrace's: every thread is recorded, each
 thread, asyncio task and greenlet on a stack of its own, and the time other
 stacks ran is cut out of each frame (the ``gil`` clock).
 
-Each ``enable()``/``disable()`` records one trace file; ``create_stats``
-sums them, through the Rust analyzer's pstats output (``mtanalyze TRACE...
---format pstats``), so the table and the file agree with ``mtanalyze``.
+Each ``enable()``/``disable()`` records one trace, in memory unless the
+profile was given a ``path`` (a profile per web request makes no file);
+``create_stats`` sums them, through the Rust analyzer's pstats output
+(``mtanalyze TRACE... --format pstats``), so the table and the file agree
+with ``mtanalyze``.
 
 Where it takes cProfile's place it answers as cProfile does on the Python
 running: its exceptions for a second ``enable()`` and for a profile that
@@ -20,9 +22,7 @@ mtrace's own clock stands for is cProfile's own profiler behind this API.
 
 import marshal
 import os
-import shutil
 import sys
-import tempfile
 import time
 import weakref
 
@@ -158,10 +158,13 @@ class Profile:
     ``pstats.Stats(p)`` works as on cProfile's.
 
     Beyond cProfile's arguments: ``path``, the trace file of the first
-    recording (later ones: ``NAME-2.bin``, ...; kept); by default the traces
-    go to a temporary folder removed with the profile. ``trace_paths``
-    lists them. ``clock``: the clock of the statistics (default: the one
-    the trace asks for). ``tasks``, ``capacity``, ``ring``,
+    recording (later ones: ``NAME-2.bin``, ...; kept), child processes
+    recorded beside it. By default (no ``path``) each recording is kept in
+    memory (``mtrace.enable(memory=True)``: no file, this process only, as
+    cProfile's) as long as the profile lives. ``trace_paths`` lists the
+    traces (for one in memory, a ``/proc/self/fd/N`` path that reads while
+    the profile lives). ``clock``: the clock of the statistics (default:
+    the one the trace asks for). ``tasks``, ``capacity``, ``ring``,
     ``meta_capacity``: as ``mtrace.enable``.
 
     ``timer``: mtrace's recorder reads its own clock, monotonic wall time,
@@ -192,7 +195,8 @@ class Profile:
         self._options = dict(tasks=tasks, capacity=capacity, ring=ring,
                              meta_capacity=meta_capacity)
         self._path = None if path is None else os.fspath(path)
-        self._folder = None
+        # The traces in memory (MemoryTrace objects), kept as long as the profile.
+        self._memory = []
         self._recording = None
         self._timed = None
         if timer is not None and not any(timer is wall for wall in _WALL_CLOCKS):
@@ -220,16 +224,10 @@ class Profile:
 
     def _next_path(self):
         n = len(self.trace_paths) + 1
-        if self._path is not None:
-            if n == 1:
-                return self._path
-            stem, ext = os.path.splitext(self._path)
-            return f"{stem}-{n}{ext or '.bin'}"
-        if self._folder is None:
-            self._folder = tempfile.mkdtemp(prefix="mtrace-profile-")
-            # The traces live as long as the profile.
-            weakref.finalize(self, shutil.rmtree, self._folder, True)
-        return os.path.join(self._folder, f"trace-{n}.bin")
+        if n == 1:
+            return self._path
+        stem, ext = os.path.splitext(self._path)
+        return f"{stem}-{n}{ext or '.bin'}"
 
     def enable(self, subcalls=True, builtins=None):
         """Start recording (every thread). ``builtins`` overrides the
@@ -246,14 +244,16 @@ class Profile:
         owner = None if _owner is None else _owner()
         if not _EXCLUSIVE and owner is not None and owner._recording is not None:
             owner.disable()
-        path = self._next_path()
+        where = (dict(path=self._next_path()) if self._path is not None
+                 else dict(path="mtrace-profile", memory=True))
         try:
-            enable(path, builtins=self.builtins if builtins is None else builtins, **self._options)
+            enable(**where, builtins=self.builtins if builtins is None else builtins,
+                   **self._options)
         except RuntimeError:
             if is_enabled():
                 raise ValueError(f"{_ANOTHER_TOOL} (mtrace is recording)") from None
             raise
-        self._recording = path
+        self._recording = where["path"]
         _owner = weakref.ref(self)
 
     def disable(self):
@@ -266,7 +266,11 @@ class Profile:
         path, self._recording = self._recording, None
         if _owner is not None and _owner() is self:
             _owner = None
-        disable()
+        summary = disable()
+        trace = None if summary is None else summary.get("trace")
+        if trace is not None:
+            self._memory.append(trace)
+            path = trace.path
         self.trace_paths.append(path)
 
     def create_stats(self):

@@ -7,6 +7,8 @@ value the JSON report is written from, so every name and unit is that of
 ``Report.to_dict()`` equals ``json.load`` of that output.
 """
 
+import os
+
 from . import _mtrace
 
 __all__ = ["analyze", "Report", "Row", "TraceError"]
@@ -107,7 +109,7 @@ def analyze(path, clock=None, *, start=None, end=None, threads=None, stacks=None
         fib = report.function("fib")
         print(fib.ncalls, fib.primitive_calls, fib.paused_ns)
     """
-    value = _mtrace.analyze(str(path), clock=clock, start=start, end=end,
+    value = _mtrace.analyze(os.fspath(path), clock=clock, start=start, end=end,
                             threads=None if threads is None else list(threads),
                             stacks=None if stacks is None else list(stacks))
     return Report(value)
