@@ -562,17 +562,24 @@ impl TraceMap {
     }
 
     /// Lets go of the file once the recording is finished:
-    /// the file stops growing; the part of the range it is mapped into is
-    /// mapped again, in place, onto private anonymous memory, so a write
-    /// through a stale pointer into it (see the module doc) can no longer
-    /// reach the file; the rest of the reservation, which nothing points
-    /// into, is unmapped. Nothing may read the map afterwards. If the system
-    /// refuses the remap, the range stays on the file: returns whether it
-    /// let go.
+    /// the file stops growing; the parts of the range threads may still
+    /// write through a stale pointer (see the module doc), the header's
+    /// counters and the chunks, are mapped again, in place, onto private
+    /// anonymous memory, so that such a write can no longer reach the file;
+    /// the rest of the reservation, which nothing points into, is unmapped.
+    /// The metadata region stays on the file: the caller closed it (no
+    /// record is written into it any more), and remapping a Python trace's
+    /// 16 MiB of it was most of the cost of a short recording's finish.
+    /// Nothing may read the map afterwards. If the system refuses the
+    /// remap, the range stays on the file: returns whether it let go.
     pub fn detach(&self) -> bool {
         let mut growth = lock(&self.growth);
         growth.detached = true;
         let mapped = self.mapped_len(self.ready.load(Ordering::Relaxed));
+        let written_late = [
+            (0, round_up(self.meta_offset, self.page).min(mapped)),
+            (self.chunks_offset.min(mapped), mapped),
+        ];
         #[cfg(target_os = "linux")]
         let no_reserve = libc::MAP_NORESERVE;
         #[cfg(not(target_os = "linux"))]
@@ -583,24 +590,25 @@ impl TraceMap {
         // writing the next file of a rotating series: one call for a 16
         // MiB file stalled it for about 1 ms).
         let mut remapped = true;
-        let mut at = 0;
-        while at < mapped {
-            let len = DETACH_PART.min(mapped - at);
-            // SAFETY: the range is the mapped file's, inside the
-            // reservation, which is never unmapped; MAP_FIXED replaces its
-            // pages atomically, so a concurrent store lands in either the
-            // file or the new memory, both writable.
-            remapped &= unsafe {
-                libc::mmap(
-                    self.base.add(at) as *mut libc::c_void,
-                    len,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                    libc::MAP_PRIVATE | libc::MAP_ANON | libc::MAP_FIXED | no_reserve,
-                    -1,
-                    0,
-                )
-            } != libc::MAP_FAILED;
-            at += len;
+        for (mut at, end) in written_late {
+            while at < end {
+                let len = DETACH_PART.min(end - at);
+                // SAFETY: the range is the mapped file's, inside the
+                // reservation, which is never unmapped; MAP_FIXED replaces
+                // its pages atomically, so a concurrent store lands in
+                // either the file or the new memory, both writable.
+                remapped &= unsafe {
+                    libc::mmap(
+                        self.base.add(at) as *mut libc::c_void,
+                        len,
+                        libc::PROT_READ | libc::PROT_WRITE,
+                        libc::MAP_PRIVATE | libc::MAP_ANON | libc::MAP_FIXED | no_reserve,
+                        -1,
+                        0,
+                    )
+                } != libc::MAP_FAILED;
+                at += len;
+            }
         }
         if self.reserved > mapped {
             // SAFETY: past the mapped file: no slot there was ever handed out,

@@ -105,7 +105,9 @@ pub(crate) static CURRENT: AtomicPtr<Shared> = AtomicPtr::new(ptr::null_mut());
 /// created costs no allocation).
 #[derive(Debug, Default)]
 pub(crate) struct MetaRegion {
-    /// The file's range is given back: nothing is written any more.
+    /// The file is finished (or its range given back): no record is
+    /// written any more, and its part of the map may be left on the file
+    /// (see [`TraceMap::detach`]).
     pub closed: bool,
     pub len: usize,
     /// Bytes of the region reserved on disk (see [`TraceMap::reserve_meta`]).

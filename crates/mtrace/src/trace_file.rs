@@ -201,7 +201,10 @@ pub(crate) fn finish(shared: &'static Shared, end_tick: Option<u64>) -> Summary 
     summary.chunk_count = used.unwrap_or(map.chunk_count);
     // Threads may still hold pointers into the map: from here on their
     // writes must not reach the file, which a next recording to the same
-    // path would truncate and map again.
+    // path would truncate and map again. A record written after this would
+    // be lost to the finished file anyway: the region is closed first, and
+    // `detach` leaves it on the file (no write reaches it any more).
+    shared.meta.lock().unwrap_or_else(|e| e.into_inner()).closed = true;
     let detached = map.detach();
     // Cut only once detached (see `TraceMap::close`).
     map.close(used.filter(|_| detached));
