@@ -10,7 +10,6 @@ use crate::progress::Progress;
 use crate::{expand_traces, load, say_warnings};
 use mtanalyze::view::{self, DiffViewOptions, EdgeSelection};
 use mtanalyze::{render, DiffOptions, PathMode, Report};
-use rayon::prelude::*;
 
 pub(crate) fn diff(args: &DiffArgs, out: &mut dyn Write) -> Result<(), Failure> {
     let (rules, min_change) = gate_rules(args).map_err(Failure::Message)?;
@@ -89,13 +88,13 @@ pub(crate) fn diff(args: &DiffArgs, out: &mut dyn Write) -> Result<(), Failure> 
         name(&new_paths)
     ));
     let reduce = |paths: &[std::path::PathBuf]| -> Result<mtanalyze::Runs, Failure> {
-        let reports = paths
-            .par_iter()
-            .map(|p| analyze(p))
+        let reports = mtanalyze::threads::map_collect(paths, |p| analyze(p))
+            .into_iter()
             .collect::<Result<Vec<Report>, Failure>>()?;
         mtanalyze::runs(reports).ok_or_else(|| message("no trace given"))
     };
-    let (base_runs, new_runs) = rayon::join(|| reduce(&base_paths), || reduce(&new_paths));
+    let (base_runs, new_runs) =
+        mtanalyze::threads::join(|| reduce(&base_paths), || reduce(&new_paths));
     progress.finish();
     let (base_runs, new_runs) = (base_runs?, new_runs?);
     let (base, new) = (&base_runs.median, &new_runs.median);

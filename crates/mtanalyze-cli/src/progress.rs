@@ -8,7 +8,9 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 /// A progress indicator on stderr for runs that last: it appears only if
 /// the work is still going after a second, and only when stderr is a
-/// terminal. Finishing it clears it.
+/// terminal and threads may be started (not inside
+/// `mtanalyze::threads::on_the_calling_thread`: a program that runs the
+/// command line in its own process). Finishing it clears it.
 pub(crate) struct Progress {
     bar: ProgressBar,
     state: Arc<Mutex<Shown>>,
@@ -42,7 +44,7 @@ impl Progress {
             .with_style(style)
             .with_message(what);
         let state = Arc::new(Mutex::new(Shown::Waiting));
-        if io::stderr().is_terminal() {
+        if io::stderr().is_terminal() && mtanalyze::threads::parallel() {
             let (bar, state) = (bar.clone(), Arc::clone(&state));
             std::thread::spawn(move || {
                 std::thread::sleep(Duration::from_secs(1));

@@ -19,7 +19,9 @@
 //! and describes the file; [`marks()`] reads the named instants a program
 //! recorded, without analyzing; [`diff()`] compares two reports and
 //! [`gate()`] judges the change. [`view`] and [`render`] turn reports into
-//! what a user reads. The analysis
+//! what a user reads; [`threads`] runs the parallel parts on rayon's pool
+//! or, for a program that embeds the analyzer, all on the calling thread.
+//! The analysis
 //! knows nothing about tables or command-line flags (the
 //! `mtanalyze-cli` crate maps its flags to [`AnalyzeOptions`]);
 //! `schemas/semantics.md` is its contract.
@@ -43,6 +45,7 @@ mod analysis;
 mod input;
 mod model;
 pub mod render;
+pub mod threads;
 pub mod view;
 
 /// The README's Rust examples, compiled as doctests.

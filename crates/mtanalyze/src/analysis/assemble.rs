@@ -205,7 +205,7 @@ fn path_labels(analysis: &Analysis<'_>) -> Vec<String> {
 }
 
 /// The call paths of `acc`'s tree (recursion collapsed if asked), with
-/// frames as report positions, sorted by stack and frames.
+/// frames as report positions, sorted by stack, frames and counts.
 fn call_paths(
     acc: &Acc,
     opts: &AnalyzeOptions,
@@ -242,7 +242,12 @@ fn call_paths(
             })
         })
         .collect();
-    paths.sort_by(|a, b| (&a.stack, &a.frames).cmp(&(&b.stack, &b.frames)));
+    // Two stacks of one name keep a path each; ordered by their counts too,
+    // the rows come out the same however the replay's work was split (the
+    // tree's order of the two follows the order its parts were merged in).
+    paths.sort_by(|a, b| {
+        (&a.stack, &a.frames, a.ncalls, a.self_ns).cmp(&(&b.stack, &b.frames, b.ncalls, b.self_ns))
+    });
     paths
 }
 

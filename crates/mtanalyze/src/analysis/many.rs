@@ -211,6 +211,22 @@ fn each_with<T: Send, E>(
         + Sync,
     mut each: impl FnMut(usize, &Path, Result<T, TraceError>) -> Result<(), E>,
 ) -> Result<Sums, E> {
+    if !crate::threads::parallel() {
+        // Every trace on the calling thread, one after the other.
+        let mut scratch = WorkerScratch {
+            sequential: true,
+            pool: None,
+            tables: Scratch::default(),
+            sums: Sums::default(),
+        };
+        for (i, path) in paths.iter().enumerate() {
+            let r = load(path)
+                .map_err(TraceError::from)
+                .and_then(|t| Ok(analyze(&t, opts, &mut scratch, i)?));
+            each(i, path, r)?;
+        }
+        return Ok(scratch.into_sums());
+    }
     let threads = rayon::current_num_threads();
     let sequential = paths.len() >= SEQUENTIAL_TRACES_PER_THREAD * threads;
     let per_thread = match sequential {

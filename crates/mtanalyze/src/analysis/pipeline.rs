@@ -37,6 +37,7 @@ use crate::model::compact::CompactReport;
 use crate::model::merge::Sums;
 use crate::model::report::{StackName, StackStats};
 use crate::model::warnings::Warnings;
+use crate::threads;
 
 /// The batch engine: every segment of the decoded `trace` cut, then
 /// grouped by stack, then every stack replayed. `stage_done` is called as
@@ -64,22 +65,19 @@ pub(crate) fn batch<'a>(
     totals.resize_with(analysis.stack_count(), || None);
     let (mut acc, mut warnings) = replay_stacks(&analysis, opts.paths, &mut totals);
     let end_ns = analysis.end_ns();
-    let finished: Vec<_> = fused
-        .into_par_iter()
-        .map(|(tid, own)| {
-            // Each thread replayed into its own tally (`Fuse::PerThread`).
-            let mut tally = own.tally.unwrap_or_else(|| analysis.new_tally(false));
-            let stats = StackReplay::resume(
-                own.state,
-                &mut tally,
-                &mut NoObserver,
-                analysis.clock,
-                end_ns,
-                own.ends_at_ns,
-            );
-            (tally.into_acc(), (StackKey::Own(tid), stats), own.warnings)
-        })
-        .collect();
+    let finished: Vec<_> = threads::map_collect(fused, |(tid, own)| {
+        // Each thread replayed into its own tally (`Fuse::PerThread`).
+        let mut tally = own.tally.unwrap_or_else(|| analysis.new_tally(false));
+        let stats = StackReplay::resume(
+            own.state,
+            &mut tally,
+            &mut NoObserver,
+            analysis.clock,
+            end_ns,
+            own.ends_at_ns,
+        );
+        (tally.into_acc(), (StackKey::Own(tid), stats), own.warnings)
+    });
     let mut own: Vec<(StackKey, StackTotals)> = Vec::with_capacity(finished.len());
     for (a, stats, w) in finished {
         acc.merge(a);
@@ -462,17 +460,22 @@ fn replay_stacks(
     // One tally per worker thread for them, not one per stack: a tally is
     // O(functions), and a fold that splits to single stacks made 4096 of
     // them (20,000 functions: 5 GB zeroed for a 1 MB trace).
-    let slots: Vec<Mutex<Option<Job>>> = (0..rayon::current_num_threads())
+    let slots: Vec<Mutex<Option<Job>>> = (0..threads::current_num_threads())
         .map(|_| Mutex::new(None))
         .collect();
-    big.par_iter_mut().with_max_len(1).for_each(|(i, row)| {
-        let slot = rayon::current_thread_index().unwrap_or(0) % slots.len();
+    let replay_big = |(i, row): &mut (usize, Option<StackTotals>)| {
+        let slot = threads::current_thread_index().unwrap_or(0) % slots.len();
         // Each worker has its own slot: the lock is never contended, and
         // a panic elsewhere leaves nothing half-written in it.
         let mut held = slots[slot].lock().unwrap_or_else(|e| e.into_inner());
         let job = held.take().unwrap_or_else(new_job);
         *held = Some(replay_into(job, *i, row));
-    });
+    };
+    if threads::parallel() {
+        big.par_iter_mut().with_max_len(1).for_each(replay_big);
+    } else {
+        big.iter_mut().for_each(replay_big);
+    }
     let done_big = slots
         .into_iter()
         .filter_map(|s| s.into_inner().unwrap_or_else(|e| e.into_inner()))
@@ -488,16 +491,26 @@ fn replay_stacks(
     // a run of them rather than one each. Jobs are no longer than that
     // either, so an idle worker always finds one to steal (rayon stops
     // splitting a range once it runs).
-    let per_job = (rows.len() / (rayon::current_num_threads() * 16)).max(1);
-    let done_rest = rows
-        .par_iter_mut()
-        .enumerate()
-        .with_min_len(per_job)
-        .with_max_len(per_job)
-        .filter(|(i, _)| !is_big[*i])
-        .fold(new_job, |job, (i, row)| replay_into(job, i, row))
-        .map(|job| (job.0.into_acc(), job.1))
-        .reduce_with(merge);
+    let per_job = (rows.len() / (threads::current_num_threads() * 16)).max(1);
+    let done_rest = if threads::parallel() {
+        rows.par_iter_mut()
+            .enumerate()
+            .with_min_len(per_job)
+            .with_max_len(per_job)
+            .filter(|(i, _)| !is_big[*i])
+            .fold(new_job, |job, (i, row)| replay_into(job, i, row))
+            .map(|job| (job.0.into_acc(), job.1))
+            .reduce_with(merge)
+    } else {
+        (!rows.is_empty()).then(|| {
+            let job = rows
+                .iter_mut()
+                .enumerate()
+                .filter(|(i, _)| !is_big[*i])
+                .fold(new_job(), |job, (i, row)| replay_into(job, i, row));
+            (job.0.into_acc(), job.1)
+        })
+    };
     match (done_big, done_rest) {
         (Some(a), Some(b)) => merge(a, b),
         (Some(a), None) | (None, Some(a)) => a,

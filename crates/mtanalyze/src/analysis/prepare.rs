@@ -7,8 +7,6 @@
 //! `check` stops here; `analyze` and the timeline exports go on to group
 //! the segments by stack ([`super::stacks`]).
 
-use rayon::prelude::*;
-
 use crate::analysis::clock::GilRuns;
 use crate::analysis::cut::{cut_thread, ThreadPass};
 use crate::analysis::decode::{decode, Decoded, FunctionTable, Numbering};
@@ -131,7 +129,7 @@ pub(crate) fn prepare<'a>(
         None => cut_threads(&decoded, fuse),
     };
     let (passes, gil_runs) = if clock == Some(Clock::Gil) {
-        let (passes, runs) = rayon::join(cut, || GilRuns::build(&decoded));
+        let (passes, runs) = crate::threads::join(cut, || GilRuns::build(&decoded));
         (passes, Some(runs))
     } else {
         (cut(), None)
@@ -255,14 +253,11 @@ fn cut_threads(
     decoded: &Decoded<'_>,
     fuse: Option<(Clock, Window, &AnalyzeOptions)>,
 ) -> Vec<ThreadPass> {
-    (0..decoded.threads.len() as u32)
-        .into_par_iter()
-        .map(|i| {
-            let tid = decoded.threads[i as usize].tid.0;
-            let fuse = fuse.and_then(|(c, w, opts)| own_stack_wanted(tid, opts).then_some((c, w)));
-            cut_thread(decoded, i, fuse, None)
-        })
-        .collect()
+    crate::threads::map_collect(0..decoded.threads.len() as u32, |i| {
+        let tid = decoded.threads[i as usize].tid.0;
+        let fuse = fuse.and_then(|(c, w, opts)| own_stack_wanted(tid, opts).then_some((c, w)));
+        cut_thread(decoded, i, fuse, None)
+    })
 }
 
 /// [`cut_threads`] one thread after the other, replaying the own stacks

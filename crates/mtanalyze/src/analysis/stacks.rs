@@ -21,6 +21,7 @@ use crate::analysis::window::Span;
 use crate::input::LoadedTrace;
 use crate::model::report::Clock;
 use crate::model::warnings::Warnings;
+use crate::threads;
 use mtrace_format::layout::EVENT_SIZE;
 
 /// (thread pass, index in its segments).
@@ -86,7 +87,9 @@ pub(crate) fn group_by_stack(
     // as its id does).
     // In pieces of many stacks, cut at stack boundaries: a slice per stack
     // was 16 bytes more per task, and as many jobs.
-    let per_piece = total.div_ceil(64 * rayon::current_num_threads()).max(1024);
+    let per_piece = total
+        .div_ceil(64 * threads::current_num_threads())
+        .max(1024);
     let mut pieces: Vec<(&mut [SegmentHandle], &[usize])> = Vec::new();
     let mut rest: &mut [SegmentHandle] = &mut order;
     let mut first = 0;
@@ -98,7 +101,7 @@ pub(crate) fn group_by_stack(
             first = g;
         }
     }
-    pieces.into_par_iter().for_each(|(piece, bounds)| {
+    threads::for_each(pieces, |(piece, bounds)| {
         let base = bounds[0];
         let mut keyed = Vec::new();
         for w in bounds.windows(2) {
@@ -160,17 +163,16 @@ impl LogicalSlots {
                 .map(|s| s.stack)
                 .collect::<Vec<_>>()
         };
-        let (min, max) = passes
-            .par_iter()
-            .map(|p| {
-                p.segments
-                    .iter()
-                    .filter(|s| !s.is_own())
-                    .fold((u64::MAX, 0), |(lo, hi), s| {
-                        (lo.min(s.stack), hi.max(s.stack))
-                    })
-            })
-            .reduce(|| (u64::MAX, 0), |a, b| (a.0.min(b.0), a.1.max(b.1)));
+        let (min, max) = threads::map_collect(passes, |p| {
+            p.segments
+                .iter()
+                .filter(|s| !s.is_own())
+                .fold((u64::MAX, 0), |(lo, hi), s| {
+                    (lo.min(s.stack), hi.max(s.stack))
+                })
+        })
+        .into_iter()
+        .fold((u64::MAX, 0), |a, b| (a.0.min(b.0), a.1.max(b.1)));
         if min > max {
             return LogicalSlots::Dense { min: 0, len: 0 };
         }
@@ -181,8 +183,15 @@ impl LogicalSlots {
                 len: span as usize + 1,
             };
         }
-        let mut ids: Vec<u64> = passes.par_iter().flat_map_iter(logical_ids).collect();
-        ids.par_sort_unstable();
+        let mut ids: Vec<u64> = if threads::parallel() {
+            let mut ids: Vec<u64> = passes.par_iter().flat_map_iter(logical_ids).collect();
+            ids.par_sort_unstable();
+            ids
+        } else {
+            let mut ids: Vec<u64> = passes.iter().flat_map(logical_ids).collect();
+            ids.sort_unstable();
+            ids
+        };
         ids.dedup();
         LogicalSlots::Sparse(ids)
     }

@@ -134,22 +134,31 @@ fn stacks<R: Borrow<StackStats> + Send + Sync>(
         if texts.len() < jobs {
             texts.resize_with(jobs, || Vec::with_capacity(per_job * 320));
         }
-        let format = || {
-            texts[..jobs]
-                .par_iter_mut()
-                .zip(batch.par_chunks(per_job))
-                .enumerate()
-                .try_for_each(|(j, (text, job))| {
-                    text.clear();
-                    for (i, row) in job.iter().enumerate() {
-                        let first = first && j == 0 && i == 0;
-                        text.extend_from_slice(if first { b"\n    " } else { b",\n    " });
-                        stack_row(text, row.borrow())?;
-                    }
-                    io::Result::Ok(())
-                })
+        let format_job = |(j, (text, job)): (usize, (&mut Vec<u8>, &[R]))| {
+            text.clear();
+            for (i, row) in job.iter().enumerate() {
+                let first = first && j == 0 && i == 0;
+                text.extend_from_slice(if first { b"\n    " } else { b",\n    " });
+                stack_row(text, row.borrow())?;
+            }
+            io::Result::Ok(())
         };
-        let (formatted, next) = rayon::join(format, || take(&mut rows));
+        let format = || {
+            if crate::threads::parallel() {
+                texts[..jobs]
+                    .par_iter_mut()
+                    .zip(batch.par_chunks(per_job))
+                    .enumerate()
+                    .try_for_each(format_job)
+            } else {
+                texts[..jobs]
+                    .iter_mut()
+                    .zip(batch.chunks(per_job))
+                    .enumerate()
+                    .try_for_each(format_job)
+            }
+        };
+        let (formatted, next) = crate::threads::join(format, || take(&mut rows));
         formatted?;
         for text in &texts[..jobs] {
             out.write_all(text)?;

@@ -32,7 +32,6 @@ pub(crate) use names::StackNames;
 
 use std::borrow::Cow;
 
-use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
 use mtrace_format::meta::MetaProblem;
@@ -230,26 +229,23 @@ pub(crate) fn decode<'a>(
     });
 
     let slots = file.chunk_slots();
-    let decoded: Vec<_> = (0..slots)
-        .into_par_iter()
-        .map(|i| {
-            file.chunk(i).map(|c| {
-                c.map(|c| {
-                    let r = ChunkRef {
-                        slot: c.index,
-                        thread_chunk_no: c.thread_chunk_no,
-                        seq: c.seq,
-                        gap_before: c.restart,
-                        continued: c.continued,
-                        events: c.event_count() as u32,
-                        events_offset: c.events_offset(),
-                        writing: c.writing,
-                    };
-                    (c.thread, r, c.cut)
-                })
+    let decoded: Vec<_> = crate::threads::map_collect(0..slots, |i| {
+        file.chunk(i).map(|c| {
+            c.map(|c| {
+                let r = ChunkRef {
+                    slot: c.index,
+                    thread_chunk_no: c.thread_chunk_no,
+                    seq: c.seq,
+                    gap_before: c.restart,
+                    continued: c.continued,
+                    events: c.event_count() as u32,
+                    events_offset: c.events_offset(),
+                    writing: c.writing,
+                };
+                (c.thread, r, c.cut)
             })
         })
-        .collect();
+    });
 
     let mut by_thread: FxHashMap<ThreadId, Vec<ChunkRef>> = FxHashMap::default();
     let mut damaged = Vec::new();

@@ -33,8 +33,6 @@
 //! holds the lanes: what each keeps of its stacks between steps, and how
 //! it replays them and judges their ends.
 
-use rayon::prelude::*;
-
 use rustc_hash::FxHashMap;
 
 use crate::analysis::assemble::{assemble, lived_in_window, Rows, Source};
@@ -169,7 +167,7 @@ fn stream<'a>(
         .map(|i| ThreadStream::new(&decoded, i, clock, window))
         .collect();
     let n_functions = decoded.functions.dense_len();
-    let mut lanes: Vec<Lane> = (0..rayon::current_num_threads().max(1))
+    let mut lanes: Vec<Lane> = (0..crate::threads::current_num_threads().max(1))
         .map(|_| Lane::new(Tally::new(n_functions, false, window), stack_rows))
         .collect();
     // One vector for every row, made for as many as the trace names (the
@@ -207,12 +205,8 @@ fn stream<'a>(
     // go on from there.
     loop {
         let until = horizon.saturating_add(step.ticks);
-        let (cut, replay) = rayon::join(
-            || {
-                threads
-                    .par_iter_mut()
-                    .try_for_each(|t| t.cut_until(&decoded, until))
-            },
+        let (cut, replay) = crate::threads::join(
+            || crate::threads::try_for_each(&mut threads, |t| t.cut_until(&decoded, until)),
             || {
                 let opens = std::mem::take(&mut opens);
                 let timeline = gil.as_mut().map(|(timeline, merge)| {
@@ -221,9 +215,9 @@ fn stream<'a>(
                     &*timeline
                 });
                 let ctx = context(&decoded, &decoded.functions, clock, timeline, u64::MAX);
-                lanes
-                    .par_iter_mut()
-                    .try_for_each(|lane| lane.step(&ctx, Some(horizon), &opens))
+                crate::threads::try_for_each(&mut lanes, |lane| {
+                    lane.step(&ctx, Some(horizon), &opens)
+                })
             },
         );
         if cut.is_err() || replay.is_err() {
@@ -269,9 +263,7 @@ fn stream<'a>(
         timeline.as_ref(),
         prep.end_tick,
     );
-    let last = lanes
-        .par_iter_mut()
-        .try_for_each(|lane| lane.last_step(&ctx, end_ns));
+    let last = crate::threads::try_for_each(&mut lanes, |lane| lane.last_step(&ctx, end_ns));
     if last.is_err() {
         return Err(GaveUpLate(Box::new(prep)));
     }
@@ -297,25 +289,22 @@ fn stream<'a>(
         .filter_map(|(p, t)| Some((t.tid.0, p.own_replay.take()?)))
         .collect();
     all_stacks += own.len() as u64;
-    let finished: Vec<_> = own
-        .into_par_iter()
-        .map(|(tid, own)| {
-            let mut tally = own
-                .tally
-                .unwrap_or_else(|| Tally::new(n_functions, false, window));
-            let stats = StackReplay::resume(
-                own.state,
-                &mut tally,
-                &mut NoObserver,
-                clock,
-                end_ns,
-                own.ends_at_ns,
-            );
-            let key = StackKey::Own(tid);
-            let row = stats.into_row(key, row_name(stack_rows, &prep.decoded, key));
-            (tally.into_acc(), row, own.warnings)
-        })
-        .collect();
+    let finished: Vec<_> = crate::threads::map_collect(own, |(tid, own)| {
+        let mut tally = own
+            .tally
+            .unwrap_or_else(|| Tally::new(n_functions, false, window));
+        let stats = StackReplay::resume(
+            own.state,
+            &mut tally,
+            &mut NoObserver,
+            clock,
+            end_ns,
+            own.ends_at_ns,
+        );
+        let key = StackKey::Own(tid);
+        let row = stats.into_row(key, row_name(stack_rows, &prep.decoded, key));
+        (tally.into_acc(), row, own.warnings)
+    });
     for (a, row, w) in finished {
         acc.merge(a);
         out.row(row, &mut rows);
