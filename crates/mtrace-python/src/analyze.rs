@@ -66,15 +66,20 @@ fn parsed<T: std::str::FromStr<Err = String>>(
     .transpose()
 }
 
-/// Runs `work` (an analysis) with its parallel parts on a thread pool made
-/// for this call, whose threads have ended before it returns. rayon's
-/// global pool, which the analyzer would use otherwise, keeps its threads
-/// for the life of the process, where the program sees them
-/// (`/proc/self/task`, CPython's warning at `os.fork()`). If no thread can
-/// be started, `work` runs on the global pool as before.
+/// Runs `work` (an analysis) so that no thread of it outlives the call:
+/// with one thread, all of it on the calling thread (no thread started);
+/// with more, its parallel parts on a thread pool made for this call,
+/// whose threads have ended before it returns. rayon's global pool, which
+/// the analyzer would use otherwise, keeps its threads for the life of the
+/// process, where the program sees them (`/proc/self/task`, CPython's
+/// warning at `os.fork()`). If no thread can be started, `work` runs on
+/// the calling thread.
 ///
-/// `threads`: the pool's size ([`threads_for`] its inputs).
+/// `threads`: how many ([`threads_for`] its inputs).
 fn without_staying_threads<R: Send>(threads: usize, work: impl FnOnce() -> R + Send) -> R {
+    if threads <= 1 {
+        return mtanalyze::threads::on_the_calling_thread(work);
+    }
     let spawned = Mutex::new(Vec::new());
     let mut slot = Some(work);
     let ran = rayon::ThreadPoolBuilder::new()
@@ -99,15 +104,15 @@ fn without_staying_threads<R: Send>(threads: usize, work: impl FnOnce() -> R + S
     }
     match (ran, slot.take()) {
         (Ok(Some(done)), _) => done,
-        (_, Some(work)) => work(),
+        (_, Some(work)) => mtanalyze::threads::on_the_calling_thread(work),
         // Unreachable: the work is either done on the pool or still here.
         (_, None) => unreachable!("the analysis neither ran nor stayed"),
     }
 }
 
 /// Threads for an analysis of `inputs` (the arguments that are files; the
-/// others are left out): one for small files, which it finishes before more
-/// would have started; else one per processor.
+/// others are left out): one (the caller) for small files, which it
+/// finishes before more would have started; else one per processor.
 fn threads_for<S: AsRef<OsStr>>(inputs: &[S]) -> usize {
     use std::os::unix::fs::MetadataExt;
     // The bytes written, not the length: a trace's unused name region is a
