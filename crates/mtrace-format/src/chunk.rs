@@ -92,7 +92,7 @@ pub fn encode_snapshot(
     size
 }
 
-fn decode_snapshot(body: &[u8]) -> Result<SnapshotRef<'_>, &'static str> {
+pub(crate) fn decode_snapshot(body: &[u8]) -> Result<SnapshotRef<'_>, &'static str> {
     if body.len() < SNAPSHOT_FIXED {
         return Err("shorter than a snapshot");
     }

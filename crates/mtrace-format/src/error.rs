@@ -59,4 +59,29 @@ pub enum ChunkProblemKind {
     /// The chunk's thread id is 0, which no writer uses.
     #[error("thread id 0")]
     NoThread,
+    /// A compact (version 4) event could not be decoded; the events before
+    /// it are kept.
+    #[error("bad compact event: {0}")]
+    BadCompactEvent(CompactFault),
+}
+
+/// Why the bytes at an offset of a version-4 chunk are not a compact event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum CompactFault {
+    /// The kind or payload is one no writer produces (as for a 16-byte event).
+    #[error("{0:?}")]
+    Event(BadEvent),
+    /// The event runs past the committed length (a writer commits whole
+    /// events only) or past the end of the file.
+    #[error("event runs past the committed length")]
+    Cut,
+    /// A long form's payload width code is not 0..=4.
+    #[error("payload width code {0}")]
+    BadWidth(u8),
+    /// An exit of the innermost named frame when the chunk names none.
+    #[error("exit of the innermost frame, but the chunk names no open frame")]
+    ExitWithoutNamedFrame,
+    /// The tick delta carries the tick past 60 bits.
+    #[error("tick past 60 bits")]
+    TickOverflow,
 }

@@ -153,6 +153,58 @@ pub const fn unpack_state(word: u64) -> ChunkState {
     }
 }
 
+// --- compact events (format version 4; see `crate::compact`) ---
+/// The format version whose events are compact (variable-size) instead of
+/// 16 bytes. Not yet written by the recorder ([`FORMAT_VERSION`] says what is).
+pub const COMPACT_FORMAT_VERSION: u32 = 4;
+/// Largest compact event: tag, 7 tick bytes, kind byte, 8 payload bytes.
+/// The encoder's fast path stores this many bytes (the event's own, then
+/// bytes the next event overwrites), so it wants this much room.
+pub const COMPACT_MAX_EVENT_SIZE: usize = 17;
+/// Largest compact `lost` event (tag, 7 tick bytes, kind byte): a version-4
+/// recorder stops ordinary events this many bytes short of the body's end.
+pub const COMPACT_LOST_RESERVE: usize = 9;
+/// Largest chunk of a version-4 file: its state word counts committed bytes
+/// (not 16-byte units) in the same 23 bits, so the body must stay below 2^23.
+pub const COMPACT_MAX_CHUNK_SIZE: usize = 8 << 20;
+/// Tag bits 7..6: the event's form.
+pub const TAG_FORM_SHIFT: u32 = 6;
+/// Tag bits 5..4: the tick delta's size class.
+pub const TAG_CLASS_SHIFT: u32 = 4;
+/// Tag bits 3..0: the tick delta's low 4 bits.
+pub const TAG_DELTA_LOW_MASK: u8 = 0x0F;
+/// Form 0: a kind byte (kind << 4 | payload width code) and a payload follow.
+pub const FORM_LONG: u8 = 0;
+/// Form 1: `enter`, a 1-byte function id follows.
+pub const FORM_ENTER_1: u8 = 1;
+/// Form 2: `enter`, a 2-byte function id follows.
+pub const FORM_ENTER_2: u8 = 2;
+/// Form 3: `exit` of the innermost frame the chunk names; nothing follows.
+pub const FORM_EXIT_TOP: u8 = 3;
+/// Bytes of the tick delta's high part after the tag, by size class.
+pub const TICK_CLASS_BYTES: [usize; 4] = [0, 1, 2, 7];
+/// Largest tick delta of each size class (class 3: all 60 bits).
+pub const TICK_CLASS_MAX: [u64; 4] = [(1 << 4) - 1, (1 << 12) - 1, (1 << 20) - 1, (1 << 60) - 1];
+/// Bytes of a long form's payload, by width code (the kind byte's low nibble).
+pub const PAYLOAD_WIDTH_BYTES: [usize; 5] = [0, 1, 2, 4, 8];
+
+/// Packs a version-4 chunk state word: as [`pack_state`], but the committed
+/// length counts bytes.
+pub const fn pack_state_compact(seq: u64, committed_bytes: usize, writing: bool) -> u64 {
+    ((seq + 1) << STATE_SEQ_SHIFT)
+        | ((committed_bytes as u64) << STATE_UNITS_SHIFT)
+        | if writing { STATE_WRITING } else { 0 }
+}
+
+/// Unpacks a version-4 chunk state word (committed length in bytes).
+pub const fn unpack_state_compact(word: u64) -> ChunkState {
+    let units = unpack_state(word);
+    ChunkState {
+        committed_bytes: units.committed_bytes / EVENT_SIZE,
+        ..units
+    }
+}
+
 // --- snapshot (first record of every chunk body) ---
 /// Marks a snapshot record: "SNAP" little-endian.
 pub const SNAPSHOT_MAGIC: u32 = u32::from_le_bytes(*b"SNAP");
@@ -212,6 +264,8 @@ pub fn read_u64(bytes: &[u8], at: usize) -> Option<u64> {
 
 // The committed-units field must describe the largest chunk body.
 const _: () = assert!((MAX_CHUNK_SIZE / EVENT_SIZE) < (1 << STATE_UNITS_BITS));
+// ... and, counted in bytes, the largest version-4 chunk body.
+const _: () = assert!(COMPACT_MAX_CHUNK_SIZE - CHUNK_HEADER_SIZE < (1 << STATE_UNITS_BITS));
 
 #[cfg(test)]
 mod tests {
@@ -235,5 +289,33 @@ mod tests {
             );
         }
         assert_eq!(unpack_state(0).seq, None);
+    }
+
+    #[test]
+    fn compact_state_word_counts_bytes() {
+        for (seq, bytes, writing) in [
+            (0, 0, true),
+            (7, 33, false),
+            (
+                (1 << 39) - 2,
+                COMPACT_MAX_CHUNK_SIZE - CHUNK_HEADER_SIZE,
+                true,
+            ),
+        ] {
+            let word = pack_state_compact(seq, bytes, writing);
+            let s = unpack_state_compact(word);
+            assert_eq!(
+                s,
+                ChunkState {
+                    seq: Some(seq),
+                    committed_bytes: bytes,
+                    writing
+                }
+            );
+            // The same word read as version 3 counts 16-byte units: the
+            // fields other than the length are where they were.
+            assert_eq!(unpack_state(word).seq, Some(seq));
+            assert_eq!(unpack_state(word).writing, writing);
+        }
     }
 }

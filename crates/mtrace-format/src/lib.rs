@@ -15,6 +15,7 @@
 
 pub mod chunk;
 pub mod clock;
+pub mod compact;
 pub mod error;
 pub mod event;
 pub mod header;
@@ -26,7 +27,7 @@ pub mod writer;
 
 pub use chunk::{Chunk, SnapshotRef};
 pub use clock::{ClockInfo, ClockKind, PreferredClock, TickScale};
-pub use error::{ChunkProblem, ChunkProblemKind, FormatError};
+pub use error::{ChunkProblem, ChunkProblemKind, CompactFault, FormatError};
 pub use event::{BadEvent, Event, EventKind, FunctionId, StackId, ThreadId};
 pub use header::{Header, Producer};
 pub use meta::{FunctionMeta, MetaRecord, MetaRecordRef};
