@@ -25,8 +25,9 @@
 //! the event's size (the bytes past the event's end are the next event's
 //! room and are never committed). [`ChunkEncoder`] adds the list of named
 //! frames for writers that only have the events. [`CompactEvents`] decodes
-//! a committed body with one table-free branch per form, and reports the
-//! byte offset of the first event it cannot decode.
+//! a committed body with two loads and a branch on the form per event (a
+//! zero-padded copy near the body's end), and reports the byte offset of
+//! the first event it cannot decode.
 
 use crate::chunk::SnapshotRef;
 use crate::error::{ChunkProblem, ChunkProblemKind, CompactFault};

@@ -11,6 +11,8 @@
 //! * Reading (zero-copy, never trusting a claimed size): [`TraceFile`].
 //! * The recorder writes the same layout live into a memory map using
 //!   [`layout`], [`chunk::encode_snapshot`] and the event encoders.
+//! * Format version 4's compact events (not written by the recorder yet):
+//!   [`compact`].
 #![deny(missing_docs)]
 
 pub mod chunk;
