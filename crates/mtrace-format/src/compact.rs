@@ -74,9 +74,13 @@ impl EncoderState {
     #[inline(always)]
     pub fn enter(&mut self, out: &mut [u8], tick: u64, f: FunctionId) -> Option<usize> {
         let delta = self.delta(tick);
-        let n = put(out, |room| put_enter(room, delta, f.0))?;
+        let n = match out.first_chunk_mut::<COMPACT_MAX_EVENT_SIZE>() {
+            Some(room) => put_enter(room, delta, f.0),
+            None => put_short(out, |room| put_enter(room, delta, f.0))?,
+        };
         self.prev_tick += delta;
-        self.named = self.named.saturating_add(1);
+        // No overflow: a body (under 8 MiB) holds fewer than 2^32 enters.
+        self.named = self.named.wrapping_add(1);
         Some(n)
     }
 
@@ -92,17 +96,17 @@ impl EncoderState {
         f_is_top: bool,
     ) -> Option<usize> {
         let delta = self.delta(tick);
-        if f_is_top && self.named > 0 {
-            let n = put(out, |room| put_head(room, FORM_EXIT_TOP, delta))?;
-            self.prev_tick += delta;
-            self.named -= 1;
-            Some(n)
-        } else {
-            let n = put(out, |room| put_long(room, delta, KIND_EXIT, f.0 as u64))?;
-            self.prev_tick += delta;
-            self.named = 0;
-            Some(n)
-        }
+        let top = f_is_top && self.named > 0;
+        let n = match (out.first_chunk_mut::<COMPACT_MAX_EVENT_SIZE>(), top) {
+            (Some(room), true) => put_head(room, FORM_EXIT_TOP, delta),
+            (Some(room), false) => put_long(room, delta, KIND_EXIT, f.0 as u64),
+            (None, true) => put_short(out, |room| put_head(room, FORM_EXIT_TOP, delta))?,
+            (None, false) => put_short(out, |room| put_long(room, delta, KIND_EXIT, f.0 as u64))?,
+        };
+        self.prev_tick += delta;
+        // A named exit forgets the named frames (see the module doc).
+        self.named = if top { self.named - 1 } else { 0 };
+        Some(n)
     }
 
     /// Appends any event (an exit as [`EncoderState::exit`] with `f_is_top`).
@@ -118,7 +122,10 @@ impl EncoderState {
             EventKind::End(s) => (KIND_END, s.0),
         };
         let delta = self.delta(event.tick);
-        let n = put(out, |room| put_long(room, delta, kind, payload))?;
+        let n = match out.first_chunk_mut::<COMPACT_MAX_EVENT_SIZE>() {
+            Some(room) => put_long(room, delta, kind, payload),
+            None => put_short(out, |room| put_long(room, delta, kind, payload))?,
+        };
         self.prev_tick += delta;
         if kind == KIND_SWITCH {
             self.named = 0;
@@ -134,13 +141,12 @@ impl EncoderState {
     }
 }
 
-/// Runs a fast-path writer on `out` when it has a worst case's room, else
-/// on a scratch copy of which only the event's own bytes are kept.
-#[inline(always)]
-fn put(out: &mut [u8], write: impl FnOnce(&mut Room) -> usize) -> Option<usize> {
-    if let Some(room) = out.first_chunk_mut::<COMPACT_MAX_EVENT_SIZE>() {
-        return Some(write(room));
-    }
+/// Writes an event into `out`, shorter than a worst case's room (near the
+/// chunk's end): into a scratch copy first, of which only the event's own
+/// bytes are kept, if they fit. The fast paths, with room, write in place.
+#[cold]
+#[inline(never)]
+fn put_short(out: &mut [u8], write: impl FnOnce(&mut Room) -> usize) -> Option<usize> {
     let mut scratch = [0u8; COMPACT_MAX_EVENT_SIZE];
     let n = write(&mut scratch);
     out.get_mut(..n)?.copy_from_slice(&scratch[..n]);
@@ -253,10 +259,17 @@ pub fn named_frames<'a>(snapshot: &SnapshotRef<'a>) -> impl Iterator<Item = Func
     own.into_iter().flatten().chain(stack.into_iter().flatten())
 }
 
+/// One decoded event as the analyzer's hot loops take a 16-byte one (see
+/// [`crate::event::raw_parts`]): kind number, absolute tick, payload (an
+/// exit's function id resolved from the named frames).
+pub type RawEvent = (u64, u64, u64);
+
 /// The events of a version-4 chunk body, decoded in order with absolute
 /// ticks and every exit naming its function. A damaged event yields one
 /// `Err` with its file offset and ends the iteration; a `lost` event ends
 /// it too (nothing after it in the chunk is read).
+/// [`CompactEvents::next_raw`] is the same walk without building
+/// [`Event`]s, for hot loops.
 #[derive(Clone, Debug)]
 pub struct CompactEvents<'a> {
     rest: &'a [u8],
@@ -265,6 +278,7 @@ pub struct CompactEvents<'a> {
     tick: u64,
     named: Vec<u32>,
     done: bool,
+    problem: Option<ChunkProblem>,
 }
 
 impl<'a> CompactEvents<'a> {
@@ -281,7 +295,8 @@ impl<'a> CompactEvents<'a> {
     }
 
     /// [`CompactEvents::new`] from the snapshot's tick and named frames
-    /// (outermost first; a caller may pass a cleared buffer it reuses).
+    /// (outermost first; a caller may pass a buffer it reuses, see
+    /// [`CompactEvents::into_named`]).
     pub fn from_parts(
         events: &'a [u8],
         index: u64,
@@ -296,112 +311,242 @@ impl<'a> CompactEvents<'a> {
             tick: snapshot_tick & MAX_TICK,
             named,
             done: false,
+            problem: None,
         }
     }
 
-    /// File offset of the next event to decode.
+    /// File offset of the next event to decode (after a damaged event:
+    /// that event's).
     pub fn offset(&self) -> u64 {
         self.offset
     }
 
-    /// Decodes the event at the front of `room`, of whose bytes the first
-    /// `avail` are the body's (the rest is padding): its length and the event.
-    /// The length is known from the tag and the kind byte, so an event the
-    /// body cuts is reported as cut before its values are judged.
-    #[inline(always)]
-    fn decode(&mut self, room: &Room, avail: usize) -> Result<(usize, Event), CompactFault> {
-        let tag = room[0];
-        let form = tag >> TAG_FORM_SHIFT;
-        let class = (tag >> TAG_CLASS_SHIFT) as usize & 3;
-        let at = 1 + TICK_CLASS_BYTES[class];
-        let (len, payload) = match form {
-            FORM_EXIT_TOP => (at, 0),
-            FORM_ENTER_1 => (at + 1, room[at] as u64),
-            FORM_ENTER_2 => (at + 2, u16::from_le_bytes([room[at], room[at + 1]]) as u64),
-            _ => {
-                if at >= avail {
-                    return Err(CompactFault::Cut);
-                }
-                let code = room[at] & 0x0F;
-                let (Some(&width), Some(&mask)) = (
-                    PAYLOAD_WIDTH_BYTES.get(code as usize),
-                    PAYLOAD_WIDTH_MASK.get(code as usize),
-                ) else {
-                    return Err(CompactFault::BadWidth(code));
-                };
-                let payload = u64::from_le_bytes(first8(&room[at + 1..at + 9])) & mask;
-                (at + 1 + width, payload)
-            }
-        };
-        if len > avail {
-            return Err(CompactFault::Cut);
-        }
-        let high = u64::from_le_bytes(first8(&room[1..9])) & (TICK_CLASS_MAX[class] >> 4);
-        let tick = self.tick + (high << 4 | (tag & TAG_DELTA_LOW_MASK) as u64);
-        if tick > MAX_TICK {
-            return Err(CompactFault::TickOverflow);
-        }
-        let kind = match form {
-            FORM_EXIT_TOP => {
-                let f = self
-                    .named
-                    .pop()
-                    .ok_or(CompactFault::ExitWithoutNamedFrame)?;
-                EventKind::Exit(FunctionId(f))
-            }
-            FORM_ENTER_1 | FORM_ENTER_2 => self.enter(payload as u32)?,
-            _ => self.long(room[at] >> 4, payload)?,
-        };
-        Ok((len, Event { tick, kind }))
+    /// The damage that ended [`CompactEvents::next_raw`]'s walk, if any.
+    pub fn problem(&self) -> Option<&ChunkProblem> {
+        self.problem.as_ref()
     }
 
-    #[inline(always)]
-    fn enter(&mut self, f: u32) -> Result<EventKind, CompactFault> {
-        if f == 0 {
-            return Err(CompactFault::Event(BadEvent::BadFunctionId(0)));
-        }
-        self.named.push(f);
-        Ok(EventKind::Enter(FunctionId(f)))
+    /// The named-frames buffer, to reuse for the next chunk.
+    pub fn into_named(self) -> Vec<u32> {
+        self.named
     }
 
-    fn long(&mut self, kind: u8, payload: u64) -> Result<EventKind, CompactFault> {
-        let bad = |b| Err(CompactFault::Event(b));
-        let function = || match u32::try_from(payload) {
-            Ok(id) if id != 0 => Ok(FunctionId(id)),
-            _ => Err(CompactFault::Event(BadEvent::BadFunctionId(payload))),
-        };
-        let no_payload = |kind| {
-            if payload == 0 {
-                Ok(kind)
-            } else {
-                bad(BadEvent::NonZeroPayload)
+    /// The next event as (kind, tick, payload); `None` at the end of the
+    /// body, after a `lost` event, or at damage ([`CompactEvents::problem`]
+    /// then says what and where).
+    #[inline(always)]
+    pub fn next_raw(&mut self) -> Option<RawEvent> {
+        // The fast path keeps its result in registers: the body's tail and
+        // the damage are handled out of line.
+        if let (Some(room), false) = (self.rest.first_chunk::<COMPACT_MAX_EVENT_SIZE>(), self.done)
+        {
+            if let Ok((len, event)) =
+                decode(room, COMPACT_MAX_EVENT_SIZE, self.tick, &mut self.named)
+            {
+                self.rest = self.rest.get(len..).unwrap_or_default();
+                self.offset += len as u64;
+                self.tick = event.1;
+                self.done = event.0 == KIND_LOST;
+                return Some(event);
             }
-        };
-        Ok(match kind as u64 {
-            KIND_ENTER => return self.enter(function()?.0),
-            KIND_EXIT => {
-                self.named.clear();
-                EventKind::Exit(function()?)
+        }
+        self.next_raw_slow()
+    }
+
+    /// Hands every remaining event, as [`CompactEvents::next_raw`] would
+    /// return it, to `f`: the walk for hot loops. Its state stays in
+    /// registers while the body has a worst case's bytes left; the tail
+    /// and damage go through [`CompactEvents::next_raw`]'s slow path.
+    #[inline]
+    pub fn for_each_raw(&mut self, mut f: impl FnMut(RawEvent)) {
+        let body = self.rest;
+        let mut named = std::mem::take(&mut self.named);
+        let mut tick = self.tick;
+        let mut at = 0;
+        let mut done = self.done;
+        while let (Some(room), false) = (
+            body.get(at..)
+                .and_then(<[u8]>::first_chunk::<COMPACT_MAX_EVENT_SIZE>),
+            done,
+        ) {
+            // Damage: left for the slow path to report.
+            let Ok((len, event)) = decode(room, COMPACT_MAX_EVENT_SIZE, tick, &mut named) else {
+                break;
+            };
+            at += len;
+            tick = event.1;
+            done = event.0 == KIND_LOST;
+            f(event);
+        }
+        self.rest = body.get(at..).unwrap_or_default();
+        self.offset += at as u64;
+        self.tick = tick;
+        self.done = done;
+        self.named = named;
+        while let Some(event) = self.next_raw_slow() {
+            f(event);
+        }
+    }
+
+    /// [`CompactEvents::next_raw`] when the body has less than a worst
+    /// case's bytes left, or the event is damaged (decoded again here).
+    #[inline(never)]
+    fn next_raw_slow(&mut self) -> Option<RawEvent> {
+        if self.done || self.rest.is_empty() {
+            return None;
+        }
+        match decode_tail(self.rest, self.tick, &mut self.named) {
+            Ok((len, event)) => {
+                self.rest = self.rest.get(len..).unwrap_or_default();
+                self.offset += len as u64;
+                self.tick = event.1;
+                self.done = event.0 == KIND_LOST;
+                Some(event)
             }
-            KIND_SWITCH => {
-                self.named.clear();
-                EventKind::Switch(StackId(payload))
+            Err(fault) => {
+                self.done = true;
+                self.problem = Some(ChunkProblem {
+                    index: self.index,
+                    offset: self.offset,
+                    kind: ChunkProblemKind::BadCompactEvent(fault),
+                });
+                None
             }
-            KIND_THREAD_START => no_payload(EventKind::ThreadStart)?,
-            KIND_THREAD_EXIT => no_payload(EventKind::ThreadExit)?,
-            KIND_LOST => no_payload(EventKind::Lost)?,
-            KIND_WAKE if payload != 0 => EventKind::Wake(StackId(payload)),
-            KIND_WAKE => return bad(BadEvent::WakeOfOwnStack),
-            KIND_END if payload != 0 => EventKind::End(StackId(payload)),
-            KIND_END => return bad(BadEvent::EndOfOwnStack),
-            other => return bad(BadEvent::UnknownKind(other as u8)),
-        })
+        }
     }
 }
 
-fn first8(bytes: &[u8]) -> [u8; 8] {
+/// An event at the body's end, in fewer bytes than a worst case (or a
+/// damaged one, decoded again to say why): decoded from a zero-padded
+/// copy, checked to end before the body does. A failed decode changes no
+/// named frame, so decoding again gives the same answer.
+#[inline(never)]
+fn decode_tail(
+    rest: &[u8],
+    prev_tick: u64,
+    named: &mut Vec<u32>,
+) -> Result<(usize, RawEvent), CompactFault> {
+    let mut room = [0u8; COMPACT_MAX_EVENT_SIZE];
+    let avail = rest.len().min(COMPACT_MAX_EVENT_SIZE);
+    room[..avail].copy_from_slice(&rest[..avail]);
+    decode(&room, avail, prev_tick, named)
+}
+
+/// Decodes the event at the front of `room`, of whose bytes the first
+/// `avail` are the body's (the rest is padding): its length and the
+/// event. The length is known from the tag (and the kind byte), so an
+/// event the body cuts is reported as cut before its values are
+/// judged. The frequent forms (exit top, short enters) take no table
+/// jump and no load but the event's.
+#[inline(always)]
+fn decode(
+    room: &Room,
+    avail: usize,
+    prev_tick: u64,
+    named: &mut Vec<u32>,
+) -> Result<(usize, RawEvent), CompactFault> {
+    let tag = room[0];
+    let form = tag >> TAG_FORM_SHIFT;
+    let class = (tag >> TAG_CLASS_SHIFT) as usize & 3;
+    let at = 1 + tick_bytes(class);
+    let high = u64::from_le_bytes(word_at(room, 1)) & (TICK_CLASS_MAX[class] >> 4);
+    let tick = prev_tick + (high << 4 | (tag & TAG_DELTA_LOW_MASK) as u64);
+    if form == FORM_LONG {
+        return decode_long(room, avail, at, tick, named);
+    }
+    // Forms 1 and 2 carry a 1- or 2-byte id, form 3 none.
+    let len = at + form as usize % 3;
+    if len > avail {
+        return Err(CompactFault::Cut);
+    }
+    if tick > MAX_TICK {
+        return Err(CompactFault::TickOverflow);
+    }
+    if form == FORM_EXIT_TOP {
+        let f = named.pop().ok_or(CompactFault::ExitWithoutNamedFrame)?;
+        return Ok((len, (KIND_EXIT, tick, f as u64)));
+    }
+    let id = u16::from_le_bytes([room[at], room[at + 1]]) as u32;
+    let f = id & if form == FORM_ENTER_1 { 0xFF } else { 0xFFFF };
+    enter(named, f)?;
+    Ok((len, (KIND_ENTER, tick, f as u64)))
+}
+
+/// [`decode`] of the long form (kind byte at `at`).
+#[inline(never)]
+fn decode_long(
+    room: &Room,
+    avail: usize,
+    at: usize,
+    tick: u64,
+    named: &mut Vec<u32>,
+) -> Result<(usize, RawEvent), CompactFault> {
+    if at >= avail {
+        return Err(CompactFault::Cut);
+    }
+    let code = room[at] & 0x0F;
+    let (Some(&width), Some(&mask)) = (
+        PAYLOAD_WIDTH_BYTES.get(code as usize),
+        PAYLOAD_WIDTH_MASK.get(code as usize),
+    ) else {
+        return Err(CompactFault::BadWidth(code));
+    };
+    let len = at + 1 + width;
+    if len > avail {
+        return Err(CompactFault::Cut);
+    }
+    if tick > MAX_TICK {
+        return Err(CompactFault::TickOverflow);
+    }
+    let payload = u64::from_le_bytes(word_at(room, at + 1)) & mask;
+    let kind = (room[at] >> 4) as u64;
+    let bad = |b| Err(CompactFault::Event(b));
+    match kind {
+        KIND_ENTER => {
+            let f = u32::try_from(payload)
+                .map_err(|_| CompactFault::Event(BadEvent::BadFunctionId(payload)))?;
+            enter(named, f)?;
+        }
+        KIND_EXIT => {
+            if payload == 0 || payload > u32::MAX as u64 {
+                return bad(BadEvent::BadFunctionId(payload));
+            }
+            named.clear();
+        }
+        KIND_SWITCH => named.clear(),
+        KIND_THREAD_START | KIND_THREAD_EXIT | KIND_LOST if payload != 0 => {
+            return bad(BadEvent::NonZeroPayload)
+        }
+        KIND_THREAD_START | KIND_THREAD_EXIT | KIND_LOST => {}
+        KIND_WAKE if payload == 0 => return bad(BadEvent::WakeOfOwnStack),
+        KIND_END if payload == 0 => return bad(BadEvent::EndOfOwnStack),
+        KIND_WAKE | KIND_END => {}
+        other => return bad(BadEvent::UnknownKind(other as u8)),
+    }
+    Ok((len, (kind, tick, payload)))
+}
+
+#[inline(always)]
+fn enter(named: &mut Vec<u32>, f: u32) -> Result<(), CompactFault> {
+    if f == 0 {
+        return Err(CompactFault::Event(BadEvent::BadFunctionId(0)));
+    }
+    named.push(f);
+    Ok(())
+}
+
+/// [`TICK_CLASS_BYTES`]`[class]` without a load: the next event's
+/// position hangs on it, and a table lookup would add a load's latency.
+#[inline(always)]
+fn tick_bytes(class: usize) -> usize {
+    class + ((class & (class >> 1)) << 2)
+}
+
+/// The 8 bytes of `room` from `at` (at most 9).
+#[inline(always)]
+fn word_at(room: &Room, at: usize) -> [u8; 8] {
     let mut out = [0u8; 8];
-    out.copy_from_slice(&bytes[..8]);
+    out.copy_from_slice(&room[at..at + 8]);
     out
 }
 
@@ -410,40 +555,27 @@ impl Iterator for CompactEvents<'_> {
 
     #[inline]
     fn next(&mut self) -> Option<Self::Item> {
-        if self.done || self.rest.is_empty() {
-            return None;
-        }
-        // Near the end of the body, decode from a zero-padded copy and
-        // check that the event ended before the body did.
-        let decoded = match self.rest.first_chunk::<COMPACT_MAX_EVENT_SIZE>() {
-            Some(room) => self.decode(room, COMPACT_MAX_EVENT_SIZE),
-            None => {
-                let mut room = [0u8; COMPACT_MAX_EVENT_SIZE];
-                room[..self.rest.len()].copy_from_slice(self.rest);
-                self.decode(&room, self.rest.len())
-            }
+        let Some((kind, tick, payload)) = self.next_raw() else {
+            return self.problem.take().map(Err);
         };
-        match decoded {
-            Ok((len, event)) => {
-                self.rest = &self.rest[len..];
-                self.offset += len as u64;
-                self.tick = event.tick;
-                self.done = event.kind == EventKind::Lost;
-                Some(Ok(event))
-            }
-            Err(fault) => {
-                self.done = true;
-                Some(Err(ChunkProblem {
-                    index: self.index,
-                    offset: self.offset,
-                    kind: ChunkProblemKind::BadCompactEvent(fault),
-                }))
-            }
-        }
+        // `next_raw` judged the payload; only the shape is left to build.
+        let function = FunctionId(payload as u32);
+        let stack = StackId(payload);
+        let kind = match kind {
+            KIND_ENTER => EventKind::Enter(function),
+            KIND_EXIT => EventKind::Exit(function),
+            KIND_SWITCH => EventKind::Switch(stack),
+            KIND_THREAD_START => EventKind::ThreadStart,
+            KIND_THREAD_EXIT => EventKind::ThreadExit,
+            KIND_LOST => EventKind::Lost,
+            KIND_WAKE => EventKind::Wake(stack),
+            _ => EventKind::End(stack),
+        };
+        Some(Ok(Event { tick, kind }))
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        (0, Some(self.rest.len()))
+        (0, Some(self.rest.len() + 1))
     }
 }
 
@@ -500,6 +632,13 @@ mod tests {
             .collect();
         assert_eq!(got, events);
         sizes
+    }
+
+    #[test]
+    fn tick_bytes_computes_the_table() {
+        for (class, bytes) in TICK_CLASS_BYTES.iter().enumerate() {
+            assert_eq!(tick_bytes(class), *bytes);
+        }
     }
 
     #[test]
@@ -879,6 +1018,45 @@ mod tests {
                 })
                 .collect();
             prop_assert_eq!(got, clamped);
+        }
+
+        #[test]
+        fn the_raw_walks_agree_with_the_events(
+            seed in any::<u64>(),
+            n in 0usize..200,
+            garbage in proptest::collection::vec(any::<u8>(), 0..20),
+        ) {
+            let events = thread_events(seed, n);
+            let (mut body, _) = encode(7, &[], &events);
+            body.extend_from_slice(&garbage);
+            let as_raw = |e: &Event| {
+                let (kind, payload) = match e.kind {
+                    EventKind::Enter(f) => (KIND_ENTER, f.0 as u64),
+                    EventKind::Exit(f) => (KIND_EXIT, f.0 as u64),
+                    EventKind::Switch(s) => (KIND_SWITCH, s.0),
+                    EventKind::ThreadStart => (KIND_THREAD_START, 0),
+                    EventKind::ThreadExit => (KIND_THREAD_EXIT, 0),
+                    EventKind::Lost => (KIND_LOST, 0),
+                    EventKind::Wake(s) => (KIND_WAKE, s.0),
+                    EventKind::End(s) => (KIND_END, s.0),
+                };
+                (kind, e.tick, payload)
+            };
+            let all = decode(7, &[], &body);
+            let expected: Vec<RawEvent> = all.iter().filter_map(|r| r.as_ref().ok()).map(as_raw).collect();
+            let problem = all.iter().find_map(|r| r.clone().err());
+            let mut walk = CompactEvents::from_parts(&body, 7, 1000, 7, Vec::new());
+            let mut by_next = Vec::new();
+            while let Some(e) = walk.next_raw() {
+                by_next.push(e);
+            }
+            prop_assert_eq!(&by_next, &expected);
+            prop_assert_eq!(walk.problem(), problem.as_ref());
+            let mut walk = CompactEvents::from_parts(&body, 7, 1000, 7, Vec::new());
+            let mut by_each = Vec::new();
+            walk.for_each_raw(|e| by_each.push(e));
+            prop_assert_eq!(&by_each, &expected);
+            prop_assert_eq!(walk.problem(), problem.as_ref());
         }
 
         #[test]
