@@ -354,37 +354,65 @@ impl<'a> CompactEvents<'a> {
     }
 
     /// Hands every remaining event, as [`CompactEvents::next_raw`] would
-    /// return it, to `f`: the walk for hot loops. Its state stays in
-    /// registers while the body has a worst case's bytes left; the tail
-    /// and damage go through [`CompactEvents::next_raw`]'s slow path.
+    /// return it, to `f`: the walk for hot loops. Exits of named frames and
+    /// short enters, nearly all events, are decoded in a loop whose state
+    /// stays in registers; anything else (the long form, the body's last
+    /// bytes, damage) goes one event at a time through the slow path.
     #[inline]
     pub fn for_each_raw(&mut self, mut f: impl FnMut(RawEvent)) {
-        let body = self.rest;
-        let mut named = std::mem::take(&mut self.named);
-        let mut tick = self.tick;
-        let mut at = 0;
-        let mut done = self.done;
-        while let (Some(room), false) = (
-            body.get(at..)
-                .and_then(<[u8]>::first_chunk::<COMPACT_MAX_EVENT_SIZE>),
-            done,
-        ) {
-            // Damage: left for the slow path to report.
-            let Ok((len, event)) = decode(room, COMPACT_MAX_EVENT_SIZE, tick, &mut named) else {
-                break;
-            };
-            at += len;
-            tick = event.1;
-            done = event.0 == KIND_LOST;
-            f(event);
-        }
-        self.rest = body.get(at..).unwrap_or_default();
-        self.offset += at as u64;
-        self.tick = tick;
-        self.done = done;
-        self.named = named;
-        while let Some(event) = self.next_raw_slow() {
-            f(event);
+        loop {
+            let mut named = std::mem::take(&mut self.named);
+            let mut tick = self.tick;
+            // After a `lost` or damage nothing is walked (the slow path
+            // says so).
+            let start = if self.done { &[][..] } else { self.rest };
+            let mut rest = start;
+            while let Some(room) = rest.first_chunk::<COMPACT_MAX_EVENT_SIZE>() {
+                let tag = room[0];
+                let form = tag >> TAG_FORM_SHIFT;
+                let class = (tag >> TAG_CLASS_SHIFT) as usize & 3;
+                let at = 1 + tick_bytes(class);
+                let high = u64::from_le_bytes(word_at(room, 1)) & (TICK_CLASS_MAX[class] >> 4);
+                let next = tick + (high << 4 | (tag & TAG_DELTA_LOW_MASK) as u64);
+                if next > MAX_TICK {
+                    break;
+                }
+                let (len, event) = if form == FORM_EXIT_TOP {
+                    let Some(id) = named.pop() else {
+                        break;
+                    };
+                    (at, (KIND_EXIT, next, id as u64))
+                } else if form == FORM_LONG {
+                    // Out of line but in place. A `lost` and damage are
+                    // left to the slow path (a failed decode changes no
+                    // named frame, nor does a `lost`).
+                    match decode_long(room, COMPACT_MAX_EVENT_SIZE, at, next, &mut named) {
+                        Ok(decoded) if decoded.1 .0 != KIND_LOST => decoded,
+                        _ => break,
+                    }
+                } else {
+                    let id = u16::from_le_bytes([room[at], room[at + 1]]) as u32
+                        & if form == FORM_ENTER_1 { 0xFF } else { 0xFFFF };
+                    if id == 0 {
+                        break;
+                    }
+                    named.push(id);
+                    (at + form as usize, (KIND_ENTER, next, id as u64))
+                };
+                rest = rest.get(len..).unwrap_or_default();
+                tick = next;
+                f(event);
+            }
+            if !self.done {
+                self.offset += (start.len() - rest.len()) as u64;
+                self.rest = rest;
+                self.tick = tick;
+            }
+            self.named = named;
+            match self.next_raw_slow() {
+                Some(event) => f(event),
+                None => return,
+            }
         }
     }
 
