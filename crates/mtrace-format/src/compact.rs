@@ -25,9 +25,12 @@
 //! the event's size (the bytes past the event's end are the next event's
 //! room and are never committed). [`ChunkEncoder`] adds the list of named
 //! frames for writers that only have the events. [`CompactEvents`] decodes
-//! a committed body with two loads and a branch on the form per event (a
-//! zero-padded copy near the body's end), and reports the byte offset of
-//! the first event it cannot decode.
+//! a committed body: as [`Event`]s (an iterator), or, for hot loops, as
+//! the (kind, tick, payload) parts [`crate::event::raw_parts`] gives for a
+//! 16-byte event ([`CompactEvents::next_raw`],
+//! [`CompactEvents::for_each_raw`]); it reports the byte offset of the
+//! first event it cannot decode. Nothing here reads a whole file yet:
+//! [`crate::Chunk`] and [`crate::TraceFile`] read versions 1 to 3.
 
 use crate::chunk::SnapshotRef;
 use crate::error::{ChunkProblem, ChunkProblemKind, CompactFault};
