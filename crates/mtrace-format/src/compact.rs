@@ -860,6 +860,40 @@ mod tests {
     }
 
     #[test]
+    fn a_chunk_fills_to_its_last_byte_and_decodes_whole() {
+        // A 64-byte body filled until an event does not fit: the events
+        // pushed are exactly those that decode from the committed bytes.
+        let events = thread_events(42, 100);
+        let mut body = [0u8; 64];
+        let mut enc = ChunkEncoder::new(0, &[]);
+        let (mut len, mut pushed) = (0, 0);
+        for e in &events {
+            let before = enc.clone();
+            match enc.push(&mut body[len..], e) {
+                Some(n) => {
+                    len += n;
+                    pushed += 1;
+                }
+                None => {
+                    assert_eq!(
+                        enc.state(),
+                        before.state(),
+                        "a refused event changes nothing"
+                    );
+                    break;
+                }
+            }
+        }
+        assert!(pushed > 0 && pushed < events.len() && len <= 64);
+        let got: Vec<Event> = decode(0, &[], &body[..len])
+            .into_iter()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(got.len(), pushed);
+        assert_eq!(got.last().map(|e| e.kind), Some(events[pushed - 1].kind));
+    }
+
+    #[test]
     fn a_lost_event_fits_the_reserve_and_ends_the_chunk() {
         let mut room = [0u8; COMPACT_LOST_RESERVE];
         let lost = at(MAX_TICK, EventKind::Lost);
