@@ -391,6 +391,9 @@ pub struct Merged {
     /// Where the threads and stacks of each process are listed (filled
     /// from the second trace on: one trace is not a merge).
     processes: Processes,
+    /// Each trace's first event and end, in ns since the Unix epoch; `None`
+    /// once a trace of unknown date was added (see [`Merged::finish`]).
+    spans: Option<Vec<(u64, u64)>>,
 }
 
 impl Merged {
@@ -429,6 +432,16 @@ impl Merged {
     /// Adds what `r` lists trace after trace (its functions, edges and
     /// paths are in the sums already).
     fn add_listed(&mut self, mut r: Report) {
+        let t = &r.trace;
+        let dated = t.start_unix_ns != 0 && (self.traces == 0 || self.spans.is_some());
+        self.spans = dated.then(|| {
+            let mut spans = self.spans.take().unwrap_or_default();
+            spans.push((
+                t.start_unix_ns.saturating_add(t.first_event_ns),
+                t.start_unix_ns.saturating_add(t.end_ns),
+            ));
+            spans
+        });
         // Marks say which trace they came from: the report's position.
         for m in &mut r.marks {
             m.trace = Some(self.traces as u64);
@@ -474,6 +487,9 @@ impl Merged {
         let mut r = self.report?;
         (r.functions, r.edges, r.paths) = self.sums.into_rows();
         r.trace.traces = self.traces as u64;
+        if let Some(spans) = self.spans.filter(|_| self.traces > 1) {
+            r.trace.duration_ns = covered_ns(spans);
+        }
         if self.traces == 1 {
             // One trace is not a merge: its marks name no trace.
             for m in &mut r.marks {
@@ -482,6 +498,28 @@ impl Merged {
         }
         Some(r)
     }
+}
+
+/// How long at least one of `spans` (start, end) lasted: a process tree's
+/// traces overlap, and the tree ran for the parent's time, not the sum of
+/// its processes'; the files of a rotating series follow one another, and
+/// runs on different days add up.
+fn covered_ns(mut spans: Vec<(u64, u64)>) -> u64 {
+    spans.sort_unstable();
+    let mut covered = 0u64;
+    let mut open: Option<(u64, u64)> = None;
+    for (start, end) in spans {
+        let end = end.max(start);
+        open = match open {
+            Some((s, e)) if start <= e => Some((s, e.max(end))),
+            Some((s, e)) => {
+                covered = covered.saturating_add(e - s);
+                Some((start, end))
+            }
+            None => Some((start, end)),
+        };
+    }
+    open.map_or(covered, |(s, e)| covered.saturating_add(e - s))
 }
 
 /// Merges `reports` (see [`Merged`]); `None` when there are none.
@@ -794,6 +832,38 @@ mod tests {
             paths: Vec::new(),
             stack_rows: StackRows::Kept,
         }
+    }
+
+    #[test]
+    fn merged_duration_is_the_time_some_trace_was_recording() {
+        let dated = |start: u64, first: u64, end: u64| {
+            let mut r = report(1, vec![], vec![]);
+            r.trace.start_unix_ns = start;
+            r.trace.first_event_ns = first;
+            r.trace.end_ns = end;
+            r.trace.duration_ns = end - first;
+            r
+        };
+        // A parent (1000..2000) and two children inside it, one reaching
+        // past its end: the tree ran 1000..2100.
+        let tree = merge([
+            dated(1000, 0, 1000),
+            dated(1200, 0, 500),
+            dated(1500, 100, 600),
+        ])
+        .unwrap();
+        assert_eq!(tree.trace.duration_ns, 1100);
+        // Runs apart in time add up (as a sum did).
+        let apart = merge([dated(1000, 10, 110), dated(5000, 0, 50)]).unwrap();
+        assert_eq!(apart.trace.duration_ns, 150);
+        // A trace of unknown date: the sum, as before.
+        let undated = merge([dated(1000, 0, 100), dated(0, 0, 40)]).unwrap();
+        assert_eq!(undated.trace.duration_ns, 140);
+        // One trace is its own.
+        assert_eq!(
+            merge([dated(1000, 10, 110)]).unwrap().trace.duration_ns,
+            100
+        );
     }
 
     #[test]

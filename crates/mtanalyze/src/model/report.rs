@@ -535,8 +535,10 @@ pub struct TraceSummary {
     /// Events the recorder dropped because the file was full.
     pub dropped_events: u64,
     /// How many traces this report sums (`mtanalyze A B C`): then `source`
-    /// lists them, the counts are sums, and `duration_ns` is the sum of
-    /// their durations. Absent for one trace.
+    /// lists them, the counts are sums, and `duration_ns` is the time at
+    /// least one of them was recording (a process tree: the tree's wall
+    /// time; runs apart in time: the sum; the sum when a trace's date is
+    /// unknown). Absent for one trace.
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub traces: u64,
     /// The time window the report's statistics count (`--from`/`--to`);
