@@ -94,6 +94,12 @@ class Children(Case):
     def children(self):
         return sorted(glob.glob(self.path("mtrace.pid*.bin")))
 
+    def check(self, trace):
+        """`mtanalyze check` of `trace` as JSON, or None if it has no trace."""
+        done = subprocess.run([mtanalyze_binary(), "check", trace, "--format", "json"],
+                              capture_output=True, text=True)
+        return json.loads(done.stdout) if done.returncode == 0 else None
+
     def test_a_pool_records_its_workers_with_every_start_method(self):
         script = self.script("pool.py", POOL)
         expected = sum(calls(i % 15) for i in range(40))
@@ -111,6 +117,18 @@ class Children(Case):
                     self.assertIn(self.path(f"mtrace.pid{pid}.bin"), children)
                 parent = self.report(self.path("mtrace.bin"), "--no-children")
                 self.assertEqual(self.function(parent, "child_work")["ncalls"], calls(10))
+                # The exit summary counts the whole tree, each trace's events.
+                line = next(l for l in done.stderr.splitlines() if " events from " in l)
+                checked = [c for c in map(self.check, [self.path("mtrace.bin"), *children]) if c]
+                self.assertIn(f"of {len(checked)} processes", line)
+                # A helper process (spawn's resource tracker, the fork
+                # server) may still record after the parent's summary: its
+                # trace holds more by now, never less.
+                said = int(line.split()[1])
+                total = sum(c["events"] for c in checked)
+                self.assertLessEqual(said, total)
+                if method == "fork":
+                    self.assertEqual(said, total)
                 self.assertEqual(self.function(parent, "parent_only")["ncalls"], 1)
                 in_children = 0
                 # A worker killed while it started may leave a file with no

@@ -24,7 +24,7 @@ import sys
 import types
 
 import mtrace
-from mtrace import _cli
+from mtrace import _children, _cli
 from mtrace._profiler import SORT_KEYS, print_table
 
 PROG = "python -m mtrace"
@@ -77,6 +77,26 @@ def script_module(progname):
     return module
 
 
+def _children_recorded(trace):
+    """``(processes, events, threads)`` of the child processes' traces
+    beside ``trace`` (``mtanalyze check`` of each: no analysis), or None if
+    none recorded."""
+    import json
+
+    count = events = threads = 0
+    for child in _children.children_of(trace):
+        if child.endswith(".failed"):
+            continue
+        status, out = _cli.run(["check", child, "--format", "json"], capture=True)
+        if status != 0:
+            continue
+        checked = json.loads(out)
+        count += 1
+        events += checked.get("events", 0)
+        threads += len(checked.get("threads", []))
+    return (count, events, threads) if count else None
+
+
 def finish(summary, trace, pstats_file, table, sort, children, html):
     """After the program: say what was recorded, write the pstats file or
     print the table. Never raises: the program's own outcome stands."""
@@ -87,8 +107,16 @@ def finish(summary, trace, pstats_file, table, sort, children, html):
         note = f" ({dropped} dropped: {why})" if dropped else ""
         files = summary.get("files", 1)
         where = f"{files} files of the series {summary['path']}" if files > 1 else summary["path"]
-        say(f"{summary['events']} events from {summary['threads']} threads "
-            f"in {where}{note}")
+        tree = _children_recorded(trace) if children else None
+        if tree:
+            count, events, threads = tree
+            more = "process" if count == 1 else "processes"
+            say(f"{summary['events'] + events} events from {summary['threads'] + threads} threads "
+                f"of {count + 1} processes: {summary['events']} in {where}{note}, "
+                f"{events} in the traces of {count} child {more} beside it")
+        else:
+            say(f"{summary['events']} events from {summary['threads']} threads "
+                f"in {where}{note}")
     only = [] if children else ["--no-children"]
     try:
         if pstats_file is not None:
