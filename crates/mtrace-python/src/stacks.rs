@@ -657,10 +657,29 @@ unsafe fn find_asyncio() -> *mut [*mut ffi::PyObject; 2] {
     }
 }
 
-/// `task.get_name()`, or "task".
+/// `task.get_name()`, or "task"; asyncio's own names (`Task-N`, which say
+/// nothing of the work) with the coroutine's qualified name after them, as
+/// asyncio's repr of a task shows it: `Task-3 (fetch_page)`.
 unsafe fn task_name(task: *mut ffi::PyObject) -> String {
     let name = ffi::PyObject_CallMethod(task, c"get_name".as_ptr(), std::ptr::null());
-    text_of(name).unwrap_or_else(|| "task".to_owned())
+    let name = text_of(name).unwrap_or_else(|| "task".to_owned());
+    let numbered = name
+        .strip_prefix("Task-")
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+    if !numbered {
+        return name;
+    }
+    let coro = ffi::PyObject_CallMethod(task, c"get_coro".as_ptr(), std::ptr::null());
+    if coro.is_null() {
+        ffi::PyErr_Clear();
+        return name;
+    }
+    let qualname = ffi::PyObject_GetAttrString(coro, c"__qualname__".as_ptr());
+    ffi::Py_DECREF(coro);
+    match text_of(qualname) {
+        Some(coroutine) => format!("{name} ({coroutine})"),
+        None => name,
+    }
 }
 
 /// The str of a new reference (consumed), or None (error cleared).

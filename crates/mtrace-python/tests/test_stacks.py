@@ -194,9 +194,13 @@ class AsyncioTasks(StackCase):
         names = done.stdout.split()
         self.assertEqual(len(names), 2 * n)
         stacks = {s["name"]: s for s in report["stacks"] if s["id"].startswith("stack:")}
+        self.assertTrue(any(name.startswith("Task-") for name in names), names)
+        # A name the program gave stays; asyncio's own (Task-N) says the
+        # coroutine too, as asyncio's repr of a task does.
+        names = [f"{name} (fetch)" if name.startswith("Task-") else name for name in names]
         for name in names:
             self.assertIn(name, stacks, f"no stack named {name!r}: {sorted(stacks)}")
-        self.assertTrue(any(name.startswith("Task-") for name in names), names)
+        self.assertIn("main", {s["name"].split(" (")[-1].rstrip(")") for s in stacks.values()})
         # Each task's stack holds its own fetch only (depth: fetch, sleep, ...).
         for name in names:
             self.assertGreaterEqual(stacks[name]["switches_in"], 2, stacks[name])
