@@ -5,7 +5,9 @@ Each case runs the same script without and with `python -m mtrace`, with
 warnings turned into errors and a timeout that fails the test (a hang must
 not hang the suite)."""
 
+import contextlib
 import glob
+import io
 import os
 import re
 import subprocess
@@ -258,6 +260,32 @@ class Invisible(Case):
         self.assertEqual((calls, memory_calls), ("465", "15"), "spin(12) and spin(5)")
         self.assertEqual(fds, "0", "a descriptor of a profile's trace outlived it")
         self.assertEqual(files.strip(), "[] []", "a profile made a file (cwd, TMPDIR)")
+
+    def test_a_profile_enabled_many_times_holds_a_bounded_number_of_traces(self):
+        # As cProfile's, one profile may be enabled and disabled around
+        # every request of a long run: it sums what it no longer holds.
+        import pstats
+
+        import mtrace
+
+        def spin(n):
+            return n if n < 2 else spin(n - 1) + spin(n - 2)
+
+        fds = len(os.listdir("/proc/self/fd"))
+        p = mtrace.Profile()
+        for _ in range(40):
+            p.enable()
+            spin(6)
+            p.disable()
+        self.assertLessEqual(len(p.trace_paths), 16)
+        self.assertLessEqual(len(os.listdir("/proc/self/fd")) - fds, 16)
+        stats = pstats.Stats(p).stats
+        (row,) = [v for k, v in stats.items() if k[2] == "spin"]
+        self.assertEqual(row[1], 40 * 25, "every recording's calls, summed")
+        buffer = io.StringIO()
+        with contextlib.redirect_stdout(buffer):
+            p.print_stats("calls")
+        self.assertIn("spin", buffer.getvalue())
 
     def test_memory_recordings_record_this_process_only(self):
         import mtrace

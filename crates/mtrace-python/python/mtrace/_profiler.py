@@ -141,6 +141,23 @@ def pstats_dict(traces, clock=None):
     return marshal.loads(out)
 
 
+#: How many traces in memory a profile holds: past it, they are summed
+#: into its statistics and given back (each holds a descriptor and its
+#: pages; a profile enabled and disabled around every request of a long
+#: run would otherwise hold them all).
+_MEMORY_TRACES_HELD = 16
+
+
+def _sum_stats(into, stats):
+    """Adds pstats dict ``stats`` to ``into`` (in place), as
+    ``pstats.Stats.add`` sums profiles."""
+    import pstats
+
+    for func, row in stats.items():
+        into[func] = pstats.add_func_stats(into[func], row) if func in into else row
+    return into
+
+
 #: The ``Profile`` whose recording runs (a weak reference), which a second
 #: profile's ``enable()`` finds as cProfile's finds the profiler active.
 _owner = None
@@ -161,8 +178,10 @@ class Profile:
     recording (later ones: ``NAME-2.bin``, ...; kept), child processes
     recorded beside it. By default (no ``path``) each recording is kept in
     memory (``mtrace.enable(memory=True)``: no file, this process only, as
-    cProfile's) as long as the profile lives. ``trace_paths`` lists the
-    traces (for one in memory, a ``/proc/self/fd/N`` path that reads while
+    cProfile's) as long as the profile lives; past 16 of them, they are
+    summed into its statistics and given back (after that, ``print_stats``
+    prints pstats' table, as cProfile). ``trace_paths`` lists the traces
+    held (for one in memory, a ``/proc/self/fd/N`` path that reads while
     the profile lives). ``clock``: the clock of the statistics (default:
     the one the trace asks for). ``tasks``, ``capacity``, ``ring``,
     ``meta_capacity``: as ``mtrace.enable``.
@@ -195,8 +214,10 @@ class Profile:
         self._options = dict(tasks=tasks, capacity=capacity, ring=ring,
                              meta_capacity=meta_capacity)
         self._path = None if path is None else os.fspath(path)
-        # The traces in memory (MemoryTrace objects), kept as long as the profile.
+        # The traces in memory (MemoryTrace objects), kept as long as the
+        # profile, and the statistics of those summed and given back.
         self._memory = []
+        self._summed = None
         self._recording = None
         self._timed = None
         if timer is not None and not any(timer is wall for wall in _WALL_CLOCKS):
@@ -272,19 +293,39 @@ class Profile:
             self._memory.append(trace)
             path = trace.path
         self.trace_paths.append(path)
+        if len(self._memory) > _MEMORY_TRACES_HELD:
+            self._sum_memory()
+
+    def _sum_memory(self):
+        """Sums the traces held in memory into the profile's statistics
+        and gives them back (their paths leave ``trace_paths``)."""
+        stats = pstats_dict(self.trace_paths, self.clock)
+        self._summed = _sum_stats({} if self._summed is None else self._summed, stats)
+        for trace in self._memory:
+            trace.close()
+        self._memory.clear()
+        self.trace_paths.clear()
+
+    def _stats_of_all(self):
+        """The pstats dict of everything recorded: what was summed, and the
+        traces held."""
+        stats = pstats_dict(self.trace_paths, self.clock)
+        if self._summed is None:
+            return stats
+        return _sum_stats(dict(self._summed), stats)
 
     def create_stats(self):
         """Stop recording and fill ``self.stats`` as cProfile does."""
         if self._timed is not None:
             return self._timed.create_stats()
         self.disable()
-        self.stats = pstats_dict(self.trace_paths, self.clock)
+        self.stats = self._stats_of_all()
 
     def snapshot_stats(self):
         """cProfile's name for filling ``self.stats`` from what was recorded."""
         if self._timed is not None:
             return self._timed.snapshot_stats()
-        self.stats = pstats_dict(self.trace_paths, self.clock)
+        self.stats = self._stats_of_all()
 
     def print_stats(self, sort=-1):
         """Stop recording and print mtanalyze's table of what was recorded,
@@ -294,12 +335,20 @@ class Profile:
         if self._timed is not None:
             return self._timed.print_stats(sort)
         self.disable()
-        if not self.trace_paths:
+        if not self.trace_paths and self._summed is None:
             import pstats
 
             # pstats' TypeError for a profile with no statistics, which
             # cProfile's print_stats raises.
             pstats.Stats(self)
+            return
+        if self._summed is not None:
+            # Some traces were summed already: pstats' table of the sums,
+            # as cProfile prints it.
+            import pstats
+
+            stats = _Snapshot(self._stats_of_all())
+            pstats.Stats(stats).strip_dirs().sort_stats(*_sort_fields(sort)).print_stats()
             return
         print_table(self.trace_paths, sort, self.clock)
 
