@@ -138,10 +138,10 @@ pub struct Chunk<'a> {
     /// (the recorder was killed, or the chunk was the thread's current one).
     pub writing: bool,
     /// The thread's stream restarts at this chunk's snapshot
-    /// ([`CHUNK_FLAG_RESTART`](crate::layout::CHUNK_FLAG_RESTART)).
+    /// ([`CHUNK_FLAG_RESTART`]).
     pub restart: bool,
     /// The snapshot's frames were opened in the file before this one of a
-    /// rotating series ([`CHUNK_FLAG_CONTINUED`](crate::layout::CHUNK_FLAG_CONTINUED)).
+    /// rotating series ([`CHUNK_FLAG_CONTINUED`]).
     pub continued: bool,
     /// Frames open when the chunk was claimed.
     pub snapshot: SnapshotRef<'a>,

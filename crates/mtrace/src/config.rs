@@ -82,7 +82,7 @@ impl Rotation {
 
 /// Ring mode's size of the chunk area when [`Config::capacity`] is unset: 256 MiB.
 pub const DEFAULT_RING_CAPACITY: u64 = 256 << 20;
-/// The most bytes of chunks a recording into memory ([`Config::in_memory`])
+/// The most bytes of chunks a recording into memory ([`Config::in_memory()`])
 /// takes when [`Config::capacity`] is unset: memory is scarcer than disk,
 /// and a recording in memory is meant to be short (a profile per request).
 pub const MEMORY_CAPACITY: u64 = 1 << 30;
@@ -190,7 +190,7 @@ impl Config {
         }
     }
 
-    /// Records into memory (see [`Config::in_memory`]).
+    /// Records into memory (see the field of that name).
     pub fn in_memory(mut self, on: bool) -> Config {
         self.in_memory = on;
         self

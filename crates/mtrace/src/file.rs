@@ -29,6 +29,9 @@
 //! provisioner (`provision.rs`) calls [`TraceMap::grow_to`] too, for the
 //! slot after the last one in the file, when its lead ahead of the claims
 //! reaches the end: usually the file has grown before a claim needs it.
+//! A recording into memory ([`Config::in_memory()`]) is the same file with no
+//! name (`memfd_create`), lengthened without reserving anything: its pages
+//! are taken as they are first written, as a program's own memory is.
 //!
 //! **The address range is never given back while it may be used.** A
 //! thread that passed the "recording?" check just before
@@ -37,9 +40,11 @@
 //! its exit, when it releases the chunk. With the range kept, those writes
 //! land harmlessly instead of faulting.
 //!
-//! **But the file is let go of at finish** ([`TraceMap::detach`]): the part
-//! of the range the file was mapped into is mapped again onto anonymous
-//! memory, so the late writes reach memory nobody reads, never the file.
+//! **But the file is let go of at finish** ([`TraceMap::detach`]): the parts
+//! of the range late writes can reach (the header's counters and the
+//! chunks; the metadata region is closed first, so no record reaches it)
+//! are mapped again onto anonymous memory, so the late writes reach memory
+//! nobody reads, never the file.
 //! Otherwise a later recording to the same path, which truncates and maps
 //! the same file again, would get them: a thread's release of its old chunk
 //! would stamp the old chunk's state word (committed length, sequence
@@ -100,7 +105,7 @@ pub(crate) struct TraceMap {
     ready: AtomicU64,
     growth: Mutex<Growth>,
     pub path: PathBuf,
-    /// The file is memory with no name ([`Config::in_memory`]): its pages
+    /// The file is memory with no name ([`Config::in_memory()`]): its pages
     /// are taken when first written, nothing is reserved ahead.
     in_memory: bool,
 }
@@ -643,7 +648,7 @@ impl TraceMap {
         unsafe { libc::munmap(self.base as *mut libc::c_void, mapped) };
     }
 
-    /// A descriptor of its own for a file in memory ([`Config::in_memory`]),
+    /// A descriptor of its own for a file in memory ([`Config::in_memory()`]),
     /// from which its trace reads while the descriptor is open (also after
     /// the recording finished); None for a file on disk or once closed.
     pub fn memory_file(&self) -> Option<io::Result<File>> {

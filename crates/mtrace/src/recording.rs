@@ -47,7 +47,7 @@ impl Recording {
         &self.shared.map.path
     }
 
-    /// For a recording into memory ([`Config::in_memory`]): a descriptor
+    /// For a recording into memory ([`Config::in_memory()`]): a descriptor
     /// of the trace's memory file, which keeps the trace (finished by
     /// [`Recording::finish`], as a file on disk is) until it is closed; read
     /// it as any trace file (`/proc/self/fd/N`, or mapped). None for a
