@@ -182,6 +182,50 @@ pub(crate) fn analyze<'py>(
         .map_err(|e| PyValueError::new_err(format!("the report as Python objects: {e}")))
 }
 
+/// The pstats file of the traces at `paths`, summed, as bytes (what
+/// `mtanalyze PATHS... --format pstats -o -` writes, without the command
+/// line around it: these traces only, no child processes' or series'
+/// files looked for, no warning said). `clock`: as for [`analyze`].
+#[pyfunction]
+#[pyo3(signature = (paths, clock = None))]
+pub(crate) fn pstats<'py>(
+    py: Python<'py>,
+    paths: Vec<PathBuf>,
+    clock: Option<&str>,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let options = AnalyzeOptions {
+        clock: parsed::<Clock>("clock", clock)?,
+        ..AnalyzeOptions::default()
+    };
+    let bytes = py.detach(|| {
+        without_staying_threads(threads_for(&paths), || -> Result<Vec<u8>, Failure> {
+            let report = match paths.as_slice() {
+                [one] => {
+                    let trace = mtanalyze::load(one).map_err(|e| match e {
+                        mtanalyze::LoadError::Io { .. } => Failure::Io(e.to_string()),
+                        _ => Failure::Trace(e.to_string()),
+                    })?;
+                    mtanalyze::analyze(&trace, &options)
+                        .map_err(|e| Failure::Trace(e.to_string()))?
+                }
+                several => mtanalyze::analyze_many(
+                    several,
+                    &options,
+                    mtanalyze::ManyTraces::Merge,
+                    |_, _, r| r.map(|_| ()).map_err(|e| Failure::Trace(e.to_string())),
+                )?
+                .finish()
+                .ok_or_else(|| Failure::Trace("no trace given".into()))?,
+            };
+            let mut out = Vec::new();
+            mtanalyze::render::pstats::pstats(&mut out, &report)
+                .map_err(|e| Failure::Trace(format!("the pstats file: {e}")))?;
+            Ok(out)
+        })
+    })?;
+    Ok(PyBytes::new(py, &bytes))
+}
+
 /// Runs the `mtanalyze` command line on `argv` (its name first) with the
 /// GIL released, writing to the process's stdout; returns the exit status.
 #[pyfunction]

@@ -471,6 +471,7 @@ fn _mtrace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(mark, m)?)?;
     m.add_function(wrap_pyfunction!(tool_id, m)?)?;
     m.add_function(wrap_pyfunction!(analyze::analyze, m)?)?;
+    m.add_function(wrap_pyfunction!(analyze::pstats, m)?)?;
     m.add_function(wrap_pyfunction!(analyze::run_mtanalyze, m)?)?;
     m.add_function(wrap_pyfunction!(analyze::run_mtanalyze_captured, m)?)?;
     m.add("TraceError", m.py().get_type::<analyze::TraceError>())?;

@@ -287,6 +287,26 @@ class Invisible(Case):
             p.print_stats("calls")
         self.assertIn("spin", buffer.getvalue())
 
+    def test_a_profile_s_statistics_are_the_command_line_s(self):
+        # A profile's traces in memory are analyzed without the command
+        # line (no children, no series to look for): the same statistics.
+        import mtrace
+        from mtrace import _profiler
+
+        def spin(n):
+            return n if n < 2 else spin(n - 1) + spin(n - 2)
+
+        p = mtrace.Profile()
+        for n in (8, 9):
+            p.enable()
+            spin(n)
+            p.disable()
+        direct = _profiler.pstats_dict(p.trace_paths, children=False)
+        through_the_command_line = _profiler.pstats_dict(p.trace_paths)
+        self.assertEqual(direct, through_the_command_line)
+        (row,) = [v for k, v in direct.items() if k[2] == "spin"]
+        self.assertEqual(row[1], 67 + 109)
+
     def test_memory_recordings_record_this_process_only(self):
         import mtrace
 

@@ -26,7 +26,7 @@ import sys
 import time
 import weakref
 
-from . import _cli
+from . import _cli, _mtrace
 
 __all__ = ["Profile", "run", "runctx", "SORT_KEYS", "sort_name"]
 
@@ -121,14 +121,19 @@ class _Snapshot:
         pass
 
 
-def pstats_dict(traces, clock=None):
+def pstats_dict(traces, clock=None, children=True):
     """The sum of ``traces`` as the dict ``pstats`` reads (cProfile's
     ``Profile.stats``): ``{(file, line, name): (cc, nc, tt, ct, callers)}``.
+    With ``children``, the traces' child processes and rotated files count
+    too, as ``mtanalyze TRACE...`` counts them; without, these traces only
+    (a profile's traces in memory), analyzed without the command line.
     ``TraceError`` if they cannot be analyzed."""
     from ._report import TraceError
 
     if not traces:
         return {}
+    if not children:
+        return marshal.loads(_mtrace.pstats([os.fspath(t) for t in traces], clock))
     # The pstats file's bytes in memory (`-o -`): no file to write, read
     # back and remove for each `pstats.Stats(profile)`.
     args = [*traces, "--format", "pstats", "-o", "-"]
@@ -299,7 +304,7 @@ class Profile:
     def _sum_memory(self):
         """Sums the traces held in memory into the profile's statistics
         and gives them back (their paths leave ``trace_paths``)."""
-        stats = pstats_dict(self.trace_paths, self.clock)
+        stats = pstats_dict(self.trace_paths, self.clock, children=False)
         self._summed = _sum_stats({} if self._summed is None else self._summed, stats)
         for trace in self._memory:
             trace.close()
@@ -309,7 +314,8 @@ class Profile:
     def _stats_of_all(self):
         """The pstats dict of everything recorded: what was summed, and the
         traces held."""
-        stats = pstats_dict(self.trace_paths, self.clock)
+        # Traces in memory have no children (a file's may).
+        stats = pstats_dict(self.trace_paths, self.clock, children=self._path is not None)
         if self._summed is None:
             return stats
         return _sum_stats(dict(self._summed), stats)
