@@ -114,16 +114,12 @@ impl EncoderState {
 
     /// Appends any event (an exit as [`EncoderState::exit`] with `f_is_top`).
     pub fn event(&mut self, out: &mut [u8], event: &Event, f_is_top: bool) -> Option<usize> {
-        let (kind, payload) = match event.kind {
+        match event.kind {
             EventKind::Enter(f) => return self.enter(out, event.tick, f),
             EventKind::Exit(f) => return self.exit(out, event.tick, f, f_is_top),
-            EventKind::Switch(s) => (KIND_SWITCH, s.0),
-            EventKind::ThreadStart => (KIND_THREAD_START, 0),
-            EventKind::ThreadExit => (KIND_THREAD_EXIT, 0),
-            EventKind::Lost => (KIND_LOST, 0),
-            EventKind::Wake(s) => (KIND_WAKE, s.0),
-            EventKind::End(s) => (KIND_END, s.0),
-        };
+            _ => {}
+        }
+        let (kind, payload) = event.kind.raw();
         let delta = self.delta(event.tick);
         let n = match out.first_chunk_mut::<COMPACT_MAX_EVENT_SIZE>() {
             Some(room) => put_long(room, delta, kind, payload),
@@ -1095,16 +1091,7 @@ mod tests {
             let (mut body, _) = encode(7, &[], &events);
             body.extend_from_slice(&garbage);
             let as_raw = |e: &Event| {
-                let (kind, payload) = match e.kind {
-                    EventKind::Enter(f) => (KIND_ENTER, f.0 as u64),
-                    EventKind::Exit(f) => (KIND_EXIT, f.0 as u64),
-                    EventKind::Switch(s) => (KIND_SWITCH, s.0),
-                    EventKind::ThreadStart => (KIND_THREAD_START, 0),
-                    EventKind::ThreadExit => (KIND_THREAD_EXIT, 0),
-                    EventKind::Lost => (KIND_LOST, 0),
-                    EventKind::Wake(s) => (KIND_WAKE, s.0),
-                    EventKind::End(s) => (KIND_END, s.0),
-                };
+                let (kind, payload) = e.kind.raw();
                 (kind, e.tick, payload)
             };
             let all = decode(7, &[], &body);

@@ -119,11 +119,12 @@ pub enum BadEvent {
     EndOfOwnStack,
 }
 
-impl Event {
-    /// Encodes the event into its 16 on-disk bytes. Ticks above [`MAX_TICK`] are truncated.
+impl EventKind {
+    /// The kind number and payload that stand for it on disk (both
+    /// encodings): what [`raw_parts`] reads back.
     #[inline(always)]
-    pub fn encode(&self) -> [u8; EVENT_SIZE] {
-        let (kind, payload) = match self.kind {
+    pub fn raw(&self) -> (u64, u64) {
+        match *self {
             EventKind::Enter(f) => (KIND_ENTER, f.0 as u64),
             EventKind::Exit(f) => (KIND_EXIT, f.0 as u64),
             EventKind::Switch(s) => (KIND_SWITCH, s.0),
@@ -132,7 +133,15 @@ impl Event {
             EventKind::Lost => (KIND_LOST, 0),
             EventKind::Wake(s) => (KIND_WAKE, s.0),
             EventKind::End(s) => (KIND_END, s.0),
-        };
+        }
+    }
+}
+
+impl Event {
+    /// Encodes the event into its 16 on-disk bytes. Ticks above [`MAX_TICK`] are truncated.
+    #[inline(always)]
+    pub fn encode(&self) -> [u8; EVENT_SIZE] {
+        let (kind, payload) = self.kind.raw();
         encode_raw(kind, self.tick, payload)
     }
 
