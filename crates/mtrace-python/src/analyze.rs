@@ -54,6 +54,15 @@ impl From<Failure> for PyErr {
     }
 }
 
+/// The trace at `path`: a file that cannot be read is an `OSError`, one
+/// that is no trace a `TraceError`.
+fn load(path: &Path) -> Result<mtanalyze::LoadedTrace, Failure> {
+    mtanalyze::load(path).map_err(|e| match e {
+        mtanalyze::LoadError::Io { .. } => Failure::Io(e.to_string()),
+        _ => Failure::Trace(e.to_string()),
+    })
+}
+
 /// An option's text as the analyzer's type, or a ValueError naming it.
 fn parsed<T: std::str::FromStr<Err = String>>(
     what: &str,
@@ -168,11 +177,8 @@ pub(crate) fn analyze<'py>(
     };
     let report = py.detach(|| {
         without_staying_threads(threads_for(&[path]), || {
-            let trace = mtanalyze::load(Path::new(path)).map_err(|e| match e {
-                mtanalyze::LoadError::Io { .. } => Failure::Io(e.to_string()),
-                _ => Failure::Trace(e.to_string()),
-            })?;
-            mtanalyze::analyze(&trace, &options).map_err(|e| Failure::Trace(e.to_string()))
+            mtanalyze::analyze(&load(Path::new(path))?, &options)
+                .map_err(|e| Failure::Trace(e.to_string()))
         })
     })?;
     // The view `--format json` writes with no view option: functions by
@@ -200,14 +206,8 @@ pub(crate) fn pstats<'py>(
     let bytes = py.detach(|| {
         without_staying_threads(threads_for(&paths), || -> Result<Vec<u8>, Failure> {
             let report = match paths.as_slice() {
-                [one] => {
-                    let trace = mtanalyze::load(one).map_err(|e| match e {
-                        mtanalyze::LoadError::Io { .. } => Failure::Io(e.to_string()),
-                        _ => Failure::Trace(e.to_string()),
-                    })?;
-                    mtanalyze::analyze(&trace, &options)
-                        .map_err(|e| Failure::Trace(e.to_string()))?
-                }
+                [one] => mtanalyze::analyze(&load(one)?, &options)
+                    .map_err(|e| Failure::Trace(e.to_string()))?,
                 several => mtanalyze::analyze_many(
                     several,
                     &options,
