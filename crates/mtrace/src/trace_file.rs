@@ -18,7 +18,7 @@ use crate::config::{Config, Mode};
 use crate::error::StartError;
 use crate::file::TraceMap;
 use crate::provision::{self, Provisioner};
-use crate::shared::{generation, MetaRegion, Series, Shared};
+use crate::shared::{generation, lock, MetaRegion, Series, Shared};
 
 /// What a finished recording holds.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -204,7 +204,7 @@ pub(crate) fn finish(shared: &'static Shared, end_tick: Option<u64>) -> Summary 
     // path would truncate and map again. A record written after this would
     // be lost to the finished file anyway: the region is closed first, and
     // `detach` leaves it on the file (no write reaches it any more).
-    shared.meta.lock().unwrap_or_else(|e| e.into_inner()).closed = true;
+    lock(&shared.meta).closed = true;
     let detached = map.detach();
     // Cut only once detached (see `TraceMap::close`).
     map.close(used.filter(|_| detached));
