@@ -24,7 +24,6 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use mtrace_format::ClockKind;
 
 use crate::config::ClockSource;
-use crate::shared::lock;
 
 /// How long the start calibration spins: 1 ms, a rate within about 1e-4
 /// (the bracketing reads are tens of nanoseconds wide), which the finish
@@ -38,15 +37,16 @@ const CALIBRATION_NS: u64 = 1_000_000;
 /// spin or a whole recording). None until the first calibration.
 static BEST_RATE: Mutex<Option<(u64, u64)>> = Mutex::new(None);
 
-/// The process's best TSC rate so far (see [`BEST_RATE`]).
+/// The process's best TSC rate so far (see [`BEST_RATE`]). (Not
+/// `shared::lock`: `shared` builds on this module, which must not import it.)
 pub(crate) fn best_rate() -> Option<(u64, u64)> {
-    *lock(&BEST_RATE)
+    *BEST_RATE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Offers a TSC rate measured over `ns` nanoseconds: kept if its baseline
 /// is longer than the best one's.
 fn offer_rate(ticks: u64, ns: u64) {
-    let mut best = lock(&BEST_RATE);
+    let mut best = BEST_RATE.lock().unwrap_or_else(|e| e.into_inner());
     if best.is_none_or(|(_, best_ns)| ns > best_ns) {
         *best = Some((ticks, ns));
     }
