@@ -636,16 +636,19 @@ impl TraceMap {
     /// until the process reached the system's limit of mappings
     /// (`vm.max_map_count`, 65530 by default) and every `mmap`, the
     /// allocator's included, failed.
-    pub fn unmap(&self) {
+    /// True if this call gave the range back (once, and only once
+    /// detached).
+    pub fn unmap(&self) -> bool {
         let mut growth = lock(&self.growth);
         if !growth.detached || growth.unmapped {
-            return;
+            return false;
         }
         growth.unmapped = true;
         let mapped = self.mapped_len(self.ready.load(Ordering::Relaxed));
         // SAFETY: the detached part of the reservation (the rest was
         // unmapped at detach); nothing uses it any more (the caller's word).
         unsafe { libc::munmap(self.base as *mut libc::c_void, mapped) };
+        true
     }
 
     /// A descriptor of its own for a file in memory ([`Config::in_memory()`]),

@@ -14,7 +14,7 @@ use mtrace_format::meta::encode_mark;
 
 use crate::clock;
 use crate::recording;
-use crate::shared::{current_with_gen, GEN, GEN_OFF, GEN_TSC, GEN_UNCHECKED};
+use crate::shared::{current_with_gen, Reading, GEN, GEN_OFF, GEN_TSC, GEN_UNCHECKED};
 use crate::thread;
 
 /// Writes a mark named `name` into the running recording, if any.
@@ -29,7 +29,8 @@ pub(crate) fn mark(name: &str) {
     if g <= GEN_OFF {
         return;
     }
-    let Some(shared) = current_with_gen(g) else {
+    let reading = Reading::begin();
+    let Some(shared) = current_with_gen(&reading, g) else {
         return;
     };
     let tick = clock::ticks(g & GEN_TSC != 0);

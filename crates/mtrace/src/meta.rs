@@ -12,7 +12,7 @@ use std::sync::{LazyLock, Mutex};
 
 use mtrace_format::{FunctionId, FunctionMeta, MetaRecord};
 
-use crate::shared::{current, lock, Shared};
+use crate::shared::{current, lock, Reading, Shared};
 
 #[derive(Default)]
 struct Registry {
@@ -38,7 +38,8 @@ pub(crate) fn register(name: &str, file: &str, line: u32, module: &str) -> Funct
         line,
         module: key.3.clone(),
     };
-    if let Some(shared) = current() {
+    let reading = Reading::begin();
+    if let Some(shared) = current(&reading) {
         shared.write_meta(&MetaRecord::Function(meta.clone()));
     }
     registry.functions.push(meta);

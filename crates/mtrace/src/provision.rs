@@ -173,19 +173,18 @@ impl Provisioner {
     }
 
     /// Stops the thread (at finish): once this returns, the provisioner
-    /// neither grows nor maps the file any more. Waits only for a thread at
-    /// work; a parked one exits when it wakes, unjoined.
+    /// neither grows nor maps the file any more, and its thread has ended
+    /// (a parked one, woken, returns at once): the recording may be freed
+    /// after that (`shared.rs`, "Freed files"), and the thread reads it.
     pub fn stop(&self) {
-        let was = self.state.swap(STOPPED, Ordering::AcqRel);
+        self.state.store(STOPPED, Ordering::Release);
         let handle = lock(&self.handle).take();
         if let Some(thread) = self.thread.get() {
             thread.unpark();
         }
-        if was == WORKING {
-            if let Some(handle) = handle {
-                // The thread does not panic; if it did, it has stopped all the same.
-                let _ = handle.join();
-            }
+        if let Some(handle) = handle {
+            // The thread does not panic; if it did, it has stopped all the same.
+            let _ = handle.join();
         }
     }
 
@@ -328,14 +327,10 @@ mod tests {
 
     use super::*;
     use crate::config::Config;
-    use crate::shared::current;
+    use crate::shared::{current, Reading};
     use crate::FunctionId;
 
-    /// The recorder is process-global: the tests that record take this.
-    fn serial() -> std::sync::MutexGuard<'static, ()> {
-        static SERIAL: Mutex<()> = Mutex::new(());
-        lock(&SERIAL)
-    }
+    use crate::shared::tests::serial;
 
     fn temp_path(name: &str) -> std::path::PathBuf {
         std::env::temp_dir().join(format!("mtrace-unit-{}-{name}.mtrace", std::process::id()))
@@ -404,7 +399,8 @@ mod tests {
         const CHUNK: usize = 16 << 10;
         let recording =
             crate::start(Config::new(&path).chunk_size(CHUNK).capacity(64 << 20)).unwrap();
-        let shared = current().unwrap();
+        let reading = Reading::begin();
+        let shared = current(&reading).unwrap();
         let f = crate::register_function("provisioned", file!(), line!(), module_path!());
         // About 50 chunks of events: the lead ramps up to as many slots, so
         // the provisioner prepares past the file's first step (1 MiB: 64
@@ -483,7 +479,8 @@ mod tests {
                 .provisioner(false),
         )
         .unwrap();
-        let shared = current().unwrap();
+        let reading = Reading::begin();
+        let shared = current(&reading).unwrap();
         let f = crate::register_function("unprovisioned", file!(), line!(), module_path!());
         let pairs = 50 * CHUNK / 32;
         record_pairs(f, pairs);
@@ -526,7 +523,8 @@ mod tests {
                 .capacity(64 << 20),
         )
         .unwrap();
-        let shared = current().unwrap();
+        let reading = Reading::begin();
+        let shared = current(&reading).unwrap();
         let p = &shared.provisioner;
         let f = crate::register_function("around-fork", file!(), line!(), module_path!());
         // Record until the provisioner is at work (a liveness bound only).
@@ -550,7 +548,8 @@ mod tests {
                 Ok(child) => {
                     // The child's recording has a provisioner of its own:
                     // record until it works, then a burst, then finish.
-                    let own = current().map(|s| &s.provisioner);
+                    let reading = Reading::begin();
+                    let own = current(&reading).map(|s| &s.provisioner);
                     let mut child_pairs = 0;
                     while own.is_some_and(|p| p.prepared_count() == 0) && Instant::now() < deadline
                     {

@@ -21,7 +21,7 @@ use crate::error::{FinishError, StartError};
 use crate::meta;
 use crate::rotate;
 use crate::shared::{
-    self, current, live, lock, Series, SeriesTotals, Shared, CONTROL, CURRENT, GEN, GEN_OFF,
+    self, live, lock, running, Series, SeriesTotals, Shared, CONTROL, CURRENT, GEN, GEN_OFF,
     GEN_PAUSED, GEN_TSC, GEN_UNCHECKED,
 };
 use crate::signal;
@@ -59,8 +59,8 @@ impl Recording {
     /// The file being written now: [`Recording::path`], or the latest
     /// file of a rotating series.
     pub fn current_path(&self) -> PathBuf {
-        let _control = lock(&CONTROL);
-        live(self.shared).map.path.clone()
+        let control = lock(&CONTROL);
+        live(&control, self.shared).map.path.clone()
     }
 
     /// The most chunk slots the file may hold: its maximum size, which the
@@ -90,8 +90,8 @@ impl Recording {
 
     /// Whether the recording is paused (or armed and not resumed yet).
     pub fn is_paused(&self) -> bool {
-        let _control = lock(&CONTROL);
-        let shared = live(self.shared);
+        let control = lock(&CONTROL);
+        let shared = live(&control, self.shared);
         ptr::eq(CURRENT.load(Ordering::Acquire), shared)
             && GEN.load(Ordering::Relaxed) == shared.gen | GEN_PAUSED
     }
@@ -124,7 +124,8 @@ pub fn start(config: Config) -> Result<Recording, StartError> {
     // An explicit start (even a failed one) replaces the MTRACE_OUT auto-start.
     let _ = GEN.compare_exchange(GEN_UNCHECKED, GEN_OFF, Ordering::Relaxed, Ordering::Relaxed);
     let mut last_gen = lock(&CONTROL);
-    if let Some(running) = current() {
+    shared::free_given_back();
+    if let Some(running) = running(&last_gen) {
         return Err(StartError::AlreadyRecording {
             running: running.map.path.clone(),
         });
@@ -203,8 +204,8 @@ fn finish(first: &'static Shared) -> Result<Summary, FinishError> {
     if let Some(series) = first.series {
         rotate::stop(series);
     }
-    let _control = lock(&CONTROL);
-    let shared = live(first);
+    let control = lock(&CONTROL);
+    let shared = live(&control, first);
     if shared.finished.swap(true, Ordering::AcqRel) {
         return Err(FinishError::AlreadyFinished);
     }
@@ -225,6 +226,9 @@ fn finish(first: &'static Shared) -> Result<Summary, FinishError> {
         summary.dropped_chunks += before.dropped_chunks;
         summary.meta_dropped += before.meta_dropped;
     }
+    // Last: `first` and `shared` may be freed here, if given back.
+    shared::free_given_back();
+    drop(control);
     Ok(summary)
 }
 
@@ -245,20 +249,18 @@ pub fn is_paused() -> bool {
 /// recording the program does not hold, such as the one `MTRACE_OUT`
 /// starts. False if none runs or it was paused already.
 pub fn pause() -> bool {
-    current().is_some_and(|s| set_paused(s, true))
+    set_paused_running(true)
 }
 
 /// Resumes the running recording, if any ([`Recording::resume`]).
 pub fn resume() -> bool {
-    current().is_some_and(|s| set_paused(s, false))
+    set_paused_running(false)
 }
 
 /// Pauses the running recording if it records, else resumes it (the
 /// toggling signal's action).
 pub(crate) fn toggle_running() {
-    if let Some(s) = current() {
-        let _ = set_paused(s, !is_paused());
-    }
+    let _ = set_paused_running(!is_paused());
 }
 
 /// Pauses or resumes `shared` if it is the running recording and not in
@@ -267,9 +269,20 @@ pub(crate) fn toggle_running() {
 /// stop (each at its next event), so the stretch between the marks holds
 /// every event of it.
 fn set_paused(shared: &'static Shared, paused: bool) -> bool {
-    let _control = lock(&CONTROL);
+    let control = lock(&CONTROL);
     // A rotating recording pauses and resumes in the file being written.
-    let shared = live(shared);
+    let shared = live(&control, shared);
+    set_paused_under(shared, paused)
+}
+
+/// [`set_paused`] of the running recording, if any.
+fn set_paused_running(paused: bool) -> bool {
+    let control = lock(&CONTROL);
+    running(&control).is_some_and(|shared| set_paused_under(shared, paused))
+}
+
+/// [`set_paused`]'s work, under [`CONTROL`], on the file being written.
+fn set_paused_under(shared: &Shared, paused: bool) -> bool {
     if !ptr::eq(CURRENT.load(Ordering::Acquire), shared) || shared.finished.load(Ordering::Acquire)
     {
         return false;

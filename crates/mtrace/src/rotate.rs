@@ -26,7 +26,9 @@ use mtrace_format::layout::H_NEXT_SEQ;
 
 use crate::config::{Config, Rotation};
 use crate::meta;
-use crate::shared::{self, current, lock, Series, Shared, CONTROL, CURRENT, GEN, GEN_SERIES_SHIFT};
+use crate::shared::{
+    self, current, lock, Reading, Series, Shared, CONTROL, CURRENT, GEN, GEN_SERIES_SHIFT,
+};
 use crate::trace_file;
 
 /// How often a size-rotating series looks at its file's size.
@@ -157,7 +159,16 @@ fn run(series: &'static Series) {
         if stopping {
             return;
         }
-        let Some(file) = current().filter(|s| series.holds(s)) else {
+        // A file of the series is never freed; the file running may be
+        // another recording's only once this series is finished.
+        let file = {
+            let reading = Reading::begin();
+            current(&reading)
+                .filter(|s| series.holds(s))
+                .map(|s| s as *const Shared)
+        };
+        // SAFETY: a file of a series (see above).
+        let Some(file) = file.map(|s| unsafe { &*s }) else {
             return; // finished
         };
         let due = match rotation {

@@ -40,6 +40,22 @@
 //! recorded in a file and then idles keeps that file's range until its
 //! next event: a long-running server that rotates its files keeps a few
 //! ranges, not one mapping per file it ever wrote.
+//!
+//! **Freed files.** A file given back is also freed (its [`Shared`]), so
+//! a program that records many short recordings (a profile per request)
+//! does not grow, except the files of a rotating series, which its
+//! `Series` and rotation thread refer to. Bound threads hold a file
+//! through `bound`; everything else that reaches a file through
+//! [`CURRENT`] (a thread about to bind, a name or mark written from any
+//! thread, a pause from a signal) does so inside a [`Reading`], which
+//! counts it in `READERS` before it loads `CURRENT` and uncounts it after
+//! its last touch. A given-back file waits in a list until a start or a
+//! finish (under [`CONTROL`]) finds no reader: any reader that could
+//! have loaded its pointer counted itself before the file left
+//! `CURRENT`, so none is left when the count is seen at zero afterwards.
+//! The list is pushed from any thread and taken whole by one thread at a
+//! time, without a lock (a fork while another thread held one would
+//! deadlock the child).
 
 use std::collections::VecDeque;
 use std::path::PathBuf;
@@ -96,9 +112,36 @@ pub(crate) fn same_recording(a: u64, b: u64) -> bool {
 
 /// The hot path's word; see the module doc.
 pub(crate) static GEN: AtomicU64 = AtomicU64::new(GEN_UNCHECKED);
-/// The running recording (null when none). Recordings are leaked, so a
-/// pointer read from here stays valid forever.
+/// The running recording (null when none). Read it inside a [`Reading`]
+/// (see "Freed files").
 pub(crate) static CURRENT: AtomicPtr<Shared> = AtomicPtr::new(ptr::null_mut());
+
+/// Threads inside a [`Reading`] ("Freed files" in the module doc).
+static READERS: AtomicU64 = AtomicU64::new(0);
+/// Given-back files waiting to be freed, linked through
+/// `Shared::next_given_back` ("Freed files").
+static GIVEN_BACK: AtomicPtr<Shared> = AtomicPtr::new(ptr::null_mut());
+
+/// A stretch in which the thread may touch a recording it reached through
+/// [`CURRENT`] without being bound to it: no file is freed meanwhile.
+#[must_use]
+pub(crate) struct Reading(());
+
+impl Reading {
+    pub(crate) fn begin() -> Reading {
+        // SeqCst, with the load of `CURRENT` after it and the load in
+        // `free_given_back` (after the file left `CURRENT`): either the
+        // reader sees the file gone, or the freer sees the reader.
+        READERS.fetch_add(1, Ordering::SeqCst);
+        Reading(())
+    }
+}
+
+impl Drop for Reading {
+    fn drop(&mut self) {
+        READERS.fetch_sub(1, Ordering::SeqCst);
+    }
+}
 
 /// The committed length of a recording's metadata region, and the buffer
 /// records are encoded in (reused: naming each task's stack as it is
@@ -139,7 +182,9 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Everything threads share about one recording. Leaked at start, never freed.
+/// Everything threads share about one recording. Allocated at start,
+/// freed once given back and unread ("Freed files"; never for a file of a
+/// rotating series).
 pub(crate) struct Shared {
     /// This recording's generation (`GEN` while it runs; with
     /// [`GEN_PAUSED`] set while it is paused).
@@ -167,6 +212,8 @@ pub(crate) struct Shared {
     /// The file is finished and no longer running: its range is given
     /// back when no thread is bound to it ([`retire`]).
     pub(crate) retired: AtomicBool,
+    /// The next file in the list of given-back files ("Freed files").
+    pub(crate) next_given_back: AtomicPtr<Shared>,
 }
 
 /// A rotating recording: what every file of it shares. Leaked at start.
@@ -213,10 +260,9 @@ impl Series {
 
 /// The file of `first`'s recording that is being written now: `first`
 /// itself without rotation, else the running file of its series (or
-/// `first` once the series is finished). Call under [`CONTROL`] for an
-/// answer that holds.
-pub(crate) fn live(first: &'static Shared) -> &'static Shared {
-    match (first.series, current()) {
+/// `first` once the series is finished).
+pub(crate) fn live(control: &MutexGuard<'_, u64>, first: &'static Shared) -> &'static Shared {
+    match (first.series, running(control)) {
         (Some(series), Some(running)) if series.holds(running) => running,
         _ => first,
     }
@@ -285,6 +331,9 @@ pub(crate) fn retire(file: &'static Shared) {
 /// Uncounts a thread from `file`'s bound threads; the last one to let go
 /// of a retired file gives its range back.
 pub(crate) fn let_go(file: &Shared) {
+    // Once uncounted, the file may be given back and freed by another
+    // thread while this one still reads `retired`.
+    let _reading = Reading::begin();
     // SeqCst, with `retire`'s store: either this sees `retired`, or
     // `retire` sees this count.
     if file.bound.fetch_sub(1, Ordering::SeqCst) == 1 && file.retired.load(Ordering::SeqCst) {
@@ -311,19 +360,77 @@ fn give_back_if_unused(file: &Shared) {
     // running finds it closed, or is done before the range goes.
     let mut meta = lock(&file.meta);
     meta.closed = true;
-    file.map.unmap();
+    // Given back once (the last bound thread and `retire` may both come
+    // here), and listed to be freed once.
+    let given_back = file.map.unmap();
+    drop(meta);
+    if given_back && file.series.is_none() {
+        push_given_back(file);
+    }
 }
 
-/// The running recording, if any.
+/// Lists given-back `file` to be freed ("Freed files").
+fn push_given_back(file: &Shared) {
+    let file = file as *const Shared as *mut Shared;
+    let mut head = GIVEN_BACK.load(Ordering::Relaxed);
+    loop {
+        // SAFETY: `file` is alive: it is freed only once listed.
+        unsafe { (*file).next_given_back.store(head, Ordering::Relaxed) };
+        match GIVEN_BACK.compare_exchange_weak(head, file, Ordering::Release, Ordering::Relaxed) {
+            Ok(_) => return,
+            Err(now) => head = now,
+        }
+    }
+}
+
+/// Frees the given-back files if no thread is inside a [`Reading`] (else
+/// they wait for the next call). Under [`CONTROL`]: one thread takes the
+/// list at a time, whole, so a file cannot be taken twice.
+pub(crate) fn free_given_back() {
+    let mut list = GIVEN_BACK.swap(ptr::null_mut(), Ordering::SeqCst);
+    if list.is_null() {
+        return;
+    }
+    if READERS.load(Ordering::SeqCst) != 0 {
+        while !list.is_null() {
+            // SAFETY: listed files are alive until freed here.
+            let next = unsafe { (*list).next_given_back.load(Ordering::Relaxed) };
+            push_given_back(unsafe { &*list });
+            list = next;
+        }
+        return;
+    }
+    while !list.is_null() {
+        // SAFETY: a listed file came from `Box::leak` in `trace_file::open`,
+        // was given back (no thread is bound to it, and none will bind:
+        // it left `CURRENT` before), and no reader that could hold it is
+        // left (the count above); it is listed once.
+        let file = unsafe { Box::from_raw(list) };
+        list = file.next_given_back.load(Ordering::Relaxed);
+        drop(file);
+    }
+}
+
+/// The running recording, if any, valid while `reading` lasts.
 #[inline]
-pub(crate) fn current() -> Option<&'static Shared> {
-    // SAFETY: non-null pointers stored here come from `Box::leak`.
-    unsafe { CURRENT.load(Ordering::Acquire).as_ref() }
+pub(crate) fn current(reading: &Reading) -> Option<&Shared> {
+    let _ = reading;
+    // SAFETY: non-null pointers stored here come from `Box::leak`, and
+    // are not freed while a `Reading` lasts ("Freed files").
+    unsafe { CURRENT.load(Ordering::SeqCst).as_ref() }
+}
+
+/// The running recording, if any, for a holder of [`CONTROL`]: a running
+/// file is not freed, and no file is while the lock is held.
+pub(crate) fn running(control: &MutexGuard<'_, u64>) -> Option<&'static Shared> {
+    let _ = control;
+    // SAFETY: as in `current`; files are freed under `CONTROL` only.
+    unsafe { CURRENT.load(Ordering::SeqCst).as_ref() }
 }
 
 /// The running recording if it has generation `gen` (running or paused).
-pub(crate) fn current_with_gen(gen: u64) -> Option<&'static Shared> {
-    current().filter(|s| s.gen == gen & !GEN_PAUSED)
+pub(crate) fn current_with_gen(reading: &Reading, gen: u64) -> Option<&Shared> {
+    current(reading).filter(|s| s.gen == gen & !GEN_PAUSED)
 }
 
 /// Writes a stack's name into recording `gen`; false if it is not running
@@ -332,7 +439,8 @@ pub(crate) fn name_stack(gen: u64, id: StackId, name: &str) -> bool {
     if gen & GEN_PAUSED != 0 {
         return false;
     }
-    match current_with_gen(gen) {
+    let reading = Reading::begin();
+    match current_with_gen(&reading, gen) {
         Some(s) => {
             s.write_meta_with(|out| encode_stack(out, id, name));
             true
@@ -349,7 +457,71 @@ pub(crate) fn name_stack(gen: u64, id: StackId, name: &str) -> bool {
 pub(crate) extern "C" fn after_fork_in_child() {
     GEN.store(GEN_OFF, Ordering::Relaxed);
     CURRENT.store(ptr::null_mut(), Ordering::Relaxed);
+    // The readers counted were the parent's other threads, which the
+    // child does not have (the forking thread is in no `Reading`: the
+    // recorder does not fork).
+    READERS.store(0, Ordering::Relaxed);
     // Each thread notices at its next release of a chunk and forgets it
     // instead of writing to it (see `thread.rs`).
     FORK_EPOCH.fetch_add(1, Ordering::Relaxed);
+}
+
+#[cfg(test)]
+impl Drop for Shared {
+    fn drop(&mut self) {
+        tests::LIVE_FILES.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use std::sync::atomic::AtomicUsize;
+
+    use super::*;
+    use crate::Config;
+
+    /// Files (`Shared`s) allocated and not freed.
+    pub(crate) static LIVE_FILES: AtomicUsize = AtomicUsize::new(0);
+
+    /// The recorder is process-global: the tests that record take this.
+    pub(crate) fn serial() -> MutexGuard<'static, ()> {
+        static SERIAL: Mutex<()> = Mutex::new(());
+        lock(&SERIAL)
+    }
+
+    /// Records a few events of `f` on the calling thread.
+    fn record(f: mtrace_format::FunctionId) {
+        for _ in 0..10 {
+            crate::enter(f);
+            crate::exit(f);
+        }
+    }
+
+    #[test]
+    fn short_recordings_are_freed_once_no_thread_holds_them() {
+        let _serial = serial();
+        let f = crate::register_function("freed", file!(), line!(), module_path!());
+        let one = |with_thread: bool| {
+            let recording = crate::start(Config::new("unused").in_memory(true)).unwrap();
+            record(f);
+            if with_thread {
+                // A thread that records and exits lets go of the file.
+                std::thread::spawn(move || record(f)).join().unwrap();
+            }
+            // A reader inside a `Reading` over a finish keeps the file
+            // until a later start or finish finds no reader.
+            let reading = Reading::begin();
+            recording.finish().unwrap();
+            drop(reading);
+        };
+        one(false);
+        let before = LIVE_FILES.load(Ordering::Relaxed);
+        for k in 0..200 {
+            one(k % 10 == 0);
+        }
+        // The calling thread stays bound to the last file until its next
+        // event; the reader held the last one; every earlier file is freed.
+        let after = LIVE_FILES.load(Ordering::Relaxed);
+        assert!(after <= before + 1, "{before} files before, {after} after");
+    }
 }

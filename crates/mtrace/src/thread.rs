@@ -51,7 +51,7 @@ use crate::clock;
 use crate::config::Mode;
 use crate::recording;
 use crate::shared::{
-    self, current_with_gen, same_recording, same_series, Shared, FORK_EPOCH, GEN, GEN_OFF,
+    self, current_with_gen, same_recording, same_series, Reading, Shared, FORK_EPOCH, GEN, GEN_OFF,
     GEN_PAUSED, GEN_SERIES_SHIFT, GEN_TSC, GEN_UNCHECKED,
 };
 
@@ -413,7 +413,8 @@ fn prepare(l: &Local, g: u64) -> Room {
     if l.cursor.get() != l.end.get() {
         return Room::Ready(g);
     }
-    // SAFETY: bound, so `shared` points at the (leaked) recording.
+    // SAFETY: bound, so `shared` points at the recording, which is not
+    // freed while the thread is counted in its `bound`.
     let shared = unsafe { &*l.shared.get() };
     if !l.full.get() && claim(l, shared) {
         return Room::Ready(g);
@@ -471,7 +472,10 @@ enum Bound {
 /// [`bind`]'s work for a thread not bound to generation `g` (a running
 /// recording's).
 fn bind_to(l: &Local, g: u64) -> Bound {
-    let Some(shared) = current_with_gen(g) else {
+    // Until the thread is counted in the file's `bound` (`hold`), or
+    // finds it no longer running.
+    let reading = Reading::begin();
+    let Some(shared) = current_with_gen(&reading, g) else {
         return Bound::Nothing;
     };
     // Registering the exit hook fails while the thread is being torn down:
@@ -551,7 +555,8 @@ fn let_go(l: &Local) {
     let old = l.shared.replace(ptr::null());
     let same_process = l.fork_epoch.get() == FORK_EPOCH.load(Ordering::Relaxed);
     if !old.is_null() && same_process {
-        // SAFETY: `Shared`s are leaked, never freed.
+        // SAFETY: the thread is still counted in the file's `bound` (it
+        // is uncounted there), so the file is not freed yet.
         shared::let_go(unsafe { &*old });
     }
 }
@@ -926,7 +931,8 @@ fn frames_from_another_file(id: StackId, frames: &mut Vec<u32>, frames_gen: u64,
     if frames.is_empty() || g & GEN_PAUSED != 0 {
         return;
     }
-    if let Some(shared) = current_with_gen(g) {
+    let reading = Reading::begin();
+    if let Some(shared) = current_with_gen(&reading, g) {
         let tick = clock::ticks(g & GEN_TSC != 0);
         shared.write_meta_with(|out| encode_continued_stack(out, id, tick, frames));
     }

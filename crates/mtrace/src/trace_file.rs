@@ -7,7 +7,7 @@
 //! `rotate.rs`).
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -105,7 +105,10 @@ pub(crate) fn open(
         series,
         bound: AtomicU64::new(0),
         retired: AtomicBool::new(false),
+        next_given_back: AtomicPtr::new(std::ptr::null_mut()),
     }));
+    #[cfg(test)]
+    crate::shared::tests::LIVE_FILES.fetch_add(1, Ordering::Relaxed);
     // Before the file is published: the first claim can wake it.
     let job = provision::Job {
         map: &shared.map,

@@ -74,3 +74,51 @@ fn a_recording_into_a_file_has_no_memory_trace_and_memory_cannot_rotate() {
         "{refused:?}"
     );
 }
+
+/// Threads that record, name stacks and write marks without pause while
+/// short recordings into memory start and finish one after another: each
+/// recording is freed once given back ("Freed files" in `shared.rs`), so a
+/// thread binding to, naming into or letting go of one as it finishes must
+/// never touch a freed one. Each trace reads back whole.
+#[test]
+fn threads_record_through_many_short_recordings_that_are_freed() {
+    let _serial = serial();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let f = mtrace::register_function("churn", file!(), line!(), "");
+    let threads: Vec<_> = (0..3)
+        .map(|t| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut k = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    mtrace::enter(f);
+                    mtrace::exit(f);
+                    k += 1;
+                    if k.is_multiple_of(64) {
+                        let mut stack = mtrace::LogicalStack::new(format!("task-{t}-{k}"));
+                        let _on = stack.enter();
+                        mtrace::enter(f);
+                        mtrace::exit(f);
+                    }
+                    if k.is_multiple_of(256) {
+                        mtrace::mark("churn");
+                    }
+                }
+            })
+        })
+        .collect();
+    for _ in 0..300 {
+        let recording = mtrace::start(Config::new("unused").in_memory(true)).expect("start");
+        std::thread::sleep(std::time::Duration::from_micros(200));
+        let memory = recording.memory_trace().expect("memory").expect("fd");
+        let summary = recording.finish().expect("finish");
+        let d = decode(&std::path::Path::new("/proc/self/fd").join(memory.as_raw_fd().to_string()));
+        assert!(d.header.flags & FLAG_FINISHED != 0);
+        // A thread's event after the finish may still land in its chunk.
+        assert!(d.event_count() >= summary.events);
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for t in threads {
+        t.join().expect("recording thread");
+    }
+}
