@@ -70,6 +70,7 @@ pub use model::diff::{
 };
 pub use model::functions::{EntryKey, FunctionEntry};
 pub use model::gate::{gate, GateBreach, GateChange, GateError, GateField, GateOp, GateRule};
+pub use model::labels::{LabelSite, Labels};
 pub use model::marks::Mark;
 pub use model::merge::{merge, Merged};
 pub use model::report::{

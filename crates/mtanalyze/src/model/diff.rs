@@ -3,7 +3,8 @@
 //!
 //! Functions match by (name, file, line); those left over match by name
 //! alone (the code moved), pairing same-named leftovers in (file, line)
-//! order. Edges match through the function matching. With `normalize`, the
+//! order. Edges and call paths match through the function matching (paths
+//! by identity, printed with labels made once over the diff's rows). With `normalize`, the
 //! base's times are scaled so its total self time equals the new trace's
 //! before subtracting (runs of different length). Nothing is dropped: a
 //! function in only one trace appears with the other side empty.
@@ -12,6 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 
+use crate::model::labels::{LabelSite, Labels};
 use crate::model::report::Clock;
 use crate::model::report::{EdgeStats, FunctionKey, FunctionStats, Report, TraceSummary};
 
@@ -169,7 +171,9 @@ pub struct EdgeDiff {
 /// One call path's self time on both sides.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PathDiff {
-    /// Function names from the root, `;`-separated.
+    /// The functions' labels from the root (those of the diff's rows, see
+    /// [`crate::Labels`]: one function, one label on both sides),
+    /// `;`-separated; with the stack's name first when paths are kept per stack.
     pub path: String,
     /// Base self time (scaled when normalizing).
     pub base_ns: u64,
@@ -392,6 +396,21 @@ pub fn diff(base: &Report, new: &Report, opts: DiffOptions) -> DiffReport {
             .then_with(|| (&a.caller, &a.callee).cmp(&(&b.caller, &b.callee)))
     });
 
+    // Paths pair up by the functions' identities (a base function as the
+    // new one it matched), and print with the labels of the diff's rows:
+    // a name that two functions share in either trace is qualified on both
+    // sides, so the sides' paths meet whatever each trace alone would say.
+    let labels = Labels::new(functions.iter().map(|f| LabelSite {
+        function: &f.function,
+        file: &f.file,
+        line: f.line,
+        module: "",
+    }));
+    let label_of: HashMap<FunctionKey, &str> = functions
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (f.key(), labels.get(i)))
+        .collect();
     let mut paths: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     for (r, is_new) in [(base, false), (new, true)] {
         for p in &r.paths {
@@ -399,11 +418,14 @@ pub fn diff(base: &Report, new: &Report, opts: DiffOptions) -> DiffReport {
             if !p.stack.is_empty() {
                 frames.push(&p.stack);
             }
-            frames.extend(
-                p.frames
-                    .iter()
-                    .filter_map(|&i| r.functions.get(i as usize).map(|f| f.function.as_str())),
-            );
+            frames.extend(p.frames.iter().filter_map(|&i| {
+                let f = r.functions.get(i as usize)?;
+                let key = match is_new {
+                    true => f.key(),
+                    false => translate(f.key()),
+                };
+                label_of.get(&key).copied()
+            }));
             let e = paths.entry(frames.join(";")).or_default();
             if is_new {
                 e.1 = e.1.saturating_add(p.self_ns);

@@ -32,13 +32,16 @@
 //! Root frames (no caller) are calls from a function named `(root)`, which
 //! costs nothing itself. The trace records no
 //! call sites: every cost sits at the caller's definition line. Unknown
-//! files are `???`, as valgrind writes them; functions that share a name
-//! are told apart by their `(file:line)`.
+//! files are `???`, as valgrind writes them; functions are named by their
+//! labels ([`crate::Labels`]: those that share a name are told apart by
+//! their `(file:line)`), control characters escaped.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::io::{self, Write};
 
+use crate::model::labels::Labels;
 use crate::model::report::{FunctionKey, Report};
+use crate::render::escape::escape;
 
 /// The caller of every root frame.
 pub const ROOT: &str = "(root)";
@@ -60,9 +63,10 @@ impl Names {
     }
 }
 
-/// One line of the format: no line breaks inside names.
+/// One line of the format: no line breaks (nor other control characters)
+/// inside names.
 fn clean(s: &str) -> String {
-    s.replace(['\n', '\r'], " ")
+    escape(s).into_owned()
 }
 
 /// Writes the report's functions and edges in the callgrind format.
@@ -90,20 +94,20 @@ pub fn callgrind(out: &mut dyn Write, report: &Report) -> io::Result<()> {
     writeln!(out, "events: ns")?;
     writeln!(out, "summary: {total}")?;
 
-    // Names that two functions share get their site added.
-    let mut seen = HashSet::new();
-    let shared: HashSet<&str> = report
+    let labels = Labels::of_functions(&report.functions);
+    let label_of: HashMap<FunctionKey, String> = report
         .functions
         .iter()
-        .filter(|f| !seen.insert(f.function.as_str()))
-        .map(|f| f.function.as_str())
+        .enumerate()
+        .map(|(i, f)| (f.key(), clean(labels.get(i))))
         .collect();
+    // An edge's function is one of the report's; a damaged report's stray
+    // one is named by its name.
     let label = |k: &FunctionKey| {
-        if shared.contains(k.function.as_str()) {
-            clean(&format!("{} ({}:{})", k.function, k.file, k.line))
-        } else {
-            clean(&k.function)
-        }
+        label_of
+            .get(k)
+            .cloned()
+            .unwrap_or_else(|| clean(&k.function))
     };
     let file = |k: &FunctionKey| {
         if k.file.is_empty() {

@@ -20,6 +20,7 @@ use prettytable::format::FormatBuilder;
 use prettytable::{Cell, Row, Table};
 
 use super::duration;
+use super::escape::escape;
 use crate::model::check::{CheckReport, ChunkIssue};
 use crate::model::marks::Mark;
 
@@ -34,7 +35,7 @@ fn yes_no(b: bool) -> &'static str {
 /// Writes the human description of a check result.
 pub fn human(out: &mut dyn Write, c: &CheckReport) -> io::Result<()> {
     let mut line =
-        |label: &str, value: String| writeln!(out, "{:<20}{}", format!("{label}:"), value);
+        |label: &str, value: String| writeln!(out, "{:<20}{}", format!("{label}:"), escape(&value));
     line("file", format!("{} ({})", c.source, c.input_format))?;
     line("format", format!("version {}", c.format_version))?;
     line(
@@ -84,7 +85,7 @@ pub fn human(out: &mut dyn Write, c: &CheckReport) -> io::Result<()> {
     issues(out, "damaged chunks", &c.chunks_damaged)?;
     issues(out, "cut chunks", &c.chunks_cut)?;
     let mut line =
-        |label: &str, value: String| writeln!(out, "{:<20}{}", format!("{label}:"), value);
+        |label: &str, value: String| writeln!(out, "{:<20}{}", format!("{label}:"), escape(&value));
     line("unreleased chunks", c.chunks_unreleased.to_string())?;
     line("events", c.events.to_string())?;
     line("dropped events", c.dropped_events.to_string())?;
@@ -114,7 +115,7 @@ pub fn human(out: &mut dyn Write, c: &CheckReport) -> io::Result<()> {
         for t in &c.threads {
             table.add_row(Row::new(vec![
                 Cell::new(&t.tid.to_string()).style_spec("r"),
-                Cell::new(&t.name),
+                Cell::new(&escape(&t.name)),
                 Cell::new(&if t.os_tid == 0 {
                     "-".to_owned()
                 } else {
@@ -133,7 +134,7 @@ pub fn human(out: &mut dyn Write, c: &CheckReport) -> io::Result<()> {
     marks(out, &c.marks)?;
     writeln!(out, "{:<20}{}", "warnings:", super::problems(&c.warnings))?;
     for w in &c.warnings {
-        writeln!(out, "  {}: {}", w.brief(), w.repair)?;
+        writeln!(out, "  {}: {}", escape(&w.brief()), escape(&w.repair))?;
     }
     Ok(())
 }

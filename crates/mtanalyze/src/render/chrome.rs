@@ -14,7 +14,7 @@
 //! ```
 //!
 //! One track (a `tid` of one process) per logical stack, named after it;
-//! frames are properly nested begin/end (`B`/`E`) pairs; each stretch
+//! a frame is named by its function's label ([`crate::Labels`]); frames are properly nested begin/end (`B`/`E`) pairs; each stretch
 //! during which the stack did not run is a `paused` slice under the
 //! innermost open frame, so a viewer's self time (duration minus children)
 //! is the report's. Times are microseconds from the trace's time zero with
@@ -37,6 +37,7 @@ use std::io::{self, Write};
 
 use serde::Serialize;
 
+use crate::model::labels::{LabelSite, Labels};
 use crate::model::timeline::{SliceKind, TimelineSource, TimelineStack, PAUSED_CATEGORY};
 
 #[derive(Serialize)]
@@ -121,6 +122,7 @@ pub fn chrome(
         },
     )?;
     let functions = t.functions();
+    let labels = Labels::new(functions.iter().map(LabelSite::from));
     for (i, stack) in t.stacks().iter().enumerate() {
         let tid = i as u64 + 1;
         let name = track_name(stack);
@@ -161,7 +163,7 @@ pub fn chrome(
                     let key = functions.get(f as usize).map(|e| &e.key);
                     let site = key.filter(|k| !k.file.is_empty());
                     Edge {
-                        name: key.map_or("?", |k| &*k.function),
+                        name: labels.get(f as usize),
                         cat: "function",
                         ph: "B",
                         ts: micros(s.start_ns),

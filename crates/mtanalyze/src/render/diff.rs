@@ -352,12 +352,14 @@ pub fn json(out: &mut dyn Write, diff: &DiffReport) -> io::Result<()> {
 /// `--format folded`: one line per call path, `root;child;leaf BASE NEW`,
 /// with each side's self time in ns on that path (the base's scaled when
 /// normalizing), as `inferno-diff-folded` writes and differential flame
-/// graph tools read. With `filter`, only paths through a function whose
-/// name matches.
+/// graph tools read; frames are the diff's labels ([`crate::Labels`]),
+/// their control characters escaped. With `filter`, only paths through a
+/// function whose label matches.
 pub fn folded(out: &mut dyn Write, diff: &DiffReport, filter: Option<&Regex>) -> io::Result<()> {
     for p in &diff.paths {
         if filter.is_none_or(|re| p.path.split(';').any(|f| re.is_match(f))) {
-            writeln!(out, "{} {} {}", p.path, p.base_ns, p.new_ns)?;
+            let frames: Vec<_> = p.path.split(';').map(super::folded::frame).collect();
+            writeln!(out, "{} {} {}", frames.join(";"), p.base_ns, p.new_ns)?;
         }
     }
     Ok(())

@@ -7,9 +7,14 @@
 //! (`parse (crates/…/src/p.rs:10)`, then `parse (p.rs:10)`), and only then
 //! the middle of the name; other text loses its middle. Header lines wrap
 //! between their `key: value` items. Without a width (output that is not a
-//! terminal, or `--width 0`) nothing changes.
+//! terminal, or `--width 0`) nothing changes. Every cell is shown with its
+//! control characters escaped ([`escape`]: names are data from the traced
+//! program), and measured as shown.
+
+use std::borrow::Cow;
 
 use crate::model::report::FunctionKey;
+use crate::render::escape::escape;
 
 /// The mark left where text was cut.
 const ELLIPSIS: char = '…';
@@ -43,6 +48,7 @@ pub(crate) fn elide_middle(s: &str, max: usize) -> String {
 /// first, then the directories, then the middle of the file name, then the
 /// middle of the function's name.
 pub(crate) fn label(key: &FunctionKey, suffix: &str, max: usize) -> String {
+    let key = &escaped(key);
     let with = |site: Option<String>, name: &str| match site {
         Some(site) => format!("{name} ({site}){suffix}"),
         None => format!("{name}{suffix}"),
@@ -91,9 +97,19 @@ pub(crate) fn label(key: &FunctionKey, suffix: &str, max: usize) -> String {
     elide_middle(&with(Some(site), &key.function), max)
 }
 
+/// `key` as a terminal may show it: its name and file with control
+/// characters escaped ([`escape`]), measured and cut as such.
+fn escaped(key: &FunctionKey) -> Cow<'_, FunctionKey> {
+    match (escape(&key.function), escape(&key.file)) {
+        (Cow::Borrowed(_), Cow::Borrowed(_)) => Cow::Borrowed(key),
+        (function, file) => Cow::Owned(FunctionKey::new(&function, &file, key.line)),
+    }
+}
+
 /// The narrowest a label is comfortable at: its name whole, with its file
 /// name and line but no directories.
 fn short_label_width(key: &FunctionKey, suffix: &str) -> usize {
+    let key = &escaped(key);
     if key.file.is_empty() {
         return width_of(&key.function) + width_of(suffix);
     }
@@ -156,14 +172,14 @@ pub(crate) enum Text {
 impl Text {
     fn natural(&self) -> String {
         match self {
-            Text::Plain(s) | Text::Number(s) => s.clone(),
+            Text::Plain(s) | Text::Number(s) => escape(s).into_owned(),
             Text::Label(k, suffix) => label(k, suffix, usize::MAX),
         }
     }
 
     fn fitted(&self, max: usize) -> String {
         match self {
-            Text::Plain(s) | Text::Number(s) => elide_middle(s, max),
+            Text::Plain(s) | Text::Number(s) => elide_middle(&escape(s), max),
             Text::Label(k, suffix) => label(k, suffix, max),
         }
     }

@@ -8,8 +8,9 @@
 //!
 //! The number is the path's self time in ns under the report's clock, so
 //! time a stack spent switched out is not in it, and the numbers add up to
-//! the total self time of the report. Frames are function names; paths
-//! that print alike (two functions of one name) are merged into one line.
+//! the total self time of the report. Frames are the functions' labels
+//! ([`crate::Labels`]: the name, qualified by its site where two functions
+//! share it), so two functions never merge into one frame.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -17,16 +18,18 @@ use std::io::{self, Write};
 
 use regex::Regex;
 
+use crate::model::labels::Labels;
 use crate::model::report::Report;
+use crate::render::escape::escape;
 use crate::view::matches;
 
-/// A function or stack name as one folded frame: `;` separates frames and a
-/// line ends the record, so both are replaced (`[u8; 4]` becomes `[u8: 4]`).
+/// A function or stack name as one folded frame: `;` separates frames, so
+/// it is replaced (`[u8; 4]` becomes `[u8: 4]`), and control characters
+/// are escaped ([`escape`]: a newline would end the record).
 pub(crate) fn frame(name: &str) -> Cow<'_, str> {
-    if name.contains([';', '\n', '\r']) {
-        Cow::Owned(name.replace(';', ":").replace(['\n', '\r'], " "))
-    } else {
-        Cow::Borrowed(name)
+    match escape(name) {
+        Cow::Borrowed(s) if !s.contains(';') => Cow::Borrowed(s),
+        escaped => Cow::Owned(escaped.replace(';', ":")),
     }
 }
 
@@ -34,15 +37,16 @@ pub(crate) fn frame(name: &str) -> Cow<'_, str> {
 /// Paths kept per stack start with the stack's name. With `filter`, only
 /// paths through a function whose name (or `file:line name`) matches.
 pub fn lines(report: &Report, filter: Option<&Regex>) -> Vec<(String, u64)> {
+    let labels = Labels::of_functions(&report.functions);
     let mut merged: BTreeMap<String, u64> = BTreeMap::new();
     for p in &report.paths {
         let functions: Vec<_> = p
             .frames
             .iter()
-            .filter_map(|&i| report.functions.get(i as usize))
+            .filter_map(|&i| Some((report.functions.get(i as usize)?, labels.get(i as usize))))
             .collect();
         if let Some(re) = filter {
-            if !functions.iter().any(|f| matches(re, &f.key())) {
+            if !functions.iter().any(|(f, _)| matches(re, &f.key())) {
                 continue;
             }
         }
@@ -50,11 +54,11 @@ pub fn lines(report: &Report, filter: Option<&Regex>) -> Vec<(String, u64)> {
         if !p.stack.is_empty() {
             text.push_str(&frame(&p.stack));
         }
-        for f in functions {
+        for (_, label) in functions {
             if !text.is_empty() {
                 text.push(';');
             }
-            text.push_str(&frame(&f.function));
+            text.push_str(&frame(label));
         }
         let n = merged.entry(text).or_default();
         *n = n.saturating_add(p.self_ns);
@@ -77,7 +81,8 @@ mod tests {
     #[test]
     fn separators_inside_names_are_replaced() {
         assert_eq!(frame("<[u8; 4] as Debug>::fmt"), "<[u8: 4] as Debug>::fmt");
-        assert_eq!(frame("two\nlines"), "two lines");
+        assert_eq!(frame("two\nlines"), "two\\x0alines");
+        assert_eq!(frame("a;\x1b[2J"), "a:\\x1b[2J");
         assert!(matches!(frame("plain"), Cow::Borrowed("plain")));
     }
 }

@@ -2,6 +2,7 @@
 //! one output format. They never recompute statistics.
 //!
 //! * [`table`]: the pstats-like text tables of the default command.
+//! * [`escape`]: control characters of names escaped for text outputs.
 //! * [`json`]: `--format json` of the report and of `check`.
 //! * [`check`]: the human form of `mtanalyze check`.
 //! * [`diff`]: every output of `mtanalyze diff` (table, JSON, folded).
@@ -25,6 +26,7 @@ pub mod callgrind;
 pub mod check;
 pub mod chrome;
 pub mod diff;
+pub mod escape;
 pub(crate) mod fit;
 pub mod flamegraph;
 pub mod folded;
@@ -99,7 +101,8 @@ pub fn warnings_summary(warnings: &[Warning]) -> Option<String> {
     }
     let kinds: Vec<String> = warnings.iter().map(Warning::brief).collect();
     let noun = if total == 1 { "warning" } else { "warnings" };
-    Some(format!("{total} {noun}: {}", kinds.join(", ")))
+    // A warning's place can quote a name from the trace.
+    Some(escape::escape(&format!("{total} {noun}: {}", kinds.join(", "))).into_owned())
 }
 
 /// How many problems the warnings count ([`Warning::problems`]); counts

@@ -17,6 +17,7 @@ use flate2::write::GzEncoder;
 use flate2::Compression;
 use prost::Message;
 
+use crate::model::labels::Labels;
 use crate::model::report::Report;
 
 /// `Profile`: the whole file.
@@ -157,13 +158,16 @@ pub fn pprof(out: &mut dyn Write, report: &Report) -> io::Result<()> {
             unit: strings.get("count"),
         },
     ];
+    // pprof merges functions by name (its default granularity): the name
+    // is the label, the system name the function's own.
+    let labels = Labels::of_functions(&report.functions);
     let function = report
         .functions
         .iter()
         .enumerate()
         .map(|(i, f)| Function {
             id: i as u64 + 1,
-            name: strings.get(&f.function),
+            name: strings.get(labels.get(i)),
             system_name: strings.get(&f.function),
             filename: strings.get(&f.file),
             start_line: i64::from(f.line),

@@ -10,6 +10,8 @@
 //!  "name": "...", "activeProfileIndex": 0, "exporter": "mtanalyze 0.1.0"}
 //! ```
 //!
+//! A frame's name is its function's label ([`crate::Labels`]: two
+//! functions that share a name are two frames, each with its site).
 //! Times are integer nanoseconds. A stack's paused stretches are a
 //! `[paused]` frame opened on top of the innermost frame, so speedscope's
 //! self time of every function is the report's.
@@ -19,6 +21,7 @@ use std::io::{self, Write};
 use serde::Serialize;
 
 use super::chrome::{json, track_name, JsonList};
+use crate::model::labels::{LabelSite, Labels};
 use crate::model::timeline::{SliceKind, TimelineSource};
 
 /// The name of the frame that stands for a paused stretch.
@@ -52,10 +55,11 @@ pub fn speedscope(
         b"{\"$schema\": \"https://www.speedscope.app/file-format-schema.json\",\n\"shared\": {\"frames\": [",
     )?;
     let functions = t.functions();
+    let labels = Labels::new(functions.iter().map(LabelSite::from));
     let mut frames = JsonList::new(b",");
-    for f in functions {
+    for (i, f) in functions.iter().enumerate() {
         let frame = Frame {
-            name: &f.key.function,
+            name: labels.get(i),
             file: &f.key.file,
             line: (f.key.line > 0).then_some(f.key.line),
         };

@@ -16,6 +16,7 @@ use std::io::{self, Write};
 use prettytable::format::{FormatBuilder, LinePosition, LineSeparator};
 use prettytable::{Cell, Row, Table};
 
+use super::escape::escape;
 use super::fit::{elide_middle, fit, plan, width_of, wrap_items, wrap_with, Column, Give, Text};
 use super::{calls, duration};
 use crate::model::report::{
@@ -41,7 +42,10 @@ pub(super) fn trace_line(
     let room = width.map_or(usize::MAX, |w| {
         w.saturating_sub(label.chars().count() + what.chars().count())
     });
-    format!("{label}{}{what}", elide_middle(&t.source, room.max(12)))
+    format!(
+        "{label}{}{what}",
+        elide_middle(&escape(&t.source), room.max(12))
+    )
 }
 
 /// `100ms..300ms (200ms)`: a time window for the headers.
@@ -351,7 +355,7 @@ fn stack_cells(s: &StackStats, cells: &mut [String]) {
         c.clear();
     }
     let _ = write!(cells[0], "{}", s.id);
-    cells[1].push_str(&s.name);
+    cells[1].push_str(&escape(&s.name));
     for (i, t) in s.threads.iter().enumerate() {
         let sep = if i == 0 { "" } else { "," };
         let _ = write!(cells[2], "{sep}{t}");

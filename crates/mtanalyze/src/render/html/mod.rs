@@ -281,6 +281,8 @@ fn report_data(report: &Report, page: &ReportPage<'_>) -> io::Result<Value> {
         "warnings": warnings,
         "marks": to_value(&report.marks)?,
         "functions": to_value(&report.functions)?,
+        // The flame graph's frame names, one per function (see `Labels`).
+        "labels": crate::model::labels::Labels::of_functions(&report.functions).as_slice(),
         "order": order,
         "edges": edges,
         "trees": trees,

@@ -359,7 +359,7 @@
     let tree = trees[0];
     const fg = flameGraph({
       id: 'flame',
-      name: (i) => F[tree.func[i]] ? F[tree.func[i]].function : '?',
+      name: (i) => (F[tree.func[i]] ? D.labels[tree.func[i]] : '?'),
       rootName: () => 'all (' + dur(tree.total[0]) + ')',
       width: (i) => tree.total[i],
       color: (i) => {
