@@ -16,6 +16,7 @@ mod gates;
 mod html;
 mod import;
 mod json;
+mod labels;
 mod layout;
 mod lost;
 mod many;

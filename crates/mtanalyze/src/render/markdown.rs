@@ -11,20 +11,22 @@
 //! ```
 //!
 //! Function names are code spans; a `|` or a backtick in a name or a path
-//! is escaped so the row keeps its cells.
+//! is escaped so the row keeps its cells, and control characters are
+//! written as escapes (`\x1b`).
 
 use std::io::{self, Write};
 
 use super::diff::{delta, percent, signed};
+use super::escape::escape;
 use super::{calls, duration};
 use crate::model::diff::{DiffReport, FunctionDiff, FunctionSide, Match};
 use crate::model::report::{FunctionKey, FunctionStats, Report, TraceSummary};
 
-/// Text safe inside a table cell.
+/// Text safe inside a table cell: control characters escaped (a line
+/// break would end the row, an escape sequence reach the terminal of who
+/// reads the source), then `\\` and `|`.
 fn cell(s: &str) -> String {
-    s.replace('\\', "\\\\")
-        .replace('|', "\\|")
-        .replace(['\n', '\r'], " ")
+    escape(s).replace('\\', "\\\\").replace('|', "\\|")
 }
 
 /// `` `name` (file.rs:12) ``: the name as code, the site's file name.
