@@ -307,6 +307,26 @@ class Invisible(Case):
         (row,) = [v for k, v in direct.items() if k[2] == "spin"]
         self.assertEqual(row[1], calls(8) + calls(9))
 
+    def test_a_profile_s_table_holds_the_program_s_functions_only(self):
+        # As cProfile's, without its own row ({method 'disable' of
+        # '_lsprof.Profiler' objects}): nothing mtrace's own code calls
+        # while it records (importlib's `_handle_fromlist` of a `from .
+        # import`, the built-ins of its greenlet hooks) is in the table.
+        import cProfile
+        import pstats
+
+        import mtrace
+
+        def functions(profile_class):
+            p = profile_class()
+            p.enable()
+            sorted(str(i) for i in range(5))
+            p.disable()
+            return {k for k in pstats.Stats(p).stats
+                    if "_lsprof.Profiler" not in k[2]}
+
+        self.assertEqual(functions(mtrace.Profile), functions(cProfile.Profile))
+
     def test_memory_recordings_record_this_process_only(self):
         import mtrace
 

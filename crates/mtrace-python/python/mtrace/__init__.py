@@ -201,15 +201,18 @@ def enable(path=DEFAULT_OUTPUT, *, capacity=None, ring=False, builtins=True, tas
                    rotate=rotate, keep=keep)
     if memory:
         options["memory"] = True
-    # Armed before the recording starts, so that its work is not recorded.
+    # Armed before the recording starts, so that its work is not recorded
+    # (nothing of mtrace's runs after the start: the calls its own code
+    # makes would be in the tables).
     if children:
         _children.arm(str(path) if _root is None else _root, options, first=_root is None)
+    _trace_greenlets()
     try:
         _mtrace.start(str(path), **options)
     except BaseException:
+        _untrace_greenlets()
         _children.disarm()
         raise
-    _trace_greenlets()
 
 
 def disable():

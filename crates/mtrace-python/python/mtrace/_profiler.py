@@ -28,6 +28,12 @@ import weakref
 
 from . import _cli, _mtrace
 
+# The package, for its enable() and disable(): an attribute read makes no
+# event, where `from . import disable` in a method would run importlib's
+# `_handle_fromlist` (with its calls of hasattr, isinstance, ...) while
+# recording, and put them in the profile's table.
+_package = sys.modules[__package__]
+
 __all__ = ["Profile", "run", "runctx", "SORT_KEYS", "sort_name"]
 
 #: The sort names ``python -m mtrace -s`` takes: ``python -m cProfile``'s
@@ -261,8 +267,7 @@ class Profile:
         edges are always recorded). What a second ``enable()`` does is
         cProfile's: see the class."""
         global _owner
-        from . import enable, is_enabled
-
+        enable, is_enabled = _package.enable, _package.is_enabled
         if self._recording is not None:
             if _EXCLUSIVE:
                 raise ValueError(f"{_ANOTHER_TOOL} (mtrace is recording)")
@@ -285,8 +290,7 @@ class Profile:
     def disable(self):
         """Stop recording; the trace is kept for ``create_stats``."""
         global _owner
-        from . import disable
-
+        disable = _package.disable
         if self._recording is None:
             return
         path, self._recording = self._recording, None
