@@ -104,8 +104,12 @@ const PYTHON_META_CAPACITY: usize = 16 << 20;
 ///
 /// `memory`: record into memory, no file (`path` only names it); `stop`
 /// then hands over the descriptor the trace is read from.
+///
+/// `open_frames`: the recording is attached to a running program: each
+/// thread's frames open at its first event are entered then, with the
+/// mark `mtrace:open-frames`.
 #[pyfunction]
-#[pyo3(signature = (path, capacity = None, ring = false, builtins = None, tasks = true, meta_capacity = None, armed = false, signal = None, rotate = None, keep = None, memory = false))]
+#[pyo3(signature = (path, capacity = None, ring = false, builtins = None, tasks = true, meta_capacity = None, armed = false, signal = None, rotate = None, keep = None, memory = false, open_frames = false))]
 #[allow(clippy::too_many_arguments)]
 fn start(
     py: Python<'_>,
@@ -120,6 +124,7 @@ fn start(
     rotate: Option<&str>,
     keep: Option<u32>,
     memory: bool,
+    open_frames: bool,
 ) -> PyResult<()> {
     let (builtins, fast_builtins) = match builtins {
         None => (true, false),
@@ -199,7 +204,7 @@ fn start(
         StartError::AlreadyRecording { ref running } => already_recording(running),
         _ => PyOSError::new_err(e.to_string()),
     })?;
-    stacks::start_session(tasks);
+    stacks::start_session(tasks, open_frames);
     stacks::ACTIVE.store(true, Ordering::Release);
     #[cfg(Py_3_12)]
     let installed = monitoring::install(py, builtins, fast_builtins, false);
@@ -249,7 +254,7 @@ fn restart_in_child(py: Python<'_>, path: &str) -> PyResult<bool> {
         Ok(recording) => {
             // A new session: the forking thread's open frames were the
             // parent's, their returns are not this recording's.
-            stacks::start_session(tasks);
+            stacks::start_session(tasks, false);
             *lock(&RECORDING) = Some(recording);
             Ok(true)
         }

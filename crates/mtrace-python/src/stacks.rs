@@ -91,6 +91,11 @@ pub(crate) static TASKS: AtomicBool = AtomicBool::new(true);
 /// Incremented by every start: a thread's state from an older session is
 /// cleared on its first event of the new one.
 pub(crate) static SESSION: AtomicU64 = AtomicU64::new(0);
+/// The recording was attached to a running program (`python -m mtrace
+/// attach`): each thread's frames open at its first event are entered
+/// then ([`enter_open_frames`]), so that the functions running when the
+/// recording began (a worker's loop, a server's main) are in it.
+pub(crate) static OPEN_FRAMES: AtomicBool = AtomicBool::new(false);
 /// The context-id callback (null: none), a strong reference.
 pub(crate) static CALLBACK: AtomicPtr<ffi::PyObject> = AtomicPtr::new(std::ptr::null_mut());
 
@@ -223,6 +228,13 @@ impl Drop for Cleanup {
 /// The thread must be attached to the interpreter; `f` must not re-enter.
 #[inline(always)]
 unsafe fn with_thread(f: impl FnOnce(&mut Thread)) {
+    with_thread_starting(std::ptr::null_mut(), f)
+}
+
+/// [`with_thread`] for the start or resume of `starting`'s frame (the
+/// current frame, which the event itself enters).
+#[inline(always)]
+unsafe fn with_thread_starting(starting: *mut ffi::PyObject, f: impl FnOnce(&mut Thread)) {
     if !ACTIVE.load(Ordering::Relaxed) {
         return;
     }
@@ -234,6 +246,9 @@ unsafe fn with_thread(f: impl FnOnce(&mut Thread)) {
         let session = SESSION.load(Ordering::Relaxed);
         if t.session != session {
             reset_thread(t, session);
+            if OPEN_FRAMES.load(Ordering::Relaxed) {
+                enter_open_frames(t, starting);
+            }
         }
         if !CALLBACK.load(Ordering::Relaxed).is_null() {
             follow_callback(t);
@@ -329,7 +344,7 @@ pub(crate) unsafe fn py_enter(
     how: impl FnOnce(Entry) -> Enter,
     callback: impl FnOnce() -> *mut ffi::PyObject,
 ) {
-    with_thread(|t| {
+    with_thread_starting(code, |t| {
         let e = t.entry(code);
         if e.id == registry::OWN {
             return;
@@ -1003,6 +1018,58 @@ pub(crate) unsafe fn greenlet_switch(
 
 // ---------------------------------------------------------------- sessions
 
+/// The frames open on the calling thread when it first reports an event to
+/// a recording attached to the running program: entered now, outermost
+/// first, with the mark `mtrace:open-frames` (by this thread), which says
+/// that their calls began before the recording and that their time counts
+/// from here. `starting`: the code of the frame the event starts or
+/// resumes (the current frame), which the event enters itself. The walk
+/// stops at a generator or coroutine: its frames and those it called run
+/// on a task's stack, which the thread's first event inside it finds.
+/// mtrace's own frames (the attaching code) are left out.
+///
+/// # Safety
+/// Attached to the interpreter.
+#[cold]
+#[inline(never)]
+unsafe fn enter_open_frames(t: &mut Thread, starting: *mut ffi::PyObject) {
+    // Innermost first, each a new reference.
+    let mut codes: Vec<*mut ffi::PyObject> = Vec::new();
+    let mut frame = ffi::PyEval_GetFrame();
+    if !frame.is_null() {
+        ffi::Py_INCREF(frame.cast());
+    }
+    while !frame.is_null() {
+        codes.push(ffi::PyFrame_GetCode(frame).cast());
+        let back = ffi::PyFrame_GetBack(frame);
+        ffi::Py_DECREF(frame.cast());
+        frame = back;
+    }
+    let mut open = Vec::new();
+    for (depth, &code) in codes.iter().enumerate().rev() {
+        if depth == 0 && code == starting {
+            continue;
+        }
+        let e = t.entry(code);
+        if e.resumable {
+            break;
+        }
+        if e.id != registry::OWN {
+            open.push(e.id);
+        }
+    }
+    for code in codes {
+        ffi::Py_DECREF(code);
+    }
+    if !open.is_empty() {
+        for id in open {
+            t.push(id);
+        }
+        // After the enters: the thread is bound then, and the mark has its id.
+        mtrace::mark("mtrace:open-frames");
+    }
+}
+
 /// The thread's first event of a session: forget the last session's frames.
 #[cold]
 unsafe fn reset_thread(t: &mut Thread, session: u64) {
@@ -1042,8 +1109,9 @@ pub(crate) unsafe fn close_calling_thread() {
 }
 
 /// Starts a session: asyncio tasks on stacks of their own or not.
-pub(crate) fn start_session(tasks: bool) {
+pub(crate) fn start_session(tasks: bool, open_frames: bool) {
     TASKS.store(tasks, Ordering::Relaxed);
+    OPEN_FRAMES.store(open_frames, Ordering::Relaxed);
     SESSION.fetch_add(1, Ordering::Relaxed);
 }
 

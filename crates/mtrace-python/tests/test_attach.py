@@ -141,6 +141,14 @@ class Attach(Case):
         self.assertEqual(rows["handle"]["ncalls"], 30)
         self.assertEqual(rows["work"]["ncalls"], 30 * calls(12))
         self.assertFalse([f for f in rows if "mtrace" in f or "attach" in f], sorted(rows))
+        # The functions running when it attached (each worker waiting in its
+        # loop, the reader in its, the main thread in the module) are
+        # entered at each thread's first event, with a mark that says so.
+        self.assertEqual(rows["worker"]["ncalls"], 2)
+        self.assertEqual(rows["reader"]["ncalls"], 1)
+        self.assertEqual(rows["<module>"]["ncalls"], 1)
+        marked = {m["thread"] for m in report["marks"] if m["name"] == "mtrace:open-frames"}
+        self.assertEqual(len(marked), 4, report["marks"])
         # The server goes on, and a second attach works.
         self.requests(server, 10)
         again = self.attach(server.pid, "-o", self.path("again.bin"), "--duration", "0.2",

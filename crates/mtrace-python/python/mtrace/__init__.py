@@ -145,7 +145,7 @@ class _GreenletImportWatcher:
 
 def enable(path=DEFAULT_OUTPUT, *, capacity=None, ring=False, builtins=True, tasks=True,
            meta_capacity=None, children=None, armed=False, signal=None, rotate=None, keep=None,
-           memory=False, _root=None):
+           memory=False, _root=None, _open_frames=False):
     """Start recording into ``path``.
 
     Every thread is recorded: the calling thread, threads already running,
@@ -201,6 +201,9 @@ def enable(path=DEFAULT_OUTPUT, *, capacity=None, ring=False, builtins=True, tas
                    rotate=rotate, keep=keep)
     if memory:
         options["memory"] = True
+    if _open_frames:
+        # `python -m mtrace attach`: the frames running when it attached.
+        options["open_frames"] = True
     # Armed before the recording starts, so that its work is not recorded
     # (nothing of mtrace's runs after the start: the calls its own code
     # makes would be in the tables).

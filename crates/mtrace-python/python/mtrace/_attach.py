@@ -200,7 +200,7 @@ def record(options):
     try:
         started = run_in_target(
             pid, folder, "start", _START, options.timeout, "start recording", trace=trace,
-            options=dict(builtins=options.builtins, tasks=options.tasks),
+            options=dict(builtins=options.builtins, tasks=options.tasks, _open_frames=True),
             # A late run, after the attach gave up, does nothing.
             deadline=time.time() + options.timeout)
         if not started.get("ok"):
