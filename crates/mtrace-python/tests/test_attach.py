@@ -127,6 +127,10 @@ class Attach(Case):
             self.assertIn(f"recording process {server.pid}", said)
             # Only while it records: 30 requests, then Ctrl-C.
             self.requests(server, 30)
+            # `mtanalyze top` follows the attached recording as any other:
+            # the 30 requests handled so far are in its table.
+            top = run([mtanalyze_binary(), "top", "--once", trace]).stdout
+            self.assertRegex(top, r"\n\s*30\s.*\bhandle \(")
             attach.send_signal(signal.SIGINT)
             out, err = attach.communicate(timeout=60)
         finally:
