@@ -193,6 +193,28 @@ class Attach(Case):
             done = self.attach(target.pid, "--timeout", "5")
             self.assertEqual(done.returncode, 2)
             self.assertIn(f"cannot run code in process {target.pid}", done.stderr)
+        with self.subTest("no permission"):
+            # Another user than the target's: the attaching command drops
+            # from root to nobody before it attaches.
+            if os.geteuid() != 0:
+                self.skipTest("the permission case needs root, to run as another user")
+            target, _ = self.start(blocked)
+            # (The standard library is under root's folder here: the
+            # arguments are parsed, with the modules that needs, first.)
+            as_nobody = ("import os, sys\n"
+                         "from mtrace import _attach\n"
+                         "options = _attach.parser().parse_args(sys.argv[1:])\n"
+                         "os.setgroups([]); os.setgid(65534); os.setuid(65534)\n"
+                         "try:\n"
+                         "    _attach.record(options)\n"
+                         "except _attach.AttachError as e:\n"
+                         "    _attach.fail(e)\n")
+            done = subprocess.run([sys.executable, "-c", as_nobody, str(target.pid),
+                                   "--timeout", "5"], capture_output=True, text=True,
+                                  cwd=self.dir, timeout=60)
+            self.assertEqual(done.returncode, 2, done.stderr)
+            self.assertIn(f"no permission to attach to process {target.pid}", done.stderr)
+            self.assertIn("ptrace", done.stderr)
         with self.subTest("mtrace not importable in the target"):
             # The interpreter this environment was made from has no mtrace.
             base = getattr(sys, "_base_executable", None)
