@@ -2,7 +2,7 @@
 //! tests, the end-to-end tests in the repository's `tests/` folder and its
 //! benchmark:
 //!
-//! * [`reference`]: the literal reference implementation of
+//! * [`reference`](mod@reference): the literal reference implementation of
 //!   `schemas/semantics.md` (obviously correct, not fast), which the
 //!   property tests compare the engine against;
 //! * [`worked_examples`]: the document's worked examples as data;

@@ -29,7 +29,7 @@ impl Reporter for KeepSpans {
     }
 }
 
-/// fastrace with [`KeepSpans`] as its reporter.
+/// fastrace with `KeepSpans` (which keeps the spans in memory) as its reporter.
 pub struct Fastrace {
     kept: Kept,
 }
