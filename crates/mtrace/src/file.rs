@@ -56,10 +56,17 @@
 //! anonymous pages nobody touches cost nothing) is kept until no thread
 //! can use it any more, and then given back ([`TraceMap::unmap`], when
 //! every thread bound to the recording has let go of it: see `shared.rs`).
+//!
+//! **No descriptor is held between growths** ([`Backing`]). A file on disk
+//! is opened by its path for each growth, each step of the metadata region
+//! and the cut at finish, and closed again; its mapping needs no
+//! descriptor. A program that lists its descriptors (a child started with
+//! `pass_fds`, a test of them) or closes them all (a daemon) sees none of
+//! mtrace's. A file in memory has no other name: it is held open.
 
 use std::fs::{File, OpenOptions};
 use std::io;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
@@ -110,10 +117,68 @@ pub(crate) struct TraceMap {
     in_memory: bool,
 }
 
+/// How the trace file is reached to grow it (see "No descriptor is held
+/// between growths" in the module doc).
+enum Backing {
+    /// A file in memory, held open: it has no other name.
+    Held(File),
+    /// A file on disk, opened by its (absolute) path when needed; the one
+    /// made at the start only if the device and inode still say so.
+    ByPath {
+        path: PathBuf,
+        device: u64,
+        inode: u64,
+    },
+}
+
+impl Backing {
+    /// `file`, made at the start: held if in memory (or if its path or
+    /// identity cannot be had), else closed and reached by its path.
+    fn new(file: File, path: &Path, in_memory: bool) -> Backing {
+        use std::os::unix::fs::MetadataExt;
+        if in_memory {
+            return Backing::Held(file);
+        }
+        match (std::path::absolute(path), file.metadata()) {
+            (Ok(path), Ok(meta)) => Backing::ByPath {
+                path,
+                device: meta.dev(),
+                inode: meta.ino(),
+            },
+            _ => Backing::Held(file),
+        }
+    }
+
+    /// Runs `f` on the file: the held one, or the one at the path, opened
+    /// for `f` and closed after it. An error if the file at the path is
+    /// not the recording's any more (removed, or replaced by another).
+    fn with<T>(&self, f: impl FnOnce(&File) -> io::Result<T>) -> io::Result<T> {
+        use std::os::unix::fs::MetadataExt;
+        match self {
+            Backing::Held(file) => f(file),
+            Backing::ByPath {
+                path,
+                device,
+                inode,
+            } => {
+                let file = OpenOptions::new().read(true).write(true).open(path)?;
+                let meta = file.metadata()?;
+                if meta.dev() != *device || meta.ino() != *inode {
+                    return Err(io::Error::other(format!(
+                        "the trace file {} was replaced by another file",
+                        path.display()
+                    )));
+                }
+                f(&file)
+            }
+        }
+    }
+}
+
 /// What growing the file needs; under [`TraceMap`]'s lock.
 struct Growth {
     /// The file; `None` once closed at finish.
-    file: Option<File>,
+    file: Option<Backing>,
     /// Bytes of chunks the next growth adds.
     step: u64,
     /// Growths so far (the first step at start not counted).
@@ -266,7 +331,7 @@ impl TraceMap {
                 StartError::Create { path, source: e }
             });
         }
-        lock(&this.growth).file = Some(file);
+        lock(&this.growth).file = Some(Backing::new(file, &this.path, this.in_memory));
         this.ready.store(first_slots, Ordering::Release);
         // Fault in now (while the clock calibrates, see `recording.rs`) the
         // pages every recording writes first, rather than one write fault at
@@ -365,7 +430,8 @@ impl TraceMap {
             return true;
         }
         let at = |n: usize| (self.meta_offset + n) as u64;
-        reserve_hole(file, at(from), at(to.min(self.meta_capacity))).is_ok()
+        file.with(|file| reserve_hole(file, at(from), at(to.min(self.meta_capacity))))
+            .is_ok()
     }
 
     /// Makes the file `new_len` bytes long from `old_len` (which it is):
@@ -427,16 +493,19 @@ impl TraceMap {
         let wanted =
             round_up((ready + step_slots).max(seq + 1), self.granule).min(self.chunk_count);
         let old_len = self.file_len(ready);
-        let mut grown = self
-            .extend(file, old_len, self.file_len(wanted))
-            .map(|()| wanted);
-        if grown.is_err() && needed < wanted {
-            // The whole step does not fit (a nearly full disk): take only
-            // what this claim needs, so the disk's last blocks are used too.
-            grown = self
-                .extend(file, old_len, self.file_len(needed))
-                .map(|()| needed);
-        }
+        let grown = file.with(|file| {
+            let grown = self
+                .extend(file, old_len, self.file_len(wanted))
+                .map(|()| wanted);
+            if grown.is_err() && needed < wanted {
+                // The whole step does not fit (a nearly full disk): take only
+                // what this claim needs, so the disk's last blocks are used too.
+                return self
+                    .extend(file, old_len, self.file_len(needed))
+                    .map(|()| needed);
+            }
+            grown
+        });
         match grown {
             Ok(slots) => {
                 growth.count += 1;
@@ -664,8 +733,10 @@ impl TraceMap {
             return None;
         }
         let growth = lock(&self.growth);
-        let file = growth.file.as_ref()?;
-        Some(file.try_clone().map(out_of_the_way))
+        match growth.file.as_ref()? {
+            Backing::Held(file) => Some(file.try_clone().map(out_of_the_way)),
+            Backing::ByPath { .. } => None,
+        }
     }
 
     /// Closes the file, first cutting it after its first `slots` chunk
@@ -685,7 +756,7 @@ impl TraceMap {
             return;
         };
         if let Some(slots) = cut_after {
-            let _ = file.set_len(self.file_len(slots));
+            let _ = file.with(|file| file.set_len(self.file_len(slots)));
         }
     }
 }

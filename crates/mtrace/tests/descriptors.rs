@@ -1,7 +1,9 @@
 //! The recorder's descriptors stay out of the program's way: a recording
-//! holds its trace file open at a high descriptor number, so the files the
-//! program opens get the numbers they would get without mtrace (one test,
-//! so no other test of this binary opens descriptors meanwhile).
+//! holds no descriptor of its file on disk (it opens it by its path to grow
+//! it), and what it holds open (a file in memory) is at a high number, so
+//! the files the program opens get the numbers they would get without
+//! mtrace (one test, so no other test of this binary opens descriptors
+//! meanwhile).
 
 use std::os::fd::AsRawFd;
 
@@ -21,11 +23,36 @@ fn the_program_s_files_get_the_numbers_they_get_without_a_recording() {
         before,
         "the recording took the lowest free descriptor"
     );
-    // The trace is open at a high number (unless the limit is too low).
+    // The file on disk is not held open, also while it grows.
+    let named = |target: &std::path::Path| -> Vec<i32> {
+        std::fs::read_dir("/proc/self/fd")
+            .unwrap()
+            .flatten()
+            .filter(|e| std::fs::read_link(e.path()).is_ok_and(|t| t == target))
+            .filter_map(|e| e.file_name().to_str()?.parse().ok())
+            .collect()
+    };
+    assert_eq!(named(&trace), Vec::<i32>::new());
+    let f = mtrace::register_function("grow", file!(), line!(), "");
+    for _ in 0..200_000 {
+        mtrace::enter(f);
+        mtrace::exit(f);
+    }
+    assert_eq!(named(&trace), Vec::<i32>::new());
+
+    // A recording into memory holds its file, at a high number (unless
+    // the limit is too low).
+    drop(during);
+    let summary = recording.finish().unwrap();
+    assert!(summary.growths > 0, "the file grew: {summary:?}");
+    assert_eq!(summary.growth_failure, None);
+    let memory = mtrace::start(mtrace::Config::new(&trace).in_memory(true)).unwrap();
     let own: Vec<i32> = std::fs::read_dir("/proc/self/fd")
         .unwrap()
         .flatten()
-        .filter(|e| std::fs::read_link(e.path()).is_ok_and(|target| target == trace))
+        .filter(|e| {
+            std::fs::read_link(e.path()).is_ok_and(|t| t.to_string_lossy().starts_with("/memfd:"))
+        })
         .filter_map(|e| e.file_name().to_str()?.parse().ok())
         .collect();
     assert_eq!(own.len(), 1, "{own:?}");
@@ -41,7 +68,6 @@ fn the_program_s_files_get_the_numbers_they_get_without_a_recording() {
     if limit.rlim_cur >= 1024 {
         assert!(own[0] >= 512, "the trace is at descriptor {}", own[0]);
     }
-    drop(during);
-    recording.finish().unwrap();
+    memory.finish().unwrap();
     let _ = std::fs::remove_dir_all(&dir);
 }

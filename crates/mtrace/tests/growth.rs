@@ -221,3 +221,35 @@ fn a_killed_run_whose_file_grew_analyzes() {
         );
     }
 }
+
+/// The recording opens its file by its path to grow it (it holds no
+/// descriptor): a file put in its place meanwhile is not the recording's,
+/// and the recording stops growing rather than write into it; the file
+/// moved away keeps what was recorded before.
+#[test]
+fn a_file_put_in_the_trace_s_place_is_never_grown_into() {
+    let _serial = serial();
+    let trace = TempTrace::new("growth-replaced");
+    let moved = trace.path().with_extension("moved");
+    let recording = mtrace::start(Config::new(trace.path())).unwrap();
+    let f = mtrace::register_function("replaced", file!(), line!(), module_path!());
+    mtrace::enter(f);
+    mtrace::exit(f);
+    std::fs::rename(trace.path(), &moved).unwrap();
+    std::fs::write(trace.path(), b"the program's own file").unwrap();
+    for _ in 0..400_000 {
+        mtrace::enter(f);
+        mtrace::exit(f);
+    }
+    let summary = recording.finish().unwrap();
+    let failure = summary.growth_failure.expect("the file could not grow");
+    assert!(failure.contains("replaced by another file"), "{failure}");
+    assert!(summary.dropped_events > 0);
+    assert_eq!(
+        std::fs::read(trace.path()).unwrap(),
+        b"the program's own file"
+    );
+    let d = decode(&moved);
+    assert_eq!(d.event_count(), summary.events);
+    let _ = std::fs::remove_file(&moved);
+}
