@@ -1,9 +1,35 @@
-//! The four hooks and the map of tasks' stacks between polls.
+//! The four hooks and the map of tasks' stacks.
+//!
+//! # One worker at a time on a task's stack
+//!
+//! tokio calls the after-poll hook after `task.run()` returns, and by then
+//! the task may have been woken and handed to another worker, whose
+//! before-poll hook can run first:
+//!
+//! ```text
+//! worker 1: before poll -- run: poll returns, task idle -------- (preempted) -------- after poll
+//! worker 2:                          task woken, stolen -- before poll -- run ...
+//! ```
+//!
+//! The task's stack is then still switched in on worker 1. So the map
+//! keeps an entry per task with its state: [`Slot::Idle`] holds the stack
+//! between polls, [`Slot::Polled`] marks it taken by a worker. A
+//! before-poll hook that finds it taken waits (spinning, then yielding its
+//! core to the preempted worker) until the other worker's after-poll hook
+//! gives it back, then switches onto it: the trace never has one stack on
+//! two threads, and the task's time on each worker is the time between its
+//! hooks there. The other worker is past the task's poll and only has its
+//! hook left to run, so the wait is that hook's (nanoseconds, or the rest
+//! of a time slice if it was preempted in between). Should the stack not
+//! come back within [`GIVE_UP`] (another after-poll hook installed over
+//! this one, so none gives it back), the poll runs on the worker's own
+//! stack, as a task spawned while nothing recorded does.
 
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 use std::sync::{LazyLock, Mutex};
+use std::time::{Duration, Instant};
 
 use mtrace::{Detached, LogicalStack};
 use tokio::runtime::{Builder, TaskMeta};
@@ -11,6 +37,16 @@ use tokio::task::Id;
 
 /// Shards of the map: workers polling different tasks rarely share a lock.
 const SHARDS: usize = 16;
+
+/// How long a before-poll hook waits for the stack of its task to come
+/// back from the worker that polled it last, before it polls without it.
+/// Far longer than a preempted thread waits for a core; short enough that
+/// a misconfigured runtime is slow rather than stuck.
+const GIVE_UP: Duration = Duration::from_secs(1);
+
+/// Spins before the wait yields the core: the other worker's after-poll
+/// hook, when it runs, is over in well under a microsecond.
+const SPINS: u32 = 64;
 
 /// Hashes a task id (a counter tokio hands out, so no adversary picks
 /// it): one multiply, where SipHash took a quarter of the hooks' time.
@@ -33,10 +69,19 @@ impl Hasher for IdHasher {
     }
 }
 
-type Hash = BuildHasherDefault<IdHasher>;
-type Shard = HashMap<Id, LogicalStack, Hash>;
+/// A task's stack, as the map holds it.
+enum Slot {
+    /// Between polls: here for the next worker to take.
+    Idle(LogicalStack),
+    /// A worker took it in its before-poll hook and has not given it back
+    /// in its after-poll hook yet.
+    Polled,
+}
 
-/// Each task's stack while no worker polls it.
+type Hash = BuildHasherDefault<IdHasher>;
+type Shard = HashMap<Id, Slot, Hash>;
+
+/// Each task's stack, from its spawn to its termination.
 struct Tasks {
     shards: Vec<Mutex<Shard>>,
 }
@@ -50,6 +95,60 @@ impl Tasks {
         // The high bits: the map's own buckets take the low ones.
         let at = (Hash::default().hash_one(id) >> 60) as usize % SHARDS;
         self.shards[at].lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Takes task `task`'s stack for a poll, waiting while another worker
+    /// still holds it (see the [module docs](self)). `None`: the task has
+    /// no stack (spawned while nothing recorded), or it did not come back
+    /// in time.
+    fn take(&self, task: Id) -> Option<LogicalStack> {
+        let mut waited = 0u32;
+        let mut since: Option<Instant> = None;
+        loop {
+            {
+                let mut shard = self.shard(task);
+                let slot = shard.get_mut(&task)?;
+                // Taken either way (`Polled` for `Polled` changes nothing).
+                if let Slot::Idle(stack) = std::mem::replace(slot, Slot::Polled) {
+                    return Some(stack);
+                }
+            } // unlocked: the other worker's hook needs the shard
+            waited += 1;
+            if waited < SPINS {
+                std::hint::spin_loop();
+                continue;
+            }
+            let since = *since.get_or_insert_with(Instant::now);
+            if since.elapsed() > GIVE_UP {
+                return None;
+            }
+            // The other worker may be preempted, its core taken by this
+            // one: give the core back.
+            std::thread::yield_now();
+        }
+    }
+
+    /// Gives task `task`'s stack back after a poll; drops it (its `end`)
+    /// if the task terminated meanwhile on another thread (shut down).
+    fn give_back(&self, task: Id, stack: LogicalStack) {
+        let left = {
+            let mut shard = self.shard(task);
+            match shard.get_mut(&task) {
+                Some(slot) => {
+                    *slot = Slot::Idle(stack);
+                    None
+                }
+                None => Some(stack),
+            }
+        };
+        drop(left); // outside the lock: its `end` is an event
+    }
+
+    /// Task `task` terminated: its entry goes, and its stack with it if
+    /// no worker holds it (else that worker's after-poll hook drops it).
+    fn remove(&self, task: Id) {
+        let slot = self.shard(task).remove(&task);
+        drop(slot);
     }
 }
 
@@ -84,13 +183,13 @@ fn spawn(meta: &TaskMeta<'_>) {
     let name = format!("{}:{} task-{}", at.file(), at.line(), meta.id());
     TASKS
         .shard(meta.id())
-        .insert(meta.id(), LogicalStack::new(name));
+        .insert(meta.id(), Slot::Idle(LogicalStack::new(name)));
 }
 
 fn before_poll(meta: &TaskMeta<'_>) {
     let task = meta.id();
-    let Some(mut stack) = TASKS.shard(task).remove(&task) else {
-        return; // spawned while nothing recorded
+    let Some(mut stack) = TASKS.take(task) else {
+        return;
     };
     let switched = stack.enter_detached();
     POLLING.with(|p| {
@@ -115,10 +214,15 @@ fn after_poll(meta: &TaskMeta<'_>) {
     if let Some(switched) = poll.switched.take() {
         poll.stack.leave(switched);
     }
-    if !poll.terminated {
-        TASKS.shard(task).insert(task, poll.stack);
+    if poll.terminated {
+        // Dropped here, after the switch back: its `end`.
+        TASKS.remove(task);
+        drop(poll.stack);
+    } else {
+        // The switch back is recorded before the stack is back in the
+        // map, where the next worker to poll the task waits for it.
+        TASKS.give_back(task, poll.stack);
     }
-    // Terminated: dropped here, after the switch back: its `end`.
 }
 
 fn terminate(meta: &TaskMeta<'_>) {
@@ -135,8 +239,8 @@ fn terminate(meta: &TaskMeta<'_>) {
         }
     });
     if !polled_here {
-        // Cancelled while switched out, or dropped at shutdown: ends now.
-        let stack = TASKS.shard(task).remove(&task);
-        drop(stack);
+        // Cancelled while switched out, or shut down: ends now (or, if a
+        // worker is still in its after-poll hook, when it gives it back).
+        TASKS.remove(task);
     }
 }

@@ -15,13 +15,18 @@
 //! * `on_task_spawn`: a [`LogicalStack`] for the task, named after where it
 //!   was spawned and its id (`src/server.rs:42 task-17`), kept in a map by
 //!   task id (sharded, a mutex each);
-//! * `on_before_task_poll`: the worker takes the task's stack out of the
+//! * `on_before_task_poll`: the worker takes the task's stack from the
 //!   map and switches onto it ([`LogicalStack::enter_detached`]): frames
 //!   the task opens (`#[mtrace::profile]`, `scope!`, `mtrace-tracing`'s
 //!   spans) land on it, nested as the code nests, and stay there between
 //!   polls, paused;
 //! * `on_after_task_poll`: it switches back ([`LogicalStack::leave`]) and
-//!   puts the stack back;
+//!   puts the stack back. tokio calls this hook after the task's poll has
+//!   returned, when another worker may already be polling the task again:
+//!   that worker's `on_before_task_poll` waits for the stack to be back
+//!   (a few nanoseconds, or until the first worker, preempted in between,
+//!   gets a core again), so a task's stack is on one thread at a time and
+//!   its time on each is exact (`tests/stress.rs`);
 //! * `on_task_terminate`: the stack is dropped, which records its `end`
 //!   (after the switch back when the task finishes inside a poll, as tokio
 //!   calls this hook there; at once for a task cancelled while switched
