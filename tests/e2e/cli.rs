@@ -148,6 +148,37 @@ fn warnings_are_summarized_in_one_line_on_stderr_and_exit_zero() {
     );
 }
 
+/// A task's stack entered by a second thread before the first left it
+/// (a runtime's hooks racing, as tokio's did before `mtrace-tokio` waited
+/// for the stack): the stderr line names the warning with its count, and
+/// says where the first one happened.
+#[test]
+fn a_stack_on_two_threads_at_once_is_counted_on_stderr() {
+    let dir = TempDir::new("two-threads");
+    let trace = dir.write(
+        "two-threads.jsonl",
+        r#"{"ts": 0, "tid": 1, "ev": "switch", "stack": "task-1"}
+{"ts": 0, "tid": 1, "ev": "enter", "fn": "handle", "file": "src/h.rs", "line": 1}
+{"ts": 10, "tid": 2, "ev": "switch", "stack": "task-1"}
+{"ts": 15, "tid": 2, "ev": "exit", "fn": "handle"}
+{"ts": 20, "tid": 1, "ev": "switch", "stack": null}
+{"ts": 25, "tid": 2, "ev": "switch", "stack": null}
+{"ts": 30, "tid": 1, "ev": "switch", "stack": "task-1"}
+{"ts": 40, "tid": 2, "ev": "switch", "stack": "task-1"}
+{"ts": 50, "tid": 1, "ev": "switch", "stack": null}
+{"ts": 60, "tid": 2, "ev": "switch", "stack": null}
+"#,
+    );
+    let run = mtanalyze([&trace]).success();
+    let lines: Vec<&str> = run.stderr.lines().collect();
+    assert_eq!(lines.len(), 1, "{}", run.stderr);
+    assert!(
+        lines[0].contains("stack_on_two_threads x2 (first at thread 2 at 10 ns)"),
+        "{}",
+        lines[0]
+    );
+}
+
 #[test]
 fn a_trace_named_like_a_subcommand_is_reached_after_double_dash() {
     let dir = TempDir::new("named-check");
