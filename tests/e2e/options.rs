@@ -571,13 +571,13 @@ fn stacks_group_sums_stacks_whose_names_differ_in_numbers() {
             .collect()
     };
     // stacks, threads, running, per stack, paused, per stack, scheduled
-    // (no wakes: 0), switches in, max depth, events, name. The tasks ran
+    // (no wakes: `-`, not measured), switches in, max depth, events, name. The tasks ran
     // 30 + 30 + 35 ns; the workers' own stacks 10 + 35 ns, paused 60 + 35 ns.
     assert_eq!(
         rows(&[]),
         [
-            ["2", "2", "45ns", "22.5ns", "95ns", "47.5ns", "0ns", "5", "0", "0", "worker-#"],
-            ["3", "2", "95ns", "31.7ns", "0ns", "0ns", "0ns", "3", "1", "6", "task-#"],
+            ["2", "2", "45ns", "22.5ns", "95ns", "47.5ns", "-", "5", "0", "0", "worker-#"],
+            ["3", "2", "95ns", "31.7ns", "0ns", "0ns", "-", "3", "1", "6", "task-#"],
         ]
     );
     let names = |extra: &[&str]| -> Vec<String> {

@@ -234,6 +234,8 @@ fn table(
             None => render::table::ends_line(out, report)?,
         }
     }
+    // Whether the scheduled and waiting columns are measurements.
+    let wakes = render::table::Wakes::of(&report.trace);
     if args.stacks && args.group {
         let mut groups = match stacks {
             Some(v) => v.groups(),
@@ -241,13 +243,13 @@ fn table(
         };
         let total = groups.len();
         groups.truncate(args.limit.unwrap_or(total));
-        render::table::stack_groups(out, &groups, total, width)?;
+        render::table::stack_groups(out, &groups, total, width, wakes)?;
     } else if args.stacks {
         match &stacks {
-            Some(v) => render::table::stacks(out, &v.rows(), v.total(), width)?,
+            Some(v) => render::table::stacks(out, &v.rows(), v.total(), width, wakes)?,
             None => {
                 let rows = view::stack_rows(report, sort, args.limit);
-                render::table::stacks(out, &rows, report.stacks.len(), width)?;
+                render::table::stacks(out, &rows, report.stacks.len(), width, wakes)?;
             }
         }
     }
@@ -264,7 +266,8 @@ fn table(
     if sections == 0 {
         writeln!(out)?;
         let rows = view::function_rows(report, &view);
-        render::table::functions(out, &rows, report.functions.len(), width, args.scheduled)?;
+        let scheduled = args.scheduled.then_some(wakes);
+        render::table::functions(out, &rows, report.functions.len(), width, scheduled)?;
     }
     Ok(())
 }

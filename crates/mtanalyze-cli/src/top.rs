@@ -306,10 +306,16 @@ fn write_table(
     writeln!(out)?;
     if args.stacks {
         let rows = view::stack_rows(&now.report, Some(sort), args.limit);
-        render::table::stacks(out, &rows, now.report.stacks.len(), width)
+        render::table::stacks(
+            out,
+            &rows,
+            now.report.stacks.len(),
+            width,
+            render::table::Wakes::of(&now.report.trace),
+        )
     } else {
         let rows = view::function_rows(&now.report, &view_options(sort, args.limit));
-        render::table::functions(out, &rows, now.report.functions.len(), width, false)
+        render::table::functions(out, &rows, now.report.functions.len(), width, None)
     }
 }
 

@@ -436,7 +436,7 @@ fn analyze_table(path: &Path, clock: mtanalyze::Clock) {
     let rows = mtanalyze::view::function_rows(&report, &mtanalyze::view::ViewOptions::default());
     mtanalyze::render::table::header(&mut std::io::sink(), &report, None).expect("table");
     let total = report.functions.len();
-    mtanalyze::render::table::functions(&mut std::io::sink(), &rows, total, None, false)
+    mtanalyze::render::table::functions(&mut std::io::sink(), &rows, total, None, None)
         .expect("table");
 }
 

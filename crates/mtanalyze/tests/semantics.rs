@@ -559,6 +559,7 @@ fn without_split(mut r: Report) -> Report {
     // A thread that only woke tasks is a thread of the trace, with its
     // chunk and its first event.
     r.trace.events = 0;
+    r.trace.wakes = 0;
     r.trace.threads.clear();
     r.trace.chunks = 0;
     (r.trace.first_event_ns, r.trace.duration_ns) = (0, 0);

@@ -50,6 +50,9 @@ pub(super) struct ThreadPass {
     pub lost_at: Option<u64>,
     /// The wakes this thread recorded: (logical stack id, tick).
     pub wakes: Vec<(u64, u64)>,
+    /// How many: `wakes` is taken by the stacks' replay, the count stays
+    /// for the trace's summary.
+    pub wakes_seen: u64,
     /// The ends of logical stacks this thread recorded: (stack id, tick).
     pub ends: Vec<(u64, u64)>,
     /// The own stack's replay began and was given up (a function the
@@ -423,6 +426,7 @@ impl Cutter<'_, '_, '_> {
         if kind == KIND_WAKE {
             // Not an event of the stack the thread runs: of the one woken.
             self.pass.wakes.push((payload, tick));
+            self.pass.wakes_seen += 1;
             return true;
         }
         if kind == KIND_END {

@@ -412,6 +412,7 @@ impl Prepared<'_> {
             threads: self.thread_summaries(),
             stacks,
             events: self.passes.iter().map(|p| p.events).sum(),
+            wakes: self.passes.iter().map(|p| p.wakes_seen).sum(),
             chunks: self
                 .decoded
                 .threads

@@ -602,6 +602,7 @@ fn add_summary(a: &mut TraceSummary, b: TraceSummary, n: usize) {
     a.ring |= b.ring;
     a.stacks = a.stacks.saturating_add(b.stacks);
     a.events = a.events.saturating_add(b.events);
+    a.wakes = a.wakes.saturating_add(b.wakes);
     a.chunks = a.chunks.saturating_add(b.chunks);
     a.chunks_lost = a.chunks_lost.saturating_add(b.chunks_lost);
     a.chunks_damaged = a.chunks_damaged.saturating_add(b.chunks_damaged);

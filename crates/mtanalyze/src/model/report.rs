@@ -526,6 +526,13 @@ pub struct TraceSummary {
     pub stacks: u64,
     /// Events decoded.
     pub events: u64,
+    /// `wake` events among them: when a task was made ready to run. 0: the
+    /// trace did not measure wakes (no waker recorded them), so the split
+    /// of paused time into scheduled and waiting was not measured either
+    /// (every `scheduled_ns` is 0 and `waiting_ns` is all of `paused_ns`
+    /// by default, not by measurement: the tables say "not measured").
+    #[serde(default)]
+    pub wakes: u64,
     /// Chunks decoded.
     pub chunks: u64,
     /// Chunks missing from the middle or start of a thread's sequence (overwritten or lost).

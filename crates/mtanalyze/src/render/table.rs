@@ -20,7 +20,7 @@ use super::escape::escape;
 use super::fit::{elide_middle, fit, plan, width_of, wrap_items, wrap_with, Column, Give, Text};
 use super::{calls, duration};
 use crate::model::report::{
-    FunctionKey, FunctionStats, Report, StackKey, StackRows, StackStats, TimeWindow,
+    FunctionKey, FunctionStats, Report, StackKey, StackRows, StackStats, TimeWindow, TraceSummary,
 };
 use crate::view::{Direction, EdgeGroup, EdgeRow, StackGroup};
 
@@ -132,20 +132,69 @@ pub fn header(out: &mut dyn Write, report: &Report, width: Option<usize>) -> io:
     Ok(())
 }
 
+/// Whether the trace measured wakes ([`TraceSummary::wakes`]): without
+/// them, the split of paused time into scheduled and waiting is not a
+/// measurement, and the tables say so instead of printing `0ns`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Wakes(pub u64);
+
+impl Wakes {
+    /// The trace's wakes.
+    pub fn of(trace: &TraceSummary) -> Wakes {
+        Wakes(trace.wakes)
+    }
+
+    /// Whether the scheduled and waiting columns hold measurements.
+    pub fn measured(self) -> bool {
+        self.0 > 0
+    }
+
+    /// The line above a table with the split, when it was not measured.
+    fn note(self, out: &mut dyn Write, width: Option<usize>) -> io::Result<()> {
+        if self.measured() {
+            return Ok(());
+        }
+        let words: Vec<String> = NOTE.split(' ').map(str::to_owned).collect();
+        for line in wrap_with(&words, width, " ") {
+            writeln!(out, "{line}")?;
+        }
+        Ok(())
+    }
+}
+
+/// A scheduled or waiting cell: the time, or `-` when not measured.
+fn split(measured: bool, ns: u64) -> String {
+    match measured {
+        true => duration(ns as f64),
+        false => NOT_MEASURED.to_owned(),
+    }
+}
+
+/// What a table with the split says when the trace has no wakes.
+const NOTE: &str = "scheduled, waiting: not measured (the trace has no wakes: record them \
+    with mtrace_tokio::wakes() or .on_logical_stack(); \"Wakes\" in schemas/semantics.md)";
+
+/// A cell whose value the trace did not measure.
+const NOT_MEASURED: &str = "-";
+
 /// The function table. `total` is how many functions the report holds, so
 /// the reader learns when `--filter` or `--limit` hid some. `width`: the
 /// columns to fit in (see `render/fit.rs`). `scheduled`: also the split of
-/// `paused` into scheduled and waiting (`--scheduled`).
+/// `paused` into scheduled and waiting (`--scheduled`), as [`Wakes`] says.
 pub fn functions(
     out: &mut dyn Write,
     rows: &[&FunctionStats],
     total: usize,
     width: Option<usize>,
-    scheduled: bool,
+    scheduled: Option<Wakes>,
 ) -> io::Result<()> {
     if rows.len() < total {
         writeln!(out, "showing {} of {} functions", rows.len(), total)?;
     }
+    if let Some(wakes) = scheduled {
+        wakes.note(out, width)?;
+    }
+    let measured = scheduled.is_some_and(Wakes::measured);
     let mut columns = number_columns().to_vec();
     columns.extend([
         column("scheduled", Give::Hide(5)),
@@ -157,15 +206,15 @@ pub fn functions(
         .map(|f| {
             let mut row = number_cells(f);
             row.extend([
-                Text::Number(duration(f.scheduled_ns as f64)),
-                Text::Number(duration(f.waiting_ns as f64)),
+                Text::Number(split(measured, f.scheduled_ns)),
+                Text::Number(split(measured, f.waiting_ns)),
                 Text::Label(f.key(), String::new()),
             ]);
             row
         })
         .collect();
     // Without --scheduled, the split's columns are not there at all.
-    let keep = |i: &usize| scheduled || !(6..=7).contains(i);
+    let keep = |i: &usize| scheduled.is_some() || !(6..=7).contains(i);
     let columns: Vec<Column> = columns
         .into_iter()
         .enumerate()
@@ -270,15 +319,18 @@ pub fn stacks(
     stacks: &[&StackStats],
     total: usize,
     width: Option<usize>,
+    wakes: Wakes,
 ) -> io::Result<()> {
     if stacks.len() < total {
         writeln!(out, "showing {} of {} stacks", stacks.len(), total)?;
     }
+    wakes.note(out, width)?;
+    let measured = wakes.measured();
     let columns = stack_columns();
     let mut cells = vec![String::new(); columns.len()];
     let mut widest = vec![0usize; columns.len()];
     for s in stacks {
-        stack_cells(s, &mut cells);
+        stack_cells(s, measured, &mut cells);
         for (w, c) in widest.iter_mut().zip(&cells) {
             *w = (*w).max(width_of(c));
         }
@@ -318,7 +370,7 @@ pub fn stacks(
     writeln!(out, "{}", "-".repeat(rule))?;
     let mut row: Vec<(usize, String)> = Vec::with_capacity(plan.shown.len());
     for s in stacks {
-        stack_cells(s, &mut cells);
+        stack_cells(s, measured, &mut cells);
         row.clear();
         row.extend(plan.shown.iter().map(|&i| {
             let text = if plan.cuts(i) {
@@ -348,8 +400,9 @@ fn stack_columns() -> [Column; 10] {
     ]
 }
 
-/// A stack's row of the per-stack table, into `cells` (one per column).
-fn stack_cells(s: &StackStats, cells: &mut [String]) {
+/// A stack's row of the per-stack table, into `cells` (one per column);
+/// `measured`: whether the trace measured wakes ([`Wakes::measured`]).
+fn stack_cells(s: &StackStats, measured: bool, cells: &mut [String]) {
     use std::fmt::Write as _;
     for c in cells.iter_mut() {
         c.clear();
@@ -362,8 +415,8 @@ fn stack_cells(s: &StackStats, cells: &mut [String]) {
     }
     cells[3].push_str(&duration(s.running_ns as f64));
     cells[4].push_str(&duration(s.paused_ns as f64));
-    cells[5].push_str(&duration(s.scheduled_ns as f64));
-    cells[6].push_str(&duration(s.waiting_ns as f64));
+    cells[5].push_str(&split(measured, s.scheduled_ns));
+    cells[6].push_str(&split(measured, s.waiting_ns));
     let _ = write!(cells[7], "{}", s.switches_in);
     let _ = write!(cells[8], "{}", s.max_depth);
     let _ = write!(cells[9], "{}", s.events);
@@ -376,10 +429,13 @@ pub fn stack_groups(
     groups: &[StackGroup],
     total: usize,
     width: Option<usize>,
+    wakes: Wakes,
 ) -> io::Result<()> {
     if groups.len() < total {
         writeln!(out, "showing {} of {} groups", groups.len(), total)?;
     }
+    wakes.note(out, width)?;
+    let measured = wakes.measured();
     let columns = [
         column("stacks", Give::Nothing),
         column("threads", Give::Hide(2)),
@@ -403,7 +459,7 @@ pub fn stack_groups(
                 Text::Number(per(g.running_ns, g.stacks)),
                 Text::Number(duration(g.paused_ns as f64)),
                 Text::Number(per(g.paused_ns, g.stacks)),
-                Text::Number(duration(g.scheduled_ns as f64)),
+                Text::Number(split(measured, g.scheduled_ns)),
                 Text::Number(g.switches_in.to_string()),
                 Text::Number(g.max_depth.to_string()),
                 Text::Number(g.events.to_string()),
@@ -701,6 +757,43 @@ mod tests {
         String::from_utf8(out).unwrap()
     }
 
+    /// A trace without wakes: the split is `-`, under a line saying it
+    /// was not measured, never `0ns` as if it were a measurement.
+    #[test]
+    fn scheduled_without_wakes_is_not_measured() {
+        let stack = StackStats {
+            id: StackKey::Logical(3),
+            name: StackName::from("task-3".to_owned()),
+            threads: [1u64].into_iter().collect::<ThreadList>(),
+            running_ns: 1_000,
+            paused_ns: 5_000,
+            scheduled_ns: 0,
+            waiting_ns: 5_000,
+            switches_in: 2,
+            max_depth: 1,
+            events: 2,
+            ended: true,
+        };
+        let unmeasured = text(|out| stacks(out, &[&stack], 1, None, Wakes(0)));
+        assert!(
+            unmeasured.starts_with("scheduled, waiting: not measured (the trace has no wakes"),
+            "{unmeasured}"
+        );
+        let row: Vec<&str> = unmeasured
+            .lines()
+            .last()
+            .unwrap()
+            .split_whitespace()
+            .collect();
+        assert_eq!(row[4..7], ["5.00µs", "-", "-"], "{unmeasured}");
+        let measured = text(|out| stacks(out, &[&stack], 1, None, Wakes(4)));
+        assert!(!measured.contains("not measured"), "{measured}");
+        assert!(
+            measured.lines().last().unwrap().contains("0ns"),
+            "{measured}"
+        );
+    }
+
     proptest! {
         /// The streamed per-stack table is the fitted table's layout, byte
         /// for byte, at any width (names with spaces at either end, `µ`,
@@ -711,12 +804,12 @@ mod tests {
             width in prop_oneof![Just(None), (30usize..140).prop_map(Some)],
         ) {
             let refs: Vec<&StackStats> = rows.iter().collect();
-            let streamed = text(|out| stacks(out, &refs, refs.len(), width));
+            let streamed = text(|out| stacks(out, &refs, refs.len(), width, Wakes(1)));
             let body: Vec<Vec<Text>> = refs
                 .iter()
                 .map(|s| {
                     let mut cells = vec![String::new(); 10];
-                    stack_cells(s, &mut cells);
+                    stack_cells(s, true, &mut cells);
                     cells
                         .into_iter()
                         .enumerate()
