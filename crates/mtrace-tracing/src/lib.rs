@@ -81,10 +81,34 @@
 //!
 //! Filters decide as for every layer: a span a global `EnvFilter` or this
 //! layer's own filter (`layer().with_filter(..)`) disables never reaches
-//! it, so it records no frame. tokio's own instrumentation (its `tracing`
-//! feature: `runtime.spawn` and `runtime.resource` spans, waker events,
-//! which `mtrace_tokio::wakes()` reads) is never recorded: a task's stack
-//! stands for it.
+//! it, so it records no frame. So that an empty report is not a mystery,
+//! the layer says on stderr, when it is added to a subscriber whose
+//! filters pass only some levels (its `max_level_hint`, e.g. a global
+//! `EnvFilter` under it with `RUST_LOG` unset: `ERROR`), which spans will
+//! not reach it. A filter added after this layer (above it) is not seen
+//! then: tracing-subscriber tells a layer only of the subscriber under it
+//! (`Layer::on_layer`), and its `Dispatch` has no public level hint.
+//! Keep filters for the printed output on the printing layer
+//! (`fmt::layer().with_filter(..)`): per-layer filters never hide spans
+//! from this one.
+//!
+//! ```no_run
+//! use tracing_subscriber::layer::SubscriberExt;
+//! use tracing_subscriber::Layer;
+//!
+//! tracing::subscriber::set_global_default(
+//!     tracing_subscriber::registry()
+//!         .with(mtrace_tracing::layer()) // every span, whatever RUST_LOG says
+//!         .with(tracing_subscriber::fmt::layer().with_filter(
+//!             tracing_subscriber::EnvFilter::from_default_env(), // what is printed
+//!         )),
+//! )
+//! .unwrap();
+//! ```
+//!
+//! tokio's own instrumentation (its `tracing` feature: `runtime.spawn` and
+//! `runtime.resource` spans, waker events, which `mtrace_tokio::wakes()`
+//! reads) is never recorded: a task's stack stands for it.
 #![deny(missing_docs)]
 
 use std::cell::RefCell;
@@ -95,6 +119,7 @@ use std::sync::Mutex;
 
 use mtrace::{Detached, FunctionId, LogicalStack, StackId};
 use tracing::field::{Field, Visit};
+use tracing::level_filters::LevelFilter;
 use tracing::span::{Attributes, Id};
 use tracing::{Event, Metadata, Subscriber};
 use tracing_subscriber::layer::Context;
@@ -298,6 +323,12 @@ impl<S> Layer<S> for MtraceLayer
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
+    fn on_layer(&mut self, subscriber: &mut S) {
+        if let Some(warning) = filter_warning(subscriber.max_level_hint()) {
+            eprintln!("{warning}");
+        }
+    }
+
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, _ctx: Context<'_, S>) {
         let meta = attrs.metadata();
         if is_tokio_instrumentation(meta) {
@@ -415,6 +446,28 @@ where
     }
 }
 
+/// The start-up warning when the subscriber this layer is added to lets
+/// only some levels of spans through (`max_level_hint` below `TRACE`: a
+/// global `EnvFilter`, `with_max_level`, ...): the spans it filters out
+/// never reach this layer, and their functions are missing from the
+/// report with no other word why. `None` when every level gets through.
+fn filter_warning(hint: Option<LevelFilter>) -> Option<String> {
+    let hint = hint?;
+    if hint >= LevelFilter::TRACE {
+        return None;
+    }
+    let hidden = match hint.into_level() {
+        None => "spans of every level".to_owned(),
+        Some(level) => format!("spans below {level}"),
+    };
+    Some(format!(
+        "mtrace-tracing: the subscriber under this layer passes at most {hint} ({hidden} never reach it, \
+         so they are not recorded): a filter such as a global EnvFilter (RUST_LOG unset: ERROR only). \
+         To filter only what is printed, make it the fmt layer's own filter \
+         (`fmt::layer().with_filter(EnvFilter::from_default_env())`) and add mtrace_tracing::layer() before it"
+    ))
+}
+
 /// An event's `message` field.
 struct Message(Option<String>);
 
@@ -429,5 +482,45 @@ impl Visit for Message {
         if field.name() == "message" {
             self.0 = Some(format!("{value:?}"));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tracing::Subscriber;
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::Layer;
+
+    use super::*;
+
+    #[test]
+    fn a_global_filter_under_the_layer_is_named_at_start_up() {
+        // `RUST_LOG` unset: `EnvFilter` passes ERROR only.
+        let global =
+            tracing_subscriber::registry().with(tracing_subscriber::EnvFilter::new("error"));
+        let warning = filter_warning(global.max_level_hint()).expect("a warning");
+        assert!(
+            warning.contains("at most error (spans below ERROR never reach it"),
+            "{warning}"
+        );
+        assert!(warning.contains("EnvFilter"), "{warning}");
+        let off = filter_warning(Some(LevelFilter::OFF)).expect("a warning");
+        assert!(off.contains("spans of every level never reach it"), "{off}");
+    }
+
+    #[test]
+    fn no_filter_or_a_per_layer_one_under_the_layer_is_silent() {
+        assert_eq!(
+            filter_warning(tracing_subscriber::registry().max_level_hint()),
+            None
+        );
+        assert_eq!(filter_warning(Some(LevelFilter::TRACE)), None);
+        // The printing layer's own filter, added after this layer: the
+        // whole stack passes every level.
+        let stack = tracing_subscriber::registry().with(layer()).with(
+            tracing_subscriber::fmt::layer()
+                .with_filter(tracing_subscriber::EnvFilter::new("warn")),
+        );
+        assert_eq!(filter_warning(stack.max_level_hint()), None);
     }
 }
