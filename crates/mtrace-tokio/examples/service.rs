@@ -1,37 +1,42 @@
-//! The README's tokio service: three lines profile it (the recorder, the
-//! tracing layer, the runtime hooks); the code itself has only
-//! `#[tracing::instrument]`.
+//! The README's tokio service: three lines profile it (the recorder; the
+//! tracing layer with the wakes of tasks, beside the service's own log
+//! output; the runtime, with the hooks, in place of `#[tokio::main]`);
+//! the code itself has only `#[tracing::instrument]`. The block between
+//! the `README` marks is the README's, word for word (`tests/readme.rs`).
 //!
 //! ```sh
 //! RUSTFLAGS="--cfg tokio_unstable" CARGO_TARGET_DIR=target/tokio-unstable \
-//!     cargo run --release -p mtrace-tokio --example service -- service.mtrace
+//!     cargo run --release -p mtrace-tokio --features tracing --example service
 //! cargo run --release -p mtanalyze-cli -- service.mtrace --stacks --group
 //! ```
 
 use std::time::Duration;
 
-use tracing_subscriber::layer::SubscriberExt;
+// README: begin
+use tracing_subscriber::layer::SubscriberExt; // .with(..)
+use tracing_subscriber::{EnvFilter, Layer}; // .with_filter(..)
 
-fn main() {
-    let out = std::env::args()
-        .nth(1)
-        .unwrap_or_else(|| "service.mtrace".into());
-    let _recording = mtrace::start(mtrace::Config::new(out)).ok(); // 1: the recorder
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let _recording = mtrace::start(mtrace::Config::new("service.mtrace")).ok(); // 1: the recorder
     tracing::subscriber::set_global_default(
-        tracing_subscriber::registry().with(mtrace_tracing::layer()), // 2: spans as frames
-    )
-    .expect("no other subscriber");
-    let runtime = mtrace_tokio::instrument(&mut tokio::runtime::Builder::new_multi_thread()) // 3: tasks as stacks
-        .enable_all()
-        .build()
-        .expect("runtime");
+        tracing_subscriber::registry()
+            .with(mtrace_tracing::layer()) // 2: spans as frames,
+            .with(mtrace_tokio::wakes()) //    the wakes of tasks (scheduled vs waiting),
+            .with(tracing_subscriber::fmt::layer().with_filter(EnvFilter::from_default_env())), // your logs as before
+    )?;
+    mtrace_tokio::run(serve())?; // 3: tasks as stacks (was `#[tokio::main]`)
+    Ok(())
+}
+// README: end
 
-    runtime.block_on(async {
-        let requests: Vec<_> = (0..200).map(|id| tokio::spawn(handle(id))).collect();
-        for request in requests {
-            request.await.expect("request");
+/// What `#[tokio::main] async fn main` did: 200 requests, a task each.
+async fn serve() {
+    let requests: Vec<_> = (0..200).map(|id| tokio::spawn(handle(id))).collect();
+    for request in requests {
+        if let Err(e) = request.await {
+            tracing::error!("request failed: {e}");
         }
-    });
+    }
 }
 
 #[tracing::instrument]

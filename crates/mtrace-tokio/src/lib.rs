@@ -10,6 +10,9 @@
 //!     .unwrap();
 //! ```
 //!
+//! In place of `#[tokio::main]`: [`run`] (the runtime `#[tokio::main]`
+//! builds, with the hooks), or [`runtime`] for its [`Builder`].
+//!
 //! # How
 //!
 //! * `on_task_spawn`: a [`LogicalStack`] for the task, named after where it
@@ -74,6 +77,46 @@ pub use tokio::runtime::Builder;
 
 /// Whether this build has tokio's task hooks (`--cfg tokio_unstable`).
 pub const HOOKS_AVAILABLE: bool = cfg!(tokio_unstable);
+
+/// A multi-thread runtime [`Builder`] as `#[tokio::main]` makes one (every
+/// driver enabled: I/O, time), with the task hooks [`instrument`]
+/// installs. Change it further before `build()` (`worker_threads`, ...).
+///
+/// ```no_run
+/// let runtime = mtrace_tokio::runtime().build()?;
+/// runtime.block_on(async { /* the body of `#[tokio::main] async fn main` */ });
+/// # Ok::<(), std::io::Error>(())
+/// ```
+pub fn runtime() -> Builder {
+    let mut builder = Builder::new_multi_thread();
+    builder.enable_all();
+    instrument(&mut builder);
+    builder
+}
+
+/// Runs `future` to its end on a runtime built by [`runtime`] and returns
+/// its output, as `#[tokio::main]` runs the body of `main`: the one line
+/// that takes the attribute's place.
+///
+/// ```no_run
+/// // Was: #[tokio::main] async fn main() -> Result<(), Box<dyn std::error::Error>> { .. }
+/// fn main() -> Result<(), Box<dyn std::error::Error>> {
+///     mtrace_tokio::run(serve())?
+/// }
+///
+/// async fn serve() -> Result<(), Box<dyn std::error::Error>> {
+///     // the body of the old `main`
+///     Ok(())
+/// }
+/// ```
+///
+/// # Errors
+///
+/// The runtime could not be built (the operating system refused a thread
+/// or the I/O driver), where `#[tokio::main]` panics.
+pub fn run<F: std::future::Future>(future: F) -> std::io::Result<F::Output> {
+    Ok(runtime().build()?.block_on(future))
+}
 
 /// Installs the task hooks that run every task of the runtime on its own
 /// [`LogicalStack`] (see the [crate docs](crate)). Without
