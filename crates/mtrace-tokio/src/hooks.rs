@@ -20,10 +20,17 @@
 //! two threads, and the task's time on each worker is the time between its
 //! hooks there. The other worker is past the task's poll and only has its
 //! hook left to run, so the wait is that hook's (nanoseconds, or the rest
-//! of a time slice if it was preempted in between). Should the stack not
-//! come back within [`GIVE_UP`] (another after-poll hook installed over
-//! this one, so none gives it back), the poll runs on the worker's own
-//! stack, as a task spawned while nothing recorded does.
+//! of a time slice if it was preempted in between).
+//!
+//! Should the stack never come back (another after-poll hook installed
+//! over this one, so none gives it back), waiting would hang the runtime.
+//! So a worker that finds the stack taken by itself (no worker polls a
+//! task twice at once: its own earlier poll never gave it back) does not
+//! wait, and any other waits at most [`GIVE_UP`]. Then the task loses its
+//! stack for the rest of its life (its entry goes: at most one wait per
+//! task), its polls run on the worker's own stack, as a task spawned while
+//! nothing recorded does, and a mark in the trace says so
+//! ([`LOST_MARK`]).
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -43,6 +50,11 @@ const SHARDS: usize = 16;
 /// Far longer than a preempted thread waits for a core; short enough that
 /// a misconfigured runtime is slow rather than stuck.
 const GIVE_UP: Duration = Duration::from_secs(1);
+
+/// The mark recorded when a task's stack did not come back (see the
+/// [module docs](self)).
+pub(crate) const LOST_MARK: &str =
+    "mtrace-tokio: a task's stack was not given back after a poll (another on_after_task_poll hook?); the task runs on the workers' own stacks from here";
 
 /// Spins before the wait yields the core: the other worker's after-poll
 /// hook, when it runs, is over in well under a microsecond.
@@ -74,8 +86,8 @@ enum Slot {
     /// Between polls: here for the next worker to take.
     Idle(LogicalStack),
     /// A worker took it in its before-poll hook and has not given it back
-    /// in its after-poll hook yet.
-    Polled,
+    /// in its after-poll hook yet: the worker's [`this_thread`].
+    Polled(usize),
 }
 
 type Hash = BuildHasherDefault<IdHasher>;
@@ -102,15 +114,27 @@ impl Tasks {
     /// no stack (spawned while nothing recorded), or it did not come back
     /// in time.
     fn take(&self, task: Id) -> Option<LogicalStack> {
+        let me = this_thread();
         let mut waited = 0u32;
         let mut since: Option<Instant> = None;
         loop {
             {
                 let mut shard = self.shard(task);
                 let slot = shard.get_mut(&task)?;
-                // Taken either way (`Polled` for `Polled` changes nothing).
-                if let Slot::Idle(stack) = std::mem::replace(slot, Slot::Polled) {
-                    return Some(stack);
+                match slot {
+                    Slot::Idle(_) => {
+                        if let Slot::Idle(stack) = std::mem::replace(slot, Slot::Polled(me)) {
+                            return Some(stack);
+                        }
+                    }
+                    // Taken by this thread: never given back.
+                    Slot::Polled(by) if *by == me => {
+                        shard.remove(&task);
+                        drop(shard);
+                        mtrace::mark(LOST_MARK);
+                        return None;
+                    }
+                    Slot::Polled(_) => {}
                 }
             } // unlocked: the other worker's hook needs the shard
             waited += 1;
@@ -120,6 +144,8 @@ impl Tasks {
             }
             let since = *since.get_or_insert_with(Instant::now);
             if since.elapsed() > GIVE_UP {
+                self.shard(task).remove(&task);
+                mtrace::mark(LOST_MARK);
                 return None;
             }
             // The other worker may be preempted, its core taken by this
@@ -165,6 +191,12 @@ thread_local! {
     /// Polls in progress on this thread, innermost last (a poll can run
     /// another runtime's task inside it).
     static POLLING: RefCell<Vec<Polling>> = const { RefCell::new(Vec::new()) };
+}
+
+/// This thread, as a number no other live thread has: the address of its
+/// [`POLLING`] (cheaper than `std::thread::current().id()`, an `Arc`).
+fn this_thread() -> usize {
+    POLLING.with(|p| p as *const RefCell<Vec<Polling>> as usize)
 }
 
 pub(crate) fn install(builder: &mut Builder) {
