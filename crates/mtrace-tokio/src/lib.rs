@@ -55,8 +55,10 @@
 //! turns on tokio's own `tracing` instrumentation), [`wakes()`] is a
 //! `tracing_subscriber` layer that reads tokio's waker events and records
 //! a `wake` of the task's stack at each, so the analyzer splits its pauses
-//! into waiting and scheduled ([`mod@wakes`]). Without it a task's pauses
-//! are all `waiting` (`.on_logical_stack()`'s waker records wakes too).
+//! into waiting and scheduled ([`mod@wakes`]). Without it the trace has no
+//! wakes and the tables say the split was not measured
+//! (`.on_logical_stack()`'s waker records wakes too). A worker parked
+//! while it waits for work is on its own stack, counted as running.
 //! The future given to `block_on`
 //! is not a task and runs on the thread's own stack; `spawn_blocking`
 //! closures are not polled, so they run on the blocking thread's own

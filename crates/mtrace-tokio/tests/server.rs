@@ -1,7 +1,8 @@
 //! A real HTTP server (hyper on tokio, 127.0.0.1) and its client in one
-//! process, instrumented only with `#[tracing::instrument]`, on a runtime
-//! built through `mtrace_tokio::instrument` with `mtrace_tokio::wakes()`
-//! beside `mtrace_tracing::layer()`: every connection task is a stack
+//! process, instrumented only with `#[tracing::instrument]`, set up as the
+//! README's three lines do (`mtrace_tracing::layer()`, `mtrace_tokio::wakes()`
+//! and a `fmt` layer whose own `EnvFilter` passes WARN only, on the runtime
+//! `mtrace_tokio::runtime()` builds): every connection task is a stack
 //! named by its spawn site, each span is one call per request, and under
 //! load the tasks' pauses split into waiting and scheduled. Needs `--cfg
 //! tokio_unstable` and this crate's `tracing` feature (without them this
@@ -21,6 +22,7 @@ mod with_wakes {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::{TcpListener, TcpStream};
     use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::{EnvFilter, Layer};
 
     /// Requests, each on its own connection.
     const N: usize = 12;
@@ -70,17 +72,16 @@ mod with_wakes {
             mtrace::start(mtrace::Config::new(&path).capacity(64 << 20)).expect("start");
         tracing::subscriber::set_global_default(
             tracing_subscriber::registry()
+                .with(mtrace_tracing::layer())
                 .with(mtrace_tokio::wakes())
-                .with(mtrace_tracing::layer()),
+                .with(
+                    tracing_subscriber::fmt::layer()
+                        .with_writer(std::io::sink)
+                        .with_filter(EnvFilter::new("warn")),
+                ),
         )
         .expect("global subscriber");
-        let rt = mtrace_tokio::instrument(
-            tokio::runtime::Builder::new_multi_thread()
-                .worker_threads(2)
-                .enable_all(),
-        )
-        .build()
-        .unwrap();
+        let rt = mtrace_tokio::runtime().worker_threads(2).build().unwrap();
         let connection_line = rt.block_on(async {
             let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
             let port = listener.local_addr().unwrap().port();
