@@ -52,10 +52,11 @@
 //! tasks on stacks by hand with `.on_logical_stack(name)` instead.
 //!
 //! The hooks see no waker. With this crate's `tracing` feature (which
-//! turns on tokio's own `tracing` instrumentation), [`wakes()`] is a
+//! turns on tokio's own `tracing` instrumentation), `wakes()` is a
 //! `tracing_subscriber` layer that reads tokio's waker events and records
 //! a `wake` of the task's stack at each, so the analyzer splits its pauses
-//! into waiting and scheduled ([`mod@wakes`]). Without it the trace has no
+//! into waiting and scheduled (the `wakes` module, documented with the
+//! feature). Without it the trace has no
 //! wakes and the tables say the split was not measured
 //! (`.on_logical_stack()`'s waker records wakes too). A worker parked
 //! while it waits for work is on its own stack, counted as running.
