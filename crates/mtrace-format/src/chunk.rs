@@ -6,9 +6,14 @@
 //! ```
 //! The body is only valid up to the committed length in the state word,
 //! which the writer publishes with release ordering after the bytes.
+//! In format version 4 the state word counts that length in bytes and the
+//! events after the snapshot are compact ([`crate::compact`]); a chunk
+//! knows which it is ([`Chunk::is_compact`]) and [`Chunk::events`] decodes
+//! either.
 //! The snapshot names the frames that were open when the chunk was claimed, so
 //! a chunk whose predecessors were overwritten (ring mode) still decodes.
 
+use crate::compact::CompactEvents;
 use crate::error::{ChunkProblem, ChunkProblemKind};
 use crate::event::{Event, FunctionId, StackId, ThreadId};
 use crate::layout::*;
@@ -147,6 +152,8 @@ pub struct Chunk<'a> {
     pub snapshot: SnapshotRef<'a>,
     events: &'a [u8],
     events_offset: u64,
+    /// The events are compact (format version 4), not 16 bytes each.
+    compact: bool,
     /// Damage that cut the chunk short (events before it are still returned).
     pub cut: Option<ChunkProblem>,
 }
@@ -155,12 +162,34 @@ impl<'a> Chunk<'a> {
     /// Decodes slot `index` of a chunk region whose slot starts at file offset
     /// `offset`. `bytes` is whatever of the slot is in the file (shorter than
     /// `chunk_size` if the file was cut). `Ok(None)`: never claimed, or
-    /// nothing committed.
+    /// nothing committed. The events are 16 bytes each (versions 1 to 3;
+    /// [`Chunk::decode_compact`] reads version 4's).
     pub fn decode(
         bytes: &'a [u8],
         index: u64,
         offset: u64,
         chunk_size: usize,
+    ) -> Result<Option<Chunk<'a>>, ChunkProblem> {
+        Chunk::decode_as(bytes, index, offset, chunk_size, false)
+    }
+
+    /// [`Chunk::decode`] of a version-4 chunk: the state word counts
+    /// committed bytes, and the events are compact.
+    pub fn decode_compact(
+        bytes: &'a [u8],
+        index: u64,
+        offset: u64,
+        chunk_size: usize,
+    ) -> Result<Option<Chunk<'a>>, ChunkProblem> {
+        Chunk::decode_as(bytes, index, offset, chunk_size, true)
+    }
+
+    fn decode_as(
+        bytes: &'a [u8],
+        index: u64,
+        offset: u64,
+        chunk_size: usize,
+        compact: bool,
     ) -> Result<Option<Chunk<'a>>, ChunkProblem> {
         let problem = |at: usize, kind| ChunkProblem {
             index,
@@ -170,7 +199,11 @@ impl<'a> Chunk<'a> {
         let Some(state) = read_u64(bytes, C_STATE) else {
             return Err(problem(0, ChunkProblemKind::Truncated));
         };
-        let state = unpack_state(state);
+        let state = if compact {
+            unpack_state_compact(state)
+        } else {
+            unpack_state(state)
+        };
         let Some(seq) = state.seq else {
             return Ok(None);
         };
@@ -205,9 +238,14 @@ impl<'a> Chunk<'a> {
         let snapshot = decode_snapshot(body)
             .map_err(|why| problem(CHUNK_HEADER_SIZE, ChunkProblemKind::BadSnapshot(why)))?;
         let snap_len = snapshot.encoded_len();
-        // A cut file can end mid-event: keep whole events only.
+        // A cut file can end mid-event: keep whole events only (a compact
+        // event cut short is found, and reported, by its decoder).
         let events = body.get(snap_len..).unwrap_or(&[]);
-        let events = &events[..events.len() / EVENT_SIZE * EVENT_SIZE];
+        let events = if compact {
+            events
+        } else {
+            &events[..events.len() / EVENT_SIZE * EVENT_SIZE]
+        };
         let flags = read_u64(bytes, C_FLAGS).unwrap_or(0);
         Ok(Some(Chunk {
             index,
@@ -221,18 +259,51 @@ impl<'a> Chunk<'a> {
             snapshot,
             events,
             events_offset: offset + (CHUNK_HEADER_SIZE + snap_len) as u64,
+            compact,
             cut,
         }))
     }
 
-    /// Number of 16-byte event slots committed (some may turn out damaged).
-    pub fn event_count(&self) -> usize {
-        self.events.len() / EVENT_SIZE
+    /// The events are compact (format version 4): [`Chunk::event_count`]
+    /// and [`Chunk::event_bytes`] do not count or hold 16-byte slots.
+    pub fn is_compact(&self) -> bool {
+        self.compact
     }
 
-    /// The raw committed event bytes (whole events only).
+    /// Number of 16-byte event slots committed (some may turn out
+    /// damaged). A compact chunk's events are counted by decoding them:
+    /// here, 0.
+    pub fn event_count(&self) -> usize {
+        if self.compact {
+            0
+        } else {
+            self.events.len() / EVENT_SIZE
+        }
+    }
+
+    /// The raw committed event bytes (whole events only in versions 1 to 3;
+    /// every committed byte of a compact chunk that is in the file).
     pub fn event_bytes(&self) -> &'a [u8] {
         self.events
+    }
+
+    /// A compact chunk's events, for the raw walks of
+    /// [`CompactEvents::next_raw`] and [`CompactEvents::for_each_raw`]
+    /// (`named` is a buffer to reuse, see [`CompactEvents::into_named`]);
+    /// `None` for a chunk of 16-byte events.
+    pub fn compact_events(&self, mut named: Vec<u32>) -> Option<CompactEvents<'a>> {
+        if !self.compact {
+            return None;
+        }
+        named.clear();
+        named.extend(crate::compact::named_frames(&self.snapshot).map(|f| f.0));
+        Some(CompactEvents::from_parts(
+            self.events,
+            self.index,
+            self.events_offset,
+            self.snapshot.tick,
+            named,
+        ))
     }
 
     /// File offset of the first event slot.
@@ -242,19 +313,56 @@ impl<'a> Chunk<'a> {
 
     /// Decodes the events in order. A damaged event yields one `Err` and ends
     /// the iteration; the events before it are intact.
-    pub fn events(&self) -> EventIter<'a> {
+    pub fn events(&self) -> ChunkEvents<'a> {
         self.events_from(0)
     }
 
-    /// Like [`Chunk::events`], starting at the `first`-th event slot (fixed
-    /// sizes make this a slice, not a scan).
-    pub fn events_from(&self, first: usize) -> EventIter<'a> {
+    /// Like [`Chunk::events`], starting at the `first`-th event (fixed
+    /// sizes make this a slice, not a scan; compact events are decoded
+    /// and skipped).
+    pub fn events_from(&self, first: usize) -> ChunkEvents<'a> {
+        if let Some(mut events) = self.compact_events(Vec::new()) {
+            for _ in 0..first {
+                if events.next_raw().is_none() {
+                    break;
+                }
+            }
+            return ChunkEvents::Compact(events);
+        }
         let skip = first.saturating_mul(EVENT_SIZE).min(self.events.len());
-        EventIter {
+        ChunkEvents::Fixed(EventIter {
             rest: &self.events[skip..],
             offset: self.events_offset + skip as u64,
             index: self.index,
             failed: false,
+        })
+    }
+}
+
+/// A chunk's events in either encoding; see [`Chunk::events`].
+#[derive(Clone, Debug)]
+pub enum ChunkEvents<'a> {
+    /// 16-byte events (versions 1 to 3).
+    Fixed(EventIter<'a>),
+    /// Compact events (version 4).
+    Compact(CompactEvents<'a>),
+}
+
+impl Iterator for ChunkEvents<'_> {
+    type Item = Result<Event, ChunkProblem>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        match self {
+            ChunkEvents::Fixed(events) => events.next(),
+            ChunkEvents::Compact(events) => events.next(),
+        }
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        match self {
+            ChunkEvents::Fixed(events) => events.size_hint(),
+            ChunkEvents::Compact(events) => events.size_hint(),
         }
     }
 }

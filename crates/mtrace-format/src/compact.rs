@@ -29,8 +29,8 @@
 //! the (kind, tick, payload) parts [`crate::event::raw_parts`] gives for a
 //! 16-byte event ([`CompactEvents::next_raw`],
 //! [`CompactEvents::for_each_raw`]); it reports the byte offset of the
-//! first event it cannot decode. Nothing here reads a whole file yet:
-//! [`crate::Chunk`] and [`crate::TraceFile`] read versions 1 to 3.
+//! first event it cannot decode. [`crate::Chunk::events`] and
+//! [`crate::Chunk::compact_events`] walk a version-4 chunk through it.
 
 use crate::chunk::SnapshotRef;
 use crate::error::{ChunkProblem, ChunkProblemKind, CompactFault};

@@ -9,7 +9,7 @@ pub enum FormatError {
     #[error("not an mtrace trace (no MTRACE magic at byte 0)")]
     NotATrace,
     /// The version field names a version this build does not read.
-    #[error("unsupported format version {0} (this build reads versions 1 to 3)")]
+    #[error("unsupported format version {0} (this build reads versions 1 to 4)")]
     UnsupportedVersion(u32),
     /// The file ends inside the header.
     #[error("file is cut short inside the header ({len} bytes)")]

@@ -39,7 +39,8 @@ impl Producer {
 /// The decoded file header.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Header {
-    /// Format version (this crate reads [`FORMAT_VERSION`]).
+    /// Format version (this crate reads [`OLDEST_READ_VERSION`] to
+    /// [`NEWEST_READ_VERSION`]).
     pub version: u32,
     /// `FLAG_*` bits.
     pub flags: u32,
@@ -178,7 +179,7 @@ impl Header {
             })
         };
         let version = u32_at(H_VERSION)?;
-        if !(OLDEST_READ_VERSION..=FORMAT_VERSION).contains(&version) {
+        if !(OLDEST_READ_VERSION..=NEWEST_READ_VERSION).contains(&version) {
             return Err(FormatError::UnsupportedVersion(version));
         }
         if bytes.len() < HEADER_SIZE {
@@ -201,14 +202,21 @@ impl Header {
         }
         let chunk_size = u32_at(H_CHUNK_SIZE)?;
         let chunk_count = u64_at(H_CHUNK_COUNT)?;
+        // A version-4 state word counts committed bytes, not 16-byte units,
+        // in the same bits: its chunks are smaller.
+        let max_chunk = if version >= COMPACT_FORMAT_VERSION {
+            COMPACT_MAX_CHUNK_SIZE
+        } else {
+            MAX_CHUNK_SIZE
+        };
         if chunk_count > 0
-            && (!(MIN_CHUNK_SIZE..=MAX_CHUNK_SIZE).contains(&(chunk_size as usize))
+            && (!(MIN_CHUNK_SIZE..=max_chunk).contains(&(chunk_size as usize))
                 || !(chunk_size as usize).is_multiple_of(64))
         {
             return Err(bad(
                 "chunk_size",
                 H_CHUNK_SIZE,
-                format!("{chunk_size} is not a multiple of 64 between {MIN_CHUNK_SIZE} and {MAX_CHUNK_SIZE}"),
+                format!("{chunk_size} is not a multiple of 64 between {MIN_CHUNK_SIZE} and {max_chunk}"),
             ));
         }
         let kind_code = read_u16(bytes, H_CLOCK_KIND).unwrap_or(u16::MAX);
@@ -300,7 +308,7 @@ mod tests {
         let err = Header::decode(&b).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "unsupported format version 7 (this build reads versions 1 to 3)"
+            "unsupported format version 7 (this build reads versions 1 to 4)"
         );
     }
 

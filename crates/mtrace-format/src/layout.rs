@@ -24,8 +24,12 @@ pub const MAGIC: [u8; 8] = *b"MTRACE\0\x01";
 /// the `wake` event (kind 7). Version 3 adds the `end` event (kind 8).
 pub const FORMAT_VERSION: u32 = 3;
 /// The oldest format version this crate reads (every version up to
-/// [`FORMAT_VERSION`] is read).
+/// [`NEWEST_READ_VERSION`] is read).
 pub const OLDEST_READ_VERSION: u32 = 1;
+/// The newest format version this crate reads: version 4
+/// ([`COMPACT_FORMAT_VERSION`]), which recorders do not write yet, so it is
+/// ahead of [`FORMAT_VERSION`].
+pub const NEWEST_READ_VERSION: u32 = COMPACT_FORMAT_VERSION;
 /// Size of the file header, including the command line area.
 pub const HEADER_SIZE: usize = 4096;
 

@@ -12,12 +12,14 @@
 //! * The recorder writes the same layout live into a memory map using
 //!   [`layout`], [`chunk::encode_snapshot`] and the event encoders.
 //! * Format version 4's compact events (not written by the recorder yet):
-//!   [`compact`].
+//!   [`compact`]; [`TraceFile`] and [`Chunk::events`] read them, and
+//!   [`convert`] re-encodes a whole trace either way.
 #![deny(missing_docs)]
 
 pub mod chunk;
 pub mod clock;
 pub mod compact;
+pub mod convert;
 pub mod error;
 pub mod event;
 pub mod header;
@@ -27,7 +29,7 @@ pub mod meta;
 pub mod reader;
 pub mod writer;
 
-pub use chunk::{Chunk, SnapshotRef};
+pub use chunk::{Chunk, ChunkEvents, SnapshotRef};
 pub use clock::{ClockInfo, ClockKind, PreferredClock, TickScale};
 pub use error::{ChunkProblem, ChunkProblemKind, CompactFault, FormatError};
 pub use event::{BadEvent, Event, EventKind, FunctionId, StackId, ThreadId};

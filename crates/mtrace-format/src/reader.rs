@@ -7,7 +7,7 @@
 use crate::chunk::Chunk;
 use crate::error::{ChunkProblem, ChunkProblemKind, FormatError};
 use crate::header::Header;
-use crate::layout::HEADER_SIZE;
+use crate::layout::{COMPACT_FORMAT_VERSION, HEADER_SIZE};
 use crate::meta::{for_each_record_located, MetaProblem, MetaRecord, MetaRecordRef};
 
 /// A trace file in memory.
@@ -74,7 +74,18 @@ impl<'a> TraceFile<'a> {
         };
         let start = offset.min(self.bytes.len() as u64) as usize;
         let end = offset.saturating_add(size).min(self.bytes.len() as u64) as usize;
-        Chunk::decode(&self.bytes[start..end], index, offset, size as usize)
+        let bytes = &self.bytes[start..end];
+        if self.is_compact() {
+            Chunk::decode_compact(bytes, index, offset, size as usize)
+        } else {
+            Chunk::decode(bytes, index, offset, size as usize)
+        }
+    }
+
+    /// The file's events are compact (format version 4): its chunks
+    /// decode through [`crate::compact`].
+    pub fn is_compact(&self) -> bool {
+        self.header.version >= COMPACT_FORMAT_VERSION
     }
 
     /// The metadata records, and the damage that stopped the read if any.
