@@ -62,7 +62,7 @@ pub use analysis::{
 };
 pub use input::chrome::ImportError;
 pub use input::jsonl::{to_binary as jsonl_to_binary, JsonlError};
-pub use input::{from_bytes, load, InputFormat, LoadError, LoadedTrace};
+pub use input::{from_bytes, load, CompactSource, InputFormat, LoadError, LoadedTrace};
 pub use model::check::{CheckReport, ChunkIssue};
 pub use model::diff::{
     diff, DiffOptions, DiffReport, EdgeDelta, EdgeDiff, EdgeSide, FunctionDelta, FunctionDiff,

@@ -374,13 +374,18 @@ mod tests {
             assert_eq!(a.snapshot, b.snapshot);
         }
         // Each way only once.
-        assert_eq!(compact(&compacted), Err(ConvertError::AlreadyThatVersion(4)));
+        assert_eq!(
+            compact(&compacted),
+            Err(ConvertError::AlreadyThatVersion(4))
+        );
         assert!(expand(&original).is_err());
     }
 
     #[test]
     fn a_torn_compact_chunk_keeps_its_events_before_the_tear() {
-        let v4 = compact(&TraceFile::parse(&sample()).unwrap()).unwrap().bytes;
+        let v4 = compact(&TraceFile::parse(&sample()).unwrap())
+            .unwrap()
+            .bytes;
         let file = TraceFile::parse(&v4).unwrap();
         let whole: Vec<Event> = file
             .chunk(0)
@@ -408,7 +413,9 @@ mod tests {
             assert!(kept.len() < whole.len());
             let problem = &got.cut[..];
             assert_eq!(problem.len(), 1, "cut {cut}");
-            assert!(problem[0].offset as usize <= cut && problem[0].offset as usize >= events_start);
+            assert!(
+                problem[0].offset as usize <= cut && problem[0].offset as usize >= events_start
+            );
             assert!(chunks_offset <= events_start);
             if problem[0].offset as usize != cut {
                 assert_eq!(
@@ -422,7 +429,9 @@ mod tests {
 
     #[test]
     fn a_damaged_compact_event_keeps_the_events_before_it() {
-        let v4 = compact(&TraceFile::parse(&sample()).unwrap()).unwrap().bytes;
+        let v4 = compact(&TraceFile::parse(&sample()).unwrap())
+            .unwrap()
+            .bytes;
         let file = TraceFile::parse(&v4).unwrap();
         let c0 = file.chunk(0).unwrap().unwrap();
         let at = c0.events_offset() as usize;

@@ -216,7 +216,9 @@ impl Header {
             return Err(bad(
                 "chunk_size",
                 H_CHUNK_SIZE,
-                format!("{chunk_size} is not a multiple of 64 between {MIN_CHUNK_SIZE} and {max_chunk}"),
+                format!(
+                    "{chunk_size} is not a multiple of 64 between {MIN_CHUNK_SIZE} and {max_chunk}"
+                ),
             ));
         }
         let kind_code = read_u16(bytes, H_CLOCK_KIND).unwrap_or(u16::MAX);

@@ -166,11 +166,20 @@ pub(crate) fn decode_for<'a>(
     numbering: Option<&mut Numbering<'_>>,
 ) -> Result<Decoding<'a>, AnalyzeError> {
     let keep_names = opts.is_none_or(AnalyzeOptions::shows_stack_names);
-    let decoded =
+    let mut decoded =
         decode(trace.bytes(), numbering, keep_names).map_err(|error| AnalyzeError::Format {
             source_name: trace.source.clone(),
             error,
         })?;
+    if let Some(compact) = trace.compact_source() {
+        // The damage was found when the compact file was expanded (with
+        // the file's offsets); its damaged chunks are the image's empty slots.
+        decoded.empty_slots = decoded
+            .empty_slots
+            .saturating_sub(compact.damaged.len() as u64);
+        decoded.damaged.extend(compact.damaged.iter().cloned());
+        decoded.cut.extend(compact.cut.iter().cloned());
+    }
     let window = match opts {
         Some(o) => {
             // A mark's time: its first instance (the earliest tick).
@@ -389,7 +398,7 @@ impl Prepared<'_> {
         TraceSummary {
             source: trace.source.clone(),
             input_format: trace.format.name().to_owned(),
-            format_version: h.version,
+            format_version: trace.file_version(h),
             clock_source: match h.clock.kind {
                 mtrace_format::ClockKind::Nanoseconds => "ns".into(),
                 mtrace_format::ClockKind::Tsc => "tsc".into(),

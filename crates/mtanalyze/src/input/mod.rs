@@ -2,7 +2,15 @@
 //! map binary traces (zero-copy), and convert other kinds to the binary
 //! layout in memory so the rest of the analyzer reads one format.
 //!
+//! The passes index a chunk's events as 16-byte slots, so a binary trace
+//! of compact events (format version 4) is expanded once, here, into a
+//! version-3 image in memory (its chunks in parallel, each through the
+//! compact decoder: `mtrace_format::convert`); what the file itself said
+//! (its version, chunk size, the chunks its damage cut) is kept beside it
+//! ([`LoadedTrace::compact_source`]) for the report.
+//!
 //! ```text
+//! starts with the binary magic, v4       -> binary (mapped, expanded to 16-byte events)
 //! starts with the binary magic           -> binary (mapped)
 //! a JSON array                           -> Chrome Trace Event JSON (crate::input::chrome)
 //! a first JSON object with `traceEvents` -> Chrome Trace Event JSON
@@ -16,7 +24,9 @@ pub(crate) mod jsonl;
 use std::fs::File;
 use std::path::Path;
 
-use mtrace_format::layout::MAGIC;
+use mtrace_format::convert::{assemble, expand_chunk, ConvertError};
+use mtrace_format::layout::{FORMAT_VERSION, MAGIC};
+use mtrace_format::{ChunkProblem, Header, TraceFile};
 
 /// The kind of input a trace came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,6 +62,22 @@ pub struct LoadedTrace {
     /// What kind of input it was.
     pub format: InputFormat,
     data: TraceBytes,
+    compact_source: Option<CompactSource>,
+}
+
+/// What a compact (version-4) file said, which its expanded image does not.
+#[derive(Clone, Debug)]
+pub struct CompactSource {
+    /// The file's own header (its version, chunk size and slot count).
+    pub header: Header,
+    /// Chunk slots that start inside the file.
+    pub chunk_slots_in_file: u64,
+    /// Its chunks that could not be decoded at all (empty in the image),
+    /// with their offsets in the file.
+    pub damaged: Vec<ChunkProblem>,
+    /// Its chunks cut short by damage or the file's end (the image keeps
+    /// their events before the cut), with the offsets in the file.
+    pub cut: Vec<ChunkProblem>,
 }
 
 impl LoadedTrace {
@@ -61,6 +87,18 @@ impl LoadedTrace {
             TraceBytes::Mapped(m) => m,
             TraceBytes::Owned(v) => v,
         }
+    }
+
+    /// The compact file this trace was expanded from, if it was one.
+    pub fn compact_source(&self) -> Option<&CompactSource> {
+        self.compact_source.as_ref()
+    }
+
+    /// The format version of the file read (not of its expanded image).
+    pub fn file_version(&self, image: &Header) -> u32 {
+        self.compact_source
+            .as_ref()
+            .map_or(image.version, |c| c.header.version)
     }
 }
 
@@ -108,6 +146,14 @@ pub enum LoadError {
         path: String,
         /// The cause.
         source: mtrace_format::FormatError,
+    },
+    /// A compact trace's events do not fit 16-byte chunks.
+    #[error("{path}: {source}")]
+    Expand {
+        /// The file.
+        path: String,
+        /// The cause.
+        source: ConvertError,
     },
 }
 
@@ -214,15 +260,39 @@ fn from_bytes_inner(source: String, bytes: &[u8]) -> Result<LoadedTrace, LoadErr
 }
 
 fn finish(source: String, format: InputFormat, data: TraceBytes) -> Result<LoadedTrace, LoadError> {
-    let trace = LoadedTrace {
+    let mut trace = LoadedTrace {
         source,
         format,
         data,
+        compact_source: None,
     };
     // Check the header now so every later stage can rely on it.
-    mtrace_format::TraceFile::parse(trace.bytes()).map_err(|e| LoadError::Format {
+    let file = TraceFile::parse(trace.bytes()).map_err(|e| LoadError::Format {
         path: trace.source.clone(),
         source: e,
     })?;
+    if file.is_compact() {
+        let (image, compact) = expand(&file).map_err(|e| LoadError::Expand {
+            path: trace.source.clone(),
+            source: e,
+        })?;
+        trace.data = TraceBytes::Owned(image);
+        trace.compact_source = Some(compact);
+    }
     Ok(trace)
+}
+
+/// A compact file's version-3 image, its slots expanded in parallel.
+fn expand(file: &TraceFile<'_>) -> Result<(Vec<u8>, CompactSource), ConvertError> {
+    let slots = crate::threads::map_collect(0..file.chunk_slots(), |i| {
+        expand_chunk(file, i, &mut Vec::new())
+    });
+    let image = assemble(file, slots, FORMAT_VERSION)?;
+    let compact = CompactSource {
+        header: file.header().clone(),
+        chunk_slots_in_file: file.chunk_slots(),
+        damaged: image.damaged,
+        cut: image.cut,
+    };
+    Ok((image.bytes, compact))
 }
