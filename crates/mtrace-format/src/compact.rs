@@ -47,6 +47,10 @@ use crate::layout::{
 /// Room the fast paths work in: one event's worst case.
 type Room = [u8; COMPACT_MAX_EVENT_SIZE];
 
+/// The bits of the two bytes after the tick a short form's id keeps, by
+/// form (form 3 carries none; form 0 is not short).
+const SHORT_ID_MASK: [u32; 4] = [0, 0xFF, 0xFFFF, 0];
+
 /// The bits a long form's payload keeps, by width code.
 const PAYLOAD_WIDTH_MASK: [u64; 5] = [0, 0xFF, 0xFFFF, 0xFFFF_FFFF, u64::MAX];
 
@@ -354,17 +358,26 @@ impl<'a> CompactEvents<'a> {
 
     /// Hands every remaining event, as [`CompactEvents::next_raw`] would
     /// return it, to `f`: the walk for hot loops. Exits of named frames and
-    /// short enters, nearly all events, are decoded in a loop whose state
-    /// stays in registers; anything else (the long form, the body's last
-    /// bytes, damage) goes one event at a time through the slow path.
+    /// short enters, nearly all events, are decoded without a branch on
+    /// their form (which alternates as a program calls and returns, and
+    /// would be mispredicted about every other event): both the enter's id
+    /// and the innermost named frame are read, the named frames are a
+    /// slice written at the top whatever the form, and the form selects.
+    /// The long form is decoded in place; the body's last bytes, a `lost`
+    /// and damage go one event at a time through the slow path.
     #[inline]
     pub fn for_each_raw(&mut self, mut f: impl FnMut(RawEvent)) {
         loop {
             let mut named = std::mem::take(&mut self.named);
+            let mut depth = named.len();
             let mut tick = self.tick;
             // After a `lost` or damage nothing is walked (the slow path
             // says so).
             let start = if self.done { &[][..] } else { self.rest };
+            // Room for every enter the bytes can hold (two bytes at least
+            // each), so the top of the named frames is always in the slice.
+            named.resize(depth + start.len() / 2 + 1, 0);
+            let stack = named.as_mut_slice();
             let mut rest = start;
             while let Some(room) = rest.first_chunk::<COMPACT_MAX_EVENT_SIZE>() {
                 let tag = room[0];
@@ -376,32 +389,58 @@ impl<'a> CompactEvents<'a> {
                 if next > MAX_TICK {
                     break;
                 }
-                let (len, event) = if form == FORM_EXIT_TOP {
-                    let Some(id) = named.pop() else {
-                        break;
-                    };
-                    (at, (KIND_EXIT, next, id as u64))
-                } else if form == FORM_LONG {
+                let (len, event) = if form == FORM_LONG {
                     // Out of line but in place. A `lost` and damage are
-                    // left to the slow path (a failed decode changes no
-                    // named frame, nor does a `lost`).
-                    match decode_long(room, COMPACT_MAX_EVENT_SIZE, at, next, &mut named) {
-                        Ok(decoded) if decoded.1 .0 != KIND_LOST => decoded,
+                    // left to the slow path (which decodes them again).
+                    match long_event(room, COMPACT_MAX_EVENT_SIZE, at, next) {
+                        Ok((len, event)) if event.0 != KIND_LOST => {
+                            match event.0 {
+                                KIND_ENTER => {
+                                    let Some(top) = stack.get_mut(depth) else {
+                                        break;
+                                    };
+                                    *top = event.2 as u32;
+                                    depth += 1;
+                                }
+                                // See the module doc: both forget the
+                                // named frames.
+                                KIND_EXIT | KIND_SWITCH => depth = 0,
+                                _ => {}
+                            }
+                            (len, event)
+                        }
                         _ => break,
                     }
                 } else {
+                    let exit = form == FORM_EXIT_TOP;
+                    // The id a short enter carries (0 for form 3).
                     let id = u16::from_le_bytes([room[at], room[at + 1]]) as u32
-                        & if form == FORM_ENTER_1 { 0xFF } else { 0xFFFF };
-                    if id == 0 {
+                        & SHORT_ID_MASK[form as usize];
+                    let top = stack[depth.saturating_sub(1)];
+                    // An exit with no named frame, an enter of id 0:
+                    // damage, for the slow path to report. (`&` and `|`,
+                    // not `&&` and `||`: one branch, not one per form.)
+                    if (exit & (depth == 0)) | (!exit & (id == 0)) {
                         break;
                     }
-                    named.push(id);
-                    (at + form as usize, (KIND_ENTER, next, id as u64))
+                    let Some(slot) = stack.get_mut(depth) else {
+                        break;
+                    };
+                    // An exit leaves it above the new top, where it is
+                    // never read.
+                    *slot = id;
+                    depth = depth + !exit as usize - exit as usize;
+                    let function = std::hint::select_unpredictable(exit, top, id);
+                    (
+                        at + form as usize % 3,
+                        (KIND_ENTER + exit as u64, next, function as u64),
+                    )
                 };
                 rest = rest.get(len..).unwrap_or_default();
                 tick = next;
                 f(event);
             }
+            named.truncate(depth);
             if !self.done {
                 self.offset += (start.len() - rest.len()) as u64;
                 self.rest = rest;
@@ -508,6 +547,25 @@ fn decode_long(
     tick: u64,
     named: &mut Vec<u32>,
 ) -> Result<(usize, RawEvent), CompactFault> {
+    let (len, event) = long_event(room, avail, at, tick)?;
+    match event.0 {
+        KIND_ENTER => named.push(event.2 as u32),
+        KIND_EXIT | KIND_SWITCH => named.clear(),
+        _ => {}
+    }
+    Ok((len, event))
+}
+
+/// A long form's length and event, judged as a 16-byte event's parts are,
+/// without its effect on the named frames (an enter pushes its function,
+/// a named exit and a switch clear them).
+#[inline(never)]
+fn long_event(
+    room: &Room,
+    avail: usize,
+    at: usize,
+    tick: u64,
+) -> Result<(usize, RawEvent), CompactFault> {
     if at >= avail {
         return Err(CompactFault::Cut);
     }
@@ -529,18 +587,10 @@ fn decode_long(
     let kind = (room[at] >> 4) as u64;
     let bad = |b| Err(CompactFault::Event(b));
     match kind {
-        KIND_ENTER => {
-            let f = u32::try_from(payload)
-                .map_err(|_| CompactFault::Event(BadEvent::BadFunctionId(payload)))?;
-            enter(named, f)?;
+        KIND_ENTER | KIND_EXIT if payload == 0 || payload > u32::MAX as u64 => {
+            return bad(BadEvent::BadFunctionId(payload))
         }
-        KIND_EXIT => {
-            if payload == 0 || payload > u32::MAX as u64 {
-                return bad(BadEvent::BadFunctionId(payload));
-            }
-            named.clear();
-        }
-        KIND_SWITCH => named.clear(),
+        KIND_ENTER | KIND_EXIT | KIND_SWITCH => {}
         KIND_THREAD_START | KIND_THREAD_EXIT | KIND_LOST if payload != 0 => {
             return bad(BadEvent::NonZeroPayload)
         }

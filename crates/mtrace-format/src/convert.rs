@@ -9,8 +9,9 @@
 //!   readers whose passes index 16-byte events (the analyzer). The image
 //!   is the original file followed by a chunk region of 16-byte events, so
 //!   the metadata keeps its offsets; every chunk keeps its slot index.
-//!   [`expand_chunk`] does one slot and [`assemble`] lays the image out,
-//!   for callers that expand the slots in parallel.
+//!   Each slot is decoded twice, once to size it ([`plan_slot`]) and once
+//!   straight into its place ([`expand_into`]), so the image is the only
+//!   copy; callers run both on the slots in parallel.
 //!
 //! A chunk is salvaged as a reader would: the events before damage (a torn
 //! tail, a bad event) are kept and the damage is handed back with its byte
@@ -18,7 +19,7 @@
 //! becomes an empty slot and its problem is handed back.
 
 use crate::chunk::{encode_chunk_header, Chunk};
-use crate::compact::{ChunkEncoder, RawEvent};
+use crate::compact::ChunkEncoder;
 use crate::error::ChunkProblem;
 use crate::event::{Event, ThreadId};
 use crate::layout::*;
@@ -68,7 +69,7 @@ pub struct ConvertedChunk {
     body: Vec<u8>,
 }
 
-/// One slot of the input, converted (see [`expand_chunk`]).
+/// One slot of the input, converted (see [`compact_chunk`]).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ConvertedSlot {
     /// The chunk, if the slot held one that decoded.
@@ -108,45 +109,151 @@ impl ConvertedChunk {
     }
 }
 
-/// Writes a 16-byte event: the inverse of [`crate::event::raw_parts`].
-#[inline(always)]
-fn put_raw(out: &mut Vec<u8>, (kind, tick, payload): RawEvent) {
-    let mut bytes = [0u8; EVENT_SIZE];
-    bytes[..8].copy_from_slice(&(kind << 60 | tick).to_le_bytes());
-    bytes[8..].copy_from_slice(&payload.to_le_bytes());
-    out.extend_from_slice(&bytes);
+/// What slot `index` of a version-4 file holds once expanded: found by
+/// decoding it ([`plan_expansion`]), so that [`expand_into`] can write
+/// every slot straight into its place in one image.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SlotPlan {
+    /// Body bytes of the expanded chunk (snapshot and 16-byte events), if
+    /// the slot holds a chunk that decodes.
+    pub body_len: Option<usize>,
+    /// The slot's chunk could not be decoded at all.
+    pub damaged: Option<ChunkProblem>,
+    /// The chunk was cut short; the events before the cut are expanded.
+    pub cut: Option<ChunkProblem>,
 }
 
-/// Expands slot `index` of a version-4 file: its events as 16-byte ones.
-/// `named` is a buffer reused from slot to slot.
-pub fn expand_chunk(file: &TraceFile<'_>, index: u64, named: &mut Vec<u32>) -> ConvertedSlot {
+/// Decodes slot `index` of a version-4 file to learn its expanded size
+/// and damage (`named`: a buffer reused from slot to slot).
+pub fn plan_slot(file: &TraceFile<'_>, index: u64, named: &mut Vec<u32>) -> SlotPlan {
     let chunk = match file.chunk(index) {
         Ok(Some(chunk)) => chunk,
-        Ok(None) => return ConvertedSlot::default(),
+        Ok(None) => return SlotPlan::default(),
         Err(problem) => {
-            return ConvertedSlot {
+            return SlotPlan {
                 damaged: Some(problem),
-                ..ConvertedSlot::default()
+                ..SlotPlan::default()
             }
         }
     };
     let Some(mut walk) = chunk.compact_events(std::mem::take(named)) else {
-        // Not a compact file: nothing to expand (callers check the version).
-        return ConvertedSlot::default();
+        return SlotPlan::default();
     };
-    // Every compact event is at least one byte, and usually 2 to 4: a
-    // first guess that rarely grows, never a claimed size.
-    let mut events = Vec::with_capacity(chunk.event_bytes().len() * 6);
-    walk.for_each_raw(|e| put_raw(&mut events, e));
-    // The decoder reports a torn tail at the cut event's offset; a cut
-    // file with whole events only is reported where it ends.
+    let mut events = 0usize;
+    walk.for_each_raw(|_| events += 1);
     let cut = walk.problem().cloned().or_else(|| chunk.cut.clone());
     *named = walk.into_named();
-    ConvertedSlot {
-        chunk: Some(ConvertedChunk::from(&chunk, file, events)),
+    SlotPlan {
+        body_len: Some(chunk.snapshot.encoded_len() + events * EVENT_SIZE),
         damaged: None,
         cut,
     }
+}
+
+/// Where [`expand_into`] puts things in a version-3 image of a
+/// version-4 file (see the module doc).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ImageLayout {
+    /// The image's header.
+    pub header: Vec<u8>,
+    /// Bytes per chunk slot.
+    pub chunk_size: usize,
+    /// File offset of slot 0 (after a copy of the original file).
+    pub chunks_offset: usize,
+    /// The image's length.
+    pub len: usize,
+}
+
+/// The layout of the image of `file` whose slots are `plans` (one a slot).
+pub fn image_layout(file: &TraceFile<'_>, plans: &[SlotPlan]) -> Result<ImageLayout, ConvertError> {
+    let mut chunk_size = MIN_CHUNK_SIZE;
+    for (index, plan) in plans.iter().enumerate() {
+        if let Some(body) = plan.body_len {
+            let size = (CHUNK_HEADER_SIZE + body).next_multiple_of(64);
+            if size > MAX_CHUNK_SIZE {
+                return Err(ConvertError::ChunkTooLarge {
+                    index: index as u64,
+                    needed: size,
+                    max: MAX_CHUNK_SIZE,
+                    version: FORMAT_VERSION,
+                });
+            }
+            chunk_size = chunk_size.max(size);
+        }
+    }
+    // The original file, then the chunks: the metadata (and any damage
+    // in it) keeps its offsets.
+    let chunks_offset = file.bytes().len().next_multiple_of(64).max(HEADER_SIZE);
+    let mut header = file.header().clone();
+    header.version = FORMAT_VERSION;
+    header.chunk_size = chunk_size as u32;
+    header.chunk_count = plans.len() as u64;
+    header.chunks_offset = chunks_offset as u64;
+    Ok(ImageLayout {
+        header: header.encode(),
+        chunk_size,
+        chunks_offset,
+        len: chunks_offset + plans.len() * chunk_size,
+    })
+}
+
+/// Writes everything of the image but its chunks: the original file, then
+/// the image's header over its own. `image` is [`ImageLayout::len`] bytes.
+pub fn image_start(file: &TraceFile<'_>, layout: &ImageLayout, image: &mut [u8]) {
+    let original = file.bytes();
+    image[..original.len()].copy_from_slice(original);
+    image[..HEADER_SIZE].copy_from_slice(&layout.header);
+}
+
+/// Writes slot `index` of a version-4 file, expanded, into `slot` (its
+/// [`ImageLayout::chunk_size`] bytes of the image, zero), as
+/// [`plan_slot`] planned it.
+pub fn expand_into(file: &TraceFile<'_>, index: u64, named: &mut Vec<u32>, slot: &mut [u8]) {
+    let Ok(Some(chunk)) = file.chunk(index) else {
+        return;
+    };
+    let Some(mut walk) = chunk.compact_events(std::mem::take(named)) else {
+        return;
+    };
+    let start = chunk.offset as usize + CHUNK_HEADER_SIZE;
+    let snapshot = file
+        .bytes()
+        .get(start..start + chunk.snapshot.encoded_len())
+        .unwrap_or_default();
+    let Some(body) = slot.get_mut(CHUNK_HEADER_SIZE..) else {
+        return;
+    };
+    let Some((snap_out, mut events)) = body.split_at_mut_checked(snapshot.len()) else {
+        return;
+    };
+    snap_out.copy_from_slice(snapshot);
+    let room = events.len();
+    // The plan sized the slot for exactly these events; a slot too small
+    // (a caller's mistake) keeps the events that fit.
+    walk.for_each_raw(|(kind, tick, payload)| {
+        if let Some((event, rest)) =
+            std::mem::take(&mut events).split_first_chunk_mut::<EVENT_SIZE>()
+        {
+            event[..8].copy_from_slice(&(kind << 60 | tick).to_le_bytes());
+            event[8..].copy_from_slice(&payload.to_le_bytes());
+            events = rest;
+        }
+    });
+    *named = walk.into_named();
+    let body_len = snapshot.len() + room - events.len();
+    let flags = if chunk.restart { CHUNK_FLAG_RESTART } else { 0 }
+        | if chunk.continued {
+            CHUNK_FLAG_CONTINUED
+        } else {
+            0
+        };
+    encode_chunk_header(
+        slot,
+        pack_state(chunk.seq, body_len, chunk.writing),
+        chunk.thread,
+        chunk.thread_chunk_no,
+    );
+    slot[C_FLAGS..C_FLAGS + 8].copy_from_slice(&flags.to_le_bytes());
 }
 
 /// Compacts slot `index` of a version 1 to 3 file: its events, up to the
@@ -271,16 +378,30 @@ pub fn assemble(
 }
 
 /// A version-4 file as a version-3 image (see the module doc), one slot
-/// at a time ([`expand_chunk`] and [`assemble`] do it in parallel).
+/// at a time: [`plan_slot`], [`image_layout`], [`image_start`] and
+/// [`expand_into`], which callers run on the slots in parallel.
 pub fn expand(file: &TraceFile<'_>) -> Result<Converted, ConvertError> {
     if !file.is_compact() {
         return Err(ConvertError::AlreadyThatVersion(file.header().version));
     }
     let mut named = Vec::new();
-    let slots: Vec<ConvertedSlot> = (0..file.chunk_slots())
-        .map(|i| expand_chunk(file, i, &mut named))
+    let plans: Vec<SlotPlan> = (0..file.chunk_slots())
+        .map(|i| plan_slot(file, i, &mut named))
         .collect();
-    assemble(file, slots, FORMAT_VERSION)
+    let layout = image_layout(file, &plans)?;
+    let mut bytes = vec![0u8; layout.len];
+    image_start(file, &layout, &mut bytes);
+    let chunks = bytes[layout.chunks_offset..].chunks_exact_mut(layout.chunk_size);
+    for ((index, plan), slot) in plans.iter().enumerate().zip(chunks) {
+        if plan.body_len.is_some() {
+            expand_into(file, index as u64, &mut named, slot);
+        }
+    }
+    Ok(Converted {
+        bytes,
+        damaged: plans.iter().filter_map(|p| p.damaged.clone()).collect(),
+        cut: plans.iter().filter_map(|p| p.cut.clone()).collect(),
+    })
 }
 
 /// A version 1 to 3 file as a version-4 file (see the module doc).

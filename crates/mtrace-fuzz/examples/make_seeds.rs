@@ -6,7 +6,8 @@
 //!   (a gap restarted from a snapshot) and an unfinished (killed) file; and
 //!   each real recorder file cut after its first two chunks; and variants
 //!   where every logical stack ends (format version 3's `end`) when it was
-//!   last left, or after the last event if it still runs.
+//!   last left, or after the last event if it still runs; and each seed
+//!   with compact events (format version 4), whole and torn mid-chunk.
 //! * `seeds/jsonl/`: the same events as JSON lines, and the semantics
 //!   vectors of `tests/e2e/vectors/`.
 //! * `seeds/chrome/`: the same traces exported as Chrome Trace Event JSON by
@@ -364,6 +365,26 @@ fn lost_chunk(mut bytes: Vec<u8>) -> Vec<u8> {
     bytes
 }
 
+/// `bytes` (a 16-byte-event trace) with compact events.
+fn compact(bytes: &[u8]) -> Vec<u8> {
+    let file = TraceFile::parse(bytes).unwrap();
+    mtrace_format::convert::compact(&file).unwrap().bytes
+}
+
+/// A compact trace cut in the middle of its last used chunk's events, the
+/// header still claiming every slot.
+fn torn_compact(mut bytes: Vec<u8>) -> Vec<u8> {
+    let file = TraceFile::parse(&bytes).unwrap();
+    let last = (0..file.chunk_slots())
+        .filter_map(|i| file.chunk(i).ok().flatten())
+        .last()
+        .map(|c| c.events_offset() as usize + c.event_bytes().len() / 2);
+    if let Some(cut) = last {
+        bytes.truncate(cut);
+    }
+    bytes
+}
+
 fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let repo = root.join("../..");
@@ -415,6 +436,15 @@ fn main() {
             );
             put(&chrome_dir, format!("{stem}-{label}.json"), &chrome(&b));
             put(&bin_dir, format!("{stem}-{label}.bin"), &b);
+            // The same events as compact ones (format version 4), whole
+            // and with a torn last chunk.
+            let compact = compact(&b);
+            put(&bin_dir, format!("{stem}-{label}-v4.bin"), &compact);
+            put(
+                &bin_dir,
+                format!("{stem}-{label}-v4-torn.bin"),
+                &torn_compact(compact),
+            );
             let ended = with_ends(&events);
             if ended.len() > events.len() {
                 put(

@@ -4,8 +4,10 @@
 //! fuzzer reports, like a panic inside the analyzer).
 //!
 //! * [`format`]: `mtrace_format::TraceFile` directly: the header, every
-//!   chunk slot in the file (snapshot, events), slots outside the file, and
-//!   the metadata region.
+//!   chunk slot in the file (snapshot, events of either encoding), slots
+//!   outside the file, the metadata region, and the same events read back
+//!   from the file converted to the other encoding (version 4's compact
+//!   events, or 16-byte ones from a version-4 file).
 //! * [`analyzer`]: `mtanalyze::from_bytes`, then `analyze` with each
 //!   of the three clocks (and each call-path mode), `check`, `marks`, `diff`, and
 //!   every renderer and export the command has (tables, JSON, callgrind,
@@ -58,7 +60,9 @@ pub fn format(data: &[u8]) {
         let _ = c.events_from(c.event_count() / 2).count();
         let _ = c.events_from(usize::MAX).count();
     }
-    assert!(events <= data.len() / EVENT_SIZE);
+    // A compact event takes at least one byte, a 16-byte one sixteen.
+    let smallest = if file.is_compact() { 1 } else { EVENT_SIZE };
+    assert!(events <= data.len() / smallest);
     // Slots the file does not hold are errors, not panics. The slot past
     // the claimed count only exists below u64::MAX: a header may claim
     // u64::MAX slots, and wrapping around would name slot 0, a real one.
@@ -75,6 +79,46 @@ pub fn format(data: &[u8]) {
     }
     let (records, _) = file.metadata();
     assert!(records.len() <= data.len() / META_ALIGN);
+    encodings_agree(&file);
+}
+
+/// Every slot's events up to its first damage, in slot order.
+fn events_by_slot(file: &TraceFile<'_>) -> Vec<Vec<mtrace_format::Event>> {
+    (0..file.chunk_slots())
+        .map(|i| match file.chunk(i) {
+            Ok(Some(c)) => c.events().map_while(Result::ok).collect(),
+            _ => Vec::new(),
+        })
+        .collect()
+}
+
+/// The other encoding of `file` (compact for 16-byte events, 16-byte for
+/// compact ones, `mtrace_format::convert`) holds the same events: what
+/// was salvaged from each slot, and nothing else. An image (16-byte events
+/// expanded from compact ones) is at most 16 times its file, plus the file.
+fn encodings_agree(file: &TraceFile<'_>) {
+    let converted = if file.is_compact() {
+        mtrace_format::convert::expand(file)
+    } else {
+        mtrace_format::convert::compact(file)
+    };
+    // A 16-byte chunk near 64 MiB may not fit 8 MiB of compact events.
+    let Ok(converted) = converted else { return };
+    let len = file.bytes().len();
+    assert!(converted.bytes.len() <= len.saturating_mul(17) + 2 * HEADER_SIZE);
+    let other = TraceFile::parse(&converted.bytes).expect("a converted trace parses");
+    assert_ne!(other.is_compact(), file.is_compact());
+    let mut want = events_by_slot(file);
+    let got = events_by_slot(&other);
+    if !file.is_compact() {
+        // Nothing after a `lost` is kept in compact chunks.
+        for events in &mut want {
+            if let Some(at) = events.iter().position(|e| e.kind == mtrace_format::EventKind::Lost) {
+                events.truncate(at + 1);
+            }
+        }
+    }
+    assert_eq!(want, got, "the events of the other encoding differ");
 }
 
 /// Loads `data` as `mtanalyze` would a file and runs every command on it.
