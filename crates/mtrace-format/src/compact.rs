@@ -378,8 +378,13 @@ impl<'a> CompactEvents<'a> {
             // each), so the top of the named frames is always in the slice.
             named.resize(depth + start.len() / 2 + 1, 0);
             let stack = named.as_mut_slice();
-            let mut rest = start;
-            while let Some(room) = rest.first_chunk::<COMPACT_MAX_EVENT_SIZE>() {
+            // An index, not a shrinking slice: the next event's position
+            // is one add after this one's length (the walk's critical path).
+            let mut at_event = 0usize;
+            while let Some(room) = start
+                .get(at_event..)
+                .and_then(|rest| rest.first_chunk::<COMPACT_MAX_EVENT_SIZE>())
+            {
                 let tag = room[0];
                 let form = tag >> TAG_FORM_SHIFT;
                 let class = (tag >> TAG_CLASS_SHIFT) as usize & 3;
@@ -436,11 +441,12 @@ impl<'a> CompactEvents<'a> {
                         (KIND_ENTER + exit as u64, next, function as u64),
                     )
                 };
-                rest = rest.get(len..).unwrap_or_default();
+                at_event += len;
                 tick = next;
                 f(event);
             }
             named.truncate(depth);
+            let rest = start.get(at_event..).unwrap_or_default();
             if !self.done {
                 self.offset += (start.len() - rest.len()) as u64;
                 self.rest = rest;

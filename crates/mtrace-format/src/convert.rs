@@ -32,10 +32,10 @@ pub enum ConvertError {
     #[error("the trace is already format version {0}")]
     AlreadyThatVersion(u32),
     /// A chunk's events do not fit the largest chunk of the output's version.
-    #[error("chunk {index} needs {needed} bytes, more than the {max} a version-{version} chunk may hold")]
+    #[error(
+        "a chunk needs {needed} bytes, more than the {max} a version-{version} chunk may hold"
+    )]
     ChunkTooLarge {
-        /// The chunk's slot.
-        index: u64,
         /// The bytes its events need.
         needed: usize,
         /// The largest chunk of the output's version.
@@ -164,22 +164,32 @@ pub struct ImageLayout {
     pub len: usize,
 }
 
-/// The layout of the image of `file` whose slots are `plans` (one a slot).
-pub fn image_layout(file: &TraceFile<'_>, plans: &[SlotPlan]) -> Result<ImageLayout, ConvertError> {
-    let mut chunk_size = MIN_CHUNK_SIZE;
-    for (index, plan) in plans.iter().enumerate() {
-        if let Some(body) = plan.body_len {
-            let size = (CHUNK_HEADER_SIZE + body).next_multiple_of(64);
-            if size > MAX_CHUNK_SIZE {
-                return Err(ConvertError::ChunkTooLarge {
-                    index: index as u64,
-                    needed: size,
-                    max: MAX_CHUNK_SIZE,
-                    version: FORMAT_VERSION,
-                });
-            }
-            chunk_size = chunk_size.max(size);
-        }
+/// The largest body an expansion of slot `index` of a version-4 file can
+/// take without decoding it: its snapshot and 16 bytes for each of its
+/// committed bytes in the file (an event is one byte at least). `None`
+/// for a slot without a chunk (empty, damaged).
+pub fn slot_bound(file: &TraceFile<'_>, index: u64) -> Option<usize> {
+    let chunk = file.chunk(index).ok()??;
+    Some(chunk.snapshot.encoded_len() + chunk.event_bytes().len() * EVENT_SIZE)
+}
+
+/// The layout of a version-3 image of `file` with `slots` slots, the
+/// largest body of which is `largest_body` bytes (exact, from
+/// [`plan_slot`], or a bound, from [`slot_bound`]).
+pub fn image_layout(
+    file: &TraceFile<'_>,
+    slots: u64,
+    largest_body: usize,
+) -> Result<ImageLayout, ConvertError> {
+    let chunk_size = (CHUNK_HEADER_SIZE + largest_body)
+        .next_multiple_of(64)
+        .max(MIN_CHUNK_SIZE);
+    if chunk_size > MAX_CHUNK_SIZE {
+        return Err(ConvertError::ChunkTooLarge {
+            needed: chunk_size,
+            max: MAX_CHUNK_SIZE,
+            version: FORMAT_VERSION,
+        });
     }
     // The original file, then the chunks: the metadata (and any damage
     // in it) keeps its offsets.
@@ -187,13 +197,13 @@ pub fn image_layout(file: &TraceFile<'_>, plans: &[SlotPlan]) -> Result<ImageLay
     let mut header = file.header().clone();
     header.version = FORMAT_VERSION;
     header.chunk_size = chunk_size as u32;
-    header.chunk_count = plans.len() as u64;
+    header.chunk_count = slots;
     header.chunks_offset = chunks_offset as u64;
     Ok(ImageLayout {
         header: header.encode(),
         chunk_size,
         chunks_offset,
-        len: chunks_offset + plans.len() * chunk_size,
+        len: chunks_offset + slots as usize * chunk_size,
     })
 }
 
@@ -206,30 +216,42 @@ pub fn image_start(file: &TraceFile<'_>, layout: &ImageLayout, image: &mut [u8])
 }
 
 /// Writes slot `index` of a version-4 file, expanded, into `slot` (its
-/// [`ImageLayout::chunk_size`] bytes of the image, zero), as
-/// [`plan_slot`] planned it.
-pub fn expand_into(file: &TraceFile<'_>, index: u64, named: &mut Vec<u32>, slot: &mut [u8]) {
-    let Ok(Some(chunk)) = file.chunk(index) else {
-        return;
+/// [`ImageLayout::chunk_size`] bytes of the image, zero, sized by
+/// [`plan_slot`] or [`slot_bound`]); returns what it wrote and the damage.
+pub fn expand_into(
+    file: &TraceFile<'_>,
+    index: u64,
+    named: &mut Vec<u32>,
+    slot: &mut [u8],
+) -> SlotPlan {
+    let chunk = match file.chunk(index) {
+        Ok(Some(chunk)) => chunk,
+        Ok(None) => return SlotPlan::default(),
+        Err(problem) => {
+            return SlotPlan {
+                damaged: Some(problem),
+                ..SlotPlan::default()
+            }
+        }
     };
     let Some(mut walk) = chunk.compact_events(std::mem::take(named)) else {
-        return;
+        return SlotPlan::default();
     };
     let start = chunk.offset as usize + CHUNK_HEADER_SIZE;
     let snapshot = file
         .bytes()
         .get(start..start + chunk.snapshot.encoded_len())
         .unwrap_or_default();
-    let Some(body) = slot.get_mut(CHUNK_HEADER_SIZE..) else {
-        return;
+    let Some((header, body)) = slot.split_at_mut_checked(CHUNK_HEADER_SIZE) else {
+        return SlotPlan::default();
     };
     let Some((snap_out, mut events)) = body.split_at_mut_checked(snapshot.len()) else {
-        return;
+        return SlotPlan::default();
     };
     snap_out.copy_from_slice(snapshot);
     let room = events.len();
-    // The plan sized the slot for exactly these events; a slot too small
-    // (a caller's mistake) keeps the events that fit.
+    // The slot was sized for these events; one too small (a caller's
+    // mistake) keeps the events that fit.
     walk.for_each_raw(|(kind, tick, payload)| {
         if let Some((event, rest)) =
             std::mem::take(&mut events).split_first_chunk_mut::<EVENT_SIZE>()
@@ -239,6 +261,7 @@ pub fn expand_into(file: &TraceFile<'_>, index: u64, named: &mut Vec<u32>, slot:
             events = rest;
         }
     });
+    let cut = walk.problem().cloned().or_else(|| chunk.cut.clone());
     *named = walk.into_named();
     let body_len = snapshot.len() + room - events.len();
     let flags = if chunk.restart { CHUNK_FLAG_RESTART } else { 0 }
@@ -248,12 +271,17 @@ pub fn expand_into(file: &TraceFile<'_>, index: u64, named: &mut Vec<u32>, slot:
             0
         };
     encode_chunk_header(
-        slot,
+        header,
         pack_state(chunk.seq, body_len, chunk.writing),
         chunk.thread,
         chunk.thread_chunk_no,
     );
-    slot[C_FLAGS..C_FLAGS + 8].copy_from_slice(&flags.to_le_bytes());
+    header[C_FLAGS..C_FLAGS + 8].copy_from_slice(&flags.to_le_bytes());
+    SlotPlan {
+        body_len: Some(body_len),
+        damaged: None,
+        cut,
+    }
 }
 
 /// Compacts slot `index` of a version 1 to 3 file: its events, up to the
@@ -315,12 +343,11 @@ pub fn assemble(
         MAX_CHUNK_SIZE
     };
     let mut needed = MIN_CHUNK_SIZE;
-    for (index, slot) in slots.iter().enumerate() {
+    for slot in &slots {
         if let Some(c) = &slot.chunk {
             let size = (CHUNK_HEADER_SIZE + c.body.len()).next_multiple_of(64);
             if size > max {
                 return Err(ConvertError::ChunkTooLarge {
-                    index: index as u64,
                     needed: size,
                     max,
                     version,
@@ -388,7 +415,8 @@ pub fn expand(file: &TraceFile<'_>) -> Result<Converted, ConvertError> {
     let plans: Vec<SlotPlan> = (0..file.chunk_slots())
         .map(|i| plan_slot(file, i, &mut named))
         .collect();
-    let layout = image_layout(file, &plans)?;
+    let largest = plans.iter().filter_map(|p| p.body_len).max().unwrap_or(0);
+    let layout = image_layout(file, plans.len() as u64, largest)?;
     let mut bytes = vec![0u8; layout.len];
     image_start(file, &layout, &mut bytes);
     let chunks = bytes[layout.chunks_offset..].chunks_exact_mut(layout.chunk_size);

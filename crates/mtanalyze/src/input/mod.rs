@@ -24,7 +24,9 @@ pub(crate) mod jsonl;
 use std::fs::File;
 use std::path::Path;
 
-use mtrace_format::convert::{expand_into, image_layout, image_start, plan_slot, ConvertError};
+use mtrace_format::convert::{
+    expand_into, image_layout, image_start, plan_slot, slot_bound, ConvertError,
+};
 use mtrace_format::layout::MAGIC;
 use mtrace_format::{ChunkProblem, Header, TraceFile};
 
@@ -285,28 +287,42 @@ fn finish(source: String, format: InputFormat, data: TraceBytes) -> Result<Loade
     Ok(trace)
 }
 
-/// A compact file's version-3 image, its slots expanded in parallel:
-/// each decoded once to size it, then once into its place in the image.
+/// A compact file's version-3 image, its slots expanded in parallel,
+/// each straight into its place. The slots' size is decided once: the
+/// bound every slot's committed bytes give (one decode a slot; the image
+/// reserves up to 16 bytes a compact byte, of which the pages the events
+/// do not reach are never touched), or, when the system refuses that
+/// much address space, the exact size a first decode of every slot finds.
 fn expand(file: &TraceFile<'_>) -> Result<(TraceBytes, CompactSource), ConvertError> {
-    let plans = crate::threads::map_collect(0..file.chunk_slots(), |i| {
-        plan_slot(file, i, &mut Vec::new())
-    });
-    let layout = image_layout(file, &plans)?;
-    let mut image = Image::zeroed(layout.len);
+    let slots = file.chunk_slots();
+    let bounds = crate::threads::map_collect(0..slots, |i| slot_bound(file, i));
+    let bound = bounds.iter().flatten().copied().max().unwrap_or(0);
+    let image = image_layout(file, slots, bound)
+        .ok()
+        .and_then(|layout| Some((Image::reserved(layout.len)?, layout)));
+    let (mut image, layout) = match image {
+        Some(reserved) => reserved,
+        None => {
+            let plans =
+                crate::threads::map_collect(0..slots, |i| plan_slot(file, i, &mut Vec::new()));
+            let largest = plans.iter().filter_map(|p| p.body_len).max().unwrap_or(0);
+            let layout = image_layout(file, slots, largest)?;
+            (Image::zeroed(layout.len), layout)
+        }
+    };
     let bytes = image.bytes_mut();
     image_start(file, &layout, bytes);
-    let slots: Vec<(u64, &mut [u8])> = bytes[layout.chunks_offset..]
+    let work: Vec<(u64, &mut [u8])> = bytes[layout.chunks_offset..]
         .chunks_exact_mut(layout.chunk_size)
         .enumerate()
-        .filter(|(i, _)| plans[*i].body_len.is_some())
         .map(|(i, slot)| (i as u64, slot))
         .collect();
-    crate::threads::for_each(slots, |(i, slot)| {
+    let plans = crate::threads::map_collect(work, |(i, slot)| {
         expand_into(file, i, &mut Vec::new(), slot)
     });
     let compact = CompactSource {
         header: file.header().clone(),
-        chunk_slots_in_file: file.chunk_slots(),
+        chunk_slots_in_file: slots,
         damaged: plans.iter().filter_map(|p| p.damaged.clone()).collect(),
         cut: plans.iter().filter_map(|p| p.cut.clone()).collect(),
     };
@@ -314,14 +330,21 @@ fn expand(file: &TraceFile<'_>) -> Result<(TraceBytes, CompactSource), ConvertEr
 }
 
 /// Zeroed memory for an image: an anonymous map where the system gives
-/// one (asked for huge pages: an image of 50 M events is 800 MB, which
-/// in 4 KiB pages is 200,000 page faults), else a vector.
+/// one, else a vector. An image sized exactly is written whole, so it asks
+/// for huge pages (50 M events are 800 MB: 200,000 faults in 4 KiB pages).
 enum Image {
     Map(memmap2::MmapMut),
     Vec(Vec<u8>),
 }
 
 impl Image {
+    /// Address space for `len` bytes, if the system gives it, of which
+    /// only the pages written are ever given memory: in small pages, as
+    /// a huge page would be given whole, most of it past a slot's events.
+    fn reserved(len: usize) -> Option<Image> {
+        Some(Image::Map(memmap2::MmapMut::map_anon(len).ok()?))
+    }
+
     fn zeroed(len: usize) -> Image {
         match memmap2::MmapMut::map_anon(len) {
             Ok(map) => {
