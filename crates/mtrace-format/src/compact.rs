@@ -32,7 +32,6 @@
 //! first event it cannot decode. [`crate::Chunk::events`] and
 //! [`crate::Chunk::compact_events`] walk a version-4 chunk through it.
 
-use crate::chunk::SnapshotRef;
 use crate::error::{ChunkProblem, ChunkProblemKind, CompactFault};
 use crate::event::{
     BadEvent, Event, EventKind, FunctionId, StackId, KIND_END, KIND_ENTER, KIND_EXIT, KIND_LOST,
@@ -43,6 +42,7 @@ use crate::layout::{
     PAYLOAD_WIDTH_BYTES, TAG_CLASS_SHIFT, TAG_DELTA_LOW_MASK, TAG_FORM_SHIFT, TICK_CLASS_BYTES,
     TICK_CLASS_MAX,
 };
+use crate::snapshot::SnapshotRef;
 
 /// Room the fast paths work in: one event's worst case.
 type Room = [u8; COMPACT_MAX_EVENT_SIZE];
@@ -374,9 +374,10 @@ impl<'a> CompactEvents<'a> {
             // After a `lost` or damage nothing is walked (the slow path
             // says so).
             let start = if self.done { &[][..] } else { self.rest };
-            // Room for every enter the bytes can hold (two bytes at least
-            // each), so the top of the named frames is always in the slice.
-            named.resize(depth + start.len() / 2 + 1, 0);
+            // Room above the top for the enters to come; when it runs out
+            // the walk leaves the loop, the slow path pushes one, and the
+            // room doubles here.
+            named.resize(2 * depth + 256, 0);
             let stack = named.as_mut_slice();
             // An index, not a shrinking slice: the next event's position
             // is one add after this one's length (the walk's critical path).
@@ -436,8 +437,11 @@ impl<'a> CompactEvents<'a> {
                     *slot = id;
                     depth = depth + !exit as usize - exit as usize;
                     let function = std::hint::select_unpredictable(exit, top, id);
+                    // The id's bytes: the form for 1 and 2, none for 3
+                    // (`form % 3` without a division).
+                    let id_bytes = form as usize & (!exit as usize).wrapping_neg();
                     (
-                        at + form as usize % 3,
+                        at + id_bytes,
                         (KIND_ENTER + exit as u64, next, function as u64),
                     )
                 };
@@ -870,11 +874,11 @@ mod tests {
     #[test]
     fn the_named_frames_are_the_snapshots_frames_of_the_current_stack() {
         let mut body = vec![0u8; 256];
-        let n = crate::chunk::encode_snapshot(&mut body, 256, 50, &[1, 2], StackId(9), &[3, 4]);
-        let snap = crate::chunk::decode_snapshot(&body[..n]).unwrap();
+        let n = crate::snapshot::encode_snapshot(&mut body, 256, 50, &[1, 2], StackId(9), &[3, 4]);
+        let snap = crate::snapshot::decode_snapshot(&body[..n]).unwrap();
         assert_eq!(named_frames(&snap).map(|f| f.0).collect::<Vec<_>>(), [3, 4]);
-        let n = crate::chunk::encode_snapshot(&mut body, 256, 50, &[1, 2], StackId::OWN, &[]);
-        let snap = crate::chunk::decode_snapshot(&body[..n]).unwrap();
+        let n = crate::snapshot::encode_snapshot(&mut body, 256, 50, &[1, 2], StackId::OWN, &[]);
+        let snap = crate::snapshot::decode_snapshot(&body[..n]).unwrap();
         assert_eq!(named_frames(&snap).map(|f| f.0).collect::<Vec<_>>(), [1, 2]);
         let mut enc = ChunkEncoder::from_snapshot(&snap);
         let mut out = [0u8; 64];

@@ -27,6 +27,7 @@ pub mod header;
 pub mod layout;
 pub mod meta;
 pub mod reader;
+pub mod snapshot;
 pub mod writer;
 
 pub use chunk::{Chunk, ChunkEvents, SnapshotRef};
