@@ -376,8 +376,8 @@ fn compact(bytes: &[u8]) -> Vec<u8> {
 fn torn_compact(mut bytes: Vec<u8>) -> Vec<u8> {
     let file = TraceFile::parse(&bytes).unwrap();
     let last = (0..file.chunk_slots())
-        .filter_map(|i| file.chunk(i).ok().flatten())
-        .last()
+        .rev()
+        .find_map(|i| file.chunk(i).ok().flatten())
         .map(|c| c.events_offset() as usize + c.event_bytes().len() / 2);
     if let Some(cut) = last {
         bytes.truncate(cut);

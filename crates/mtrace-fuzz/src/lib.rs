@@ -113,7 +113,10 @@ fn encodings_agree(file: &TraceFile<'_>) {
     if !file.is_compact() {
         // Nothing after a `lost` is kept in compact chunks.
         for events in &mut want {
-            if let Some(at) = events.iter().position(|e| e.kind == mtrace_format::EventKind::Lost) {
+            if let Some(at) = events
+                .iter()
+                .position(|e| e.kind == mtrace_format::EventKind::Lost)
+            {
                 events.truncate(at + 1);
             }
         }
@@ -225,7 +228,10 @@ pub fn analyzer(data: &[u8]) {
             render::json::report_with_rows(&mut written, &handed, rows).unwrap();
             let mut expected = Vec::new();
             render::json::report(&mut expected, &view::ReportView::from(&batch)).unwrap();
-            assert!(written == expected, "the JSON of rows sorted on disk differs");
+            assert!(
+                written == expected,
+                "the JSON of rows sorted on disk differs"
+            );
         }
     }
     // Time windows split any trace, damaged or not, exactly: the halves
