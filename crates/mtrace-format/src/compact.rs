@@ -370,6 +370,11 @@ impl<'a> CompactEvents<'a> {
         loop {
             let mut named = std::mem::take(&mut self.named);
             let mut depth = named.len();
+            // Index 0 holds 0, under the named frames (1..=depth): the
+            // innermost frame is always `named[depth]`, and a 0 read there
+            // is an exit with no named frame, as an enter of id 0 is
+            // damage: one check for both.
+            named.insert(0, 0);
             let mut tick = self.tick;
             // After a `lost` or damage nothing is walked (the slow path
             // says so).
@@ -402,7 +407,7 @@ impl<'a> CompactEvents<'a> {
                         Ok((len, event)) if event.0 != KIND_LOST => {
                             match event.0 {
                                 KIND_ENTER => {
-                                    let Some(top) = stack.get_mut(depth) else {
+                                    let Some(top) = stack.get_mut(depth + 1) else {
                                         break;
                                     };
                                     *top = event.2 as u32;
@@ -422,21 +427,23 @@ impl<'a> CompactEvents<'a> {
                     // The id a short enter carries (0 for form 3).
                     let id = u16::from_le_bytes([room[at], room[at + 1]]) as u32
                         & SHORT_ID_MASK[form as usize];
-                    let top = stack[depth.saturating_sub(1)];
-                    // An exit with no named frame, an enter of id 0:
-                    // damage, for the slow path to report. (`&` and `|`,
-                    // not `&&` and `||`: one branch, not one per form.)
-                    if (exit & (depth == 0)) | (!exit & (id == 0)) {
-                        break;
-                    }
-                    let Some(slot) = stack.get_mut(depth) else {
+                    // The innermost named frame and the slot above it.
+                    let Some([top, above]) = stack
+                        .get_mut(depth..depth + 2)
+                        .and_then(|pair| <&mut [u32; 2]>::try_from(pair).ok())
+                    else {
                         break;
                     };
+                    let function = std::hint::select_unpredictable(exit, *top, id);
+                    // An exit with no named frame (the 0 under them), an
+                    // enter of id 0: damage, for the slow path to report.
+                    if function == 0 {
+                        break;
+                    }
                     // An exit leaves it above the new top, where it is
                     // never read.
-                    *slot = id;
+                    *above = id;
                     depth = depth + !exit as usize - exit as usize;
-                    let function = std::hint::select_unpredictable(exit, top, id);
                     // The id's bytes: the form for 1 and 2, none for 3
                     // (`form % 3` without a division).
                     let id_bytes = form as usize & (!exit as usize).wrapping_neg();
@@ -449,7 +456,8 @@ impl<'a> CompactEvents<'a> {
                 tick = next;
                 f(event);
             }
-            named.truncate(depth);
+            named.truncate(depth + 1);
+            named.remove(0);
             let rest = start.get(at_event..).unwrap_or_default();
             if !self.done {
                 self.offset += (start.len() - rest.len()) as u64;
