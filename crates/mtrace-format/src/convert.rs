@@ -110,7 +110,7 @@ impl ConvertedChunk {
 }
 
 /// What slot `index` of a version-4 file holds once expanded: found by
-/// decoding it ([`plan_expansion`]), so that [`expand_into`] can write
+/// decoding it ([`plan_slot`]), so that [`expand_into`] can write
 /// every slot straight into its place in one image.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct SlotPlan {
