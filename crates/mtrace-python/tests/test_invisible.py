@@ -327,6 +327,25 @@ class Invisible(Case):
 
         self.assertEqual(functions(mtrace.Profile), functions(cProfile.Profile))
 
+    def test_a_failed_second_enable_leaves_the_running_recording_as_it_was(self):
+        # Its children stay armed (the environment a child reads), its
+        # greenlet hooks stay in.
+        import mtrace
+        from mtrace import _children
+
+        mtrace.enable(self.path("first.bin"))
+        try:
+            armed = os.environ.get(_children.ENVIRONMENT)
+            hooks = dict(mtrace._greenlet_state)
+            self.assertIsNotNone(armed)
+            with self.assertRaises(RuntimeError):
+                mtrace.enable(self.path("second.bin"))
+            self.assertEqual(os.environ.get(_children.ENVIRONMENT), armed)
+            self.assertEqual(mtrace._greenlet_state, hooks)
+            self.assertTrue(mtrace.is_enabled())
+        finally:
+            mtrace.disable()
+
     def test_memory_recordings_record_this_process_only(self):
         import mtrace
 

@@ -207,14 +207,19 @@ def enable(path=DEFAULT_OUTPUT, *, capacity=None, ring=False, builtins=True, tas
     # Armed before the recording starts, so that its work is not recorded
     # (nothing of mtrace's runs after the start: the calls its own code
     # makes would be in the tables).
-    if children:
+    # If this start fails because a recording runs, that recording keeps
+    # its children armed and its greenlet hooks.
+    running = is_enabled()
+    if children and not running:
         _children.arm(str(path) if _root is None else _root, options, first=_root is None)
-    _trace_greenlets()
+    if not running:
+        _trace_greenlets()
     try:
         _mtrace.start(str(path), **options)
     except BaseException:
-        _untrace_greenlets()
-        _children.disarm()
+        if not running:
+            _untrace_greenlets()
+            _children.disarm()
         raise
 
 
