@@ -127,7 +127,7 @@ fn decode_v4_raw(chunks: &[Chunk], named: &mut Vec<u32>) -> u64 {
 }
 
 /// As the analyzer reads a compact file: every event expanded to 16
-/// bytes (`convert::expand_chunk`'s work), into a buffer reused from
+/// bytes (`convert::expand_into`'s work), into a buffer reused from
 /// chunk to chunk.
 #[inline(never)]
 fn decode_v4_expand(chunks: &[Chunk], named: &mut Vec<u32>, out: &mut Vec<u8>) -> u64 {

@@ -19,7 +19,7 @@
 //! becomes an empty slot and its problem is handed back.
 
 use crate::chunk::{encode_chunk_header, Chunk};
-use crate::compact::ChunkEncoder;
+use crate::compact::{ChunkEncoder, CompactEvents};
 use crate::error::ChunkProblem;
 use crate::event::{Event, ThreadId};
 use crate::layout::*;
@@ -123,21 +123,36 @@ pub struct SlotPlan {
     pub cut: Option<ChunkProblem>,
 }
 
+/// Slot `index` of a version-4 file and a walk of its compact events
+/// (`named` lent to it: [`CompactEvents::into_named`] gives it back), or
+/// the plan of a slot with nothing to expand (empty, or damaged).
+fn compact_walk<'f>(
+    file: &TraceFile<'f>,
+    index: u64,
+    named: &mut Vec<u32>,
+) -> Result<(Chunk<'f>, CompactEvents<'f>), SlotPlan> {
+    let chunk = match file.chunk(index) {
+        Ok(Some(chunk)) => chunk,
+        Ok(None) => return Err(SlotPlan::default()),
+        Err(problem) => {
+            return Err(SlotPlan {
+                damaged: Some(problem),
+                ..SlotPlan::default()
+            })
+        }
+    };
+    match chunk.compact_events(std::mem::take(named)) {
+        Some(walk) => Ok((chunk, walk)),
+        None => Err(SlotPlan::default()),
+    }
+}
+
 /// Decodes slot `index` of a version-4 file to learn its expanded size
 /// and damage (`named`: a buffer reused from slot to slot).
 pub fn plan_slot(file: &TraceFile<'_>, index: u64, named: &mut Vec<u32>) -> SlotPlan {
-    let chunk = match file.chunk(index) {
-        Ok(Some(chunk)) => chunk,
-        Ok(None) => return SlotPlan::default(),
-        Err(problem) => {
-            return SlotPlan {
-                damaged: Some(problem),
-                ..SlotPlan::default()
-            }
-        }
-    };
-    let Some(mut walk) = chunk.compact_events(std::mem::take(named)) else {
-        return SlotPlan::default();
+    let (chunk, mut walk) = match compact_walk(file, index, named) {
+        Ok(found) => found,
+        Err(plan) => return plan,
     };
     let mut events = 0usize;
     walk.for_each_raw(|_| events += 1);
@@ -224,18 +239,9 @@ pub fn expand_into(
     named: &mut Vec<u32>,
     slot: &mut [u8],
 ) -> SlotPlan {
-    let chunk = match file.chunk(index) {
-        Ok(Some(chunk)) => chunk,
-        Ok(None) => return SlotPlan::default(),
-        Err(problem) => {
-            return SlotPlan {
-                damaged: Some(problem),
-                ..SlotPlan::default()
-            }
-        }
-    };
-    let Some(mut walk) = chunk.compact_events(std::mem::take(named)) else {
-        return SlotPlan::default();
+    let (chunk, mut walk) = match compact_walk(file, index, named) {
+        Ok(found) => found,
+        Err(plan) => return plan,
     };
     let start = chunk.offset as usize + CHUNK_HEADER_SIZE;
     let snapshot = file
