@@ -2,7 +2,9 @@
 
 use serde_json::Value;
 
-use crate::util::{assert_json_eq, assert_text_eq, mtanalyze, repo_file, vector, TempDir, REPAIRS};
+use crate::util::{
+    assert_json_eq, assert_text_eq, json_report_run, mtanalyze, repo_file, vector, TempDir, REPAIRS,
+};
 
 /// The JSON report of `trace` under `clock`, without the fields that name
 /// where it came from.
@@ -122,14 +124,7 @@ fn converting_to_an_unwritable_place_fails_with_one_line() {
 /// say where it came from and in which format version cut out; and that
 /// version.
 fn report_text(trace: &std::path::Path, clock: &str) -> (String, u64) {
-    let run = mtanalyze([
-        trace.as_os_str(),
-        "--format".as_ref(),
-        "json".as_ref(),
-        "--clock".as_ref(),
-        clock.as_ref(),
-    ])
-    .success();
+    let run = json_report_run(trace, clock);
     let version = run.json()["trace"]["format_version"]
         .as_u64()
         .unwrap_or_default();

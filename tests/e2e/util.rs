@@ -314,6 +314,12 @@ pub fn function_numbers<const N: usize>(
 }
 
 pub fn json_report(trace: &Path, clock: &str) -> serde_json::Value {
+    json_report_run(trace, clock).json()
+}
+
+/// The successful run of `mtanalyze TRACE --format json --clock CLOCK`
+/// (its text, where a test compares it byte for byte).
+pub fn json_report_run(trace: &Path, clock: &str) -> Run {
     mtanalyze([
         trace.as_os_str(),
         "--format".as_ref(),
@@ -322,7 +328,6 @@ pub fn json_report(trace: &Path, clock: &str) -> serde_json::Value {
         clock.as_ref(),
     ])
     .success()
-    .json()
 }
 
 /// The Python of a virtual environment `target/VENV` holding PyPI's

@@ -4,7 +4,7 @@
 
 use serde_json::{json, Value};
 
-use crate::util::{assert_json_eq, mtanalyze, vector};
+use crate::util::{assert_json_eq, json_report, vector};
 
 const FIELDS: [&str; 4] = ["ncalls", "primitive_calls", "tottime_ns", "cumtime_ns"];
 
@@ -32,15 +32,7 @@ fn check_vector(name: &str, clock: &str) {
         serde_json::from_str(&std::fs::read_to_string(&expected_path).unwrap_or_default())
             .unwrap_or_else(|e| panic!("{}: {e}", expected_path.display()));
     let trace = vector(&format!("{name}.jsonl"));
-    let run = mtanalyze([
-        trace.as_os_str(),
-        "--format".as_ref(),
-        "json".as_ref(),
-        "--clock".as_ref(),
-        clock.as_ref(),
-    ])
-    .success();
-    let got = run.json();
+    let got = json_report(&trace, clock);
     assert_eq!(got["clock"], json!(clock));
     assert_json_eq(
         &format!("{name} --clock {clock}: functions"),
