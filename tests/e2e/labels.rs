@@ -60,6 +60,14 @@ fn run(args: &[&OsStr]) -> Run {
     mtanalyze(args.iter().copied())
 }
 
+/// What `mtanalyze ARGS -o OUT` wrote to `out`, as text.
+fn written(args: &[&OsStr], out: &Path) -> String {
+    let mut all = args.to_vec();
+    all.extend([OsStr::new("-o"), out.as_os_str()]);
+    run(&all).success();
+    std::fs::read_to_string(out).expect("the output was written")
+}
+
 fn run_on(trace: &Path, args: &[&str]) -> Run {
     let mut all: Vec<&OsStr> = args.iter().map(OsStr::new).collect();
     all.push(trace.as_os_str());
@@ -139,26 +147,17 @@ fn same_named_functions_are_two_frames_in_folded_lines_and_flame_graphs() {
     assert!(lines.contains(&"main 80"), "{}", folded.stdout);
 
     let svg = dir.join("twins.svg");
-    run(&[
-        OsStr::new("flamegraph"),
-        trace.as_os_str(),
-        OsStr::new("-o"),
-        svg.as_os_str(),
-    ])
-    .success();
-    let svg = std::fs::read_to_string(&svg).expect("the SVG was written");
+    let svg = written(&[OsStr::new("flamegraph"), trace.as_os_str()], &svg);
     has_all("the flame graph", &svg, &ALL);
 
-    let html = dir.join("twins.html");
-    run(&[
-        trace.as_os_str(),
-        OsStr::new("--format"),
-        OsStr::new("html"),
-        OsStr::new("-o"),
-        html.as_os_str(),
-    ])
-    .success();
-    let html = std::fs::read_to_string(&html).expect("the page was written");
+    let html = written(
+        &[
+            trace.as_os_str(),
+            OsStr::new("--format"),
+            OsStr::new("html"),
+        ],
+        &dir.join("twins.html"),
+    );
     let data = page_data(&html);
     let labels: Vec<&str> = data["labels"]
         .as_array()
@@ -380,17 +379,15 @@ fn control_characters_in_names_are_escaped_in_every_text_output() {
         .success(),
         &[r"task\x1b[31m"],
     );
-    let callgrind = dir.join("hostile.callgrind");
-    run(&[
-        OsStr::new("export"),
-        OsStr::new("--format"),
-        OsStr::new("callgrind"),
-        trace.as_os_str(),
-        OsStr::new("-o"),
-        callgrind.as_os_str(),
-    ])
-    .success();
-    let callgrind = std::fs::read_to_string(&callgrind).expect("written");
+    let callgrind = written(
+        &[
+            OsStr::new("export"),
+            OsStr::new("--format"),
+            OsStr::new("callgrind"),
+            trace.as_os_str(),
+        ],
+        &dir.join("hostile.callgrind"),
+    );
     assert!(
         !callgrind.chars().any(|c| c.is_control() && c != '\n'),
         "{callgrind:?}"
@@ -419,16 +416,14 @@ fn control_characters_in_names_are_escaped_in_every_text_output() {
 fn the_html_page_carries_hostile_names_as_data_never_raw() {
     let dir = TempDir::new("labels-escape-html");
     let trace = hostile(&dir);
-    let out = dir.join("hostile.html");
-    run(&[
-        trace.as_os_str(),
-        OsStr::new("--format"),
-        OsStr::new("html"),
-        OsStr::new("-o"),
-        out.as_os_str(),
-    ])
-    .success();
-    let html = std::fs::read_to_string(&out).expect("the page was written");
+    let html = written(
+        &[
+            trace.as_os_str(),
+            OsStr::new("--format"),
+            OsStr::new("html"),
+        ],
+        &dir.join("hostile.html"),
+    );
     assert!(!html.contains('\u{1b}') && !html.contains('\u{7}'));
     let data = page_data(&html);
     let names: Vec<String> = data["functions"]
