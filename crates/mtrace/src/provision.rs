@@ -44,13 +44,13 @@
 //!   already.
 //! * **Finish stops it first** ([`Provisioner::stop`]), before the file's
 //!   length is decided, so it neither grows nor maps the file while it is
-//!   cut, detached and closed. A parked provisioner is stopped with one
-//!   atomic swap: it cannot start working any more, and it exits when it
-//!   wakes, unjoined (a language binding starts and finishes a recording
-//!   at every `enable()` and `disable()`: a thread spawned after the start
-//!   and joined at every finish added about 0.1 ms to their 1.2 ms; now
-//!   about 0.03 ms). One at work is joined; it checks its state between
-//!   parts of at most [`PART_BYTES`], so finish waits for at most one part.
+//!   cut, detached and closed. It is told with one atomic store, woken,
+//!   and joined, parked or at work: the recording it reads may be freed
+//!   once finished (`shared.rs`, "Freed files"). A parked one returns as
+//!   it wakes; one at work checks between parts of at most
+//!   [`PART_BYTES`], so finish waits for at most one part. (The Python
+//!   binding, which starts and finishes a recording per `enable()` and
+//!   `disable()`, runs without a provisioner.)
 //! * **Fork needs nothing.** Only the forking thread goes on in the child,
 //!   so the child has no provisioner; it never needs one for the parent's
 //!   recording, whose claims, growths and finish are the parent's alone
@@ -68,7 +68,7 @@
 //! competes with it for the same work the claims did (see the README's
 //! recorder overhead section for the two-thread measurement).
 
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, SyncSender};
 use std::sync::{Mutex, OnceLock};
 use std::thread::{JoinHandle, Thread};
@@ -97,14 +97,6 @@ pub(crate) const AHEAD_BYTES: u64 = 4 << 20;
 /// whether the recording is finishing (a slot can be up to 64 MiB).
 pub(crate) const PART_BYTES: usize = 256 << 10;
 
-/// [`Provisioner::state`]: the thread sleeps, or is about to (it may not
-/// touch the file before it has swapped this for [`WORKING`]).
-const PARKED: u8 = 0;
-/// The thread is preparing slots: finish must wait for it.
-const WORKING: u8 = 1;
-/// Finish stopped it, or it ended: it touches the file no more.
-const STOPPED: u8 = 2;
-
 /// The provisioner's shared state, part of the recording (`Shared`).
 pub(crate) struct Provisioner {
     /// Slots below this had their pages mapped: by the provisioner, or, for
@@ -114,8 +106,9 @@ pub(crate) struct Provisioner {
     prepared_count: AtomicU64,
     /// Largest lead, in slots.
     ahead: u64,
-    /// [`PARKED`], [`WORKING`] or [`STOPPED`].
-    state: AtomicU8,
+    /// Finish stopped it, or it ended: it touches the file no more. (Finish
+    /// also joins the thread, whatever it was doing.)
+    stopped: AtomicBool,
     /// The thread, to wake it; unset if it could not be started.
     thread: OnceLock<Thread>,
     handle: Mutex<Option<JoinHandle<()>>>,
@@ -129,7 +122,7 @@ impl Provisioner {
             prepared_to: AtomicU64::new(1),
             prepared_count: AtomicU64::new(0),
             ahead: (AHEAD_BYTES / map.chunk_size as u64).max(1),
-            state: AtomicU8::new(PARKED),
+            stopped: AtomicBool::new(false),
             thread: OnceLock::new(),
             handle: Mutex::new(None),
         }
@@ -177,7 +170,7 @@ impl Provisioner {
     /// (a parked one, woken, returns at once): the recording may be freed
     /// after that (`shared.rs`, "Freed files"), and the thread reads it.
     pub fn stop(&self) {
-        self.state.store(STOPPED, Ordering::Release);
+        self.stopped.store(true, Ordering::Release);
         let handle = lock(&self.handle).take();
         if let Some(thread) = self.thread.get() {
             thread.unpark();
@@ -191,7 +184,7 @@ impl Provisioner {
     /// Whether the provisioner has stopped for good.
     #[cfg(test)]
     pub fn stopped(&self) -> bool {
-        self.state.load(Ordering::Acquire) == STOPPED
+        self.stopped.load(Ordering::Acquire)
     }
 }
 
@@ -262,17 +255,13 @@ fn run(
         // channel's `recv` parks the thread too, and the token that woke
         // it there may have been finish's. Parking then would be for ever
         // (a thread and its stack lost per short recording).
-        if p.state.load(Ordering::Acquire) == STOPPED {
+        if p.stopped.load(Ordering::Acquire) {
             return;
         }
         // Parked until the first claim (or finish): a recording that never
         // claims a second slot costs no work here.
         std::thread::park();
-        // Finish cannot miss a thread at work: it sees `WORKING` and waits.
-        if p.state
-            .compare_exchange(PARKED, WORKING, Ordering::AcqRel, Ordering::Acquire)
-            .is_err()
-        {
+        if p.stopped.load(Ordering::Acquire) {
             return;
         }
         let claimed = next_seq.load(Ordering::Relaxed);
@@ -283,18 +272,18 @@ fn run(
             .saturating_add(lead(p.ahead, claimed))
             .min(map.chunk_count);
         while next < target {
-            if p.state.load(Ordering::Acquire) == STOPPED {
+            if p.stopped.load(Ordering::Acquire) {
                 return;
             }
             if mode == Mode::StopWhenFull && next >= map.ready_slots() && !map.grow_to(next) {
                 // The file is at its maximum, or the disk is full: nothing
                 // more will ever be claimed (the claims see the same).
-                p.state.store(STOPPED, Ordering::Release);
+                p.stopped.store(true, Ordering::Release);
                 return;
             }
             let mut offset = 0;
             while offset < map.chunk_size {
-                if p.state.load(Ordering::Acquire) == STOPPED {
+                if p.stopped.load(Ordering::Acquire) {
                     return;
                 }
                 map.populate_part(next, offset, PART_BYTES);
@@ -306,13 +295,7 @@ fn run(
         }
         if next >= map.chunk_count {
             // Every slot of the file is prepared (a ring's first pass done).
-            p.state.store(STOPPED, Ordering::Release);
-            return;
-        }
-        if p.state
-            .compare_exchange(WORKING, PARKED, Ordering::AcqRel, Ordering::Acquire)
-            .is_err()
-        {
+            p.stopped.store(true, Ordering::Release);
             return;
         }
     }
@@ -419,10 +402,10 @@ mod tests {
             assert!(
                 Instant::now() < deadline,
                 "the provisioner prepared up to slot {} of {low_water} (claims at {claimed}; \
-                 {} prepared; state {}; thread started: {}; file: {} slots, growth failure {:?})",
+                 {} prepared; stopped {}; thread started: {}; file: {} slots, growth failure {:?})",
                 p.prepared_to(),
                 p.prepared_count(),
-                p.state.load(Ordering::Relaxed),
+                p.stopped.load(Ordering::Relaxed),
                 p.thread.get().is_some(),
                 shared.map.ready_slots(),
                 shared.map.growth_failure(),
