@@ -189,6 +189,29 @@ def enable(path=DEFAULT_OUTPUT, *, capacity=None, ring=False, builtins=True, tas
     default, and this process alone is recorded (``children`` False; True
     is refused). For short recordings, such as a profile per request.
     """
+    path, options, armed = _prepare(path, capacity=capacity, ring=ring, builtins=builtins,
+                                    tasks=tasks, meta_capacity=meta_capacity,
+                                    children=children, armed=armed, signal=signal,
+                                    rotate=rotate, keep=keep, memory=memory, _root=_root,
+                                    _open_frames=_open_frames)
+    try:
+        _mtrace.start(path, **options)
+    except BaseException:
+        _unprepare(armed)
+        raise
+
+
+# Everything around the start and the stop is done before the start and
+# after the stop, in functions of their own: the functions on the stack
+# when the recording starts or stops (`enable`, `disable`, `Profile`'s) are
+# instrumented by `sys.monitoring` there, at a cost that grows with their
+# code, and a profile per request pays it twice a request.
+def _prepare(path, *, capacity=None, ring=False, builtins=True, tasks=True, meta_capacity=None,
+             children=None, armed=False, signal=None, rotate=None, keep=None, memory=False,
+             _root=None, _open_frames=False):
+    """``enable``'s arguments checked and the hooks set up: returns the
+    recorder's path and options, and whether hooks were set up here
+    (``_unprepare`` takes them down if the start fails)."""
     if memory:
         if children:
             raise ValueError("a recording into memory records this process only: "
@@ -214,13 +237,14 @@ def enable(path=DEFAULT_OUTPUT, *, capacity=None, ring=False, builtins=True, tas
         _children.arm(str(path) if _root is None else _root, options, first=_root is None)
     if not running:
         _trace_greenlets()
-    try:
-        _mtrace.start(str(path), **options)
-    except BaseException:
-        if not running:
-            _untrace_greenlets()
-            _children.disarm()
-        raise
+    return str(path), options, not running
+
+
+def _unprepare(prepared_here):
+    """Takes down what ``_prepare`` set up, after a start that failed."""
+    if prepared_here:
+        _untrace_greenlets()
+        _children.disarm()
 
 
 def disable():
@@ -230,9 +254,12 @@ def disable():
     ``growth_failure``: why the file stopped growing before its maximum,
     such as a full disk, or None; for a recording into memory ``trace``, its
     ``MemoryTrace``), or None if nothing was recording."""
-    # The recording stops before the rest of the unhooking, which is then
-    # not in the report.
-    summary = _mtrace.stop()
+    return _stopped(_mtrace.stop())
+
+
+def _stopped(summary):
+    """The rest of ``disable`` once the recording has stopped (so that none
+    of it is recorded): hooks taken down, the summary completed."""
     _children.disarm()
     _untrace_greenlets()
     if summary is not None and "memory_fd" in summary:

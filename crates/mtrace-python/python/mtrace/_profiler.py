@@ -230,6 +230,9 @@ class Profile:
         self._memory = []
         self._summed = None
         self._recording = None
+        # Whether this profile's enable() set up the hooks (greenlets).
+        self._prepared_here = False
+        self._previous_owner = None
         self._timed = None
         if timer is not None and not any(timer is wall for wall in _WALL_CLOCKS):
             import cProfile
@@ -266,37 +269,60 @@ class Profile:
         constructor's; ``subcalls`` is accepted for cProfile's sake (caller
         edges are always recorded). What a second ``enable()`` does is
         cProfile's: see the class."""
+        # Short on purpose: this frame is on the stack when the recording
+        # starts, and is instrumented then (see `mtrace._prepare`).
+        start = self._prepare(builtins)
+        if start is not None:
+            try:
+                _mtrace.start(start[0], **start[1])
+            except BaseException as e:
+                self._failed(e)
+
+    def _prepare(self, builtins):
+        """What ``enable`` does before the start: cProfile's checks, the
+        hooks set up; returns ``_mtrace.start``'s arguments, or None if this
+        profile records already (on 3.11)."""
         global _owner
-        enable, is_enabled = _package.enable, _package.is_enabled
         if self._recording is not None:
             if _EXCLUSIVE:
                 raise ValueError(f"{_ANOTHER_TOOL} (mtrace is recording)")
-            return
+            return None
         owner = None if _owner is None else _owner()
         if not _EXCLUSIVE and owner is not None and owner._recording is not None:
             owner.disable()
         where = (dict(path=self._next_path()) if self._path is not None
                  else dict(path="mtrace-profile", memory=True))
-        try:
-            enable(**where, builtins=self.builtins if builtins is None else builtins,
-                   **self._options)
-        except RuntimeError:
-            if is_enabled():
-                raise ValueError(f"{_ANOTHER_TOOL} (mtrace is recording)") from None
-            raise
-        self._recording = where["path"]
-        _owner = weakref.ref(self)
+        path, options, prepared_here = _package._prepare(
+            **where, builtins=self.builtins if builtins is None else builtins, **self._options)
+        self._recording = path
+        self._prepared_here = prepared_here
+        self._previous_owner, _owner = _owner, weakref.ref(self)
+        return path, options
+
+    def _failed(self, error):
+        """After a start that failed: what ``enable`` set up taken down, and
+        cProfile's exception raised."""
+        global _owner
+        self._recording = None
+        _owner = self._previous_owner
+        _package._unprepare(self._prepared_here)
+        if isinstance(error, RuntimeError) and _package.is_enabled():
+            raise ValueError(f"{_ANOTHER_TOOL} (mtrace is recording)") from None
+        raise error
 
     def disable(self):
         """Stop recording; the trace is kept for ``create_stats``."""
+        # Short on purpose, as `enable`.
+        if self._recording is not None:
+            self._stopped(_mtrace.stop())
+
+    def _stopped(self, summary):
+        """What ``disable`` does after the stop: the trace kept."""
         global _owner
-        disable = _package.disable
-        if self._recording is None:
-            return
         path, self._recording = self._recording, None
         if _owner is not None and _owner() is self:
             _owner = None
-        summary = disable()
+        summary = _package._stopped(summary)
         trace = None if summary is None else summary.get("trace")
         if trace is not None:
             self._memory.append(trace)
