@@ -263,7 +263,13 @@ impl TraceMap {
         let chunks_offset = round_up(HEADER_SIZE + meta_capacity, page);
         let chunk_size = config.chunk_size;
         let granule = page as u64 / gcd(chunk_size as u64, page as u64);
-        let mut chunk_count = config.max_chunks(free_bytes(&file));
+        // Memory has a maximum of its own: no file system to ask.
+        let free = if config.in_memory {
+            None
+        } else {
+            free_bytes(&file)
+        };
+        let mut chunk_count = config.max_chunks(free);
         // The address range for the file at its maximum. A default maximum
         // the system will not reserve is halved until it does; a user's is an
         // error.
@@ -398,6 +404,12 @@ impl TraceMap {
     /// hole. A region sized for half a million task names then costs a short
     /// run neither the time nor the disk of reserving it.
     fn make_first(&self, file: &File, first_len: u64) -> io::Result<()> {
+        if self.in_memory {
+            // Nothing to reserve and nothing read ahead: one length and
+            // one mapping for the whole first step (a profile per request
+            // makes one of these per request).
+            return self.extend(file, 0, first_len);
+        }
         let meta_end = (self.meta_offset + self.meta_reserved_at_start()) as u64;
         let chunks = self.chunks_offset as u64;
         self.extend(file, 0, meta_end.min(chunks))?;
@@ -734,7 +746,7 @@ impl TraceMap {
         }
         let growth = lock(&self.growth);
         match growth.file.as_ref()? {
-            Backing::Held(file) => Some(file.try_clone().map(out_of_the_way)),
+            Backing::Held(file) => Some(clone_out_of_the_way(file)),
             Backing::ByPath { .. } => None,
         }
     }
@@ -783,14 +795,7 @@ pub(crate) const FIRST_OWN_FD: libc::c_int = 512;
 /// descriptor limit is too low for that or the move fails (nothing breaks:
 /// the program only sees one more low descriptor).
 pub(crate) fn move_fd_out_of_the_way(fd: libc::c_int) -> libc::c_int {
-    let mut limit = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: `limit` is a valid rlimit to fill.
-    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0
-        || limit.rlim_cur < 2 * FIRST_OWN_FD as libc::rlim_t
-        || fd >= FIRST_OWN_FD
+    if fd_limit().is_none_or(|limit| limit < 2 * FIRST_OWN_FD as libc::rlim_t) || fd >= FIRST_OWN_FD
     {
         return fd;
     }
@@ -802,6 +807,32 @@ pub(crate) fn move_fd_out_of_the_way(fd: libc::c_int) -> libc::c_int {
     // SAFETY: `fd` is ours and, duplicated, no longer needed.
     unsafe { libc::close(fd) };
     moved
+}
+
+/// A descriptor of `file`'s own, at [`FIRST_OWN_FD`] or above where
+/// [`move_fd_out_of_the_way`] would move it (one call rather than a
+/// duplicate at a low number moved again).
+fn clone_out_of_the_way(file: &File) -> io::Result<File> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    if fd_limit().is_some_and(|limit| limit >= 2 * FIRST_OWN_FD as libc::rlim_t) {
+        // SAFETY: duplicates a descriptor this process owns.
+        let fd = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_DUPFD_CLOEXEC, FIRST_OWN_FD) };
+        if fd >= 0 {
+            // SAFETY: `fd` was just made and is owned by nobody else.
+            return Ok(unsafe { File::from_raw_fd(fd) });
+        }
+    }
+    file.try_clone().map(out_of_the_way)
+}
+
+/// The descriptor limit (`RLIMIT_NOFILE`'s soft limit), if known.
+fn fd_limit() -> Option<libc::rlim_t> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `limit` is a valid rlimit to fill.
+    (unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0).then_some(limit.rlim_cur)
 }
 
 /// [`move_fd_out_of_the_way`] for a file.
