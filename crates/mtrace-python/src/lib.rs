@@ -316,6 +316,21 @@ fn stop(py: Python<'_>) -> PyResult<Option<Bound<'_, PyDict>>> {
     Ok(Some(d))
 }
 
+/// Gives back the descriptor `fd` of a trace in memory (`stop`'s
+/// `memory_fd`), closing it: the trace's memory may then serve the next
+/// recording into memory (a profile per request makes no new memory file
+/// per request). The caller never uses `fd` again.
+#[pyfunction]
+fn give_back_memory(fd: i32) {
+    use std::os::fd::FromRawFd;
+    if fd < 0 {
+        return;
+    }
+    // SAFETY: `fd` is the descriptor `stop` handed over, owned by the
+    // caller, who gives it up here.
+    mtrace::give_back_memory_trace(unsafe { std::fs::File::from_raw_fd(fd) });
+}
+
 /// greenlet's trace hook (`greenlet.settrace`): on a switch or throw from
 /// one greenlet to another, the thread moves to the target greenlet's
 /// stack (a main greenlet's is the thread's own stack).
@@ -464,6 +479,7 @@ fn _mtrace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(set_own_folder, m)?)?;
     m.add_function(wrap_pyfunction!(start, m)?)?;
     m.add_function(wrap_pyfunction!(stop, m)?)?;
+    m.add_function(wrap_pyfunction!(give_back_memory, m)?)?;
     m.add_function(wrap_pyfunction!(restart_in_child, m)?)?;
     m.add_function(wrap_pyfunction!(greenlet_trace, m)?)?;
     m.add_function(wrap_pyfunction!(set_context_id_callback, m)?)?;

@@ -90,7 +90,7 @@ PROFILES_IN_MEMORY = """
         return n if n < 2 else spin(n - 1) + spin(n - 2)
 
     def descriptors():
-        return len(os.listdir("/proc/self/fd"))
+        return set(map(int, os.listdir("/proc/self/fd")))
 
     def request():
         p = mtrace.Profile()
@@ -117,7 +117,8 @@ PROFILES_IN_MEMORY = """
     gc.collect()
     print(readable, all(p.startswith("/proc/self/fd/") for p in paths),
           calls[next(k for k in calls if k[2] == "spin")][1], memory_calls,
-          descriptors() - before, sorted(os.listdir(".")), sorted(os.listdir(os.environ["TMPDIR"])))
+          ",".join(map(str, sorted(descriptors() - before))) or "-",
+          sorted(os.listdir(".")), sorted(os.listdir(os.environ["TMPDIR"])))
 """
 
 # A fork from a thread that is not the main one, while another thread
@@ -264,8 +265,35 @@ class Invisible(Case):
         self.assertEqual((readable, in_memory), ("True", "True"), "the traces are in memory")
         self.assertEqual((spin_calls, memory_calls), (str(calls(12)), str(calls(5))),
                          "spin(12) and spin(5)")
-        self.assertEqual(fds, "0", "a descriptor of a profile's trace outlived it")
+        # What outlives the profiles is the recorder's, not theirs: the
+        # memory it keeps for the next profile, at most a few descriptors
+        # at 512 or above (see `kept.rs`), not one per profile.
+        kept = [] if fds == "-" else [int(fd) for fd in fds.split(",")]
+        self.assertLessEqual(len(kept), 3, f"descriptors left by 51 profiles: {kept}")
+        self.assertTrue(all(fd >= 512 for fd in kept), f"descriptors left: {kept}")
         self.assertEqual(files.strip(), "[] []", "a profile made a file (cwd, TMPDIR)")
+
+    def test_a_profile_per_request_reuses_the_memory_of_those_before(self):
+        # A profile's trace, given back when the profile goes, lends its
+        # memory file to a later profile: no new file per request.
+        import pstats
+
+        import mtrace
+
+        def spin(n):
+            return n if n < 2 else spin(n - 1) + spin(n - 2)
+
+        files = []
+        for _ in range(8):
+            p = mtrace.Profile()
+            p.enable()
+            spin(8)
+            p.disable()
+            files.append(os.stat(p.trace_paths[0]).st_ino)
+            self.assertEqual(pstats.Stats(p).stats[next(k for k in pstats.Stats(p).stats
+                                                         if k[2] == "spin")][1], calls(8))
+            del p
+        self.assertLessEqual(len(set(files)), 3, f"memory files of 8 profiles: {files}")
 
     def test_a_profile_enabled_many_times_holds_a_bounded_number_of_traces(self):
         # As cProfile's, one profile may be enabled and disabled around

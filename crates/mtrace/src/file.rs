@@ -44,7 +44,10 @@
 //! of the range late writes can reach (the header's counters and the
 //! chunks; the metadata region is closed first, so no record reaches it)
 //! are mapped again onto anonymous memory, so the late writes reach memory
-//! nobody reads, never the file.
+//! nobody reads, never the file. A file in memory has no path a later
+//! recording could open: it stays mapped, and once no thread can write
+//! into it and its caller gave its trace back, it serves a later recording
+//! into memory (`kept.rs`).
 //! Otherwise a later recording to the same path, which truncates and maps
 //! the same file again, would get them: a thread's release of its old chunk
 //! would stamp the old chunk's state word (committed length, sequence
@@ -76,6 +79,7 @@ use mtrace_format::{ClockInfo, Header};
 use crate::clock::RunClock;
 use crate::config::{Config, Mode};
 use crate::error::StartError;
+use crate::kept::{self, KeptFile, Layout};
 
 /// Bytes of chunk slots in the file at start (stop-when-full mode), and
 /// the first growth step's half.
@@ -191,6 +195,30 @@ struct Growth {
     unmapped: bool,
 }
 
+impl Growth {
+    /// A file's at its start: its first step made.
+    fn new(file: Option<Backing>) -> Growth {
+        Growth {
+            file,
+            step: (FIRST_STEP * 2).min(MAX_STEP),
+            count: 0,
+            failure: None,
+            detached: false,
+            unmapped: false,
+        }
+    }
+}
+
+/// Slots a new file has at its start: a ring's all, else the first step's.
+fn first_slots(mode: Mode, chunk_size: usize, granule: u64, chunk_count: u64) -> u64 {
+    match mode {
+        Mode::Ring => chunk_count,
+        Mode::StopWhenFull => {
+            round_up((FIRST_STEP / chunk_size as u64).max(1), granule).min(chunk_count)
+        }
+    }
+}
+
 // SAFETY: the raw pointer points into the reserved range, which stays
 // mapped as long as any thread may use it (see the module doc); concurrent
 // access goes through atomics or through chunks that one thread owns after
@@ -227,6 +255,11 @@ impl TraceMap {
     /// no file behind on error.
     pub fn create(config: &Config) -> Result<TraceMap, StartError> {
         config.check()?;
+        if config.in_memory {
+            if let Some(map) = TraceMap::reuse(config) {
+                return Ok(map);
+            }
+        }
         let path = config.path.clone();
         let created = if config.in_memory {
             memory_file(&path)
@@ -253,6 +286,62 @@ impl TraceMap {
                 Err(e)
             }
         }
+    }
+
+    /// A file in memory a finished recording left ([`crate::kept`]), laid
+    /// out as `config` would lay out a new one, cleared of what that
+    /// recording wrote; None if there is none.
+    fn reuse(config: &Config) -> Option<TraceMap> {
+        let page = page_size();
+        let meta_capacity = round_up(config.meta_capacity.max(META_ALIGN), 4096);
+        let meta_offset = HEADER_SIZE;
+        let chunks_offset = round_up(HEADER_SIZE + meta_capacity, page);
+        let chunk_size = config.chunk_size;
+        let granule = page as u64 / gcd(chunk_size as u64, page as u64);
+        let chunk_count = config.max_chunks(None);
+        let reserved = (chunks_offset as u64)
+            .checked_add(chunk_count.checked_mul(chunk_size as u64)?)
+            .and_then(|t| usize::try_from(round_up(t, page as u64)).ok())?;
+        let ready = first_slots(config.mode, chunk_size, granule, chunk_count);
+        let kept = kept::take(Layout {
+            ready,
+            chunk_size,
+            meta_capacity,
+            chunks_offset,
+            chunk_count,
+            reserved,
+        })?;
+        let this = TraceMap {
+            base: kept.base,
+            reserved,
+            page,
+            granule,
+            chunks_offset,
+            meta_offset,
+            meta_capacity,
+            chunk_size,
+            chunk_count,
+            ready: AtomicU64::new(ready),
+            growth: Mutex::new(Growth::new(Some(Backing::Held(kept.file)))),
+            path: config.path.clone(),
+            in_memory: true,
+        };
+        // The header is written whole next (`write_header`); the names and
+        // the chunk headers the last recording wrote are cleared, so that
+        // readers see zeros past `meta_len` and no slot of it. Event bytes
+        // past a chunk's committed length are never read.
+        // SAFETY: the range is this map's alone (`kept`), mapped to `ready` slots.
+        unsafe {
+            std::ptr::write_bytes(
+                this.base.add(meta_offset),
+                0,
+                kept.meta_len.min(meta_capacity),
+            );
+            for slot in 0..kept.claimed.min(ready) {
+                std::ptr::write_bytes(this.chunk(slot), 0, CHUNK_HEADER_SIZE);
+            }
+        }
+        Some(this)
     }
 
     fn lay_out(config: &Config, file: File) -> Result<TraceMap, StartError> {
@@ -296,12 +385,7 @@ impl TraceMap {
                 Err(_) => chunk_count /= 2,
             }
         };
-        let first_slots = match config.mode {
-            Mode::Ring => chunk_count,
-            Mode::StopWhenFull => {
-                round_up((FIRST_STEP / chunk_size as u64).max(1), granule).min(chunk_count)
-            }
-        };
+        let first_slots = first_slots(config.mode, chunk_size, granule, chunk_count);
         let this = TraceMap {
             base,
             reserved,
@@ -313,14 +397,7 @@ impl TraceMap {
             chunk_size,
             chunk_count,
             ready: AtomicU64::new(0),
-            growth: Mutex::new(Growth {
-                file: None,
-                step: (FIRST_STEP * 2).min(MAX_STEP),
-                count: 0,
-                failure: None,
-                detached: false,
-                unmapped: false,
-            }),
+            growth: Mutex::new(Growth::new(None)),
             path: path.clone(),
             in_memory: config.in_memory,
         };
@@ -663,9 +740,17 @@ impl TraceMap {
     /// 16 MiB of it was most of the cost of a short recording's finish.
     /// Nothing may read the map afterwards. If the system refuses the
     /// remap, the range stays on the file: returns whether it let go.
+    ///
+    /// A file in memory stays mapped (returns false): no other recording
+    /// maps it until no thread can write into it any more ([`crate::kept`]),
+    /// and a late write into it adds to the trace its caller holds, as a
+    /// thread's write just before the finish would.
     pub fn detach(&self) -> bool {
         let mut growth = lock(&self.growth);
         growth.detached = true;
+        if self.in_memory {
+            return false;
+        }
         let mapped = self.mapped_len(self.ready.load(Ordering::Relaxed));
         let written_late = [
             (0, round_up(self.meta_offset, self.page).min(mapped)),
@@ -724,12 +809,40 @@ impl TraceMap {
     /// allocator's included, failed.
     /// True if this call gave the range back (once, and only once
     /// detached).
+    ///
+    /// A file in memory that never grew (a short recording's) is kept
+    /// with its range for the next recording into memory instead
+    /// ([`crate::kept`]).
     pub fn unmap(&self) -> bool {
         let mut growth = lock(&self.growth);
         if !growth.detached || growth.unmapped {
             return false;
         }
         growth.unmapped = true;
+        if self.in_memory {
+            let file = growth.file.take();
+            if let (Some(Backing::Held(file)), 0) = (file, growth.count) {
+                kept::keep(KeptFile {
+                    base: self.base,
+                    layout: Layout {
+                        ready: self.ready.load(Ordering::Relaxed),
+                        chunk_size: self.chunk_size,
+                        meta_capacity: self.meta_capacity,
+                        chunks_offset: self.chunks_offset,
+                        chunk_count: self.chunk_count,
+                        reserved: self.reserved,
+                    },
+                    file,
+                    meta_len: self.counter(H_META_LEN).load(Ordering::Relaxed) as usize,
+                    claimed: self.counter(H_NEXT_SEQ).load(Ordering::Relaxed),
+                });
+            } else {
+                // SAFETY: never detached in place: the whole reservation is
+                // this map's, and nothing uses it any more (the caller's word).
+                unsafe { libc::munmap(self.base as *mut libc::c_void, self.reserved) };
+            }
+            return true;
+        }
         let mapped = self.mapped_len(self.ready.load(Ordering::Relaxed));
         // SAFETY: the detached part of the reservation (the rest was
         // unmapped at detach); nothing uses it any more (the caller's word).
@@ -763,7 +876,14 @@ impl TraceMap {
     /// power cut, as other profilers' output does. Waiting (`fdatasync`)
     /// cost 0.5 ms on a calm disk and up to 20 ms on a busy one at every
     /// `disable()`, for a guarantee nobody asks of a profile.
+    ///
+    /// A file in memory stays open: its trace is read through it until the
+    /// caller has its own descriptor, and it may serve the next recording
+    /// ([`TraceMap::unmap`]).
     pub fn close(&self, cut_after: Option<u64>) {
+        if self.in_memory {
+            return;
+        }
         let Some(file) = lock(&self.growth).file.take() else {
             return;
         };

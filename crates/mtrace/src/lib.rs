@@ -64,6 +64,7 @@ mod config;
 mod error;
 mod file;
 mod future;
+mod kept;
 mod mark;
 mod meta;
 mod provision;
@@ -85,6 +86,7 @@ pub use config::{
 };
 pub use error::{ConfigError, FinishError, StartError};
 pub use future::{Instrumented, LogicalStackExt};
+pub use kept::give_back_memory_trace;
 pub use mtrace_format::{FunctionId, PreferredClock, Producer, StackId};
 pub use recording::{is_paused, is_recording, pause, resume, start, Recording, Summary};
 pub use scope::{CallSite, ScopeGuard};

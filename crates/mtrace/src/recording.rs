@@ -51,7 +51,9 @@ impl Recording {
     /// of the trace's memory file, which keeps the trace (finished by
     /// [`Recording::finish`], as a file on disk is) until it is closed; read
     /// it as any trace file (`/proc/self/fd/N`, or mapped). None for a
-    /// recording into a file.
+    /// recording into a file. Give it back with
+    /// [`crate::give_back_memory_trace`] when done, rather than close it:
+    /// its memory then serves the next recording into memory.
     pub fn memory_trace(&self) -> Option<std::io::Result<std::fs::File>> {
         self.shared.map.memory_file()
     }

@@ -278,7 +278,9 @@ class MemoryTrace:
 
     def __init__(self, fd):
         self.path = f"/proc/self/fd/{fd}"
-        self._close = weakref.finalize(self, os.close, fd)
+        # Given back rather than closed: its memory then serves the next
+        # recording into memory (the next request's profile).
+        self._close = weakref.finalize(self, _mtrace.give_back_memory, fd)
 
     def close(self):
         """Give the memory back (``path`` no longer reads)."""
