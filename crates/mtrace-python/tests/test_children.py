@@ -63,6 +63,37 @@ FORK_FROM_A_THREAD = """
     print(result[0])
 """
 
+# Forks of forks through multiprocessing (CPython's bpo-17555 test): the
+# after-fork registry a generation inherits must not grow by mtrace's hook.
+FORK_GENERATIONS = """
+    import multiprocessing
+    from multiprocessing import util
+
+    def spin(n):
+        return n if n < 2 else spin(n - 1) + spin(n - 2)
+
+    def child(n, conn):
+        spin(10)
+        if n > 1:
+            p = multiprocessing.Process(target=child, args=(n - 1, conn))
+            p.start()
+            conn.close()
+            p.join()
+        else:
+            conn.send(len(util._afterfork_registry))
+        conn.close()
+
+    if __name__ == "__main__":
+        multiprocessing.set_start_method("fork")
+        r, w = multiprocessing.Pipe(False)
+        lock = util.ForkAwareThreadLock()
+        p = multiprocessing.Process(target=child, args=(4, w))
+        p.start()
+        w.close()
+        print(len(util._afterfork_registry), r.recv())
+        p.join()
+"""
+
 KILLED = """
     import os, signal, subprocess, sys
 
@@ -194,6 +225,20 @@ class Children(Case):
         self.assert_intact(parent)
         self.assertIsNone(self.function(parent, "child_only"))
         self.assertEqual(len(parent["trace"]["threads"]), 3)
+
+    def test_generations_of_forks_inherit_no_hook_of_mtrace(self):
+        script = self.script("generations.py", FORK_GENERATIONS)
+        plain = run([sys.executable, script], cwd=self.dir).stdout.split()
+        out = self.path("mtrace.bin")
+        recorded = run([sys.executable, "-m", "mtrace", "-o", out, script],
+                       cwd=self.dir).stdout.split()
+        self.assertEqual(recorded, plain, "after-fork registry: parent's, 4th generation's")
+        children = self.children()
+        self.assertEqual(len(children), 4, children)
+        for child in children:
+            report = self.report(child)
+            self.assert_intact(report)
+            self.assertEqual(self.function(report, "spin")["ncalls"], calls(10))
 
     def test_a_killed_subprocess_leaves_a_trace_that_analyzes(self):
         script = self.script("killed.py", KILLED)

@@ -87,7 +87,7 @@ def _after_fork_in_child():
         return
     atexit.register(_finish_at_exit)
     # multiprocessing's forked workers end through os._exit, after their
-    # finalizers: one of those finishes the trace. (It clears the registry
+    # finalizers: one of those finishes the trace. (It clears the finalizers
     # a fork inherited, then runs the after-fork hooks, which register it.)
     util = sys.modules.get("multiprocessing.util")
     if util is not None:
@@ -103,9 +103,20 @@ _AFTER_FORK_TOKEN = _Token()
 
 def _finish_with_multiprocessing(_token):
     util = sys.modules.get("multiprocessing.util")
-    if util is not None:
-        # Last of the finalizers, which multiprocessing runs before os._exit.
-        util.Finalize(None, _finish_at_exit, exitpriority=-(1 << 30))
+    if util is None:
+        return
+    # Last of the finalizers, which multiprocessing runs before os._exit.
+    util.Finalize(None, _finish_at_exit, exitpriority=-(1 << 30))
+    # Out of the after-fork registry again, which the process's own forks
+    # inherit: left there, each generation of forks would hold one more
+    # entry (CPython's test_multiprocessing counts them: bpo-17555).
+    registry = getattr(util, "_afterfork_registry", None)
+    try:
+        for key, value in list(registry.items()):
+            if value is _AFTER_FORK_TOKEN:
+                del registry[key]
+    except (AttributeError, KeyError, TypeError):
+        pass  # another multiprocessing: an entry too many, nothing worse
 
 
 def arm(root, options, first):
