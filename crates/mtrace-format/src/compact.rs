@@ -45,7 +45,7 @@ use crate::layout::{
 use crate::snapshot::SnapshotRef;
 
 /// Room the fast paths work in: one event's worst case.
-type Room = [u8; COMPACT_MAX_EVENT_SIZE];
+pub type Room = [u8; COMPACT_MAX_EVENT_SIZE];
 
 /// The bits of the two bytes after the tick a short form's id keeps, by
 /// form (form 3 carries none; form 0 is not short).
@@ -80,15 +80,7 @@ impl EncoderState {
     /// bytes it took, or `None`, writing nothing, when it does not fit.
     #[inline(always)]
     pub fn enter(&mut self, out: &mut [u8], tick: u64, f: FunctionId) -> Option<usize> {
-        let delta = self.delta(tick);
-        let n = match out.first_chunk_mut::<COMPACT_MAX_EVENT_SIZE>() {
-            Some(room) => put_enter(room, delta, f.0),
-            None => put_short(out, |room| put_enter(room, delta, f.0))?,
-        };
-        self.prev_tick += delta;
-        // No overflow: a body (under 8 MiB) holds fewer than 2^32 enters.
-        self.named = self.named.wrapping_add(1);
-        Some(n)
+        self.put(out, |state, room| state.enter_in(room, tick, f))
     }
 
     /// Appends `exit(f)`. `f_is_top`: `f` is the innermost frame of the
@@ -102,38 +94,76 @@ impl EncoderState {
         f: FunctionId,
         f_is_top: bool,
     ) -> Option<usize> {
-        let delta = self.delta(tick);
-        let top = f_is_top && self.named > 0;
-        let n = match (out.first_chunk_mut::<COMPACT_MAX_EVENT_SIZE>(), top) {
-            (Some(room), true) => put_head(room, FORM_EXIT_TOP, delta),
-            (Some(room), false) => put_long(room, delta, KIND_EXIT, f.0 as u64),
-            (None, true) => put_short(out, |room| put_head(room, FORM_EXIT_TOP, delta))?,
-            (None, false) => put_short(out, |room| put_long(room, delta, KIND_EXIT, f.0 as u64))?,
-        };
-        self.prev_tick += delta;
-        // A named exit forgets the named frames (see the module doc).
-        self.named = if top { self.named - 1 } else { 0 };
-        Some(n)
+        self.put(out, |state, room| state.exit_in(room, tick, f, f_is_top))
     }
 
     /// Appends any event (an exit as [`EncoderState::exit`] with `f_is_top`).
     pub fn event(&mut self, out: &mut [u8], event: &Event, f_is_top: bool) -> Option<usize> {
+        self.put(out, |state, room| state.event_in(room, event, f_is_top))
+    }
+
+    /// [`EncoderState::enter`] into a worst case's room, where every event
+    /// fits: the recorder's hot path, whose cursor keeps that much room
+    /// before the chunk's end. Returns the event's size; the bytes of
+    /// `room` after it are scratch.
+    #[inline(always)]
+    pub fn enter_in(&mut self, room: &mut Room, tick: u64, f: FunctionId) -> usize {
+        let delta = self.delta(tick);
+        let n = put_enter(room, delta, f.0);
+        self.prev_tick += delta;
+        // No overflow: a body (under 8 MiB) holds fewer than 2^32 enters.
+        self.named = self.named.wrapping_add(1);
+        n
+    }
+
+    /// [`EncoderState::exit`] into a worst case's room (as
+    /// [`EncoderState::enter_in`]).
+    #[inline(always)]
+    pub fn exit_in(&mut self, room: &mut Room, tick: u64, f: FunctionId, f_is_top: bool) -> usize {
+        let delta = self.delta(tick);
+        let top = f_is_top && self.named > 0;
+        let n = if top {
+            put_head(room, FORM_EXIT_TOP, delta)
+        } else {
+            put_long(room, delta, KIND_EXIT, f.0 as u64)
+        };
+        self.prev_tick += delta;
+        // A named exit forgets the named frames (see the module doc).
+        self.named = if top { self.named - 1 } else { 0 };
+        n
+    }
+
+    /// [`EncoderState::event`] into a worst case's room (as
+    /// [`EncoderState::enter_in`]).
+    #[inline(always)]
+    pub fn event_in(&mut self, room: &mut Room, event: &Event, f_is_top: bool) -> usize {
         match event.kind {
-            EventKind::Enter(f) => return self.enter(out, event.tick, f),
-            EventKind::Exit(f) => return self.exit(out, event.tick, f, f_is_top),
+            EventKind::Enter(f) => return self.enter_in(room, event.tick, f),
+            EventKind::Exit(f) => return self.exit_in(room, event.tick, f, f_is_top),
             _ => {}
         }
         let (kind, payload) = event.kind.raw();
         let delta = self.delta(event.tick);
-        let n = match out.first_chunk_mut::<COMPACT_MAX_EVENT_SIZE>() {
-            Some(room) => put_long(room, delta, kind, payload),
-            None => put_short(out, |room| put_long(room, delta, kind, payload))?,
-        };
+        let n = put_long(room, delta, kind, payload);
         self.prev_tick += delta;
         if kind == KIND_SWITCH {
             self.named = 0;
         }
-        Some(n)
+        n
+    }
+
+    /// Writes one event with `write` at the start of `out`: in place when
+    /// `out` holds a worst case, else through [`put_short`].
+    #[inline(always)]
+    fn put(
+        &mut self,
+        out: &mut [u8],
+        write: impl FnOnce(&mut EncoderState, &mut Room) -> usize,
+    ) -> Option<usize> {
+        match out.first_chunk_mut::<COMPACT_MAX_EVENT_SIZE>() {
+            Some(room) => Some(write(self, room)),
+            None => put_short(self, out, write),
+        }
     }
 
     /// The delta to encode: a tick below the previous one (another core's
@@ -145,14 +175,21 @@ impl EncoderState {
 }
 
 /// Writes an event into `out`, shorter than a worst case's room (near the
-/// chunk's end): into a scratch copy first, of which only the event's own
-/// bytes are kept, if they fit. The fast paths, with room, write in place.
+/// chunk's end): into a scratch room first, with a copy of the state, of
+/// which the event's own bytes and the new state are kept only if they
+/// fit. The fast paths, with room, write in place.
 #[cold]
 #[inline(never)]
-fn put_short(out: &mut [u8], write: impl FnOnce(&mut Room) -> usize) -> Option<usize> {
+fn put_short(
+    state: &mut EncoderState,
+    out: &mut [u8],
+    write: impl FnOnce(&mut EncoderState, &mut Room) -> usize,
+) -> Option<usize> {
     let mut scratch = [0u8; COMPACT_MAX_EVENT_SIZE];
-    let n = write(&mut scratch);
+    let mut next = *state;
+    let n = write(&mut next, &mut scratch);
     out.get_mut(..n)?.copy_from_slice(&scratch[..n]);
+    *state = next;
     Some(n)
 }
 

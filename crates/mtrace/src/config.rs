@@ -3,7 +3,10 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use mtrace_format::layout::{DEFAULT_CHUNK_SIZE, MAX_CHUNK_SIZE, MIN_CHUNK_SIZE};
+use mtrace_format::layout::{
+    COMPACT_FORMAT_VERSION, COMPACT_MAX_CHUNK_SIZE, DEFAULT_CHUNK_SIZE, FORMAT_VERSION,
+    MAX_CHUNK_SIZE, MIN_CHUNK_SIZE,
+};
 use mtrace_format::{PreferredClock, Producer};
 
 use crate::error::ConfigError;
@@ -26,6 +29,36 @@ pub enum Mode {
     /// dropped and counted exactly in the header's `dropped_events`.
     #[default]
     StopWhenFull,
+}
+
+/// How events are stored: which format version the recorder writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Format {
+    /// Version 4: compact events of 1 to 17 bytes (about 2.5 an event on
+    /// typical programs), ticks as deltas within a chunk. Read by readers
+    /// of this release on; chunks are at most 8 MiB.
+    #[default]
+    Compact,
+    /// Version 3: 16 bytes an event, for readers older than version 4.
+    Fixed,
+}
+
+impl Format {
+    /// The header's `version` for this format.
+    pub fn version(self) -> u32 {
+        match self {
+            Format::Compact => COMPACT_FORMAT_VERSION,
+            Format::Fixed => FORMAT_VERSION,
+        }
+    }
+
+    /// The largest chunk the format's state word can count.
+    pub fn max_chunk_size(self) -> usize {
+        match self {
+            Format::Compact => COMPACT_MAX_CHUNK_SIZE,
+            Format::Fixed => MAX_CHUNK_SIZE,
+        }
+    }
 }
 
 /// Which clock stamps the events.
@@ -120,8 +153,11 @@ pub struct Config {
     /// What to do when the chunks run out.
     pub mode: Mode,
     /// Bytes per chunk, header included: a multiple of 64 between
-    /// `MIN_CHUNK_SIZE` and `MAX_CHUNK_SIZE` of [`mtrace_format::layout`].
+    /// `MIN_CHUNK_SIZE` and `MAX_CHUNK_SIZE` of [`mtrace_format::layout`]
+    /// (`COMPACT_MAX_CHUNK_SIZE` with [`Format::Compact`]).
     pub chunk_size: usize,
+    /// How events are stored (the file's format version).
+    pub format: Format,
     /// Bytes reserved for function, stack and thread names (rounded up to 4 KiB).
     pub meta_capacity: usize,
     /// Which clock stamps the events.
@@ -177,6 +213,7 @@ impl Config {
             capacity: None,
             mode: Mode::default(),
             chunk_size: DEFAULT_CHUNK_SIZE,
+            format: Format::default(),
             meta_capacity: DEFAULT_META_CAPACITY,
             clock: ClockSource::default(),
             preferred_clock: PreferredClock::Unspecified,
@@ -211,6 +248,12 @@ impl Config {
     /// Sets the chunk size.
     pub fn chunk_size(mut self, bytes: usize) -> Config {
         self.chunk_size = bytes;
+        self
+    }
+
+    /// Sets how events are stored ([`Config::format`]).
+    pub fn format(mut self, format: Format) -> Config {
+        self.format = format;
         self
     }
 
@@ -278,6 +321,7 @@ impl Config {
     /// | `MTRACE_CHUNK_SIZE` | bytes per chunk, same syntax as the capacity |
     /// | `MTRACE_META_CAPACITY` | bytes for names (functions, threads, stacks), same syntax |
     /// | `MTRACE_CLOCK` | `auto` or `monotonic` |
+    /// | `MTRACE_FORMAT` | `4` (compact events, the default) or `3` (16-byte events) ([`Config::format`]) |
     /// | `MTRACE_ARMED` | `1` to start armed but idle ([`Config::armed`]) |
     /// | `MTRACE_SIGNAL` | the signal that toggles recording ([`Config::signal`]): `SIGUSR2`, `USR1`, ... or a number |
     /// | `MTRACE_ROTATE` | rotate the file ([`Config::rotate`]) at a size (`256M`, `1G`) or an age (`60s`, `5min`, `1h`) |
@@ -361,6 +405,19 @@ impl Config {
                 expected: "a number of files, at least 1",
             })?);
         }
+        if let Some(v) = var("MTRACE_FORMAT").filter(|v| !v.trim().is_empty()) {
+            config.format = match v.trim() {
+                "4" => Format::Compact,
+                "3" => Format::Fixed,
+                _ => {
+                    return Err(ConfigError::BadValue {
+                        variable: "MTRACE_FORMAT",
+                        value: v,
+                        expected: "`4` (compact events) or `3` (16-byte events)",
+                    })
+                }
+            };
+        }
         if let Some(v) = var("MTRACE_CLOCK") {
             config.clock = match v.trim().to_ascii_lowercase().as_str() {
                 "auto" | "tsc" => ClockSource::Auto,
@@ -383,6 +440,9 @@ impl Config {
         let cs = self.chunk_size;
         if !(MIN_CHUNK_SIZE..=MAX_CHUNK_SIZE).contains(&cs) || !cs.is_multiple_of(64) {
             return Err(ConfigError::BadChunkSize(cs));
+        }
+        if cs > self.format.max_chunk_size() {
+            return Err(ConfigError::ChunkTooLargeForFormat(cs));
         }
         if let Some(capacity) = self.capacity.filter(|&c| c < cs as u64) {
             return Err(ConfigError::CapacityTooSmall {

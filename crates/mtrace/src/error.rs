@@ -4,7 +4,7 @@
 use std::io;
 use std::path::PathBuf;
 
-use mtrace_format::layout::{MAX_CHUNK_SIZE, MIN_CHUNK_SIZE};
+use mtrace_format::layout::{COMPACT_MAX_CHUNK_SIZE, MAX_CHUNK_SIZE, MIN_CHUNK_SIZE};
 
 /// A configuration value is unusable.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -27,6 +27,12 @@ pub enum ConfigError {
         "chunk size {0} is not a multiple of 64 between {MIN_CHUNK_SIZE} and {MAX_CHUNK_SIZE}"
     )]
     BadChunkSize(usize),
+    /// The chunk size is above what a compact (version 4) chunk's state
+    /// word counts.
+    #[error(
+        "chunk size {0} is above {COMPACT_MAX_CHUNK_SIZE}, the largest chunk of compact events (format 4); use smaller chunks, or 16-byte events (MTRACE_FORMAT=3)"
+    )]
+    ChunkTooLargeForFormat(usize),
     /// The capacity does not hold a single chunk.
     #[error("capacity {capacity} bytes holds no chunk of {chunk_size} bytes")]
     CapacityTooSmall {

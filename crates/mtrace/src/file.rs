@@ -446,6 +446,7 @@ impl TraceMap {
         }
         header.preferred_clock = config.preferred_clock;
         header.producer = config.producer;
+        header.version = config.format.version();
         header.pid = std::process::id();
         header.chunk_count = self.chunk_count;
         header.chunks_offset = self.chunks_offset as u64;

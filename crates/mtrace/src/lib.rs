@@ -81,7 +81,7 @@ use std::sync::atomic::Ordering;
 
 pub use clock::{has_invariant_tsc, read_tsc};
 pub use config::{
-    parse_bytes, parse_signal, ClockSource, Config, Mode, Rotation, AUTO_CAPACITY_MAX,
+    parse_bytes, parse_signal, ClockSource, Config, Format, Mode, Rotation, AUTO_CAPACITY_MAX,
     AUTO_CAPACITY_MIN, DEFAULT_META_CAPACITY, DEFAULT_RING_CAPACITY, MEMORY_CAPACITY,
 };
 pub use error::{ConfigError, FinishError, StartError};

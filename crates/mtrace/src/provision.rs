@@ -310,7 +310,7 @@ mod tests {
 
     use super::*;
     use crate::config::Config;
-    use crate::shared::{current, Reading};
+    use crate::shared::{current, Reading, Shared};
     use crate::FunctionId;
 
     use crate::shared::tests::serial;
@@ -325,6 +325,18 @@ mod tests {
             crate::enter(f);
             crate::exit(f);
         }
+    }
+
+    /// Records enter/exit pairs of `f` until `slots` chunks were claimed
+    /// (events have no fixed size: compact ones take a few bytes);
+    /// returns the pairs recorded.
+    fn record_until_claimed(shared: &Shared, f: FunctionId, slots: u64) -> usize {
+        let mut pairs = 0;
+        while shared.map.counter(H_NEXT_SEQ).load(Ordering::Relaxed) < slots {
+            record_pairs(f, 256);
+            pairs += 256;
+        }
+        pairs
     }
 
     /// Why the finished trace at `path` is not what a clean finish leaves
@@ -388,7 +400,7 @@ mod tests {
         // About 50 chunks of events: the lead ramps up to as many slots, so
         // the provisioner prepares past the file's first step (1 MiB: 64
         // slots of 16 KiB) and grows the file to get there.
-        record_pairs(f, 50 * CHUNK / 32);
+        record_until_claimed(shared, f, 50);
         let claimed = shared.map.counter(H_NEXT_SEQ).load(Ordering::Relaxed);
         assert!(claimed >= 50, "{claimed} slots claimed");
         let p = &shared.provisioner;
@@ -465,8 +477,7 @@ mod tests {
         let reading = Reading::begin();
         let shared = current(&reading).unwrap();
         let f = crate::register_function("unprovisioned", file!(), line!(), module_path!());
-        let pairs = 50 * CHUNK / 32;
-        record_pairs(f, pairs);
+        let pairs = record_until_claimed(shared, f, 50);
         let p = &shared.provisioner;
         assert!(p.thread.get().is_none(), "a provisioner thread was started");
         let claimed = shared.map.counter(H_NEXT_SEQ).load(Ordering::Relaxed);

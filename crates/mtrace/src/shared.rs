@@ -193,6 +193,8 @@ pub(crate) struct Shared {
     /// Maps the pages of the slots ahead of the claims (`provision.rs`).
     pub provisioner: Provisioner,
     pub mode: Mode,
+    /// Events are compact (format version 4), not 16 bytes.
+    pub compact: bool,
     pub clock: RunClock,
     /// Threads that recorded in the file (without rotation, also the last
     /// trace thread id handed out; a series' ids are its own, `Series::threads`).

@@ -42,6 +42,7 @@ use std::ptr;
 use std::sync::atomic::{fence, AtomicU64, Ordering};
 
 use mtrace_format::chunk::encode_snapshot;
+use mtrace_format::compact::{EncoderState, Room as EventRoom};
 use mtrace_format::event::{encode_enter, encode_exit, encode_lost};
 use mtrace_format::layout::*;
 use mtrace_format::meta::encode_continued_stack;
@@ -67,8 +68,14 @@ struct Local {
     gen: Cell<u64>,
     /// Where the next event goes.
     cursor: Cell<*mut u8>,
-    /// End of the current chunk (`cursor == end`: no room, or no chunk).
+    /// Events start before it (`cursor < end`): room for one event, the
+    /// worst case of a compact one, before the `lost` reserve. Null with
+    /// the cursor when the thread holds no chunk.
     end: Cell<*mut u8>,
+    /// The chunk holds compact events (format version 4).
+    compact: Cell<bool>,
+    /// Compact events: the previous event's tick and the named frames.
+    enc: Cell<EncoderState>,
     /// The current chunk's state word.
     state_word: Cell<*const AtomicU64>,
     /// The value last stored in it.
@@ -76,6 +83,9 @@ struct Local {
     /// Open frames of the stack the thread runs (its own or a logical one).
     frames: UnsafeCell<ManuallyDrop<Vec<u32>>>,
     // --- cold ---
+    /// Compact events: where the last event may end (the `lost` reserve
+    /// after it). Between `end` and here, an event is stored only if it fits.
+    tail: Cell<*mut u8>,
     shared: Cell<*const Shared>,
     tid: Cell<u64>,
     next_chunk_no: Cell<u64>,
@@ -110,6 +120,12 @@ impl Local {
             gen: Cell::new(GEN_OFF),
             cursor: Cell::new(ptr::null_mut()),
             end: Cell::new(ptr::null_mut()),
+            compact: Cell::new(false),
+            enc: Cell::new(EncoderState {
+                prev_tick: 0,
+                named: 0,
+            }),
+            tail: Cell::new(ptr::null_mut()),
             state_word: Cell::new(ptr::null()),
             state: Cell::new(0),
             frames: UnsafeCell::new(ManuallyDrop::new(Vec::new())),
@@ -187,12 +203,17 @@ fn local() -> &'static Local {
 pub(crate) fn enter(g: u64, f: u32) {
     let l = local();
     let cursor = l.cursor.get();
-    if l.gen.get() == g && cursor != l.end.get() {
+    if l.gen.get() == g && cursor < l.end.get() {
         let tick = clock::ticks(g & GEN_TSC != 0);
-        // SAFETY: bound to the running generation and `cursor != end`:
-        // the thread owns the 16 bytes at `cursor` in its chunk.
-        unsafe { put(cursor, encode_enter(tick, FunctionId(f))) };
-        commit(l, cursor);
+        // SAFETY: bound to the running generation and `cursor < end`.
+        unsafe {
+            put_event(
+                l,
+                cursor,
+                |enc, room| enc.enter_in(room, tick, FunctionId(f)),
+                || encode_enter(tick, FunctionId(f)),
+            )
+        };
         push_frame(l, f);
     } else {
         enter_cold(l, g, f);
@@ -204,18 +225,49 @@ pub(crate) fn enter(g: u64, f: u32) {
 pub(crate) fn exit(g: u64, f: u32) {
     let l = local();
     let cursor = l.cursor.get();
-    if l.gen.get() == g && cursor != l.end.get() {
+    if l.gen.get() == g && cursor < l.end.get() {
         let tick = clock::ticks(g & GEN_TSC != 0);
+        let top = is_top(l, f);
         // SAFETY: as in `enter`.
-        unsafe { put(cursor, encode_exit(tick, FunctionId(f))) };
-        commit(l, cursor);
-        pop_frame(l, f);
+        unsafe {
+            put_event(
+                l,
+                cursor,
+                |enc, room| enc.exit_in(room, tick, FunctionId(f), top),
+                || encode_exit(tick, FunctionId(f)),
+            )
+        };
+        pop_known(l, f, top);
     } else {
         exit_cold(l, g, f);
     }
 }
 
-/// Stores one event.
+/// Stores one event at `cursor` and commits it: compact (`compact`, which
+/// returns its size) or 16 bytes (`fixed`), by the chunk's format.
+///
+/// # Safety
+/// `cursor` must be the thread's cursor, below `end`, in a chunk it owns:
+/// room for a worst-case event of either format.
+#[inline(always)]
+unsafe fn put_event(
+    l: &Local,
+    cursor: *mut u8,
+    compact: impl FnOnce(&mut EncoderState, &mut EventRoom) -> usize,
+    fixed: impl FnOnce() -> [u8; EVENT_SIZE],
+) {
+    if l.compact.get() {
+        let mut enc = l.enc.get();
+        let n = compact(&mut enc, &mut *(cursor as *mut EventRoom));
+        l.enc.set(enc);
+        commit_bytes(l, cursor, n);
+    } else {
+        put(cursor, fixed());
+        commit(l, cursor);
+    }
+}
+
+/// Stores one 16-byte event.
 ///
 /// # Safety
 /// `at` must be the thread's cursor inside a chunk it owns, with 16 bytes of room.
@@ -224,7 +276,7 @@ unsafe fn put(at: *mut u8, bytes: [u8; EVENT_SIZE]) {
     (at as *mut [u8; EVENT_SIZE]).write(bytes);
 }
 
-/// Publishes the event just stored at `cursor`.
+/// Publishes the 16-byte event just stored at `cursor`.
 #[inline(always)]
 fn commit(l: &Local, cursor: *mut u8) {
     l.cursor.set(cursor.wrapping_add(EVENT_SIZE));
@@ -233,6 +285,39 @@ fn commit(l: &Local, cursor: *mut u8) {
     // SAFETY: `state_word` points at the owned chunk's state word (the
     // mapping is never unmapped).
     unsafe { (*l.state_word.get()).store(state, Ordering::Release) };
+}
+
+/// Publishes the `n`-byte compact event just stored at `cursor`: a
+/// version-4 state word counts bytes.
+#[inline(always)]
+fn commit_bytes(l: &Local, cursor: *mut u8, n: usize) {
+    l.cursor.set(cursor.wrapping_add(n));
+    let state = l.state.get() + ((n as u64) << STATE_UNITS_SHIFT);
+    l.state.set(state);
+    // SAFETY: as in `commit`.
+    unsafe { (*l.state_word.get()).store(state, Ordering::Release) };
+}
+
+/// `f` is the innermost open frame (its exit may name no function).
+#[inline(always)]
+fn is_top(l: &Local, f: u32) -> bool {
+    // SAFETY: no other reference to the frames is live.
+    let frames = unsafe { l.frames() };
+    frames.last() == Some(&f)
+}
+
+/// Pops `f`, which [`is_top`] said is (`top`) or is not the innermost frame.
+#[inline(always)]
+fn pop_known(l: &Local, f: u32, top: bool) {
+    if top {
+        // SAFETY: no other reference to the frames is live; `top`: not empty.
+        unsafe {
+            let frames = l.frames();
+            frames.set_len(frames.len() - 1);
+        }
+    } else {
+        pop_frame_unbalanced(l, f);
+    }
 }
 
 #[inline(always)]
@@ -287,10 +372,10 @@ fn pop_frame_unbalanced(l: &Local, f: u32) {
 
 // ---------------------------------------------------------------- cold paths
 
-/// What [`prepare`] found.
+/// What [`record`] did.
 enum Room {
-    /// Bound to this (running) generation, with room for one event.
-    Ready(u64),
+    /// The event is stored.
+    Written,
     /// Bound, but the event cannot be stored; it has been counted as dropped.
     Dropped,
     /// Bound to the paused recording: frames are kept, nothing is written.
@@ -314,12 +399,8 @@ fn enter_cold(l: &Local, g: u64, f: u32) {
 #[cold]
 #[inline(never)]
 fn enter_slow(l: &Local, g: u64, f: u32) {
-    match prepare(l, g) {
-        Room::Ready(g) => {
-            write(l, g, |tick| encode_enter(tick, FunctionId(f)));
-            push_frame(l, f);
-        }
-        Room::Dropped | Room::Idle => push_frame(l, f),
+    match record(l, g, EventKind::Enter(FunctionId(f))) {
+        Room::Written | Room::Dropped | Room::Idle => push_frame(l, f),
         Room::Off => {}
     }
 }
@@ -337,23 +418,59 @@ fn exit_cold(l: &Local, g: u64, f: u32) {
 #[cold]
 #[inline(never)]
 fn exit_slow(l: &Local, g: u64, f: u32) {
-    match prepare(l, g) {
-        Room::Ready(g) => {
-            write(l, g, |tick| encode_exit(tick, FunctionId(f)));
-            pop_frame(l, f);
-        }
-        Room::Dropped | Room::Idle => pop_frame(l, f),
+    match record(l, g, EventKind::Exit(FunctionId(f))) {
+        Room::Written | Room::Dropped | Room::Idle => pop_frame(l, f),
         Room::Off => {}
     }
 }
 
-/// Writes one event; [`prepare`] must have returned `Ready(g)`.
-fn write(l: &Local, g: u64, encode: impl FnOnce(u64) -> [u8; EVENT_SIZE]) {
+/// Writes one event at the cursor, which is below `end`.
+fn write(l: &Local, g: u64, kind: EventKind) {
     let cursor = l.cursor.get();
-    let tick = clock::ticks(g & GEN_TSC != 0);
-    // SAFETY: `prepare` left room in an owned chunk.
-    unsafe { put(cursor, encode(tick)) };
-    commit(l, cursor);
+    let event = Event {
+        tick: clock::ticks(g & GEN_TSC != 0),
+        kind,
+    };
+    let top = exits_top(l, kind);
+    // SAFETY: the caller checked `cursor < end` in an owned chunk.
+    unsafe {
+        put_event(
+            l,
+            cursor,
+            |enc, room| enc.event_in(room, &event, top),
+            || event.encode(),
+        )
+    };
+}
+
+/// `kind` is an exit of the innermost open frame.
+fn exits_top(l: &Local, kind: EventKind) -> bool {
+    match kind {
+        EventKind::Exit(f) => is_top(l, f.0),
+        _ => false,
+    }
+}
+
+/// Compact events, the cursor at or past `end`: writes the event if it
+/// fits before the `lost` reserve (the worst case no longer does, this
+/// one may). False, writing nothing: the thread needs a new chunk.
+fn write_tail(l: &Local, g: u64, kind: EventKind) -> bool {
+    let cursor = l.cursor.get();
+    let event = Event {
+        tick: clock::ticks(g & GEN_TSC != 0),
+        kind,
+    };
+    let top = exits_top(l, kind);
+    let room = (l.tail.get() as usize).saturating_sub(cursor as usize);
+    // SAFETY: the thread owns its chunk up to `tail` (and the reserve after it).
+    let out = unsafe { std::slice::from_raw_parts_mut(cursor, room) };
+    let mut enc = l.enc.get();
+    let Some(n) = enc.event(out, &event, top) else {
+        return false;
+    };
+    l.enc.set(enc);
+    commit_bytes(l, cursor, n);
+    true
 }
 
 /// Records that the task on logical stack `id` was woken, on the calling
@@ -390,34 +507,35 @@ pub(crate) fn trace_tid(g: u64) -> u32 {
 
 /// Records an event that does not touch the frames (switch, thread start/exit).
 fn emit(l: &Local, g: u64, kind: EventKind) -> bool {
-    match prepare(l, g) {
-        Room::Ready(g) => {
-            write(l, g, |tick| Event { tick, kind }.encode());
-            true
-        }
-        Room::Dropped | Room::Idle | Room::Off => false,
-    }
+    matches!(record(l, g, kind), Room::Written)
 }
 
-/// Makes room for one event under generation `g`: checks the environment on
-/// the process's first event, binds the thread to the recording, claims a
-/// chunk when the current one is full. Counts the event as dropped when the
-/// thread is bound but there is no room.
-fn prepare(l: &Local, g: u64) -> Room {
+/// Records one event under generation `g` off the hot path: checks the
+/// environment on the process's first event, binds the thread to the
+/// recording, fills the end of a compact chunk, claims a chunk when the
+/// current one is full. Counts the event as dropped when the thread is
+/// bound but there is no room. The caller changes the frames after.
+fn record(l: &Local, g: u64, kind: EventKind) -> Room {
     let Some(g) = bind(l, g) else {
         return Room::Off;
     };
     if g & GEN_PAUSED != 0 {
         return Room::Idle;
     }
-    if l.cursor.get() != l.end.get() {
-        return Room::Ready(g);
+    if l.cursor.get() < l.end.get() {
+        write(l, g, kind);
+        return Room::Written;
     }
     // SAFETY: bound, so `shared` points at the recording, which is not
     // freed while the thread is counted in its `bound`.
     let shared = unsafe { &*l.shared.get() };
+    let holds_compact = l.compact.get() && !l.state_word.get().is_null();
+    if holds_compact && write_tail(l, g, kind) {
+        return Room::Written;
+    }
     if !l.full.get() && claim(l, shared) {
-        return Room::Ready(g);
+        write(l, g, kind);
+        return Room::Written;
     }
     shared
         .map
@@ -711,18 +829,43 @@ fn claim(l: &Local, shared: &Shared) -> bool {
             } else {
                 clock::ticks(shared.gen & GEN_TSC != 0)
             };
-            encode_snapshot(body, body_len / 4, tick, own, StackId(current), stack)
+            let max = body_len / 4;
+            let len = encode_snapshot(body, max, tick, own, StackId(current), stack);
+            // The frames of the current stack the snapshot lists (the
+            // innermost, when cut): the chunk's first named frames.
+            let room = max.saturating_sub(SNAPSHOT_FIXED) / 4;
+            let named = if current == StackId::OWN.0 {
+                own.len().min(room)
+            } else {
+                stack.len().min(room)
+            };
+            l.enc.set(EncoderState::new(tick, named as u32));
+            len
         };
-        let committed = pack_state(seq, snapshot_len, true);
+        // The state word of either format counts the snapshot alike: its
+        // length is a multiple of 16 bytes.
+        let committed = if shared.compact {
+            pack_state_compact(seq, snapshot_len, true)
+        } else {
+            pack_state(seq, snapshot_len, true)
+        };
         state.store(committed, Ordering::Release);
         l.state_word.set(state);
         l.state.set(committed);
-        // SAFETY: both inside the owned chunk. Events stop `LOST_RESERVE`
-        // bytes short of its end, which stay free for a `lost` mark (the
-        // snapshot takes at most a quarter of the body).
+        l.compact.set(shared.compact);
+        // SAFETY: all inside the owned chunk. Events stop a `lost`
+        // event's reserve short of its end, which stays free for a `lost`
+        // mark (the snapshot takes at most a quarter of the body).
         unsafe {
             l.cursor.set(chunk.add(CHUNK_HEADER_SIZE + snapshot_len));
-            l.end.set(chunk.add(map.chunk_size - LOST_RESERVE));
+            if shared.compact {
+                let tail = chunk.add(map.chunk_size - COMPACT_LOST_RESERVE);
+                l.tail.set(tail);
+                // `cursor < end`: a worst-case event ends by `tail`.
+                l.end.set(tail.sub(COMPACT_MAX_EVENT_SIZE - 1));
+            } else {
+                l.end.set(chunk.add(map.chunk_size - LOST_RESERVE));
+            }
         }
         return true;
     }
@@ -737,7 +880,23 @@ fn claim(l: &Local, shared: &Shared) -> bool {
 /// without a chunk has nowhere to say it.
 fn end_lost(l: &Local, shared: &Shared) {
     let cursor = l.cursor.get();
-    if !l.state_word.get().is_null() && cursor == l.end.get() {
+    let holds = !l.state_word.get().is_null();
+    if holds && l.compact.get() {
+        let lost = Event {
+            tick: clock::ticks(shared.gen & GEN_TSC != 0),
+            kind: EventKind::Lost,
+        };
+        // Compact events end by `tail`, so the reserve after the cursor
+        // holds the largest `lost`.
+        let room = l.tail.get() as usize + COMPACT_LOST_RESERVE - cursor as usize;
+        // SAFETY: the thread owns the chunk up to the end of its slot.
+        let out = unsafe { std::slice::from_raw_parts_mut(cursor, room) };
+        let mut enc = l.enc.get();
+        if let Some(n) = enc.event(out, &lost, false) {
+            l.enc.set(enc);
+            commit_bytes(l, cursor, n);
+        }
+    } else if holds && cursor == l.end.get() {
         let tick = clock::ticks(shared.gen & GEN_TSC != 0);
         // SAFETY: the thread owns the chunk, and the cursor stands at its
         // end, `LOST_RESERVE` bytes before the end of the slot.
@@ -760,6 +919,7 @@ fn release_chunk(l: &Local) {
     }
     l.cursor.set(ptr::null_mut());
     l.end.set(ptr::null_mut());
+    l.tail.set(ptr::null_mut());
 }
 
 fn thread_exit(l: &Local) {
@@ -799,15 +959,21 @@ fn os_tid() -> u64 {
 #[inline(always)]
 fn record_switch(l: &Local, g: u64, id: StackId) -> Option<u64> {
     let cursor = l.cursor.get();
-    if l.gen.get() == g && cursor != l.end.get() {
+    if l.gen.get() == g && cursor < l.end.get() {
         let tick = clock::ticks(g & GEN_TSC != 0);
         let event = Event {
             tick,
             kind: EventKind::Switch(id),
         };
         // SAFETY: as in `enter`.
-        unsafe { put(cursor, event.encode()) };
-        commit(l, cursor);
+        unsafe {
+            put_event(
+                l,
+                cursor,
+                |enc, room| enc.event_in(room, &event, false),
+                || event.encode(),
+            )
+        };
         Some(g)
     } else {
         switch_cold(l, g, id)
@@ -882,18 +1048,29 @@ pub(crate) fn switch_out(prev: StackId, frames: &mut Vec<u32>, frames_gen: &mut 
     if g > GEN_OFF && bound == g {
         // Bound to the running recording (an exited thread is bound to none).
         let cursor = l.cursor.get();
-        if cursor != l.end.get() {
+        if cursor < l.end.get() {
             let tick = clock::ticks(g & GEN_TSC != 0);
             let event = Event {
                 tick,
                 kind: EventKind::Switch(prev),
             };
             // SAFETY: as in `enter`.
-            unsafe { put(cursor, event.encode()) };
-            commit(l, cursor);
+            unsafe {
+                put_event(
+                    l,
+                    cursor,
+                    |enc, room| enc.event_in(room, &event, false),
+                    || event.encode(),
+                )
+            };
         } else {
             switch_out_cold(l, g, prev);
         }
+    } else {
+        // No switch is written, yet the frames change: a chunk the thread
+        // still holds (bound to a recording now paused, which it may write
+        // on in when it resumes) must stop naming them.
+        forget_named(l);
     }
     // SAFETY: no other reference to the thread's vectors is live.
     unsafe {
@@ -936,6 +1113,15 @@ fn frames_from_another_file(id: StackId, frames: &mut Vec<u32>, frames_gen: u64,
         let tick = clock::ticks(g & GEN_TSC != 0);
         shared.write_meta_with(|out| encode_continued_stack(out, id, tick, frames));
     }
+}
+
+/// The chunk names none of the current stack's frames from now on.
+#[cold]
+#[inline(never)]
+fn forget_named(l: &Local) {
+    let mut enc = l.enc.get();
+    enc.named = 0;
+    l.enc.set(enc);
 }
 
 #[cold]

@@ -12,9 +12,10 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use mtrace_format::layout::*;
+use mtrace_format::Chunk;
 
 use crate::clock::RunClock;
-use crate::config::{Config, Mode};
+use crate::config::{Config, Format, Mode};
 use crate::error::StartError;
 use crate::file::TraceMap;
 use crate::provision::{self, Provisioner};
@@ -95,6 +96,7 @@ pub(crate) fn open(
         map,
         provisioner,
         mode: config.mode,
+        compact: config.format == Format::Compact,
         clock,
         threads: AtomicU64::new(0),
         meta: Mutex::new(meta),
@@ -119,6 +121,36 @@ pub(crate) fn open(
     Ok(shared)
 }
 
+/// The events of compact chunk `slot`, whose state word was `word`
+/// (loaded with acquire ordering, `committed` bytes): compact events
+/// have no fixed size, so they are counted by decoding them, from a copy
+/// of the committed bytes (which their writer no longer changes).
+fn compact_events_in(
+    map: &TraceMap,
+    slot: u64,
+    word: u64,
+    committed: usize,
+    copy: &mut Vec<u8>,
+) -> u64 {
+    let len = (CHUNK_HEADER_SIZE + committed).min(map.chunk_size);
+    copy.clear();
+    copy.resize(len, 0);
+    // SAFETY: the slot is below the ready slots, so its bytes are mapped;
+    // the committed bytes were published before `word` (release/acquire)
+    // and are not written again while the chunk lives.
+    unsafe { std::ptr::copy_nonoverlapping(map.chunk(slot), copy.as_mut_ptr(), len) };
+    // The copy's state word may be newer than `word`: the count is `word`'s.
+    copy[C_STATE..C_STATE + 8].copy_from_slice(&word.to_le_bytes());
+    let Ok(Some(chunk)) = Chunk::decode_compact(copy, slot, 0, map.chunk_size) else {
+        return 0;
+    };
+    let mut n = 0;
+    if let Some(mut walk) = chunk.compact_events(Vec::new()) {
+        walk.for_each_raw(|_| n += 1);
+    }
+    n
+}
+
 /// Counts what the file holds. Exact once the writing threads have
 /// stopped; a thread still writing may add events after the count.
 fn summarize(shared: &Shared) -> Summary {
@@ -128,12 +160,22 @@ fn summarize(shared: &Shared) -> Summary {
     let mut chunks = 0;
     // Slots past `next_seq` were never claimed (and may never have been
     // touched); slots past the ready ones are not in the file.
+    let mut copy = Vec::new();
     for slot in 0..next_seq.min(map.ready_slots()) {
-        let state = unpack_state(map.state(slot).load(Ordering::Acquire));
+        let word = map.state(slot).load(Ordering::Acquire);
+        let state = if shared.compact {
+            unpack_state_compact(word)
+        } else {
+            unpack_state(word)
+        };
         if state.seq.is_none() || state.committed_bytes < SNAPSHOT_FIXED {
             continue;
         }
         chunks += 1;
+        if shared.compact {
+            events += compact_events_in(map, slot, word, state.committed_bytes, &mut copy);
+            continue;
+        }
         let body = map.chunks_offset + slot as usize * map.chunk_size + CHUNK_HEADER_SIZE;
         let own = map.read_u32(body + 4) as usize;
         let stack = map.read_u32(body + 16) as usize;

@@ -77,8 +77,9 @@ fn a_disk_that_fills_up_ends_the_recording_honestly() {
     // Default settings: the maximum (at least 256 MiB) is far beyond the disk.
     let recording = mtrace::start(Config::new(&path)).unwrap();
     const THREADS: u64 = 2;
-    // 2 x 300,000 pairs: 19 MiB of events for a 4 MiB disk.
-    const PAIRS: u64 = 300_000;
+    // 2 x 3,000,000 pairs: some 15 MiB of compact events (96 MiB of
+    // 16-byte ones) for a 4 MiB disk.
+    const PAIRS: u64 = 3_000_000;
     // Both threads hold a chunk before the disk fills.
     let together = std::sync::Arc::new(std::sync::Barrier::new(THREADS as usize));
     let handles: Vec<_> = (0..THREADS)
@@ -150,9 +151,10 @@ fn a_disk_that_fills_up_ends_the_recording_honestly() {
     }
     assert_eq!(d.lost_marks(), THREADS);
     // More than the first step was used: the disk's room, not a guess.
+    let chunk_bytes = d.header.chunk_count * d.header.chunk_size as u64;
     assert!(
-        recorded * 16 > 2 << 20,
-        "{recorded} events recorded on a 4 MiB disk"
+        chunk_bytes > 2 << 20,
+        "{recorded} events in {chunk_bytes} bytes of chunks on a 4 MiB disk"
     );
     // Each thread's chunks follow one another without a hole.
     for &tid in d.threads.keys() {

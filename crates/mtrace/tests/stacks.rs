@@ -8,6 +8,7 @@ use mtrace::{Config, LogicalStack, StackId};
 
 #[test]
 fn nested_switches_return_to_the_previous_stack() {
+    const BUSY: usize = 2000;
     let _serial = serial();
     let trace = TempTrace::new("nested-stacks");
     let recording =
@@ -29,8 +30,9 @@ fn nested_switches_return_to_the_previous_stack() {
                 {
                     let _on_b = b.enter();
                     mtrace::enter(on_b);
-                    // Enough events to cross several 1 KiB chunks while nested.
-                    for _ in 0..200 {
+                    // Enough events to cross several 1 KiB chunks while
+                    // nested (compact events take a few bytes each).
+                    for _ in 0..BUSY {
                         mtrace::enter(busy);
                         mtrace::exit(busy);
                     }
@@ -68,7 +70,7 @@ fn nested_switches_return_to_the_previous_stack() {
         Step::Switch(b_id.0),
         e("on-b"),
     ];
-    for _ in 0..200 {
+    for _ in 0..BUSY {
         expected.extend([e("busy"), x("busy")]);
     }
     expected.extend([
@@ -112,9 +114,10 @@ fn switches_that_fill_chunks_keep_every_frame_where_it_belongs() {
     let trace = TempTrace::new("switch-chunk-ends");
     let recording =
         mtrace::start(Config::new(trace.path()).capacity(1 << 20).chunk_size(1024)).unwrap();
-    // 1 KiB chunks hold a few dozen events: some switches in and some
-    // switches out land on a chunk's last slot and claim the next chunk.
-    const ROUNDS: usize = 300;
+    // 1 KiB chunks hold a few dozen 16-byte events or a few hundred
+    // compact ones: some switches in and some switches out land at a
+    // chunk's end and claim the next chunk.
+    const ROUNDS: usize = 3000;
     let task_id = std::thread::Builder::new()
         .name("switcher".into())
         .spawn(|| {

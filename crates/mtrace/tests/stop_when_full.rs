@@ -5,8 +5,10 @@
 mod common;
 
 use common::{decode, serial, TempTrace};
-use mtrace::{Config, Mode};
-use mtrace_format::layout::{snapshot_size, CHUNK_HEADER_SIZE, EVENT_SIZE};
+use mtrace::{Config, Format, Mode};
+use mtrace_format::layout::{
+    snapshot_size, CHUNK_HEADER_SIZE, COMPACT_LOST_RESERVE, COMPACT_MAX_EVENT_SIZE, EVENT_SIZE,
+};
 use mtrace_format::EventKind;
 
 #[test]
@@ -62,6 +64,15 @@ fn recorded_plus_dropped_equals_attempted() {
 
 #[test]
 fn a_thread_cut_short_ends_with_a_lost_mark() {
+    a_thread_cut_short_ends_with_a_lost_mark_in(Format::Compact);
+}
+
+#[test]
+fn a_thread_of_16_byte_events_cut_short_ends_with_a_lost_mark() {
+    a_thread_cut_short_ends_with_a_lost_mark_in(Format::Fixed);
+}
+
+fn a_thread_cut_short_ends_with_a_lost_mark_in(format: Format) {
     let _serial = serial();
     let trace = TempTrace::new("stop-when-full-lost");
     // Far too small: 8 chunks of 255 events for 4 threads of 40,002.
@@ -69,7 +80,8 @@ fn a_thread_cut_short_ends_with_a_lost_mark() {
         Config::new(trace.path())
             .capacity(8 * 4096)
             .chunk_size(4096)
-            .mode(Mode::StopWhenFull),
+            .mode(Mode::StopWhenFull)
+            .format(format),
     )
     .unwrap();
     const THREADS: usize = 4;
@@ -99,8 +111,9 @@ fn a_thread_cut_short_ends_with_a_lost_mark() {
     assert!(summary.dropped_events > 0);
     let d = decode(trace.path());
     assert_eq!(
-        d.header.version, 3,
-        "lost marks came in version 2; this recorder writes 3"
+        d.header.version,
+        format.version(),
+        "lost marks came in version 2; this recorder writes 3 or 4"
     );
     let mut marked = 0;
     for (&tid, chunks) in &d.chunks {
@@ -120,12 +133,25 @@ fn a_thread_cut_short_ends_with_a_lost_mark() {
         assert_eq!(kept, events.len() - 1, "thread {tid}: one mark");
         assert!(last.tick >= events[events.len() - 2].tick);
         let chunk = chunks.last().unwrap();
-        let snapshot = snapshot_size(chunk.snapshot.own.len(), chunk.snapshot.stack_frames.len());
-        assert_eq!(
-            CHUNK_HEADER_SIZE + snapshot + chunk.events.len() * EVENT_SIZE,
-            4096,
-            "thread {tid}: the mark fills the chunk's last 16 bytes"
-        );
+        let end = CHUNK_HEADER_SIZE + chunk.committed;
+        match format {
+            Format::Fixed => {
+                let snapshot =
+                    snapshot_size(chunk.snapshot.own.len(), chunk.snapshot.stack_frames.len());
+                assert_eq!(
+                    CHUNK_HEADER_SIZE + snapshot + chunk.events.len() * EVENT_SIZE,
+                    4096,
+                    "thread {tid}: the mark fills the chunk's last 16 bytes"
+                );
+            }
+            // The event before the mark did not fit before the reserve:
+            // the chunk was full up to less than a largest event, and
+            // the mark fits the reserve.
+            Format::Compact => assert!(
+                end <= 4096 && end > 4096 - COMPACT_LOST_RESERVE - COMPACT_MAX_EVENT_SIZE,
+                "thread {tid}: the chunk ends at {end} bytes"
+            ),
+        }
         marked += 1;
     }
     assert!(marked >= 1);

@@ -59,6 +59,8 @@ pub struct DecodedChunk {
     pub writing: bool,
     pub snapshot: Snapshot,
     pub events: Vec<Event>,
+    /// Committed bytes of the body, snapshot included.
+    pub committed: usize,
 }
 
 /// A whole decoded trace.
@@ -136,6 +138,7 @@ pub fn decode(path: &Path) -> Decoded {
                 flags: c.snapshot.flags,
             },
             events,
+            committed: c.snapshot.encoded_len() + c.event_bytes().len(),
         });
     }
     for list in chunks.values_mut() {
