@@ -27,8 +27,8 @@ pub const FORMAT_VERSION: u32 = 3;
 /// [`NEWEST_READ_VERSION`] is read).
 pub const OLDEST_READ_VERSION: u32 = 1;
 /// The newest format version this crate reads: version 4
-/// ([`COMPACT_FORMAT_VERSION`]), which recorders do not write yet, so it is
-/// ahead of [`FORMAT_VERSION`].
+/// ([`COMPACT_FORMAT_VERSION`], compact events, what recorders write by
+/// default), ahead of [`FORMAT_VERSION`] (16-byte events).
 pub const NEWEST_READ_VERSION: u32 = COMPACT_FORMAT_VERSION;
 /// Size of the file header, including the command line area.
 pub const HEADER_SIZE: usize = 4096;

@@ -11,8 +11,8 @@
 //! * Reading (zero-copy, never trusting a claimed size): [`TraceFile`].
 //! * The recorder writes the same layout live into a memory map using
 //!   [`layout`], [`chunk::encode_snapshot`] and the event encoders.
-//! * Format version 4's compact events (not written by the recorder yet):
-//!   [`compact`]; [`TraceFile`] and [`Chunk::events`] read them, and
+//! * Format version 4's compact events (what the recorder writes by
+//!   default): [`compact`]; [`TraceFile`] and [`Chunk::events`] read them, and
 //!   [`convert`] re-encodes a whole trace either way.
 #![deny(missing_docs)]
 

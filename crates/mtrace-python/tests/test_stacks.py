@@ -27,7 +27,7 @@ def function(report, name):
 
 
 # Event kinds of schemas/trace-format.md ("Events").
-SWITCH, LOST, END = 3, 6, 8
+ENTER, EXIT, SWITCH, LOST, END = 1, 2, 3, 6, 8
 
 
 def read_trace(path):
@@ -38,6 +38,7 @@ def read_trace(path):
         data = f.read()
     if data[:8] != b"MTRACE\0\x01":
         raise AssertionError(f"{path}: not a trace")
+    version, = struct.unpack_from("<I", data, 0x08)
     chunk_size, = struct.unpack_from("<I", data, 0x18)
     chunk_count, chunks_offset, meta_offset, meta_capacity = struct.unpack_from("<4Q", data, 0x20)
     meta_len, = struct.unpack_from("<Q", data, 0xD0)
@@ -58,23 +59,62 @@ def read_trace(path):
         if base + 64 > len(data):
             break
         state, tid, chunk_no = struct.unpack_from("<3Q", data, base)
-        committed = ((state >> 1) & ((1 << 23) - 1)) * 16
+        # Version 4 counts committed bytes, earlier versions 16-byte units.
+        committed = ((state >> 1) & ((1 << 23) - 1)) * (1 if version >= 4 else 16)
         if state >> 24 == 0 or committed == 0:
             continue
         body = base + 64
-        own_depth, _stack, stack_depth = struct.unpack_from("<IQI", data, body + 4)
+        own_depth, stack, stack_depth, _flags, tick = struct.unpack_from("<IQIIQ", data, body + 4)
+        frames = struct.unpack_from(f"<{own_depth + stack_depth}I", data, body + 32)
         at = body + (32 + 4 * (own_depth + stack_depth) + 15) // 16 * 16
-        events = []
-        while at + 16 <= body + committed:
-            word, payload = struct.unpack_from("<2Q", data, at)
-            events.append((word >> 60, word & ((1 << 60) - 1), payload))
-            at += 16
-            if word >> 60 == LOST:
-                break
+        if version >= 4:
+            named = list(frames[own_depth:] if stack else frames[:own_depth])
+            events = compact_events(data, at, body + committed, tick, named)
+        else:
+            events = []
+            while at + 16 <= body + committed:
+                word, payload = struct.unpack_from("<2Q", data, at)
+                events.append((word >> 60, word & ((1 << 60) - 1), payload))
+                at += 16
+                if word >> 60 == LOST:
+                    break
         chunks.setdefault(tid, []).append((chunk_no, events))
     threads = {tid: [e for _, events in sorted(cs) for e in events]
                for tid, cs in chunks.items()}
     return threads, names
+
+
+def compact_events(data, at, end, tick, named):
+    """The (kind, tick, payload) events of a version-4 chunk's bytes
+    `at..end` (schemas/trace-format.md, "Events (version 4: compact)"):
+    ticks are deltas from the snapshot's `tick`, and an exit of form 3
+    is one of the innermost frame the chunk names (`named`)."""
+    events = []
+    tick &= (1 << 60) - 1
+    while at < end:
+        tag = data[at]
+        form, tick_bytes = tag >> 6, (0, 1, 2, 7)[(tag >> 4) & 3]
+        high = int.from_bytes(data[at + 1:at + 1 + tick_bytes], "little")
+        tick += (tag & 0xF) | high << 4
+        at += 1 + tick_bytes
+        if form == 0:
+            kind, width = data[at] >> 4, (0, 1, 2, 4, 8)[data[at] & 0xF]
+            payload = int.from_bytes(data[at + 1:at + 1 + width], "little")
+            at += 1 + width
+            if kind == ENTER:
+                named.append(payload)
+            elif kind in (EXIT, SWITCH):
+                named.clear()
+        elif form in (1, 2):
+            kind, payload = ENTER, int.from_bytes(data[at:at + form], "little")
+            at += form
+            named.append(payload)
+        else:
+            kind, payload = EXIT, named.pop()
+        events.append((kind, tick, payload))
+        if kind == LOST:
+            break
+    return events
 
 
 def stack_lives(threads):

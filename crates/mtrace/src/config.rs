@@ -700,6 +700,28 @@ mod tests {
     }
 
     #[test]
+    fn the_format_is_compact_unless_asked_for_16_byte_events() {
+        assert_eq!(Config::new("x").format, Format::Compact);
+        let format = |v| Config::from_vars(vars(&[("MTRACE_OUT", "x"), ("MTRACE_FORMAT", v)]));
+        assert_eq!(format("3").unwrap().format, Format::Fixed);
+        assert_eq!(format(" 4 ").unwrap().format, Format::Compact);
+        assert!(matches!(
+            format("16"),
+            Err(ConfigError::BadValue {
+                variable: "MTRACE_FORMAT",
+                ..
+            })
+        ));
+        // A compact chunk's state word counts at most 8 MiB.
+        let big = Config::new("x").chunk_size(16 << 20).capacity(1 << 30);
+        assert_eq!(
+            big.clone().check(),
+            Err(ConfigError::ChunkTooLargeForFormat(16 << 20))
+        );
+        assert_eq!(big.format(Format::Fixed).check(), Ok(()));
+    }
+
+    #[test]
     fn sizes_are_checked() {
         assert_eq!(Config::new("x").capacity(1 << 20).check(), Ok(()));
         assert_eq!(Config::new("x").capacity(1 << 20).max_chunks(None), 16);

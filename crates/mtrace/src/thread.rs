@@ -5,10 +5,21 @@
 //!
 //! ```text
 //! hot path (inlined):  GEN load -> bound to GEN? room in chunk? -> read clock
-//!                      -> store 16 bytes at cursor -> store state word (Release)
+//!                      -> encode the event at cursor -> store state word (Release)
 //!                      -> push/pop the shadow frame
-//! cold path:           register the thread, claim a chunk, count a drop
+//! cold path:           register the thread, fill a chunk's last bytes,
+//!                      claim a chunk, count a drop
 //! ```
+//!
+//! Events are compact (format version 4, `mtrace_format::compact`) unless
+//! the recording asked for 16-byte ones (version 3): the thread keeps the
+//! encoder's state (the previous event's tick, and how many of its
+//! innermost frames the chunk names, so an exit of the top one needs no
+//! id) beside its cursor, restarted from each chunk's snapshot. "Room"
+//! is room for a largest event (`cursor < end`), so the hot path stores
+//! it whole without a check; the chunk's last bytes take events one at a
+//! time out of line, each if it fits. Wherever the frames change without
+//! an event in the chunk the thread holds, the named count is forgotten.
 //!
 //! A chunk's pages are mapped before its slot is first claimed, by the
 //! provisioner thread (`provision.rs`), or, when that is behind, in one
@@ -22,7 +33,7 @@
 //! acquire load) first grows the file (`file.rs`). The thread releases its
 //! old chunk once it has the new one.
 //!
-//! Events stop 16 bytes short of a chunk's end (`LOST_RESERVE`): when a
+//! Events stop 16 bytes (compact: 9) short of a chunk's end (`LOST_RESERVE`): when a
 //! claim fails (the file is at its maximum or the disk is full; in ring
 //! mode, every slot tried was busy), the thread writes a `lost` event there,
 //! stamped with the tick of the first event it could not store, so readers

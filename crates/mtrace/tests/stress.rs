@@ -212,9 +212,11 @@ fn chunks_of<'d>(d: &'d Decoded, name: &str) -> &'d [DecodedChunk] {
 fn stop_when_full(seconds: f64) {
     let _serial = serial();
     let trace = TempTrace::new("stress-stop");
+    // Small enough that the threads fill it with compact events (a few
+    // bytes each) on a loaded machine.
     let recording = mtrace::start(
         Config::new(trace.path())
-            .capacity(8 << 20)
+            .capacity(1 << 20)
             .chunk_size(4096)
             .mode(Mode::StopWhenFull),
     )
