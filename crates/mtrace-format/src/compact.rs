@@ -193,28 +193,48 @@ fn put_short(
     Some(n)
 }
 
-/// The size class of a tick delta: three compares, no branch.
-#[inline(always)]
+/// The size class of a tick delta.
+#[cfg(test)]
 fn tick_class(delta: u64) -> usize {
     (delta > TICK_CLASS_MAX[0]) as usize
         + (delta > TICK_CLASS_MAX[1]) as usize
         + (delta > TICK_CLASS_MAX[2]) as usize
 }
 
-/// Writes the tag and the delta's high bytes in one 8-byte store (a
+/// By a delta's leading zeros (64 for 0): its tick class in the tag's
+/// bits (`class << 4`), and in bits 8.. its high bytes' count (0, 1, 2
+/// or 7). The classes end at powers of two, so the delta's bit length
+/// decides its class: one table load instead of three compares.
+const HEAD_BY_LEADING_ZEROS: [u16; 65] = head_table();
+
+const fn head_table() -> [u16; 65] {
+    let mut table = [0u16; 65];
+    let mut zeros = 0;
+    while zeros <= 64 {
+        // The largest delta with this many leading zeros.
+        let max = if zeros == 64 { 0 } else { u64::MAX >> zeros };
+        let mut class = 0;
+        while class < 3 && max > TICK_CLASS_MAX[class] {
+            class += 1;
+        }
+        table[zeros] = (TICK_CLASS_BYTES[class] << 8 | class << TAG_CLASS_SHIFT) as u16;
+        zeros += 1;
+    }
+    table
+}
+
+/// Writes the tag and the delta's high bits in one 8-byte store (a
 /// delta has at most 60 bits, so its high bits fit the 7 bytes after the
 /// tag; only the class's count is kept); returns where the rest of the
 /// event goes.
 #[inline(always)]
 fn put_head(room: &mut Room, form: u8, delta: u64) -> usize {
-    let class = tick_class(delta);
-    let tag = (form << TAG_FORM_SHIFT) as u64
-        | (class as u64) << TAG_CLASS_SHIFT
-        | (delta & TAG_DELTA_LOW_MASK as u64);
-    let head = (delta >> 4) << 8 | tag;
-    room[..8].copy_from_slice(&head.to_le_bytes());
-    // By arithmetic, not the table: the room is then indexed without a check.
-    1 + tick_bytes(class & 3)
+    let head = HEAD_BY_LEADING_ZEROS[delta.leading_zeros() as usize] as u64;
+    let tag = (form << TAG_FORM_SHIFT) as u64 | (head & 0xFF) | (delta & TAG_DELTA_LOW_MASK as u64);
+    room[..8].copy_from_slice(&((delta >> 4) << 8 | tag).to_le_bytes());
+    // Masked to 3 bits, the count is known to be at most 7: the room is
+    // then indexed without a check.
+    1 + ((head >> 8) as usize & 7)
 }
 
 #[inline(always)]
@@ -876,6 +896,21 @@ mod tests {
             }
             let sizes = round_trip(1, &[], &evs);
             assert!(sizes.iter().all(|&n| n == size), "stack {s}: {sizes:?}");
+        }
+    }
+
+    #[test]
+    fn the_head_table_gives_each_deltas_class_and_byte_count() {
+        let mut deltas = vec![0, MAX_TICK];
+        for bit in 0..60 {
+            deltas.extend([(1u64 << bit) - 1, 1 << bit, (1 << bit) + 1]);
+        }
+        for delta in deltas {
+            let class = tick_class(delta);
+            let mut room = [0u8; COMPACT_MAX_EVENT_SIZE];
+            let len = put_head(&mut room, FORM_EXIT_TOP, delta);
+            assert_eq!(len, 1 + TICK_CLASS_BYTES[class], "delta {delta}");
+            assert_eq!(room[0] >> TAG_CLASS_SHIFT & 3, class as u8, "delta {delta}");
         }
     }
 
