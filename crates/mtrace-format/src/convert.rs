@@ -1,14 +1,15 @@
 //! Re-encoding a whole trace's events, between the 16-byte encoding
 //! (versions 1 to 3) and the compact one (version 4, [`crate::compact`]).
 //!
-//! * [`compact`]: a version 1 to 3 file as a version-4 file, so compact
-//!   files exist before the recorder writes them (`mtanalyze convert
-//!   --compact`). Chunks keep their slot, thread, number, flags and
+//! * [`compact`]: a version 1 to 3 file as a version-4 file
+//!   (`mtanalyze convert --compact`). Chunks keep their slot, thread, number, flags and
 //!   snapshot; the chunk size is the smallest that holds the fullest chunk.
 //! * [`expand`]: a version-4 file as a version-3 *image* in memory, for
 //!   readers whose passes index 16-byte events (the analyzer). The image
-//!   is the original file followed by a chunk region of 16-byte events, so
-//!   the metadata keeps its offsets; every chunk keeps its slot index.
+//!   is laid out as the original file followed by a chunk region of
+//!   16-byte events, so the metadata keeps its offsets (only the header
+//!   and the committed metadata are copied: the rest is never read);
+//!   every chunk keeps its slot index.
 //!   Each slot is decoded twice, once to size it ([`plan_slot`]) and once
 //!   straight into its place ([`expand_into`]), so the image is the only
 //!   copy; callers run both on the slots in parallel.
@@ -222,11 +223,22 @@ pub fn image_layout(
     })
 }
 
-/// Writes everything of the image but its chunks: the original file, then
-/// the image's header over its own. `image` is [`ImageLayout::len`] bytes.
+/// Writes everything of the image but its chunks: the original file's
+/// committed metadata, at its offset, and the image's header. `image` is
+/// [`ImageLayout::len`] zero bytes.
 pub fn image_start(file: &TraceFile<'_>, layout: &ImageLayout, image: &mut [u8]) {
     let original = file.bytes();
-    image[..original.len()].copy_from_slice(original);
+    // Of the original, a reader of the image reads only the header (the
+    // image's own, below) and the committed metadata: the rest stays
+    // zero and untouched. A recording's metadata region is mostly room
+    // never written (16 MiB in a Python profile's file in memory), and
+    // copying it cost a page fault per 4 KiB on each side.
+    let header = file.header();
+    let to_usize = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
+    let start = to_usize(header.meta_offset).min(original.len());
+    let len = to_usize(header.meta_len.min(header.meta_capacity));
+    let end = start.saturating_add(len).min(original.len());
+    image[start..end].copy_from_slice(&original[start..end]);
     image[..HEADER_SIZE].copy_from_slice(&layout.header);
 }
 

@@ -853,8 +853,7 @@ fn claim(l: &Local, shared: &Shared) -> bool {
             l.enc.set(EncoderState::new(tick, named as u32));
             len
         };
-        // The state word of either format counts the snapshot alike: its
-        // length is a multiple of 16 bytes.
+        // Version 4's state word counts bytes, version 3's 16-byte units.
         let committed = if shared.compact {
             pack_state_compact(seq, snapshot_len, true)
         } else {
