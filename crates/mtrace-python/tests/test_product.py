@@ -14,6 +14,7 @@ import os
 import pstats
 import re
 import shutil
+import struct
 import subprocess
 import sys
 import textwrap
@@ -159,14 +160,15 @@ class PrintedTable(Case):
         self.assertIn("dropped_events", done.stderr + done.stdout)
 
     def test_a_disk_that_refuses_to_grow_the_file_still_prints_the_table(self):
-        # RLIMIT_FSIZE (past the 16 MiB name region the file starts with)
-        # makes the file's growth fail as a full disk does
-        # (EFBIG instead of ENOSPC); SIGXFSZ ignored so the write fails
-        # rather than killing the process.
+        # RLIMIT_FSIZE (past the 16 MiB name region and the first MiB of
+        # chunks the file starts with, short of its first growth) makes
+        # the file's growth fail as a full disk does (EFBIG instead of
+        # ENOSPC); SIGXFSZ ignored so the write fails rather than killing
+        # the process.
         script = self.script("busy.py", WORK + "for _ in range(300):\n    work()\n")
         code = ("import resource, runpy, signal, sys\n"
                 "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
-                "resource.setrlimit(resource.RLIMIT_FSIZE, (20 << 20, 20 << 20))\n"
+                "resource.setrlimit(resource.RLIMIT_FSIZE, (18 << 20, 18 << 20))\n"
                 "sys.argv = ['mtrace', sys.argv[1]]\n"
                 "runpy.run_module('mtrace', run_name='__main__')\n")
         done = run([sys.executable, "-c", code, script], cwd=self.dir)
@@ -374,9 +376,11 @@ class Analyze(Case):
             data = f.read()
         cut = self.path("cut.bin")
         with open(cut, "wb") as f:
-            # The events are the file's last bytes (after the name region):
-            # lose the last chunk and cut the one before it.
-            f.write(data[: len(data) - 70_000])
+            # The events are the file's last bytes (after the name region,
+            # from `chunks_offset`): cut them in the middle, inside a
+            # chunk, whatever their size.
+            chunks_offset, = struct.unpack_from("<Q", data, 0x28)
+            f.write(data[: chunks_offset + (len(data) - chunks_offset) // 2 + 7])
         report = mtrace.analyze(cut)
         self.assertGreater(sum(f.ncalls for f in report.functions), 0)
         self.assertTrue(report.warnings, "a truncated trace warns")
