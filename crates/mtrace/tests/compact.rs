@@ -142,7 +142,8 @@ fn a_ring_of_compact_events_drops_nothing_it_did_not_count() {
         Config::new(trace.path())
             .capacity(8 * CHUNK as u64)
             .chunk_size(CHUNK)
-            .mode(Mode::Ring),
+            .mode(Mode::Ring)
+            .format(Format::Compact),
     )
     .unwrap();
     let expected = std::thread::Builder::new()
@@ -194,7 +195,8 @@ fn a_torn_chunk_loses_at_most_its_tail() {
     let recording = mtrace::start(
         Config::new(trace.path())
             .capacity(64 * CHUNK as u64)
-            .chunk_size(CHUNK),
+            .chunk_size(CHUNK)
+            .format(Format::Compact),
     )
     .unwrap();
     std::thread::Builder::new()
