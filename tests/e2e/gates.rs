@@ -26,9 +26,13 @@ const NEW: &str = r#"{"ts": 0, "tid": 1, "ev": "enter", "fn": "main"}
 {"ts": 70, "tid": 1, "ev": "exit", "fn": "main"}
 "#;
 
+/// The rules over BASE and NEW. Their functions run once or twice a side:
+/// no spread to test against, so the significance test is off
+/// (`--confidence 0`) and every change of 10% or more counts.
 fn gate(dir: &TempDir, rules: &[&str]) -> crate::util::Run {
     let (base, new) = (dir.write("base.jsonl", BASE), dir.write("new.jsonl", NEW));
     let mut args = vec!["diff".into(), base.into_os_string(), new.into_os_string()];
+    args.extend(["--confidence".into(), "0".into()]);
     for r in rules {
         args.push("--fail-if".into());
         args.push(r.into());
@@ -98,6 +102,8 @@ fn patterns_totals_counts_and_the_minimum_change() {
         "tottime > +20%".as_ref(),
         "--fail-min-change".as_ref(),
         "5ns".as_ref(),
+        "--confidence".as_ref(),
+        "0".as_ref(),
     ]);
     assert_eq!(r.code, Some(1));
     assert!(
@@ -257,10 +263,10 @@ fn run_trace(w: u64, t: u64) -> String {
 }
 
 /// Issue 20: several runs a side are compared by their medians, with each
-/// function's range of self time over the runs; a gate can ask for changes
-/// beyond that variation.
+/// function's range of self time over the runs; issue 50: a time gate
+/// holds only for a change significant against the runs' variation.
 #[test]
-fn several_runs_a_side_compare_medians_and_gate_beyond_their_spread() {
+fn several_runs_a_side_compare_medians_and_gate_on_significant_changes() {
     let dir = TempDir::new("gates-runs");
     let write = |side: &str, runs: &[(u64, u64)]| -> Vec<std::path::PathBuf> {
         std::fs::create_dir_all(dir.join(side)).unwrap();
@@ -296,26 +302,31 @@ fn several_runs_a_side_compare_medians_and_gate_beyond_their_spread() {
     assert_eq!(f("work")["new_range"], serde_json::json!([48, 52]));
     assert_eq!(f("tiny")["base_range"], serde_json::json!([2, 9]));
     assert_eq!(v["base"]["traces"], 3);
-    // --base/--new take the runs as lists too; beyond their spread only
-    // `work` breaks the rule.
+    // The runs are the test's samples: `work` 42 -> 50 on average, t = 4.9
+    // at 4 degrees of freedom (p = 0.008); `tiny` 4.33 -> 4.33.
+    assert_eq!(v["significance"]["method"], "runs");
+    assert_eq!(f("work")["verdict"], "slower");
+    assert_eq!(f("tiny")["verdict"], "noise");
+    // --base/--new take the runs as lists too; only `work` breaks the
+    // rule, unless the test is off.
     let mut args: Vec<std::ffi::OsString> = vec!["diff".into(), "--base".into()];
     args.extend(base.iter().map(|p| p.clone().into_os_string()));
     args.push("--new".into());
     args.extend(new.iter().map(|p| p.clone().into_os_string()));
     args.extend(["--fail-if".into(), "tottime > +10%".into()]);
-    let all = mtanalyze(args.clone());
+    let significant = mtanalyze(args.clone());
+    assert_eq!(significant.code, Some(1));
+    assert!(
+        significant.stderr.contains(": work:") && !significant.stderr.contains(": tiny:"),
+        "{}",
+        significant.stderr
+    );
+    args.extend(["--confidence".into(), "0".into()]);
+    let all = mtanalyze(args);
     assert_eq!(all.code, Some(1));
     assert!(
         all.stderr.contains(": work:") && all.stderr.contains(": tiny:"),
         "{}",
         all.stderr
-    );
-    args.push("--fail-beyond-spread".into());
-    let beyond = mtanalyze(args);
-    assert_eq!(beyond.code, Some(1));
-    assert!(
-        beyond.stderr.contains(": work:") && !beyond.stderr.contains(": tiny:"),
-        "{}",
-        beyond.stderr
     );
 }

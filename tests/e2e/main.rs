@@ -32,6 +32,7 @@ mod robustness;
 mod rotated;
 mod schema;
 mod series;
+mod significance;
 mod util;
 mod vectors;
 mod wakes;

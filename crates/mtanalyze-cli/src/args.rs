@@ -393,9 +393,15 @@ pub(crate) struct DiffArgs {
     /// Several runs of NEW (`--new after/*.bin`), likewise.
     #[arg(long = "new", value_name = "TRACE", num_args = 1.., conflicts_with = "new")]
     pub(crate) new_runs: Vec<PathBuf>,
-    /// With --fail-if: only functions whose self-time change lies outside the runs' variation (the two sides' ranges do not overlap) break a time rule.
-    #[arg(long, requires = "fail_if")]
-    pub(crate) fail_beyond_spread: bool,
+    /// A function's self time changed only when the change is significant at this level (Welch's t-test on its calls, or on the runs' totals with two runs or more a side); 0 turns the test off.
+    #[arg(long, value_name = "LEVEL", default_value_t = 0.99, value_parser = parse_confidence)]
+    pub(crate) confidence: f64,
+    /// ... and at least PCT percent of its base self time (frames of one run share the machine's noise).
+    #[arg(long, value_name = "PCT", default_value_t = 10.0, value_parser = parse_percent)]
+    pub(crate) min_effect: f64,
+    /// ... and at least PCT percent of the larger total self time (a change no one would fail a build for is noise).
+    #[arg(long, value_name = "PCT", default_value_t = 0.5, value_parser = parse_percent)]
+    pub(crate) min_share: f64,
     #[command(flatten)]
     pub(crate) clock: ClockArgs,
     /// Order of the rows: by the size of the column's change, either way, largest first (the text keys name, file, line, stdname and nfl as for a report).
@@ -431,7 +437,7 @@ pub(crate) struct DiffArgs {
     /// Fit tables in N columns, shortening paths and names and hiding spare columns (0: never) [default: the terminal's width when stdout is one (COLUMNS if set), else full names].
     #[arg(long, value_name = "N")]
     pub(crate) width: Option<usize>,
-    /// Exit with status 1, naming the rows, when RULE holds for a function or the total (repeatable): `[REGEX:] tottime|cumtime|paused|ncalls|total >|>=|<|<= CHANGE`, CHANGE like +10%, +5ms, +0. E.g. 'tottime > +10%', 'parse.*: cumtime > +5ms', 'ncalls > +0', 'total > +2%'.
+    /// Exit with status 1, naming the rows, when RULE holds for a function or the total (repeatable; a time rule only for a significant change, see --confidence): `[REGEX:] tottime|cumtime|paused|ncalls|total >|>=|<|<= CHANGE`, CHANGE like +10%, +5ms, +0. E.g. 'tottime > +10%', 'parse.*: cumtime > +5ms', 'ncalls > +0', 'total > +2%'.
     #[arg(long = "fail-if", value_name = "RULE")]
     pub(crate) fail_if: Vec<String>,
     /// With --fail-if: time changes smaller than this (either way) break no rule, so tiny functions do not fail a build (e.g. 1ms, 250us).
@@ -546,6 +552,13 @@ fn parse_percent(s: &str) -> Result<f64, String> {
     match s.trim_end_matches('%').parse::<f64>() {
         Ok(p) if p.is_finite() && p >= 0.0 => Ok(p),
         _ => Err("expected a percentage, a number >= 0 (like 1 or 0.5)".into()),
+    }
+}
+
+fn parse_confidence(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(c) if (0.0..1.0).contains(&c) => Ok(c),
+        _ => Err("expected a level from 0 up to 1, like 0.99 (0: no test)".into()),
     }
 }
 

@@ -112,9 +112,14 @@ pub(crate) fn diff(args: &DiffArgs, out: &mut dyn Write) -> Result<(), Failure> 
         new,
         DiffOptions {
             normalize: args.normalize,
+            significance: mtanalyze::SignificanceOptions {
+                confidence: args.confidence,
+                min_effect_pct: args.min_effect,
+                min_share_pct: args.min_share,
+            },
         },
     );
-    mtanalyze::attach_ranges(&mut diff, &base_runs, &new_runs);
+    mtanalyze::attach_runs(&mut diff, &base_runs, &new_runs);
     // The picture first: a failure leaves no half-written output behind.
     let svg = match &args.flamegraph {
         Some(path) => {
@@ -132,7 +137,7 @@ pub(crate) fn diff(args: &DiffArgs, out: &mut dyn Write) -> Result<(), Failure> 
         min_change_pct: args.min_change,
     };
     // The gates before the output: the page shows their verdict.
-    let breaches = mtanalyze::gate(&diff, &rules, min_change, args.fail_beyond_spread);
+    let breaches = mtanalyze::gate(&diff, &rules, min_change);
     target.write(out, |w| match args.format {
         DiffFormat::Table => {
             let sections = render::diff::TableSections {

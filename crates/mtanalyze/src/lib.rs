@@ -77,7 +77,10 @@ pub use model::report::{
     CallPath, Clock, EdgeStats, FunctionKey, FunctionStats, Report, StackKey, StackName, StackRows,
     StackStats, ThreadList, ThreadSummary, TimeWindow, TraceSummary, Warning,
 };
-pub use model::runs::{attach_ranges, runs, Runs};
+pub use model::runs::{attach_runs, runs, Runs};
+pub use model::significance::{
+    format_p, Estimate, Method, Samples, Significance, SignificanceOptions, Tested, Verdict,
+};
 pub use model::sink::StackSink;
 pub use model::timeline::{
     ClosedFrame, Pause, Slice, SliceKind, StackActivity, StackTimeline, TimelineSource,

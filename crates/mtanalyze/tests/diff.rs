@@ -120,7 +120,14 @@ fn normalizing_scales_the_base_to_the_new_total() {
     let new = trace(&[("work", "w.rs", 1, 2200)]);
     let plain = diff(&base, &new, DiffOptions::default());
     assert_eq!(plain.base_scale, 1.0);
-    let norm = diff(&base, &new, DiffOptions { normalize: true });
+    let norm = diff(
+        &base,
+        &new,
+        DiffOptions {
+            normalize: true,
+            ..DiffOptions::default()
+        },
+    );
     assert!(norm.normalized);
     assert_eq!(norm.base_total_ns, norm.new_total_ns);
     // Both traces are 100 ns of main plus work: the shares stay, so work barely moves.

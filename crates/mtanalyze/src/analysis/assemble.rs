@@ -169,6 +169,7 @@ fn function_rows(
             let e = &entries[i];
             let mut stats = FunctionStats::new(&e.key.function, &e.key.file, e.key.line, &e.module);
             stats.set_sums(function_sums(a));
+            stats.tottime_sq = a.tottime_sq;
             (i, stats)
         })
         .collect();
@@ -316,7 +317,7 @@ pub(super) fn fold_numbered(
 ) -> usize {
     for (n, module) in functions.numbered_modules() {
         if let Some(a) = tally.function(n).filter(|a| has_row(a)) {
-            sums.add_function_sums(n, function_sums(a), trace, module, trace);
+            sums.add_function_sums(n, function_sums(a), a.tottime_sq, trace, module, trace);
         }
     }
     // Every edge the tally numbers, in one pass: an edge this trace did

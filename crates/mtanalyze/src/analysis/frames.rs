@@ -27,6 +27,10 @@ pub(super) struct FnAcc {
     pub primitive_calls: u64,
     /// Sum of self time.
     pub tottime_ns: u64,
+    /// Sum of the squares of each frame's self time (ns²): with the frame
+    /// count, the spread a diff's significance test needs. Integer, so
+    /// sums merged in any order agree.
+    pub tottime_sq: u128,
     /// Sum of active time of non-recursive frames.
     pub cumtime_ns: u64,
     /// Sum of paused time of non-recursive frames.
@@ -124,6 +128,7 @@ impl Acc {
             a.ncalls += b.ncalls;
             a.primitive_calls += b.primitive_calls;
             a.tottime_ns = a.tottime_ns.saturating_add(b.tottime_ns);
+            a.tottime_sq = a.tottime_sq.saturating_add(b.tottime_sq);
             a.cumtime_ns = a.cumtime_ns.saturating_add(b.cumtime_ns);
             a.paused_ns = a.paused_ns.saturating_add(b.paused_ns);
             a.open_at_end += b.open_at_end;
@@ -751,6 +756,9 @@ impl<'a, O: Observer> FrameStack<'a, O> {
         let a = &mut self.t.acc.functions[f.func as usize];
         a.ncalls += counted;
         a.tottime_ns = a.tottime_ns.saturating_add(self_ns);
+        a.tottime_sq = a
+            .tottime_sq
+            .saturating_add(u128::from(self_ns) * u128::from(self_ns));
         a.primitive_calls += primitive & counted;
         a.cumtime_ns = a.cumtime_ns.saturating_add(active & keep);
         a.paused_ns = a.paused_ns.saturating_add(paused & keep);

@@ -16,12 +16,17 @@ use serde::{Deserialize, Serialize};
 use crate::model::labels::{LabelSite, Labels};
 use crate::model::report::Clock;
 use crate::model::report::{EdgeStats, FunctionKey, FunctionStats, Report, TraceSummary};
+use crate::model::significance::{
+    Estimate, Samples, Significance, SignificanceOptions, Tested, Verdict,
+};
 
 /// How to compare.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct DiffOptions {
     /// Scale the base so its total self time equals the new trace's.
     pub normalize: bool,
+    /// When a change of self time counts (see [`crate::model::significance`]).
+    pub significance: SignificanceOptions,
 }
 
 /// One side's numbers for a function.
@@ -69,7 +74,7 @@ pub enum Match {
 }
 
 /// One function's comparison.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FunctionDiff {
     /// Name.
     pub function: String,
@@ -86,6 +91,14 @@ pub struct FunctionDiff {
     pub new: Option<FunctionSide>,
     /// New minus base; a missing side counts as zero.
     pub delta: FunctionDelta,
+    /// Whether the self-time change stands out of the noise
+    /// ([`DiffReport::significance`] says how that was decided).
+    #[serde(default)]
+    pub verdict: Verdict,
+    /// The test's two-sided p-value (`None`: no test could be made, as for
+    /// a function of one call a side).
+    #[serde(default)]
+    pub p_value: Option<f64>,
     /// With several runs of BASE: the smallest and largest self time of a
     /// run (the side's numbers are then medians).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -96,22 +109,6 @@ pub struct FunctionDiff {
 }
 
 impl FunctionDiff {
-    /// Whether the self-time change lies outside the run-to-run variation:
-    /// the two sides' ranges (a side of one run: its value) do not overlap.
-    pub fn beyond_spread(&self) -> bool {
-        let range = |r: Option<[u64; 2]>, side: &Option<FunctionSide>| {
-            r.unwrap_or_else(|| {
-                let t = side.as_ref().map_or(0, |s| s.tottime_ns);
-                [t, t]
-            })
-        };
-        let (b, n) = (
-            range(self.base_range, &self.base),
-            range(self.new_range, &self.new),
-        );
-        n[0] > b[1] || n[1] < b[0]
-    }
-
     /// The function's identity, as shown.
     pub fn key(&self) -> FunctionKey {
         FunctionKey::new(&self.function, &self.file, self.line)
@@ -200,6 +197,15 @@ pub struct DiffReport {
     pub new_total_ns: u64,
     /// Functions matched by name only (their file or line moved).
     pub matched_by_name: u64,
+    /// How the verdicts were decided.
+    #[serde(default)]
+    pub significance: Significance,
+    /// The total self time's verdict (its change is the functions' summed).
+    #[serde(default)]
+    pub total_verdict: Verdict,
+    /// Its p-value.
+    #[serde(default)]
+    pub total_p_value: Option<f64>,
     /// Per function, ordered by the absolute change of self time, largest first.
     pub functions: Vec<FunctionDiff>,
     /// Per edge, ordered the same way.
@@ -207,6 +213,14 @@ pub struct DiffReport {
     /// Per call path (when both reports carry paths), ordered by path.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub paths: Vec<PathDiff>,
+}
+
+impl DiffReport {
+    /// Sets the total's verdict.
+    pub(crate) fn set_total(&mut self, t: Tested) {
+        self.total_verdict = t.verdict;
+        self.total_p_value = t.p_value;
+    }
 }
 
 impl EdgeDiff {
@@ -234,6 +248,19 @@ fn scale(v: u64, s: f64) -> u64 {
 
 fn d(new: u64, base: u64) -> i64 {
     (new as i128 - base as i128).clamp(i64::MIN as i128, i64::MAX as i128) as i64
+}
+
+/// A function's frames as samples of self time (scaled by `s`).
+fn frames(f: Option<&FunctionStats>, s: f64) -> Samples {
+    f.map_or(Samples::default(), |f| {
+        Samples {
+            // A window's frame entered before it adds time but no call.
+            n: f.ncalls.max(1) as f64,
+            sum: f.tottime_ns as f64,
+            sum_sq: f.tottime_sq as f64,
+        }
+        .scaled(s)
+    })
 }
 
 fn side(f: &FunctionStats, s: f64) -> FunctionSide {
@@ -300,6 +327,40 @@ fn match_functions(
     pairs
 }
 
+/// The machine's drift between the traces: the median, over functions
+/// with at least the minimum share of the total on both sides, of the
+/// ratio of NEW's self time to BASE's (scaled by `s`); 1 with fewer than
+/// three such functions. A busy machine slows every function of a run
+/// alike, a change of code a few: the median function is taken as
+/// unchanged (see "Significance of a diff" in `semantics.md`).
+fn drift(
+    base: &Report,
+    new: &Report,
+    pairs: &[(Option<usize>, Option<usize>, Match)],
+    s: f64,
+    largest_total: f64,
+    opts: SignificanceOptions,
+) -> f64 {
+    let floor = opts.min_share_pct / 100.0 * largest_total;
+    let mut ratios: Vec<f64> = pairs
+        .iter()
+        .filter_map(|&(bi, ni, _)| {
+            let b = base.functions.get(bi?)?.tottime_ns as f64 * s;
+            let n = new.functions.get(ni?)?.tottime_ns as f64;
+            (b > 0.0 && b >= floor && n >= floor).then(|| n / b)
+        })
+        .collect();
+    if ratios.len() < 3 {
+        return 1.0;
+    }
+    ratios.sort_by(f64::total_cmp);
+    let mid = ratios.len() / 2;
+    match ratios.len() % 2 {
+        1 => ratios[mid],
+        _ => (ratios[mid - 1] + ratios[mid]) / 2.0,
+    }
+}
+
 /// Compares two reports (analyzed with the same clock).
 pub fn diff(base: &Report, new: &Report, opts: DiffOptions) -> DiffReport {
     let total = |r: &Report| {
@@ -315,10 +376,16 @@ pub fn diff(base: &Report, new: &Report, opts: DiffOptions) -> DiffReport {
         1.0
     };
     let pairs = match_functions(&base.functions, &new.functions);
+    let largest_total = (base_raw as f64 * s).max(new_total as f64);
+    let drift = match opts.significance.confidence > 0.0 {
+        true => drift(base, new, &pairs, s, largest_total, opts.significance),
+        false => 1.0,
+    };
     let mut functions = Vec::with_capacity(pairs.len());
     // Base function key -> the new key it matched, to translate edges.
     let mut renamed: HashMap<FunctionKey, FunctionKey> = HashMap::new();
     let mut matched_by_name = 0;
+    let mut total = Estimate::default();
     for &(bi, ni, matched) in &pairs {
         let b = bi.map(|i| &base.functions[i]);
         let n = ni.map(|j| &new.functions[j]);
@@ -330,6 +397,9 @@ pub fn diff(base: &Report, new: &Report, opts: DiffOptions) -> DiffReport {
         let ns = n.map(|f| side(f, 1.0));
         let (b0, n0) = (bs.unwrap_or_default(), ns.unwrap_or_default());
         let shown = n.or(b).map(FunctionStats::key).unwrap_or_default();
+        let estimate = Estimate::of(frames(b, s * drift), frames(n, 1.0), true);
+        total = total.plus(estimate);
+        let tested = estimate.test(opts.significance, largest_total);
         functions.push(FunctionDiff {
             function: shown.function,
             file: shown.file,
@@ -344,6 +414,8 @@ pub fn diff(base: &Report, new: &Report, opts: DiffOptions) -> DiffReport {
                 cumtime_ns: d(n0.cumtime_ns, b0.cumtime_ns),
                 paused_ns: d(n0.paused_ns, b0.paused_ns),
             },
+            verdict: tested.verdict,
+            p_value: tested.p_value,
             base_range: None,
             new_range: None,
         });
@@ -435,6 +507,7 @@ pub fn diff(base: &Report, new: &Report, opts: DiffOptions) -> DiffReport {
         }
     }
 
+    let total = total.test(opts.significance, 0.0);
     DiffReport {
         base: base.trace.clone(),
         new: new.trace.clone(),
@@ -444,6 +517,13 @@ pub fn diff(base: &Report, new: &Report, opts: DiffOptions) -> DiffReport {
         base_total_ns: scale(base_raw, s),
         new_total_ns: new_total,
         matched_by_name,
+        significance: Significance {
+            method: Default::default(),
+            drift,
+            options: opts.significance,
+        },
+        total_verdict: total.verdict,
+        total_p_value: total.p_value,
         functions,
         edges,
         paths: paths

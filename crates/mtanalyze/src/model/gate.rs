@@ -17,6 +17,12 @@
 //! change (`--fail-min-change 1ms`), a time rule is only broken by a change
 //! at least that large either way, so a 1 µs function doubling does not fail
 //! a build.
+//!
+//! A time rule (`tottime`, `cumtime`, `paused`, `total`) is only broken by
+//! a row whose self-time change the diff found significant
+//! ([`crate::Verdict`]): noise fails no build. Counts are exact and need
+//! no test. Base times are compared as the test compared them, multiplied
+//! by the machine's drift ([`crate::Significance::drift`]), and shown so.
 
 use std::str::FromStr;
 
@@ -242,23 +248,25 @@ impl GateRule {
     }
 }
 
+/// A base time as the test saw it: multiplied by the machine's drift.
+fn drifted(ns: u64, k: f64) -> u64 {
+    if k == 1.0 {
+        ns
+    } else {
+        (ns as f64 * k).round() as u64
+    }
+}
+
 /// Every row of `diff` that breaks one of `rules` (every function, not
-/// only the ones a table shows), rule by rule.
-///
-/// With `beyond_spread`, a time rule is only broken by a function whose
-/// self-time change lies outside the runs' variation
-/// ([`FunctionDiff::beyond_spread`]).
-pub fn gate(
-    diff: &DiffReport,
-    rules: &[GateRule],
-    min_ns: u64,
-    beyond_spread: bool,
-) -> Vec<GateBreach> {
+/// only the ones a table shows), rule by rule. A time rule only reads rows
+/// whose change is significant (see the module doc).
+pub fn gate(diff: &DiffReport, rules: &[GateRule], min_ns: u64) -> Vec<GateBreach> {
     let mut out = Vec::new();
     for rule in rules {
         if rule.field == GateField::Total {
-            let (b, n) = (Some(diff.base_total_ns), Some(diff.new_total_ns));
-            if rule.holds(b, n, min_ns) {
+            let b = Some(drifted(diff.base_total_ns, diff.significance.drift));
+            let n = Some(diff.new_total_ns);
+            if diff.total_verdict.changed() && rule.holds(b, n, min_ns) {
                 out.push(GateBreach {
                     rule: rule.text.clone(),
                     field: rule.field,
@@ -269,9 +277,7 @@ pub fn gate(
             }
             continue;
         }
-        let within = |f: &FunctionDiff| {
-            beyond_spread && rule.field != GateField::Ncalls && !f.beyond_spread()
-        };
+        let within = |f: &FunctionDiff| rule.field != GateField::Ncalls && !f.verdict.changed();
         for f in diff
             .functions
             .iter()
@@ -283,7 +289,12 @@ pub fn gate(
                 GateField::Paused => s.paused_ns,
                 GateField::Ncalls | GateField::Total => s.ncalls,
             };
-            let (b, n) = (f.base.as_ref().map(get), f.new.as_ref().map(get));
+            let k = match rule.field {
+                GateField::Ncalls => 1.0,
+                _ => diff.significance.drift,
+            };
+            let b = f.base.as_ref().map(|s| drifted(get(s), k));
+            let n = f.new.as_ref().map(get);
             if rule.holds(b, n, min_ns) {
                 let site = if f.file.is_empty() {
                     String::new()

@@ -145,7 +145,8 @@ impl Sums {
         self.number(&key.function, &key.file, key.line)
     }
 
-    /// Adds the numbers `sums` (in [`FunctionStats::sums`] order) of
+    /// Adds the numbers `sums` (in [`FunctionStats::sums`] order) and the
+    /// sum of squares `sq` ([`FunctionStats::tottime_sq`]) of
     /// function `n` to its row, as met in trace `trace`, and its module
     /// (maybe empty; its bytes, read as `String::from_utf8_lossy` reads
     /// them, only if the row takes it) as named in trace `module_from`
@@ -155,6 +156,7 @@ impl Sums {
         &mut self,
         n: u32,
         sums: [u64; 9],
+        sq: u128,
         trace: u32,
         module: &[u8],
         module_from: u32,
@@ -171,6 +173,7 @@ impl Sums {
         let mut total = sum.row.sums();
         add_all(&mut total, sums);
         sum.row.set_sums(total);
+        sum.row.tottime_sq = sum.row.tottime_sq.saturating_add(sq);
         sum.first = sum.first.min(trace);
         // The module is the first trace's that names one.
         if !module.is_empty() && module_from < sum.module_from {
@@ -260,7 +263,7 @@ impl Sums {
                 Some((row_keys, ours)) => ours[row_keys[pos] as usize],
                 None => self.number(&f.function, &f.file, f.line),
             };
-            self.add_function_sums(n, f.sums(), trace, f.module.as_bytes(), trace);
+            self.add_function_sums(n, f.sums(), f.tottime_sq, trace, f.module.as_bytes(), trace);
             index.push(n);
         }
         index
@@ -304,7 +307,14 @@ impl Sums {
             } = f;
             // The module goes with the trace it came from, not `first`'s.
             let module = row.module.as_bytes();
-            self.add_function_sums(ours[n], row.sums(), first, module, module_from);
+            self.add_function_sums(
+                ours[n],
+                row.sums(),
+                row.tottime_sq,
+                first,
+                module,
+                module_from,
+            );
         }
         for ((caller, callee), e) in edges {
             self.add_edge(
@@ -991,11 +1001,11 @@ mod tests {
     fn sums_made_apart_keep_the_module_of_the_first_trace_that_names_one() {
         let mut a = Sums::default();
         let n = a.number("f", "f.py", 1);
-        a.add_function_sums(n, [1; 9], 5, b"x", 5);
+        a.add_function_sums(n, [1; 9], 1, 5, b"x", 5);
         let mut b = Sums::default();
         let n = b.number("f", "f.py", 1);
-        b.add_function_sums(n, [1; 9], 1, b"", 1);
-        b.add_function_sums(n, [1; 9], 3, b"y", 3);
+        b.add_function_sums(n, [1; 9], 1, 1, b"", 1);
+        b.add_function_sums(n, [1; 9], 1, 3, b"y", 3);
         a.absorb(b);
         let (rows, _, _) = a.into_rows();
         assert_eq!(rows.len(), 1);

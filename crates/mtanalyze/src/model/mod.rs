@@ -17,6 +17,7 @@ pub(crate) mod marks;
 pub(crate) mod merge;
 pub(crate) mod report;
 pub(crate) mod runs;
+pub(crate) mod significance;
 pub(crate) mod sink;
 pub(crate) mod timeline;
 pub(crate) mod warnings;

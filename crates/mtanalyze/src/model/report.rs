@@ -219,6 +219,12 @@ pub struct FunctionStats {
     pub primitive_calls: u64,
     /// Sum of self time (active time minus the active time of direct children).
     pub tottime_ns: u64,
+    /// Sum over frames of the square of each frame's self time (ns²): with
+    /// `ncalls`, the per-call variance a diff's significance test reads
+    /// ("Significance of a diff" in `semantics.md`). 0 in reports written
+    /// before it was kept.
+    #[serde(default)]
+    pub tottime_sq: u128,
     /// Sum of active time over non-recursive frames.
     pub cumtime_ns: u64,
     /// Sum of paused time (the frame's stack was not running) over non-recursive frames.
@@ -254,6 +260,7 @@ impl FunctionStats {
             ncalls: 0,
             primitive_calls: 0,
             tottime_ns: 0,
+            tottime_sq: 0,
             cumtime_ns: 0,
             paused_ns: 0,
             open_at_end: 0,

@@ -1,13 +1,16 @@
 //! Repeat runs of one benchmark as one side of a diff: each function's
 //! median over the runs (a function missing from a run counts 0 there),
-//! and the range its self time took, so a change can be told from the
-//! run-to-run variation (`diff --base RUNS... --new RUNS...`).
+//! the range its self time took, and its self time in each run, so a
+//! change can be told from the run-to-run variation (`diff --base RUNS...
+//! --new RUNS...`): with two runs or more on both sides, the diff's
+//! significance test takes the runs as its samples.
 
 use std::collections::HashMap;
 
 use crate::model::diff::DiffReport;
 use crate::model::merge::Merged;
 use crate::model::report::{FunctionKey, Report};
+use crate::model::significance::{Estimate, Method, Samples};
 
 /// Several runs reduced to one report of medians.
 #[derive(Debug)]
@@ -15,8 +18,10 @@ pub struct Runs {
     /// Per function (and edge, and call path) the median of every field
     /// over the runs; the summary sums the runs' (see [`Merged`]).
     pub median: Report,
-    /// Per function, the smallest and largest self time of a run (ns).
-    pub tottime_range: HashMap<FunctionKey, [u64; 2]>,
+    /// Per function, its self time in each run (ns; 0 where it did not run).
+    pub tottime_runs: HashMap<FunctionKey, Vec<u64>>,
+    /// The total self time of each run.
+    pub total_runs: Vec<u64>,
     /// How many runs.
     pub runs: usize,
 }
@@ -36,12 +41,16 @@ pub fn runs(reports: Vec<Report>) -> Option<Runs> {
     }
     // Per function, per field, the value of each run (0 where absent).
     let mut per_fn: HashMap<FunctionKey, Vec<[u64; 9]>> = HashMap::new();
+    let mut per_sq: HashMap<FunctionKey, Vec<u128>> = HashMap::new();
+    let mut total_runs = vec![0u64; n];
     let mut per_edge: HashMap<(FunctionKey, FunctionKey), Vec<[u64; 5]>> = HashMap::new();
     let mut per_path: HashMap<(String, Vec<FunctionKey>), Vec<[u64; 2]>> = HashMap::new();
     for (run, r) in reports.iter().enumerate() {
         for f in &r.functions {
             let v = per_fn.entry(f.key()).or_insert_with(|| vec![[0; 9]; n]);
             v[run] = f.sums();
+            per_sq.entry(f.key()).or_insert_with(|| vec![0; n])[run] = f.tottime_sq;
+            total_runs[run] = total_runs[run].saturating_add(f.tottime_ns);
         }
         for e in &r.edges {
             let v = per_edge
@@ -62,13 +71,10 @@ pub fn runs(reports: Vec<Report>) -> Option<Runs> {
         }
     }
     let column = |rows: &[[u64; 9]], i: usize| -> Vec<u64> { rows.iter().map(|r| r[i]).collect() };
-    let mut tottime_range = HashMap::new();
-    for (k, rows) in &per_fn {
-        let t = column(rows, 2);
-        let lo = t.iter().copied().min().unwrap_or(0);
-        let hi = t.iter().copied().max().unwrap_or(0);
-        tottime_range.insert(k.clone(), [lo, hi]);
-    }
+    let tottime_runs = per_fn
+        .iter()
+        .map(|(k, rows)| (k.clone(), column(rows, 2)))
+        .collect();
     // The summary, stacks and warnings as a merge gives them; then every
     // number replaced by its median.
     let mut merged = Merged::new();
@@ -80,6 +86,12 @@ pub fn runs(reports: Vec<Report>) -> Option<Runs> {
     for f in &mut m.functions {
         if let Some(rows) = per_fn.get(&f.key()) {
             f.set_sums(std::array::from_fn(|i| median(&mut column(rows, i))));
+        }
+        // The merge summed the squares; a median run's spread goes with
+        // the medians (what a side of one run would have).
+        if let Some(sq) = per_sq.get_mut(&f.key()) {
+            sq.sort_unstable();
+            f.tottime_sq = sq.get((sq.len().max(1) - 1) / 2).copied().unwrap_or(0);
         }
     }
     for e in &mut m.edges {
@@ -103,27 +115,115 @@ pub fn runs(reports: Vec<Report>) -> Option<Runs> {
     }
     Some(Runs {
         median: m,
-        tottime_range,
+        tottime_runs,
+        total_runs,
         runs: n,
     })
 }
 
 /// Puts each side's self-time range on the diff's functions (see
-/// `FunctionDiff::base_range`).
-pub fn attach_ranges(diff: &mut DiffReport, base: &Runs, new: &Runs) {
+/// `FunctionDiff::base_range`), and with two runs or more on both sides,
+/// tests each function's change (and the total's) on the runs' self times
+/// in place of the frames ([`Method::Runs`]): the verdicts then hold
+/// against the variation from run to run. Each run's times are first
+/// divided by its machine's speed ([`run_speeds`]), as a single pair's are
+/// by the drift between them.
+pub fn attach_runs(diff: &mut DiffReport, base: &Runs, new: &Runs) {
     for f in &mut diff.functions {
         let key = f.key();
-        f.base_range = base
-            .tottime_range
-            .get(&key)
-            .copied()
-            .filter(|_| base.runs > 1);
-        f.new_range = new
-            .tottime_range
-            .get(&key)
-            .copied()
-            .filter(|_| new.runs > 1);
+        let range = |v: Option<&Vec<u64>>, runs: usize| {
+            let v = v.filter(|_| runs > 1)?;
+            Some([v.iter().copied().min()?, v.iter().copied().max()?])
+        };
+        f.base_range = range(base.tottime_runs.get(&key), base.runs);
+        f.new_range = range(new.tottime_runs.get(&key), new.runs);
     }
+    if base.runs < 2 || new.runs < 2 {
+        return;
+    }
+    let opts = diff.significance.options;
+    let scale = diff.base_scale;
+    // The larger side's mean total, the unit the runs' means are in.
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+    let as_f64 = |v: &[u64], k: f64| v.iter().map(|&t| t as f64 * k).collect::<Vec<f64>>();
+    let largest_total =
+        mean(&as_f64(&base.total_runs, scale)).max(mean(&as_f64(&new.total_runs, 1.0)));
+    let (base_speed, new_speed) = match opts.confidence > 0.0 {
+        true => run_speeds(base, new, scale, opts.min_share_pct / 100.0 * largest_total),
+        false => (vec![1.0; base.runs], vec![1.0; new.runs]),
+    };
+    let samples = |v: Option<&Vec<u64>>, k: f64, speed: &[f64]| match v {
+        Some(v) => Samples::of(v.iter().zip(speed).map(|(&t, s)| t as f64 * k / s)),
+        // Absent from every run: zero in each.
+        None => Samples::of(speed.iter().map(|_| 0.0)),
+    };
+    for f in &mut diff.functions {
+        let key = f.key();
+        let e = Estimate::of(
+            samples(base.tottime_runs.get(&key), scale, &base_speed),
+            samples(new.tottime_runs.get(&key), 1.0, &new_speed),
+            false,
+        );
+        let t = e.test(opts, largest_total);
+        (f.verdict, f.p_value) = (t.verdict, t.p_value);
+    }
+    diff.significance.method = Method::Runs;
+    diff.significance.drift = mean(&new_speed) / mean(&base_speed);
+    let e = Estimate::of(
+        samples(Some(&base.total_runs), scale, &base_speed),
+        samples(Some(&new.total_runs), 1.0, &new_speed),
+        false,
+    );
+    diff.set_total(e.test(opts, 0.0));
+}
+
+/// Each run's machine speed: the median, over functions in both sides
+/// whose mean self time (over all runs, the base's scaled by `scale`) is
+/// at least `floor`, of the run's self time over that mean; 1 for every
+/// run with fewer than three such functions. A change of code moves a few
+/// functions, a busy machine all of one run's: the median function is
+/// taken as unchanged ("Significance of a diff" in `semantics.md`).
+fn run_speeds(base: &Runs, new: &Runs, scale: f64, floor: f64) -> (Vec<f64>, Vec<f64>) {
+    let runs = (base.runs + new.runs) as f64;
+    let means: Vec<(&Vec<u64>, &Vec<u64>, f64)> = base
+        .tottime_runs
+        .iter()
+        .filter_map(|(k, b)| {
+            let n = new.tottime_runs.get(k)?;
+            let sum = b.iter().map(|&t| t as f64 * scale).sum::<f64>()
+                + n.iter().map(|&t| t as f64).sum::<f64>();
+            let m = sum / runs;
+            (m > 0.0 && m >= floor).then_some((b, n, m))
+        })
+        .collect();
+    let speeds = |runs: usize, of_new: bool, k: f64| {
+        (0..runs)
+            .map(|r| {
+                let mut ratios: Vec<f64> = means
+                    .iter()
+                    .filter_map(|f| {
+                        let side = if of_new { f.1 } else { f.0 };
+                        Some(*side.get(r)? as f64 * k / f.2)
+                    })
+                    .collect();
+                if ratios.len() < 3 {
+                    return 1.0;
+                }
+                ratios.sort_by(f64::total_cmp);
+                let mid = ratios.len() / 2;
+                let m = match ratios.len() % 2 {
+                    1 => ratios[mid],
+                    _ => (ratios[mid - 1] + ratios[mid]) / 2.0,
+                };
+                if m > 0.0 {
+                    m
+                } else {
+                    1.0
+                }
+            })
+            .collect()
+    };
+    (speeds(base.runs, false, scale), speeds(new.runs, true, 1.0))
 }
 
 #[cfg(test)]

@@ -7,11 +7,16 @@
 //! clock: stack  total self time: 1.20s -> 1.10s  change: -100ms (-8.3%)
 //! functions: 40 in both (1 matched by name only), 1 new, 1 gone
 //!
-//! tottime (base -> new)   change        %  cumtime (base -> new)  ...  function (file:line)
-//! -----------------------------------------------------------------...----------------------
-//!     1.00ms ->  2.00ms  +1.00ms  +100.0%         1.20ms ->  2.20ms  ...  parse (src/p.rs:10)
-//!      250µs ->       -   -250µs  -100.0%          250µs ->       -  ...  old_lexer (src/l.rs:3)  [gone]
+//! significance: slower/faster when p < 0.01 (Welch's t-test on the calls) and |change| >= 10%; total: faster (p<0.001)
+//!
+//! tottime (base -> new)   change        %       p  verdict  cumtime (base -> new)  ...  function (file:line)
+//! --------------------------------------------------------------------------------...----------------------
+//!     1.00ms ->  2.00ms  +1.00ms  +100.0%  <0.001   slower         1.20ms ->  2.20ms  ...  parse (src/p.rs:10)
+//!      250µs ->       -   -250µs  -100.0%   0.210    noise          250µs ->       -  ...  old_lexer (src/l.rs:3)  [gone]
 //! ```
+//!
+//! `p` is the significance test's p-value (`-`: none could be made) and
+//! `verdict` its conclusion (`slower`, `faster`, or `noise`).
 //!
 //! A `base -> new` cell shows `-` for a side without the function; its
 //! arrows line up down the column. Percentages are of the base value (`new`
@@ -27,6 +32,7 @@ use super::table::{column, print_fitted, text_column, trace_line, window_label, 
 use super::{calls, duration};
 use crate::model::diff::{DiffReport, EdgeSide, FunctionDiff, FunctionSide, Match};
 use crate::model::report::{FunctionKey, TraceSummary};
+use crate::model::significance::{format_p, Method};
 use crate::view::{
     diff_edge_groups, diff_function_rows, DiffEdgeGroup, DiffViewOptions, Direction,
 };
@@ -119,6 +125,7 @@ pub(crate) fn header(
     let lines = wrap_items(&items, width);
     // One line as before when it fits: `..., N new, M gone`.
     writeln!(out, "{}", lines.join("\n").replace(",  ", ", "))?;
+    writeln!(out, "{}", significance_line(diff))?;
     if diff.normalized {
         writeln!(
             out,
@@ -127,6 +134,50 @@ pub(crate) fn header(
         )?;
     }
     Ok(())
+}
+
+/// How the verdicts were decided, in one line:
+/// `significance: slower/faster when p < 0.01 (Welch's t-test on the calls) and |change| >= 10%; total: noise (p=0.41)`.
+pub(crate) fn significance_line(diff: &DiffReport) -> String {
+    let s = &diff.significance;
+    let samples = match s.method {
+        Method::Calls => "the calls",
+        Method::Runs => "the runs",
+    };
+    let test = if s.options.confidence > 0.0 {
+        format!(
+            "p < {} (Welch's t-test on {samples}) and ",
+            trim_float(1.0 - s.options.confidence)
+        )
+    } else {
+        String::new()
+    };
+    let drift = match s.drift {
+        1.0 => String::new(),
+        k => format!(", base times x {k:.3} for the machine's drift"),
+    };
+    format!(
+        "significance: slower/faster when {test}|change| >= {}% (and {}% of the total){drift}; total: {} ({})",
+        trim_float(s.options.min_effect_pct),
+        trim_float(s.options.min_share_pct),
+        diff.total_verdict.as_str(),
+        p_equals(diff.total_p_value)
+    )
+}
+
+/// `p=0.012`, `p<0.001`, `no test`.
+fn p_equals(p: Option<f64>) -> String {
+    match format_p(p) {
+        _ if p.is_none() => "no test".to_owned(),
+        less if less.starts_with('<') => format!("p{less}"),
+        v => format!("p={v}"),
+    }
+}
+
+/// A float with no trailing zeros (`0.01`, `10`), rounded to 6 decimals.
+fn trim_float(v: f64) -> String {
+    let s = format!("{v:.6}");
+    s.trim_end_matches('0').trim_end_matches('.').to_owned()
 }
 
 fn side(
@@ -176,6 +227,8 @@ pub(crate) fn functions(
             .named("tottime change")
             .short("tot change"),
         column("%", Give::Nothing).named("tottime %"),
+        column("p", Give::Hide(8)),
+        column("verdict", Give::Nothing),
         pair_column("cumtime", Give::Hide(2)),
         column("change", Give::Hide(5))
             .named("cumtime change")
@@ -205,6 +258,8 @@ pub(crate) fn functions(
                 time(|s| s.tottime_ns),
                 Col::Right(signed(f.delta.tottime_ns)),
                 Col::Right(pct(f.delta.tottime_ns, |s| s.tottime_ns)),
+                Col::Right(format_p(f.p_value)),
+                Col::Right(f.verdict.as_str().to_owned()),
                 time(|s| s.cumtime_ns),
                 Col::Right(signed(f.delta.cumtime_ns)),
                 Col::Right(pct(f.delta.cumtime_ns, |s| s.cumtime_ns)),

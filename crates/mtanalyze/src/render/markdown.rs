@@ -5,9 +5,11 @@
 //! ```text
 //! **mtanalyze diff** `base.bin` → `new.bin` (clock: stack): total self time 1.88s → 50.3ms (-97.3%)
 //!
-//! | function | tottime (base → new) | change | % | cumtime (base → new) | change | ncalls (base → new) |
-//! |:---|---:|---:|---:|---:|---:|---:|
-//! | `parse_term` (workload.rs:126) | 1.06ms → 24.1ms | +23.1ms | +2168.2% | ... |
+//! Slower/faster when p < 0.01 (Welch's t-test on the calls) and \|change\| >= 10%; total: faster (p<0.001)
+//!
+//! | function | tottime (base → new) | change | % | p | verdict | cumtime (base → new) | change | ncalls (base → new) |
+//! |:---|---:|---:|---:|---:|:---|---:|---:|---:|
+//! | `parse_term` (workload.rs:126) | 1.06ms → 24.1ms | +23.1ms | +2168.2% | <0.001 | **slower** | ... |
 //! ```
 //!
 //! Function names are code spans; a `|` or a backtick in a name or a path
@@ -21,6 +23,7 @@ use super::escape::escape;
 use super::{calls, duration};
 use crate::model::diff::{DiffReport, FunctionDiff, FunctionSide, Match};
 use crate::model::report::{FunctionKey, FunctionStats, Report, TraceSummary};
+use crate::model::significance::{format_p, Verdict};
 
 /// Text safe inside a table cell: control characters escaped (a line
 /// break would end the row, an escape sequence reach the terminal of who
@@ -131,6 +134,17 @@ pub fn diff(out: &mut dyn Write, diff: &DiffReport, rows: &[&FunctionDiff]) -> i
         )?;
     }
     writeln!(out)?;
+    let line = super::diff::significance_line(diff);
+    writeln!(
+        out,
+        "{}",
+        cell(line.trim_start_matches("significance: ")).replacen(
+            "slower/faster",
+            "Slower/faster",
+            1
+        )
+    )?;
+    writeln!(out)?;
     row(
         out,
         &[
@@ -138,13 +152,15 @@ pub fn diff(out: &mut dyn Write, diff: &DiffReport, rows: &[&FunctionDiff]) -> i
             "tottime (base → new)",
             "change",
             "%",
+            "p",
+            "verdict",
             "cumtime (base → new)",
             "change",
             "ncalls (base → new)",
         ]
         .map(str::to_owned),
     )?;
-    writeln!(out, "|:---|---:|---:|---:|---:|---:|---:|")?;
+    writeln!(out, "|:---|---:|---:|---:|---:|:---|---:|---:|---:|")?;
     for f in rows {
         let side = |s: Option<&FunctionSide>, get: fn(&FunctionSide) -> String| {
             s.map_or("-".to_owned(), get)
@@ -168,6 +184,11 @@ pub fn diff(out: &mut dyn Write, diff: &DiffReport, rows: &[&FunctionDiff]) -> i
                 pair(|s| duration(s.tottime_ns as f64)),
                 signed(f.delta.tottime_ns),
                 pct(f.delta.tottime_ns, |s| s.tottime_ns),
+                cell(&format_p(f.p_value)),
+                match f.verdict {
+                    Verdict::Noise => "noise".to_owned(),
+                    v => format!("**{}**", v.as_str()),
+                },
                 pair(|s| duration(s.cumtime_ns as f64)),
                 signed(f.delta.cumtime_ns),
                 pair(|s| calls(s.ncalls, s.primitive_calls)),

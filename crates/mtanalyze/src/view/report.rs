@@ -500,6 +500,7 @@ mod tests {
             ncalls,
             primitive_calls: ncalls,
             tottime_ns: tottime,
+            tottime_sq: 0,
             cumtime_ns: cumtime,
             paused_ns: paused,
             open_at_end: 0,

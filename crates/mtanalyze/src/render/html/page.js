@@ -732,11 +732,15 @@
     const v = (f, s, key) => (side(f, s) ? side(f, s)[key] : 0);
     const show = (f, s, key, ncalls) => (side(f, s) ? (ncalls ? String(side(f, s)[key]) : dur(side(f, s)[key])) : '-');
     const change = (d) => (d > 0 ? 'slower' : d < 0 ? 'faster' : '');
+    // Self time is coloured by the significance test's verdict, never by noise.
+    const verdict = (f) => (f.verdict === 'slower' || f.verdict === 'faster' ? f.verdict : '');
     const cols = [
       { label: 'base tottime', num: true, value: (f) => v(f, 'base', 'tottime_ns'), text: (f) => show(f, 'base', 'tottime_ns') },
       { label: 'new tottime', num: true, value: (f) => v(f, 'new', 'tottime_ns'), text: (f) => show(f, 'new', 'tottime_ns') },
-      { label: 'Δ tottime', num: true, value: (f) => f.delta.tottime_ns, text: (f) => signedDur(f.delta.tottime_ns), cls: (f) => change(f.delta.tottime_ns), title: 'new minus base: slower first; click again for faster first' },
-      { label: 'Δ%', num: true, value: (f) => (f.base ? f.delta.tottime_ns / Math.max(f.base.tottime_ns, 1) : 1e18), text: (f) => (f.new ? pct(f.delta.tottime_ns, v(f, 'base', 'tottime_ns')) : 'gone'), cls: (f) => change(f.delta.tottime_ns) },
+      { label: 'Δ tottime', num: true, value: (f) => f.delta.tottime_ns, text: (f) => signedDur(f.delta.tottime_ns), cls: (f) => verdict(f), title: 'new minus base: slower first; click again for faster first (coloured only when significant)' },
+      { label: 'Δ%', num: true, value: (f) => (f.base ? f.delta.tottime_ns / Math.max(f.base.tottime_ns, 1) : 1e18), text: (f) => (f.new ? pct(f.delta.tottime_ns, v(f, 'base', 'tottime_ns')) : 'gone'), cls: (f) => verdict(f) },
+      { label: 'p', num: true, value: (f) => (f.p_value == null ? 2 : f.p_value), text: (f) => (f.p_value == null ? '-' : f.p_value < 0.001 ? '<0.001' : f.p_value.toFixed(3)), title: 'p-value of the significance test of the self-time change (-: none could be made)' },
+      { label: 'verdict', value: (f) => f.verdict, text: (f) => f.verdict, cls: (f) => verdict(f), title: 'slower or faster only when significant; noise otherwise' },
       { label: 'base cumtime', num: true, value: (f) => v(f, 'base', 'cumtime_ns'), text: (f) => show(f, 'base', 'cumtime_ns') },
       { label: 'new cumtime', num: true, value: (f) => v(f, 'new', 'cumtime_ns'), text: (f) => show(f, 'new', 'cumtime_ns') },
       { label: 'Δ cumtime', num: true, value: (f) => f.delta.cumtime_ns, text: (f) => signedDur(f.delta.cumtime_ns), cls: (f) => change(f.delta.cumtime_ns) },
