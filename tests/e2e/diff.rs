@@ -80,7 +80,8 @@ fn parse_row(row: &str) -> FunctionRow {
     assert_eq!(pairs.len(), 3, "three base -> new cells in {row:?}");
     let rest = pair.replace_all(row, " ");
     let mut words = rest.split_whitespace();
-    let cells: Vec<String> = words.by_ref().take(5).map(str::to_owned).collect();
+    // tottime change and %, p, verdict, cumtime change and %, paused change.
+    let cells: Vec<String> = words.by_ref().take(7).map(str::to_owned).collect();
     let function = words.collect::<Vec<_>>().join(" ");
     FunctionRow {
         pairs,
@@ -145,9 +146,12 @@ fn a_trace_against_itself_changes_nothing() {
             for (b, n) in &r.pairs {
                 assert_eq!(b, n, "{row}");
             }
+            // p is 1 where the test could be made, `-` for one call a side.
+            assert!(["1.000", "-"].contains(&r.cells[2].as_str()), "{row}");
+            let cells: Vec<&str> = r.cells.iter().map(String::as_str).collect();
             assert_eq!(
-                r.cells,
-                ["0ns", "0.0%", "0ns", "0.0%", "0ns"],
+                [&cells[..2], &cells[3..]].concat(),
+                ["0ns", "0.0%", "noise", "0ns", "0.0%", "0ns"],
                 "no change in {row}"
             );
             assert!(!r.function.contains('['), "marked: {row}");
@@ -193,15 +197,16 @@ fn known_changes_are_reported_exactly() {
         "\
 clock: stack  total self time: 2.45µs -> 3.29µs  change: +840ns (+34.3%)
 functions: 4 in both (1 matched by name only), 1 new, 1 gone
+significance: p < 0.01 (Welch's t-test on the calls)  min effect: 10% (0.5% of the total)  total: noise (no test)
 
-tottime (base -> new)   change        %  cumtime (base -> new)   change        %  ncalls (base -> new)  paused change  function (file:line)
----------------------------------------------------------------------------------------------------------------------------------------------------------
-     1.00µs -> 2.00µs  +1.00µs  +100.0%       1.00µs -> 2.00µs  +1.00µs  +100.0%                1 -> 1            0ns  doubles (a.rs:1)
-      250ns ->      -   -250ns  -100.0%        250ns ->      -   -250ns  -100.0%                1 -> -            0ns  gone (a.rs:3)  [gone]
-          - ->   90ns    +90ns      new            - ->   90ns    +90ns      new                - -> 1            0ns  fresh (a.rs:4)  [new]
-      100ns ->  100ns      0ns     0.0%       2.45µs -> 3.29µs   +840ns   +34.3%                1 -> 1            0ns  main (m.rs:1)
-      700ns ->  700ns      0ns     0.0%        700ns ->  700ns      0ns     0.0%                1 -> 1            0ns  moves (b.rs:42)  [matched by name]
-      400ns ->  400ns      0ns     0.0%        400ns ->  400ns      0ns     0.0%                1 -> 1            0ns  same (a.rs:2)
+tottime (base -> new)   change        %  p  verdict  cumtime (base -> new)   change        %  ncalls (base -> new)  paused change  function (file:line)
+---------------------------------------------------------------------------------------------------------------------------------------------------------------------
+     1.00µs -> 2.00µs  +1.00µs  +100.0%  -    noise       1.00µs -> 2.00µs  +1.00µs  +100.0%                1 -> 1            0ns  doubles (a.rs:1)
+      250ns ->      -   -250ns  -100.0%  -    noise        250ns ->      -   -250ns  -100.0%                1 -> -            0ns  gone (a.rs:3)  [gone]
+          - ->   90ns    +90ns      new  -    noise            - ->   90ns    +90ns      new                - -> 1            0ns  fresh (a.rs:4)  [new]
+      100ns ->  100ns      0ns     0.0%  -    noise       2.45µs -> 3.29µs   +840ns   +34.3%                1 -> 1            0ns  main (m.rs:1)
+      700ns ->  700ns      0ns     0.0%  -    noise        700ns ->  700ns      0ns     0.0%                1 -> 1            0ns  moves (b.rs:42)  [matched by name]
+      400ns ->  400ns      0ns     0.0%  -    noise        400ns ->  400ns      0ns     0.0%                1 -> 1            0ns  same (a.rs:2)
 ",
         &without_source_lines(&run.stdout),
     );

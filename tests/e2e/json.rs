@@ -78,6 +78,7 @@ fn report_json_has_the_documented_fields_with_integer_ns() {
                 "primitive_calls",
                 "scheduled_ns",
                 "tottime_ns",
+                "tottime_sq",
                 "waiting_ns"
             ]
         );

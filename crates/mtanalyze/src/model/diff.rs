@@ -17,7 +17,7 @@ use crate::model::labels::{LabelSite, Labels};
 use crate::model::report::Clock;
 use crate::model::report::{EdgeStats, FunctionKey, FunctionStats, Report, TraceSummary};
 use crate::model::significance::{
-    Estimate, Samples, Significance, SignificanceOptions, Tested, Verdict,
+    Estimate, Samples, Significance, SignificanceOptions, Tested, Verdict, MIN_FOR_DRIFT,
 };
 
 /// How to compare.
@@ -330,7 +330,7 @@ fn match_functions(
 /// The machine's drift between the traces: the median, over functions
 /// with at least the minimum share of the total on both sides, of the
 /// ratio of NEW's self time to BASE's (scaled by `s`); 1 with fewer than
-/// three such functions. A busy machine slows every function of a run
+/// [`MIN_FOR_DRIFT`] such functions. A busy machine slows every function of a run
 /// alike, a change of code a few: the median function is taken as
 /// unchanged (see "Significance of a diff" in `semantics.md`).
 fn drift(
@@ -350,7 +350,7 @@ fn drift(
             (b > 0.0 && b >= floor && n >= floor).then(|| n / b)
         })
         .collect();
-    if ratios.len() < 3 {
+    if ratios.len() < MIN_FOR_DRIFT {
         return 1.0;
     }
     ratios.sort_by(f64::total_cmp);

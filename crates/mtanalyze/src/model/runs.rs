@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use crate::model::diff::DiffReport;
 use crate::model::merge::Merged;
 use crate::model::report::{FunctionKey, Report};
-use crate::model::significance::{Estimate, Method, Samples};
+use crate::model::significance::{Estimate, Method, Samples, MIN_FOR_DRIFT};
 
 /// Several runs reduced to one report of medians.
 #[derive(Debug)]
@@ -123,8 +123,9 @@ pub fn runs(reports: Vec<Report>) -> Option<Runs> {
 
 /// Puts each side's self-time range on the diff's functions (see
 /// `FunctionDiff::base_range`), and with two runs or more on both sides,
-/// tests each function's change (and the total's) on the runs' self times
-/// in place of the frames ([`Method::Runs`]): the verdicts then hold
+/// and the test on (a confidence above 0), tests each function's change
+/// (and the total's) on the runs' self times in place of the frames
+/// ([`Method::Runs`]): the verdicts then hold
 /// against the variation from run to run. Each run's times are first
 /// divided by its machine's speed ([`run_speeds`]), as a single pair's are
 /// by the drift between them.
@@ -138,10 +139,11 @@ pub fn attach_runs(diff: &mut DiffReport, base: &Runs, new: &Runs) {
         f.base_range = range(base.tottime_runs.get(&key), base.runs);
         f.new_range = range(new.tottime_runs.get(&key), new.runs);
     }
-    if base.runs < 2 || new.runs < 2 {
+    let opts = diff.significance.options;
+    // With the test off, the medians' raw changes stand (no samples needed).
+    if base.runs < 2 || new.runs < 2 || opts.confidence <= 0.0 {
         return;
     }
-    let opts = diff.significance.options;
     let scale = diff.base_scale;
     // The larger side's mean total, the unit the runs' means are in.
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
@@ -180,7 +182,7 @@ pub fn attach_runs(diff: &mut DiffReport, base: &Runs, new: &Runs) {
 /// Each run's machine speed: the median, over functions in both sides
 /// whose mean self time (over all runs, the base's scaled by `scale`) is
 /// at least `floor`, of the run's self time over that mean; 1 for every
-/// run with fewer than three such functions. A change of code moves a few
+/// run with fewer than [`MIN_FOR_DRIFT`] such functions. A change of code moves a few
 /// functions, a busy machine all of one run's: the median function is
 /// taken as unchanged ("Significance of a diff" in `semantics.md`).
 fn run_speeds(base: &Runs, new: &Runs, scale: f64, floor: f64) -> (Vec<f64>, Vec<f64>) {
@@ -206,7 +208,7 @@ fn run_speeds(base: &Runs, new: &Runs, scale: f64, floor: f64) -> (Vec<f64>, Vec
                         Some(*side.get(r)? as f64 * k / f.2)
                     })
                     .collect();
-                if ratios.len() < 3 {
+                if ratios.len() < MIN_FOR_DRIFT {
                     return 1.0;
                 }
                 ratios.sort_by(f64::total_cmp);

@@ -97,13 +97,18 @@ pub struct Significance {
     pub method: Method,
     /// The machine's drift: what the base's self times were multiplied by
     /// before testing (the median function's ratio of NEW to BASE; 1 with
-    /// the test off or fewer than three functions to take it from).
+    /// the test off or fewer than five functions to take it from).
     #[serde(default = "one")]
     pub drift: f64,
     /// The level and the minimum effect.
     #[serde(flatten)]
     pub options: SignificanceOptions,
 }
+
+/// How many functions a drift is taken from at least: a median of fewer
+/// is one or two functions' word, and in a small program the changed
+/// function is among them.
+pub(crate) const MIN_FOR_DRIFT: usize = 5;
 
 fn one() -> f64 {
     1.0

@@ -7,7 +7,7 @@
 //! clock: stack  total self time: 1.20s -> 1.10s  change: -100ms (-8.3%)
 //! functions: 40 in both (1 matched by name only), 1 new, 1 gone
 //!
-//! significance: slower/faster when p < 0.01 (Welch's t-test on the calls) and |change| >= 10%; total: faster (p<0.001)
+//! significance: p < 0.01 (Welch's t-test on the calls)  min effect: 10% (0.5% of the total)  total: faster (p<0.001)
 //!
 //! tottime (base -> new)   change        %       p  verdict  cumtime (base -> new)  ...  function (file:line)
 //! --------------------------------------------------------------------------------...----------------------
@@ -16,7 +16,9 @@
 //! ```
 //!
 //! `p` is the significance test's p-value (`-`: none could be made) and
-//! `verdict` its conclusion (`slower`, `faster`, or `noise`).
+//! `verdict` its conclusion (`slower`, `faster`, or `noise`): slower or
+//! faster when `p` is below the level and the change at least the minimum
+//! effect (`crate::model::significance`).
 //!
 //! A `base -> new` cell shows `-` for a side without the function; its
 //! arrows line up down the column. Percentages are of the base value (`new`
@@ -125,7 +127,9 @@ pub(crate) fn header(
     let lines = wrap_items(&items, width);
     // One line as before when it fits: `..., N new, M gone`.
     writeln!(out, "{}", lines.join("\n").replace(",  ", ", "))?;
-    writeln!(out, "{}", significance_line(diff))?;
+    for line in wrap_items(&significance_items(diff), width) {
+        writeln!(out, "{line}")?;
+    }
     if diff.normalized {
         writeln!(
             out,
@@ -136,33 +140,37 @@ pub(crate) fn header(
     Ok(())
 }
 
-/// How the verdicts were decided, in one line:
-/// `significance: slower/faster when p < 0.01 (Welch's t-test on the calls) and |change| >= 10%; total: noise (p=0.41)`.
-pub(crate) fn significance_line(diff: &DiffReport) -> String {
+/// How the verdicts were decided, as header items: `significance: p <
+/// 0.01 (Welch's t-test on the calls)`, `min effect: 10% (0.5% of the
+/// total)`, the drift when there was one, and the total's verdict.
+pub(crate) fn significance_items(diff: &DiffReport) -> Vec<String> {
     let s = &diff.significance;
     let samples = match s.method {
         Method::Calls => "the calls",
         Method::Runs => "the runs",
     };
-    let test = if s.options.confidence > 0.0 {
+    let mut items = vec![if s.options.confidence > 0.0 {
         format!(
-            "p < {} (Welch's t-test on {samples}) and ",
+            "significance: p < {} (Welch's t-test on {samples})",
             trim_float(1.0 - s.options.confidence)
         )
     } else {
-        String::new()
-    };
-    let drift = match s.drift {
-        1.0 => String::new(),
-        k => format!(", base times x {k:.3} for the machine's drift"),
-    };
-    format!(
-        "significance: slower/faster when {test}|change| >= {}% (and {}% of the total){drift}; total: {} ({})",
+        "significance: no test".to_owned()
+    }];
+    items.push(format!(
+        "min effect: {}% ({}% of the total)",
         trim_float(s.options.min_effect_pct),
-        trim_float(s.options.min_share_pct),
+        trim_float(s.options.min_share_pct)
+    ));
+    if s.drift != 1.0 {
+        items.push(format!("drift: base x {:.3}", s.drift));
+    }
+    items.push(format!(
+        "total: {} ({})",
         diff.total_verdict.as_str(),
         p_equals(diff.total_p_value)
-    )
+    ));
+    items
 }
 
 /// `p=0.012`, `p<0.001`, `no test`.

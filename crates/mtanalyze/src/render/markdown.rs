@@ -5,7 +5,7 @@
 //! ```text
 //! **mtanalyze diff** `base.bin` → `new.bin` (clock: stack): total self time 1.88s → 50.3ms (-97.3%)
 //!
-//! Slower/faster when p < 0.01 (Welch's t-test on the calls) and \|change\| >= 10%; total: faster (p<0.001)
+//! Significance: p < 0.01 (Welch's t-test on the calls); min effect: 10% (0.5% of the total); total: faster (p<0.001).
 //!
 //! | function | tottime (base → new) | change | % | p | verdict | cumtime (base → new) | change | ncalls (base → new) |
 //! |:---|---:|---:|---:|---:|:---|---:|---:|---:|
@@ -134,16 +134,9 @@ pub fn diff(out: &mut dyn Write, diff: &DiffReport, rows: &[&FunctionDiff]) -> i
         )?;
     }
     writeln!(out)?;
-    let line = super::diff::significance_line(diff);
-    writeln!(
-        out,
-        "{}",
-        cell(line.trim_start_matches("significance: ")).replacen(
-            "slower/faster",
-            "Slower/faster",
-            1
-        )
-    )?;
+    // Slower or faster only beyond the noise: say how that was decided.
+    let items = super::diff::significance_items(diff);
+    writeln!(out, "{}.", cell(&items.join("; ")).replacen('s', "S", 1))?;
     writeln!(out)?;
     row(
         out,
