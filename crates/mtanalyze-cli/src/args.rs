@@ -394,7 +394,7 @@ pub(crate) struct DiffArgs {
     #[arg(long = "new", value_name = "TRACE", num_args = 1.., conflicts_with = "new")]
     pub(crate) new_runs: Vec<PathBuf>,
     /// A function's self time changed only when the change is significant at this level (Welch's t-test on its calls, or on the runs' totals with two runs or more a side); 0 turns the test off.
-    #[arg(long, value_name = "LEVEL", default_value_t = 0.99, value_parser = parse_confidence)]
+    #[arg(long, value_name = "LEVEL", default_value_t = 0.999, value_parser = parse_confidence)]
     pub(crate) confidence: f64,
     /// ... and at least PCT percent of its base self time (frames of one run share the machine's noise).
     #[arg(long, value_name = "PCT", default_value_t = 10.0, value_parser = parse_percent)]
@@ -558,7 +558,7 @@ fn parse_percent(s: &str) -> Result<f64, String> {
 fn parse_confidence(s: &str) -> Result<f64, String> {
     match s.parse::<f64>() {
         Ok(c) if (0.0..1.0).contains(&c) => Ok(c),
-        _ => Err("expected a level from 0 up to 1, like 0.99 (0: no test)".into()),
+        _ => Err("expected a level from 0 up to 1, like 0.999 (0: no test)".into()),
     }
 }
 

@@ -340,7 +340,7 @@ fn drift(
     s: f64,
     largest_total: f64,
     opts: SignificanceOptions,
-) -> f64 {
+) -> Drift {
     let floor = opts.min_share_pct / 100.0 * largest_total;
     let mut ratios: Vec<f64> = pairs
         .iter()
@@ -351,14 +351,52 @@ fn drift(
         })
         .collect();
     if ratios.len() < MIN_FOR_DRIFT {
-        return 1.0;
+        return Drift::NONE;
     }
-    ratios.sort_by(f64::total_cmp);
-    let mid = ratios.len() / 2;
-    match ratios.len() % 2 {
-        1 => ratios[mid],
-        _ => (ratios[mid - 1] + ratios[mid]) / 2.0,
+    let k = median(&mut ratios);
+    // The median's standard error from the ratios' spread (the median
+    // absolute deviation, 1.4826 MAD estimating a standard deviation; a
+    // median's error is 1.2533 times a mean's).
+    let m = ratios.len() as f64;
+    let mut deviations: Vec<f64> = ratios.iter().map(|r| (r - k).abs()).collect();
+    let sd = 1.4826 * median(&mut deviations);
+    Drift {
+        k,
+        se: 1.2533 * sd / m.sqrt(),
+        df: m - 1.0,
     }
+}
+
+/// The median of `v` (sorted in place; the mean of the middle two for an
+/// even count).
+fn median(v: &mut [f64]) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let mid = v.len() / 2;
+    match v.len() % 2 {
+        _ if v.is_empty() => 0.0,
+        1 => v[mid],
+        _ => (v[mid - 1] + v[mid]) / 2.0,
+    }
+}
+
+/// The machine's drift and how well the functions told it.
+#[derive(Clone, Copy, Debug)]
+struct Drift {
+    /// The factor.
+    k: f64,
+    /// Its standard error.
+    se: f64,
+    /// The degrees of freedom of that error (functions - 1).
+    df: f64,
+}
+
+impl Drift {
+    /// No drift taken.
+    const NONE: Drift = Drift {
+        k: 1.0,
+        se: 0.0,
+        df: 1.0,
+    };
 }
 
 /// Compares two reports (analyzed with the same clock).
@@ -379,7 +417,7 @@ pub fn diff(base: &Report, new: &Report, opts: DiffOptions) -> DiffReport {
     let largest_total = (base_raw as f64 * s).max(new_total as f64);
     let drift = match opts.significance.confidence > 0.0 {
         true => drift(base, new, &pairs, s, largest_total, opts.significance),
-        false => 1.0,
+        false => Drift::NONE,
     };
     let mut functions = Vec::with_capacity(pairs.len());
     // Base function key -> the new key it matched, to translate edges.
@@ -397,7 +435,12 @@ pub fn diff(base: &Report, new: &Report, opts: DiffOptions) -> DiffReport {
         let ns = n.map(|f| side(f, 1.0));
         let (b0, n0) = (bs.unwrap_or_default(), ns.unwrap_or_default());
         let shown = n.or(b).map(FunctionStats::key).unwrap_or_default();
-        let estimate = Estimate::of(frames(b, s * drift), frames(n, 1.0), true);
+        let mut estimate = Estimate::of(frames(b, s * drift.k), frames(n, 1.0), true);
+        // The drift is an estimate too: its error, times the base, is part
+        // of the change's spread.
+        let err = drift.se * s * b.map_or(0.0, |f| f.tottime_ns as f64);
+        estimate.var += err * err;
+        estimate.var2_df += err.powi(4) / drift.df;
         total = total.plus(estimate);
         let tested = estimate.test(opts.significance, largest_total);
         functions.push(FunctionDiff {
@@ -519,7 +562,7 @@ pub fn diff(base: &Report, new: &Report, opts: DiffOptions) -> DiffReport {
         matched_by_name,
         significance: Significance {
             method: Default::default(),
-            drift,
+            drift: drift.k,
             options: opts.significance,
         },
         total_verdict: total.verdict,

@@ -24,9 +24,10 @@ use serde::{Deserialize, Serialize};
 /// What makes a change significant.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SignificanceOptions {
-    /// The confidence level of the test (`0.99`: a change is significant
-    /// when noise alone would give one at least as large less than 1% of
-    /// the time). `0` turns the test off: every change of at least
+    /// The confidence level of the test (`0.999`: a change is significant
+    /// when noise alone would give one at least as large less than 0.1%
+    /// of the time: a diff tests every function, and one in a hundred
+    /// would be one false verdict in most diffs of a large program). `0` turns the test off: every change of at least
     /// `min_effect_pct` counts.
     pub confidence: f64,
     /// The smallest change, in percent of the base's self time, that counts.
@@ -43,7 +44,7 @@ pub struct SignificanceOptions {
 impl Default for SignificanceOptions {
     fn default() -> SignificanceOptions {
         SignificanceOptions {
-            confidence: 0.99,
+            confidence: 0.999,
             min_effect_pct: 10.0,
             min_share_pct: 0.5,
         }
@@ -462,7 +463,7 @@ mod tests {
         assert!(close(t.p_value.unwrap(), 0.080_5, 1e-4), "{t:?}");
         assert_eq!(t.verdict, Verdict::Slower, "+10% at 90%");
         let strict = test(a, b, false, SignificanceOptions::default());
-        assert_eq!(strict.verdict, Verdict::Noise, "not at 99%");
+        assert_eq!(strict.verdict, Verdict::Noise, "not at 99.9%");
     }
 
     #[test]
@@ -522,7 +523,7 @@ mod tests {
         assert_eq!((t.verdict, t.p_value), (Verdict::Slower, Some(0.0)));
         // Gone: faster.
         let t = test(
-            Samples::of([5.0, 6.0, 5.0]),
+            Samples::of([5.0, 6.0, 5.0, 6.0, 5.0, 6.0]),
             Samples::default(),
             true,
             Default::default(),
