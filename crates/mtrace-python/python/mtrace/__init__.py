@@ -29,6 +29,8 @@ Recording into a trace file, and reading it::
     print(report.function("work").cumtime_ns)
 """
 
+from __future__ import annotations
+
 import contextlib
 import os
 import sys
@@ -59,6 +61,15 @@ __all__ = [
     "TraceError",
 ]
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import importlib.machinery
+    import types
+    from collections.abc import Callable, Iterator, Sequence
+    from typing import Any
+
+    from typing import Self
+
 # This package's code is mtrace's own: never recorded, so no table shows
 # the frames of enable(), disable() or the greenlet hooks.
 _mtrace.set_own_folder(os.path.join(os.path.dirname(os.path.abspath(__file__)), ""))
@@ -67,17 +78,17 @@ _mtrace.set_own_folder(os.path.join(os.path.dirname(os.path.abspath(__file__)), 
 DEFAULT_OUTPUT = "mtrace.bin"
 
 # greenlet: each greenlet on a stack of its own, through greenlet.settrace.
-_greenlet_state = {"module": None, "previous": None, "watcher": None}
+_greenlet_state: dict[str, Any] = {"module": None, "previous": None, "watcher": None}
 
 
-def _greenlet_tracer(event, args):
+def _greenlet_tracer(event: str, args: object) -> None:
     _mtrace.greenlet_trace(event, args)
     previous = _greenlet_state["previous"]
     if previous is not None:
         previous(event, args)
 
 
-def _trace_greenlets():
+def _trace_greenlets() -> None:
     module = sys.modules.get("greenlet")
     if module is not None:
         _install_greenlet_tracer(module)
@@ -89,7 +100,7 @@ def _trace_greenlets():
         sys.meta_path.insert(0, watcher)
 
 
-def _install_greenlet_tracer(module):
+def _install_greenlet_tracer(module: types.ModuleType) -> None:
     settrace = getattr(module, "settrace", None)
     if settrace is None or _greenlet_state["module"] is not None:
         return
@@ -97,7 +108,7 @@ def _install_greenlet_tracer(module):
     _greenlet_state["module"] = module
 
 
-def _untrace_greenlets():
+def _untrace_greenlets() -> None:
     watcher = _greenlet_state["watcher"]
     if watcher is not None:
         _greenlet_state["watcher"] = None
@@ -114,7 +125,8 @@ class _GreenletImportWatcher:
     """A meta path finder that only watches for ``import greenlet`` and
     installs the tracer once the module has run."""
 
-    def find_spec(self, name, path=None, target=None):
+    def find_spec(self, name: str, path: Sequence[str] | None = None,
+                  target: types.ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
         if name != "greenlet":
             return None
         import importlib.util
@@ -131,21 +143,24 @@ class _GreenletImportWatcher:
         exec_module = loader.exec_module
 
         class Loader:
-            def create_module(self, spec):
+            def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType | None:
                 return loader.create_module(spec)
 
-            def exec_module(self, module):
+            def exec_module(self, module: types.ModuleType) -> None:
                 exec_module(module)
                 if _greenlet_state["watcher"] is not None:
                     _install_greenlet_tracer(module)
 
-        spec.loader = Loader()
+        # A loader by its two methods, not an importlib.abc.Loader subclass.
+        spec.loader = Loader()  # type: ignore[assignment]
         return spec
 
 
-def enable(path=DEFAULT_OUTPUT, *, capacity=None, ring=False, builtins=True, tasks=True,
-           meta_capacity=None, children=None, armed=False, signal=None, rotate=None, keep=None,
-           memory=False, _root=None, _open_frames=False):
+def enable(path: str | os.PathLike[str] = DEFAULT_OUTPUT, *, capacity: str | None = None,
+           ring: bool = False, builtins: bool | str = True, tasks: bool = True,
+           meta_capacity: str | None = None, children: bool | None = None, armed: bool = False,
+           signal: str | None = None, rotate: str | None = None, keep: int | None = None,
+           memory: bool = False, _root: str | None = None, _open_frames: bool = False) -> None:
     """Start recording into ``path``.
 
     Every thread is recorded: the calling thread, threads already running,
@@ -206,9 +221,12 @@ def enable(path=DEFAULT_OUTPUT, *, capacity=None, ring=False, builtins=True, tas
 # when the recording starts or stops (`enable`, `disable`, `Profile`'s) are
 # instrumented by `sys.monitoring` there, at a cost that grows with their
 # code, and a profile per request pays it twice a request.
-def _prepare(path, *, capacity=None, ring=False, builtins=True, tasks=True, meta_capacity=None,
-             children=None, armed=False, signal=None, rotate=None, keep=None, memory=False,
-             _root=None, _open_frames=False):
+def _prepare(path: str | os.PathLike[str], *, capacity: str | None = None, ring: bool = False,
+             builtins: bool | str = True, tasks: bool = True, meta_capacity: str | None = None,
+             children: bool | None = None, armed: bool = False, signal: str | None = None,
+             rotate: str | None = None, keep: int | None = None, memory: bool = False,
+             _root: str | None = None,
+             _open_frames: bool = False) -> tuple[str, dict[str, Any], bool]:
     """``enable``'s arguments checked and the hooks set up: returns the
     recorder's path and options, and whether hooks were set up here
     (``_unprepare`` takes them down if the start fails)."""
@@ -219,7 +237,7 @@ def _prepare(path, *, capacity=None, ring=False, builtins=True, tasks=True, meta
         children = False
     elif children is None:
         children = True
-    options = dict(capacity=capacity, ring=ring, builtins=builtins, tasks=tasks,
+    options: dict[str, Any] = dict(capacity=capacity, ring=ring, builtins=builtins, tasks=tasks,
                    meta_capacity=meta_capacity, armed=armed, signal=signal,
                    rotate=rotate, keep=keep)
     if memory:
@@ -240,14 +258,14 @@ def _prepare(path, *, capacity=None, ring=False, builtins=True, tasks=True, meta
     return str(path), options, not running
 
 
-def _unprepare(prepared_here):
+def _unprepare(prepared_here: bool) -> None:
     """Takes down what ``_prepare`` set up, after a start that failed."""
     if prepared_here:
         _untrace_greenlets()
         _children.disarm()
 
 
-def disable():
+def disable() -> dict[str, Any] | None:
     """Stop recording and finish the file; returns a summary dict
     (``path``, ``files``: more than 1 when it rotated, ``events``,
     ``dropped_events``, ``threads``,
@@ -257,7 +275,7 @@ def disable():
     return _stopped(_mtrace.stop())
 
 
-def _stopped(summary):
+def _stopped(summary: dict[str, Any] | None) -> dict[str, Any] | None:
     """The rest of ``disable`` once the recording has stopped (so that none
     of it is recorded): hooks taken down, the summary completed."""
     _children.disarm()
@@ -276,36 +294,36 @@ class MemoryTrace:
     collected or closed (``close()``, or ``with``). ``os.fspath()`` gives
     ``path``."""
 
-    def __init__(self, fd):
+    def __init__(self, fd: int) -> None:
         self.path = f"/proc/self/fd/{fd}"
         # Given back rather than closed: its memory then serves the next
         # recording into memory (the next request's profile).
         self._close = weakref.finalize(self, _mtrace.give_back_memory, fd)
 
-    def close(self):
+    def close(self) -> None:
         """Give the memory back (``path`` no longer reads)."""
         self._close()
 
-    def __fspath__(self):
+    def __fspath__(self) -> str:
         return self.path
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         return self
 
-    def __exit__(self, *exc_info):
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         state = "open" if self._close.alive else "closed"
         return f"<mtrace.MemoryTrace {self.path} ({state})>"
 
 
-def is_enabled():
+def is_enabled() -> bool:
     """Whether a recording runs (paused or not)."""
     return _mtrace.is_recording()
 
 
-def pause():
+def pause() -> bool:
     """Pause the recording: nothing is recorded until ``resume()``, but
     the frames each thread opens and closes are still followed, so the
     resume knows those open then (they count from the resume on). Writes
@@ -313,7 +331,7 @@ def pause():
     return _mtrace.pause()
 
 
-def resume():
+def resume() -> bool:
     """Resume a paused (or armed) recording: writes the mark
     ``mtrace:resume:K`` (K = 1, 2, ...), so ``mtanalyze TRACE --from
     mark:mtrace:resume:1 --to mark:mtrace:pause:1`` selects the stretch.
@@ -321,12 +339,12 @@ def resume():
     return _mtrace.resume()
 
 
-def is_paused():
+def is_paused() -> bool:
     """Whether the recording is paused (or armed and not resumed yet)."""
     return _mtrace.is_paused()
 
 
-def mark(name):
+def mark(name: str) -> None:
     """Record a named instant of the run: a *mark* (``"warm-up done"``).
 
     The mark is written into the trace with the recording's clock and the
@@ -345,7 +363,7 @@ def mark(name):
     _mtrace.mark(name)
 
 
-def set_context_id_callback(callback):
+def set_context_id_callback(callback: Callable[[], int | None] | None) -> None:
     """Give each context of another scheduler its own stack, as yappi does.
 
     asyncio tasks and greenlets get stacks of their own without this. For
@@ -365,7 +383,7 @@ def set_context_id_callback(callback):
 
 
 @contextlib.contextmanager
-def profile(path=DEFAULT_OUTPUT, **options):
+def profile(path: str | os.PathLike[str] = DEFAULT_OUTPUT, **options: Any) -> Iterator[None]:
     """Record the ``with`` block (and every thread it starts) into ``path``."""
     enable(path, **options)
     try:

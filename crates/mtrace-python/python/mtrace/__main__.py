@@ -27,6 +27,13 @@ import mtrace
 from mtrace import _children, _cli
 from mtrace._profiler import SORT_KEYS, print_table
 
+# No ``from __future__ import annotations`` in this module: the script's ``compile`` would
+# inherit it, and the profiled code must compile as under plain python.
+# What only a type checker imports is named in quoted annotations.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, NoReturn
+
 PROG = "python -m mtrace"
 #: The exit status of a usage error (a bad option, an unwritable trace file,
 #: a missing script), as Python's own command line and argparse use.
@@ -34,25 +41,25 @@ USAGE_ERROR = 2
 #: Output names that mean "the trace itself", not a pstats file.
 TRACE_SUFFIXES = (".bin", ".mtrace")
 #: The ``__main__`` modules the script's module replaced.
-_REPLACED = []
+_REPLACED: list[types.ModuleType] = []
 
 
-def fail(message):
+def fail(message: object) -> "NoReturn":
     """A usage error: one line on stderr and exit status 2, no traceback."""
     print(f"{PROG}: {message}", file=sys.stderr)
     sys.exit(USAGE_ERROR)
 
 
-def say(message):
+def say(message: str) -> None:
     print(f"mtrace: {message}", file=sys.stderr, flush=True)
 
 
 class Parser(argparse.ArgumentParser):
-    def error(self, message):
+    def error(self, message: str) -> "NoReturn":
         fail(f"{message} (see {PROG} --help)")
 
 
-def outputs(outfile):
+def outputs(outfile: str | None) -> tuple[str, str | None, bool]:
     """``(trace, pstats file or None, print the table)`` for ``-o``."""
     if outfile is None:
         return mtrace.DEFAULT_OUTPUT, None, True
@@ -61,7 +68,7 @@ def outputs(outfile):
     return outfile + ".bin", outfile, False
 
 
-def script_module(progname):
+def script_module(progname: str) -> types.ModuleType:
     """A fresh ``__main__`` module for the script, as ``python script.py``
     makes it (so its functions pickle, and ``multiprocessing`` finds them)."""
     module = types.ModuleType("__main__")
@@ -77,7 +84,7 @@ def script_module(progname):
     return module
 
 
-def _children_recorded(trace):
+def _children_recorded(trace: str) -> tuple[int, int, int] | None:
     """``(processes, events, threads)`` of the child processes' traces
     beside ``trace`` (``mtanalyze check`` of each: no analysis), or None if
     none recorded."""
@@ -97,7 +104,8 @@ def _children_recorded(trace):
     return (count, events, threads) if count else None
 
 
-def finish(summary, trace, pstats_file, table, sort, children, html):
+def finish(summary: "dict[str, Any] | None", trace: str, pstats_file: str | None, table: bool,
+           sort: str, children: bool, html: str | None) -> None:
     """After the program: say what was recorded, write the pstats file or
     print the table. Never raises: the program's own outcome stands."""
     if summary is not None:
@@ -132,14 +140,14 @@ def finish(summary, trace, pstats_file, table, sort, children, html):
         say(f"could not analyze {trace}: {e}")
 
 
-def main(argv=None):
+def main(argv: list[str] | None = None) -> None:
     args = sys.argv[1:] if argv is None else argv
     if args[:1] == ["attach"]:
         # `python -m mtrace attach PID`: a running process (a script named
         # `attach` runs as `./attach`).
         from mtrace import _attach
 
-        return _attach.main(args[1:])
+        return _attach.main(args[1:])  # type: ignore[return-value]  # it never returns
     parser = Parser(
         prog=PROG,
         usage="%(prog)s [-o OUT] [-s SORT] [--html FILE] [--capacity 64G] [--ring] [--meta-capacity 16M] "
@@ -218,10 +226,10 @@ def main(argv=None):
         if not found:
             fail(f"no module named {top!r}")
 
-        def prepare():
+        def prepare() -> None:
             pass
 
-        def run_program():
+        def run_program() -> None:
             runpy.run_module(options.target, run_name="__main__", alter_sys=True)
     else:
         progname = options.target
@@ -235,16 +243,16 @@ def main(argv=None):
         # it (cProfile keeps the path as typed), so the script's functions
         # have the same file in the parent and in spawned children.
         module = script_module(progname)
-        code = compile(source, module.__file__, "exec")
+        code = compile(source, module.__file__, "exec")  # type: ignore[arg-type]  # set by script_module
 
-        def prepare():
-            sys.path[0] = os.path.dirname(module.__file__)
+        def prepare() -> None:
+            sys.path[0] = os.path.dirname(module.__file__)  # type: ignore[type-var, assignment]
             # The module this code runs in stays referenced (its globals
             # are this function's) once the script's takes its place.
             _REPLACED.append(sys.modules["__main__"])
             sys.modules["__main__"] = module
 
-        def run_program():
+        def run_program() -> None:
             exec(code, module.__dict__)
     # Only the program runs while recording, as under cProfile.
     sys.argv[:] = [options.target] + options.args

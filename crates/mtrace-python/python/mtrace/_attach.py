@@ -24,6 +24,8 @@ recorded call: their returns are ignored, so their time is not in the
 table (the frames they call are, with their callers).
 """
 
+from __future__ import annotations
+
 import argparse
 import json
 import os
@@ -32,6 +34,12 @@ import signal
 import sys
 import tempfile
 import time
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import types
+    from collections.abc import Callable
+    from typing import Any, NoReturn
 
 PROG = "python -m mtrace attach"
 #: The exit status of a usage error or of an attach that could not start.
@@ -96,23 +104,24 @@ class AttachError(Exception):
     """Why the attach could not go on: one line for the user."""
 
 
-def fail(message):
+def fail(message: object) -> NoReturn:
     print(f"{PROG}: {message}", file=sys.stderr)
     sys.exit(USAGE_ERROR)
 
 
-def say(message):
+def say(message: str) -> None:
     print(f"mtrace: {message}", file=sys.stderr, flush=True)
 
 
-def parser():
+def parser() -> argparse.ArgumentParser:
     from mtrace._profiler import SORT_KEYS
 
     p = argparse.ArgumentParser(
         prog=PROG,
         description="Record a running CPython 3.14+ process (every thread) for a while, "
         "then print the table. The target needs mtrace importable in its environment.")
-    p.error = lambda message: fail(f"{message} (see {PROG} --help)")
+    p.error = lambda message: fail(  # type: ignore[method-assign]
+        f"{message} (see {PROG} --help)")
     p.add_argument("pid", type=int, help="the process to record")
     p.add_argument("--duration", type=float, default=None, metavar="SECONDS",
                    help="stop after this many seconds (default: at Ctrl-C)")
@@ -135,7 +144,7 @@ class NotRunYet(AttachError):
     may still run it later, so the file must stay where it is."""
 
 
-def in_target(pid, call, *args):
+def in_target(pid: int, call: Callable[..., Any], *args: Any) -> Any:
     """``call(*args)`` on process ``pid`` (``os.kill``, ``sys.remote_exec``),
     its errors as the user's reasons."""
     try:
@@ -153,7 +162,7 @@ def in_target(pid, call, *args):
         raise AttachError(f"cannot run code in process {pid}: {e}") from None
 
 
-def check_target(pid):
+def check_target(pid: int) -> None:
     """Refuse, with the reason, what ``sys.remote_exec`` cannot attach to."""
     if not hasattr(sys, "remote_exec"):
         raise AttachError("attach needs CPython 3.14+ (sys.remote_exec); this is "
@@ -163,7 +172,8 @@ def check_target(pid):
     in_target(pid, os.kill, pid, 0)
 
 
-def run_in_target(pid, folder, name, template, timeout, what, **fields):
+def run_in_target(pid: int, folder: str, name: str, template: str, timeout: float, what: str,
+                  **fields: Any) -> dict[str, Any]:
     """Runs ``template`` (formatted with ``fields`` and ``status``, the file
     it writes its JSON status to) in the target as ``folder/NAME.py``, and
     returns that status; NotRunYet once ``timeout`` seconds passed without
@@ -173,12 +183,12 @@ def run_in_target(pid, folder, name, template, timeout, what, **fields):
     with open(script, "w") as f:
         f.write(template.format(status=status, **fields))
     os.chmod(script, 0o644)
-    in_target(pid, sys.remote_exec, pid, script)
+    in_target(pid, sys.remote_exec, pid, script)  # type: ignore[attr-defined, unused-ignore]
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
             with open(status) as f:
-                return json.load(f)
+                return json.load(f)  # type: ignore[no-any-return]
         except FileNotFoundError:
             time.sleep(0.01)
     raise NotRunYet(
@@ -187,7 +197,7 @@ def run_in_target(pid, folder, name, template, timeout, what, **fields):
         "blocked in C (a join, a select, a long sleep); try again, or a larger --timeout")
 
 
-def record(options):
+def record(options: argparse.Namespace) -> str:
     """Starts the recording in the target, waits, stops it: the trace path."""
     pid = options.pid
     check_target(pid)
@@ -230,11 +240,11 @@ class _Interrupted(Exception):
     pass
 
 
-def _interrupt(signum, frame):
+def _interrupt(signum: int, frame: types.FrameType | None) -> NoReturn:
     raise _Interrupted
 
 
-def wait_duration(duration):
+def wait_duration(duration: float | None) -> bool:
     """Sleeps ``duration`` seconds (None: until Ctrl-C); whether Ctrl-C (or
     SIGTERM) ended it. The handlers are set here, whatever this process
     inherited: a shell's background job starts with SIGINT ignored, and the
@@ -253,7 +263,7 @@ def wait_duration(duration):
             signal.signal(sig, handler)
 
 
-def main(argv):
+def main(argv: list[str]) -> NoReturn:
     options = parser().parse_args(argv)
     try:
         trace = record(options)

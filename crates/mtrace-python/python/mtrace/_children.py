@@ -20,6 +20,8 @@ record runs unprofiled and leaves ``NAME.pid<PID>.failed``, a line saying
 why, which the parent's report shows as a warning.
 """
 
+from __future__ import annotations
+
 import atexit
 import glob
 import json
@@ -31,23 +33,27 @@ from . import _mtrace
 
 __all__ = ["ENVIRONMENT", "child_path", "arm", "disarm", "start_from_environment"]
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
 #: The environment variable that tells a new interpreter to record: JSON of
 #: the first trace's path and the recording's options.
 ENVIRONMENT = "MTRACE_CHILD"
 
 #: The recording this process's children follow: {"root": path, "options":
 #: dict}, or None when children are not recorded.
-_state = {"armed": None, "environment_before": None, "registered": False,
+_state: dict[str, Any] = {"armed": None, "environment_before": None, "registered": False,
           "from_environment": False}
 
 
-def child_path(root, pid):
+def child_path(root: str, pid: int) -> str:
     """The trace of process ``pid`` under the first trace ``root``."""
     stem, ext = os.path.splitext(root)
     return f"{stem}.pid{pid}{ext or '.bin'}"
 
 
-def children_of(root):
+def children_of(root: str) -> list[str]:
     """The traces (and ``.failed`` notes) of ``root``'s descendants on disk."""
     stem, ext = os.path.splitext(root)
     pattern = re.compile(re.escape(os.path.basename(stem)) + r"\.pid\d+(" + re.escape(ext or ".bin")
@@ -57,7 +63,7 @@ def children_of(root):
             if pattern.match(os.path.basename(p))]
 
 
-def _note_failure(path, error):
+def _note_failure(path: str, error: BaseException) -> None:
     stem, _ext = os.path.splitext(path)
     try:
         with open(stem + ".failed", "w") as f:
@@ -66,7 +72,7 @@ def _note_failure(path, error):
         pass  # Nowhere to say it: the child still runs, unprofiled.
 
 
-def _finish_at_exit():
+def _finish_at_exit() -> None:
     from . import disable
 
     try:
@@ -75,7 +81,7 @@ def _finish_at_exit():
         pass
 
 
-def _after_fork_in_child():
+def _after_fork_in_child() -> None:
     armed = _state["armed"]
     if armed is None or not _mtrace.is_recording():
         return
@@ -101,7 +107,7 @@ class _Token:
 _AFTER_FORK_TOKEN = _Token()
 
 
-def _finish_with_multiprocessing(_token):
+def _finish_with_multiprocessing(_token: _Token) -> None:
     util = sys.modules.get("multiprocessing.util")
     if util is None:
         return
@@ -110,7 +116,7 @@ def _finish_with_multiprocessing(_token):
     # Out of the after-fork registry again, which the process's own forks
     # inherit: left there, each generation of forks would hold one more
     # entry (CPython's test_multiprocessing counts them: bpo-17555).
-    registry = getattr(util, "_afterfork_registry", None)
+    registry: Any = getattr(util, "_afterfork_registry", None)
     try:
         for key, value in list(registry.items()):
             if value is _AFTER_FORK_TOKEN:
@@ -119,7 +125,7 @@ def _finish_with_multiprocessing(_token):
         pass  # another multiprocessing: an entry too many, nothing worse
 
 
-def arm(root, options, first):
+def arm(root: str, options: dict[str, Any], first: bool) -> None:
     """While recording into ``root`` (``first``: this is the process tree's
     first recording, not a child's), make children record: the fork hook,
     and ``MTRACE_CHILD`` for new interpreters."""
@@ -138,7 +144,7 @@ def arm(root, options, first):
     os.environ[ENVIRONMENT] = json.dumps({"root": root, "options": options})
 
 
-def disarm():
+def disarm() -> None:
     """Children started from now on are not recorded."""
     if _state["armed"] is None:
         return
@@ -150,7 +156,7 @@ def disarm():
         os.environ[ENVIRONMENT] = before
 
 
-def start_from_environment():
+def start_from_environment() -> None:
     """At the start of a new interpreter (the ``.pth`` file): record into
     this process's trace if a recording parent asked for it."""
     text = os.environ.get(ENVIRONMENT)

@@ -28,11 +28,36 @@ import weakref
 
 from . import _cli, _mtrace
 
+# No ``from __future__ import annotations`` in this module: ``runctx``'s ``exec`` would
+# inherit it, and the profiled code must compile as under plain python.
+# What only a type checker imports is named in quoted annotations.
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import cProfile
+    from collections.abc import Callable, Mapping, Sequence
+    from typing import IO, Any, ParamSpec, TypeAlias, TypeVar
+
+    from typing import Self
+
+    from . import MemoryTrace
+
+    _P = ParamSpec("_P")
+    _T = TypeVar("_T")
+    #: A function in pstats' dict: ``(file, line, name)``.
+    _Label: TypeAlias = tuple[str, int, str]
+    #: pstats' dict (cProfile's ``Profile.stats``): for each function, ``(cc,
+    #: nc, tt, ct, callers)``, callers as ``{label: (cc, nc, tt, ct)}``.
+    _Stats: TypeAlias = dict[_Label, Any]
+    #: What cProfile's ``print_stats`` takes (on 3.13+ a tuple of them too).
+    _Sort: TypeAlias = str | int | tuple[str | int, ...]
+    #: A trace: its path.
+    _Trace: TypeAlias = str | os.PathLike[str]
+
 # The package, for its enable() and disable(): an attribute read makes no
 # event, where `from . import disable` in a method would run importlib's
 # `_handle_fromlist` (with its calls of hasattr, isinstance, ...) while
 # recording, and put them in the profile's table.
-_package = sys.modules[__package__]
+_package: "Any" = sys.modules[__package__]
 
 __all__ = ["Profile", "run", "runctx", "SORT_KEYS", "sort_name"]
 
@@ -58,12 +83,12 @@ _ANOTHER_TOOL = "Another profiling tool is already active"
 _WALL_CLOCKS = (time.perf_counter, time.perf_counter_ns, time.monotonic, time.monotonic_ns)
 
 
-def _sort_fields(sort):
+def _sort_fields(sort: "_Sort") -> "tuple[Any, ...]":
     """The arguments cProfile's ``print_stats`` gives ``sort_stats``."""
     return tuple(sort) if _SEVERAL_KEYS and isinstance(sort, tuple) else (sort,)
 
 
-def sort_name(sort):
+def sort_name(sort: "_Sort") -> str | None:
     """The ``mtanalyze --sort`` value of a cProfile sort, or None for a
     sort mtanalyze cannot express (several keys, or none: ``()`` on 3.13+),
     which pstats then orders.
@@ -95,7 +120,8 @@ def sort_name(sort):
                 if value == order)
 
 
-def print_table(traces, sort=-1, clock=None, file=None):
+def print_table(traces: "Sequence[_Trace]", sort: "_Sort" = -1, clock: str | None = None,
+                file: "IO[str] | None" = None) -> int:
     """Print the report of ``traces`` (their sum) as ``mtanalyze``'s table,
     ordered by ``sort`` (see ``sort_name``), to ``file`` (``sys.stdout``).
     A sort of several keys, which mtanalyze has no order for, prints
@@ -106,7 +132,8 @@ def print_table(traces, sort=-1, clock=None, file=None):
         import pstats
 
         stats = _Snapshot(pstats_dict(traces, clock))
-        pstats.Stats(stats, stream=stream).strip_dirs().sort_stats(*_sort_fields(sort)).print_stats()
+        pstats.Stats(stats, stream=stream).strip_dirs().sort_stats(  # type: ignore[arg-type]
+            *_sort_fields(sort)).print_stats()
         return 0
     args = [*traces, "--sort", name]
     if clock is not None:
@@ -120,14 +147,15 @@ def print_table(traces, sort=-1, clock=None, file=None):
 class _Snapshot:
     """Statistics as ``pstats.Stats`` reads them from a profiler."""
 
-    def __init__(self, stats):
+    def __init__(self, stats: "_Stats") -> None:
         self.stats = stats
 
-    def create_stats(self):
+    def create_stats(self) -> None:
         pass
 
 
-def pstats_dict(traces, clock=None, children=True):
+def pstats_dict(traces: "Sequence[_Trace]", clock: str | None = None,
+                children: bool = True) -> "_Stats":
     """The sum of ``traces`` as the dict ``pstats`` reads (cProfile's
     ``Profile.stats``): ``{(file, line, name): (cc, nc, tt, ct, callers)}``.
     With ``children``, the traces' child processes and rotated files count
@@ -139,7 +167,8 @@ def pstats_dict(traces, clock=None, children=True):
     if not traces:
         return {}
     if not children:
-        return marshal.loads(_mtrace.pstats([os.fspath(t) for t in traces], clock))
+        return marshal.loads(  # type: ignore[no-any-return]
+            _mtrace.pstats([os.fspath(t) for t in traces], clock))
     # The pstats file's bytes in memory (`-o -`): no file to write, read
     # back and remove for each `pstats.Stats(profile)`.
     args = [*traces, "--format", "pstats", "-o", "-"]
@@ -149,7 +178,7 @@ def pstats_dict(traces, clock=None, children=True):
     if status != 0 or not out:
         raise TraceError(f"mtanalyze could not read {', '.join(map(str, traces))} "
                          f"(exit status {status}; its message is on stderr)")
-    return marshal.loads(out)
+    return marshal.loads(out)  # type: ignore[no-any-return]
 
 
 #: How many traces in memory a profile holds: past it, they are summed
@@ -159,19 +188,20 @@ def pstats_dict(traces, clock=None, children=True):
 _MEMORY_TRACES_HELD = 16
 
 
-def _sum_stats(into, stats):
+def _sum_stats(into: "_Stats", stats: "_Stats") -> "_Stats":
     """Adds pstats dict ``stats`` to ``into`` (in place), as
     ``pstats.Stats.add`` sums profiles."""
     import pstats
 
     for func, row in stats.items():
-        into[func] = pstats.add_func_stats(into[func], row) if func in into else row
+        into[func] = pstats.add_func_stats(  # type: ignore[attr-defined]
+            into[func], row) if func in into else row
     return into
 
 
 #: The ``Profile`` whose recording runs (a weak reference), which a second
 #: profile's ``enable()`` finds as cProfile's finds the profiler active.
-_owner = None
+_owner: "Callable[[], Profile | None] | None" = None
 
 
 class Profile:
@@ -216,55 +246,60 @@ class Profile:
     ``TypeError``.
     """
 
-    def __init__(self, timer=None, timeunit=0.0, subcalls=True, builtins=True, *, path=None,
-                 clock=None, tasks=True, capacity=None, ring=False, meta_capacity=None):
+    def __init__(self, timer: "Callable[[], float] | None" = None, timeunit: float = 0.0,
+                 subcalls: bool = True, builtins: bool | str = True, *,
+                 path: str | os.PathLike[str] | None = None, clock: str | None = None,
+                 tasks: bool = True, capacity: str | None = None, ring: bool = False,
+                 meta_capacity: str | None = None) -> None:
         self.builtins = builtins
         self.clock = clock
-        self._stats = {}
-        self.trace_paths = []
+        self._stats: _Stats = {}
+        self.trace_paths: list[str] = []
         self._options = dict(tasks=tasks, capacity=capacity, ring=ring,
                              meta_capacity=meta_capacity)
         self._path = None if path is None else os.fspath(path)
         # The traces in memory (MemoryTrace objects), kept as long as the
         # profile, and the statistics of those summed and given back.
-        self._memory = []
-        self._summed = None
-        self._recording = None
+        self._memory: list[MemoryTrace] = []
+        self._summed: _Stats | None = None
+        self._recording: str | None = None
         # Whether this profile's enable() set up the hooks (greenlets).
         self._prepared_here = False
-        self._previous_owner = None
-        self._timed = None
+        self._previous_owner: Callable[[], Profile | None] | None = None
+        self._timed: cProfile.Profile | None = None
         if timer is not None and not any(timer is wall for wall in _WALL_CLOCKS):
             import cProfile
 
-            self._timed = cProfile.Profile(timer, timeunit, subcalls, builtins)
+            # (cProfile takes builtins="fast" as true.)
+            self._timed = cProfile.Profile(timer, timeunit, subcalls,
+                                           builtins)  # type: ignore[arg-type]
             # Its own C methods rather than this class's around them: the
             # frame of a Python method would be in its statistics, timed.
-            self.enable = self._timed.enable
-            self.disable = self._timed.disable
+            self.enable = self._timed.enable  # type: ignore[method-assign, assignment]
+            self.disable = self._timed.disable  # type: ignore[method-assign]
 
     @property
-    def stats(self):
+    def stats(self) -> "_Stats":
         """The statistics ``create_stats`` made (pstats' dict)."""
         if self._timed is not None:
             return getattr(self._timed, "stats", self._stats)
         return self._stats
 
     @stats.setter
-    def stats(self, value):
+    def stats(self, value: "_Stats") -> None:
         if self._timed is not None:
             self._timed.stats = value
         else:
             self._stats = value
 
-    def _next_path(self):
+    def _next_path(self) -> str | None:
         n = len(self.trace_paths) + 1
         if n == 1:
             return self._path
-        stem, ext = os.path.splitext(self._path)
+        stem, ext = os.path.splitext(self._path)  # type: ignore[type-var]
         return f"{stem}-{n}{ext or '.bin'}"
 
-    def enable(self, subcalls=True, builtins=None):
+    def enable(self, subcalls: bool = True, builtins: bool | str | None = None) -> None:
         """Start recording (every thread). ``builtins`` overrides the
         constructor's; ``subcalls`` is accepted for cProfile's sake (caller
         edges are always recorded). What a second ``enable()`` does is
@@ -278,7 +313,7 @@ class Profile:
             except BaseException as e:
                 self._failed(e)
 
-    def _prepare(self, builtins):
+    def _prepare(self, builtins: bool | str | None) -> "tuple[str, dict[str, Any]] | None":
         """What ``enable`` does before the start: cProfile's checks, the
         hooks set up; returns ``_mtrace.start``'s arguments, or None if this
         profile records already (on 3.11)."""
@@ -299,7 +334,7 @@ class Profile:
         self._previous_owner, _owner = _owner, weakref.ref(self)
         return path, options
 
-    def _failed(self, error):
+    def _failed(self, error: BaseException) -> None:
         """After a start that failed: what ``enable`` set up taken down, and
         cProfile's exception raised."""
         global _owner
@@ -310,13 +345,13 @@ class Profile:
             raise ValueError(f"{_ANOTHER_TOOL} (mtrace is recording)") from None
         raise error
 
-    def disable(self):
+    def disable(self) -> None:
         """Stop recording; the trace is kept for ``create_stats``."""
         # Short on purpose, as `enable`.
         if self._recording is not None:
             self._stopped(_mtrace.stop())
 
-    def _stopped(self, summary):
+    def _stopped(self, summary: "dict[str, Any] | None") -> None:
         """What ``disable`` does after the stop: the trace kept."""
         global _owner
         path, self._recording = self._recording, None
@@ -327,11 +362,11 @@ class Profile:
         if trace is not None:
             self._memory.append(trace)
             path = trace.path
-        self.trace_paths.append(path)
+        self.trace_paths.append(path)  # type: ignore[arg-type]
         if len(self._memory) > _MEMORY_TRACES_HELD:
             self._sum_memory()
 
-    def _sum_memory(self):
+    def _sum_memory(self) -> None:
         """Sums the traces held in memory into the profile's statistics
         and gives them back (their paths leave ``trace_paths``)."""
         stats = pstats_dict(self.trace_paths, self.clock, children=False)
@@ -341,7 +376,7 @@ class Profile:
         self._memory.clear()
         self.trace_paths.clear()
 
-    def _stats_of_all(self):
+    def _stats_of_all(self) -> "_Stats":
         """The pstats dict of everything recorded: what was summed, and the
         traces held."""
         # Traces in memory have no children (a file's may).
@@ -350,33 +385,33 @@ class Profile:
             return stats
         return _sum_stats(dict(self._summed), stats)
 
-    def create_stats(self):
+    def create_stats(self) -> None:
         """Stop recording and fill ``self.stats`` as cProfile does."""
         if self._timed is not None:
             return self._timed.create_stats()
         self.disable()
         self.stats = self._stats_of_all()
 
-    def snapshot_stats(self):
+    def snapshot_stats(self) -> None:
         """cProfile's name for filling ``self.stats`` from what was recorded."""
         if self._timed is not None:
             return self._timed.snapshot_stats()
         self.stats = self._stats_of_all()
 
-    def print_stats(self, sort=-1):
+    def print_stats(self, sort: "_Sort" = -1) -> None:
         """Stop recording and print mtanalyze's table of what was recorded,
         ordered by ``sort`` (what cProfile's takes, see ``sort_name``, or
         ``"paused"``; default: standard name, as cProfile). A sort of
         several keys prints pstats' table, as cProfile does."""
         if self._timed is not None:
-            return self._timed.print_stats(sort)
+            return self._timed.print_stats(sort)  # type: ignore[arg-type]
         self.disable()
         if not self.trace_paths and self._summed is None:
             import pstats
 
             # pstats' TypeError for a profile with no statistics, which
             # cProfile's print_stats raises.
-            pstats.Stats(self)
+            pstats.Stats(self)  # type: ignore[arg-type]
             return
         if self._summed is not None:
             # Some traces were summed already: pstats' table of the sums,
@@ -384,25 +419,26 @@ class Profile:
             import pstats
 
             stats = _Snapshot(self._stats_of_all())
-            pstats.Stats(stats).strip_dirs().sort_stats(*_sort_fields(sort)).print_stats()
+            pstats.Stats(stats).strip_dirs().sort_stats(  # type: ignore[arg-type]
+                *_sort_fields(sort)).print_stats()
             return
         print_table(self.trace_paths, sort, self.clock)
 
-    def dump_stats(self, file):
+    def dump_stats(self, file: str | os.PathLike[str]) -> None:
         """Write the statistics as the pstats file ``pstats.Stats(file)``
         reads (snakeviz, gprof2dot...)."""
         self.create_stats()
         with open(file, "wb") as f:
             marshal.dump(self.stats, f)
 
-    def run(self, cmd):
+    def run(self, cmd: str) -> "Self":
         """Record ``exec(cmd)`` in ``__main__``'s namespace."""
         import __main__
 
         namespace = __main__.__dict__
         return self.runctx(cmd, namespace, namespace)
 
-    def runctx(self, cmd, globals, locals):
+    def runctx(self, cmd: str, globals: "dict[str, Any]", locals: "Mapping[str, Any]") -> "Self":
         """Record ``exec(cmd, globals, locals)``; returns the profile."""
         self.enable()
         try:
@@ -411,7 +447,7 @@ class Profile:
             self.disable()
         return self
 
-    def runcall(self, func, /, *args, **kw):
+    def runcall(self, func: "Callable[_P, _T]", /, *args: "_P.args", **kw: "_P.kwargs") -> "_T":
         """Record ``func(*args, **kw)`` and return its result."""
         self.enable()
         try:
@@ -419,15 +455,15 @@ class Profile:
         finally:
             self.disable()
 
-    def __enter__(self):
+    def __enter__(self) -> "Self":
         self.enable()
         return self
 
-    def __exit__(self, *exc_info):
+    def __exit__(self, *exc_info: object) -> None:
         self.disable()
 
 
-def _run(run_profile, filename, sort):
+def _run(run_profile: "Callable[[Profile], object]", filename: str | None, sort: "_Sort") -> None:
     profile = Profile()
     try:
         run_profile(profile)
@@ -440,13 +476,14 @@ def _run(run_profile, filename, sort):
             profile.print_stats(sort)
 
 
-def run(statement, filename=None, sort=-1):
+def run(statement: str, filename: str | None = None, sort: "_Sort" = -1) -> None:
     """``cProfile.run``: record ``exec(statement)`` in ``__main__``, then
     write the pstats file ``filename`` or print the table ordered by
     ``sort``."""
     return _run(lambda p: p.run(statement), filename, sort)
 
 
-def runctx(statement, globals, locals, filename=None, sort=-1):
+def runctx(statement: str, globals: "dict[str, Any]", locals: "Mapping[str, Any]",
+           filename: str | None = None, sort: "_Sort" = -1) -> None:
     """``cProfile.runctx``: ``run`` with the given namespaces."""
     return _run(lambda p: p.runctx(statement, globals, locals), filename, sort)

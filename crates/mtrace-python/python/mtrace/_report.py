@@ -7,9 +7,20 @@ value the JSON report is written from, so every name and unit is that of
 ``Report.to_dict()`` equals ``json.load`` of that output.
 """
 
+from __future__ import annotations
+
 import os
 
 from . import _mtrace
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+    from typing import Any
+
+    _RowBase = dict[str, Any]
+else:
+    _RowBase = dict
 
 __all__ = ["analyze", "Report", "Row", "TraceError"]
 
@@ -18,25 +29,25 @@ __all__ = ["analyze", "Report", "Row", "TraceError"]
 TraceError = _mtrace.TraceError
 
 
-class Row(dict):
+class Row(_RowBase):
     """One row of a report (a function, an edge, a stack, a warning...):
     the JSON report's object, readable as a dict (``row["ncalls"]``) or by
     attribute (``row.ncalls``). A nested object reads as a ``Row`` too."""
 
     __slots__ = ()
 
-    def __getattr__(self, name):
+    def __getattr__(self, name: str) -> Any:
         try:
             value = self[name]
         except KeyError:
             raise AttributeError(f"this row has no field {name!r} (it has {', '.join(self)})") from None
         return Row(value) if type(value) is dict else value
 
-    def __dir__(self):
+    def __dir__(self) -> list[str]:
         return list(self)
 
 
-def _rows(values):
+def _rows(values: Iterable[dict[str, Any]]) -> list[Row]:
     return [Row(v) for v in values]
 
 
@@ -55,7 +66,16 @@ class Report:
     __slots__ = ("_value", "trace", "clock", "functions", "edges", "stacks", "warnings",
                  "marks", "paths")
 
-    def __init__(self, value):
+    trace: Row
+    clock: str
+    functions: list[Row]
+    edges: list[Row]
+    stacks: list[Row]
+    warnings: list[Row]
+    marks: list[Row]
+    paths: list[Row]
+
+    def __init__(self, value: dict[str, Any]) -> None:
         self._value = value
         self.trace = Row(value["trace"])
         self.clock = value["clock"]
@@ -66,7 +86,7 @@ class Report:
         self.marks = _rows(value["marks"])
         self.paths = _rows(value.get("paths", ()))
 
-    def function(self, name, file=None):
+    def function(self, name: str, file: str | None = None) -> Row:
         """The row of the function called ``name`` (its qualified name for
         Python code, ``<built-in method ...>`` for C functions), in ``file``
         if given. ``KeyError`` if there is none; ``LookupError`` naming the
@@ -80,18 +100,20 @@ class Report:
             raise LookupError(f"{len(found)} functions are called {name!r} ({places}): give file=")
         return found[0]
 
-    def to_dict(self):
+    def to_dict(self) -> dict[str, Any]:
         """The report as plain dicts and lists: equal to ``json.load`` of
         ``mtanalyze TRACE --format json`` with the same options."""
         return self._value
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"<mtrace.Report {self.trace['source']!r}: clock {self.clock}, "
                 f"{len(self.functions)} functions, {len(self.stacks)} stacks, "
                 f"{len(self.warnings)} warnings>")
 
 
-def analyze(path, clock=None, *, start=None, end=None, threads=None, stacks=None):
+def analyze(path: str | os.PathLike[str], clock: str | None = None, *, start: str | None = None,
+            end: str | None = None, threads: Iterable[int] | None = None,
+            stacks: Iterable[str] | None = None) -> Report:
     """Analyze the trace at ``path`` and return its ``Report``.
 
     ``clock``: ``"stack"``, ``"gil"`` or ``"wall"`` (default: the one the
