@@ -61,14 +61,15 @@ __all__ = [
     "TraceError",
 ]
 
+# What type checkers read (the package ships py.typed): names imported
+# for them alone, not at run time, where `typing`'s import would add to
+# every recorded program's start-up; the modules' annotations are strings.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     import importlib.machinery
     import types
     from collections.abc import Callable, Iterator, Sequence
-    from typing import Any
-
-    from typing import Self
+    from typing import Any, Self
 
 # This package's code is mtrace's own: never recorded, so no table shows
 # the frames of enable(), disable() or the greenlet hooks.

@@ -35,9 +35,7 @@ TYPE_CHECKING = False
 if TYPE_CHECKING:
     import cProfile
     from collections.abc import Callable, Mapping, Sequence
-    from typing import IO, Any, ParamSpec, TypeAlias, TypeVar
-
-    from typing import Self
+    from typing import IO, Any, ParamSpec, Self, TypeAlias, TypeVar
 
     from . import MemoryTrace
 
