@@ -10,13 +10,13 @@ program nobody here wrote (3,000 requests: 3.7M events, 9,074 stacks):
 import asyncio, sys, threading
 from aiohttp import web, ClientSession
 
-async def handle(request):
+async def handle(request: web.Request) -> web.Response:
     body = await request.read()
     await asyncio.sleep(0)
     return web.json_response({"n": len(body)})
 
-def serve(ready, port_box, stop):
-    async def run():
+def serve(ready: threading.Event, port_box: list[int], stop: threading.Event) -> None:
+    async def run() -> None:
         app = web.Application()
         app.router.add_post("/echo", handle)
         runner = web.AppRunner(app)
@@ -30,16 +30,17 @@ def serve(ready, port_box, stop):
         await runner.cleanup()
     asyncio.run(run())
 
-async def client(port, n):
+async def client(port: int, n: int) -> None:
     async with ClientSession() as s:
         sem = asyncio.Semaphore(32)
-        async def one(i):
+        async def one(i: int) -> None:
             async with sem:
                 async with s.post(f"http://127.0.0.1:{port}/echo", data=b"x" * (i % 100)) as r:
                     await r.json()
         await asyncio.gather(*(one(i) for i in range(n)))
 
-ready, stop, port_box = threading.Event(), threading.Event(), []
+ready, stop = threading.Event(), threading.Event()
+port_box: list[int] = []
 t = threading.Thread(target=serve, args=(ready, port_box, stop), name="server")
 t.start()
 ready.wait()

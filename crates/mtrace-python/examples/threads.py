@@ -7,11 +7,11 @@ recursive function at once, which is where cProfile's counts go wrong.
 import threading
 
 
-def fib(n):
+def fib(n: int) -> int:
     return n if n < 2 else fib(n - 1) + fib(n - 2)
 
 
-def work():
+def work() -> None:
     for _ in range(3):
         fib(18)
 
