@@ -10,7 +10,9 @@
 # (the suite's `mtanalyze` is the wheel's console script). Every
 # version runs even if an earlier one failed; the script fails if any did
 # (a run of no tests fails too), and its last lines say which versions ran
-# and how each went.
+# and how each went. Then, once, in the first version's environment: the
+# type check, PyPI's mypy run as pyproject.toml's [tool.mypy] says (--strict,
+# the package, its stub and the examples); it fails the script too.
 #
 #   crates/mtrace-python/run-tests.sh            # all tests, every version
 #   crates/mtrace-python/run-tests.sh -k Threads # unittest arguments pass through
@@ -23,6 +25,7 @@
 # `$MTRACE_VENV/<version>`, and the wheels, `$MTRACE_VENV/wheels` (default
 # target/mtrace-python-venvs).
 # MTRACE_TEST_README=1 also builds a clean clone exactly as the README says.
+# MTRACE_TYPECHECK=0 skips the type check (it installs mypy from PyPI).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
@@ -98,8 +101,28 @@ for i in "${!pythons[@]}"; do
     fi
 done
 
+# The type check: the package's annotations, its stub of the native module
+# and the examples, as a user's `mypy --strict` sees them (the sources, for
+# Python 3.11, the oldest supported). Once: the check is the same for every
+# version. Its cache stays in the target folder, out of the sources.
+typecheck=skipped
+if [ "${MTRACE_TYPECHECK:-1}" != 0 ]; then
+    venv="$venvs/${versions[0]}"
+    started=$SECONDS
+    say "=== mypy --strict (pyproject.toml's [tool.mypy]) with CPython ${versions[0]}"
+    # mypy pinned: a newer one's new checks are a change of their own.
+    if "$venv/bin/pip" install -q --disable-pip-version-check "mypy==2.4.1" &&
+        (cd "$here" && MYPY_CACHE_DIR="$target/mypy-cache" "$venv/bin/mypy"); then
+        typecheck=passed
+    else
+        typecheck=FAILED
+    fi
+    typecheck+=" ($((SECONDS - started)) s)"
+fi
+
 for line in "${results[@]}"; do
     say "$line"
 done
 say "$((${#pythons[@]} - failed)) of ${#pythons[@]} Python versions passed"
-[ "$failed" -eq 0 ]
+say "mypy --strict: $typecheck"
+[ "$failed" -eq 0 ] && [[ "$typecheck" != FAILED* ]]
