@@ -25,6 +25,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         trace = os.path.join(folder, "trace.bin")
         mtrace.enable(trace, children=False)
+        mtrace.mark("workers start")
         threads = [threading.Thread(target=work, name=f"worker-{i}") for i in range(3)]
         for t in threads:
             t.start()
@@ -41,13 +42,14 @@ def main() -> None:
         print(f"fib: {row.ncalls} calls ({row.primitive_calls} primitive), "
               f"{row.cumtime_ns / 1e6:.2f} ms cumulative")
         for stack in report.stacks:
-            print(f"  {stack.name}: ran {stack.running_ns / 1e6:.2f} ms, "
+            print(f"  {stack.id}: ran {stack.running_ns / 1e6:.2f} ms, "
                   f"paused {stack.paused_ns / 1e6:.2f} ms")
         for mark in report.marks:
             print(f"  mark {mark.name!r} at {mark.time_ns / 1e6:.2f} ms")
-        # Only the workers' stacks, by name.
-        workers = mtrace.analyze(trace, stacks=[f"worker-{i}" for i in range(3)])
-        print(f"fib on the workers' stacks: {workers.function('fib').ncalls} calls")
+        # Only the time between the two marks.
+        workers = mtrace.analyze(trace, start="mark:workers start", end="mark:workers done")
+        print(f"between the marks: {workers.trace.duration_ns / 1e6:.2f} ms, "
+              f"fib {workers.function('fib').ncalls} calls")
 
 
 if __name__ == "__main__":

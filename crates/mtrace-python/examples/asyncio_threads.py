@@ -39,11 +39,11 @@ def main() -> None:
             for t in threads:
                 t.join()
         print({name: len(values) for name, values in sorted(results.items())})
-        report = mtrace.analyze(trace, clock="wall")
+        report = mtrace.analyze(trace)
         for stack in sorted(report.stacks, key=lambda s: str(s.name)):
             if "fetch" in stack.name:
-                print(f"task {stack.name}: {stack.events} events, "
-                      f"scheduled {stack.scheduled_ns / 1e6:.2f} ms")
+                print(f"task {stack.name}: ran {stack.running_ns / 1e6:.2f} ms "
+                      f"in {stack.switches_in} stretches")
         fetch = report.function("fetch")
         print(f"fetch: {fetch.ncalls} calls (one per task)")
 
