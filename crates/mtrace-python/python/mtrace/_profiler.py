@@ -268,7 +268,7 @@ class Profile:
         if timer is not None and not any(timer is wall for wall in _WALL_CLOCKS):
             import cProfile
 
-            # (cProfile takes builtins="fast" as true.)
+            # (builtins="fast", mtrace's own, goes to cProfile as given.)
             self._timed = cProfile.Profile(timer, timeunit, subcalls,
                                            builtins)  # type: ignore[arg-type]
             # Its own C methods rather than this class's around them: the
