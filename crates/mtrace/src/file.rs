@@ -209,12 +209,63 @@ impl Growth {
     }
 }
 
-/// Slots a new file has at its start: a ring's all, else the first step's.
-fn first_slots(mode: Mode, chunk_size: usize, granule: u64, chunk_count: u64) -> u64 {
-    match mode {
-        Mode::Ring => chunk_count,
-        Mode::StopWhenFull => {
-            round_up((FIRST_STEP / chunk_size as u64).max(1), granule).min(chunk_count)
+/// Where a file for a configuration puts its parts, whatever its size.
+#[derive(Clone, Copy)]
+struct Plan {
+    page: usize,
+    meta_capacity: usize,
+    chunks_offset: usize,
+    /// Slots per growth granule (see [`TraceMap`]).
+    granule: u64,
+}
+
+impl Plan {
+    fn of(config: &Config) -> Plan {
+        let page = page_size();
+        let meta_capacity = round_up(config.meta_capacity.max(META_ALIGN), 4096);
+        Plan {
+            page,
+            meta_capacity,
+            chunks_offset: round_up(HEADER_SIZE + meta_capacity, page),
+            granule: page as u64 / gcd(config.chunk_size as u64, page as u64),
+        }
+    }
+
+    /// Slots a new file has at its start: a ring's all, else the first step's.
+    fn first_slots(&self, config: &Config, chunk_count: u64) -> u64 {
+        match config.mode {
+            Mode::Ring => chunk_count,
+            Mode::StopWhenFull => {
+                round_up((FIRST_STEP / config.chunk_size as u64).max(1), self.granule)
+                    .min(chunk_count)
+            }
+        }
+    }
+
+    /// The map of a file laid out this way in the range `(base, reserved)`,
+    /// `chunk_count` slots at most, `ready` of them mapped.
+    fn map(
+        self,
+        config: &Config,
+        (base, reserved): (*mut u8, usize),
+        chunk_count: u64,
+        ready: u64,
+        file: Option<Backing>,
+    ) -> TraceMap {
+        TraceMap {
+            base,
+            reserved,
+            page: self.page,
+            granule: self.granule,
+            chunks_offset: self.chunks_offset,
+            meta_offset: HEADER_SIZE,
+            meta_capacity: self.meta_capacity,
+            chunk_size: config.chunk_size,
+            chunk_count,
+            ready: AtomicU64::new(ready),
+            growth: Mutex::new(Growth::new(file)),
+            path: config.path.clone(),
+            in_memory: config.in_memory,
         }
     }
 }
@@ -292,40 +343,24 @@ impl TraceMap {
     /// out as `config` would lay out a new one, cleared of what that
     /// recording wrote; None if there is none.
     fn reuse(config: &Config) -> Option<TraceMap> {
-        let page = page_size();
-        let meta_capacity = round_up(config.meta_capacity.max(META_ALIGN), 4096);
-        let meta_offset = HEADER_SIZE;
-        let chunks_offset = round_up(HEADER_SIZE + meta_capacity, page);
-        let chunk_size = config.chunk_size;
-        let granule = page as u64 / gcd(chunk_size as u64, page as u64);
+        let plan = Plan::of(config);
         let chunk_count = config.max_chunks(None);
-        let reserved = (chunks_offset as u64)
-            .checked_add(chunk_count.checked_mul(chunk_size as u64)?)
-            .and_then(|t| usize::try_from(round_up(t, page as u64)).ok())?;
-        let ready = first_slots(config.mode, chunk_size, granule, chunk_count);
+        let reserved = (plan.chunks_offset as u64)
+            .checked_add(chunk_count.checked_mul(config.chunk_size as u64)?)
+            .and_then(|t| usize::try_from(round_up(t, plan.page as u64)).ok())?;
+        let ready = plan.first_slots(config, chunk_count);
         let kept = kept::take(Layout {
             ready,
-            chunk_size,
-            meta_capacity,
-            chunks_offset,
+            chunk_size: config.chunk_size,
+            meta_capacity: plan.meta_capacity,
+            chunks_offset: plan.chunks_offset,
             chunk_count,
             reserved,
         })?;
-        let this = TraceMap {
-            base: kept.base,
-            reserved,
-            page,
-            granule,
-            chunks_offset,
-            meta_offset,
-            meta_capacity,
-            chunk_size,
-            chunk_count,
-            ready: AtomicU64::new(ready),
-            growth: Mutex::new(Growth::new(Some(Backing::Held(kept.file)))),
-            path: config.path.clone(),
-            in_memory: true,
-        };
+        let (base, file) = (kept.base, Backing::Held(kept.file));
+        let this = plan.map(config, (base, reserved), chunk_count, ready, Some(file));
+        let meta_offset = this.meta_offset;
+        let meta_capacity = this.meta_capacity;
         // The header is written whole next (`write_header`); the names and
         // the chunk headers the last recording wrote are cleared, so that
         // readers see zeros past `meta_len` and no slot of it. Event bytes
@@ -346,12 +381,14 @@ impl TraceMap {
 
     fn lay_out(config: &Config, file: File) -> Result<TraceMap, StartError> {
         let path = config.path.clone();
-        let page = page_size();
-        let meta_capacity = round_up(config.meta_capacity.max(META_ALIGN), 4096);
-        let meta_offset = HEADER_SIZE;
-        let chunks_offset = round_up(HEADER_SIZE + meta_capacity, page);
+        let plan = Plan::of(config);
+        let Plan {
+            page,
+            chunks_offset,
+            granule,
+            ..
+        } = plan;
         let chunk_size = config.chunk_size;
-        let granule = page as u64 / gcd(chunk_size as u64, page as u64);
         // Memory has a maximum of its own: no file system to ask.
         let free = if config.in_memory {
             None
@@ -385,22 +422,8 @@ impl TraceMap {
                 Err(_) => chunk_count /= 2,
             }
         };
-        let first_slots = first_slots(config.mode, chunk_size, granule, chunk_count);
-        let this = TraceMap {
-            base,
-            reserved,
-            page,
-            granule,
-            chunks_offset,
-            meta_offset,
-            meta_capacity,
-            chunk_size,
-            chunk_count,
-            ready: AtomicU64::new(0),
-            growth: Mutex::new(Growth::new(None)),
-            path: path.clone(),
-            in_memory: config.in_memory,
-        };
+        let first_slots = plan.first_slots(config, chunk_count);
+        let this = plan.map(config, (base, reserved), chunk_count, 0, None);
         let first_len = this.file_len(first_slots);
         if let Err(e) = this.make_first(&file, first_len) {
             // SAFETY: the range was reserved above and nothing else uses it yet.
