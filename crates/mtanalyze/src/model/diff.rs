@@ -25,7 +25,7 @@ use crate::model::significance::{
 pub struct DiffOptions {
     /// Scale the base so its total self time equals the new trace's.
     pub normalize: bool,
-    /// When a change of self time counts (see [`crate::model::significance`]).
+    /// When a change of self time counts (see `model/significance.rs`).
     pub significance: SignificanceOptions,
 }
 

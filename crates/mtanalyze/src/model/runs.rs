@@ -127,7 +127,7 @@ pub fn runs(reports: Vec<Report>) -> Option<Runs> {
 /// (and the total's) on the runs' self times in place of the frames
 /// ([`Method::Runs`]): the verdicts then hold
 /// against the variation from run to run. Each run's times are first
-/// divided by its machine's speed ([`run_speeds`]), as a single pair's are
+/// divided by its machine's speed (`run_speeds`), as a single pair's are
 /// by the drift between them.
 pub fn attach_runs(diff: &mut DiffReport, base: &Runs, new: &Runs) {
     for f in &mut diff.functions {
