@@ -160,7 +160,10 @@ fn start(
         .in_memory(memory);
     // Compact events only when asked (MTRACE_FORMAT=4), as in Rust's
     // `Config::from_env`: see `mtrace::Format`.
-    if let Some(value) = std::env::var("MTRACE_FORMAT").ok().filter(|v| !v.trim().is_empty()) {
+    if let Some(value) = std::env::var("MTRACE_FORMAT")
+        .ok()
+        .filter(|v| !v.trim().is_empty())
+    {
         config = config.format(mtrace::Format::from_env_value(&value).ok_or_else(|| {
             PyValueError::new_err(format!(
                 "MTRACE_FORMAT={value:?}: expected 3 (16-byte events) or 4 (compact events)"
