@@ -104,7 +104,9 @@ pub(super) fn assemble(
     };
     let mut warnings = prep.warnings.clone();
     warnings.merge(replay_warnings);
-    warnings.add_left_open(acc.left_open);
+    for &(stack, frames) in &acc.left_open.0 {
+        warnings.add_left_open(prep.decoded.stack_kinds.get(stack), frames);
+    }
     let mut summary = prep.summary(trace, all_stacks);
     if !prep.window.is_all() {
         let (from_ns, to_ns) = prep.window.bounds();

@@ -564,7 +564,13 @@ fn add_all<const N: usize>(a: &mut [u64; N], b: [u64; N]) {
 fn add_warnings(into: &mut Vec<Warning>, from: Vec<Warning>) {
     for w in from {
         match into.iter_mut().find(|x| x.kind == w.kind) {
-            Some(x) => x.count = x.count.saturating_add(w.count),
+            Some(x) => {
+                x.count = x.count.saturating_add(w.count);
+                for (kind, n) in w.by_stack_kind {
+                    let e = x.by_stack_kind.entry(kind).or_default();
+                    *e = e.saturating_add(n);
+                }
+            }
             None => into.push(w),
         }
     }

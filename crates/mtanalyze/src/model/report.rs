@@ -6,6 +6,8 @@
 //! so two runs over the same trace give byte-identical output.
 //! `schemas/report.schema.json` documents the JSON shape of this type.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 pub use crate::model::inline::{StackName, ThreadList};
@@ -612,6 +614,12 @@ pub struct Warning {
     pub first: String,
     /// What the analyzer did about it.
     pub repair: String,
+    /// How `count` splits by the kind of logical stack it happened on
+    /// (`frames_open_at_stack_end`: `asyncio_task` -> frames), by the
+    /// kinds' names ([`mtrace_format::StackKind::name`]). Empty, and left
+    /// out of JSON, for other warnings.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub by_stack_kind: BTreeMap<String, u64>,
 }
 
 /// `TraceSummary::producer` of a report written before the field existed.

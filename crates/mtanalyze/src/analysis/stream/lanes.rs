@@ -450,7 +450,7 @@ impl LaneWork {
         let segments = if carried { &merged[..] } else { group };
         if let Some((t, end)) = live.end.filter(|(t, _)| h_ns.is_none_or(|h| *t < h)) {
             if counts(live, segments, t, open.is_some(), scale) {
-                let finish = Some((Some(t), Leftover::AtStackEnd));
+                let finish = Some((Some(t), Leftover::AtStackEnd { stack: id }));
                 if let Some(totals) = self.replay(ctx, live, segments, finish, u64::MAX) {
                     let key = StackKey::Logical(id);
                     let mut row = totals.into_row(key, self.name(ctx, key));
