@@ -88,6 +88,8 @@ fn spans_closed_elsewhere_or_never_leave_a_report() {
         .map(|(k, n)| (k.as_str(), *n))
         .collect();
     assert_eq!(by_kind, [("future", 1)]);
+    let task_a = report.stacks.iter().find(|s| &*s.name == "task-A");
+    assert_eq!(task_a.map(|s| s.kind), Some(mtrace::StackKind::Future));
     assert_eq!(
         mtanalyze::render::warnings_summary(&report.warnings).as_deref(),
         Some("1 warning: frames_open_at_stack_end x1 (1 on futures)")

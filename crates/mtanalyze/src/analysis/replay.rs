@@ -27,7 +27,7 @@ use std::borrow::Cow;
 
 use mtrace_format::event::{raw_is_valid, raw_parts, KIND_ENTER, KIND_EXIT};
 use mtrace_format::layout::EVENT_SIZE;
-use mtrace_format::TraceFile;
+use mtrace_format::{StackKind, TraceFile};
 
 use crate::analysis::clock::{GilCursor, GilTimeline};
 use crate::analysis::decode::{prefetch, Batches, Decoded, FunctionTable};
@@ -298,11 +298,12 @@ pub(crate) struct StackTotals {
 }
 
 impl StackTotals {
-    /// The report's row of stack `id`, named `name`.
-    pub(super) fn into_row(self, id: StackKey, name: StackName) -> StackStats {
+    /// The report's row of stack `id`, named `name`, of `kind`.
+    pub(super) fn into_row(self, id: StackKey, name: StackName, kind: StackKind) -> StackStats {
         StackStats {
             id,
             name,
+            kind,
             threads: self.threads,
             running_ns: self.running_ns,
             paused_ns: self.paused_ns,
@@ -817,6 +818,15 @@ fn replay_events<C: SegmentClock, O: Observer, W: Span>(
         }
     }
     events
+}
+
+/// What a logical stack stands for, as its name record says (a thread's
+/// own stack: unspecified).
+pub(super) fn stack_kind(decoded: &Decoded<'_>, key: StackKey) -> StackKind {
+    match key {
+        StackKey::Own(_) => StackKind::Unspecified,
+        StackKey::Logical(s) => decoded.stack_kinds.get(s),
+    }
 }
 
 /// The thread's or logical stack's recorded name ("" if none).

@@ -819,6 +819,7 @@ mod tests {
 
     fn stack(id: StackKey, threads: &[u64], running_ns: u64, max_depth: u32) -> StackStats {
         StackStats {
+            kind: Default::default(),
             id,
             name: "".into(),
             threads: threads.iter().copied().collect(),

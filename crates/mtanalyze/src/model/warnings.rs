@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use mtrace_format::StackKind;
 
-use crate::model::report::Warning;
+use crate::model::report::{Warning, BUILTIN_FILE};
 
 /// A kind of problem.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -56,6 +56,9 @@ pub enum WarningKind {
     /// mid-call, or a `tracing` span closed in another task than the one
     /// it opened in.
     FramesOpenAtStackEnd,
+    /// The Python program made subinterpreters, whose code is not
+    /// recorded (each interpreter has its own monitoring).
+    SubinterpreterNotRecorded,
 }
 
 impl WarningKind {
@@ -81,6 +84,7 @@ impl WarningKind {
             WarningKind::EndIgnored => "end_ignored",
             WarningKind::ChildNotRecorded => "child_not_recorded",
             WarningKind::FramesOpenAtStackEnd => "frames_open_at_stack_end",
+            WarningKind::SubinterpreterNotRecorded => "subinterpreter_not_recorded",
         }
     }
 
@@ -116,8 +120,26 @@ impl WarningKind {
             WarningKind::FramesOpenAtStackEnd => {
                 "closed them at the stack's end, counted in cut_short (a task dropped mid-call, or a span closed in another task than it opened in)"
             }
+            WarningKind::SubinterpreterNotRecorded => {
+                "none: code run in a subinterpreter is not recorded; its time counts in the call that ran it (_interpreters.exec, call, run_string)"
+            }
         }
     }
+}
+
+/// Whether a function of a Python trace (`name`, `file` as recorded) makes
+/// a subinterpreter: the built-ins of `_interpreters` (3.13+),
+/// `_xxsubinterpreters` (3.12) and CPython's test helpers that run code in
+/// one. A call of one is how a trace shows that code ran where mtrace
+/// does not record (with built-ins recorded, as they are by default).
+pub(crate) fn makes_subinterpreter(name: &str, file: &str) -> bool {
+    const MAKERS: [&str; 4] = [
+        "<built-in method _interpreters.create>",
+        "<built-in method _xxsubinterpreters.create>",
+        "<built-in method _testcapi.run_in_subinterp>",
+        "<built-in method _testinternalcapi.run_in_subinterp_with_config>",
+    ];
+    file == BUILTIN_FILE && MAKERS.contains(&name)
 }
 
 /// [`Warning::first`] of a warning not tied to one place.
@@ -241,6 +263,16 @@ impl Warnings {
         if at < e.1 {
             e.1 = at;
         }
+    }
+
+    /// Warns of `calls` that made subinterpreters, whose code the trace
+    /// does not hold.
+    pub(crate) fn add_subinterpreters(&mut self, calls: u64) {
+        self.add_n(
+            WarningKind::SubinterpreterNotRecorded,
+            calls,
+            Location::Trace,
+        );
     }
 
     /// Records one occurrence.
