@@ -28,8 +28,9 @@
 //! `builtins="fast"`, a CALL whose callable is a Python function (or a
 //! class) disables CALL (and so C_RETURN/C_RAISE) at that location: a
 //! third fewer callbacks in call-heavy Python code, at the price of the
-//! built-in calls such a site makes later. `disable()` calls
-//! `restart_events`.
+//! built-in calls such a site makes later. `disable()` then calls
+//! `restart_events` (and only then: a restart re-instruments the code of
+//! every frame on the stack).
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, Ordering};
 use std::sync::OnceLock;
@@ -361,7 +362,12 @@ pub(crate) fn uninstall(py: Python<'_>) -> PyResult<()> {
         )?;
     }
     // Sites disabled by builtins="fast" report again to the next tool.
-    mon.call_method0("restart_events")?;
+    // Only then: a restart re-instruments the code of every frame on
+    // every thread's stack, which a profile per request pays each time
+    // (`FAST_BUILTINS` is the one path that returns `DISABLE`).
+    if FAST_BUILTINS.load(Ordering::Relaxed) {
+        mon.call_method0("restart_events")?;
+    }
     mon.call_method1("free_tool_id", (tool,))?;
     Ok(())
 }
