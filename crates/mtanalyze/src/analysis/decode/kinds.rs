@@ -33,9 +33,7 @@ impl StackKinds {
         }
         // The stacks after `id` keep the kind they had.
         if let Some(next) = id.checked_add(1) {
-            if !self.runs.contains_key(&next) {
-                self.runs.insert(next, was);
-            }
+            self.runs.entry(next).or_insert(was);
         }
         self.runs.insert(id, kind);
         // Runs that now continue the one before are merged into it.
