@@ -55,11 +55,14 @@ pub enum StackKind {
     Greenlet,
     /// A Python callback context (the profiled program's own switch key).
     CallbackContext,
+    /// A thread waiting for work (a parked tokio worker): while a thread
+    /// is on it, the thread is idle, not running anything of the program.
+    Idle,
 }
 
 impl StackKind {
     /// Every kind, in the order of their values.
-    pub const ALL: [StackKind; 8] = [
+    pub const ALL: [StackKind; 9] = [
         StackKind::Unspecified,
         StackKind::Program,
         StackKind::Future,
@@ -68,6 +71,7 @@ impl StackKind {
         StackKind::AsyncioTask,
         StackKind::Greenlet,
         StackKind::CallbackContext,
+        StackKind::Idle,
     ];
 
     /// The record's value.
@@ -96,6 +100,7 @@ impl StackKind {
             StackKind::AsyncioTask => "asyncio_task",
             StackKind::Greenlet => "greenlet",
             StackKind::CallbackContext => "callback_context",
+            StackKind::Idle => "idle",
         }
     }
 
@@ -115,6 +120,7 @@ impl StackKind {
             StackKind::AsyncioTask => "asyncio tasks",
             StackKind::Greenlet => "greenlets",
             StackKind::CallbackContext => "callback contexts",
+            StackKind::Idle => "idle stacks",
         }
     }
 }
