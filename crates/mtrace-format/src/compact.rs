@@ -641,7 +641,7 @@ fn decode_long(
 /// A long form's length and event, judged as a 16-byte event's parts are,
 /// without its effect on the named frames (an enter pushes its function,
 /// a named exit and a switch clear them).
-#[inline(never)]
+#[inline(always)]
 fn long_event(
     room: &Room,
     avail: usize,
