@@ -424,8 +424,10 @@ impl<'a> CompactEvents<'a> {
     /// would be mispredicted about every other event): both the enter's id
     /// and the innermost named frame are read, the named frames are a
     /// slice written at the top whatever the form, and the form selects.
-    /// The long form is decoded in place; the body's last bytes, a `lost`
-    /// and damage go one event at a time through the slow path.
+    /// What a short form's tag says (masks, length, kind, depth step) is
+    /// one table load, not bits worked out per event. The long form is
+    /// decoded in place; the body's last bytes, a `lost` and damage go
+    /// one event at a time through the slow path.
     #[inline]
     pub fn for_each_raw(&mut self, mut f: impl FnMut(RawEvent)) {
         loop {
