@@ -703,7 +703,6 @@ fn tick_bytes(class: usize) -> usize {
     class + ((class & (class >> 1)) << 2)
 }
 
-/// The 8 bytes of `room` from `at` (at most 9).
 /// What a short form's tag (forms 1 to 3) says of its event, read with
 /// one load in [`CompactEvents::for_each_raw`]'s walk instead of worked
 /// out from the tag's bits: the event's position after it is one add
@@ -765,6 +764,7 @@ const fn short_table() -> [ShortForm; 256] {
     table
 }
 
+/// The 4 bytes of `room` from `at` (at most 13).
 #[inline(always)]
 fn quad_at(room: &Room, at: usize) -> [u8; 4] {
     let mut out = [0u8; 4];
@@ -772,6 +772,7 @@ fn quad_at(room: &Room, at: usize) -> [u8; 4] {
     out
 }
 
+/// The 8 bytes of `room` from `at` (at most 9).
 #[inline(always)]
 fn word_at(room: &Room, at: usize) -> [u8; 8] {
     let mut out = [0u8; 8];
