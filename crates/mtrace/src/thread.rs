@@ -221,7 +221,9 @@ pub(crate) fn enter(g: u64, f: u32) {
             put_event(
                 l,
                 cursor,
+                #[inline(always)]
                 |enc, room| enc.enter_in(room, tick, FunctionId(f)),
+                #[inline(always)]
                 || encode_enter(tick, FunctionId(f)),
             )
         };
@@ -244,7 +246,9 @@ pub(crate) fn exit(g: u64, f: u32) {
             put_event(
                 l,
                 cursor,
+                #[inline(always)]
                 |enc, room| enc.exit_in(room, tick, FunctionId(f), top),
+                #[inline(always)]
                 || encode_exit(tick, FunctionId(f)),
             )
         };
@@ -449,6 +453,7 @@ fn write(l: &Local, g: u64, kind: EventKind) {
             l,
             cursor,
             |enc, room| enc.event_in(room, &event, top),
+            #[inline(always)]
             || event.encode(),
         )
     };
@@ -980,7 +985,9 @@ fn record_switch(l: &Local, g: u64, id: StackId) -> Option<u64> {
             put_event(
                 l,
                 cursor,
+                #[inline(always)]
                 |enc, room| enc.event_in(room, &event, false),
+                #[inline(always)]
                 || event.encode(),
             )
         };
@@ -1069,7 +1076,9 @@ pub(crate) fn switch_out(prev: StackId, frames: &mut Vec<u32>, frames_gen: &mut 
                 put_event(
                     l,
                     cursor,
+                    #[inline(always)]
                     |enc, room| enc.event_in(room, &event, false),
+                    #[inline(always)]
                     || event.encode(),
                 )
             };
