@@ -290,21 +290,41 @@ fn put_enter(room: &mut Room, delta: u64, f: u32) -> usize {
     n
 }
 
+/// By a payload's leading zeros (64 for 0): its width code in bits 0..8
+/// and its width in bytes in bits 8.. (the narrowest of 0, 1, 2, 4, 8
+/// that holds it), in one load instead of four compares.
+const WIDTH_BY_LEADING_ZEROS: [u16; 65] = width_table();
+
+const fn width_table() -> [u16; 65] {
+    let mut table = [0u16; 65];
+    let mut zeros = 0;
+    while zeros <= 64 {
+        let bytes = (64 - zeros as usize).div_ceil(8);
+        let code = match bytes {
+            0 => 0,
+            1 => 1,
+            2 => 2,
+            3 | 4 => 3,
+            _ => 4,
+        };
+        table[zeros] = (PAYLOAD_WIDTH_BYTES[code] << 8 | code) as u16;
+        zeros += 1;
+    }
+    table
+}
+
 /// The long form: head, kind byte, payload in the narrowest width.
 #[inline(always)]
 fn put_long(room: &mut Room, delta: u64, kind: u64, payload: u64) -> usize {
-    let code = (payload > 0) as usize
-        + (payload > 0xFF) as usize
-        + (payload > 0xFFFF) as usize
-        + (payload > 0xFFFF_FFFF) as usize;
+    let width = WIDTH_BY_LEADING_ZEROS[payload.leading_zeros() as usize];
     let at = put_head(room, FORM_LONG as usize, delta);
     // SAFETY: the head and kind byte take at most 9 bytes, the payload's
     // 8 after them end by byte 17, the room's last.
     unsafe {
-        put_at(room, at - 1, [(kind as u8) << 4 | code as u8]);
+        put_at(room, at - 1, [(kind as u8) << 4 | width as u8]);
         put_at(room, at, payload.to_le_bytes());
     }
-    at + PAYLOAD_WIDTH_BYTES[code]
+    at + (width >> 8) as usize
 }
 
 /// An encoder that keeps the chunk's named frames itself, for writers
