@@ -20,7 +20,7 @@
 //! thread's other chunks.
 //!
 //! The encoder ([`EncoderState`]) is the recorder's hot path: its state is
-//! two words the thread owns, the size class is three compares, and with
+//! two words the thread owns, one table load gives the tag and the size, and with
 //! [`COMPACT_MAX_EVENT_SIZE`] bytes of room it stores whole words whatever
 //! the event's size (the bytes past the event's end are the next event's
 //! room and are never committed). [`ChunkEncoder`] adds the list of named
@@ -297,9 +297,9 @@ const WIDTH_BY_LEADING_ZEROS: [u16; 65] = width_table();
 
 const fn width_table() -> [u16; 65] {
     let mut table = [0u16; 65];
-    let mut zeros = 0;
+    let mut zeros: usize = 0;
     while zeros <= 64 {
-        let bytes = (64 - zeros as usize).div_ceil(8);
+        let bytes = (64 - zeros).div_ceil(8);
         let code = match bytes {
             0 => 0,
             1 => 1,
