@@ -20,7 +20,7 @@
 //! thread's other chunks.
 //!
 //! The encoder ([`EncoderState`]) is the recorder's hot path: its state is
-//! two words the thread owns, the size class is three compares, and with
+//! two words the thread owns, one table load gives the tag and the size, and with
 //! [`COMPACT_MAX_EVENT_SIZE`] bytes of room it stores whole words whatever
 //! the event's size (the bytes past the event's end are the next event's
 //! room and are never committed). [`ChunkEncoder`] adds the list of named
@@ -123,7 +123,7 @@ impl EncoderState {
         let delta = self.delta(tick);
         let top = f_is_top && self.named > 0;
         let n = if top {
-            put_head(room, FORM_EXIT_TOP, delta)
+            put_head(room, FORM_EXIT_TOP as usize, delta)
         } else {
             put_long(room, delta, KIND_EXIT, f.0 as u64)
         };
@@ -201,65 +201,130 @@ fn tick_class(delta: u64) -> usize {
         + (delta > TICK_CLASS_MAX[2]) as usize
 }
 
-/// By a delta's leading zeros (64 for 0): its tick class in the tag's
-/// bits (`class << 4`), and in bits 8.. its high bytes' count (0, 1, 2
-/// or 7). The classes end at powers of two, so the delta's bit length
-/// decides its class: one table load instead of three compares.
-const HEAD_BY_LEADING_ZEROS: [u16; 65] = head_table();
+/// By a delta's bit length less one (`(delta | 1).ilog2()`, 0 for
+/// deltas 0 and 1, which share class 0) and form (0 to 3): in bits 0..8
+/// the tag's form and tick class bits, in bits 8.. the event's size
+/// (`1 + class bytes + id bytes`; for the long form, with its kind byte
+/// and without its payload). One table load gives the whole head but the
+/// delta's own bits, and the size without a branch on the class; the
+/// form is the inner index, so an enter's form (1 or 2 by its id) is
+/// added to the address.
+const HEADS: [[u16; 4]; 64] = head_table();
 
-const fn head_table() -> [u16; 65] {
-    let mut table = [0u16; 65];
-    let mut zeros = 0;
-    while zeros <= 64 {
-        // The largest delta with this many leading zeros.
-        let max = if zeros == 64 { 0 } else { u64::MAX >> zeros };
+/// Bytes after the head (tag and tick bytes) by form: the kind byte
+/// (long; its payload comes after), a 1- or 2-byte id, nothing.
+const AFTER_HEAD: [usize; 4] = [1, 1, 2, 0];
+
+const fn head_table() -> [[u16; 4]; 64] {
+    let mut table = [[0u16; 4]; 64];
+    let mut bits = 0;
+    while bits < 64 {
+        // The largest delta of this bit length.
+        let max = if bits == 63 {
+            u64::MAX
+        } else {
+            (1u64 << (bits + 1)) - 1
+        };
         let mut class = 0;
         while class < 3 && max > TICK_CLASS_MAX[class] {
             class += 1;
         }
-        table[zeros] = (TICK_CLASS_BYTES[class] << 8 | class << TAG_CLASS_SHIFT) as u16;
+        let mut form = 0;
+        while form < 4 {
+            let size = 1 + TICK_CLASS_BYTES[class] + AFTER_HEAD[form];
+            // What the fast paths store after the head fits the room: a
+            // 4-byte id ending by byte 12, an 8-byte payload after a long head.
+            assert!(size <= 10 && (form != 0 || size + 8 <= COMPACT_MAX_EVENT_SIZE));
+            table[bits][form] =
+                (size << 8 | form << TAG_FORM_SHIFT | class << TAG_CLASS_SHIFT) as u16;
+            form += 1;
+        }
+        bits += 1;
+    }
+    table
+}
+
+/// Writes the tag and the delta's high bits (a delta has at most 60
+/// bits, so its high bits fit the 7 bytes after the tag; only the
+/// class's count is kept): the delta shifted by 4 in one 8-byte store,
+/// whose first byte the tag then replaces. Returns the event's size by
+/// its form (see [`HEADS`]).
+#[inline(always)]
+fn put_head(room: &mut Room, form: usize, delta: u64) -> usize {
+    let head = HEADS[(delta | 1).ilog2() as usize & 63][form & 3];
+    let tag = (delta as u8 & TAG_DELTA_LOW_MASK) | head as u8;
+    // SAFETY: 8 bytes, then 1, at the room's start.
+    unsafe {
+        put_at(room, 0, (delta << 4).to_le_bytes());
+        put_at(room, 0, [tag]);
+    }
+    (head >> 8) as usize
+}
+
+/// Stores `bytes` at `at` in the room.
+///
+/// # Safety
+/// `at + N <= COMPACT_MAX_EVENT_SIZE`: the callers' `at` come from
+/// [`HEADS`], whose sizes `head_table` checks against the room.
+#[inline(always)]
+unsafe fn put_at<const N: usize>(room: &mut Room, at: usize, bytes: [u8; N]) {
+    debug_assert!(at + N <= COMPACT_MAX_EVENT_SIZE);
+    room.as_mut_ptr()
+        .add(at)
+        .cast::<[u8; N]>()
+        .write_unaligned(bytes);
+}
+
+#[inline(always)]
+fn put_enter(room: &mut Room, delta: u64, f: u32) -> usize {
+    if f > 0xFFFF {
+        return put_long(room, delta, KIND_ENTER, f as u64);
+    }
+    // Form 1 or 2 by the id's width, without a branch.
+    const _: () = assert!(FORM_ENTER_2 == FORM_ENTER_1 + 1);
+    let wide = (f > 0xFF) as usize;
+    let n = put_head(room, FORM_ENTER_1 as usize + wide, delta);
+    // SAFETY: the id ends the event, which is at most 10 bytes; its 4
+    // bytes end by byte 12 of the room.
+    unsafe { put_at(room, n - 1 - wide, f.to_le_bytes()) };
+    n
+}
+
+/// By a payload's leading zeros (64 for 0): its width code in bits 0..8
+/// and its width in bytes in bits 8.. (the narrowest of 0, 1, 2, 4, 8
+/// that holds it), in one load instead of four compares.
+const WIDTH_BY_LEADING_ZEROS: [u16; 65] = width_table();
+
+const fn width_table() -> [u16; 65] {
+    let mut table = [0u16; 65];
+    let mut zeros: usize = 0;
+    while zeros <= 64 {
+        let bytes = (64 - zeros).div_ceil(8);
+        let code = match bytes {
+            0 => 0,
+            1 => 1,
+            2 => 2,
+            3 | 4 => 3,
+            _ => 4,
+        };
+        table[zeros] = (PAYLOAD_WIDTH_BYTES[code] << 8 | code) as u16;
         zeros += 1;
     }
     table
 }
 
-/// Writes the tag and the delta's high bits in one 8-byte store (a
-/// delta has at most 60 bits, so its high bits fit the 7 bytes after the
-/// tag; only the class's count is kept); returns where the rest of the
-/// event goes.
-#[inline(always)]
-fn put_head(room: &mut Room, form: u8, delta: u64) -> usize {
-    let head = HEAD_BY_LEADING_ZEROS[delta.leading_zeros() as usize] as u64;
-    let tag = (form << TAG_FORM_SHIFT) as u64 | (head & 0xFF) | (delta & TAG_DELTA_LOW_MASK as u64);
-    room[..8].copy_from_slice(&((delta >> 4) << 8 | tag).to_le_bytes());
-    // Masked to 3 bits, the count is known to be at most 7: the room is
-    // then indexed without a check.
-    1 + ((head >> 8) as usize & 7)
-}
-
-#[inline(always)]
-fn put_enter(room: &mut Room, delta: u64, f: u32) -> usize {
-    let (form, width) = match f {
-        0..=0xFF => (FORM_ENTER_1, 1),
-        0x100..=0xFFFF => (FORM_ENTER_2, 2),
-        _ => return put_long(room, delta, KIND_ENTER, f as u64),
-    };
-    let at = put_head(room, form, delta);
-    room[at..at + 4].copy_from_slice(&f.to_le_bytes());
-    at + width
-}
-
 /// The long form: head, kind byte, payload in the narrowest width.
 #[inline(always)]
 fn put_long(room: &mut Room, delta: u64, kind: u64, payload: u64) -> usize {
-    let code = (payload > 0) as usize
-        + (payload > 0xFF) as usize
-        + (payload > 0xFFFF) as usize
-        + (payload > 0xFFFF_FFFF) as usize;
-    let at = put_head(room, FORM_LONG, delta);
-    room[at] = (kind as u8) << 4 | code as u8;
-    room[at + 1..at + 9].copy_from_slice(&payload.to_le_bytes());
-    at + 1 + PAYLOAD_WIDTH_BYTES[code]
+    let width = WIDTH_BY_LEADING_ZEROS[payload.leading_zeros() as usize];
+    let at = put_head(room, FORM_LONG as usize, delta);
+    // SAFETY: the head and kind byte take at most 9 bytes, the payload's
+    // 8 after them end by byte 17, the room's last.
+    unsafe {
+        put_at(room, at - 1, [(kind as u8) << 4 | width as u8]);
+        put_at(room, at, payload.to_le_bytes());
+    }
+    at + (width >> 8) as usize
 }
 
 /// An encoder that keeps the chunk's named frames itself, for writers
@@ -982,7 +1047,7 @@ mod tests {
         for delta in deltas {
             let class = tick_class(delta);
             let mut room = [0u8; COMPACT_MAX_EVENT_SIZE];
-            let len = put_head(&mut room, FORM_EXIT_TOP, delta);
+            let len = put_head(&mut room, FORM_EXIT_TOP as usize, delta);
             assert_eq!(len, 1 + TICK_CLASS_BYTES[class], "delta {delta}");
             assert_eq!(room[0] >> TAG_CLASS_SHIFT & 3, class as u8, "delta {delta}");
         }

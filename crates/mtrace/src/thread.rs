@@ -213,45 +213,63 @@ fn local() -> &'static Local {
 #[inline(always)]
 pub(crate) fn enter(g: u64, f: u32) {
     let l = local();
-    let cursor = l.cursor.get();
-    if l.gen.get() == g && cursor < l.end.get() {
-        let tick = clock::ticks(g & GEN_TSC != 0);
-        // SAFETY: bound to the running generation and `cursor < end`.
-        unsafe {
-            put_event(
-                l,
-                cursor,
-                |enc, room| enc.enter_in(room, tick, FunctionId(f)),
-                || encode_enter(tick, FunctionId(f)),
-            )
-        };
-        push_frame(l, f);
-    } else {
-        enter_cold(l, g, f);
-    }
+    let Some(cursor) = hot_cursor(l, g) else {
+        return enter_cold(l, g, f);
+    };
+    let tick = clock::ticks(g & GEN_TSC != 0);
+    // SAFETY: bound to the running generation and `cursor < end`.
+    unsafe {
+        put_event(
+            l,
+            cursor,
+            #[inline(always)]
+            |enc, room| enc.enter_in(room, tick, FunctionId(f)),
+            #[inline(always)]
+            || encode_enter(tick, FunctionId(f)),
+        )
+    };
+    push_frame(l, f);
 }
 
 /// Records leaving `f` (non-zero) under generation `g` (not `GEN_OFF`).
 #[inline(always)]
 pub(crate) fn exit(g: u64, f: u32) {
     let l = local();
-    let cursor = l.cursor.get();
-    if l.gen.get() == g && cursor < l.end.get() {
-        let tick = clock::ticks(g & GEN_TSC != 0);
-        let top = is_top(l, f);
-        // SAFETY: as in `enter`.
-        unsafe {
-            put_event(
-                l,
-                cursor,
-                |enc, room| enc.exit_in(room, tick, FunctionId(f), top),
-                || encode_exit(tick, FunctionId(f)),
-            )
-        };
-        pop_known(l, f, top);
-    } else {
-        exit_cold(l, g, f);
+    let Some(cursor) = hot_cursor(l, g) else {
+        return exit_cold(l, g, f);
+    };
+    let tick = clock::ticks(g & GEN_TSC != 0);
+    let top = is_top(l, f);
+    // SAFETY: as in `enter`.
+    unsafe {
+        put_event(
+            l,
+            cursor,
+            #[inline(always)]
+            |enc, room| enc.exit_in(room, tick, FunctionId(f), top),
+            #[inline(always)]
+            || encode_exit(tick, FunctionId(f)),
+        )
+    };
+    pop_known(l, f, top);
+}
+
+/// The cursor, if the thread is bound to `g` and has room there for an
+/// event on the hot path (`cursor < end`).
+///
+/// Two branches, each to the cold path: written as one condition (`gen
+/// == g && cursor < end`), the cursor's compare became a flag set before
+/// the first branch and tested after it, two instructions more an event.
+#[inline(always)]
+fn hot_cursor(l: &Local, g: u64) -> Option<*mut u8> {
+    if l.gen.get() != g {
+        return None;
     }
+    let cursor = l.cursor.get();
+    if cursor >= l.end.get() {
+        return None;
+    }
+    Some(cursor)
 }
 
 /// Stores one event at `cursor` and commits it: compact (`compact`, which
@@ -449,6 +467,7 @@ fn write(l: &Local, g: u64, kind: EventKind) {
             l,
             cursor,
             |enc, room| enc.event_in(room, &event, top),
+            #[inline(always)]
             || event.encode(),
         )
     };
@@ -968,26 +987,26 @@ fn os_tid() -> u64 {
 /// can be recorded (then the caller must not swap frames).
 #[inline(always)]
 fn record_switch(l: &Local, g: u64, id: StackId) -> Option<u64> {
-    let cursor = l.cursor.get();
-    if l.gen.get() == g && cursor < l.end.get() {
-        let tick = clock::ticks(g & GEN_TSC != 0);
-        let event = Event {
-            tick,
-            kind: EventKind::Switch(id),
-        };
-        // SAFETY: as in `enter`.
-        unsafe {
-            put_event(
-                l,
-                cursor,
-                |enc, room| enc.event_in(room, &event, false),
-                || event.encode(),
-            )
-        };
-        Some(g)
-    } else {
-        switch_cold(l, g, id)
-    }
+    let Some(cursor) = hot_cursor(l, g) else {
+        return switch_cold(l, g, id);
+    };
+    let tick = clock::ticks(g & GEN_TSC != 0);
+    let event = Event {
+        tick,
+        kind: EventKind::Switch(id),
+    };
+    // SAFETY: as in `enter`.
+    unsafe {
+        put_event(
+            l,
+            cursor,
+            #[inline(always)]
+            |enc, room| enc.event_in(room, &event, false),
+            #[inline(always)]
+            || event.encode(),
+        )
+    };
+    Some(g)
 }
 
 #[cold]
@@ -1069,7 +1088,9 @@ pub(crate) fn switch_out(prev: StackId, frames: &mut Vec<u32>, frames_gen: &mut 
                 put_event(
                     l,
                     cursor,
+                    #[inline(always)]
                     |enc, room| enc.event_in(room, &event, false),
+                    #[inline(always)]
                     || event.encode(),
                 )
             };

@@ -12,7 +12,6 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use mtrace_format::layout::*;
-use mtrace_format::Chunk;
 
 use crate::clock::RunClock;
 use crate::config::{Config, Format, Mode};
@@ -121,32 +120,70 @@ pub(crate) fn open(
     Ok(shared)
 }
 
-/// The events of compact chunk `slot`, whose state word was `word`
-/// (loaded with acquire ordering, `committed` bytes): compact events
-/// have no fixed size, so they are counted by decoding them, from a copy
-/// of the committed bytes (which their writer no longer changes).
-fn compact_events_in(
-    map: &TraceMap,
-    slot: u64,
-    word: u64,
-    committed: usize,
-    copy: &mut Vec<u8>,
-) -> u64 {
-    let len = (CHUNK_HEADER_SIZE + committed).min(map.chunk_size);
-    copy.clear();
-    copy.resize(len, 0);
+/// The events of compact chunk `slot`, whose state word (loaded with
+/// acquire ordering) says `committed` bytes: compact events have no fixed
+/// size, so they are counted by walking their sizes.
+fn compact_events_in(map: &TraceMap, slot: u64, committed: usize) -> u64 {
+    let len = committed.min(map.chunk_size - CHUNK_HEADER_SIZE);
     // SAFETY: the slot is below the ready slots, so its bytes are mapped;
-    // the committed bytes were published before `word` (release/acquire)
-    // and are not written again while the chunk lives.
-    unsafe { std::ptr::copy_nonoverlapping(map.chunk(slot), copy.as_mut_ptr(), len) };
-    // The copy's state word may be newer than `word`: the count is `word`'s.
-    copy[C_STATE..C_STATE + 8].copy_from_slice(&word.to_le_bytes());
-    let Ok(Some(chunk)) = Chunk::decode_compact(copy, slot, 0, map.chunk_size) else {
-        return 0;
+    // the committed bytes were published before the state word
+    // (release/acquire) and are not written again while the chunk lives.
+    let body = unsafe { std::slice::from_raw_parts(map.chunk(slot).add(CHUNK_HEADER_SIZE), len) };
+    count_compact_events(body)
+}
+
+/// The sizes of compact events by their tag byte: forms 1 to 3 whole
+/// (tag, the tick class's bytes, the id's); form 0 without its payload,
+/// whose width is in the kind byte after them.
+const SIZE_BY_TAG: [u8; 256] = {
+    let mut table = [0u8; 256];
+    let mut tag = 0;
+    while tag < 256 {
+        let class_bytes = TICK_CLASS_BYTES[(tag >> TAG_CLASS_SHIFT) & 3];
+        let rest = match (tag >> TAG_FORM_SHIFT) as u8 {
+            FORM_ENTER_1 => 1,
+            FORM_ENTER_2 => 2,
+            FORM_EXIT_TOP => 0,
+            _ => 1, // the kind byte; the payload is added by its width code
+        };
+        table[tag] = (1 + class_bytes + rest) as u8;
+        tag += 1;
+    }
+    table
+};
+
+/// Counts the events of a compact chunk body (its snapshot, then events),
+/// as the recorder wrote them: by their sizes alone, without decoding
+/// them (`finish` counts every event of the file; decoding them was most
+/// of what a short recording's finish cost). Stops at a `lost` event
+/// (counted), which ends its chunk, and at an event that does not fit.
+fn count_compact_events(body: &[u8]) -> u64 {
+    let word = |at: usize| -> usize {
+        body.get(at..at + 4)
+            .map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
     };
+    let mut at = snapshot_size(word(4), word(16));
     let mut n = 0;
-    if let Some(mut walk) = chunk.compact_events(Vec::new()) {
-        walk.for_each_raw(|_| n += 1);
+    while let Some(&tag) = body.get(at) {
+        let mut size = SIZE_BY_TAG[tag as usize] as usize;
+        if tag >> TAG_FORM_SHIFT == FORM_LONG {
+            let Some(&kind) = body.get(at + size - 1) else {
+                break;
+            };
+            let Some(&width) = PAYLOAD_WIDTH_BYTES.get((kind & 0x0F) as usize) else {
+                break;
+            };
+            size += width;
+            if (kind >> 4) as u64 == mtrace_format::event::KIND_LOST {
+                n += (at + size <= body.len()) as u64;
+                break;
+            }
+        }
+        if at + size > body.len() {
+            break;
+        }
+        at += size;
+        n += 1;
     }
     n
 }
@@ -160,7 +197,6 @@ fn summarize(shared: &Shared) -> Summary {
     let mut chunks = 0;
     // Slots past `next_seq` were never claimed (and may never have been
     // touched); slots past the ready ones are not in the file.
-    let mut copy = Vec::new();
     for slot in 0..next_seq.min(map.ready_slots()) {
         let word = map.state(slot).load(Ordering::Acquire);
         let state = if shared.compact {
@@ -173,7 +209,7 @@ fn summarize(shared: &Shared) -> Summary {
         }
         chunks += 1;
         if shared.compact {
-            events += compact_events_in(map, slot, word, state.committed_bytes, &mut copy);
+            events += compact_events_in(map, slot, state.committed_bytes);
             continue;
         }
         let body = map.chunks_offset + slot as usize * map.chunk_size + CHUNK_HEADER_SIZE;
@@ -254,4 +290,64 @@ pub(crate) fn finish(shared: &'static Shared, end_tick: Option<u64>) -> Summary 
     // Cut only once detached (see `TraceMap::close`).
     map.close(used.filter(|_| detached));
     summary
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mtrace_format::chunk::encode_snapshot;
+    use mtrace_format::compact::{ChunkEncoder, CompactEvents};
+    use mtrace_format::{Event, EventKind, FunctionId, StackId};
+
+    /// Counting by sizes agrees with decoding, for every form, tick class
+    /// and payload width, cut anywhere (a torn last event is not counted),
+    /// and stops at a `lost` event as a reader does.
+    #[test]
+    fn counting_by_sizes_counts_what_a_reader_decodes() {
+        let mut body = vec![0u8; 4096];
+        let snap = encode_snapshot(&mut body, 1024, 1000, &[1, 2], StackId::OWN, &[]);
+        let mut enc = ChunkEncoder::new(1000, &[1, 2]);
+        let mut tick = 1000;
+        let mut at = snap;
+        let kinds = [
+            EventKind::Exit(FunctionId(2)),
+            EventKind::Enter(FunctionId(7)),
+            EventKind::Enter(FunctionId(300)),
+            EventKind::Enter(FunctionId(70_000)),
+            EventKind::Exit(FunctionId(70_000)),
+            EventKind::Exit(FunctionId(5)),
+            EventKind::Switch(StackId(u64::MAX)),
+            EventKind::Switch(StackId::OWN),
+            EventKind::Wake(StackId(1 << 20)),
+            EventKind::ThreadStart,
+        ];
+        for (i, kind) in kinds.iter().cycle().take(60).enumerate() {
+            tick += [3, 100, 5000, 1 << 30][i % 4];
+            at += enc
+                .push(&mut body[at..], &Event { tick, kind: *kind })
+                .unwrap();
+        }
+        let decoded = |body: &[u8]| {
+            CompactEvents::from_parts(&body[snap..], 0, 0, 1000, vec![1, 2])
+                .take_while(Result::is_ok)
+                .count() as u64
+        };
+        for len in snap..=at {
+            assert_eq!(
+                count_compact_events(&body[..len]),
+                decoded(&body[..len]),
+                "{len}"
+            );
+        }
+        assert_eq!(count_compact_events(&body[..at]), 60);
+        let lost = Event {
+            tick,
+            kind: EventKind::Lost,
+        };
+        let end = at + enc.push(&mut body[at..], &lost).unwrap();
+        // Bytes after a `lost` are never events.
+        body[end..end + 4].copy_from_slice(&[0x40, 1, 0x40, 1]);
+        assert_eq!(count_compact_events(&body[..end + 4]), 61);
+        assert_eq!(decoded(&body[..end + 4]), 61);
+    }
 }

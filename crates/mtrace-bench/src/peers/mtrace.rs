@@ -16,7 +16,7 @@
 use std::future::Future;
 use std::path::PathBuf;
 
-use mtrace::{Config, LogicalStackExt, Mode, Recording, ScopeGuard};
+use mtrace::{Config, Format, LogicalStackExt, Mode, Recording, ScopeGuard};
 use mtrace_format::layout::{DEFAULT_CHUNK_SIZE, HEADER_SIZE};
 
 use super::{scratch_path, Recorder, TraceStats};
@@ -37,6 +37,16 @@ pub struct MtraceIn<const SMALL_RING: bool> {
     path: PathBuf,
 }
 
+/// The event format `MTRACE_FORMAT` asks for (`4`: compact events), as a
+/// recording from `Config::from_env` would write; 16-byte events when it
+/// is unset, so the two formats' costs can be compared in one binary.
+fn format_from_env() -> Format {
+    std::env::var("MTRACE_FORMAT")
+        .ok()
+        .and_then(|v| Format::from_env_value(&v))
+        .unwrap_or_default()
+}
+
 /// Room for `events` events, their chunks' headers and snapshots, and one
 /// partly filled chunk per thread, in whole MiB.
 pub fn capacity_for(events: u64) -> u64 {
@@ -55,8 +65,11 @@ impl<const SMALL_RING: bool> Recorder for MtraceIn<SMALL_RING> {
         } else {
             capacity_for(expected_events)
         };
-        let recording = mtrace::start(Config::new(&path).capacity(capacity).mode(Mode::Ring))
-            .expect("start the mtrace recording");
+        let config = Config::new(&path)
+            .capacity(capacity)
+            .mode(Mode::Ring)
+            .format(format_from_env());
+        let recording = mtrace::start(config).expect("start the mtrace recording");
         MtraceIn { recording, path }
     }
 
