@@ -25,8 +25,12 @@
 //! capitals that is not a Markdown file's name such as `README.md`),
 //! assignments (`KEY=value`), options (`--out`), and source locations
 //! (`src/cmd/get.rs:12`, a frame's label in an output).
+//!
+//! `docs/ARCHITECTURE.md`'s crate graph is checked too, against the
+//! manifests as `cargo metadata` reads them: the graph a reader sees is the
+//! one the compiler builds.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -341,4 +345,152 @@ mtrace = { path = \"crates/mtrace\" }
         .map(|m| m.path)
         .collect();
     assert_eq!(missing, vec!["sample-traces/gone.bin".to_owned()]);
+}
+
+/// A crate and the crates of this repository it depends on.
+type Graph = BTreeMap<String, BTreeSet<String>>;
+
+/// The normal (not dev, not build) dependencies on crates of this
+/// repository (path dependencies), of every package of the root workspace
+/// and of the two workspaces of their own, as `cargo metadata` reads the
+/// manifests.
+fn cargo_graph(root: &Path) -> Graph {
+    let mut graph = Graph::new();
+    for manifest in [
+        "Cargo.toml",
+        "crates/mtrace-python/Cargo.toml",
+        "crates/mtrace-fuzz/Cargo.toml",
+    ] {
+        let out = std::process::Command::new(env!("CARGO"))
+            .args([
+                "metadata",
+                "--no-deps",
+                "--offline",
+                "--format-version",
+                "1",
+            ])
+            .arg("--manifest-path")
+            .arg(root.join(manifest))
+            .output()
+            .expect("cargo metadata runs");
+        assert!(
+            out.status.success(),
+            "cargo metadata --manifest-path {manifest}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let metadata: serde_json::Value =
+            serde_json::from_slice(&out.stdout).expect("cargo metadata's JSON");
+        for package in metadata["packages"].as_array().expect("packages") {
+            let name = package["name"].as_str().expect("a name").to_owned();
+            let deps = package["dependencies"]
+                .as_array()
+                .expect("dependencies")
+                .iter()
+                .filter(|d| d["kind"].is_null() && d["path"].is_string())
+                .map(|d| d["name"].as_str().expect("a name").to_owned())
+                .collect();
+            graph.insert(name, deps);
+        }
+    }
+    graph
+}
+
+/// The graph of `docs/ARCHITECTURE.md`'s text block by layer (`layer N
+/// crate -> dep, dep (note)`), and each crate's layer.
+fn text_graph(doc: &str) -> (Graph, BTreeMap<String, usize>) {
+    let start = doc.find("```text\nlayer 0").expect("the graph by layer") + "```text\n".len();
+    let len = doc[start..].find("```").expect("the block's end");
+    let mut graph = Graph::new();
+    let mut layers = BTreeMap::new();
+    let mut layer = 0;
+    for line in doc[start..start + len].lines() {
+        let mut rest = line.trim();
+        if let Some(after) = rest.strip_prefix("layer ") {
+            let (n, after) = after.split_once(' ').expect("layer N crate");
+            layer = n.parse().expect("a layer number");
+            rest = after.trim();
+        }
+        let rest = rest.split('(').next().unwrap_or("").trim();
+        let (name, deps) = match rest.split_once("->") {
+            Some((name, deps)) => (name.trim(), deps),
+            None => (rest, ""),
+        };
+        let deps = deps
+            .split(',')
+            .map(str::trim)
+            .filter(|d| !d.is_empty())
+            .map(str::to_owned)
+            .collect();
+        graph.insert(name.to_owned(), deps);
+        layers.insert(name.to_owned(), layer);
+    }
+    (graph, layers)
+}
+
+/// The graph of `docs/ARCHITECTURE.md`'s mermaid block: nodes `id[label]`
+/// (the label's first word is the crate) and edges `a --> b`.
+fn mermaid_graph(doc: &str) -> Graph {
+    let start = doc.find("```mermaid\n").expect("the mermaid graph") + "```mermaid\n".len();
+    let len = doc[start..].find("```").expect("the block's end");
+    let mut names = BTreeMap::new();
+    let mut edges = Vec::new();
+    for line in doc[start..start + len].lines().skip(1) {
+        let mut ids = Vec::new();
+        for node in line.split("-->") {
+            let node = node.trim();
+            let id = match node.split_once('[') {
+                Some((id, label)) => {
+                    let krate = label.trim_end_matches(']').split([',', ' ']).next();
+                    names.insert(id.to_owned(), krate.expect("a label").to_owned());
+                    id
+                }
+                None => node,
+            };
+            ids.push(id.to_owned());
+        }
+        match ids.as_slice() {
+            [_] => {}
+            [from, to] => edges.push((from.clone(), to.clone())),
+            _ => panic!("a mermaid line of one node or one edge: {line}"),
+        }
+    }
+    let mut graph: Graph = names
+        .values()
+        .map(|n| (n.clone(), BTreeSet::new()))
+        .collect();
+    for (from, to) in edges {
+        graph
+            .get_mut(&names[&from])
+            .expect("a declared node")
+            .insert(names[&to].clone());
+    }
+    graph
+}
+
+#[test]
+fn the_architectures_crate_graph_is_cargos() {
+    let root = repo_file("");
+    let doc = fs::read_to_string(root.join("docs/ARCHITECTURE.md")).expect("ARCHITECTURE.md");
+    let cargo = cargo_graph(&root);
+    let (text, layers) = text_graph(&doc);
+    assert_eq!(
+        text, cargo,
+        "docs/ARCHITECTURE.md's graph by layer is not Cargo's"
+    );
+    assert_eq!(
+        mermaid_graph(&doc),
+        cargo,
+        "docs/ARCHITECTURE.md's mermaid graph is not Cargo's"
+    );
+    // One way: every crate depends only on crates of earlier layers.
+    for (name, deps) in &cargo {
+        for dep in deps {
+            assert!(
+                layers[dep] < layers[name],
+                "{name} (layer {}) depends on {dep} (layer {})",
+                layers[name],
+                layers[dep]
+            );
+        }
+    }
 }
