@@ -113,7 +113,7 @@ fn patterns_totals_counts_and_the_minimum_change() {
     );
 }
 
-/// The README's gate: parse_term's +2168% in the ring trace is one long
+/// The guide's gate (`docs/GUIDE.md`, "In CI"): parse_term's +2168% in the ring trace is one long
 /// frame (p = 0.34), noise to the test, so the gate passes; without the
 /// test (`--confidence 0`) the raw change breaks it.
 #[test]

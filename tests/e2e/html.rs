@@ -411,7 +411,7 @@ fn html_pages_work_in_headless_chromium() {
         serde_json::json!({"expect_warnings": ["1 warning: truncated_chunk", "truncated_chunk ×1"]}),
     );
     // Many tasks: 20,000 (200,000 takes about 10 s in a debug build; see
-    // the README for the page of 200,000 measured by hand).
+    // docs/GUIDE.md for the page of 200,000 measured by hand).
     let tasks = dir.join("tasks.bin");
     let opts = mtanalyze_testkit::synth::TaskOptions {
         tasks: 20_000,
@@ -438,7 +438,7 @@ fn html_pages_work_in_headless_chromium() {
         "url": format!("file://{}", diff_out.display()),
         "kind": "diff",
         "screenshot": shots.join("diff.png"),
-        // README, "Compare two traces": parse_term got slower.
+        // docs/GUIDE.md, "Compare two traces": parse_term got slower.
         "first_function": "parse_term",
         "first_slower": true,
         "gate_failed": true,

@@ -10,6 +10,7 @@ mod check;
 mod cli;
 mod convert;
 mod diff;
+mod docs;
 mod ends;
 mod errors;
 mod gates;

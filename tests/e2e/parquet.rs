@@ -541,10 +541,10 @@ print(json.dumps(out))
         }
     }
 
-    /// The README's DuckDB query: the SQL of its heredoc (`<<'SQL'` to `SQL`).
+    /// The guide's DuckDB query (`docs/GUIDE.md`, "Tables for SQL engines"): the SQL of its heredoc (`<<'SQL'` to `SQL`).
     fn readme_query() -> String {
-        let readme = std::fs::read_to_string(repo_file("README.md")).expect("README.md");
-        let start = readme.find("<<'SQL'\n").expect("the README's DuckDB query") + 8;
+        let readme = std::fs::read_to_string(repo_file("docs/GUIDE.md")).expect("docs/GUIDE.md");
+        let start = readme.find("<<'SQL'\n").expect("the guide's DuckDB query") + 8;
         let len = readme[start..].find("\nSQL\n").expect("the query's end");
         readme[start..start + len].to_owned()
     }
@@ -555,7 +555,7 @@ print(json.dumps(out))
             return;
         };
         let dir = TempDir::new("parquet-readme");
-        // As the README makes them: one export per trace, out/NAME/.
+        // As the guide makes them: one export per trace, out/NAME/.
         let traces = [
             repo_file("sample-traces/workload.bin"),
             repo_file("sample-traces/workload-ring.bin"),

@@ -426,7 +426,7 @@ fn fill_of(svg: &str, title: &str) -> (u8, u8, u8) {
     (rgb[0], rgb[1], rgb[2])
 }
 
-/// Issue 17: the README's differential flame graph (the workload sample
+/// Issue 17: the guide's differential flame graph (the workload sample
 /// against its ring recording, which lacks the early paths) draws
 /// `parse_term`'s +47% strongly red: the paths the ring lost (-1.85 s, not
 /// drawn) no longer set the color scale and wash every frame out to white.

@@ -1,8 +1,8 @@
-//! The README's tokio service: three lines profile it (the recorder; the
+//! The guide's tokio service (`docs/GUIDE.md`): three lines profile it (the recorder; the
 //! tracing layer with the wakes of tasks, beside the service's own log
 //! output; the runtime, with the hooks, in place of `#[tokio::main]`);
 //! the code itself has only `#[tracing::instrument]`. The block between
-//! the `README` marks is the README's, word for word (`tests/readme.rs`).
+//! the `README` marks is the guide's, word for word (`tests/readme.rs`).
 //!
 //! ```sh
 //! RUSTFLAGS="--cfg tokio_unstable" CARGO_TARGET_DIR=target/tokio-unstable \

@@ -1,4 +1,4 @@
-//! The README's three-line tokio setup is `examples/service.rs`'s, word
+//! The guide's three-line tokio setup (`docs/GUIDE.md`) is `examples/service.rs`'s, word
 //! for word: the example compiles (with the `tracing` feature), so the
 //! snippet a user copies does too.
 
@@ -23,12 +23,12 @@ fn marked(example: &str) -> Option<&str> {
 #[test]
 fn the_readme_setup_is_the_examples() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let readme = std::fs::read_to_string(root.join("../../README.md")).expect("README.md");
+    let readme = std::fs::read_to_string(root.join("../../docs/GUIDE.md")).expect("docs/GUIDE.md");
     let example = std::fs::read_to_string(root.join("examples/service.rs")).expect("service.rs");
     let shown = block_after(&readme, "### A tokio service, three lines").expect("a rust block");
     let compiled = marked(&example).expect("README marks in the example");
     assert_eq!(
         shown, compiled,
-        "README.md's tokio setup and examples/service.rs differ"
+        "docs/GUIDE.md's tokio setup and examples/service.rs differ"
     );
 }

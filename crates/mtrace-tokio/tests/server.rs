@@ -1,6 +1,6 @@
 //! A real HTTP server (hyper on tokio, 127.0.0.1) and its client in one
 //! process, instrumented only with `#[tracing::instrument]`, set up as the
-//! README's three lines do (`mtrace_tracing::layer()`, `mtrace_tokio::wakes()`
+//! guide's three lines do (`mtrace_tracing::layer()`, `mtrace_tokio::wakes()`
 //! and a `fmt` layer whose own `EnvFilter` passes WARN only, on the runtime
 //! `mtrace_tokio::runtime()` builds): every connection task is a stack
 //! named by its spawn site, each span is one call per request, and under

@@ -1,4 +1,5 @@
-//! The README's "Record your own program" example, kept compiling by
+//! The guide's "Record your own program" example (`docs/GUIDE.md`; the
+//! README shows it shortened), kept compiling by
 //! `cargo test` (which builds examples). Run it with
 //! `cargo run --release -p mtrace --example readme`, then
 //! `cargo run --release -p mtanalyze-cli -- trace.bin`.

@@ -216,3 +216,9 @@ pub fn mark(name: &str) {
 pub mod __private {
     pub use crate::future::ProfiledFuture;
 }
+
+/// The repository README's Rust example, compiled (not run: it writes
+/// `trace.bin`) as a doctest, so the lines a reader copies build.
+#[doc = include_str!("../../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

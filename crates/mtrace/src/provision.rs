@@ -65,8 +65,8 @@
 //!   (a thread limit), the claims map their own slots, as they did before.
 //!
 //! On a machine whose cores are all busy with the workload the provisioner
-//! competes with it for the same work the claims did (see the README's
-//! recorder overhead section for the two-thread measurement).
+//! competes with it for the same work the claims did (see `docs/BENCHMARKS.md`,
+//! "Recorder overhead against other recorders", for the two-thread measurement).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, SyncSender};
