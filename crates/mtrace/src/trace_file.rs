@@ -90,7 +90,7 @@ pub(crate) fn open(
     let clock = clock();
     map.write_header(config, &clock);
     let provisioner = Provisioner::new(&map);
-    let meta = MetaRegion::new(map.meta_reserved_at_start());
+    let meta = MetaRegion::new(&map);
     let shared: &'static Shared = Box::leak(Box::new(Shared {
         gen: generation(series_no, k, clock.tsc),
         map,
@@ -195,7 +195,7 @@ fn summarize(shared: &Shared) -> Summary {
         growth_failure: map.growth_failure(),
         slots_prepared: shared.provisioner.prepared_count(),
         threads: shared.threads.load(Ordering::Relaxed),
-        meta_bytes: map.counter(H_META_LEN).load(Ordering::Relaxed),
+        meta_bytes: lock(&shared.meta).total,
         meta_dropped: map.counter(H_META_DROPPED).load(Ordering::Relaxed),
         duration: shared.started.elapsed(),
     }
