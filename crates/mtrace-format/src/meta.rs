@@ -369,7 +369,10 @@ enum Entry<'a> {
     /// A kind this reader does not know: skipped by its length.
     Unknown,
     /// A next-segment record.
-    Next { offset: u64, size: u64 },
+    Next {
+        offset: u64,
+        size: u64,
+    },
 }
 
 /// The record at offset `at` of `region` (an offset

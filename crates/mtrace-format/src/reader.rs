@@ -200,7 +200,10 @@ impl<'a> TraceFile<'a> {
         let Some(end) = end.filter(|_| {
             next.size > SEGMENT_HEADER_SIZE as u64 && next.offset >= HEADER_SIZE as u64
         }) else {
-            return Err(bad(next.record_offset, "next metadata segment lies outside the file"));
+            return Err(bad(
+                next.record_offset,
+                "next metadata segment lies outside the file",
+            ));
         };
         // The parts taken so far: the one starting last at or before this
         // segment's end must end at or before its start.
@@ -218,7 +221,10 @@ impl<'a> TraceFile<'a> {
             .checked_add(SEGMENT_HEADER_SIZE)
             .and_then(|e| self.bytes.get(next.offset as usize..e));
         let Some(header) = header.filter(|_| next.offset < len) else {
-            return Err(bad(next.offset, "file ends inside a metadata segment's header"));
+            return Err(bad(
+                next.offset,
+                "file ends inside a metadata segment's header",
+            ));
         };
         if read_u64(header, S_MAGIC) != Some(SEGMENT_MAGIC) {
             return Err(bad(next.offset, "no metadata segment where its link says"));

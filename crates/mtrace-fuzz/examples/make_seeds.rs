@@ -434,7 +434,8 @@ fn segmented(bytes: &[u8]) -> (Vec<u8>, usize) {
         let at = segment_at(k);
         out[at..at + 8].copy_from_slice(&SEGMENT_STATE.to_le_bytes());
         out[at + 8..at + 16].copy_from_slice(&SEGMENT_MAGIC.to_le_bytes());
-        out[at + S_META_LEN..at + S_META_LEN + 8].copy_from_slice(&(log.len() as u64).to_le_bytes());
+        out[at + S_META_LEN..at + S_META_LEN + 8]
+            .copy_from_slice(&(log.len() as u64).to_le_bytes());
         out[at + SEGMENT_HEADER_SIZE..at + SEGMENT_HEADER_SIZE + log.len()].copy_from_slice(&log);
         last_middle = at + SEGMENT_HEADER_SIZE + log.len() / 2;
     }
@@ -512,10 +513,18 @@ fn main() {
             let (in_segments, middle) = segmented(&b);
             let check = TraceFile::parse(&in_segments).unwrap().metadata();
             assert_eq!(check, TraceFile::parse(&b).unwrap().metadata());
-            put(&bin_dir, format!("{stem}-{label}-segments.bin"), &in_segments);
+            put(
+                &bin_dir,
+                format!("{stem}-{label}-segments.bin"),
+                &in_segments,
+            );
             let mut damaged = in_segments;
             damaged[middle..middle + 16].fill(0xff);
-            put(&bin_dir, format!("{stem}-{label}-segments-damaged.bin"), &damaged);
+            put(
+                &bin_dir,
+                format!("{stem}-{label}-segments-damaged.bin"),
+                &damaged,
+            );
             let ended = with_ends(&events);
             if ended.len() > events.len() {
                 put(

@@ -75,7 +75,6 @@ fn preferred_clock() -> PreferredClock {
     }
 }
 
-
 /// Starts a recording into `path` (the header names the Python producer)
 /// and installs the backend: every thread of the interpreter is recorded
 /// from now on, those that exist and those that appear later, however they

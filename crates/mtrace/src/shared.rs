@@ -415,7 +415,12 @@ impl Shared {
                         old & STATE_WRITING != 0 || unpack_state(old).seq.is_some_and(|s| s >= seq);
                     if !busy
                         && state
-                            .compare_exchange(old, SEGMENT_STATE, Ordering::Acquire, Ordering::Relaxed)
+                            .compare_exchange(
+                                old,
+                                SEGMENT_STATE,
+                                Ordering::Acquire,
+                                Ordering::Relaxed,
+                            )
                             .is_ok()
                     {
                         if seq < map.chunk_count {

@@ -69,8 +69,8 @@ fn a_million_task_names_are_all_in_the_trace_and_the_report() {
         assert!(file.header().meta_len <= file.header().meta_capacity);
         let segments = (0..file.chunk_slots())
             .filter(|&i| {
-                let at = (file.header().chunks_offset
-                    + i * file.header().chunk_size as u64) as usize;
+                let at =
+                    (file.header().chunks_offset + i * file.header().chunk_size as u64) as usize;
                 bytes[at..at + 8] == SEGMENT_STATE.to_le_bytes()
             })
             .count();
@@ -85,8 +85,8 @@ fn a_million_task_names_are_all_in_the_trace_and_the_report() {
 
         // The analyzer names every stack that ran.
         let loaded = mtanalyze::load(trace.path()).expect("load");
-        let report = mtanalyze::analyze(&loaded, &mtanalyze::AnalyzeOptions::default())
-            .expect("analyze");
+        let report =
+            mtanalyze::analyze(&loaded, &mtanalyze::AnalyzeOptions::default()).expect("analyze");
         let named: HashSet<&str> = report
             .stacks
             .iter()
@@ -170,7 +170,10 @@ fn a_ring_gives_names_a_quarter_of_its_slots_at_most() {
     // The names kept are the first ones, every one of them readable.
     let names = stack_names(&bytes);
     assert!(names.len() > 1000);
-    assert!(names.iter().enumerate().all(|(i, n)| *n == format!("task-{i}")));
+    assert!(names
+        .iter()
+        .enumerate()
+        .all(|(i, n)| *n == format!("task-{i}")));
 }
 
 /// Bytes the file's blocks take on disk.
@@ -211,6 +214,9 @@ fn a_small_trace_is_no_larger_than_twice_what_it_holds() {
         let on_disk = disk_bytes(trace.path());
         eprintln!("{case}: holds {held} bytes, {apparent} apparent, {on_disk} on disk");
         assert!(apparent <= 2 * held, "{case}: {apparent} bytes for {held}");
-        assert!(on_disk <= 2 * held, "{case}: {on_disk} bytes on disk for {held}");
+        assert!(
+            on_disk <= 2 * held,
+            "{case}: {on_disk} bytes on disk for {held}"
+        );
     }
 }
