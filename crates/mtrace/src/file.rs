@@ -61,8 +61,8 @@
 //! every thread bound to the recording has let go of it: see `shared.rs`).
 //!
 //! **No descriptor is held between growths** ([`Backing`]). A file on disk
-//! is opened by its path for each growth, each step of the metadata region
-//! and the cut at finish, and closed again; its mapping needs no
+//! is opened by its path for each growth and the cut at finish, and
+//! closed again; its mapping needs no
 //! descriptor. A program that lists its descriptors (a child started with
 //! `pass_fds`, a test of them) or closes them all (a daemon) sees none of
 //! mtrace's. A file in memory has no other name: it is held open.
@@ -724,9 +724,9 @@ impl TraceMap {
     /// counters and the chunks, are mapped again, in place, onto private
     /// anonymous memory, so that such a write can no longer reach the file;
     /// the rest of the reservation, which nothing points into, is unmapped.
-    /// The metadata region stays on the file: the caller closed it (no
-    /// record is written into it any more), and remapping a Python trace's
-    /// 16 MiB of it was most of the cost of a short recording's finish.
+    /// The metadata region stays on the file: the caller closed the
+    /// metadata log (no record is written into it, nor into a segment in
+    /// a chunk slot, any more), and a large region need not be remapped.
     /// Nothing may read the map afterwards. If the system refuses the
     /// remap, the range stays on the file: returns whether it let go.
     ///

@@ -230,6 +230,11 @@ pub(crate) fn finish(shared: &'static Shared, end_tick: Option<u64>) -> Summary 
     map.write(H_CALIB_NS, &calib_ns.to_le_bytes());
     let flags = map.read_u32(H_FLAGS) | FLAG_FINISHED;
     map.write(H_FLAGS, &flags.to_le_bytes());
+    // The metadata log is closed before the slots in use are counted: a
+    // record that went on in a new segment (a slot it claims) after the
+    // count would link to a slot past the cut. A record written after this
+    // is dropped (it would be lost to the finished file anyway).
+    lock(&shared.meta).closed = true;
     // The file leaves no unused slots on disk: the header claims the slots
     // chunks were claimed in (from 0, in claim order; slots the file never
     // grew to were claimed by no one), and the file ends after them. A ring
@@ -246,10 +251,9 @@ pub(crate) fn finish(shared: &'static Shared, end_tick: Option<u64>) -> Summary 
     summary.chunk_count = used.unwrap_or(map.chunk_count);
     // Threads may still hold pointers into the map: from here on their
     // writes must not reach the file, which a next recording to the same
-    // path would truncate and map again. A record written after this would
-    // be lost to the finished file anyway: the region is closed first, and
-    // `detach` leaves it on the file (no write reaches it any more).
-    lock(&shared.meta).closed = true;
+    // path would truncate and map again. The metadata log is closed
+    // (above), so `detach` leaves its region on the file (no write reaches
+    // it any more).
     let detached = map.detach();
     // Cut only once detached (see `TraceMap::close`).
     map.close(used.filter(|_| detached));

@@ -220,3 +220,68 @@ fn a_small_trace_is_no_larger_than_twice_what_it_holds() {
         );
     }
 }
+
+const CHILD_ENV: &str = "MTRACE_TEST_NAMES_CRASH_CHILD";
+
+/// Not a test on its own: the body of the child process, which names
+/// stacks `task-0`, `task-1`, ... until it is killed.
+#[test]
+fn names_crash_child() {
+    let Ok(path) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let recording = mtrace::start(Config::new(path).chunk_size(4096)).expect("start");
+    // Never finished: the process is killed.
+    std::mem::forget(recording);
+    for i in 0u64.. {
+        drop(LogicalStack::new(format!("task-{i}")));
+        if i.is_multiple_of(1024) {
+            // Every name before `i` is committed before this line.
+            println!("named {i}");
+        }
+    }
+}
+
+/// A process killed while it writes names leaves a log that reads whole:
+/// the names, in order, up to the last one committed, and no damage.
+#[test]
+fn sigkill_while_naming_loses_only_the_name_being_written() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    if std::env::var_os(CHILD_ENV).is_some() {
+        return;
+    }
+    let trace = TempTrace::new("names-crash");
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "names_crash_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_ENV, trace.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn child");
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut reached = 0u64;
+    while reached < 50_000 {
+        let line = lines.next().expect("the child stopped early").unwrap();
+        if let Some(n) = line.strip_prefix("named ") {
+            reached = n.parse().unwrap();
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let bytes = std::fs::read(trace.path()).unwrap();
+    let names = stack_names(&bytes);
+    assert!(
+        names.len() as u64 >= reached,
+        "{} of {reached}",
+        names.len()
+    );
+    for (i, name) in names.iter().enumerate() {
+        assert_eq!(*name, format!("task-{i}"));
+    }
+}
