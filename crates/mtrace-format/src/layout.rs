@@ -12,8 +12,8 @@
 //! | metadata region |  append-only log of function, stack and thread records
 //! +-----------------+
 //! | chunk 0         |  chunk_size bytes: 64-byte chunk header, then body
-//! | chunk 1         |
-//! | ...             |
+//! | chunk 1         |  (or a metadata segment: the log going on, linked
+//! | ...             |   from the region by a next-segment record)
 //! +-----------------+
 //! ```
 
