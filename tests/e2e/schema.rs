@@ -176,6 +176,8 @@ fn schemas_describe_and_require_every_field() {
             "TraceSummary.window",
             "Mark.trace",
             "StackStats.ended",
+            "StackStats.kind",
+            "Warning.by_stack_kind",
         ],
     );
     assert_documented("check.schema.json", &["ThreadSummary.lost_from_ns"]);

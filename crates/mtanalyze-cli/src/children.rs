@@ -109,6 +109,7 @@ pub(crate) fn warn(report: &mut Report, failures: &[String]) {
         count: failures.len() as u64,
         first: first.clone(),
         repair: kind.repair().to_owned(),
+        by_stack_kind: Default::default(),
     });
 }
 

@@ -424,8 +424,10 @@ impl<'a> CompactEvents<'a> {
     /// would be mispredicted about every other event): both the enter's id
     /// and the innermost named frame are read, the named frames are a
     /// slice written at the top whatever the form, and the form selects.
-    /// The long form is decoded in place; the body's last bytes, a `lost`
-    /// and damage go one event at a time through the slow path.
+    /// What a short form's tag says (masks, length, kind, depth step) is
+    /// one table load, not bits worked out per event. The long form is
+    /// decoded in place; the body's last bytes, a `lost` and damage go
+    /// one event at a time through the slow path.
     #[inline]
     pub fn for_each_raw(&mut self, mut f: impl FnMut(RawEvent)) {
         loop {
@@ -448,22 +450,30 @@ impl<'a> CompactEvents<'a> {
             // An index, not a shrinking slice: the next event's position
             // is one add after this one's length (the walk's critical path).
             let mut at_event = 0usize;
-            while let Some(room) = start
-                .get(at_event..)
-                .and_then(|rest| rest.first_chunk::<COMPACT_MAX_EVENT_SIZE>())
-            {
+            // One compare a turn: an event starting at or before `last`
+            // has a worst case's bytes in the body.
+            let last = start.len().checked_sub(COMPACT_MAX_EVENT_SIZE);
+            // The innermost named frame and the slot above it are in the
+            // stack while the depth is below this.
+            let deepest = stack.len().saturating_sub(1);
+            while last.is_some_and(|last| at_event <= last) {
+                let Some(room) = start
+                    .get(at_event..at_event + COMPACT_MAX_EVENT_SIZE)
+                    .and_then(|room| <&Room>::try_from(room).ok())
+                else {
+                    break;
+                };
                 let tag = room[0];
-                let form = tag >> TAG_FORM_SHIFT;
-                let class = (tag >> TAG_CLASS_SHIFT) as usize & 3;
-                let at = 1 + tick_bytes(class);
-                let high = u64::from_le_bytes(word_at(room, 1)) & (TICK_CLASS_MAX[class] >> 4);
+                let short = SHORT_BY_TAG[tag as usize];
+                let high = u64::from_le_bytes(word_at(room, 1)) & short.high_mask;
                 let next = tick + (high << 4 | (tag & TAG_DELTA_LOW_MASK) as u64);
                 if next > MAX_TICK {
                     break;
                 }
-                let (len, event) = if form == FORM_LONG {
+                let (len, event) = if tag >> TAG_FORM_SHIFT == FORM_LONG {
                     // Out of line but in place. A `lost` and damage are
                     // left to the slow path (which decodes them again).
+                    let at = 1 + tick_bytes((tag >> TAG_CLASS_SHIFT) as usize & 3);
                     match long_event(room, COMPACT_MAX_EVENT_SIZE, at, next) {
                         Ok((len, event)) if event.0 != KIND_LOST => {
                             match event.0 {
@@ -484,18 +494,16 @@ impl<'a> CompactEvents<'a> {
                         _ => break,
                     }
                 } else {
-                    let exit = form == FORM_EXIT_TOP;
-                    // The id a short enter carries (0 for form 3).
-                    let id = u16::from_le_bytes([room[at], room[at + 1]]) as u32
-                        & SHORT_ID_MASK[form as usize];
-                    // The innermost named frame and the slot above it.
-                    let Some([top, above]) = stack
-                        .get_mut(depth..depth + 2)
-                        .and_then(|pair| <&mut [u32; 2]>::try_from(pair).ok())
-                    else {
+                    let exit = short.kind == KIND_EXIT as u8;
+                    // The id a short enter carries (0 for form 3): its
+                    // bytes follow the tick's, at 1 + 0, 1, 2 or 7
+                    // (masked to 3 bits: the room is indexed unchecked).
+                    let id = u32::from_le_bytes(quad_at(room, 1 + (short.tick_bytes & 7) as usize))
+                        & short.id_mask;
+                    if depth >= deepest {
                         break;
-                    };
-                    let function = std::hint::select_unpredictable(exit, *top, id);
+                    }
+                    let function = std::hint::select_unpredictable(exit, stack[depth], id);
                     // An exit with no named frame (the 0 under them), an
                     // enter of id 0: damage, for the slow path to report.
                     if function == 0 {
@@ -503,14 +511,11 @@ impl<'a> CompactEvents<'a> {
                     }
                     // An exit leaves it above the new top, where it is
                     // never read.
-                    *above = id;
-                    depth = depth + !exit as usize - exit as usize;
-                    // The id's bytes: the form for 1 and 2, none for 3
-                    // (`form % 3` without a division).
-                    let id_bytes = form as usize & (!exit as usize).wrapping_neg();
+                    stack[depth + 1] = id;
+                    depth = depth.wrapping_add(short.step as usize);
                     (
-                        at + id_bytes,
-                        (KIND_ENTER + exit as u64, next, function as u64),
+                        short.len as usize,
+                        (short.kind as u64, next, function as u64),
                     )
                 };
                 at_event += len;
@@ -638,7 +643,7 @@ fn decode_long(
 /// A long form's length and event, judged as a 16-byte event's parts are,
 /// without its effect on the named frames (an enter pushes its function,
 /// a named exit and a switch clear them).
-#[inline(never)]
+#[inline(always)]
 fn long_event(
     room: &Room,
     avail: usize,
@@ -696,6 +701,75 @@ fn enter(named: &mut Vec<u32>, f: u32) -> Result<(), CompactFault> {
 #[inline(always)]
 fn tick_bytes(class: usize) -> usize {
     class + ((class & (class >> 1)) << 2)
+}
+
+/// What a short form's tag (forms 1 to 3) says of its event, read with
+/// one load in [`CompactEvents::for_each_raw`]'s walk instead of worked
+/// out from the tag's bits: the event's position after it is one add
+/// and the values a mask each. Long-form tags give only `high_mask`.
+#[derive(Clone, Copy)]
+struct ShortForm {
+    /// The bits of the 8 bytes after the tag that are the delta's high bits.
+    high_mask: u64,
+    /// The bits of the 4 bytes after the tick that are the enter's id (0
+    /// for an exit).
+    id_mask: u32,
+    /// Bytes of the delta's high bits (0, 1, 2 or 7).
+    tick_bytes: u8,
+    /// The event's length.
+    len: u8,
+    /// Its kind: `enter` (forms 1 and 2), or `exit` of the innermost
+    /// named frame (form 3).
+    kind: u8,
+    /// What it adds to the named frames' depth: 1, or -1 as a `usize`
+    /// wraps it (the step sign-extends).
+    step: i8,
+}
+
+const SHORT_BY_TAG: [ShortForm; 256] = short_table();
+
+const fn short_table() -> [ShortForm; 256] {
+    let mut table = [ShortForm {
+        high_mask: 0,
+        id_mask: 0,
+        tick_bytes: 0,
+        len: 0,
+        kind: 0,
+        step: 0,
+    }; 256];
+    let mut tag = 0;
+    while tag < 256 {
+        let form = (tag >> TAG_FORM_SHIFT) as u8;
+        let class = (tag >> TAG_CLASS_SHIFT) & 3;
+        let tick_bytes = TICK_CLASS_BYTES[class];
+        let id_bytes = match form {
+            FORM_ENTER_1 => 1,
+            FORM_ENTER_2 => 2,
+            _ => 0,
+        };
+        table[tag] = ShortForm {
+            high_mask: TICK_CLASS_MAX[class] >> 4,
+            id_mask: SHORT_ID_MASK[form as usize],
+            tick_bytes: tick_bytes as u8,
+            len: (1 + tick_bytes + id_bytes) as u8,
+            kind: if form == FORM_EXIT_TOP {
+                KIND_EXIT
+            } else {
+                KIND_ENTER
+            } as u8,
+            step: if form == FORM_EXIT_TOP { -1 } else { 1 },
+        };
+        tag += 1;
+    }
+    table
+}
+
+/// The 4 bytes of `room` from `at` (at most 13).
+#[inline(always)]
+fn quad_at(room: &Room, at: usize) -> [u8; 4] {
+    let mut out = [0u8; 4];
+    out.copy_from_slice(&room[at..at + 4]);
+    out
 }
 
 /// The 8 bytes of `room` from `at` (at most 9).
@@ -1252,6 +1326,28 @@ mod tests {
             let mut by_each = Vec::new();
             walk.for_each_raw(|e| by_each.push(e));
             prop_assert_eq!(&by_each, &expected);
+            prop_assert_eq!(walk.problem(), problem.as_ref());
+        }
+
+        #[test]
+        fn the_raw_walks_agree_on_arbitrary_bytes(
+            body in proptest::collection::vec(any::<u8>(), 0..300),
+            named in proptest::collection::vec(0u32..4, 0..4),
+            tick in prop_oneof![Just(0u64), Just(MAX_TICK - 40), any::<u64>()],
+        ) {
+            // The fast walk reads short forms through a table of tags:
+            // on any bytes, it gives the one-event decoder's events and
+            // stops at the same damage.
+            let mut walk = CompactEvents::from_parts(&body, 3, 500, tick, named.clone());
+            let mut by_next = Vec::new();
+            while let Some(e) = walk.next_raw() {
+                by_next.push(e);
+            }
+            let problem = walk.problem().cloned();
+            let mut walk = CompactEvents::from_parts(&body, 3, 500, tick, named);
+            let mut by_each = Vec::new();
+            walk.for_each_raw(|e| by_each.push(e));
+            prop_assert_eq!(&by_each, &by_next);
             prop_assert_eq!(walk.problem(), problem.as_ref());
         }
 

@@ -36,6 +36,6 @@ pub use clock::{ClockInfo, ClockKind, PreferredClock, TickScale};
 pub use error::{ChunkProblem, ChunkProblemKind, CompactFault, FormatError};
 pub use event::{BadEvent, Event, EventKind, FunctionId, StackId, ThreadId};
 pub use header::{Header, Producer};
-pub use meta::{FunctionMeta, MetaRecord, MetaRecordRef};
+pub use meta::{FunctionMeta, MetaRecord, MetaRecordRef, StackKind};
 pub use reader::TraceFile;
 pub use writer::{TraceWriter, WriteError, WriterOptions};

@@ -36,6 +36,100 @@ pub struct FunctionMeta {
     pub module: String,
 }
 
+/// What a logical stack stands for: the stack record's `kind` field.
+/// Readers group stacks by it (frames left open at a stack's end are
+/// summarized per kind); a value a reader does not know reads as
+/// [`StackKind::Unspecified`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum StackKind {
+    /// The record does not say (written before the field, or by a writer
+    /// that does not know).
+    #[default]
+    Unspecified,
+    /// Made by the program itself (`mtrace::LogicalStack::new`).
+    Program,
+    /// A future put on a stack of its own (`.on_logical_stack()`).
+    Future,
+    /// A tokio task (`mtrace-tokio`'s hooks).
+    TokioTask,
+    /// A `tracing` span on a stack of its own (`mtrace-tracing`).
+    Span,
+    /// A Python asyncio task.
+    AsyncioTask,
+    /// A Python greenlet.
+    Greenlet,
+    /// A Python callback context (the profiled program's own switch key).
+    CallbackContext,
+    /// A thread waiting for work (a parked tokio worker): while a thread
+    /// is on it, the thread is idle, not running anything of the program.
+    Idle,
+}
+
+impl StackKind {
+    /// Every kind, in the order of their values.
+    pub const ALL: [StackKind; 9] = [
+        StackKind::Unspecified,
+        StackKind::Program,
+        StackKind::Future,
+        StackKind::TokioTask,
+        StackKind::Span,
+        StackKind::AsyncioTask,
+        StackKind::Greenlet,
+        StackKind::CallbackContext,
+        StackKind::Idle,
+    ];
+
+    /// The record's value.
+    pub fn value(self) -> u32 {
+        self as u32
+    }
+
+    /// The kind a record's value stands for; unknown values are
+    /// [`StackKind::Unspecified`].
+    pub fn from_value(value: u32) -> StackKind {
+        usize::try_from(value)
+            .ok()
+            .and_then(|i| StackKind::ALL.get(i).copied())
+            .unwrap_or_default()
+    }
+
+    /// The kind's machine-readable name (`asyncio_task`), as reports'
+    /// JSON writes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            StackKind::Unspecified => "unspecified",
+            StackKind::Program => "program",
+            StackKind::Future => "future",
+            StackKind::TokioTask => "tokio_task",
+            StackKind::Span => "span",
+            StackKind::AsyncioTask => "asyncio_task",
+            StackKind::Greenlet => "greenlet",
+            StackKind::CallbackContext => "callback_context",
+            StackKind::Idle => "idle",
+        }
+    }
+
+    /// The kind [`StackKind::name`] gives `name`, if any.
+    pub fn from_name(name: &str) -> Option<StackKind> {
+        StackKind::ALL.into_iter().find(|k| k.name() == name)
+    }
+
+    /// Plural words for stacks of this kind, as reports write them.
+    pub fn plural(self) -> &'static str {
+        match self {
+            StackKind::Unspecified => "other stacks",
+            StackKind::Program => "program stacks",
+            StackKind::Future => "futures",
+            StackKind::TokioTask => "tokio tasks",
+            StackKind::Span => "spans",
+            StackKind::AsyncioTask => "asyncio tasks",
+            StackKind::Greenlet => "greenlets",
+            StackKind::CallbackContext => "callback contexts",
+            StackKind::Idle => "idle stacks",
+        }
+    }
+}
+
 /// One metadata record.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum MetaRecord {
@@ -47,6 +141,9 @@ pub enum MetaRecord {
         id: StackId,
         /// Its name.
         name: String,
+        /// What made it ([`StackKind::Unspecified`] in records written
+        /// before the field).
+        kind: StackKind,
     },
     /// A thread's name.
     Thread {
@@ -99,7 +196,7 @@ impl MetaRecord {
                 put_str(out, &f.file);
                 put_str(out, &f.module);
             }),
-            MetaRecord::Stack { id, name } => encode_stack(out, *id, name),
+            MetaRecord::Stack { id, name, kind } => encode_stack_of_kind(out, *id, name, *kind),
             MetaRecord::Thread { tid, os_tid, name } => encode_record(out, META_THREAD, |out| {
                 out.extend_from_slice(&tid.0.to_le_bytes());
                 out.extend_from_slice(&os_tid.to_le_bytes());
@@ -119,9 +216,15 @@ impl MetaRecord {
 /// making the record (a writer names every task's stack as it is created:
 /// this spares it copying the name).
 pub fn encode_stack(out: &mut Vec<u8>, id: StackId, name: &str) {
+    encode_stack_of_kind(out, id, name, StackKind::Unspecified);
+}
+
+/// [`encode_stack`] with the stack's kind.
+pub fn encode_stack_of_kind(out: &mut Vec<u8>, id: StackId, name: &str, kind: StackKind) {
     encode_record(out, META_STACK, |out| {
         out.extend_from_slice(&id.0.to_le_bytes());
         put_str(out, name);
+        out.extend_from_slice(&kind.value().to_le_bytes());
     });
 }
 
@@ -252,6 +355,8 @@ pub enum MetaRecordRef<'a> {
         id: StackId,
         /// Its name.
         name: &'a [u8],
+        /// What made it.
+        kind: StackKind,
     },
     /// [`MetaRecord::Function`], its strings' bytes borrowed, as written
     /// (see above).
@@ -275,9 +380,10 @@ impl MetaRecordRef<'_> {
     /// The record, its strings copied if borrowed.
     pub fn into_owned(self) -> MetaRecord {
         match self {
-            MetaRecordRef::Stack { id, name } => MetaRecord::Stack {
+            MetaRecordRef::Stack { id, name, kind } => MetaRecord::Stack {
                 id,
                 name: String::from_utf8_lossy(name).into_owned(),
+                kind,
             },
             MetaRecordRef::Function {
                 id,
@@ -416,10 +522,13 @@ fn decode_payload(kind: u16, p: &[u8]) -> Result<Entry<'_>, &'static str> {
     let mut cursor = Cursor { bytes: p, at: 0 };
     let record = match kind {
         META_STACK => {
-            return Ok(Entry::Record(MetaRecordRef::Stack {
-                id: StackId(cursor.u64()?),
-                name: cursor.bytes()?,
-            }))
+            let id = StackId(cursor.u64()?);
+            let name = cursor.bytes()?;
+            // Appended to the record later: absent in older files.
+            let kind = cursor
+                .u32()
+                .map_or(StackKind::Unspecified, StackKind::from_value);
+            return Ok(Entry::Record(MetaRecordRef::Stack { id, name, kind }));
         }
         META_NEXT_SEGMENT => {
             return Ok(Entry::Next {
@@ -533,6 +642,7 @@ mod tests {
             MetaRecord::Stack {
                 id: StackId(7),
                 name: "task-7".into(),
+                kind: StackKind::TokioTask,
             },
             MetaRecord::Thread {
                 tid: ThreadId(2),
@@ -585,6 +695,34 @@ mod tests {
         }
         assert_eq!(bytes.len() % 8, 0);
         assert_eq!(decode_records(&bytes, 0), (sample(), None));
+    }
+
+    #[test]
+    fn a_stack_record_without_a_kind_or_with_an_unknown_one_reads_unspecified() {
+        // As recorders wrote it before the kind was appended: id and name.
+        let mut old = Vec::new();
+        encode_record(&mut old, META_STACK, |out| {
+            out.extend_from_slice(&7u64.to_le_bytes());
+            put_str(out, "task-7");
+        });
+        let mut unknown = Vec::new();
+        encode_record(&mut unknown, META_STACK, |out| {
+            out.extend_from_slice(&7u64.to_le_bytes());
+            put_str(out, "task-7");
+            out.extend_from_slice(&999u32.to_le_bytes());
+        });
+        for bytes in [old, unknown] {
+            let want = MetaRecord::Stack {
+                id: StackId(7),
+                name: "task-7".into(),
+                kind: StackKind::Unspecified,
+            };
+            assert_eq!(decode_records(&bytes, 0), (vec![want], None));
+        }
+        for kind in StackKind::ALL {
+            assert_eq!(StackKind::from_value(kind.value()), kind);
+            assert_eq!(StackKind::from_name(kind.name()), Some(kind));
+        }
     }
 
     #[test]

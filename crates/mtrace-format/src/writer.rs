@@ -18,7 +18,7 @@ use crate::clock::{ClockInfo, PreferredClock};
 use crate::event::{Event, EventKind, FunctionId, StackId, ThreadId, MAX_TICK};
 use crate::header::Header;
 use crate::layout::*;
-use crate::meta::{FunctionMeta, MetaRecord};
+use crate::meta::{FunctionMeta, MetaRecord, StackKind};
 
 /// Settings for a [`TraceWriter`].
 #[derive(Clone, Debug)]
@@ -144,6 +144,7 @@ impl<W: Write + Seek> TraceWriter<W> {
         MetaRecord::Stack {
             id,
             name: name.to_owned(),
+            kind: StackKind::Unspecified,
         }
         .encode(&mut self.meta);
         id

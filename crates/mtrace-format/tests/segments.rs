@@ -8,7 +8,7 @@ use mtrace_format::layout::{
     S_META_LEN,
 };
 use mtrace_format::meta::encode_next_segment;
-use mtrace_format::{ClockInfo, Header, MetaRecord, StackId, TraceFile};
+use mtrace_format::{ClockInfo, Header, MetaRecord, StackId, StackKind, TraceFile};
 
 const CHUNK: usize = 1024;
 const FIRST: usize = 512;
@@ -20,6 +20,7 @@ fn records(p: usize) -> Vec<MetaRecord> {
         .map(|i| MetaRecord::Stack {
             id: StackId((p * 100 + i) as u64),
             name: format!("part-{p}-task-{i}"),
+            kind: StackKind::Program,
         })
         .collect()
 }

@@ -68,7 +68,7 @@ fn read_sample(bytes: &[u8]) -> (BTreeMap<u64, Vec<Named>>, HashMap<u64, String>
             MetaRecord::Function(f) => {
                 functions.insert(f.id.0, (f.name, f.file, f.line));
             }
-            MetaRecord::Stack { id, name } => {
+            MetaRecord::Stack { id, name, .. } => {
                 stacks.insert(id.0, name);
             }
             MetaRecord::Thread { tid, name, .. } => {

@@ -28,15 +28,16 @@
 //! `builtins="fast"`, a CALL whose callable is a Python function (or a
 //! class) disables CALL (and so C_RETURN/C_RAISE) at that location: a
 //! third fewer callbacks in call-heavy Python code, at the price of the
-//! built-in calls such a site makes later. `disable()` calls
-//! `restart_events`.
+//! built-in calls such a site makes later. `disable()` then calls
+//! `restart_events` (and only then: a restart re-instruments the code of
+//! every frame on the stack).
 
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicPtr, Ordering};
 use std::sync::OnceLock;
 
 use pyo3::exceptions::PyRuntimeError;
-use pyo3::ffi;
 use pyo3::prelude::*;
+use pyo3::{ffi, intern};
 
 use crate::registry::{cfunction_def, clear_error};
 use crate::stacks::{self, Enter, Leave};
@@ -262,6 +263,70 @@ fn defs() -> &'static Defs {
     })
 }
 
+/// What installing the callbacks needs from `sys.monitoring`, looked up
+/// once a process: a profile per request installs and uninstalls them each
+/// time, and the lookups (the module, each event's bit, a function object
+/// per callback) were a fifth of that.
+struct Hooks {
+    monitoring: Py<PyAny>,
+    /// `sys.monitoring.events.X` of each of [`CALLBACKS`].
+    bits: Vec<i64>,
+    /// A function object per callback of [`CALLBACKS`].
+    callbacks: Vec<Py<PyAny>>,
+    /// [`on_nothing`]'s function object (the floor).
+    nothing: Py<PyAny>,
+}
+
+static HOOKS: OnceLock<Hooks> = OnceLock::new();
+
+/// The process's [`Hooks`], made at the first install; its first call also
+/// stores `MISSING`, `DISABLE` and the interned `callback` for the
+/// callbacks.
+fn hooks(py: Python<'_>) -> PyResult<&'static Hooks> {
+    if let Some(hooks) = HOOKS.get() {
+        return Ok(hooks);
+    }
+    let mon = py.import("sys")?.getattr("monitoring")?;
+    MISSING.store(mon.getattr("MISSING")?.into_ptr(), Ordering::Relaxed);
+    if CALLBACK_NAME.load(Ordering::Relaxed).is_null() {
+        let name = pyo3::types::PyString::intern(py, "callback");
+        CALLBACK_NAME.store(name.clone().into_ptr(), Ordering::Relaxed);
+    }
+    DISABLE.store(mon.getattr("DISABLE")?.into_ptr(), Ordering::Relaxed);
+    let events = mon.getattr("events")?;
+    let bits = CALLBACKS
+        .iter()
+        .map(|&(event, _, _, _)| events.getattr(event)?.extract::<i64>())
+        .collect::<PyResult<Vec<i64>>>()?;
+    let function = |def: &'static ffi::PyMethodDef| -> PyResult<Py<PyAny>> {
+        // SAFETY: `def` is 'static; a PyCFunction without self or module.
+        unsafe {
+            Bound::from_owned_ptr_or_err(
+                py,
+                ffi::PyCFunction_NewEx(
+                    def as *const ffi::PyMethodDef as *mut ffi::PyMethodDef,
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                ),
+            )
+            .map(Bound::unbind)
+        }
+    };
+    let defs = &defs().0;
+    let Some((nothing, callbacks)) = defs.split_last() else {
+        return Err(PyRuntimeError::new_err("mtrace: no callback definitions"));
+    };
+    let made = Hooks {
+        monitoring: mon.unbind(),
+        bits,
+        callbacks: callbacks.iter().map(function).collect::<PyResult<_>>()?,
+        nothing: function(nothing)?,
+    };
+    // Two threads may both make one: the first kept wins, the other is
+    // dropped (it holds only references).
+    Ok(HOOKS.get_or_init(|| made))
+}
+
 /// Takes a tool id and registers the callbacks (the C ones only with
 /// `builtins`; `fast_builtins`: see [`FAST_BUILTINS`]); with `floor`,
 /// [`on_nothing`] for each of those events instead.
@@ -274,11 +339,14 @@ pub(crate) fn install(
     if TOOL.load(Ordering::Relaxed) >= 0 {
         return Ok(());
     }
-    let mon = py.import("sys")?.getattr("monitoring")?;
+    let hooks = hooks(py)?;
+    let mon = hooks.monitoring.bind(py);
     let mut tool = None;
     for id in TOOL_IDS {
-        if mon.call_method1("get_tool", (id,))?.is_none()
-            && mon.call_method1("use_tool_id", (id, "mtrace")).is_ok()
+        if mon.call_method1(intern!(py, "get_tool"), (id,))?.is_none()
+            && mon
+                .call_method1(intern!(py, "use_tool_id"), (id, intern!(py, "mtrace")))
+                .is_ok()
         {
             tool = Some(id);
             break;
@@ -299,42 +367,25 @@ pub(crate) fn install(
             taken.join(", ")
         )));
     };
-    MISSING.store(mon.getattr("MISSING")?.into_ptr(), Ordering::Relaxed);
-    if CALLBACK_NAME.load(Ordering::Relaxed).is_null() {
-        let name = pyo3::types::PyString::intern(py, "callback");
-        CALLBACK_NAME.store(name.clone().into_ptr(), Ordering::Relaxed);
-    }
-    DISABLE.store(mon.getattr("DISABLE")?.into_ptr(), Ordering::Relaxed);
     FAST_BUILTINS.store(fast_builtins, Ordering::Relaxed);
     CALLS.store(builtins, Ordering::Relaxed);
-    let events = mon.getattr("events")?;
     let mut mask: i64 = 0;
     let result = (|| -> PyResult<()> {
-        let nothing = defs().0.last();
-        for (def, &(event, _, _, c_only)) in defs().0.iter().zip(CALLBACKS.iter()) {
+        let register = intern!(py, "register_callback");
+        for (i, &(_, _, _, c_only)) in CALLBACKS.iter().enumerate() {
             if c_only && !builtins {
                 continue;
             }
-            let def = match nothing {
-                Some(nothing) if floor => nothing,
-                _ => def,
+            let callable = if floor {
+                &hooks.nothing
+            } else {
+                &hooks.callbacks[i]
             };
-            // SAFETY: `def` is 'static; a PyCFunction without self or module.
-            let callable = unsafe {
-                Bound::from_owned_ptr_or_err(
-                    py,
-                    ffi::PyCFunction_NewEx(
-                        def as *const ffi::PyMethodDef as *mut ffi::PyMethodDef,
-                        std::ptr::null_mut(),
-                        std::ptr::null_mut(),
-                    ),
-                )?
-            };
-            let bit = events.getattr(event)?;
-            mon.call_method1("register_callback", (tool, &bit, callable))?;
-            mask |= bit.extract::<i64>()?;
+            let bit = hooks.bits[i];
+            mon.call_method1(register, (tool, bit, callable.bind(py)))?;
+            mask |= bit;
         }
-        mon.call_method1("set_events", (tool, mask))?;
+        mon.call_method1(intern!(py, "set_events"), (tool, mask))?;
         Ok(())
     })();
     TOOL.store(tool, Ordering::Relaxed);
@@ -351,18 +402,21 @@ pub(crate) fn uninstall(py: Python<'_>) -> PyResult<()> {
     if tool < 0 {
         return Ok(());
     }
-    let mon = py.import("sys")?.getattr("monitoring")?;
-    mon.call_method1("set_events", (tool, 0))?;
-    let events = mon.getattr("events")?;
-    for &(event, _, _, _) in CALLBACKS.iter() {
-        mon.call_method1(
-            "register_callback",
-            (tool, events.getattr(event)?, py.None()),
-        )?;
+    let hooks = hooks(py)?;
+    let mon = hooks.monitoring.bind(py);
+    mon.call_method1(intern!(py, "set_events"), (tool, 0))?;
+    let register = intern!(py, "register_callback");
+    for &bit in &hooks.bits {
+        mon.call_method1(register, (tool, bit, py.None()))?;
     }
     // Sites disabled by builtins="fast" report again to the next tool.
-    mon.call_method0("restart_events")?;
-    mon.call_method1("free_tool_id", (tool,))?;
+    // Only then: a restart re-instruments the code of every frame on
+    // every thread's stack, which a profile per request pays each time
+    // (`FAST_BUILTINS` is the one path that returns `DISABLE`).
+    if FAST_BUILTINS.load(Ordering::Relaxed) {
+        mon.call_method0(intern!(py, "restart_events"))?;
+    }
+    mon.call_method1(intern!(py, "free_tool_id"), (tool,))?;
     Ok(())
 }
 

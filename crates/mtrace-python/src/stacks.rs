@@ -79,7 +79,7 @@ use std::mem::{self, ManuallyDrop};
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use mtrace::{FunctionId, LogicalStack, StackId, SwitchGuard};
+use mtrace::{FunctionId, LogicalStack, StackId, StackKind, SwitchGuard};
 use pyo3::ffi;
 
 use crate::registry::{self, lock, Entry, PtrHasher, PtrMap};
@@ -857,7 +857,14 @@ unsafe fn acquire(
     }
     let mut c = Box::new(Context {
         key: (kind, key),
-        stack: LogicalStack::new(name.clone()),
+        stack: LogicalStack::of_kind(
+            match kind {
+                Kind::Task => StackKind::AsyncioTask,
+                Kind::Greenlet => StackKind::Greenlet,
+                Kind::Callback => StackKind::CallbackContext,
+            },
+            name.clone(),
+        ),
         name,
         shadow: Vec::new(),
         busy: true,

@@ -8,6 +8,7 @@ not hang the suite)."""
 import contextlib
 import glob
 import io
+import json
 import os
 import re
 import subprocess
@@ -432,6 +433,11 @@ class Invisible(Case):
         report = run([mtanalyze_binary(), out, "--format", "json"]).stdout
         self.assertIn('"main_work"', report)
         self.assertNotIn("child_not_recorded", report)
+        # The report says, once, that code ran where it was not recorded:
+        # one count a subinterpreter made.
+        made = plain.stdout.count("subinterpreter ran")
+        warnings = {w["kind"]: w for w in json.loads(report)["warnings"]}
+        self.assertEqual(warnings["subinterpreter_not_recorded"]["count"], made, warnings)
 
 
 if __name__ == "__main__":

@@ -234,6 +234,8 @@ class AsyncioTasks(StackCase):
         names = [f"{name} (fetch)" if name.startswith("Task-") else name for name in names]
         for name in names:
             self.assertIn(name, stacks, f"no stack named {name!r}: {sorted(stacks)}")
+        # Each is said to be an asyncio task (reports group stacks by kind).
+        self.assertEqual({s.get("kind") for s in stacks.values()}, {"asyncio_task"}, stacks)
         self.assertIn("main", {s["name"].split(" (")[-1].rstrip(")") for s in stacks.values()})
         # Each task's stack holds its own fetch only (depth: fetch, sleep, ...).
         for name in names:
@@ -588,6 +590,7 @@ class Greenlets(StackCase):
         greenlets = [s for s in report["stacks"] if s["id"].startswith("stack:")]
         self.assertEqual(sorted(s["name"] for s in greenlets), ["greenlet-1", "greenlet-2"],
                          report["stacks"])
+        self.assertEqual({s.get("kind") for s in greenlets}, {"greenlet"}, greenlets)
         # ping -> switch, pong -> answer / switch: nothing of the switching
         # machinery piles up on a greenlet's stack.
         for s in greenlets:

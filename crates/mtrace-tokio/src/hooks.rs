@@ -38,7 +38,7 @@ use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 use std::sync::{LazyLock, Mutex};
 use std::time::{Duration, Instant};
 
-use mtrace::{Detached, LogicalStack};
+use mtrace::{Detached, LogicalStack, StackKind};
 use tokio::runtime::{Builder, TaskMeta};
 use tokio::task::Id;
 
@@ -213,9 +213,10 @@ fn spawn(meta: &TaskMeta<'_>) {
     }
     let at = meta.spawned_at();
     let name = format!("{}:{} task-{}", at.file(), at.line(), meta.id());
-    TASKS
-        .shard(meta.id())
-        .insert(meta.id(), Slot::Idle(LogicalStack::new(name)));
+    TASKS.shard(meta.id()).insert(
+        meta.id(),
+        Slot::Idle(LogicalStack::of_kind(StackKind::TokioTask, name)),
+    );
 }
 
 fn before_poll(meta: &TaskMeta<'_>) {

@@ -59,7 +59,8 @@
 //! feature). Without it the trace has no
 //! wakes and the tables say the split was not measured
 //! (`.on_logical_stack()`'s waker records wakes too). A worker parked
-//! while it waits for work is on its own stack, counted as running.
+//! while it waits for work is on an idle stack of its own (kind `idle`),
+//! so its own stack is paused, not running, meanwhile.
 //! The future given to `block_on`
 //! is not a task and runs on the thread's own stack; `spawn_blocking`
 //! closures are not polled, so they run on the blocking thread's own
@@ -69,6 +70,7 @@
 
 #[cfg(tokio_unstable)]
 mod hooks;
+mod idle;
 #[cfg(feature = "tracing")]
 pub mod wakes;
 
@@ -122,12 +124,15 @@ pub fn run<F: std::future::Future>(future: F) -> std::io::Result<F::Output> {
 }
 
 /// Installs the task hooks that run every task of the runtime on its own
-/// [`LogicalStack`] (see the [crate docs](crate)). Without
-/// `--cfg tokio_unstable`, returns `builder` unchanged.
+/// [`LogicalStack`] (see the [crate docs](crate)), and the park hooks that
+/// put a worker waiting for work on an idle stack (`StackKind::Idle`), so
+/// the report counts it idle, not running. Without `--cfg tokio_unstable`,
+/// only the park hooks.
 ///
 /// It replaces hooks installed before it (tokio keeps one of each).
 pub fn instrument(builder: &mut Builder) -> &mut Builder {
     #[cfg(tokio_unstable)]
     hooks::install(builder);
+    idle::install(builder);
     builder
 }

@@ -37,6 +37,7 @@ fn run_is_tokio_main_with_the_hooks() {
         .stacks
         .iter()
         .filter(|s| s.name.starts_with(file!()) && s.name.contains(" task-"))
+        .inspect(|s| assert_eq!(s.kind, mtrace::StackKind::TokioTask, "{s:?}"))
         .count();
     let expected = if mtrace_tokio::HOOKS_AVAILABLE { 8 } else { 0 };
     assert_eq!(tasks, expected, "a stack per spawned task");

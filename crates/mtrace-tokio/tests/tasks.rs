@@ -161,7 +161,7 @@ mod with_hooks {
 
 #[cfg(not(tokio_unstable))]
 #[test]
-fn without_tokio_unstable_nothing_is_installed() {
+fn without_tokio_unstable_no_task_hook_is_installed() {
     const { assert!(!mtrace_tokio::HOOKS_AVAILABLE) };
     let mut builder = tokio::runtime::Builder::new_current_thread();
     let rt = mtrace_tokio::instrument(&mut builder).build().unwrap();

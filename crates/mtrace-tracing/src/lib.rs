@@ -117,7 +117,7 @@ use std::fmt;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Mutex;
 
-use mtrace::{Detached, FunctionId, LogicalStack, StackId};
+use mtrace::{Detached, FunctionId, LogicalStack, StackId, StackKind};
 use tracing::field::{Field, Visit};
 use tracing::level_filters::LevelFilter;
 use tracing::span::{Attributes, Id};
@@ -356,7 +356,7 @@ where
                 Home::NotOpen if mtrace::is_recording() => {
                     let current = mtrace::current_stack();
                     if current == StackId::OWN && self.own_stacks {
-                        let mut stack = LogicalStack::with_static_name(frame.name);
+                        let mut stack = LogicalStack::of_kind(StackKind::Span, frame.name);
                         if let Some(detached) = stack.enter_detached() {
                             mtrace::enter(frame.function);
                             *home = Home::Own(None);

@@ -80,6 +80,20 @@ fn spans_closed_elsewhere_or_never_leave_a_report() {
         .map(|w| (w.kind.as_str(), w.count))
         .collect();
     assert_eq!(kinds, [("frames_open_at_stack_end", 1)]);
+    // Said of the kind of stack it was left on: a future on a stack of its own.
+    let left_open = &report.warnings[0];
+    let by_kind: Vec<(&str, u64)> = left_open
+        .by_stack_kind
+        .iter()
+        .map(|(k, n)| (k.as_str(), *n))
+        .collect();
+    assert_eq!(by_kind, [("future", 1)]);
+    let task_a = report.stacks.iter().find(|s| &*s.name == "task-A");
+    assert_eq!(task_a.map(|s| s.kind), Some(mtrace::StackKind::Future));
+    assert_eq!(
+        mtanalyze::render::warnings_summary(&report.warnings).as_deref(),
+        Some("1 warning: frames_open_at_stack_end x1 (1 on futures)")
+    );
     assert!(
         report.marks.iter().any(|m| &*m.name == "inside moved"),
         "{:?}",

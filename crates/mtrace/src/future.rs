@@ -22,7 +22,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 
-use mtrace_format::StackId;
+use mtrace_format::{StackId, StackKind};
 
 use crate::scope::CallSite;
 use crate::stack::LogicalStack;
@@ -148,7 +148,7 @@ impl<F> Drop for Instrumented<F> {
 pub trait LogicalStackExt: Future + Sized {
     /// Runs every poll of `self` on a new stack named `name`.
     fn on_logical_stack(self, name: impl Into<String>) -> Instrumented<Self> {
-        Instrumented::new(self, LogicalStack::new(name))
+        Instrumented::new(self, LogicalStack::of_kind(StackKind::Future, name.into()))
     }
 
     /// Runs every poll of `self` on `stack`.

@@ -66,8 +66,8 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use mtrace_format::layout::*;
-use mtrace_format::meta::{encode_next_segment, encode_stack};
-use mtrace_format::{MetaRecord, StackId};
+use mtrace_format::meta::{encode_next_segment, encode_stack_of_kind};
+use mtrace_format::{MetaRecord, StackId, StackKind};
 
 use crate::clock::RunClock;
 use crate::config::{Config, Mode};
@@ -559,14 +559,14 @@ pub(crate) fn current_with_gen(reading: &Reading, gen: u64) -> Option<&Shared> {
 
 /// Writes a stack's name into recording `gen`; false if it is not running
 /// (or paused: the stack is named when it runs after the resume).
-pub(crate) fn name_stack(gen: u64, id: StackId, name: &str) -> bool {
+pub(crate) fn name_stack(gen: u64, id: StackId, name: &str, kind: StackKind) -> bool {
     if gen & GEN_PAUSED != 0 {
         return false;
     }
     let reading = Reading::begin();
     match current_with_gen(&reading, gen) {
         Some(s) => {
-            s.write_meta_with(|out| encode_stack(out, id, name));
+            s.write_meta_with(|out| encode_stack_of_kind(out, id, name, kind));
             true
         }
         None => false,

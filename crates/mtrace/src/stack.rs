@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use mtrace_format::StackId;
+use mtrace_format::{StackId, StackKind};
 
 use crate::shared::{self, GEN_OFF};
 use crate::thread;
@@ -66,25 +66,33 @@ pub struct LogicalStack {
     frames_gen: u64,
     /// The generation whose metadata names this stack.
     named_in: u64,
+    /// What it stands for, written with its name.
+    kind: StackKind,
 }
 
 impl LogicalStack {
     /// A stack named `name` in the trace. Names need not be unique: each
     /// stack has its own id.
     pub fn new(name: impl Into<String>) -> LogicalStack {
-        LogicalStack::named(Cow::Owned(name.into()))
+        LogicalStack::of_kind(StackKind::Program, name.into())
     }
 
     /// [`LogicalStack::new`] for a name that lives as long as the program
     /// (a callsite's, a literal): the stack keeps a reference, so making
     /// one allocates nothing (a `tracing` layer makes one per root span).
     pub fn with_static_name(name: &'static str) -> LogicalStack {
-        LogicalStack::named(Cow::Borrowed(name))
+        LogicalStack::of_kind(StackKind::Program, name)
     }
 
-    fn named(name: Cow<'static, str>) -> LogicalStack {
+    /// A stack named `name` that stands for a `kind` of thing (a task, a
+    /// span: what an integration makes). Reports group stacks by kind,
+    /// e.g. when they summarize frames left open at stacks' ends. A
+    /// `&'static str` name is kept by reference, as
+    /// [`LogicalStack::with_static_name`] keeps it.
+    pub fn of_kind(kind: StackKind, name: impl Into<Cow<'static, str>>) -> LogicalStack {
         let mut stack = LogicalStack::anonymous();
-        stack.name = Some(name);
+        stack.name = Some(name.into());
+        stack.kind = kind;
         let g = shared::GEN.load(Ordering::Relaxed);
         stack.name_in(g);
         stack
@@ -98,6 +106,7 @@ impl LogicalStack {
             frames: Vec::new(),
             frames_gen: GEN_OFF,
             named_in: GEN_OFF,
+            kind: StackKind::Unspecified,
         }
     }
 
@@ -192,7 +201,7 @@ impl LogicalStack {
     fn name_in(&mut self, g: u64) {
         if g > GEN_OFF && self.named_in != g {
             if let Some(name) = &self.name {
-                if shared::name_stack(g, self.id, name) {
+                if shared::name_stack(g, self.id, name, self.kind) {
                     self.named_in = g;
                 }
             }

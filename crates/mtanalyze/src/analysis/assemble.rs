@@ -21,7 +21,8 @@ use crate::model::merge::Sums;
 use crate::model::report::{
     CallPath, Clock, FunctionStats, Report, StackName, StackRows, StackStats, TimeWindow,
 };
-use crate::model::warnings::Warnings;
+use crate::model::warnings::{makes_subinterpreter, Warnings};
+use mtrace_format::StackKind;
 
 /// Where the function rows and edges of a report go.
 pub(super) enum Rows {
@@ -104,7 +105,12 @@ pub(super) fn assemble(
     };
     let mut warnings = prep.warnings.clone();
     warnings.merge(replay_warnings);
-    warnings.add_left_open(acc.left_open);
+    for &(stack, frames) in &acc.left_open.0 {
+        warnings.add_left_open(prep.decoded.stack_kinds.get(stack), frames);
+    }
+    if !summed {
+        warnings.add_subinterpreters(subinterpreters_made(&acc, prep.functions.entries()));
+    }
     let mut summary = prep.summary(trace, all_stacks);
     if !prep.window.is_all() {
         let (from_ns, to_ns) = prep.window.bounds();
@@ -152,6 +158,15 @@ pub(super) fn assemble(
 /// The functions that were called, sorted by key, with each one's dense
 /// index, and for each dense index its position among them (`u32::MAX`:
 /// never called).
+/// Calls that made a subinterpreter ([`makes_subinterpreter`]).
+fn subinterpreters_made(acc: &Acc, entries: &[FunctionEntry<'_>]) -> u64 {
+    acc.functions
+        .iter()
+        .zip(entries)
+        .filter(|(_, e)| makes_subinterpreter(&e.key.function, &e.key.file))
+        .fold(0u64, |n, (a, _)| n.saturating_add(a.ncalls))
+}
+
 fn function_rows(
     acc: &Acc,
     entries: &[FunctionEntry<'_>],
@@ -454,6 +469,10 @@ fn name_stacks(stacks: &mut [StackStats], decoded: &mut Decoded<'_>) {
     let mut stack_names = stack_names.iter().peekable();
     let mut thread_names = std::mem::take(&mut decoded.thread_names);
     for s in stacks {
+        s.kind = match s.id {
+            StackKey::Own(_) => StackKind::Unspecified,
+            StackKey::Logical(id) => decoded.stack_kinds.get(id),
+        };
         s.name = match s.id {
             StackKey::Own(tid) => thread_names.remove(&tid).map(|(name, _)| name.into()),
             StackKey::Logical(id) => {
@@ -516,6 +535,7 @@ mod tests {
 
     fn stack(id: StackKey) -> StackStats {
         StackStats {
+            kind: Default::default(),
             id,
             name: Default::default(),
             threads: Default::default(),

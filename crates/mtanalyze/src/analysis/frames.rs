@@ -92,15 +92,25 @@ pub(super) struct Acc {
     /// analyzer: the `frames_open_at_stack_end` warning ("Frames left
     /// open" in `semantics.md`). Like calls, only frames entered in the
     /// time window count.
-    pub left_open: u64,
+    pub left_open: LeftOpen,
 }
+
+/// Frames left open at logical stacks' ends: (stack id, frames) for each
+/// stack that had any, in no particular order. Kept per stack so the
+/// warning can say which kinds of stack (tasks, greenlets, spans) they
+/// were on; few stacks have any.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct LeftOpen(pub Vec<(u64, u64)>);
 
 /// Where a stack's replay finishes: whether the frames still open then
 /// count as left open by the program.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Leftover {
-    /// A logical stack at its `end`: they do.
-    AtStackEnd,
+    /// Logical stack `stack` at its `end`: they do.
+    AtStackEnd {
+        /// The stack's id.
+        stack: u64,
+    },
     /// At the end of the trace (a task still running when the recording
     /// finished, as often as one never finished), or cut short by lost
     /// events (which have warnings of their own): they do not.
@@ -114,7 +124,7 @@ impl Acc {
             functions: vec![FnAcc::default(); n],
             edges: EdgeSums::default(),
             paths: paths.then(PathTree::default),
-            left_open: 0,
+            left_open: LeftOpen::default(),
         }
     }
 
@@ -137,7 +147,7 @@ impl Acc {
             a.through_callees += b.through_callees;
         }
         self.edges.merge(other.edges);
-        self.left_open += other.left_open;
+        self.left_open.0.extend(other.left_open.0);
         if let (Some(a), Some(b)) = (&mut self.paths, &other.paths) {
             a.merge_from(b, ROOT);
         }
@@ -405,7 +415,7 @@ impl Tally {
         self.acc.functions.resize(n, FnAcc::default());
         self.acc.edges.list.clear();
         self.acc.paths = paths.then(PathTree::default);
-        self.acc.left_open = 0;
+        self.acc.left_open.0.clear();
         self.frames.clear();
         self.fn_open.clear();
         self.fn_open.resize(n, 0);
@@ -488,7 +498,7 @@ impl Tally {
     /// The frames left open on the stacks replayed since the last call
     /// (or the tally's start), for one trace's warnings when the tally
     /// goes on summing the next trace's stacks.
-    pub(super) fn take_left_open(&mut self) -> u64 {
+    pub(super) fn take_left_open(&mut self) -> LeftOpen {
         std::mem::take(&mut self.acc.left_open)
     }
 
@@ -506,7 +516,7 @@ impl Tally {
                 functions: Vec::new(),
                 edges: EdgeSums::default(),
                 paths: None,
-                left_open: 0,
+                left_open: LeftOpen::default(),
             },
         );
         // The table numbers each edge once: the list needs no index.
@@ -691,9 +701,11 @@ impl<'a, O: Observer> FrameStack<'a, O> {
     /// Counts the frames open now as left open (`at`), before
     /// [`FrameStack::close_all`] closes them.
     pub(super) fn count_left_open(&mut self, at: Leftover) {
-        if at == Leftover::AtStackEnd {
+        if let Leftover::AtStackEnd { stack } = at {
             let n = self.t.frames.iter().filter(|f| f.counted).count() as u64;
-            self.t.acc.left_open += n;
+            if n > 0 {
+                self.t.acc.left_open.0.push((stack, n));
+            }
         }
     }
 

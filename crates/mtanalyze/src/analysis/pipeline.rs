@@ -38,6 +38,7 @@ use crate::model::merge::Sums;
 use crate::model::report::{StackName, StackStats};
 use crate::model::warnings::Warnings;
 use crate::threads;
+use mtrace_format::StackKind;
 
 /// The batch engine: every segment of the decoded `trace` cut, then
 /// grouped by stack, then every stack replayed. `stage_done` is called as
@@ -404,11 +405,11 @@ fn rows(
         .filter_map(|(i, t)| Some((analysis.stack_key(i)?, t?)));
     for (key, t) in replayed {
         while let Some((k, o)) = own.next_if(|(k, _)| *k < key) {
-            rows.push(o.into_row(k, StackName::default()));
+            rows.push(o.into_row(k, StackName::default(), StackKind::Unspecified));
         }
-        rows.push(t.into_row(key, StackName::default()));
+        rows.push(t.into_row(key, StackName::default(), StackKind::Unspecified));
     }
-    rows.extend(own.map(|(k, o)| o.into_row(k, StackName::default())));
+    rows.extend(own.map(|(k, o)| o.into_row(k, StackName::default(), StackKind::Unspecified)));
     rows
 }
 

@@ -27,7 +27,7 @@ use std::borrow::Cow;
 
 use mtrace_format::event::{raw_is_valid, raw_parts, KIND_ENTER, KIND_EXIT};
 use mtrace_format::layout::EVENT_SIZE;
-use mtrace_format::TraceFile;
+use mtrace_format::{StackKind, TraceFile};
 
 use crate::analysis::clock::{GilCursor, GilTimeline};
 use crate::analysis::decode::{prefetch, Batches, Decoded, FunctionTable};
@@ -93,10 +93,13 @@ pub(super) fn replay_stack<'s, O: Observer>(
     // Where the last segment left the stack: ended at a `lost` mark (ns),
     // switched away, or still running at the end of the trace.
     let mut last_end = LastEnd::Running;
-    // A logical stack (not a thread's own), for the lost-events rule.
-    let mut logical = false;
+    // The logical stack's id (none for a thread's own), for the
+    // lost-events rule and the frames it leaves open.
+    let mut logical = None;
     while let Some(seg) = segment(i) {
-        logical |= !seg.is_own();
+        if !seg.is_own() {
+            logical = Some(seg.stack);
+        }
         // Segments (and their events) are scattered: start loading the
         // ones after this while it replays.
         if let Some(later) = segment(i + 2) {
@@ -122,13 +125,15 @@ pub(super) fn replay_stack<'s, O: Observer>(
         (LastEnd::Lost(ns), _, _) => Some(ns),
         // Paused when a thread lost its events: whether it ran after that
         // is unknown, so it ends where the trace stopped being complete.
-        (LastEnd::SwitchedAway, true, Some(mark)) => Some(mark.max(stack.so_far.prev_end_ns)),
+        (LastEnd::SwitchedAway, Some(_), Some(mark)) => Some(mark.max(stack.so_far.prev_end_ns)),
         _ => None,
     };
     // Frames still open on a logical stack at its end were left open by
     // the program; cut by a loss first, they were not.
     let leftover = match (logical, ended_ns, cut_at) {
-        (true, Some(end), lost) if lost.is_none_or(|l| end <= l) => Leftover::AtStackEnd,
+        (Some(stack), Some(end), lost) if lost.is_none_or(|l| end <= l) => {
+            Leftover::AtStackEnd { stack }
+        }
         _ => Leftover::NotCounted,
     };
     // An end never makes a life longer: the earlier of the two.
@@ -293,11 +298,12 @@ pub(crate) struct StackTotals {
 }
 
 impl StackTotals {
-    /// The report's row of stack `id`, named `name`.
-    pub(super) fn into_row(self, id: StackKey, name: StackName) -> StackStats {
+    /// The report's row of stack `id`, named `name`, of `kind`.
+    pub(super) fn into_row(self, id: StackKey, name: StackName, kind: StackKind) -> StackStats {
         StackStats {
             id,
             name,
+            kind,
             threads: self.threads,
             running_ns: self.running_ns,
             paused_ns: self.paused_ns,
@@ -812,6 +818,15 @@ fn replay_events<C: SegmentClock, O: Observer, W: Span>(
         }
     }
     events
+}
+
+/// What a logical stack stands for, as its name record says (a thread's
+/// own stack: unspecified).
+pub(super) fn stack_kind(decoded: &Decoded<'_>, key: StackKey) -> StackKind {
+    match key {
+        StackKey::Own(_) => StackKind::Unspecified,
+        StackKey::Logical(s) => decoded.stack_kinds.get(s),
+    }
 }
 
 /// The thread's or logical stack's recorded name ("" if none).

@@ -564,7 +564,13 @@ fn add_all<const N: usize>(a: &mut [u64; N], b: [u64; N]) {
 fn add_warnings(into: &mut Vec<Warning>, from: Vec<Warning>) {
     for w in from {
         match into.iter_mut().find(|x| x.kind == w.kind) {
-            Some(x) => x.count = x.count.saturating_add(w.count),
+            Some(x) => {
+                x.count = x.count.saturating_add(w.count);
+                for (kind, n) in w.by_stack_kind {
+                    let e = x.by_stack_kind.entry(kind).or_default();
+                    *e = e.saturating_add(n);
+                }
+            }
             None => into.push(w),
         }
     }
@@ -813,6 +819,7 @@ mod tests {
 
     fn stack(id: StackKey, threads: &[u64], running_ns: u64, max_depth: u32) -> StackStats {
         StackStats {
+            kind: Default::default(),
             id,
             name: "".into(),
             threads: threads.iter().copied().collect(),

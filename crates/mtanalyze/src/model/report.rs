@@ -6,6 +6,9 @@
 //! so two runs over the same trace give byte-identical output.
 //! `schemas/report.schema.json` documents the JSON shape of this type.
 
+use std::collections::BTreeMap;
+
+use mtrace_format::StackKind;
 use serde::{Deserialize, Serialize};
 
 pub use crate::model::inline::{StackName, ThreadList};
@@ -452,6 +455,15 @@ pub struct StackStats {
     /// The thread's or logical stack's name ("" if none was recorded);
     /// reads as a `&str`, kept in the row when short.
     pub name: StackName,
+    /// What a logical stack stands for (an asyncio task, a greenlet, a
+    /// tokio task...), as its name record says; left out of JSON when
+    /// unspecified (a thread's own stack, or a trace that does not say).
+    #[serde(
+        default,
+        skip_serializing_if = "is_unspecified",
+        with = "stack_kind_by_name"
+    )]
+    pub kind: StackKind,
     /// Threads it ran on, ascending; reads as a `&[u64]`, kept in the row
     /// for up to two threads.
     pub threads: ThreadList,
@@ -489,6 +501,27 @@ const _: () = assert!(std::mem::size_of::<StackStats>() == 120);
 /// For `skip_serializing_if`.
 fn is_false(b: &bool) -> bool {
     !*b
+}
+
+/// For `skip_serializing_if`.
+fn is_unspecified(kind: &StackKind) -> bool {
+    *kind == StackKind::Unspecified
+}
+
+/// A stack kind in JSON: its name ([`StackKind::name`]); a name this
+/// build does not know reads as unspecified.
+mod stack_kind_by_name {
+    use mtrace_format::StackKind;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(kind: &StackKind, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(kind.name())
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<StackKind, D::Error> {
+        let name = String::deserialize(d)?;
+        Ok(StackKind::from_name(&name).unwrap_or_default())
+    }
 }
 
 /// What the trace holds, independent of the clock.
@@ -612,6 +645,12 @@ pub struct Warning {
     pub first: String,
     /// What the analyzer did about it.
     pub repair: String,
+    /// How `count` splits by the kind of logical stack it happened on
+    /// (`frames_open_at_stack_end`: `asyncio_task` -> frames), by the
+    /// kinds' names ([`mtrace_format::StackKind::name`]). Empty, and left
+    /// out of JSON, for other warnings.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub by_stack_kind: BTreeMap<String, u64>,
 }
 
 /// `TraceSummary::producer` of a report written before the field existed.

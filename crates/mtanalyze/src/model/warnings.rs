@@ -6,7 +6,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::model::report::Warning;
+use mtrace_format::StackKind;
+
+use crate::model::report::{Warning, BUILTIN_FILE};
 
 /// A kind of problem.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -54,6 +56,9 @@ pub enum WarningKind {
     /// mid-call, or a `tracing` span closed in another task than the one
     /// it opened in.
     FramesOpenAtStackEnd,
+    /// The Python program made subinterpreters, whose code is not
+    /// recorded (each interpreter has its own monitoring).
+    SubinterpreterNotRecorded,
 }
 
 impl WarningKind {
@@ -79,6 +84,7 @@ impl WarningKind {
             WarningKind::EndIgnored => "end_ignored",
             WarningKind::ChildNotRecorded => "child_not_recorded",
             WarningKind::FramesOpenAtStackEnd => "frames_open_at_stack_end",
+            WarningKind::SubinterpreterNotRecorded => "subinterpreter_not_recorded",
         }
     }
 
@@ -114,8 +120,26 @@ impl WarningKind {
             WarningKind::FramesOpenAtStackEnd => {
                 "closed them at the stack's end, counted in cut_short (a task dropped mid-call, or a span closed in another task than it opened in)"
             }
+            WarningKind::SubinterpreterNotRecorded => {
+                "none: code run in a subinterpreter is not recorded; its time counts in the call that ran it (_interpreters.exec, call, run_string)"
+            }
         }
     }
+}
+
+/// Whether a function of a Python trace (`name`, `file` as recorded) makes
+/// a subinterpreter: the built-ins of `_interpreters` (3.13+),
+/// `_xxsubinterpreters` (3.12) and CPython's test helpers that run code in
+/// one. A call of one is how a trace shows that code ran where mtrace
+/// does not record (with built-ins recorded, as they are by default).
+pub(crate) fn makes_subinterpreter(name: &str, file: &str) -> bool {
+    const MAKERS: [&str; 4] = [
+        "<built-in method _interpreters.create>",
+        "<built-in method _xxsubinterpreters.create>",
+        "<built-in method _testcapi.run_in_subinterp>",
+        "<built-in method _testinternalcapi.run_in_subinterp_with_config>",
+    ];
+    file == BUILTIN_FILE && MAKERS.contains(&name)
 }
 
 /// [`Warning::first`] of a warning not tied to one place.
@@ -159,10 +183,36 @@ impl Warning {
             Some(items) => format!("{} ({} {items})", self.kind, self.count),
             None => format!("{} x{}", self.kind, self.count),
         };
+        if let Some(split) = self.split_by_stack_kind() {
+            text.push_str(&format!(" ({split})"));
+        }
         if let Some(place) = self.place() {
             text.push_str(&format!(" (first at {place})"));
         }
         text
+    }
+
+    /// `5700 on asyncio tasks, 50 on greenlets`: how the count splits by
+    /// kind of stack, largest first; `None` when there is nothing to
+    /// tell (no split, or only stacks whose kind the trace does not say).
+    fn split_by_stack_kind(&self) -> Option<String> {
+        let only_unspecified = self
+            .by_stack_kind
+            .keys()
+            .all(|k| k == StackKind::Unspecified.name());
+        if only_unspecified {
+            return None;
+        }
+        let mut parts: Vec<(&String, &u64)> = self.by_stack_kind.iter().collect();
+        parts.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        let words: Vec<String> = parts
+            .into_iter()
+            .map(|(name, n)| match StackKind::from_name(name) {
+                Some(kind) => format!("{n} on {}", kind.plural()),
+                None => format!("{n} on {name}"),
+            })
+            .collect();
+        Some(words.join(", "))
     }
 }
 
@@ -196,6 +246,9 @@ impl std::fmt::Display for Location {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Warnings {
     map: BTreeMap<WarningKind, (u64, Location)>,
+    /// [`WarningKind::FramesOpenAtStackEnd`]'s count by the kind of stack
+    /// the frames were left open on.
+    left_open_by_kind: BTreeMap<StackKind, u64>,
 }
 
 impl Warnings {
@@ -212,6 +265,16 @@ impl Warnings {
         }
     }
 
+    /// Warns of `calls` that made subinterpreters, whose code the trace
+    /// does not hold.
+    pub(crate) fn add_subinterpreters(&mut self, calls: u64) {
+        self.add_n(
+            WarningKind::SubinterpreterNotRecorded,
+            calls,
+            Location::Trace,
+        );
+    }
+
     /// Records one occurrence.
     pub(crate) fn add(&mut self, kind: WarningKind, at: Location) {
         self.add_n(kind, 1, at);
@@ -222,6 +285,10 @@ impl Warnings {
         for (kind, (n, at)) in other.map {
             self.add_n(kind, n, at);
         }
+        for (kind, n) in other.left_open_by_kind {
+            let e = self.left_open_by_kind.entry(kind).or_default();
+            *e = e.saturating_add(n);
+        }
     }
 
     /// How many of `kind`.
@@ -229,11 +296,16 @@ impl Warnings {
         self.map.get(&kind).map_or(0, |e| e.0)
     }
 
-    /// Warns of `frames` the analyzer closed at their logical stack's
-    /// `end` because the program left them open there ("Frames left open"
-    /// in `semantics.md`).
-    pub(crate) fn add_left_open(&mut self, frames: u64) {
+    /// Warns of `frames` the analyzer closed at the `end` of logical
+    /// stacks of `kind` because the program left them open there ("Frames
+    /// left open" in `semantics.md`).
+    pub(crate) fn add_left_open(&mut self, kind: StackKind, frames: u64) {
+        if frames == 0 {
+            return;
+        }
         self.add_n(WarningKind::FramesOpenAtStackEnd, frames, Location::Trace);
+        let e = self.left_open_by_kind.entry(kind).or_default();
+        *e = e.saturating_add(frames);
     }
 
     /// The report's form, in a fixed order.
@@ -245,6 +317,14 @@ impl Warnings {
                 count: *count,
                 first: at.to_string(),
                 repair: kind.repair().to_owned(),
+                by_stack_kind: match kind {
+                    WarningKind::FramesOpenAtStackEnd => self
+                        .left_open_by_kind
+                        .iter()
+                        .map(|(k, n)| (k.name().to_owned(), *n))
+                        .collect(),
+                    _ => BTreeMap::new(),
+                },
             })
             .collect()
     }

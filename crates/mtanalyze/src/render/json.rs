@@ -14,6 +14,7 @@
 use std::borrow::Borrow;
 use std::io::{self, Write};
 
+use mtrace_format::StackKind;
 use rayon::prelude::*;
 use serde::Serialize;
 
@@ -194,6 +195,13 @@ fn stack_row(text: &mut Vec<u8>, row: &StackStats) -> io::Result<()> {
     text.extend_from_slice(numbers.format(n).as_bytes());
     text.extend_from_slice(b"\",\n      \"name\": ");
     serde_json::to_writer(&mut *text, row.name.as_str()).map_err(io::Error::from)?;
+    if row.kind != StackKind::Unspecified {
+        // Only when said (`skip_serializing_if`); names need no escaping.
+        text.extend_from_slice(field!("kind"));
+        text.push(b'"');
+        text.extend_from_slice(row.kind.name().as_bytes());
+        text.push(b'"');
+    }
     text.extend_from_slice(field!("threads"));
     if row.threads.is_empty() {
         text.extend_from_slice(b"[]");
@@ -327,6 +335,8 @@ mod tests {
                 row.events = i;
                 // Written only when true.
                 row.ended = i % 5 == 1;
+                // Written only when said.
+                row.kind = StackKind::ALL[i as usize % StackKind::ALL.len()];
                 row
             })
             .collect();

@@ -195,6 +195,7 @@ mod tests {
             count,
             first: "thread 1 at 5 ns".into(),
             repair: "ignored".into(),
+            by_stack_kind: Default::default(),
         };
         assert_eq!(
             warnings_summary(&[w("exit_on_empty_stack", 2), w("exit_mismatch", 1)]).as_deref(),
@@ -214,6 +215,7 @@ mod tests {
             count,
             first: first.into(),
             repair: "none".into(),
+            by_stack_kind: Default::default(),
         };
         let warnings = [
             w("dropped_events", 234_774, "trace"),

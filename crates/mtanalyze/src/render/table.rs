@@ -731,6 +731,7 @@ mod tests {
                     (max_depth, events),
                 )| {
                     StackStats {
+                        kind: Default::default(),
                         id: if own {
                             StackKey::Own(n)
                         } else {
@@ -762,6 +763,7 @@ mod tests {
     #[test]
     fn scheduled_without_wakes_is_not_measured() {
         let stack = StackStats {
+            kind: Default::default(),
             id: StackKey::Logical(3),
             name: StackName::from("task-3".to_owned()),
             threads: [1u64].into_iter().collect::<ThreadList>(),

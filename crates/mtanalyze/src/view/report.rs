@@ -794,6 +794,7 @@ mod tests {
     #[test]
     fn group_names_write_each_number_as_one_hash() {
         let stack = |id: &str, name: &str| StackStats {
+            kind: Default::default(),
             id: id.parse().unwrap(),
             name: name.into(),
             threads: Default::default(),
@@ -839,6 +840,7 @@ mod tests {
         // names and unnamed stacks, own stacks first.
         let mut stacks: Vec<StackStats> = (0..300u64)
             .map(|i| StackStats {
+                kind: Default::default(),
                 id: if i < 4 {
                     crate::StackKey::Own(i + 1)
                 } else {

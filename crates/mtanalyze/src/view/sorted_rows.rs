@@ -18,6 +18,8 @@ use std::collections::BinaryHeap;
 use std::fs::File;
 use std::io::{self, BufReader, BufWriter, Read, Seek, Write};
 
+use mtrace_format::StackKind;
+
 use crate::model::report::{StackKey, StackName, StackStats, ThreadList};
 use crate::model::sink::StackSink;
 
@@ -269,7 +271,7 @@ impl Source {
 }
 
 // A row in a run: id kind (0 own stack, 1 logical) as a byte, the ended
-// flag as a byte, max_depth (u32), the id and the six u64 counters, then
+// flag (bit 0) and the stack's kind's value (the bits above) as a byte, max_depth (u32), the id and the six u64 counters, then
 // the thread count (u32) and threads (u64 each), then the name's length
 // (u32) and its UTF-8 bytes; little-endian. Only this process reads it.
 
@@ -279,7 +281,8 @@ fn encode(row: &StackStats, out: &mut Vec<u8>) {
         StackKey::Logical(s) => (1u8, s),
     };
     out.push(kind);
-    out.push(row.ended as u8);
+    // Kinds' values are small (see `StackKind::ALL`).
+    out.push(row.ended as u8 | (row.kind.value() as u8) << 1);
     out.extend_from_slice(&row.max_depth.to_le_bytes());
     for n in [
         id,
@@ -344,7 +347,8 @@ fn decode(r: &mut impl Read) -> io::Result<Option<StackStats>> {
         switches_in: u64_at(5),
         max_depth: u32_at(2),
         events: u64_at(6),
-        ended: head[1] != 0,
+        ended: head[1] & 1 != 0,
+        kind: StackKind::from_value(u32::from(head[1] >> 1)),
     }))
 }
 
@@ -376,6 +380,8 @@ mod tests {
 
     fn row(id: StackKey, n: u64) -> StackStats {
         StackStats {
+            // Every kind, so the run's byte for it is read back as written.
+            kind: StackKind::ALL[(n % StackKind::ALL.len() as u64) as usize],
             id,
             name: format!("task-{n}-{}", "x".repeat((n % 40) as usize))
                 .as_str()

@@ -102,7 +102,7 @@ pub fn decode(path: &Path) -> Decoded {
                     f.id.0
                 );
             }
-            MetaRecord::Stack { id, name } => {
+            MetaRecord::Stack { id, name, .. } => {
                 stacks.insert(id.0, name);
             }
             MetaRecord::Thread { tid, os_tid, name } => {

@@ -24,10 +24,12 @@
 
 mod cursor;
 mod functions;
+mod kinds;
 mod names;
 
 pub(crate) use cursor::{prefetch, Batch, Batches, Pos, Restart};
 pub(crate) use functions::{FunctionIds, FunctionTable, Numbering};
+pub(crate) use kinds::StackKinds;
 pub(crate) use names::StackNames;
 
 use std::borrow::Cow;
@@ -99,6 +101,8 @@ pub(crate) struct Decoded<'a> {
     pub functions: FunctionTable<'a>,
     /// Names of logical stacks.
     pub stack_names: StackNames<'a>,
+    /// Kinds of logical stacks.
+    pub stack_kinds: StackKinds,
     /// Names and OS ids of threads.
     pub thread_names: FxHashMap<u64, (String, u64)>,
     /// The host the trace was recorded on ("" if unknown).
@@ -141,6 +145,7 @@ pub(crate) fn decode<'a>(
         None => FunctionTable::default(),
     };
     let mut stack_names = StackNames::in_file(file.bytes());
+    let mut stack_kinds = StackKinds::default();
     let (mut names_counted, mut last_named) = (0usize, None);
     let mut thread_names = FxHashMap::default();
     let mut host = String::new();
@@ -154,7 +159,8 @@ pub(crate) fn decode<'a>(
     let meta_problem = file.for_each_metadata_located(|at, r| {
         meta_records += 1;
         let r = match r {
-            MetaRecordRef::Stack { id, name } => {
+            MetaRecordRef::Stack { id, name, kind } => {
+                stack_kinds.set(id.0, kind);
                 if keep_names {
                     stack_names.push(id.0, at, name);
                 } else if last_named.replace(id.0) != Some(id.0) {
@@ -206,7 +212,8 @@ pub(crate) fn decode<'a>(
                 }
             }
             // Stack records come borrowed (above); kept for completeness.
-            MetaRecord::Stack { id, name } => {
+            MetaRecord::Stack { id, name, kind } => {
+                stack_kinds.set(id.0, kind);
                 if keep_names {
                     stack_names.push(id.0, usize::MAX, name.as_bytes());
                 } else if last_named.replace(id.0) != Some(id.0) {
@@ -286,6 +293,7 @@ pub(crate) fn decode<'a>(
         file,
         functions,
         stack_names: stack_names.finish().counted(names_counted),
+        stack_kinds,
         thread_names,
         host,
         marks,

@@ -254,7 +254,7 @@ mod tests {
     fn from_region(region: &[u8]) -> StackNames<'_> {
         let mut n = StackNames::in_file(region);
         meta::for_each_record_located(region, 0, |at, r| {
-            if let MetaRecordRef::Stack { id, name } = r {
+            if let MetaRecordRef::Stack { id, name, .. } = r {
                 n.push(id.0, at, name);
             }
         });

@@ -15,7 +15,7 @@ use crate::analysis::ends::{fits_end, ignore_end, replaces};
 use crate::analysis::frames::{Leftover, NoObserver, Tally};
 use crate::analysis::paths::ROOT;
 use crate::analysis::replay::{
-    replay_one_segment, ReplayContext, StackReplay, StackTotals, Suspended,
+    replay_one_segment, stack_kind, ReplayContext, StackReplay, StackTotals, Suspended,
 };
 use crate::analysis::segment::{Segment, StackKey};
 use crate::model::report::{Clock, StackName, StackRows, StackStats};
@@ -386,7 +386,8 @@ impl Lane {
             if live.replay.is_some() {
                 let finish = Some((None, Leftover::NotCounted));
                 if let Some(totals) = self.work.replay(ctx, &mut live, &[], finish, end_ns) {
-                    let row = totals.into_row(key, self.work.name(ctx, key));
+                    let kind = stack_kind(ctx.decoded, key);
+                    let row = totals.into_row(key, self.work.name(ctx, key), kind);
                     self.work.rows.push(row);
                 }
             }
@@ -450,10 +451,11 @@ impl LaneWork {
         let segments = if carried { &merged[..] } else { group };
         if let Some((t, end)) = live.end.filter(|(t, _)| h_ns.is_none_or(|h| *t < h)) {
             if counts(live, segments, t, open.is_some(), scale) {
-                let finish = Some((Some(t), Leftover::AtStackEnd));
+                let finish = Some((Some(t), Leftover::AtStackEnd { stack: id }));
                 if let Some(totals) = self.replay(ctx, live, segments, finish, u64::MAX) {
                     let key = StackKey::Logical(id);
-                    let mut row = totals.into_row(key, self.name(ctx, key));
+                    let kind = stack_kind(ctx.decoded, key);
+                    let mut row = totals.into_row(key, self.name(ctx, key), kind);
                     row.ended = true;
                     self.rows.push(row);
                 }

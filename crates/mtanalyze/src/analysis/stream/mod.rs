@@ -42,7 +42,7 @@ use crate::analysis::decode::{Decoded, FunctionTable, Pos};
 use crate::analysis::frames::{Acc, NoObserver, Tally};
 use crate::analysis::options::AnalyzeOptions;
 use crate::analysis::prepare::{Decoding, Prepared};
-use crate::analysis::replay::{stack_name, ReplayContext, StackReplay};
+use crate::analysis::replay::{stack_kind, stack_name, ReplayContext, StackReplay};
 use crate::analysis::segment::{Segment, StackKey};
 use crate::analysis::window::Window;
 use crate::input::LoadedTrace;
@@ -302,7 +302,8 @@ fn stream<'a>(
             own.ends_at_ns,
         );
         let key = StackKey::Own(tid);
-        let row = stats.into_row(key, row_name(stack_rows, &prep.decoded, key));
+        let kind = stack_kind(&prep.decoded, key);
+        let row = stats.into_row(key, row_name(stack_rows, &prep.decoded, key), kind);
         (tally.into_acc(), row, own.warnings)
     });
     for (a, row, w) in finished {
