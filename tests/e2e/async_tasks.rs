@@ -142,9 +142,12 @@ fn names_that_did_not_fit_are_a_warning() {
     let _one_at_a_time = RECORDER.lock().unwrap_or_else(|e| e.into_inner());
     let dir = TempDir::new("meta-dropped");
     let path = dir.join("names.bin");
-    // Room for a few names only.
+    // Room for a few names only: names past the first region go on in
+    // segments, and a ring of 16 slots gives them 4 at most.
     let config = mtrace::Config::new(&path)
-        .capacity(1 << 20)
+        .mode(mtrace::Mode::Ring)
+        .chunk_size(4096)
+        .capacity(16 * 4096)
         .meta_capacity(4096);
     let recording = mtrace::start(config).expect("recording");
     for i in 0..500 {

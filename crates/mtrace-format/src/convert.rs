@@ -375,7 +375,7 @@ pub fn assemble(
         }
     }
     let chunk_size = needed;
-    let (meta, _) = file.metadata_region();
+    let meta = file.metadata_log();
     let mut header = file.header().clone();
     header.version = version;
     header.chunk_size = chunk_size as u32;
@@ -388,7 +388,7 @@ pub fn assemble(
         header.meta_capacity = meta.len() as u64;
         header.meta_len = meta.len() as u64;
         out = vec![0u8; header.meta_offset as usize + meta.len()];
-        out[header.meta_offset as usize..].copy_from_slice(meta);
+        out[header.meta_offset as usize..].copy_from_slice(&meta);
     } else {
         // The original file, then the chunks: the metadata (and any
         // damage in it) keeps its offsets.

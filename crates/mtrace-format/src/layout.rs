@@ -12,8 +12,8 @@
 //! | metadata region |  append-only log of function, stack and thread records
 //! +-----------------+
 //! | chunk 0         |  chunk_size bytes: 64-byte chunk header, then body
-//! | chunk 1         |
-//! | ...             |
+//! | chunk 1         |  (or a metadata segment: the log going on, linked
+//! | ...             |   from the region by a next-segment record)
 //! +-----------------+
 //! ```
 
@@ -243,8 +243,34 @@ pub const META_MARK: u16 = 5;
 /// Metadata record kind: a logical stack continued from an earlier file of
 /// a rotating series, with the frames it had open.
 pub const META_CONTINUED_STACK: u16 = 6;
+/// Metadata record kind: the log goes on in a metadata segment (payload
+/// `offset u64, size u64`); the last record of a full segment.
+pub const META_NEXT_SEGMENT: u16 = 7;
+/// Bytes of a next-segment record: its header and 16 bytes of payload.
+/// Every part of the log keeps this much room at its end for one.
+pub const META_NEXT_SEGMENT_LEN: usize = META_RECORD_HEADER + 16;
 /// Longest string a metadata record may hold.
 pub const META_STRING_MAX: usize = 64 << 10;
+
+// --- metadata segments (the metadata log past the first region) ---
+/// A segment's header, the size of a chunk header: the recorder places a
+/// segment in a chunk slot. Its log follows.
+pub const SEGMENT_HEADER_SIZE: usize = CHUNK_HEADER_SIZE;
+/// Offset of the segment's state word (where a chunk's is):
+/// [`SEGMENT_STATE`].
+pub const S_STATE: usize = 0x00;
+/// Offset of the segment's magic, [`SEGMENT_MAGIC`].
+pub const S_MAGIC: usize = 0x08;
+/// Offset of the segment's committed log length (u64, atomic), counted
+/// from the end of the segment header.
+pub const S_META_LEN: usize = 0x10;
+/// Marks a metadata segment: "MTMETASG" little-endian.
+pub const SEGMENT_MAGIC: u64 = u64::from_le_bytes(*b"MTMETASG");
+/// The state word of a chunk slot holding a metadata segment: writing bit
+/// set (a ring's claims find it busy and pass it by), committed length 0
+/// (every reader of chunks sees an empty slot), and every sequence bit set
+/// (no chunk's claim has that number).
+pub const SEGMENT_STATE: u64 = (u64::MAX << STATE_SEQ_SHIFT) | STATE_WRITING;
 
 /// Reads a little-endian u16 at `at`; `None` past the end.
 pub fn read_u16(bytes: &[u8], at: usize) -> Option<u16> {

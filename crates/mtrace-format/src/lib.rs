@@ -1,8 +1,9 @@
 //! The mtrace trace format: the contract between the recorder and the analyzer.
 //!
 //! A trace is one file: a fixed [`Header`], a metadata region of
-//! [`MetaRecord`]s (function, stack and thread names, marks), and a ring of
-//! fixed-size chunks. Each chunk belongs to one thread, starts with a
+//! [`MetaRecord`]s (function, stack and thread names, marks; the log goes
+//! on in metadata segments, chunk slots the region links to), and a ring
+//! of fixed-size chunks. Each chunk belongs to one thread, starts with a
 //! [`chunk::SnapshotRef`] of the frames open when it was claimed, and holds
 //! 16-byte [`Event`]s up to a committed length. `schemas/trace-format.md`
 //! documents every byte; [`layout`] holds the numbers.

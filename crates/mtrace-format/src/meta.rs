@@ -7,13 +7,18 @@
 //! `u32 payload_len, u16 kind, u16 0, payload`, padded to 8 bytes; strings in
 //! a payload are `u32 len, UTF-8 bytes`. Unknown kinds are skipped by length,
 //! so newer writers can add kinds.
-
+//!
+//! The log starts in the region the header locates and may go on in
+//! *segments* elsewhere in the file: a full part of the log ends with a
+//! next-segment record ([`encode_next_segment`]) saying where the next
+//! part is. This module reads one part ([`walk_part`]); following the
+//! chain through a file is [`crate::TraceFile`]'s job.
 use std::borrow::Cow;
 
 use crate::event::{FunctionId, StackId, ThreadId};
 use crate::layout::{
     read_u16, read_u32, read_u64, META_ALIGN, META_CONTINUED_STACK, META_FUNCTION, META_HOST,
-    META_MARK, META_RECORD_HEADER, META_STACK, META_STRING_MAX, META_THREAD,
+    META_MARK, META_NEXT_SEGMENT, META_RECORD_HEADER, META_STACK, META_STRING_MAX, META_THREAD,
 };
 
 /// Where a function (or scope) was defined.
@@ -248,6 +253,37 @@ pub fn encode_continued_stack(out: &mut Vec<u8>, id: StackId, tick: u64, frames:
     });
 }
 
+/// Appends a next-segment record: the log goes on in the segment at file
+/// offset `offset`, `size` bytes long (its header included). It is the
+/// last record of its part of the log: a reader follows it and reads
+/// nothing after it there.
+pub fn encode_next_segment(out: &mut Vec<u8>, offset: u64, size: u64) {
+    encode_record(out, META_NEXT_SEGMENT, |out| {
+        out.extend_from_slice(&offset.to_le_bytes());
+        out.extend_from_slice(&size.to_le_bytes());
+    });
+}
+
+/// A next-segment record: where the metadata log goes on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NextSegment {
+    /// File offset of the record itself (where damage in the link is reported).
+    pub record_offset: u64,
+    /// File offset of the segment (its header).
+    pub offset: u64,
+    /// Bytes of the segment, its header included.
+    pub size: u64,
+}
+
+/// How reading one part of the log ([`walk_part`]) ended.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PartEnd {
+    /// The damage that stopped the read, if any.
+    pub problem: Option<MetaProblem>,
+    /// The next-segment record that ended the part, if one did.
+    pub next: Option<NextSegment>,
+}
+
 /// Appends a record of `kind` whose payload `payload` appends: the header
 /// before it, the padding after it.
 fn encode_record(out: &mut Vec<u8>, kind: u16, payload: impl FnOnce(&mut Vec<u8>)) {
@@ -380,31 +416,69 @@ pub fn for_each_record_borrowed<'a>(
 /// `region`: [`record_at`] reads it again from there. (A reader of half a
 /// million task names can keep where each is, 4 bytes, instead of the
 /// name.)
+///
+/// A next-segment record ends the read (the records of the segment it
+/// names are not in `region`; [`walk_part`] hands it over).
 pub fn for_each_record_located<'a>(
     region: &'a [u8],
     base: u64,
-    mut f: impl FnMut(usize, MetaRecordRef<'a>),
+    f: impl FnMut(usize, MetaRecordRef<'a>),
 ) -> Option<MetaProblem> {
+    walk_part(region, base, f).problem
+}
+
+/// [`for_each_record_located`] over one part of the log (the first region,
+/// or a segment's committed bytes), which starts at file offset `base`:
+/// also says which next-segment record ended it, if one did.
+pub fn walk_part<'a>(
+    region: &'a [u8],
+    base: u64,
+    mut f: impl FnMut(usize, MetaRecordRef<'a>),
+) -> PartEnd {
     let mut at = 0usize;
     while at + META_RECORD_HEADER <= region.len() {
         match record_and_end(region, at) {
             Ok(None) => break, // zero bytes: the rest was never written
-            Ok(Some((record, end))) => {
-                // `None`: a kind from a newer writer, skipped.
-                if let Some(r) = record {
-                    f(at, r);
-                }
+            Ok(Some((Entry::Record(r), end))) => {
+                f(at, r);
                 at = end;
             }
+            // A kind from a newer writer, skipped.
+            Ok(Some((Entry::Unknown, end))) => at = end,
+            Ok(Some((Entry::Next { offset, size }, _))) => {
+                return PartEnd {
+                    problem: None,
+                    next: Some(NextSegment {
+                        record_offset: base + at as u64,
+                        offset,
+                        size,
+                    }),
+                }
+            }
             Err(why) => {
-                return Some(MetaProblem {
-                    offset: base + at as u64,
-                    why,
-                })
+                return PartEnd {
+                    problem: Some(MetaProblem {
+                        offset: base + at as u64,
+                        why,
+                    }),
+                    next: None,
+                }
             }
         }
     }
-    None
+    PartEnd::default()
+}
+
+/// What a record header and payload decode to.
+enum Entry<'a> {
+    Record(MetaRecordRef<'a>),
+    /// A kind this reader does not know: skipped by its length.
+    Unknown,
+    /// A next-segment record.
+    Next {
+        offset: u64,
+        size: u64,
+    },
 }
 
 /// The record at offset `at` of `region` (an offset
@@ -412,19 +486,14 @@ pub fn for_each_record_located<'a>(
 /// there that can be read.
 pub fn record_at(region: &[u8], at: usize) -> Option<MetaRecordRef<'_>> {
     match record_and_end(region, at) {
-        Ok(Some((r, _))) => r,
+        Ok(Some((Entry::Record(r), _))) => Some(r),
         _ => None,
     }
 }
 
-/// The record at `at` (`None` inside if of a kind this reader does not
-/// know) and the offset of the next one; `Ok(None)` where the region was
-/// never written (zero bytes).
-#[allow(clippy::type_complexity)]
-fn record_and_end(
-    region: &[u8],
-    at: usize,
-) -> Result<Option<(Option<MetaRecordRef<'_>>, usize)>, &'static str> {
+/// The record at `at` and the offset of the next one; `Ok(None)` where
+/// the region was never written (zero bytes).
+fn record_and_end(region: &[u8], at: usize) -> Result<Option<(Entry<'_>, usize)>, &'static str> {
     let header = at
         .checked_add(META_RECORD_HEADER)
         .and_then(|end| region.get(at..end));
@@ -449,7 +518,7 @@ fn record_and_end(
     Ok(Some((record, end)))
 }
 
-fn decode_payload(kind: u16, p: &[u8]) -> Result<Option<MetaRecordRef<'_>>, &'static str> {
+fn decode_payload(kind: u16, p: &[u8]) -> Result<Entry<'_>, &'static str> {
     let mut cursor = Cursor { bytes: p, at: 0 };
     let record = match kind {
         META_STACK => {
@@ -459,11 +528,17 @@ fn decode_payload(kind: u16, p: &[u8]) -> Result<Option<MetaRecordRef<'_>>, &'st
             let kind = cursor
                 .u32()
                 .map_or(StackKind::Unspecified, StackKind::from_value);
-            return Ok(Some(MetaRecordRef::Stack { id, name, kind }));
+            return Ok(Entry::Record(MetaRecordRef::Stack { id, name, kind }));
+        }
+        META_NEXT_SEGMENT => {
+            return Ok(Entry::Next {
+                offset: cursor.u64()?,
+                size: cursor.u64()?,
+            })
         }
         META_FUNCTION => {
             // In the record's order: id, line, name, file, module.
-            return Ok(Some(MetaRecordRef::Function {
+            return Ok(Entry::Record(MetaRecordRef::Function {
                 id: FunctionId(cursor.u32()?),
                 line: cursor.u32()?,
                 name: cursor.bytes()?,
@@ -504,9 +579,9 @@ fn decode_payload(kind: u16, p: &[u8]) -> Result<Option<MetaRecordRef<'_>>, &'st
                 .collect::<Result<_, _>>()?;
             MetaRecord::ContinuedStack { id, tick, frames }
         }
-        _ => return Ok(None),
+        _ => return Ok(Entry::Unknown),
     };
-    Ok(Some(MetaRecordRef::Other(record)))
+    Ok(Entry::Record(MetaRecordRef::Other(record)))
 }
 
 struct Cursor<'a> {

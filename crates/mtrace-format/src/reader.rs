@@ -8,7 +8,11 @@ use crate::chunk::Chunk;
 use crate::error::{ChunkProblem, ChunkProblemKind, FormatError};
 use crate::header::Header;
 use crate::layout::{COMPACT_FORMAT_VERSION, HEADER_SIZE};
-use crate::meta::{for_each_record_located, MetaProblem, MetaRecord, MetaRecordRef};
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+
+use crate::layout::{read_u64, SEGMENT_HEADER_SIZE, SEGMENT_MAGIC, S_MAGIC, S_META_LEN};
+use crate::meta::{walk_part, MetaProblem, MetaRecord, MetaRecordRef, NextSegment, PartEnd};
 
 /// A trace file in memory.
 #[derive(Clone, Debug)]
@@ -111,27 +115,134 @@ impl<'a> TraceFile<'a> {
     }
 
     /// [`TraceFile::for_each_metadata_borrowed`], each record with its
-    /// offset in [`TraceFile::metadata_region`] (see
-    /// [`crate::meta::for_each_record_located`]).
+    /// file offset: [`crate::meta::record_at`] reads it again from
+    /// [`TraceFile::bytes`] there (a reader of a million task names can
+    /// keep where each is instead of the name).
     pub fn for_each_metadata_located(
         &self,
-        f: impl FnMut(usize, MetaRecordRef<'a>),
+        mut f: impl FnMut(usize, MetaRecordRef<'a>),
     ) -> Option<MetaProblem> {
-        let (region, start) = self.metadata_region();
-        let mut problem = for_each_record_located(region, start, f);
-        let end = start + region.len() as u64;
-        if problem.is_none() && end < self.claimed_metadata_end() {
-            problem = Some(MetaProblem {
-                offset: end,
-                why: "file ends inside the metadata region",
-            });
-        }
-        problem
+        self.walk_metadata(|part, start| walk_part(part, start, |at, r| f(start as usize + at, r)))
     }
 
-    /// The committed bytes of the metadata region that are in the file,
-    /// and the file offset they start at. [`crate::meta::record_at`]
-    /// reads a record of it by its offset.
+    /// The metadata log as one run of records: the first region's and each
+    /// segment's, without the next-segment records that link them (what a
+    /// writer of a file with the log in one region copies). Borrowed when
+    /// the log is all in the first region.
+    pub fn metadata_log(&self) -> Cow<'a, [u8]> {
+        let mut parts: Vec<&'a [u8]> = Vec::new();
+        self.walk_metadata(|part, start| {
+            let end = walk_part(part, start, |_, _| {});
+            let kept = match end.next {
+                Some(next) => &part[..(next.record_offset - start) as usize],
+                None => part,
+            };
+            parts.push(kept);
+            end
+        });
+        match parts.as_slice() {
+            [] => Cow::Borrowed(&[]),
+            [one] => Cow::Borrowed(one),
+            _ => Cow::Owned(parts.concat()),
+        }
+    }
+
+    /// Reads the metadata log part by part: `part` is handed each part's
+    /// committed bytes in the file and its file offset, and says how its
+    /// read ended; a next-segment record leads to the next part. Returns
+    /// the damage that stopped the log, if any: every record before it
+    /// was handed over.
+    fn walk_metadata(&self, mut part: impl FnMut(&'a [u8], u64) -> PartEnd) -> Option<MetaProblem> {
+        let bytes: &'a [u8] = self.bytes;
+        let len = bytes.len() as u64;
+        let h = &self.header;
+        // Every part's bytes, so that a link into one already read (a
+        // loop, or an overlap) is damage, and no byte is read twice.
+        let mut taken: BTreeMap<u64, u64> = BTreeMap::new();
+        let mut start = h.meta_offset;
+        let mut claimed_end = self.claimed_metadata_end();
+        taken.insert(start, start.saturating_add(h.meta_capacity.max(1)));
+        loop {
+            let from = start.min(len);
+            let to = claimed_end.min(len).max(from);
+            let end = part(&bytes[from as usize..to as usize], from);
+            if end.problem.is_some() {
+                return end.problem;
+            }
+            let Some(next) = end.next else {
+                // The whole part was read: the file may end inside it.
+                return (to < claimed_end).then_some(MetaProblem {
+                    offset: to,
+                    why: "file ends inside the metadata log",
+                });
+            };
+            let (seg_start, seg_end) = match self.segment(next, &taken) {
+                Ok(found) => found,
+                Err(problem) => return Some(problem),
+            };
+            taken.insert(next.offset, next.offset + next.size);
+            start = seg_start;
+            claimed_end = seg_end;
+        }
+    }
+
+    /// Where the log of the segment `next` names lies (its first byte and
+    /// the end of its committed bytes, which may lie past the file's end),
+    /// or the damage that keeps it from being read.
+    fn segment(
+        &self,
+        next: NextSegment,
+        taken: &BTreeMap<u64, u64>,
+    ) -> Result<(u64, u64), MetaProblem> {
+        let bad = |offset, why| MetaProblem { offset, why };
+        let len = self.bytes.len() as u64;
+        let end = next.offset.checked_add(next.size);
+        let Some(end) = end.filter(|_| {
+            next.size > SEGMENT_HEADER_SIZE as u64 && next.offset >= HEADER_SIZE as u64
+        }) else {
+            return Err(bad(
+                next.record_offset,
+                "next metadata segment lies outside the file",
+            ));
+        };
+        // The parts taken so far: the one starting last at or before this
+        // segment's end must end at or before its start.
+        let overlaps = taken
+            .range(..end)
+            .next_back()
+            .is_some_and(|(_, &taken_end)| taken_end > next.offset);
+        if overlaps {
+            return Err(bad(
+                next.record_offset,
+                "next metadata segment overlaps a part of the log already read",
+            ));
+        }
+        let header = (next.offset as usize)
+            .checked_add(SEGMENT_HEADER_SIZE)
+            .and_then(|e| self.bytes.get(next.offset as usize..e));
+        let Some(header) = header.filter(|_| next.offset < len) else {
+            return Err(bad(
+                next.offset,
+                "file ends inside a metadata segment's header",
+            ));
+        };
+        if read_u64(header, S_MAGIC) != Some(SEGMENT_MAGIC) {
+            return Err(bad(next.offset, "no metadata segment where its link says"));
+        }
+        let committed = read_u64(header, S_META_LEN).unwrap_or(0);
+        let start = next.offset + SEGMENT_HEADER_SIZE as u64;
+        if committed > end - start {
+            return Err(bad(
+                next.offset + S_META_LEN as u64,
+                "metadata segment's committed length runs past its size",
+            ));
+        }
+        Ok((start, start + committed))
+    }
+
+    /// The committed bytes of the first metadata region that are in the
+    /// file, and the file offset they start at. The log may go on in
+    /// segments: [`TraceFile::for_each_metadata`] reads them all.
     pub fn metadata_region(&self) -> (&'a [u8], u64) {
         let len = self.bytes.len() as u64;
         let start = self.header.meta_offset.min(len);

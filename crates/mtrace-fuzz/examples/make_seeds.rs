@@ -7,7 +7,10 @@
 //!   each real recorder file cut after its first two chunks; and variants
 //!   where every logical stack ends (format version 3's `end`) when it was
 //!   last left, or after the last event if it still runs; and each seed
-//!   with compact events (format version 4), whole and torn mid-chunk.
+//!   with compact events (format version 4), whole and torn mid-chunk; and
+//!   each seed with its metadata log in segments (the first record in the
+//!   region, the rest in chunk slots, in reverse order as a ring may place
+//!   them), whole and cut inside its last segment.
 //! * `seeds/jsonl/`: the same events as JSON lines, and the semantics
 //!   vectors of `tests/e2e/vectors/`.
 //! * `seeds/chrome/`: the same traces exported as Chrome Trace Event JSON by
@@ -28,7 +31,9 @@ use std::path::{Path, PathBuf};
 
 use mtrace_format::layout::{
     pack_state, read_u64, unpack_state, FLAG_FINISHED, H_CHUNKS_OFFSET, H_CHUNK_SIZE, H_FLAGS,
+    META_NEXT_SEGMENT_LEN, SEGMENT_HEADER_SIZE, SEGMENT_MAGIC, SEGMENT_STATE, S_META_LEN,
 };
+use mtrace_format::meta::{encode_next_segment, for_each_record_located};
 use mtrace_format::{
     EventKind, FunctionId, MetaRecord, StackId, ThreadId, TraceFile, TraceWriter, WriterOptions,
 };
@@ -385,6 +390,64 @@ fn torn_compact(mut bytes: Vec<u8>) -> Vec<u8> {
     bytes
 }
 
+/// `bytes` (a trace written by [`binary`], whose metadata follows its
+/// chunks) with its metadata log in segments: the region holds the first
+/// record and a link, and the rest go on in segments, chunk slots after
+/// the trace's own, the later ones first in the file. Also returns the
+/// offset of the middle of the last segment's log.
+fn segmented(bytes: &[u8]) -> (Vec<u8>, usize) {
+    let file = TraceFile::parse(bytes).unwrap();
+    let h = file.header().clone();
+    let log = file.metadata_log();
+    let mut starts = Vec::new();
+    for_each_record_located(&log, 0, |at, _| starts.push(at));
+    starts.push(log.len());
+    let records: Vec<&[u8]> = starts.windows(2).map(|w| &log[w[0]..w[1]]).collect();
+    let chunk = h.chunk_size as usize;
+    let room = chunk - SEGMENT_HEADER_SIZE - META_NEXT_SEGMENT_LEN;
+    // The records of each segment, filled in order.
+    let mut parts: Vec<Vec<u8>> = vec![Vec::new()];
+    for r in records.iter().skip(1) {
+        let last = parts.last_mut().unwrap();
+        if !last.is_empty() && last.len() + r.len() > room {
+            parts.push(Vec::new());
+        }
+        parts.last_mut().unwrap().extend_from_slice(r);
+    }
+    let own = h.chunk_count as usize;
+    let slot_at = |i: usize| h.chunks_offset as usize + i * chunk;
+    // Segment k (from 0) in slot own + (n - 1 - k).
+    let n = parts.len();
+    let segment_at = |k: usize| slot_at(own + n - 1 - k);
+    let meta_offset = slot_at(own + n);
+    let mut first = records.first().map(|r| r.to_vec()).unwrap_or_default();
+    encode_next_segment(&mut first, segment_at(0) as u64, chunk as u64);
+    let mut out = vec![0u8; meta_offset + first.len()];
+    out[..slot_at(own)].copy_from_slice(&bytes[..slot_at(own)]);
+    out[meta_offset..].copy_from_slice(&first);
+    let mut last_middle = 0;
+    for (k, part) in parts.iter().enumerate() {
+        let mut log = part.clone();
+        if k + 1 < n {
+            encode_next_segment(&mut log, segment_at(k + 1) as u64, chunk as u64);
+        }
+        let at = segment_at(k);
+        out[at..at + 8].copy_from_slice(&SEGMENT_STATE.to_le_bytes());
+        out[at + 8..at + 16].copy_from_slice(&SEGMENT_MAGIC.to_le_bytes());
+        out[at + S_META_LEN..at + S_META_LEN + 8]
+            .copy_from_slice(&(log.len() as u64).to_le_bytes());
+        out[at + SEGMENT_HEADER_SIZE..at + SEGMENT_HEADER_SIZE + log.len()].copy_from_slice(&log);
+        last_middle = at + SEGMENT_HEADER_SIZE + log.len() / 2;
+    }
+    let mut header = h;
+    header.chunk_count = (own + n) as u64;
+    header.meta_offset = meta_offset as u64;
+    header.meta_capacity = first.len() as u64;
+    header.meta_len = first.len() as u64;
+    out[..4096].copy_from_slice(&header.encode());
+    (out, last_middle)
+}
+
 fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let repo = root.join("../..");
@@ -444,6 +507,23 @@ fn main() {
                 &bin_dir,
                 format!("{stem}-{label}-v4-torn.bin"),
                 &torn_compact(compact),
+            );
+            // The names in segments, whole and with the last one damaged
+            // (its log zeroed from the middle on).
+            let (in_segments, middle) = segmented(&b);
+            let check = TraceFile::parse(&in_segments).unwrap().metadata();
+            assert_eq!(check, TraceFile::parse(&b).unwrap().metadata());
+            put(
+                &bin_dir,
+                format!("{stem}-{label}-segments.bin"),
+                &in_segments,
+            );
+            let mut damaged = in_segments;
+            damaged[middle..middle + 16].fill(0xff);
+            put(
+                &bin_dir,
+                format!("{stem}-{label}-segments-damaged.bin"),
+                &damaged,
             );
             let ended = with_ends(&events);
             if ended.len() > events.len() {

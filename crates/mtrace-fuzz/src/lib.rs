@@ -5,7 +5,8 @@
 //!
 //! * [`format`]: `mtrace_format::TraceFile` directly: the header, every
 //!   chunk slot in the file (snapshot, events of either encoding), slots
-//!   outside the file, the metadata region, and the same events read back
+//!   outside the file, the metadata log (its region and the segments its
+//!   next-segment records lead to, wherever they point), and the same events read back
 //!   from the file converted to the other encoding (version 4's compact
 //!   events, or 16-byte ones from a version-4 file).
 //! * [`analyzer`]: `mtanalyze::from_bytes`, then `analyze` with each

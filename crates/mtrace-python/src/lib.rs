@@ -75,14 +75,6 @@ fn preferred_clock() -> PreferredClock {
     }
 }
 
-/// Bytes for names (functions, threads, asyncio tasks) unless `start` is
-/// told otherwise: every task's name is a record of some 32 bytes, so the
-/// recorder's 1 MiB filled after some 30,000 tasks (an aiohttp server on
-/// the loopback did that in 8 seconds), and later names were lost. The
-/// region is reserved on disk a MiB at a time as names fill it (the rest of
-/// it is a hole in the file), so a short run pays neither time nor disk.
-const PYTHON_META_CAPACITY: usize = 16 << 20;
-
 /// Starts a recording into `path` (the header names the Python producer)
 /// and installs the backend: every thread of the interpreter is recorded
 /// from now on, those that exist and those that appear later, however they
@@ -91,7 +83,9 @@ const PYTHON_META_CAPACITY: usize = 16 << 20;
 /// `builtins`: True (C functions, as cProfile records them), False (none),
 /// or "fast" (3.12+: a call site seen calling a Python function is no
 /// longer watched for C calls; on 3.11 the same as True). `meta_capacity`:
-/// bytes for names ([`PYTHON_META_CAPACITY`] by default). A bad capacity
+/// bytes of the first region for names (the recorder's default, a few
+/// hundred functions' names; names past it go on in chunk slots as the
+/// file grows, so it is no limit). A bad capacity
 /// raises ValueError, a file that cannot be made OSError.
 ///
 /// `armed`: start paused (nothing recorded until `resume`); `signal`: a
@@ -177,18 +171,17 @@ fn start(
             ))
         })?);
     }
-    let meta_bytes = match meta_capacity {
-        None => PYTHON_META_CAPACITY,
-        Some(text) => mtrace::parse_bytes(text)
+    if let Some(text) = meta_capacity {
+        let meta_bytes = mtrace::parse_bytes(text)
             .and_then(|n| usize::try_from(n).ok())
             .filter(|&n| n > 0)
             .ok_or_else(|| {
                 PyValueError::new_err(format!(
-                    "meta_capacity {text:?}: expected a byte count such as 16M"
+                    "meta_capacity {text:?}: expected a byte count such as 64K"
                 ))
-            })?,
-    };
-    config = config.meta_capacity(meta_bytes);
+            })?;
+        config = config.meta_capacity(meta_bytes);
+    }
     if ring {
         config = config.mode(Mode::Ring);
     }

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import unittest
 
-from test_mtrace import Case, load, run
+from test_mtrace import Case, load, metadata_log, run
 
 
 def function(report, name):
@@ -40,18 +40,12 @@ def read_trace(path):
         raise AssertionError(f"{path}: not a trace")
     version, = struct.unpack_from("<I", data, 0x08)
     chunk_size, = struct.unpack_from("<I", data, 0x18)
-    chunk_count, chunks_offset, meta_offset, meta_capacity = struct.unpack_from("<4Q", data, 0x20)
-    meta_len, = struct.unpack_from("<Q", data, 0xD0)
+    chunk_count, chunks_offset = struct.unpack_from("<2Q", data, 0x20)
     names = {}
-    at, end = meta_offset, meta_offset + min(meta_len, meta_capacity)
-    while at + 8 <= end:
-        length, kind = struct.unpack_from("<IH", data, at)
-        if length == 0 and kind == 0:
-            break
+    for kind, payload in metadata_log(data):
         if kind == 2:  # stack: id u64, name str
-            stack, size = struct.unpack_from("<QI", data, at + 8)
-            names[stack] = data[at + 20:at + 20 + size].decode("utf-8", "replace")
-        at += 8 + (length + 7) // 8 * 8
+            stack, size = struct.unpack_from("<QI", payload, 0)
+            names[stack] = payload[12:12 + size].decode("utf-8", "replace")
     chunks = {}
     slots = min(chunk_count, -(-(len(data) - chunks_offset) // chunk_size))
     for slot in range(max(slots, 0)):

@@ -139,8 +139,11 @@ pub const AUTO_CAPACITY_MIN: u64 = 256 << 20;
 /// ... and at most this (1 TiB), so the address range reserved for the
 /// file stays a small share of a 64-bit address space.
 pub const AUTO_CAPACITY_MAX: u64 = 1 << 40;
-/// Default size of the metadata region: 1 MiB.
-pub const DEFAULT_META_CAPACITY: usize = 1 << 20;
+/// Default size of the first metadata region: 32 KiB, the names of a few
+/// hundred functions. Names past it go on in segments in chunk slots, as
+/// many as the file's capacity holds, so this is not a limit: a larger
+/// first region only spares a program with many names a few segments.
+pub const DEFAULT_META_CAPACITY: usize = 32 << 10;
 
 /// Where and how to record. Build with [`Config::new`] and the builder
 /// methods, or read from the environment with [`Config::from_env`].
@@ -171,7 +174,12 @@ pub struct Config {
     pub chunk_size: usize,
     /// How events are stored (the file's format version).
     pub format: Format,
-    /// Bytes reserved for function, stack and thread names (rounded up to 4 KiB).
+    /// Bytes of the first metadata region, for function, stack and thread
+    /// names and marks (rounded up to 4 KiB), reserved on disk when the
+    /// file is made. Not a limit: names that outgrow it go on in chunk
+    /// slots (metadata segments) while the file can grow (a ring gives
+    /// them at most a quarter of its slots). The same whether set here or
+    /// by `MTRACE_META_CAPACITY` ([`Config::from_env`]).
     pub meta_capacity: usize,
     /// Which clock stamps the events.
     pub clock: ClockSource,
@@ -218,8 +226,8 @@ pub struct Config {
 impl Config {
     /// A configuration writing to `path` with the defaults: a file that
     /// grows up to half the free disk space ([`Config::capacity`] unset),
-    /// [`Mode::StopWhenFull`], `DEFAULT_CHUNK_SIZE` chunks, 1 MiB of
-    /// metadata, the fastest invariant clock.
+    /// [`Mode::StopWhenFull`], `DEFAULT_CHUNK_SIZE` chunks, a first metadata
+    /// region of [`DEFAULT_META_CAPACITY`], the fastest invariant clock.
     pub fn new(path: impl Into<PathBuf>) -> Config {
         Config {
             path: path.into(),
@@ -270,7 +278,7 @@ impl Config {
         self
     }
 
-    /// Sets the metadata region's size.
+    /// Sets the first metadata region's size ([`Config::meta_capacity`]).
     pub fn meta_capacity(mut self, bytes: usize) -> Config {
         self.meta_capacity = bytes;
         self
@@ -332,7 +340,7 @@ impl Config {
     /// | `MTRACE_CAPACITY` | most bytes of chunks ([`Config::capacity`]), with an optional `K`, `M` or `G` suffix (powers of 1024) |
     /// | `MTRACE_MODE` | `ring` or `stop` |
     /// | `MTRACE_CHUNK_SIZE` | bytes per chunk, same syntax as the capacity |
-    /// | `MTRACE_META_CAPACITY` | bytes for names (functions, threads, stacks), same syntax |
+    /// | `MTRACE_META_CAPACITY` | bytes of the first metadata region ([`Config::meta_capacity`]), same syntax |
     /// | `MTRACE_CLOCK` | `auto` or `monotonic` |
     /// | `MTRACE_FORMAT` | `3` (16-byte events, the default) or `4` (compact events) ([`Config::format`]) |
     /// | `MTRACE_ARMED` | `1` to start armed but idle ([`Config::armed`]) |
@@ -366,7 +374,7 @@ impl Config {
         if let Some(n) = byte_var(
             &var,
             "MTRACE_META_CAPACITY",
-            "a byte count such as 1M or 16M",
+            "a byte count such as 32K or 1M",
         )? {
             config.meta_capacity = n;
         }

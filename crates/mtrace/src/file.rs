@@ -61,8 +61,8 @@
 //! every thread bound to the recording has let go of it: see `shared.rs`).
 //!
 //! **No descriptor is held between growths** ([`Backing`]). A file on disk
-//! is opened by its path for each growth, each step of the metadata region
-//! and the cut at finish, and closed again; its mapping needs no
+//! is opened by its path for each growth and the cut at finish, and
+//! closed again; its mapping needs no
 //! descriptor. A program that lists its descriptors (a child started with
 //! `pass_fds`, a test of them) or closes them all (a daemon) sees none of
 //! mtrace's. A file in memory has no other name: it is held open.
@@ -85,9 +85,6 @@ use crate::kept::{self, KeptFile, Layout};
 /// the first growth step's half.
 pub(crate) const FIRST_STEP: u64 = 1 << 20;
 
-/// The metadata region is reserved on disk this many bytes at a time, as
-/// names are written (see [`TraceMap::make_first`]).
-pub(crate) const META_STEP: usize = 1 << 20;
 /// The largest growth step: each step doubles the last one up to this, so
 /// a growth (one `posix_fallocate` and one `mmap`, during which other
 /// threads needing a new slot wait) stays short.
@@ -493,58 +490,16 @@ impl TraceMap {
         round_up(self.file_len(slots), self.page as u64) as usize
     }
 
-    /// Bytes of the metadata region reserved on disk when the file is made
-    /// (the rest is reserved by [`TraceMap::reserve_meta`] as names come).
-    pub fn meta_reserved_at_start(&self) -> usize {
-        self.meta_capacity.min(META_STEP)
-    }
-
     /// Makes the new (empty) file `first_len` bytes long and maps it: the
-    /// header, the first [`META_STEP`] of the metadata region and the first
-    /// chunk slots reserved on disk, the rest of the metadata region left a
-    /// hole. A region sized for half a million task names then costs a short
-    /// run neither the time nor the disk of reserving it.
+    /// header, the first metadata region and the first chunk slots, all
+    /// reserved on disk. The region is small and has no hole: names that
+    /// outgrow it go on in segments in chunk slots (`shared.rs`).
     fn make_first(&self, file: &File, first_len: u64) -> io::Result<()> {
-        if self.in_memory {
-            // Nothing to reserve and nothing read ahead: one length and
-            // one mapping for the whole first step (a profile per request
-            // makes one of these per request).
-            return self.extend(file, 0, first_len);
-        }
-        let meta_end = (self.meta_offset + self.meta_reserved_at_start()) as u64;
-        let chunks = self.chunks_offset as u64;
-        self.extend(file, 0, meta_end.min(chunks))?;
-        let result = file.set_len(chunks).and_then(|()| {
-            let from = round_up(meta_end, self.page as u64) as usize;
-            if from < self.chunks_offset {
-                map_file(file, self.base, from, self.chunks_offset)?;
-            }
+        self.extend(file, 0, first_len)?;
+        if !self.in_memory {
             self.no_readahead(0, self.chunks_offset);
-            self.extend(file, chunks, first_len)
-        });
-        if result.is_err() {
-            let _ = file.set_len(0);
         }
-        result
-    }
-
-    /// Reserves the metadata region's blocks from `from` to `to` bytes into
-    /// the region (a stretch of the hole [`TraceMap::make_first`] left).
-    /// False if they cannot be had (a full disk) or the file is finished:
-    /// the caller then drops the record rather than write into a hole, which
-    /// a full disk would turn into a SIGBUS.
-    pub fn reserve_meta(&self, from: usize, to: usize) -> bool {
-        let growth = lock(&self.growth);
-        let Some(file) = growth.file.as_ref().filter(|_| !growth.detached) else {
-            return false;
-        };
-        if self.in_memory {
-            // Memory's pages are taken as names are written.
-            return true;
-        }
-        let at = |n: usize| (self.meta_offset + n) as u64;
-        file.with(|file| reserve_hole(file, at(from), at(to.min(self.meta_capacity))))
-            .is_ok()
+        Ok(())
     }
 
     /// Makes the file `new_len` bytes long from `old_len` (which it is):
@@ -653,6 +608,15 @@ impl TraceMap {
         unsafe { &*(self.base.add(offset) as *const AtomicU64) }
     }
 
+    /// The atomic word at `offset` of the mapped file: a header counter,
+    /// or a word of a claimed slot (a metadata segment's committed length).
+    pub fn word(&self, offset: usize) -> &AtomicU64 {
+        assert!(offset.is_multiple_of(8) && offset + 8 <= self.mapped_len(self.ready_slots()));
+        // SAFETY: in bounds (checked above), 8-aligned (the range is page
+        // aligned), and only ever accessed atomically while the recording runs.
+        unsafe { &*(self.base.add(offset) as *const AtomicU64) }
+    }
+
     /// The start of chunk slot `slot`, which must be below [`TraceMap::ready_slots`].
     #[inline]
     pub fn chunk(&self, slot: u64) -> *mut u8 {
@@ -737,11 +701,12 @@ impl TraceMap {
         unsafe { &*(self.chunk(slot).add(C_STATE) as *const AtomicU64) }
     }
 
-    /// Copies `bytes` to `offset`, in the header or the metadata region
-    /// (always mapped). The caller must own that range (the header's plain
-    /// fields, or the metadata region under its lock).
+    /// Copies `bytes` to `offset`, in the header, the metadata region
+    /// (always mapped) or a metadata segment (a claimed slot). The caller
+    /// must own that range (the header's plain fields, or the metadata log
+    /// under its lock).
     pub fn write(&self, offset: usize, bytes: &[u8]) {
-        assert!(offset + bytes.len() <= self.chunks_offset);
+        assert!(offset + bytes.len() <= self.mapped_len(self.ready_slots()));
         // SAFETY: in bounds (checked above); the caller owns the range.
         unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), self.base.add(offset), bytes.len()) }
     }
@@ -759,9 +724,9 @@ impl TraceMap {
     /// counters and the chunks, are mapped again, in place, onto private
     /// anonymous memory, so that such a write can no longer reach the file;
     /// the rest of the reservation, which nothing points into, is unmapped.
-    /// The metadata region stays on the file: the caller closed it (no
-    /// record is written into it any more), and remapping a Python trace's
-    /// 16 MiB of it was most of the cost of a short recording's finish.
+    /// The metadata region stays on the file: the caller closed the
+    /// metadata log (no record is written into it, nor into a segment in
+    /// a chunk slot, any more), and a large region need not be remapped.
     /// Nothing may read the map afterwards. If the system refuses the
     /// remap, the range stays on the file: returns whether it let go.
     ///
@@ -1079,15 +1044,6 @@ fn map_file(file: &File, base: *mut u8, from: usize, to: usize) -> io::Result<()
     } else {
         Ok(())
     }
-}
-
-/// Reserves the blocks of `from..to`, a hole inside the file. File systems
-/// that cannot reserve keep it sparse, as they keep the chunk slots.
-fn reserve_hole(file: &File, from: u64, to: u64) -> io::Result<()> {
-    if to <= from {
-        return Ok(());
-    }
-    allocate(file, from, to).map(|_| ())
 }
 
 /// Extends the file from `from` to `to` bytes and reserves the new blocks,

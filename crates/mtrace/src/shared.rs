@@ -66,12 +66,12 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use mtrace_format::layout::*;
-use mtrace_format::meta::encode_stack_of_kind;
+use mtrace_format::meta::{encode_next_segment, encode_stack_of_kind};
 use mtrace_format::{MetaRecord, StackId, StackKind};
 
 use crate::clock::RunClock;
 use crate::config::{Config, Mode};
-use crate::file::{TraceMap, META_STEP};
+use crate::file::TraceMap;
 use crate::provision::Provisioner;
 
 /// `GEN`: the environment has not been checked for `MTRACE_OUT` yet.
@@ -143,30 +143,72 @@ impl Drop for Reading {
     }
 }
 
-/// The committed length of a recording's metadata region, and the buffer
+/// Where a recording's metadata log is appended now, and the buffer
 /// records are encoded in (reused: naming each task's stack as it is
 /// created costs no allocation).
-#[derive(Debug, Default)]
+///
+/// The log starts in the small region after the header and goes on in
+/// *segments*, chunk slots claimed as event chunks are (`next_seq`): when
+/// a record does not fit the part being written, a slot is claimed and
+/// made a segment (its state word [`SEGMENT_STATE`], which every reader of
+/// chunks sees as an empty slot and a ring's claims pass by), and a
+/// next-segment record naming it ends the full part. Every part keeps
+/// [`META_NEXT_SEGMENT_LEN`] bytes free at its end for that record. The
+/// log thus grows as the file does, up to the file's maximum, with no
+/// room reserved ahead.
+#[derive(Debug)]
 pub(crate) struct MetaRegion {
     /// The file is finished (or its range given back): no record is
     /// written any more, and its part of the map may be left on the file
     /// (see [`TraceMap::detach`]).
     pub closed: bool,
-    pub len: usize,
-    /// Bytes of the region reserved on disk (see [`TraceMap::reserve_meta`]).
-    pub reserved: usize,
+    /// Committed bytes of the part being written.
+    len: usize,
+    part: Part,
+    /// Bytes of records written, over every part (links not counted).
+    pub total: u64,
+    /// Segments claimed so far.
+    segments: u64,
     scratch: Vec<u8>,
 }
 
+/// A part of the metadata log: the first region or a segment's log.
+#[derive(Clone, Copy, Debug)]
+struct Part {
+    /// File offset of its first byte.
+    start: usize,
+    /// Bytes it can hold.
+    capacity: usize,
+    /// File offset of the atomic word that counts its committed bytes
+    /// (the header's `meta_len`, or the segment's).
+    committed: usize,
+}
+
 impl MetaRegion {
-    /// An empty region with `reserved` bytes reserved on disk.
-    pub(crate) fn new(reserved: usize) -> MetaRegion {
+    /// The empty log of the file `map`: its first region.
+    pub(crate) fn new(map: &TraceMap) -> MetaRegion {
         MetaRegion {
-            reserved,
-            ..MetaRegion::default()
+            closed: false,
+            len: 0,
+            part: Part {
+                start: map.meta_offset,
+                capacity: map.meta_capacity,
+                committed: H_META_LEN,
+            },
+            total: 0,
+            segments: 0,
+            scratch: Vec::new(),
         }
     }
 }
+
+/// A ring gives at most this share (1 / n) of its slots to metadata
+/// segments: the rest stay for events, and a claim that meets segments
+/// passes them by without counting them as tries.
+const RING_SEGMENT_SHARE: u64 = 4;
+/// Slots a ring's segment claim tries before the record is dropped (a
+/// busy slot is one a thread is writing).
+const SEGMENT_CLAIM_ATTEMPTS: u32 = 16;
 
 /// Bumped in a child process by the fork handler: a thread bound in an
 /// older epoch holds a chunk of the parent's recording (mapped shared with
@@ -276,8 +318,9 @@ impl Shared {
         self.write_meta_with(|out| record.encode(out));
     }
 
-    /// Appends the metadata record `encode` appends to its buffer; counts it
-    /// in `meta_dropped` if the region is full.
+    /// Appends the metadata record `encode` appends to its buffer; counts
+    /// it in `meta_dropped` if it cannot be stored (the file cannot grow,
+    /// or a ring's slots for names are taken).
     pub fn write_meta_with(&self, encode: impl FnOnce(&mut Vec<u8>)) {
         let mut region = lock(&self.meta);
         let region = &mut *region;
@@ -288,28 +331,107 @@ impl Shared {
         }
         region.scratch.clear();
         encode(&mut region.scratch);
-        let bytes = &region.scratch;
-        let end = region.len + bytes.len();
-        let reserved = end <= region.reserved || {
-            // Reserve the next step of the region on disk first.
-            let to = end.div_ceil(META_STEP) * META_STEP;
-            let ok = end <= self.map.meta_capacity && self.map.reserve_meta(region.reserved, to);
-            if ok {
-                region.reserved = to.min(self.map.meta_capacity);
-            }
-            ok
-        };
-        if !reserved {
+        let need = region.scratch.len();
+        let fits = region.len + need + META_NEXT_SEGMENT_LEN <= region.part.capacity;
+        if !fits && !self.next_segment(region, need) {
             self.map
                 .counter(H_META_DROPPED)
                 .fetch_add(1, Ordering::Relaxed);
             return;
         }
-        self.map.write(self.map.meta_offset + region.len, bytes);
-        region.len += bytes.len();
         self.map
-            .counter(H_META_LEN)
+            .write(region.part.start + region.len, &region.scratch);
+        region.len += need;
+        region.total += need as u64;
+        // Release: a reader that sees the length sees the bytes before it.
+        self.map
+            .word(region.part.committed)
             .store(region.len as u64, Ordering::Release);
+    }
+
+    /// Goes on with the log in a new segment, which holds a record of
+    /// `need` bytes: claims a slot, makes it a segment, and ends the part
+    /// being written with a record naming it. False (nothing written) if
+    /// no segment can be had, or the record would not fit one.
+    fn next_segment(&self, region: &mut MetaRegion, need: usize) -> bool {
+        let map = &self.map;
+        let capacity = map.chunk_size - SEGMENT_HEADER_SIZE;
+        if need + META_NEXT_SEGMENT_LEN > capacity {
+            return false;
+        }
+        let Some(slot) = self.claim_segment_slot(region.segments) else {
+            return false;
+        };
+        region.segments += 1;
+        let at = map.chunks_offset + slot as usize * map.chunk_size;
+        // The segment's header before the link that leads to it: a reader
+        // that sees the link sees the header. A ring's slot held a chunk
+        // before: its header's other words are cleared.
+        let mut header = [0u8; SEGMENT_HEADER_SIZE - S_MAGIC];
+        header[..8].copy_from_slice(&SEGMENT_MAGIC.to_le_bytes());
+        map.write(at + S_MAGIC, &header);
+        let mut link = Vec::with_capacity(META_NEXT_SEGMENT_LEN);
+        encode_next_segment(&mut link, at as u64, map.chunk_size as u64);
+        map.write(region.part.start + region.len, &link);
+        map.word(region.part.committed)
+            .store((region.len + link.len()) as u64, Ordering::Release);
+        region.part = Part {
+            start: at + SEGMENT_HEADER_SIZE,
+            capacity,
+            committed: at + S_META_LEN,
+        };
+        region.len = 0;
+        true
+    }
+
+    /// Claims a chunk slot for a metadata segment, as a thread claims one
+    /// for its events (`thread.rs`), and marks it [`SEGMENT_STATE`]. `None`
+    /// if the file is full (stop-when-full), or a ring has given its share
+    /// of slots to segments already or found every slot it tried busy.
+    fn claim_segment_slot(&self, segments: u64) -> Option<u64> {
+        let map = &self.map;
+        let next_seq = map.counter(H_NEXT_SEQ);
+        match self.mode {
+            Mode::StopWhenFull => {
+                let seq = next_seq.fetch_add(1, Ordering::Relaxed);
+                if seq >= map.ready_slots() && !map.grow_to(seq) {
+                    return None;
+                }
+                // Slots are used once, in `seq` order: this one is fresh.
+                map.state(seq).store(SEGMENT_STATE, Ordering::Release);
+                self.provisioner.on_first_claim(map, seq);
+                Some(seq)
+            }
+            Mode::Ring => {
+                if segments >= map.chunk_count / RING_SEGMENT_SHARE {
+                    return None;
+                }
+                for _ in 0..SEGMENT_CLAIM_ATTEMPTS {
+                    let seq = next_seq.fetch_add(1, Ordering::Relaxed);
+                    let slot = seq % map.chunk_count;
+                    let state = map.state(slot);
+                    let old = state.load(Ordering::Relaxed);
+                    let busy =
+                        old & STATE_WRITING != 0 || unpack_state(old).seq.is_some_and(|s| s >= seq);
+                    if !busy
+                        && state
+                            .compare_exchange(
+                                old,
+                                SEGMENT_STATE,
+                                Ordering::Acquire,
+                                Ordering::Relaxed,
+                            )
+                            .is_ok()
+                    {
+                        if seq < map.chunk_count {
+                            self.provisioner.on_first_claim(map, seq);
+                        }
+                        return Some(slot);
+                    }
+                }
+                None
+            }
+        }
     }
 }
 

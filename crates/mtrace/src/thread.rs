@@ -785,7 +785,9 @@ fn claim(l: &Local, shared: &Shared) -> bool {
     let map = &shared.map;
     let next_seq = map.counter(H_NEXT_SEQ);
     let dropped_chunks = map.counter(H_DROPPED_CHUNKS);
-    for _ in 0..MAX_CLAIM_ATTEMPTS {
+    let mut attempts = 0;
+    while attempts < MAX_CLAIM_ATTEMPTS {
+        attempts += 1;
         let seq = next_seq.fetch_add(1, Ordering::Relaxed);
         // Stop-when-full: slots are used once, in `seq` order, and the file
         // grows to them; past its maximum, or on a full disk, it is full.
@@ -804,6 +806,13 @@ fn claim(l: &Local, shared: &Shared) -> bool {
             state.store(pack_state(seq, 0, true), Ordering::Relaxed);
         } else {
             let old = state.load(Ordering::Relaxed);
+            if old == SEGMENT_STATE {
+                // A ring's slot holding names (`shared.rs`): passed by,
+                // neither a try nor a drop (a ring gives a bounded share
+                // of its slots to names, so the loop ends).
+                attempts -= 1;
+                continue;
+            }
             let busy = old & STATE_WRITING != 0 || unpack_state(old).seq.is_some_and(|s| s >= seq);
             if busy
                 || state

@@ -89,7 +89,7 @@ pub(crate) fn open(
     let clock = clock();
     map.write_header(config, &clock);
     let provisioner = Provisioner::new(&map);
-    let meta = MetaRegion::new(map.meta_reserved_at_start());
+    let meta = MetaRegion::new(&map);
     let shared: &'static Shared = Box::leak(Box::new(Shared {
         gen: generation(series_no, k, clock.tsc),
         map,
@@ -231,7 +231,7 @@ fn summarize(shared: &Shared) -> Summary {
         growth_failure: map.growth_failure(),
         slots_prepared: shared.provisioner.prepared_count(),
         threads: shared.threads.load(Ordering::Relaxed),
-        meta_bytes: map.counter(H_META_LEN).load(Ordering::Relaxed),
+        meta_bytes: lock(&shared.meta).total,
         meta_dropped: map.counter(H_META_DROPPED).load(Ordering::Relaxed),
         duration: shared.started.elapsed(),
     }
@@ -266,6 +266,11 @@ pub(crate) fn finish(shared: &'static Shared, end_tick: Option<u64>) -> Summary 
     map.write(H_CALIB_NS, &calib_ns.to_le_bytes());
     let flags = map.read_u32(H_FLAGS) | FLAG_FINISHED;
     map.write(H_FLAGS, &flags.to_le_bytes());
+    // The metadata log is closed before the slots in use are counted: a
+    // record that went on in a new segment (a slot it claims) after the
+    // count would link to a slot past the cut. A record written after this
+    // is dropped (it would be lost to the finished file anyway).
+    lock(&shared.meta).closed = true;
     // The file leaves no unused slots on disk: the header claims the slots
     // chunks were claimed in (from 0, in claim order; slots the file never
     // grew to were claimed by no one), and the file ends after them. A ring
@@ -282,10 +287,9 @@ pub(crate) fn finish(shared: &'static Shared, end_tick: Option<u64>) -> Summary 
     summary.chunk_count = used.unwrap_or(map.chunk_count);
     // Threads may still hold pointers into the map: from here on their
     // writes must not reach the file, which a next recording to the same
-    // path would truncate and map again. A record written after this would
-    // be lost to the finished file anyway: the region is closed first, and
-    // `detach` leaves it on the file (no write reaches it any more).
-    lock(&shared.meta).closed = true;
+    // path would truncate and map again. The metadata log is closed
+    // (above), so `detach` leaves its region on the file (no write reaches
+    // it any more).
     let detached = map.detach();
     // Cut only once detached (see `TraceMap::close`).
     map.close(used.filter(|_| detached));

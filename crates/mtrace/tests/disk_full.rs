@@ -195,10 +195,10 @@ fn names_past_a_full_disk_are_dropped_and_counted() {
         return;
     };
     let path = disk.path().join("names.mtrace");
-    // A metadata region four times the disk: reserved a step at a time, so
-    // the recording starts, and a name that finds no room is dropped, not
-    // written into a hole (which would be a SIGBUS on a full disk).
-    let recording = mtrace::start(Config::new(&path).meta_capacity(16 << 20)).unwrap();
+    // Names past the first region go on in segments, chunk slots the file
+    // grows by with their blocks reserved: a name that finds no room is
+    // dropped, never written into a hole (a SIGBUS on a full disk).
+    let recording = mtrace::start(Config::new(&path)).unwrap();
     const NAMES: usize = 80_000; // some 6 MB of records
     let stacks: Vec<_> = (0..NAMES)
         .map(|i| mtrace::LogicalStack::new(format!("request-{i:06}-{}", "y".repeat(40))))

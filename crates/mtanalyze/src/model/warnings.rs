@@ -109,7 +109,7 @@ impl WarningKind {
                 "ended the thread's stacks at the mark (open frames counted as cut_short), or, if the thread's events resume, paused them until then; the lost stretch is not counted"
             }
             WarningKind::DroppedMetadata => {
-                "shown by id: stacks as stack:<id>, functions as fn#<id> (record with a larger metadata capacity: MTRACE_META_CAPACITY=64M or Config::meta_capacity in Rust, --meta-capacity in Python)"
+                "shown by id: stacks as stack:<id>, functions as fn#<id> (names outgrowing the first region go on in chunk slots; these were dropped because the file could not grow, a ring had given a quarter of its slots to names, or a record was larger than a chunk slot: record with a larger capacity, or without a ring)"
             }
             WarningKind::EndIgnored => {
                 "ignored the end (only a stack's latest end counts, and only if no thread ran the stack at it or after it)"

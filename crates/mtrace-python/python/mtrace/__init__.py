@@ -181,10 +181,12 @@ def enable(path: str | os.PathLike[str] = DEFAULT_OUTPUT, *, capacity: str | Non
     ``tasks``: run each asyncio task on a stack of its own, named by the
     task's name; a coroutine is then one call from its start to its return
     (with ``tasks=False``, each resumption is a call, as in cProfile).
-    ``meta_capacity``: bytes for the names of functions, threads and tasks
-    (``"16M"`` by default, about half a million task names; reserved on
-    disk a MiB at a time as names fill it). Names past it are lost:
-    ``mtanalyze`` then shows them by id and warns ``dropped_metadata``.
+    ``meta_capacity``: bytes of the first region for the names of
+    functions, threads and tasks (``"32K"`` by default). It is no limit:
+    names past it go on in the file's chunk slots as the file grows. Names
+    are lost only when the file cannot grow (or a ring has given a quarter
+    of its slots to names); ``mtanalyze`` then shows them by id and warns
+    ``dropped_metadata``.
     ``children``: child processes record too, each into ``NAME.pid<PID>.EXT``
     beside ``path`` (forks, ``multiprocessing``'s every start method,
     ``subprocess`` runs of Python), and ``mtanalyze path`` reports the whole

@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> None:
         return _attach.main(args[1:])  # type: ignore[return-value]  # it never returns
     parser = Parser(
         prog=PROG,
-        usage="%(prog)s [-o OUT] [-s SORT] [--html FILE] [--capacity 64G] [--ring] [--meta-capacity 16M] "
+        usage="%(prog)s [-o OUT] [-s SORT] [--html FILE] [--capacity 64G] [--ring] [--meta-capacity 64K] "
         "[--armed] [--signal SIG] [--rotate SIZE|AGE] [--keep N] "
         "[--no-builtins | --fast-builtins] [--no-tasks] "
         "(script.py | -m module) [args ...]",
@@ -176,8 +176,9 @@ def main(argv: list[str] | None = None) -> None:
                         help="the most bytes of events, e.g. 64M or 1G (default: the file grows "
                         "up to half the free disk space; with --ring, 256M)")
     parser.add_argument("--meta-capacity", default=None,
-                        help="bytes for the names of functions, threads and asyncio tasks "
-                        "(default: 16M, some half a million task names)")
+                        help="bytes of the first region for the names of functions, threads "
+                        "and asyncio tasks (default: 32K); names past it go on in the file's "
+                        "chunk slots, so it is no limit")
     parser.add_argument("--armed", action="store_true",
                         help="start paused: record nothing until resumed "
                              "(mtrace.resume(), or the --signal)")

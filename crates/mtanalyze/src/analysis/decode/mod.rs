@@ -144,7 +144,7 @@ pub(crate) fn decode<'a>(
         Some(_) => FunctionTable::numbered(),
         None => FunctionTable::default(),
     };
-    let mut stack_names = StackNames::in_file(file.metadata_region().0);
+    let mut stack_names = StackNames::in_file(file.bytes());
     let mut stack_kinds = StackKinds::default();
     let (mut names_counted, mut last_named) = (0usize, None);
     let mut thread_names = FxHashMap::default();

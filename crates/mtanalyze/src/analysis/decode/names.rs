@@ -34,7 +34,8 @@ impl StackNames<'_> {
 #[derive(Clone, Debug)]
 enum NameTable<'a> {
     /// Stacks `first..first + records.len()`: `records[i]` is the offset
-    /// in `region` of the record naming stack `first + i`, or [`UNNAMED`].
+    /// in `region` of the record naming stack `first + i`, or [`UNNAMED`]
+    /// (a record past 4 GiB into the file turns the table into names).
     InFile {
         region: &'a [u8],
         first: u64,
@@ -68,8 +69,9 @@ impl<'a> StackNames<'a> {
         }
     }
 
-    /// An empty table whose names will be read from `region` (the trace's
-    /// metadata region) where they can.
+    /// An empty table whose names will be read from `region` (the trace
+    /// file, whose metadata log may lie in several parts: a record's place
+    /// is its file offset) where they can.
     pub(super) fn in_file(region: &'a [u8]) -> StackNames<'a> {
         StackNames {
             table: NameTable::InFile {
