@@ -1,7 +1,8 @@
 //! A clean finish leaves a file no larger than what it holds: a
 //! stop-when-full recording that ended before its file filled keeps only
 //! the chunk slots it claimed (the header says so too); a ring keeps its
-//! size, being a fixed buffer.
+//! size, being a fixed buffer. (Names past the first metadata region, and
+//! what a small trace takes on disk: `names.rs`.)
 
 mod common;
 
