@@ -9,10 +9,7 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
-
-use common::{decode, steps, Step, TempTrace};
+use common::{decode, kill_child_at, steps, Step, TempTrace};
 use mtrace::Config;
 
 const CHILD_ENV: &str = "MTRACE_TEST_CRASH_CHILD";
@@ -66,28 +63,7 @@ fn sigkill_leaves_every_committed_event_readable() {
         return;
     }
     let trace = TempTrace::new("crash");
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "crash_child", "--nocapture", "--test-threads=1"])
-        .env(CHILD_ENV, trace.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn child");
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut reached = 0u64;
-    while reached < 100_000 {
-        let line = lines
-            .next()
-            .expect("child ended before it was killed")
-            .unwrap();
-        if let Some(n) = line.strip_prefix("progress ") {
-            reached = n.trim().parse().unwrap();
-        }
-    }
-    // SAFETY: plain kill(2) of our own child.
-    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGKILL) }, 0);
-    let status = child.wait().unwrap();
-    assert!(!status.success());
+    let reached = kill_child_at("crash_child", CHILD_ENV, trace.path(), "progress ", 100_000);
 
     let d = decode(trace.path());
     assert!(!d.header.finished(), "a killed recording is not finished");

@@ -6,10 +6,7 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
-
-use common::{decode, serial, TempTrace};
+use common::{decode, kill_child_at, serial, TempTrace};
 use mtrace::{Config, Format};
 use mtrace_format::{EventKind, TraceFile};
 
@@ -170,30 +167,16 @@ fn a_killed_run_whose_file_grew_analyzes() {
         return;
     }
     let trace = TempTrace::new("growth-crash");
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "growth_crash_child", "--nocapture"])
-        .env(CHILD_ENV, trace.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn child");
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
     // 4 events of 16 bytes an iteration: 24 MiB of events, past several
     // growths of the file (1 MiB at start, then 2, 4, 8, ...).
     const ITERATIONS: u64 = 400_000;
-    let mut reached = 0u64;
-    while reached < ITERATIONS {
-        let line = lines
-            .next()
-            .expect("child ended before it was killed")
-            .unwrap();
-        if let Some(n) = line.strip_prefix("progress ") {
-            reached = n.trim().parse().unwrap();
-        }
-    }
-    // SAFETY: plain kill(2) of our own child.
-    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGKILL) }, 0);
-    assert!(!child.wait().unwrap().success());
+    let reached = kill_child_at(
+        "growth_crash_child",
+        CHILD_ENV,
+        trace.path(),
+        "progress ",
+        ITERATIONS,
+    );
 
     let len = std::fs::metadata(trace.path()).unwrap().len();
     let bytes = std::fs::read(trace.path()).unwrap();

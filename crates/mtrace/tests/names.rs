@@ -10,7 +10,7 @@ mod common;
 use std::collections::HashSet;
 use std::os::unix::fs::MetadataExt;
 
-use common::{decode, serial, TempTrace};
+use common::{decode, kill_child_at, serial, TempTrace};
 use mtrace::{Config, LogicalStack, Mode};
 use mtrace_format::layout::{HEADER_SIZE, SEGMENT_STATE};
 use mtrace_format::{MetaRecord, TraceFile};
@@ -246,34 +246,17 @@ fn names_crash_child() {
 /// the names, in order, up to the last one committed, and no damage.
 #[test]
 fn sigkill_while_naming_loses_only_the_name_being_written() {
-    use std::io::{BufRead, BufReader};
-    use std::process::{Command, Stdio};
     if std::env::var_os(CHILD_ENV).is_some() {
         return;
     }
     let trace = TempTrace::new("names-crash");
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "names_crash_child",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_ENV, trace.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn child");
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut reached = 0u64;
-    while reached < 50_000 {
-        let line = lines.next().expect("the child stopped early").unwrap();
-        if let Some(n) = line.strip_prefix("named ") {
-            reached = n.parse().unwrap();
-        }
-    }
-    child.kill().unwrap();
-    child.wait().unwrap();
+    let reached = kill_child_at(
+        "names_crash_child",
+        CHILD_ENV,
+        trace.path(),
+        "named ",
+        50_000,
+    );
     let bytes = std::fs::read(trace.path()).unwrap();
     let names = stack_names(&bytes);
     assert!(

@@ -17,6 +17,38 @@ pub fn serial() -> MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// Runs test `child` of this test binary in a child process (it records
+/// into `trace`, which it finds in the environment variable `env`, and
+/// prints `PREFIX N` lines as its work commits), and kills it with SIGKILL
+/// once a line says at least `at_least`. Returns the count of the last
+/// line read: everything the child counted up to it is committed.
+pub fn kill_child_at(child: &str, env: &str, trace: &Path, prefix: &str, at_least: u64) -> u64 {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let mut process = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", child, "--nocapture", "--test-threads=1"])
+        .env(env, trace)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn child");
+    let mut lines = BufReader::new(process.stdout.take().unwrap()).lines();
+    let mut reached = 0u64;
+    while reached < at_least {
+        let line = lines
+            .next()
+            .expect("child ended before it was killed")
+            .unwrap();
+        if let Some(n) = line.strip_prefix(prefix) {
+            reached = n.trim().parse().unwrap();
+        }
+    }
+    // `Child::kill` is SIGKILL on Unix.
+    process.kill().unwrap();
+    assert!(!process.wait().unwrap().success());
+    reached
+}
+
 /// A trace path in the temp dir, removed when dropped.
 pub struct TempTrace(pub PathBuf);
 
