@@ -11,7 +11,7 @@ use crate::analysis::marks::to_marks;
 use crate::analysis::options::{AnalyzeOptions, PathMode};
 use crate::analysis::paths::{ROOT, STACK_LABEL};
 use crate::analysis::prepare::Prepared;
-use crate::analysis::replay::stack_name;
+use crate::analysis::replay::{stack_kind, stack_name};
 use crate::analysis::segment::StackKey;
 use crate::analysis::stacks::Analysis;
 use crate::input::LoadedTrace;
@@ -22,7 +22,6 @@ use crate::model::report::{
     CallPath, Clock, FunctionStats, Report, StackName, StackRows, StackStats, TimeWindow,
 };
 use crate::model::warnings::{makes_subinterpreter, Warnings};
-use mtrace_format::StackKind;
 
 /// Where the function rows and edges of a report go.
 pub(super) enum Rows {
@@ -469,10 +468,7 @@ fn name_stacks(stacks: &mut [StackStats], decoded: &mut Decoded<'_>) {
     let mut stack_names = stack_names.iter().peekable();
     let mut thread_names = std::mem::take(&mut decoded.thread_names);
     for s in stacks {
-        s.kind = match s.id {
-            StackKey::Own(_) => StackKind::Unspecified,
-            StackKey::Logical(id) => decoded.stack_kinds.get(id),
-        };
+        s.kind = stack_kind(decoded, s.id);
         s.name = match s.id {
             StackKey::Own(tid) => thread_names.remove(&tid).map(|(name, _)| name.into()),
             StackKey::Logical(id) => {
