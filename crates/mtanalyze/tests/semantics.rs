@@ -458,6 +458,28 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    /// A one-thread trace under `gil` is replayed under `stack` (no other
+    /// thread can pause a stack: the two clocks draw the same intervals);
+    /// its report is still the literal `gil` reference's, from JSON lines
+    /// and from binary input, with or without a `lost` mark.
+    #[test]
+    fn one_thread_under_gil_equals_the_literal_reference(
+        stacks in 0u64..4, functions in 1u8..5, steps in steps(), cut in 0u8..130,
+    ) {
+        let lines = with_marks(&ordered_lines(1, stacks, functions, &steps), &[cut]);
+        prop_assume!(!lines.is_empty());
+        let want = reference::reference(&lines, RefClock::Gil, None);
+        let from_text = as_ref_report(&run_jsonl(&to_jsonl(&lines), Clock::Gil));
+        prop_assert_eq!(&from_text, &want);
+        let from_binary = run(to_binary_direct(&lines), Clock::Gil);
+        prop_assert_eq!(from_binary.clock, Clock::Gil);
+        prop_assert_eq!(&as_ref_report(&from_binary), &want);
+    }
+}
+
 /// `lines` as a binary trace whose logical stacks have no names and ids
 /// `dense << shift`, where `dense` is the id `TraceWriter::stack` gives.
 fn to_binary_with_ids_shifted(lines: &[reference::Line], shift: u32) -> Vec<u8> {

@@ -73,7 +73,7 @@ pub(crate) fn batch<'a>(
             own.state,
             &mut tally,
             &mut NoObserver,
-            analysis.clock,
+            analysis.replay_clock,
             end_ns,
             own.ends_at_ns,
         );
@@ -378,7 +378,7 @@ fn replay_in(analysis: &mut Analysis<'_>, tally: &mut Tally, paths: PathMode) ->
             o.state,
             tally,
             &mut NoObserver,
-            analysis.clock,
+            analysis.replay_clock,
             end_ns,
             o.ends_at_ns,
         );

@@ -30,9 +30,12 @@ pub(crate) struct Prepared<'a> {
     pub(crate) end_tick: u64,
     /// Problems of the file and of its threads' passes.
     pub(crate) warnings: Warnings,
-    /// The clock the analysis asked for, resolved.
+    /// The clock the analysis asked for, resolved: the report's.
     pub(crate) clock: Clock,
-    /// Merged if the clock is `gil`.
+    /// The clock the stacks are replayed under: `clock`, or `stack` where
+    /// it gives the same report faster ([`replay_clock`]).
+    pub(crate) replay_clock: Clock,
+    /// Merged if the replay clock is `gil`.
     pub(crate) gil_runs: Option<GilRuns>,
     /// What part of the trace counts.
     pub(crate) window: Window,
@@ -67,6 +70,42 @@ fn resolve_clock(opts: &AnalyzeOptions, decoded: &Decoded<'_>) -> Clock {
             mtrace_format::PreferredClock::Wall => Clock::Wall,
             _ => Clock::Stack,
         })
+}
+
+/// The clock of a report's times, and the one its stacks replay under.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Clocks {
+    pub(crate) report: Clock,
+    pub(crate) replay: Clock,
+}
+
+/// The clock to replay a report's stacks under when the report asks for
+/// `clock`: `clock`, except that a `gil` trace of one thread whose events
+/// are whole from its start replays under `stack`. With one thread there
+/// is no other thread's event to pause a stack, so `gil`'s running
+/// intervals (from each event to the thread's next, the last one to the
+/// end of the trace) are `stack`'s (from the thread's first event or a
+/// switch to its next switch or the end): the same report, without
+/// merging the runs and with the thread's own stack replayed by the
+/// segment pass. A profile per request is such a trace. Left to `gil`:
+/// a chunk restarted from its snapshot (after a gap, a pause, or in a
+/// later file of a series), where the two clocks start the stretch before
+/// the chunk's first event differently (`semantics.md`, rotation).
+/// The proptests of `tests/semantics.rs` hold it to the literal `gil`
+/// reference on one-thread traces.
+fn replay_clock(clock: Clock, decoded: &Decoded<'_>) -> Clock {
+    let whole_single_thread = decoded.threads.len() == 1
+        && decoded.lost == 0
+        && decoded.continued_stacks.is_empty()
+        && decoded.threads[0]
+            .chunks
+            .iter()
+            .all(|c| !c.gap_before && !c.continued);
+    if clock == Clock::Gil && whole_single_thread {
+        Clock::Stack
+    } else {
+        clock
+    }
 }
 
 /// Heap the segment pass may spend on replaying own stacks (a tally per
@@ -115,10 +154,16 @@ pub(crate) fn prepare<'a>(
         }
         _ => None,
     };
+    // The timeline exports (no fusing) observe each running interval as
+    // its clock draws it: they replay under the clock asked for.
+    let replay_clock = match (clock, per_thread || shared.is_some()) {
+        (Some(c), true) => Some(replay_clock(c, &decoded)),
+        _ => clock,
+    };
     let fuse = opts
         .filter(|_| per_thread || shared.is_some())
         .and_then(|opts| {
-            let clock = clock?;
+            let clock = replay_clock?;
             // One tally for every thread always fits.
             let fits = shared.is_some() || tallies_fit(&decoded, trace.bytes().len());
             let can = clock != Clock::Gil && opts.paths == PathMode::Off && fits;
@@ -128,16 +173,19 @@ pub(crate) fn prepare<'a>(
         Some(t) => cut_threads_into(&decoded, fuse, t),
         None => cut_threads(&decoded, fuse),
     };
-    let (passes, gil_runs) = if clock == Some(Clock::Gil) {
+    let (passes, gil_runs) = if replay_clock == Some(Clock::Gil) {
         let (passes, runs) = crate::threads::join(cut, || GilRuns::build(&decoded));
         (passes, Some(runs))
     } else {
         (cut(), None)
     };
+    let clocks = clock
+        .zip(replay_clock)
+        .map(|(report, replay)| Clocks { report, replay });
     let prepared = Prepared::new(
         decoded,
         passes,
-        clock,
+        clocks,
         gil_runs,
         window,
         shared,
@@ -211,7 +259,7 @@ impl<'a> Prepared<'a> {
     pub(super) fn new(
         mut decoded: Decoded<'a>,
         passes: Vec<ThreadPass>,
-        clock: Option<Clock>,
+        clocks: Option<Clocks>,
         gil_runs: Option<GilRuns>,
         window: Window,
         tally: Option<Tally>,
@@ -226,7 +274,8 @@ impl<'a> Prepared<'a> {
             functions,
             end_tick,
             warnings,
-            clock: clock.unwrap_or(Clock::Stack),
+            clock: clocks.map_or(Clock::Stack, |c| c.report),
+            replay_clock: clocks.map_or(Clock::Stack, |c| c.replay),
             gil_runs,
             window,
             tally,
@@ -434,5 +483,66 @@ impl Prepared<'_> {
             traces: 1,
             window: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::input::from_bytes;
+    use mtrace_format::{EventKind, StackId, ThreadId, TraceWriter, WriterOptions};
+
+    /// A trace whose threads `tids` each call `f` twice, with a switch to
+    /// a logical stack and back on the first.
+    fn trace(tids: &[u64]) -> LoadedTrace {
+        let mut w = TraceWriter::new(std::io::Cursor::new(Vec::new()), WriterOptions::default())
+            .expect("writer");
+        let f = w.function("f", "f.py", 1, "");
+        let task = w.stack("task");
+        let mut t = 0;
+        for &tid in tids {
+            for kind in [
+                EventKind::Enter(f),
+                EventKind::Switch(task),
+                EventKind::Enter(f),
+                EventKind::Exit(f),
+                EventKind::Switch(StackId::OWN),
+                EventKind::Exit(f),
+            ] {
+                t += 10;
+                w.event(ThreadId(tid), t, kind).expect("event");
+            }
+        }
+        let bytes = w.finish(Some(t + 10)).expect("finish").into_inner();
+        from_bytes("test", bytes).expect("loads")
+    }
+
+    fn prepared_clocks(trace: &LoadedTrace, fuse: Fuse<'_>) -> (Clock, Clock, bool) {
+        let opts = AnalyzeOptions {
+            clock: Some(Clock::Gil),
+            ..AnalyzeOptions::default()
+        };
+        let decoding = decode_for(trace, Some(&opts), None).expect("decodes");
+        let p = prepare(trace, decoding, Some(&opts), fuse, &mut |_| {}).expect("prepares");
+        (p.clock, p.replay_clock, p.gil_runs.is_some())
+    }
+
+    #[test]
+    fn a_one_thread_gil_report_replays_under_stack() {
+        let one = trace(&[1]);
+        assert_eq!(
+            prepared_clocks(&one, Fuse::PerThread),
+            (Clock::Gil, Clock::Stack, false)
+        );
+        // The timeline exports draw each interval as `gil` does.
+        assert_eq!(
+            prepared_clocks(&one, Fuse::No),
+            (Clock::Gil, Clock::Gil, true)
+        );
+        let two = trace(&[1, 2]);
+        assert_eq!(
+            prepared_clocks(&two, Fuse::PerThread),
+            (Clock::Gil, Clock::Gil, true)
+        );
     }
 }

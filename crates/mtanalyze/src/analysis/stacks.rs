@@ -282,7 +282,10 @@ fn segment(passes: &[ThreadPass], (t, i): SegmentHandle) -> &Segment {
 /// [`Observer`] that keeps every frame.
 pub(crate) struct Analysis<'a> {
     pub(crate) prep: Prepared<'a>,
+    /// The report's clock.
     pub(crate) clock: Clock,
+    /// The clock the stacks replay under ([`Prepared::replay_clock`]).
+    pub(crate) replay_clock: Clock,
     gil: Option<GilTimeline>,
     order: Vec<SegmentHandle>,
     /// Selected stacks, own stacks by thread id, then logical ones by id.
@@ -319,7 +322,7 @@ impl<'a> Analysis<'a> {
         stage_done: &mut dyn FnMut(&'static str),
     ) -> Result<Self, AnalyzeError> {
         let mut prep = prepare(trace, decoding, Some(opts), fuse, stage_done)?;
-        let clock = prep.clock;
+        let (clock, replay_clock) = (prep.clock, prep.replay_clock);
         let (order, all, biggest_of_all) = group_by_stack(&prep.passes, &prep.decoded.threads);
         // Which ends count is judged on every stack, selected or not.
         let ends = prep
@@ -401,6 +404,7 @@ impl<'a> Analysis<'a> {
             ends,
             prep,
             clock,
+            replay_clock,
             gil,
             order,
             stacks,
@@ -461,7 +465,7 @@ impl<'a> Analysis<'a> {
         let ctx = ReplayContext {
             decoded: &self.prep.decoded,
             functions: &self.prep.functions,
-            clock: self.clock,
+            clock: self.replay_clock,
             gil: self.gil.as_ref(),
             end_tick: self.prep.end_tick,
             first_mark_ns: self.first_mark_ns,

@@ -41,7 +41,7 @@ use crate::analysis::cut::ThreadStream;
 use crate::analysis::decode::{Decoded, FunctionTable, Pos};
 use crate::analysis::frames::{Acc, NoObserver, Tally};
 use crate::analysis::options::AnalyzeOptions;
-use crate::analysis::prepare::{Decoding, Prepared};
+use crate::analysis::prepare::{Clocks, Decoding, Prepared};
 use crate::analysis::replay::{stack_kind, stack_name, ReplayContext, StackReplay};
 use crate::analysis::segment::{Segment, StackKey};
 use crate::analysis::window::Window;
@@ -251,7 +251,18 @@ fn stream<'a>(
         timeline.extend(&mut merge, u64::MAX);
         timeline
     });
-    let mut prep = Prepared::new(decoded, passes, Some(clock), None, window, None, None);
+    let mut prep = Prepared::new(
+        decoded,
+        passes,
+        Some(Clocks {
+            report: clock,
+            replay: clock,
+        }),
+        None,
+        window,
+        None,
+        None,
+    );
     let end_ns = prep.ns(prep.end_tick);
     if let Some(t) = &mut timeline {
         t.set_end(end_ns);
