@@ -96,9 +96,14 @@ pub(super) fn replay_stack<'s, O: Observer>(
     // The logical stack's id (none for a thread's own), for the
     // lost-events rule and the frames it leaves open.
     let mut logical = None;
+    // The thread of its last stretch: where it ended.
+    let mut last_thread = 0;
     while let Some(seg) = segment(i) {
         if !seg.is_own() {
             logical = Some(seg.stack);
+        }
+        if let Some(t) = ctx.decoded.threads.get(seg.thread as usize) {
+            last_thread = t.tid.0;
         }
         // Segments (and their events) are scattered: start loading the
         // ones after this while it replays.
@@ -132,7 +137,10 @@ pub(super) fn replay_stack<'s, O: Observer>(
     // the program; cut by a loss first, they were not.
     let leftover = match (logical, ended_ns, cut_at) {
         (Some(stack), Some(end), lost) if lost.is_none_or(|l| end <= l) => {
-            Leftover::AtStackEnd { stack }
+            Leftover::AtStackEnd {
+                stack,
+                thread: last_thread,
+            }
         }
         _ => Leftover::NotCounted,
     };
@@ -617,7 +625,7 @@ impl<'a, O: Observer> StackReplay<'a, O> {
             let scheduled = self.woken.scheduled_until(close_ns, window);
             self.frames.scheduled = self.frames.scheduled.saturating_add(scheduled);
         }
-        self.frames.count_left_open(leftover);
+        self.frames.count_left_open(leftover, close_ns);
         self.frames.close_all(close_ns, r_end, cut_at.is_some());
         self.frames.merge_paths();
         // A stack lives from its first stretch to its last switch away (a
