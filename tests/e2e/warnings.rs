@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
+use mtanalyze::{AnalyzeOptions, Clock};
 use mtrace::{LogicalStack, StackKind};
 use serde_json::Value;
 
@@ -168,4 +169,37 @@ fn warnings_all_lists_every_repair_by_place() {
         }
     }
     assert_eq!(lines.len(), 1 + listed, "{}", all.stderr);
+}
+
+/// The batch and the streamed analysis find the same places, and a report
+/// of two traces lists each one's in turn.
+#[test]
+fn every_engine_and_a_merge_keep_the_same_places() {
+    let dir = TempDir::new("warnings-engines");
+    let trace = left_open_on_two_kinds(&dir);
+    let loaded = mtanalyze::load(&trace).expect("load");
+    for clock in [Clock::Stack, Clock::Gil, Clock::Wall] {
+        let options = AnalyzeOptions {
+            clock: Some(clock),
+            warning_details: true,
+            ..AnalyzeOptions::default()
+        };
+        let batch = mtanalyze::testing::analyze_batched(&loaded, &options).expect("batch");
+        assert_eq!(batch.warnings[0].details.len(), 2, "{clock}");
+        let streamed = mtanalyze::testing::analyze_streamed_with(&loaded, &options, 1)
+            .expect("streamed")
+            .expect("the trace streams");
+        assert_eq!(streamed.warnings, batch.warnings, "{clock}");
+    }
+    let one = run(&trace, &["--format", "json", "--warnings", "all"]).json();
+    // The same recording again, as a second trace.
+    let again = dir.join("again.mtrace");
+    std::fs::copy(&trace, &again).expect("copied");
+    let again = again.to_str().expect("a UTF-8 path");
+    let two = run(&trace, &[again, "--format", "json", "--warnings", "all"]).json();
+    assert_valid("report.schema.json", &two);
+    let places = |r: &Value| r["warnings"][0]["details"].as_array().cloned().unwrap_or_default();
+    let twice: Vec<Value> = places(&one).into_iter().chain(places(&one)).collect();
+    assert_eq!(places(&two), twice);
+    assert_eq!(two["warnings"][0]["count"], 6);
 }

@@ -110,7 +110,7 @@ pub(super) enum Leftover {
     AtStackEnd {
         /// The stack's id.
         stack: u64,
-        /// The thread it ended on.
+        /// The thread that recorded its `end`.
         thread: u64,
     },
     /// At the end of the trace (a task still running when the recording

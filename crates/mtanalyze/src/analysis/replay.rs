@@ -30,6 +30,7 @@ use mtrace_format::layout::EVENT_SIZE;
 use mtrace_format::{StackKind, TraceFile};
 
 use crate::analysis::clock::{GilCursor, GilTimeline};
+use crate::analysis::ends::StackEnd;
 use crate::analysis::decode::{prefetch, Batches, Decoded, FunctionTable};
 use crate::analysis::frames::{Frame, FrameStack, Leftover, NoObserver, Observer, Opened, Tally};
 use crate::analysis::paths::ROOT;
@@ -71,13 +72,13 @@ impl ReplayContext<'_, '_> {
 /// Replays one stack's segments (`segment(j)` is its `j`-th in start
 /// order, `None` past the last) into `tally`, showing `observer` every
 /// frame and running stretch; returns the stack's statistics and any
-/// problems. `wakes`: when its task was woken (ns, ascending); `ended_ns`:
+/// problems. `wakes`: when its task was woken (ns, ascending); `ended`:
 /// where an `end` that counts ended its life (`ends.rs`).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn replay_stack<'s, O: Observer>(
     ctx: &ReplayContext<'_, '_>,
     wakes: &[u64],
-    ended_ns: Option<u64>,
+    ended: Option<StackEnd>,
     segment: impl Fn(usize) -> Option<&'s Segment>,
     tally: &mut Tally,
     warnings: &mut Warnings,
@@ -85,6 +86,7 @@ pub(super) fn replay_stack<'s, O: Observer>(
     observer: &mut O,
 ) -> StackTotals {
     let end_ns = ctx.ns(ctx.end_tick);
+    let ended_ns = ended.map(|e| e.ns);
     let mut stack = StackReplay::new(tally, paths_root, observer);
     stack.wakes(wakes);
     // Where the stack's last stretch left the gil timeline.
@@ -96,14 +98,9 @@ pub(super) fn replay_stack<'s, O: Observer>(
     // The logical stack's id (none for a thread's own), for the
     // lost-events rule and the frames it leaves open.
     let mut logical = None;
-    // The thread of its last stretch: where it ended.
-    let mut last_thread = 0;
     while let Some(seg) = segment(i) {
         if !seg.is_own() {
             logical = Some(seg.stack);
-        }
-        if let Some(t) = ctx.decoded.threads.get(seg.thread as usize) {
-            last_thread = t.tid.0;
         }
         // Segments (and their events) are scattered: start loading the
         // ones after this while it replays.
@@ -135,11 +132,11 @@ pub(super) fn replay_stack<'s, O: Observer>(
     };
     // Frames still open on a logical stack at its end were left open by
     // the program; cut by a loss first, they were not.
-    let leftover = match (logical, ended_ns, cut_at) {
-        (Some(stack), Some(end), lost) if lost.is_none_or(|l| end <= l) => {
+    let leftover = match (logical, ended, cut_at) {
+        (Some(stack), Some(end), lost) if lost.is_none_or(|l| end.ns <= l) => {
             Leftover::AtStackEnd {
                 stack,
-                thread: last_thread,
+                thread: end.thread,
             }
         }
         _ => Leftover::NotCounted,

@@ -502,7 +502,7 @@ pub(crate) struct LeftOpenStack {
     pub frames: u64,
     /// When the stack ended, ns from time zero.
     pub end_ns: u64,
-    /// The thread that ran it last.
+    /// The thread that recorded its `end`.
     pub thread: u64,
     /// Those frames, outermost first, by dense function index.
     pub open: Vec<u32>,
