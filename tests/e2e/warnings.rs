@@ -107,7 +107,12 @@ fn warnings_all_names_each_stack_left_with_frames_open() {
     assert_eq!(
         seen,
         [
-            ("request-1", "asyncio_task", 2, vec!["serve", "query\x1b[2J"]),
+            (
+                "request-1",
+                "asyncio_task",
+                2,
+                vec!["serve", "query\x1b[2J"]
+            ),
             ("worker\x07", "greenlet", 1, vec!["serve"]),
         ]
     );
@@ -198,7 +203,12 @@ fn every_engine_and_a_merge_keep_the_same_places() {
     let again = again.to_str().expect("a UTF-8 path");
     let two = run(&trace, &[again, "--format", "json", "--warnings", "all"]).json();
     assert_valid("report.schema.json", &two);
-    let places = |r: &Value| r["warnings"][0]["details"].as_array().cloned().unwrap_or_default();
+    let places = |r: &Value| {
+        r["warnings"][0]["details"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    };
     let twice: Vec<Value> = places(&one).into_iter().chain(places(&one)).collect();
     assert_eq!(places(&two), twice);
     assert_eq!(two["warnings"][0]["count"], 6);

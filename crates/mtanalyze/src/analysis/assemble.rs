@@ -17,11 +17,11 @@ use crate::analysis::stacks::Analysis;
 use crate::input::LoadedTrace;
 use crate::model::compact::{CompactReport, NumberedEdge};
 use crate::model::functions::FunctionEntry;
+use crate::model::labels::{LabelSite, Labels};
 use crate::model::merge::Sums;
 use crate::model::report::{
     CallPath, Clock, FunctionStats, Report, StackName, StackRows, StackStats, TimeWindow, Warning,
 };
-use crate::model::labels::{LabelSite, Labels};
 use crate::model::warnings::{makes_subinterpreter, PlaceNames, Warnings};
 
 /// Where the function rows and edges of a report go.

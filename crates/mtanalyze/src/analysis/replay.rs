@@ -30,8 +30,8 @@ use mtrace_format::layout::EVENT_SIZE;
 use mtrace_format::{StackKind, TraceFile};
 
 use crate::analysis::clock::{GilCursor, GilTimeline};
-use crate::analysis::ends::StackEnd;
 use crate::analysis::decode::{prefetch, Batches, Decoded, FunctionTable};
+use crate::analysis::ends::StackEnd;
 use crate::analysis::frames::{Frame, FrameStack, Leftover, NoObserver, Observer, Opened, Tally};
 use crate::analysis::paths::ROOT;
 use crate::analysis::segment::{Seed, Segment, StackKey};

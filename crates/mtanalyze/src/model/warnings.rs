@@ -233,7 +233,11 @@ impl Warning {
             None => {}
         }
         if !d.open_frames.is_empty() {
-            let noun = if d.open_frames.len() == 1 { "frame" } else { "frames" };
+            let noun = if d.open_frames.len() == 1 {
+                "frame"
+            } else {
+                "frames"
+            };
             text.push_str(&format!(
                 ", {} {noun} open: {}",
                 d.open_frames.len(),
@@ -408,7 +412,11 @@ impl Warnings {
         }
         // The summary's place stays the whole trace: the details say which
         // stacks.
-        self.count_n(WarningKind::FramesOpenAtStackEnd, left.frames, Location::Trace);
+        self.count_n(
+            WarningKind::FramesOpenAtStackEnd,
+            left.frames,
+            Location::Trace,
+        );
         if let Some(details) = &mut self.details {
             details.push(Occurrence {
                 kind: WarningKind::FramesOpenAtStackEnd,
@@ -531,5 +539,94 @@ mod tests {
         assert_eq!(ab, ba);
         assert_eq!(ab.to_report()[0].first, "thread 3 at 10 ns");
         assert_eq!(ab.count(WarningKind::ExitOnEmpty), 2);
+    }
+
+    fn names() -> PlaceNames<'static> {
+        PlaceNames {
+            stack_name: &|id| (id == 7).then(|| "req\x1b".to_owned()),
+            stack_kind: &|_| StackKind::AsyncioTask,
+            function: &|f| ["main", "handle"][f as usize].to_owned(),
+        }
+    }
+
+    /// Places are kept only when asked, sorted by place whatever the order
+    /// the workers merged in, and named: the stack by name and kind, the
+    /// frames by label, outermost first.
+    #[test]
+    fn details_are_kept_only_when_asked_and_sorted_by_place() {
+        let fill = |w: &mut Warnings, late_first: bool| {
+            let mut at = [(50, 2), (10, 3)];
+            if late_first {
+                at.reverse();
+            }
+            for (ns, thread) in at {
+                w.add(WarningKind::ExitOnEmpty, Location::Time { ns, thread });
+            }
+            w.add_n(WarningKind::DroppedEvents, 1000, Location::Trace);
+            let left = LeftOpenStack {
+                stack: 7,
+                frames: 2,
+                end_ns: 99,
+                thread: 4,
+                open: vec![0, 1],
+            };
+            w.add_left_open(StackKind::AsyncioTask, &left);
+        };
+        let mut counted = Warnings::default();
+        fill(&mut counted, false);
+        assert!(!counted.keeps_details());
+        let plain = counted.to_report_with(Some(&names()));
+        assert!(plain.iter().all(|w| w.details.is_empty()));
+
+        let (mut a, mut b) = (Warnings::new(true), Warnings::new(true));
+        fill(&mut a, false);
+        fill(&mut b, true);
+        let mut ab = Warnings::default();
+        ab.merge(a.clone());
+        ab.merge(b.clone());
+        let mut ba = Warnings::default();
+        ba.merge(b);
+        ba.merge(a);
+        let report = ab.to_report_with(Some(&names()));
+        assert_eq!(report, ba.to_report_with(Some(&names())));
+        // The counts are those of a report without details.
+        let mut same_counts = report.clone();
+        for w in &mut same_counts {
+            w.details.clear();
+        }
+        let mut twice = Warnings::default();
+        fill(&mut twice, false);
+        fill(&mut twice, true);
+        assert_eq!(same_counts, twice.to_report());
+
+        let lines = |kind: &str| -> Vec<String> {
+            let w = report.iter().find(|w| w.kind == kind).expect("warned");
+            w.details.iter().map(|d| w.describe(d)).collect()
+        };
+        assert_eq!(
+            lines("exit_on_empty_stack"),
+            [
+                "thread 3 at 10 ns",
+                "thread 3 at 10 ns",
+                "thread 2 at 50 ns",
+                "thread 2 at 50 ns"
+            ]
+        );
+        assert_eq!(lines("dropped_events"), ["trace (1000 events)"; 2]);
+        assert_eq!(
+            lines("frames_open_at_stack_end"),
+            ["stack:7 \"req\x1b\" (asyncio_task), thread 4 at 99 ns, 2 frames open: main > handle";
+                2]
+        );
+        let rendered = crate::render::warnings_details(&report);
+        assert!(
+            rendered.contains(
+                &"  frames_open_at_stack_end: stack:7 \"req\\x1b\" (asyncio_task), \
+                  thread 4 at 99 ns, 2 frames open: main > handle"
+                    .to_owned()
+            ),
+            "{rendered:?}"
+        );
+        assert!(crate::render::warnings_details(&same_counts).is_empty());
     }
 }
