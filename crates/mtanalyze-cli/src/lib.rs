@@ -142,7 +142,9 @@ fn analyzing(
 }
 
 /// The one-line summary of a report's warnings, on stderr (after the
-/// output, which the caller has flushed), prefixed with `prefix` if any.
+/// output, which the caller has flushed), then each place they happened
+/// if the report kept them (`--warnings all`), each line prefixed with
+/// `prefix` if any.
 pub(crate) fn say_warnings(report: &Report, prefix: Option<&str>) {
     // The details are in the report only if `--warnings all` asked.
     let summary = mtanalyze::render::warnings_summary(&report.warnings);

@@ -198,6 +198,8 @@ pub(super) enum Settled {
 }
 
 impl Lane {
+    /// A lane counting into `tally`, keeping its problems in `warnings`
+    /// (with their places if the analysis asked: `Decoded::warnings`).
     pub(super) fn new(tally: Tally, stack_rows: StackRows, warnings: Warnings) -> Lane {
         Lane {
             stacks: FxHashMap::default(),
