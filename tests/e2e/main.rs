@@ -37,5 +37,6 @@ mod significance;
 mod util;
 mod vectors;
 mod wakes;
+mod warnings;
 mod width;
 mod windows;

@@ -980,16 +980,27 @@ fn fuzz_regressions_never_panic_in_the_library_or_the_binary() {
             }
             // The streamed analysis, where it streams, gives the batch
             // report (the fuzz harness's differential, on every file here).
-            for clock in [Clock::Stack, Clock::Gil, Clock::Wall] {
+            // Also every warning's places (`--warnings all`), once.
+            let cases = [
+                (Clock::Stack, false),
+                (Clock::Gil, false),
+                (Clock::Wall, false),
+                (Clock::Stack, true),
+            ];
+            for (clock, warning_details) in cases {
                 let options = AnalyzeOptions {
                     clock: Some(clock),
+                    warning_details,
                     ..Default::default()
                 };
                 if let (Ok(Some(streamed)), Ok(batch)) = (
                     mtanalyze::testing::analyze_streamed_with(&trace, &options, 1),
                     mtanalyze::testing::analyze_batched(&trace, &options),
                 ) {
-                    assert!(streamed == batch, "{name}, clock {clock}: streamed differs");
+                    assert!(
+                        streamed == batch,
+                        "{name}, clock {clock}, details {warning_details}: streamed differs"
+                    );
                 }
             }
         }

@@ -178,6 +178,14 @@ fn schemas_describe_and_require_every_field() {
             "StackStats.ended",
             "StackStats.kind",
             "Warning.by_stack_kind",
+            "Warning.details",
+            "WarningDetail.thread",
+            "WarningDetail.stack",
+            "WarningDetail.stack_name",
+            "WarningDetail.stack_kind",
+            "WarningDetail.ns",
+            "WarningDetail.byte",
+            "WarningDetail.open_frames",
         ],
     );
     assert_documented("check.schema.json", &["ThreadSummary.lost_from_ns"]);

@@ -199,7 +199,8 @@ impl From<SortArg> for SortKey {
 }
 
 /// `--clock` and the time window: which time counts, for every command
-/// that analyzes.
+/// that analyzes; and `--warnings`, how much the analysis tells of the
+/// problems it found (here because every such command flattens these).
 #[derive(Args, Debug)]
 pub(crate) struct ClockArgs {
     /// Which time counts as running [default: the trace's preferred clock (for diff: both traces'), else stack].
@@ -211,6 +212,19 @@ pub(crate) struct ClockArgs {
     /// Count only before this time (same forms as --from).
     #[arg(long, value_name = "TIME")]
     pub(crate) to: Option<TimeBound>,
+    /// How warnings are told on stderr (and in JSON): one summary line, or that line followed by every place each warning happened (which stacks ended with frames open, and those frames).
+    #[arg(long, value_enum, value_name = "HOW", default_value_t = WarningsArg::Summary)]
+    pub(crate) warnings: WarningsArg,
+}
+
+/// `--warnings`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
+pub(crate) enum WarningsArg {
+    /// One line: each kind of warning, how many, where first.
+    #[default]
+    Summary,
+    /// The summary, then one line per place each warning happened.
+    All,
 }
 
 /// Which stacks to replay: shared by every command that analyzes one trace.
@@ -249,6 +263,7 @@ pub(crate) fn analyze_options(
         from: clock.from.clone(),
         to: clock.to.clone(),
         stack_rows: StackRows::Kept,
+        warning_details: clock.warnings == WarningsArg::All,
     }
 }
 

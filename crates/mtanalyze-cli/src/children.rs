@@ -110,6 +110,7 @@ pub(crate) fn warn(report: &mut Report, failures: &[String]) {
         first: first.clone(),
         repair: kind.repair().to_owned(),
         by_stack_kind: Default::default(),
+        details: Vec::new(),
     });
 }
 

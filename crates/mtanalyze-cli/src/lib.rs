@@ -142,13 +142,16 @@ fn analyzing(
 }
 
 /// The one-line summary of a report's warnings, on stderr (after the
-/// output, which the caller has flushed), prefixed with `prefix` if any.
+/// output, which the caller has flushed), then each place they happened
+/// if the report kept them (`--warnings all`), each line prefixed with
+/// `prefix` if any.
 pub(crate) fn say_warnings(report: &Report, prefix: Option<&str>) {
-    let lines = [
-        mtanalyze::render::warnings_summary(&report.warnings),
-        mtanalyze::render::lost_summary(&report.trace),
-    ];
-    for line in lines.into_iter().flatten() {
+    // The details are in the report only if `--warnings all` asked.
+    let summary = mtanalyze::render::warnings_summary(&report.warnings);
+    let details = mtanalyze::render::warnings_details(&report.warnings);
+    let lost = mtanalyze::render::lost_summary(&report.trace);
+    let lines = summary.into_iter().chain(details).chain(lost);
+    for line in lines {
         match prefix {
             Some(p) => say(&format!("{p}: {line}")),
             None => say(&line),

@@ -75,7 +75,7 @@ pub use model::marks::Mark;
 pub use model::merge::{merge, Merged};
 pub use model::report::{
     CallPath, Clock, EdgeStats, FunctionKey, FunctionStats, Report, StackKey, StackName, StackRows,
-    StackStats, ThreadList, ThreadSummary, TimeWindow, TraceSummary, Warning,
+    StackStats, ThreadList, ThreadSummary, TimeWindow, TraceSummary, Warning, WarningDetail,
 };
 pub use model::runs::{attach_runs, runs, Runs};
 pub use model::significance::{

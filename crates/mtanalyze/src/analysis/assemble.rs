@@ -17,11 +17,12 @@ use crate::analysis::stacks::Analysis;
 use crate::input::LoadedTrace;
 use crate::model::compact::{CompactReport, NumberedEdge};
 use crate::model::functions::FunctionEntry;
+use crate::model::labels::{LabelSite, Labels};
 use crate::model::merge::Sums;
 use crate::model::report::{
-    CallPath, Clock, FunctionStats, Report, StackName, StackRows, StackStats, TimeWindow,
+    CallPath, Clock, FunctionStats, Report, StackName, StackRows, StackStats, TimeWindow, Warning,
 };
-use crate::model::warnings::{makes_subinterpreter, Warnings};
+use crate::model::warnings::{makes_subinterpreter, PlaceNames, Warnings};
 
 /// Where the function rows and edges of a report go.
 pub(super) enum Rows {
@@ -104,8 +105,8 @@ pub(super) fn assemble(
     };
     let mut warnings = prep.warnings.clone();
     warnings.merge(replay_warnings);
-    for &(stack, frames) in &acc.left_open.0 {
-        warnings.add_left_open(prep.decoded.stack_kinds.get(stack), frames);
+    for left in &acc.left_open.0 {
+        warnings.add_left_open(prep.decoded.stack_kinds.get(left.stack), left);
     }
     if !summed {
         warnings.add_subinterpreters(subinterpreters_made(&acc, prep.functions.entries()));
@@ -127,6 +128,8 @@ pub(super) fn assemble(
     if !stacks.is_sorted_by_key(|s| s.id) && !place_by_dense_id(&mut stacks) {
         stacks.sort_unstable_by_key(|s| s.id);
     }
+    // Before the stacks take their names from the decoded trace.
+    let warnings = warnings_report(&warnings, &prep, summed);
     name_stacks(&mut stacks, &mut prep.decoded);
     let decoded = &mut prep.decoded;
     let marks = to_marks(std::mem::take(&mut decoded.marks), decoded.scale);
@@ -136,7 +139,7 @@ pub(super) fn assemble(
         functions,
         edges: Vec::new(),
         stacks,
-        warnings: warnings.to_report(),
+        warnings,
         marks,
         paths,
         stack_rows: opts.stack_rows,
@@ -152,6 +155,37 @@ pub(super) fn assemble(
         row_keys,
         edges,
     }
+}
+
+/// The report's warnings, with their details named if they were kept:
+/// stacks by their names and kinds in the trace, frames by their labels
+/// ([`Labels`]; by number when the functions are a worker's numbers,
+/// `summed`, which an analysis that keeps details does not use).
+fn warnings_report(warnings: &Warnings, prep: &Prepared<'_>, summed: bool) -> Vec<Warning> {
+    if !warnings.keeps_details() {
+        return warnings.to_report();
+    }
+    let labels = match summed {
+        true => None,
+        false => Some(Labels::new(
+            prep.functions.entries().iter().map(LabelSite::from),
+        )),
+    };
+    let decoded = &prep.decoded;
+    let stack_name = |id: u64| {
+        let name = stack_name(decoded, StackKey::Logical(id));
+        (!name.is_empty()).then(|| name.into_owned())
+    };
+    let kind = |id: u64| decoded.stack_kinds.get(id);
+    let function = |f: u32| match &labels {
+        Some(l) if (f as usize) < l.as_slice().len() => l.get(f as usize).to_owned(),
+        _ => format!("fn#{f}"),
+    };
+    warnings.to_report_with(Some(&PlaceNames {
+        stack_name: &stack_name,
+        stack_kind: &kind,
+        function: &function,
+    }))
 }
 
 /// The functions that were called, sorted by key, with each one's dense

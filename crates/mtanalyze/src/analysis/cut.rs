@@ -527,7 +527,7 @@ pub(crate) fn cut_thread(
         (Some((clock, _)), Some(t)) => Some(OwnFusion {
             replay: StackReplay::new(t, ROOT, &mut observer),
             clock,
-            warnings: Warnings::default(),
+            warnings: decoded.warnings(),
             running: None,
             began: false,
             ends_at_ns: None,
@@ -538,7 +538,10 @@ pub(crate) fn cut_thread(
         decoded,
         index,
         tid,
-        pass: ThreadPass::default(),
+        pass: ThreadPass {
+            warnings: decoded.warnings(),
+            ..ThreadPass::default()
+        },
         open: None,
         stack: StackKey::Own(tid),
         own,
@@ -616,14 +619,17 @@ impl ThreadStream {
         let tid = decoded.threads[index as usize].tid.0;
         ThreadStream {
             index,
-            pass: ThreadPass::default(),
+            pass: ThreadPass {
+                warnings: decoded.warnings(),
+                ..ThreadPass::default()
+            },
             open: None,
             stack: StackKey::Own(tid),
             own: (clock != Clock::Gil).then(|| OwnBetweenSteps {
                 tally: Tally::new(decoded.functions.dense_len(), false, window),
                 clock,
                 state: None,
-                warnings: Warnings::default(),
+                warnings: decoded.warnings(),
                 running: None,
                 began: false,
                 ends_at_ns: None,

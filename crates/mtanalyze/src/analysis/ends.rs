@@ -15,7 +15,7 @@
 //! (`replay.rs`) closes the frames still open on a stack at its end.
 //!
 //! Only in traces that have ends: while judging, each grouped stack's
-//! latest end (32 bytes); after, 16 bytes per selected stack. No time is
+//! latest end (32 bytes); after, 24 bytes per selected stack. No time is
 //! taken to mean "no end": a trace's times saturate at `u64::MAX` ns, and
 //! an end there is an end (the fuzz target found the batch analysis
 //! dropping one, with no warning, where the streamed one ignored it).
@@ -26,40 +26,53 @@ use crate::analysis::decode::ThreadChunks;
 use crate::analysis::segment::{Segment, StackKey, RUNS_TO_END};
 use crate::model::warnings::{Location, WarningKind, Warnings};
 
-/// The end of each selected stack, in ns, by its index among them; empty
-/// when the trace has no end that counts.
+/// The end of each selected stack, by its index among them; empty when
+/// the trace has no end that counts.
 #[derive(Debug, Default)]
 pub(crate) struct StackEnds {
-    ns: Vec<Option<u64>>,
+    ends: Vec<Option<StackEnd>>,
+}
+
+/// An `end` that counts: when, and the thread that recorded it (where a
+/// warning of the frames it left open says the stack ended).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct StackEnd {
+    /// ns from time zero.
+    pub ns: u64,
+    /// The recording thread's id.
+    pub thread: u64,
 }
 
 impl StackEnds {
     /// The ends of `stacks` (keys ascending) among `counting` (see
     /// [`counting_ends`]).
-    pub(crate) fn new(counting: &[(u64, u64)], stacks: impl Iterator<Item = StackKey>) -> Self {
+    pub(crate) fn new(
+        counting: &[(u64, StackEnd)],
+        stacks: impl Iterator<Item = StackKey>,
+    ) -> Self {
         if counting.is_empty() {
             return StackEnds::default();
         }
         let mut ends = counting.iter().peekable();
-        let ns = stacks
+        let ends = stacks
             .map(|key| {
                 let StackKey::Logical(id) = key else {
                     return None;
                 };
                 while ends.next_if(|(s, _)| *s < id).is_some() {}
-                ends.next_if(|(s, _)| *s == id).map(|&(_, t)| t)
+                ends.next_if(|(s, _)| *s == id).map(|&(_, end)| end)
             })
             .collect();
-        StackEnds { ns }
+        StackEnds { ends }
     }
 
     /// Where selected stack `i`'s life ended, if it did.
-    pub(crate) fn of(&self, i: usize) -> Option<u64> {
-        self.ns.get(i).copied().flatten()
+    pub(crate) fn of(&self, i: usize) -> Option<StackEnd> {
+        self.ends.get(i).copied().flatten()
     }
 }
 
-/// The ends that count, as (stack id, ns) ascending by id, of every `end`
+/// The ends that count, as (stack id, end) ascending by id, of every `end`
 /// the segment pass found (`ends`: each thread's (stack id, tick), in
 /// `threads`' order); each other end adds an `end_ignored` warning to
 /// `warnings`. The stacks that have segments are numbered `0..stacks`
@@ -77,7 +90,7 @@ pub(crate) fn counting_ends<'s, I>(
     index: impl Fn(u64) -> Option<usize>,
     segments: impl Fn(usize) -> I,
     warnings: &mut Warnings,
-) -> Vec<(u64, u64)>
+) -> Vec<(u64, StackEnd)>
 where
     I: Iterator<Item = &'s Segment>,
 {
@@ -113,7 +126,7 @@ where
             continue;
         };
         if segments(i).all(|s| fits_end(s, t, scale)) {
-            counting.push((id, t));
+            counting.push((id, StackEnd { ns: t, thread: tid }));
         } else {
             ignored(t, tid);
         }

@@ -16,7 +16,7 @@ use rustc_hash::FxHashMap;
 use crate::analysis::paths::{PathTree, ROOT};
 use crate::analysis::window::{Span, Window};
 use crate::model::timeline::ClosedFrame;
-use crate::model::warnings::WarningKind;
+use crate::model::warnings::{LeftOpenStack, WarningKind};
 
 /// Totals of one function.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -95,12 +95,12 @@ pub(super) struct Acc {
     pub left_open: LeftOpen,
 }
 
-/// Frames left open at logical stacks' ends: (stack id, frames) for each
-/// stack that had any, in no particular order. Kept per stack so the
-/// warning can say which kinds of stack (tasks, greenlets, spans) they
-/// were on; few stacks have any.
+/// Frames left open at logical stacks' ends, for each stack that had any,
+/// in no particular order. Kept per stack, with the frames, so the warning
+/// can say which kinds of stack (tasks, greenlets, spans) they were on
+/// and, asked for details, which stacks and frames; few stacks have any.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct LeftOpen(pub Vec<(u64, u64)>);
+pub(crate) struct LeftOpen(pub Vec<LeftOpenStack>);
 
 /// Where a stack's replay finishes: whether the frames still open then
 /// count as left open by the program.
@@ -110,6 +110,8 @@ pub(super) enum Leftover {
     AtStackEnd {
         /// The stack's id.
         stack: u64,
+        /// The thread that recorded its `end`.
+        thread: u64,
     },
     /// At the end of the trace (a task still running when the recording
     /// finished, as often as one never finished), or cut short by lost
@@ -698,13 +700,25 @@ impl<'a, O: Observer> FrameStack<'a, O> {
         self.t.frames.extend(frames);
     }
 
-    /// Counts the frames open now as left open (`at`), before
-    /// [`FrameStack::close_all`] closes them.
-    pub(super) fn count_left_open(&mut self, at: Leftover) {
-        if let Leftover::AtStackEnd { stack } = at {
-            let n = self.t.frames.iter().filter(|f| f.counted).count() as u64;
-            if n > 0 {
-                self.t.acc.left_open.0.push((stack, n));
+    /// Counts the frames open now as left open (`at`, at `end_ns`),
+    /// before [`FrameStack::close_all`] closes them.
+    pub(super) fn count_left_open(&mut self, at: Leftover, end_ns: u64) {
+        if let Leftover::AtStackEnd { stack, thread } = at {
+            let open: Vec<u32> = self
+                .t
+                .frames
+                .iter()
+                .filter(|f| f.counted)
+                .map(|f| f.func)
+                .collect();
+            if !open.is_empty() {
+                self.t.acc.left_open.0.push(LeftOpenStack {
+                    stack,
+                    frames: open.len() as u64,
+                    end_ns,
+                    thread,
+                    open,
+                });
             }
         }
     }

@@ -32,6 +32,9 @@ pub struct AnalyzeOptions {
     pub to: Option<TimeBound>,
     /// Keep a row per stack in the report, or only count the stacks.
     pub stack_rows: StackRows,
+    /// Keep every place each warning happened ([`crate::Warning::details`];
+    /// `--warnings all`), not only counts and the first place.
+    pub warning_details: bool,
 }
 
 /// One end of a time window.
@@ -117,6 +120,7 @@ impl AnalyzeOptions {
         self.stack_rows != StackRows::Counted
             || !self.stacks.is_empty()
             || self.paths == PathMode::PerStack
+            || self.warning_details
     }
 
     /// The time window these options ask for, `mark_ns` giving the time

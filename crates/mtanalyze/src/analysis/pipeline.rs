@@ -354,7 +354,7 @@ type StackSlots = Vec<Option<StackTotals>>;
 /// found.
 fn replay_in(analysis: &mut Analysis<'_>, tally: &mut Tally, paths: PathMode) -> Replayed {
     tally.grow(analysis.functions().dense_len());
-    let mut warnings = Warnings::default();
+    let mut warnings = analysis.prep.decoded.warnings();
     let mut totals: StackSlots = Vec::new();
     totals.resize_with(analysis.stack_count(), || None);
     for (i, row) in totals.iter_mut().enumerate() {
@@ -445,7 +445,10 @@ fn replay_stacks(
         *row = analysis.replay(i, tally, warnings, root, &mut NoObserver);
         job
     };
-    let new_job = || Box::new((analysis.new_tally(with_paths), Warnings::default()));
+    let new_job = || {
+        let warnings = analysis.prep.decoded.warnings();
+        Box::new((analysis.new_tally(with_paths), warnings))
+    };
     // Biggest stacks first, each a job: the last stacks replayed are then
     // short ones, and all workers finish at about the same time. (The
     // fused own stacks have no segments, so they are not among these.)

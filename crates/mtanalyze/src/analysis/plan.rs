@@ -186,7 +186,10 @@ pub(crate) fn analyze_in_worker(
     if !sequential || trace.bytes().len() > SEQUENTIAL_BYTES {
         return one_trace();
     }
-    let done = match into.filter(|_| opts.paths == PathMode::Off) {
+    // Summed under a worker's numbers, the trace's functions have no
+    // labels of its own to name the frames of its warnings' details.
+    let numbered = opts.paths == PathMode::Off && !opts.warning_details;
+    let done = match into.filter(|_| numbered) {
         Some((sums, number)) => {
             let (tally, mut numbering) = scratch.summed.next_trace(sums);
             let decoding = decode_for(trace, Some(opts), Some(&mut numbering))?;

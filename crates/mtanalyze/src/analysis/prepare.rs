@@ -219,6 +219,7 @@ pub(crate) fn decode_for<'a>(
             source_name: trace.source.clone(),
             error,
         })?;
+    decoded.warning_details = opts.is_some_and(|o| o.warning_details);
     if let Some(compact) = trace.compact_source() {
         // The damage was found when the compact file was expanded (with
         // the file's offsets); its damaged chunks are the image's empty slots.
@@ -370,7 +371,7 @@ fn end_tick(decoded: &Decoded<'_>, passes: &[ThreadPass]) -> u64 {
 /// The file's problems (damage, losses, an unfinished or full recording)
 /// and those the threads' passes found.
 fn trace_warnings(decoded: &Decoded<'_>, passes: &[ThreadPass], unknown: u64) -> Warnings {
-    let mut warnings = Warnings::default();
+    let mut warnings = decoded.warnings();
     warnings.add_n(WarningKind::UnknownFunction, unknown, Location::Trace);
     for p in passes {
         warnings.merge(p.warnings.clone());

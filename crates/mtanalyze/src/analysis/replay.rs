@@ -31,6 +31,7 @@ use mtrace_format::{StackKind, TraceFile};
 
 use crate::analysis::clock::{GilCursor, GilTimeline};
 use crate::analysis::decode::{prefetch, Batches, Decoded, FunctionTable};
+use crate::analysis::ends::StackEnd;
 use crate::analysis::frames::{Frame, FrameStack, Leftover, NoObserver, Observer, Opened, Tally};
 use crate::analysis::paths::ROOT;
 use crate::analysis::segment::{Seed, Segment, StackKey};
@@ -71,13 +72,13 @@ impl ReplayContext<'_, '_> {
 /// Replays one stack's segments (`segment(j)` is its `j`-th in start
 /// order, `None` past the last) into `tally`, showing `observer` every
 /// frame and running stretch; returns the stack's statistics and any
-/// problems. `wakes`: when its task was woken (ns, ascending); `ended_ns`:
+/// problems. `wakes`: when its task was woken (ns, ascending); `ended`:
 /// where an `end` that counts ended its life (`ends.rs`).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn replay_stack<'s, O: Observer>(
     ctx: &ReplayContext<'_, '_>,
     wakes: &[u64],
-    ended_ns: Option<u64>,
+    ended: Option<StackEnd>,
     segment: impl Fn(usize) -> Option<&'s Segment>,
     tally: &mut Tally,
     warnings: &mut Warnings,
@@ -85,6 +86,7 @@ pub(super) fn replay_stack<'s, O: Observer>(
     observer: &mut O,
 ) -> StackTotals {
     let end_ns = ctx.ns(ctx.end_tick);
+    let ended_ns = ended.map(|e| e.ns);
     let mut stack = StackReplay::new(tally, paths_root, observer);
     stack.wakes(wakes);
     // Where the stack's last stretch left the gil timeline.
@@ -130,9 +132,12 @@ pub(super) fn replay_stack<'s, O: Observer>(
     };
     // Frames still open on a logical stack at its end were left open by
     // the program; cut by a loss first, they were not.
-    let leftover = match (logical, ended_ns, cut_at) {
-        (Some(stack), Some(end), lost) if lost.is_none_or(|l| end <= l) => {
-            Leftover::AtStackEnd { stack }
+    let leftover = match (logical, ended, cut_at) {
+        (Some(stack), Some(end), lost) if lost.is_none_or(|l| end.ns <= l) => {
+            Leftover::AtStackEnd {
+                stack,
+                thread: end.thread,
+            }
         }
         _ => Leftover::NotCounted,
     };
@@ -617,7 +622,7 @@ impl<'a, O: Observer> StackReplay<'a, O> {
             let scheduled = self.woken.scheduled_until(close_ns, window);
             self.frames.scheduled = self.frames.scheduled.saturating_add(scheduled);
         }
-        self.frames.count_left_open(leftover);
+        self.frames.count_left_open(leftover, close_ns);
         self.frames.close_all(close_ns, r_end, cut_at.is_some());
         self.frames.merge_paths();
         // A stack lives from its first stretch to its last switch away (a

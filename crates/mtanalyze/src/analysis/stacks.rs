@@ -478,9 +478,9 @@ impl<'a> Analysis<'a> {
             Some(StackKey::Logical(id)) => self.wakes.get(&id).map_or(&[][..], Vec::as_slice),
             _ => &[],
         };
-        let ended_ns = self.ends.of(i);
+        let ended = self.ends.of(i);
         Some(replay_stack(
-            &ctx, wakes, ended_ns, nth, tally, warnings, paths_root, observer,
+            &ctx, wakes, ended, nth, tally, warnings, paths_root, observer,
         ))
     }
 

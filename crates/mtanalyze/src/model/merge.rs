@@ -566,6 +566,8 @@ fn add_warnings(into: &mut Vec<Warning>, from: Vec<Warning>) {
         match into.iter_mut().find(|x| x.kind == w.kind) {
             Some(x) => {
                 x.count = x.count.saturating_add(w.count);
+                // In the order of the traces, each one's sorted by place.
+                x.details.extend(w.details);
                 for (kind, n) in w.by_stack_kind {
                     let e = x.by_stack_kind.entry(kind).or_default();
                     *e = e.saturating_add(n);

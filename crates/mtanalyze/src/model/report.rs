@@ -651,6 +651,43 @@ pub struct Warning {
     /// out of JSON, for other warnings.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub by_stack_kind: BTreeMap<String, u64>,
+    /// Every place it happened, when the analysis was asked for them
+    /// (`AnalyzeOptions::warning_details`, `--warnings all`); empty, and
+    /// left out of JSON, otherwise. Sorted by place.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub details: Vec<WarningDetail>,
+}
+
+/// One place a [`Warning`] happened. A field is `None` (left out of JSON)
+/// when the place does not have it: a damaged chunk has a byte offset and
+/// no thread, a dropped-events count belongs to the whole trace.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WarningDetail {
+    /// How many the warning counts here: problems, or for a warning that
+    /// counts lost items ([`Warning::items`]), those items.
+    pub count: u64,
+    /// The thread it happened on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub thread: Option<u64>,
+    /// The logical stack it happened on, by id (`stack:7`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack: Option<String>,
+    /// That stack's name, as the traced program gave it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack_name: Option<String>,
+    /// That stack's kind ([`mtrace_format::StackKind::name`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack_kind: Option<String>,
+    /// When, ns from time zero.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ns: Option<u64>,
+    /// Where in the file, as a byte offset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub byte: Option<u64>,
+    /// `frames_open_at_stack_end`: the frames left open, outermost first,
+    /// by function label.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub open_frames: Vec<String>,
 }
 
 /// `TraceSummary::producer` of a report written before the field existed.

@@ -3,12 +3,17 @@
 //!
 //! Accumulators from parallel workers merge by adding counts and keeping the
 //! earliest location, so the result does not depend on scheduling.
+//!
+//! Asked for details (`--warnings all`), an accumulator also keeps every
+//! occurrence with its place; the report sorts them by place, so they do
+//! not depend on scheduling either. Not asked, it keeps none: a damaged
+//! trace can hold a warning per event.
 
 use std::collections::BTreeMap;
 
 use mtrace_format::StackKind;
 
-use crate::model::report::{Warning, BUILTIN_FILE};
+use crate::model::report::{Warning, WarningDetail, BUILTIN_FILE};
 
 /// A kind of problem.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -192,6 +197,56 @@ impl Warning {
         text
     }
 
+    /// One of its places (`details`) in words, not escaped: `stack:7
+    /// "req-1" (asyncio_task), thread 3 at 1200 ns, 2 frames open: main >
+    /// handle`, `byte 4096`, `trace (234774 events)`.
+    pub fn describe(&self, d: &WarningDetail) -> String {
+        let mut parts = Vec::new();
+        if let Some(stack) = &d.stack {
+            let mut s = stack.clone();
+            if let Some(name) = &d.stack_name {
+                s.push_str(&format!(" \"{name}\""));
+            }
+            if let Some(kind) = &d.stack_kind {
+                s.push_str(&format!(" ({kind})"));
+            }
+            parts.push(s);
+        }
+        match (d.thread, d.ns) {
+            (Some(t), Some(ns)) => parts.push(format!("thread {t} at {ns} ns")),
+            (Some(t), None) => parts.push(format!("thread {t}")),
+            (None, Some(ns)) => parts.push(format!("at {ns} ns")),
+            (None, None) => {}
+        }
+        if let Some(b) = d.byte {
+            parts.push(format!("byte {b}"));
+        }
+        if parts.is_empty() {
+            parts.push(TRACE_PLACE.to_owned());
+        }
+        let mut text = parts.join(", ");
+        match self.items() {
+            Some(items) => text.push_str(&format!(" ({} {items})", d.count)),
+            None if d.open_frames.is_empty() && d.count != 1 => {
+                text.push_str(&format!(" x{}", d.count));
+            }
+            None => {}
+        }
+        if !d.open_frames.is_empty() {
+            let noun = if d.open_frames.len() == 1 {
+                "frame"
+            } else {
+                "frames"
+            };
+            text.push_str(&format!(
+                ", {} {noun} open: {}",
+                d.open_frames.len(),
+                d.open_frames.join(" > ")
+            ));
+        }
+        text
+    }
+
     /// `5700 on asyncio tasks, 50 on greenlets`: how the count splits by
     /// kind of stack, largest first; `None` when there is nothing to
     /// tell (no split, or only stacks whose kind the trace does not say).
@@ -242,6 +297,30 @@ impl std::fmt::Display for Location {
     }
 }
 
+/// One place a warning happened, kept when details are asked for.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Occurrence {
+    kind: WarningKind,
+    at: Location,
+    /// The logical stack, by id.
+    stack: Option<u64>,
+    /// How many the warning counts here.
+    n: u64,
+    /// The frames left open, outermost first, by dense function index.
+    open: Vec<u32>,
+}
+
+/// What turns a kept [`Occurrence`]'s ids into names: a stack's name and
+/// kind by id, a function's label by dense index.
+pub(crate) struct PlaceNames<'a> {
+    /// A logical stack's name, if the trace gives one.
+    pub stack_name: &'a dyn Fn(u64) -> Option<String>,
+    /// A logical stack's kind.
+    pub stack_kind: &'a dyn Fn(u64) -> StackKind,
+    /// A function's label.
+    pub function: &'a dyn Fn(u32) -> String,
+}
+
 /// Counts of each kind with their first location.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Warnings {
@@ -249,14 +328,39 @@ pub(crate) struct Warnings {
     /// [`WarningKind::FramesOpenAtStackEnd`]'s count by the kind of stack
     /// the frames were left open on.
     left_open_by_kind: BTreeMap<StackKind, u64>,
+    /// Every occurrence, if details are kept (`None`: they are not).
+    details: Option<Vec<Occurrence>>,
 }
 
 impl Warnings {
+    /// An empty accumulator that keeps every occurrence's place if
+    /// `details` (`--warnings all`), else only counts.
+    pub(crate) fn new(details: bool) -> Warnings {
+        Warnings {
+            details: details.then(Vec::new),
+            ..Warnings::default()
+        }
+    }
+
     /// Records `n` occurrences of `kind` at `at`.
     pub(crate) fn add_n(&mut self, kind: WarningKind, n: u64, at: Location) {
         if n == 0 {
             return;
         }
+        if let Some(details) = &mut self.details {
+            details.push(Occurrence {
+                kind,
+                at: at.clone(),
+                stack: None,
+                n,
+                open: Vec::new(),
+            });
+        }
+        self.count_n(kind, n, at);
+    }
+
+    /// Counts `n` of `kind` at `at`, keeping no detail.
+    fn count_n(&mut self, kind: WarningKind, n: u64, at: Location) {
         let e = self.map.entry(kind).or_insert((0, at.clone()));
         // A count the file claims (dropped events) may be anything: saturate.
         e.0 = e.0.saturating_add(n);
@@ -280,10 +384,13 @@ impl Warnings {
         self.add_n(kind, 1, at);
     }
 
-    /// Adds another accumulator's counts.
+    /// Adds another accumulator's counts, and its details if it kept any.
     pub(crate) fn merge(&mut self, other: Warnings) {
         for (kind, (n, at)) in other.map {
-            self.add_n(kind, n, at);
+            self.count_n(kind, n, at);
+        }
+        if let Some(theirs) = other.details {
+            self.details.get_or_insert_with(Vec::new).extend(theirs);
         }
         for (kind, n) in other.left_open_by_kind {
             let e = self.left_open_by_kind.entry(kind).or_default();
@@ -296,20 +403,58 @@ impl Warnings {
         self.map.get(&kind).map_or(0, |e| e.0)
     }
 
-    /// Warns of `frames` the analyzer closed at the `end` of logical
-    /// stacks of `kind` because the program left them open there ("Frames
+    /// Warns of the frames the analyzer closed at the `end` of a logical
+    /// stack of `kind` because the program left them open there ("Frames
     /// left open" in `semantics.md`).
-    pub(crate) fn add_left_open(&mut self, kind: StackKind, frames: u64) {
-        if frames == 0 {
+    pub(crate) fn add_left_open(&mut self, kind: StackKind, left: &LeftOpenStack) {
+        if left.frames == 0 {
             return;
         }
-        self.add_n(WarningKind::FramesOpenAtStackEnd, frames, Location::Trace);
+        // The summary's place stays the whole trace: the details say which
+        // stacks.
+        self.count_n(
+            WarningKind::FramesOpenAtStackEnd,
+            left.frames,
+            Location::Trace,
+        );
+        if let Some(details) = &mut self.details {
+            details.push(Occurrence {
+                kind: WarningKind::FramesOpenAtStackEnd,
+                at: Location::Time {
+                    ns: left.end_ns,
+                    thread: left.thread,
+                },
+                stack: Some(left.stack),
+                n: left.frames,
+                open: left.open.clone(),
+            });
+        }
         let e = self.left_open_by_kind.entry(kind).or_default();
-        *e = e.saturating_add(frames);
+        *e = e.saturating_add(left.frames);
     }
 
-    /// The report's form, in a fixed order.
+    /// Whether every occurrence's place is kept.
+    pub(crate) fn keeps_details(&self) -> bool {
+        self.details.is_some()
+    }
+
+    /// The report's form, in a fixed order, without details (see
+    /// [`Warnings::to_report_with`]).
     pub(crate) fn to_report(&self) -> Vec<Warning> {
+        self.to_report_with(None)
+    }
+
+    /// The report's form, in a fixed order, each warning with its details
+    /// if they were kept, named by `names`.
+    pub(crate) fn to_report_with(&self, names: Option<&PlaceNames<'_>>) -> Vec<Warning> {
+        let mut details: BTreeMap<WarningKind, Vec<WarningDetail>> = BTreeMap::new();
+        if let (Some(kept), Some(names)) = (&self.details, names) {
+            let mut kept: Vec<&Occurrence> = kept.iter().collect();
+            kept.sort_unstable();
+            for o in kept {
+                details.entry(o.kind).or_default().push(o.to_detail(names));
+            }
+        }
         self.map
             .iter()
             .map(|(kind, (count, at))| Warning {
@@ -325,9 +470,50 @@ impl Warnings {
                         .collect(),
                     _ => BTreeMap::new(),
                 },
+                details: details.remove(kind).unwrap_or_default(),
             })
             .collect()
     }
+}
+
+impl Occurrence {
+    fn to_detail(&self, names: &PlaceNames<'_>) -> WarningDetail {
+        let mut d = WarningDetail {
+            count: self.n,
+            ..WarningDetail::default()
+        };
+        match self.at {
+            Location::Byte(b) => d.byte = Some(b),
+            Location::Time { ns, thread } => {
+                d.ns = Some(ns);
+                d.thread = Some(thread);
+            }
+            Location::Trace => {}
+        }
+        if let Some(id) = self.stack {
+            d.stack = Some(format!("stack:{id}"));
+            d.stack_name = (names.stack_name)(id);
+            d.stack_kind = Some((names.stack_kind)(id).name().to_owned());
+        }
+        d.open_frames = self.open.iter().map(|&f| (names.function)(f)).collect();
+        d
+    }
+}
+
+/// The frames left open on one logical stack at its `end` (see
+/// `LeftOpen` in the replay's tally).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct LeftOpenStack {
+    /// The stack's id.
+    pub stack: u64,
+    /// How many frames (entered in the time window).
+    pub frames: u64,
+    /// When the stack ended, ns from time zero.
+    pub end_ns: u64,
+    /// The thread that recorded its `end`.
+    pub thread: u64,
+    /// Those frames, outermost first, by dense function index.
+    pub open: Vec<u32>,
 }
 
 #[cfg(test)]
@@ -353,5 +539,94 @@ mod tests {
         assert_eq!(ab, ba);
         assert_eq!(ab.to_report()[0].first, "thread 3 at 10 ns");
         assert_eq!(ab.count(WarningKind::ExitOnEmpty), 2);
+    }
+
+    fn names() -> PlaceNames<'static> {
+        PlaceNames {
+            stack_name: &|id| (id == 7).then(|| "req\x1b".to_owned()),
+            stack_kind: &|_| StackKind::AsyncioTask,
+            function: &|f| ["main", "handle"][f as usize].to_owned(),
+        }
+    }
+
+    /// Places are kept only when asked, sorted by place whatever the order
+    /// the workers merged in, and named: the stack by name and kind, the
+    /// frames by label, outermost first.
+    #[test]
+    fn details_are_kept_only_when_asked_and_sorted_by_place() {
+        let fill = |w: &mut Warnings, late_first: bool| {
+            let mut at = [(50, 2), (10, 3)];
+            if late_first {
+                at.reverse();
+            }
+            for (ns, thread) in at {
+                w.add(WarningKind::ExitOnEmpty, Location::Time { ns, thread });
+            }
+            w.add_n(WarningKind::DroppedEvents, 1000, Location::Trace);
+            let left = LeftOpenStack {
+                stack: 7,
+                frames: 2,
+                end_ns: 99,
+                thread: 4,
+                open: vec![0, 1],
+            };
+            w.add_left_open(StackKind::AsyncioTask, &left);
+        };
+        let mut counted = Warnings::default();
+        fill(&mut counted, false);
+        assert!(!counted.keeps_details());
+        let plain = counted.to_report_with(Some(&names()));
+        assert!(plain.iter().all(|w| w.details.is_empty()));
+
+        let (mut a, mut b) = (Warnings::new(true), Warnings::new(true));
+        fill(&mut a, false);
+        fill(&mut b, true);
+        let mut ab = Warnings::default();
+        ab.merge(a.clone());
+        ab.merge(b.clone());
+        let mut ba = Warnings::default();
+        ba.merge(b);
+        ba.merge(a);
+        let report = ab.to_report_with(Some(&names()));
+        assert_eq!(report, ba.to_report_with(Some(&names())));
+        // The counts are those of a report without details.
+        let mut same_counts = report.clone();
+        for w in &mut same_counts {
+            w.details.clear();
+        }
+        let mut twice = Warnings::default();
+        fill(&mut twice, false);
+        fill(&mut twice, true);
+        assert_eq!(same_counts, twice.to_report());
+
+        let lines = |kind: &str| -> Vec<String> {
+            let w = report.iter().find(|w| w.kind == kind).expect("warned");
+            w.details.iter().map(|d| w.describe(d)).collect()
+        };
+        assert_eq!(
+            lines("exit_on_empty_stack"),
+            [
+                "thread 3 at 10 ns",
+                "thread 3 at 10 ns",
+                "thread 2 at 50 ns",
+                "thread 2 at 50 ns"
+            ]
+        );
+        assert_eq!(lines("dropped_events"), ["trace (1000 events)"; 2]);
+        assert_eq!(
+            lines("frames_open_at_stack_end"),
+            ["stack:7 \"req\x1b\" (asyncio_task), thread 4 at 99 ns, 2 frames open: main > handle";
+                2]
+        );
+        let rendered = crate::render::warnings_details(&report);
+        assert!(
+            rendered.contains(
+                &"  frames_open_at_stack_end: stack:7 \"req\\x1b\" (asyncio_task), \
+                  thread 4 at 99 ns, 2 frames open: main > handle"
+                    .to_owned()
+            ),
+            "{rendered:?}"
+        );
+        assert!(crate::render::warnings_details(&same_counts).is_empty());
     }
 }

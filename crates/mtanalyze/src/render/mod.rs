@@ -105,6 +105,22 @@ pub fn warnings_summary(warnings: &[Warning]) -> Option<String> {
     Some(escape::escape(&format!("{total} {noun}: {}", kinds.join(", "))).into_owned())
 }
 
+/// The lines that follow [`warnings_summary`] when the report kept each
+/// warning's places (`--warnings all`): one per place, indented, names
+/// escaped. Empty when it kept none.
+pub fn warnings_details(warnings: &[Warning]) -> Vec<String> {
+    warnings
+        .iter()
+        .flat_map(|w| {
+            w.details.iter().map(move |d| {
+                let line = format!("  {}: {}", w.kind, w.describe(d));
+                // Stack names and frame labels are the traced program's.
+                escape::escape(&line).into_owned()
+            })
+        })
+        .collect()
+}
+
 /// How many problems the warnings count ([`Warning::problems`]); counts
 /// from a file can be anything: saturates.
 pub(crate) fn problems(warnings: &[Warning]) -> u64 {
@@ -196,6 +212,7 @@ mod tests {
             first: "thread 1 at 5 ns".into(),
             repair: "ignored".into(),
             by_stack_kind: Default::default(),
+            details: Vec::new(),
         };
         assert_eq!(
             warnings_summary(&[w("exit_on_empty_stack", 2), w("exit_mismatch", 1)]).as_deref(),
@@ -216,6 +233,7 @@ mod tests {
             first: first.into(),
             repair: "none".into(),
             by_stack_kind: Default::default(),
+            details: Vec::new(),
         };
         let warnings = [
             w("dropped_events", 234_774, "trace"),

@@ -43,6 +43,7 @@ use mtrace_format::{
 };
 
 use crate::model::functions::FunctionEntry;
+use crate::model::warnings::Warnings;
 
 /// A mark record as read (`crate::analysis::marks` makes it a `Mark`).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -128,6 +129,18 @@ pub(crate) struct Decoded<'a> {
     pub meta_records: u64,
     /// Damage in the metadata region, if any.
     pub meta_problem: Option<MetaProblem>,
+    /// Whether the analysis keeps every warning's places (see
+    /// `AnalyzeOptions::warning_details`): each stage's warnings are made
+    /// with [`Decoded::warnings`].
+    pub warning_details: bool,
+}
+
+impl Decoded<'_> {
+    /// An empty accumulator of warnings, keeping details if the analysis
+    /// asked for them.
+    pub(crate) fn warnings(&self) -> Warnings {
+        Warnings::new(self.warning_details)
+    }
 }
 
 /// Decodes chunk headers (in parallel) and metadata, numbering the
@@ -289,6 +302,7 @@ pub(crate) fn decode<'a>(
         .collect();
     threads.sort_by_key(|t| t.tid);
     Ok(Decoded {
+        warning_details: false,
         scale: file.header().clock.scale(),
         file,
         functions,

@@ -198,7 +198,9 @@ pub(super) enum Settled {
 }
 
 impl Lane {
-    pub(super) fn new(tally: Tally, stack_rows: StackRows) -> Lane {
+    /// A lane counting into `tally`, keeping its problems in `warnings`
+    /// (with their places if the analysis asked: `Decoded::warnings`).
+    pub(super) fn new(tally: Tally, stack_rows: StackRows, warnings: Warnings) -> Lane {
         Lane {
             stacks: FxHashMap::default(),
             own: FxHashMap::default(),
@@ -211,7 +213,7 @@ impl Lane {
                 finished: IdSet::default(),
                 stack_rows,
                 rows: Vec::new(),
-                warnings: Warnings::default(),
+                warnings,
                 seen: 0,
             },
         }
@@ -451,7 +453,11 @@ impl LaneWork {
         let segments = if carried { &merged[..] } else { group };
         if let Some((t, end)) = live.end.filter(|(t, _)| h_ns.is_none_or(|h| *t < h)) {
             if counts(live, segments, t, open.is_some(), scale) {
-                let finish = Some((Some(t), Leftover::AtStackEnd { stack: id }));
+                let leftover = Leftover::AtStackEnd {
+                    stack: id,
+                    thread: end.tid,
+                };
+                let finish = Some((Some(t), leftover));
                 if let Some(totals) = self.replay(ctx, live, segments, finish, u64::MAX) {
                     let key = StackKey::Logical(id);
                     let kind = stack_kind(ctx.decoded, key);

@@ -168,7 +168,10 @@ fn stream<'a>(
         .collect();
     let n_functions = decoded.functions.dense_len();
     let mut lanes: Vec<Lane> = (0..crate::threads::current_num_threads().max(1))
-        .map(|_| Lane::new(Tally::new(n_functions, false, window), stack_rows))
+        .map(|_| {
+            let tally = Tally::new(n_functions, false, window);
+            Lane::new(tally, stack_rows, decoded.warnings())
+        })
         .collect();
     // One vector for every row, made for as many as the trace names (the
     // recorder names every task), but no more than it has events (a stack
