@@ -97,7 +97,10 @@ fn adopted_frames_are_open_from_the_files_start_and_count_no_call() {
             assert_eq!((serve.ncalls, wait.ncalls), (0, 0), "{at}");
             assert_eq!((handle.ncalls, leaf.ncalls), (HANDLES, HANDLES), "{at}");
             assert_eq!(serve.open_at_end, 0, "{at}");
-            assert!(serve.cumtime_ns >= wait.cumtime_ns + handle.cumtime_ns, "{at}");
+            assert!(
+                serve.cumtime_ns >= wait.cumtime_ns + handle.cumtime_ns,
+                "{at}"
+            );
             assert!(handle.cumtime_ns >= leaf.cumtime_ns, "{at}");
             if clock != Clock::Gil {
                 // Open since the file's start: past the mark before the
