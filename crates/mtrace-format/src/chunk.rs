@@ -39,8 +39,9 @@ pub struct Chunk<'a> {
     /// The thread's stream restarts at this chunk's snapshot
     /// ([`CHUNK_FLAG_RESTART`]).
     pub restart: bool,
-    /// The snapshot's frames were opened in the file before this one of a
-    /// rotating series ([`CHUNK_FLAG_CONTINUED`]).
+    /// The snapshot's frames were opened before this file began: in the
+    /// one before it of a rotating series, or before the recording began
+    /// ([`CHUNK_FLAG_CONTINUED`]).
     pub continued: bool,
     /// Frames open when the chunk was claimed.
     pub snapshot: SnapshotRef<'a>,

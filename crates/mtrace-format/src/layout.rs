@@ -94,11 +94,12 @@ pub const C_FLAGS: usize = 0x18;
 /// rotating series), so the frames open now are the snapshot's, not those
 /// its earlier events leave open.
 pub const CHUNK_FLAG_RESTART: u64 = 1 << 0;
-/// Chunk flag, set with [`CHUNK_FLAG_RESTART`]: the thread moved to this
-/// file from the one before it in a rotating series, and its snapshot's
-/// frames were opened there, before this file began. Readers count their
-/// time here but not their calls (the earlier file counts those), so the
-/// files of a series add up to one recording.
+/// Chunk flag, set with [`CHUNK_FLAG_RESTART`]: the snapshot's frames
+/// were opened before this file began, in the one before it in a
+/// rotating series (the thread moved here from there), or before the
+/// recording began (it attached to a running program). Readers count
+/// their time here but not their calls (the earlier file counts those),
+/// so the files of a series add up to one recording.
 pub const CHUNK_FLAG_CONTINUED: u64 = 1 << 1;
 /// Smallest chunk size the reader accepts.
 pub const MIN_CHUNK_SIZE: usize = 1024;

@@ -100,8 +100,9 @@ fn preferred_clock() -> PreferredClock {
 /// then hands over the descriptor the trace is read from.
 ///
 /// `open_frames`: the recording is attached to a running program: each
-/// thread's frames open at its first event are entered then, with the
-/// mark `mtrace:open-frames`.
+/// thread's frames open at its first event are taken as open since the
+/// recording began (time from the file's start, no call), with the mark
+/// `mtrace:open-frames`.
 #[pyfunction]
 #[pyo3(signature = (path, capacity = None, ring = false, builtins = None, tasks = true, meta_capacity = None, armed = false, signal = None, rotate = None, keep = None, memory = false, open_frames = false))]
 #[allow(clippy::too_many_arguments)]

@@ -92,9 +92,9 @@ pub(crate) static TASKS: AtomicBool = AtomicBool::new(true);
 /// cleared on its first event of the new one.
 pub(crate) static SESSION: AtomicU64 = AtomicU64::new(0);
 /// The recording was attached to a running program (`python -m mtrace
-/// attach`): each thread's frames open at its first event are entered
-/// then ([`enter_open_frames`]), so that the functions running when the
-/// recording began (a worker's loop, a server's main) are in it.
+/// attach`): each thread's frames open at its first event are taken as
+/// open since the recording began ([`adopt_open_frames`]), so that the
+/// functions running then (a worker's loop, a server's main) are in it.
 pub(crate) static OPEN_FRAMES: AtomicBool = AtomicBool::new(false);
 /// The context-id callback (null: none), a strong reference.
 pub(crate) static CALLBACK: AtomicPtr<ffi::PyObject> = AtomicPtr::new(std::ptr::null_mut());
@@ -247,7 +247,7 @@ unsafe fn with_thread_starting(starting: *mut ffi::PyObject, f: impl FnOnce(&mut
         if t.session != session {
             reset_thread(t, session);
             if OPEN_FRAMES.load(Ordering::Relaxed) {
-                enter_open_frames(t, starting);
+                adopt_open_frames(t, starting);
             }
         }
         if !CALLBACK.load(Ordering::Relaxed).is_null() {
@@ -1026,20 +1026,28 @@ pub(crate) unsafe fn greenlet_switch(
 // ---------------------------------------------------------------- sessions
 
 /// The frames open on the calling thread when it first reports an event to
-/// a recording attached to the running program: entered now, outermost
-/// first, with the mark `mtrace:open-frames` (by this thread), which says
-/// that their calls began before the recording and that their time counts
-/// from here. `starting`: the code of the frame the event starts or
-/// resumes (the current frame), which the event enters itself. The walk
-/// stops at a generator or coroutine: its frames and those it called run
-/// on a task's stack, which the thread's first event inside it finds.
+/// a recording attached to the running program, outermost first: taken as
+/// open since the recording began (`mtrace::adopt_open_frames`: the
+/// thread's first chunk is `continued`, so readers count their time from
+/// the file's start and none of their calls, which began before it),
+/// then the mark `mtrace:open-frames` (by this thread, at its first
+/// event), which says in a report which threads had frames open.
+/// `starting`: the code of the frame the event starts or resumes (the
+/// current frame), which the event enters itself. The walk stops at a
+/// generator or coroutine: its frames and those it called run on a
+/// task's stack, which the thread's first event inside it finds.
 /// mtrace's own frames (the attaching code) are left out.
+///
+/// A thread that already recorded in this recording (the one that
+/// started it, if it recorded before its first event here) cannot have
+/// frames put under its stream: its frames are entered now instead, as
+/// calls that begin at this event.
 ///
 /// # Safety
 /// Attached to the interpreter.
 #[cold]
 #[inline(never)]
-unsafe fn enter_open_frames(t: &mut Thread, starting: *mut ffi::PyObject) {
+unsafe fn adopt_open_frames(t: &mut Thread, starting: *mut ffi::PyObject) {
     // Innermost first, each a new reference.
     let mut codes: Vec<*mut ffi::PyObject> = Vec::new();
     let mut frame = ffi::PyEval_GetFrame();
@@ -1068,13 +1076,19 @@ unsafe fn enter_open_frames(t: &mut Thread, starting: *mut ffi::PyObject) {
     for code in codes {
         ffi::Py_DECREF(code);
     }
-    if !open.is_empty() {
+    if open.is_empty() {
+        return;
+    }
+    let ids: Vec<FunctionId> = open.iter().map(|&id| FunctionId(id)).collect();
+    if mtrace::adopt_open_frames(&ids).is_ok() {
+        t.shadow.extend_from_slice(&open);
+    } else {
         for id in open {
             t.push(id);
         }
-        // After the enters: the thread is bound then, and the mark has its id.
-        mtrace::mark("mtrace:open-frames");
     }
+    // After the frames: the thread is bound then, and the mark has its id.
+    mtrace::mark("mtrace:open-frames");
 }
 
 /// The thread's first event of a session: forget the last session's frames.

@@ -76,6 +76,34 @@ SERVER = """
           "tools", *[t or "-" for t in tools], flush=True)
 """
 
+# A worker blocked in C (`queue.get`) until a job comes from stdin; the
+# main thread polls (so the attach's code runs soon).
+WAITING = """
+    import queue, sys, threading, time
+    jobs = queue.Queue()
+
+    def job():
+        return sum(range(1000))
+
+    def take():
+        return jobs.get()
+
+    def worker():
+        while take() is not None:
+            job()
+            print("done", flush=True)
+
+    def reader():
+        for line in sys.stdin:
+            jobs.put(None if line.strip() == "quit" else 1)
+
+    threading.Thread(target=worker).start()
+    threading.Thread(target=reader, daemon=True).start()
+    print("ready", flush=True)
+    while threading.active_count() > 2:
+        time.sleep(0.01)
+"""
+
 # A main thread blocked in C (a lock's wait) that never runs Python again
 # until it is killed.
 BLOCKED = """
@@ -146,13 +174,16 @@ class Attach(Case):
         self.assertEqual(rows["work"]["ncalls"], 30 * calls(12))
         self.assertFalse([f for f in rows if "mtrace" in f or "attach" in f], sorted(rows))
         # The functions running when it attached (each worker waiting in its
-        # loop, the reader in its, the main thread in the module) are
-        # entered at each thread's first event, with a mark that says so.
-        self.assertEqual(rows["worker"]["ncalls"], 2)
-        self.assertEqual(rows["reader"]["ncalls"], 1)
-        self.assertEqual(rows["<module>"]["ncalls"], 1)
+        # loop, the reader in its, the main thread in the module) are open
+        # from the file's start: their time counts, their calls (begun
+        # before it) do not; a mark at each thread's first event says so.
+        for name in ("worker", "reader", "<module>"):
+            self.assertEqual(rows[name]["ncalls"], 0, name)
+            self.assertGreater(rows[name]["cumtime_ns"], 0, name)
+        self.assertGreaterEqual(rows["worker"]["cumtime_ns"], rows["handle"]["cumtime_ns"])
         marked = {m["thread"] for m in report["marks"] if m["name"] == "mtrace:open-frames"}
         self.assertEqual(len(marked), 4, report["marks"])
+        self.assertFalse(report["warnings"], report["warnings"])
         # The server goes on, and a second attach works.
         self.requests(server, 10)
         again = self.attach(server.pid, "-o", self.path("again.bin"), "--duration", "0.2",
@@ -169,6 +200,48 @@ class Attach(Case):
         # Its workers and reader have ended: the main thread is left alone.
         self.assertEqual(said[4:6], ["tasks", "1"], said)
         self.assertEqual(said[6:], ["tools"] + ["-"] * 6, said)
+
+    @unittest.skipUnless(ATTACH, "attach needs CPython 3.14+: the attach test did NOT run")
+    def test_a_thread_blocked_in_c_at_the_attach_has_its_frames_open_from_the_start(self):
+        target, _ = self.start(self.script("waiting.py", WAITING))
+        trace = self.path("waiting.bin")
+        attach = subprocess.Popen(
+            [sys.executable, "-m", "mtrace", "attach", str(target.pid), "-o", trace,
+             "--timeout", "30"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            cwd=self.dir)
+        try:
+            said = attach.stderr.readline()
+            self.assertIn(f"recording process {target.pid}", said)
+            # The worker stays blocked in `queue.get` for most of the
+            # recording; then it takes one job and waits again.
+            time.sleep(0.6)
+            target.stdin.write("job\n")
+            target.stdin.flush()
+            self.assertEqual(target.stdout.readline().strip(), "done")
+            attach.send_signal(signal.SIGINT)
+            out, err = attach.communicate(timeout=60)
+        finally:
+            if attach.poll() is None:
+                attach.kill()
+                attach.communicate()
+        self.assertEqual(attach.returncode, 0, err)
+        report = json.loads(run([mtanalyze_binary(), trace, "--format", "json",
+                                 "--clock", "stack"]).stdout)
+        self.assertFalse(report["warnings"], report["warnings"])
+        rows = {f["function"]: f for f in report["functions"]}
+        self.assertEqual(rows["job"]["ncalls"], 1)
+        # The call of `take` it was blocked in began before the recording:
+        # not counted; the one it made after the job is.
+        self.assertEqual((rows["worker"]["ncalls"], rows["take"]["ncalls"]), (0, 1))
+        # Open from the file's start, not from its first event after the
+        # wait: about the whole recording (entered when it woke, its time
+        # would be the little left after the job).
+        duration = report["trace"]["duration_ns"]
+        self.assertGreaterEqual(rows["worker"]["cumtime_ns"], 0.8 * duration,
+                                (rows["worker"], duration))
+        target.stdin.write("quit\n")
+        target.stdin.flush()
+        self.assertEqual(target.wait(timeout=30), 0)
 
     @unittest.skipUnless(ATTACH, "attach needs CPython 3.14+: the attach test did NOT run")
     def test_a_main_thread_blocked_in_c_is_a_bounded_wait_and_a_message(self):

@@ -121,3 +121,17 @@ pub enum FinishError {
     #[error("the recording belongs to the parent process (this is a forked child)")]
     OtherProcess,
 }
+
+/// Why [`crate::adopt_open_frames`] left the calling thread as it was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum AdoptError {
+    /// No recording runs (none started, or it is paused), or the thread
+    /// is exiting: there is no stream to start.
+    #[error("no recording runs on this thread")]
+    NotRecording,
+    /// The thread already recorded in this recording (or in an earlier
+    /// file of its rotating series): its stream has begun, and frames it
+    /// never entered there cannot be put under it.
+    #[error("the thread has already recorded in this recording")]
+    AlreadyRecorded,
+}

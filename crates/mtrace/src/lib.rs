@@ -84,7 +84,7 @@ pub use config::{
     parse_bytes, parse_signal, ClockSource, Config, Format, Mode, Rotation, AUTO_CAPACITY_MAX,
     AUTO_CAPACITY_MIN, DEFAULT_META_CAPACITY, DEFAULT_RING_CAPACITY, MEMORY_CAPACITY,
 };
-pub use error::{ConfigError, FinishError, StartError};
+pub use error::{AdoptError, ConfigError, FinishError, StartError};
 pub use future::{Instrumented, LogicalStackExt};
 pub use kept::give_back_memory_trace;
 pub use mtrace_format::{FunctionId, PreferredClock, Producer, StackId, StackKind};
@@ -174,6 +174,55 @@ pub fn exit(function: FunctionId) {
     if function.0 != 0 {
         thread::exit(g, function.0);
     }
+}
+
+/// Makes `frames` (outermost first) the calling thread's open frames, as
+/// opened before the recording began, without recording an enter for any
+/// of them: for a binding that starts recording a program already running
+/// (`python -m mtrace attach`), whose threads are inside functions then.
+///
+/// Call it on a thread before its first event of the recording (it binds
+/// the thread and records its start). Its first chunk is then flagged
+/// `restart` and `continued`, with the frames in its snapshot stamped at
+/// the recording's start, as a thread's first chunk in a later file of a
+/// rotating series is: a reader takes them as open before the file began,
+/// so their time from the start of the file counts and their calls do not
+/// (the calls began before the recording). The frames' exits are then
+/// recorded with [`exit`] as usual; frames entered later nest inside them.
+/// Id 0 is left out. The frames go to the stack the thread runs.
+///
+/// # Errors
+///
+/// [`AdoptError::AlreadyRecorded`] on a thread that has already recorded
+/// in this recording (its stream is left untouched: frames it never
+/// entered there cannot be slipped under it); [`AdoptError::NotRecording`]
+/// when no recording runs or it is paused.
+///
+/// ```
+/// let path = std::env::temp_dir().join(format!("adopt-doc-{}.mtrace", std::process::id()));
+/// let serve = mtrace::register_function("serve", "server.rs", 10, "server");
+/// let handle = mtrace::register_function("handle", "server.rs", 20, "server");
+/// let recording = mtrace::start(mtrace::Config::new(&path)).expect("trace file");
+/// std::thread::spawn(move || {
+///     // This thread was inside `serve` before the recording started.
+///     mtrace::adopt_open_frames(&[serve]).expect("its first event");
+///     mtrace::enter(handle);
+///     mtrace::exit(handle);
+///     mtrace::exit(serve);
+///     // A second time, its stream has begun.
+///     assert_eq!(
+///         mtrace::adopt_open_frames(&[serve]),
+///         Err(mtrace::AdoptError::AlreadyRecorded)
+///     );
+/// })
+/// .join()
+/// .unwrap();
+/// recording.finish().expect("finished");
+/// # std::fs::remove_file(&path).ok();
+/// ```
+pub fn adopt_open_frames(frames: &[FunctionId]) -> Result<(), AdoptError> {
+    let ids: Vec<u32> = frames.iter().map(|f| f.0).filter(|&id| id != 0).collect();
+    thread::adopt_open_frames(&ids)
 }
 
 /// Records a named instant of the run: a *mark*, written into the trace with

@@ -61,6 +61,7 @@ use mtrace_format::{Event, EventKind, FunctionId, MetaRecord, StackId, ThreadId}
 
 use crate::clock;
 use crate::config::Mode;
+use crate::error::AdoptError;
 use crate::recording;
 use crate::shared::{
     self, current_with_gen, same_recording, same_series, Reading, Shared, FORK_EPOCH, GEN, GEN_OFF,
@@ -112,11 +113,13 @@ struct Local {
     /// forked since, and the chunk held belongs to the parent.
     fork_epoch: Cell<u64>,
     /// The thread's next chunk restarts its stream (`CHUNK_FLAG_RESTART`):
-    /// it rebound to the recording after a pause, with frames open.
+    /// it rebound to the recording after a pause, with frames open (or
+    /// it is `continued`).
     restart: Cell<bool>,
     /// The thread's next chunk is its first in the next file of a
-    /// rotating series, with frames open there (`CHUNK_FLAG_CONTINUED`):
-    /// its snapshot is stamped with the file's start.
+    /// rotating series, with frames open there, or its first in the
+    /// recording, with frames adopted (`CHUNK_FLAG_CONTINUED`): its
+    /// snapshot is stamped with the file's start.
     continued: Cell<bool>,
     /// The recording (a generation's number above `GEN_SERIES_SHIFT`)
     /// whose rotating series counted this thread among its threads.
@@ -597,7 +600,7 @@ fn bind(l: &Local, mut g: u64) -> Option<u64> {
         if l.gen.get() == g {
             return Some(g);
         }
-        match bind_to(l, g) {
+        match bind_to(l, g, &[]) {
             Bound::To(g) => return Some(g),
             Bound::Nothing => return None,
             // The file was left for another (or finished) as the thread
@@ -617,9 +620,43 @@ enum Bound {
     Retired,
 }
 
+/// Makes `frames` the thread's open frames, opened before the running
+/// recording began (`crate::adopt_open_frames`): the thread binds to the
+/// recording as a thread new to it does, with these frames in place of
+/// none, and its first chunk is flagged `continued`, as a thread's first
+/// chunk in a later file of a rotating series is, so its snapshot is
+/// stamped with the file's start. Refused on a thread whose stream in
+/// the recording (or its series) has begun: readers know its frames from
+/// its events, which never entered these.
+pub(crate) fn adopt_open_frames(frames: &[u32]) -> Result<(), AdoptError> {
+    let l = local();
+    let mut g = GEN.load(Ordering::Acquire);
+    if g == GEN_UNCHECKED {
+        recording::check_env();
+        g = GEN.load(Ordering::Acquire);
+    }
+    loop {
+        if g <= GEN_OFF || g & GEN_PAUSED != 0 || l.exited.get() {
+            return Err(AdoptError::NotRecording);
+        }
+        let same_process = l.fork_epoch.get() == FORK_EPOCH.load(Ordering::Relaxed);
+        let bound = l.gen.get();
+        if same_process && (same_recording(bound, g) || same_series(bound, g)) {
+            return Err(AdoptError::AlreadyRecorded);
+        }
+        match bind_to(l, g, frames) {
+            Bound::To(_) => return Ok(()),
+            Bound::Nothing => return Err(AdoptError::NotRecording),
+            Bound::Retired => g = GEN.load(Ordering::Acquire),
+        }
+    }
+}
+
 /// [`bind`]'s work for a thread not bound to generation `g` (a running
-/// recording's).
-fn bind_to(l: &Local, g: u64) -> Bound {
+/// recording's). `adopted`: frames the thread takes as open since the
+/// recording began if it is new to the recording ([`adopt_open_frames`]:
+/// only called then); empty otherwise.
+fn bind_to(l: &Local, g: u64, adopted: &[u32]) -> Bound {
     // Until the thread is counted in the file's `bound` (`hold`), or
     // finds it no longer running.
     let reading = Reading::begin();
@@ -667,12 +704,17 @@ fn bind_to(l: &Local, g: u64) -> Bound {
     unsafe {
         l.frames().clear();
         l.own_saved().clear();
+        l.frames().extend_from_slice(adopted);
     }
     l.shared.set(shared);
     l.tid.set(0);
     l.next_chunk_no.set(0);
     l.full.set(false);
-    l.restart.set(false);
+    // Adopted frames were open before the file began: its first chunk's
+    // snapshot says so (the claim stamps it with the file's start).
+    let adopting = !adopted.is_empty() && g & GEN_PAUSED == 0;
+    l.restart.set(adopting);
+    l.continued.set(adopting);
     l.gen.set(g);
     l.fork_epoch.set(FORK_EPOCH.load(Ordering::Relaxed));
     if g & GEN_PAUSED == 0 {
@@ -862,7 +904,8 @@ fn claim(l: &Local, shared: &Shared) -> bool {
             };
             // A thread moving to the next file of a series had no event
             // since that file began (its first one would have moved it),
-            // so its frames were these from the file's start on.
+            // so its frames were these from the file's start on; adopted
+            // frames were open before the file began.
             let tick = if continued {
                 shared.clock.start_tick
             } else {

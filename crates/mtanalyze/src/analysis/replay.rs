@@ -872,8 +872,9 @@ fn seed_frames(
 }
 
 /// Whether segment `seg`'s seed is the snapshot of its thread's
-/// `continued` first chunk (a later file of a rotating series): its frames
-/// were opened before the trace began, not lost. Only a thread's very
+/// `continued` first chunk (a later file of a rotating series, or a
+/// recording attached to a running program): its frames were opened
+/// before the trace began, not lost. Only a thread's very
 /// first chunk can be one; the flag on any other is not believed.
 fn seeds_before_trace(decoded: &Decoded<'_>, seg: &Segment) -> bool {
     let chunks = &decoded.threads[seg.thread as usize].chunks;

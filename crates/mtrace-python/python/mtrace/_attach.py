@@ -19,9 +19,10 @@ long ``sleep``) runs nothing until it returns to Python: ``attach`` waits
 file it left checks a deadline first, so if the main thread runs it later
 it does nothing.
 
-The frames each thread had open when the recording started have no
-recorded call: their returns are ignored, so their time is not in the
-table (the frames they call are, with their callers).
+The frames each thread had open when the recording started are taken,
+at the thread's first event, as open since the recording began (the
+binding's ``adopt_open_frames``): their time counts from the start of the
+file and their calls, which began before it, do not.
 """
 
 from __future__ import annotations

@@ -90,6 +90,8 @@ pub struct DecodedChunk {
     pub chunk_no: u64,
     pub writing: bool,
     pub snapshot: Snapshot,
+    /// The snapshot's tick (a `continued` chunk's is the file's start).
+    pub snapshot_tick: u64,
     pub events: Vec<Event>,
     /// Committed bytes of the body, snapshot included.
     pub committed: usize,
@@ -169,6 +171,7 @@ pub fn decode(path: &Path) -> Decoded {
                 stack_frames: c.snapshot.stack_frames().map(|f| f.0).collect(),
                 flags: c.snapshot.flags,
             },
+            snapshot_tick: c.snapshot.tick,
             events,
             committed: c.snapshot.encoded_len() + c.event_bytes().len(),
         });
