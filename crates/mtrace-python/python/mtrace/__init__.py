@@ -34,7 +34,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-import weakref
 
 from . import _children, _mtrace
 from ._profiler import Profile, run, runctx
@@ -297,15 +296,27 @@ class MemoryTrace:
     collected or closed (``close()``, or ``with``). ``os.fspath()`` gives
     ``path``."""
 
+    # The function that gives the memory back, held by the class so that
+    # a trace collected late in the interpreter's exit still finds it.
+    _give_back = staticmethod(_mtrace.give_back_memory)
+
     def __init__(self, fd: int) -> None:
         self.path = f"/proc/self/fd/{fd}"
         # Given back rather than closed: its memory then serves the next
-        # recording into memory (the next request's profile).
-        self._close = weakref.finalize(self, _mtrace.give_back_memory, fd)
+        # recording into memory (the next request's profile). Given back
+        # by `close()` or `__del__`, not a `weakref.finalize`: a profile
+        # per request makes one of these per request, and a finalizer's
+        # set-up costs more than the rest of this object.
+        self._fd: int | None = fd
 
     def close(self) -> None:
         """Give the memory back (``path`` no longer reads)."""
-        self._close()
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            self._give_back(fd)
+
+    def __del__(self) -> None:
+        self.close()
 
     def __fspath__(self) -> str:
         return self.path
@@ -317,7 +328,7 @@ class MemoryTrace:
         self.close()
 
     def __repr__(self) -> str:
-        state = "open" if self._close.alive else "closed"
+        state = "open" if self._fd is not None else "closed"
         return f"<mtrace.MemoryTrace {self.path} ({state})>"
 
 
