@@ -98,8 +98,17 @@ pub(crate) fn unix_ns() -> u64 {
         .unwrap_or(0)
 }
 
-/// Whether the CPU has an invariant time-stamp counter.
+/// Whether the CPU has an invariant time-stamp counter: asked once a
+/// process. `cpuid` traps to the hypervisor in a virtual machine, which
+/// costs more than the rest of a recording's start (a profile per request
+/// starts one per request).
 pub fn has_invariant_tsc() -> bool {
+    static INVARIANT_TSC: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *INVARIANT_TSC.get_or_init(cpu_has_invariant_tsc)
+}
+
+/// [`has_invariant_tsc`], asked of the CPU.
+fn cpu_has_invariant_tsc() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         use core::arch::x86_64::__cpuid;
