@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Every output of an `mtanalyze` binary over the bundled sample traces, into
+# one folder, so that two builds can be compared with `diff -r`: the safety
+# net of a refactor that must not change a byte of any report.
+#
+#   tests/compare-outputs.sh BIN OUTDIR
+#
+# BIN is an `mtanalyze` binary (e.g. "$CARGO_TARGET_DIR/release/mtanalyze");
+# OUTDIR is created (it must not exist). Each run writes OUTDIR/NAME.out
+# (stdout, or the -o file), OUTDIR/NAME.err (stderr) and OUTDIR/NAME.rc (the
+# exit status), so a changed message or status shows as well as a changed
+# report. Covered: every sample trace (`sample-traces/*.bin` and `*.json`)
+# with the report in every `--format` under every `--clock`, the stack rows
+# (`--stacks`), `check` (table and JSON), `flamegraph`, `export` in every
+# format but Parquet (a build option), `diff` of the first two traces in
+# every format and `convert --compact`. Compare two builds with:
+#
+#   tests/compare-outputs.sh main/release/mtanalyze /tmp/before
+#   tests/compare-outputs.sh mine/release/mtanalyze /tmp/after
+#   diff -r /tmp/before /tmp/after && echo identical
+#
+# Nothing a run writes depends on the run: paths are given relative to the
+# repository root (the script runs from there) and the reports hold no
+# wall-clock time. pprof's profile is gzip, whose header could hold a time:
+# it is compared as written (the writer sets none).
+set -u
+BIN=$(realpath "$1")
+OUT=$2
+cd "$(dirname "$0")/.."
+mkdir "$OUT" || exit 1
+OUT=$(realpath "$OUT")
+
+# run NAME ARGS...: stdout to NAME.out unless ARGS name `-o`.
+run() {
+    local name=$1
+    shift
+    "$BIN" "$@" >"$OUT/$name.out" 2>"$OUT/$name.err"
+    echo $? >"$OUT/$name.rc"
+}
+
+traces=(sample-traces/*.bin sample-traces/*.json)
+for t in "${traces[@]}"; do
+    n=$(basename "$t")
+    for clock in stack gil wall; do
+        for f in table json markdown folded html; do
+            run "$n.$clock.$f" "$t" --clock "$clock" --format "$f"
+            run "$n.$clock.$f.stacks" "$t" --clock "$clock" --format "$f" --stacks
+        done
+        run "$n.$clock.pstats" "$t" --clock "$clock" --format pstats -o "$OUT/$n.$clock.pstats.prof"
+        run "$n.$clock.flamegraph" flamegraph "$t" --clock "$clock"
+        for e in chrome speedscope callgrind pprof; do
+            run "$n.$clock.export-$e" export --format "$e" "$t" --clock "$clock" -o "$OUT/$n.$clock.export-$e.file"
+        done
+    done
+    run "$n.default" "$t"
+    run "$n.check" check "$t"
+    run "$n.check.json" check "$t" --format json
+    run "$n.convert" convert --compact "$t" "$OUT/$n.convert.bin"
+done
+
+a=${traces[0]}
+b=${traces[1]}
+for f in table json folded markdown html; do
+    run "diff.$f" diff "$a" "$b" --format "$f"
+done
+run "diff.self" diff "$a" "$a"
