@@ -44,6 +44,9 @@ for t in "${traces[@]}"; do
     for clock in stack gil wall; do
         for f in table json markdown folded html; do
             run "$n.$clock.$f" "$t" --clock "$clock" --format "$f"
+        done
+        # folded and html hold every row; --stacks applies to the others.
+        for f in table json markdown; do
             run "$n.$clock.$f.stacks" "$t" --clock "$clock" --format "$f" --stacks
         done
         run "$n.$clock.pstats" "$t" --clock "$clock" --format pstats -o "$OUT/$n.$clock.pstats.prof"
