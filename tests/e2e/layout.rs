@@ -19,6 +19,9 @@ use crate::util::{repo_file, TempDir};
 /// The crates whose sources are checked.
 const CRATES: &[&str] = &[
     "crates/mtanalyze/src",
+    "crates/mtanalyze-model/src",
+    "crates/mtanalyze-engine/src",
+    "crates/mtanalyze-render/src",
     "crates/mtrace/src",
     "crates/mtrace-format/src",
     "crates/mtrace-macros/src",

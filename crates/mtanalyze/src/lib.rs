@@ -1,15 +1,16 @@
 //! mtanalyze: turns an mtrace trace into cProfile-style statistics that stay
 //! correct when work is spread over many threads, fibers and async tasks.
 //!
-//! Data flows one way, one folder a stage:
+//! This crate re-exports the analyzer's layers, one crate each, under one
+//! set of paths. Data flows one way, one folder a stage:
 //!
 //! ```text
-//! input/     load: binary map | JSON lines | Chrome JSON -> binary layout
-//! analysis/  decode -> cut into segments -> group by stack -> replay
-//!            (stacks in parallel: frames, recursion, clock-model time)
-//! model/     Report (one value), CheckReport, DiffReport, warnings
-//! view/      sort, filter, limit, group the rows a user asked for
-//! render/    table, JSON, folded, flame graphs, pstats, chrome, ...
+//! mtanalyze-engine  input/     load: binary map | JSON lines | Chrome JSON -> binary layout
+//!                   analysis/  decode -> cut into segments -> group by stack -> replay
+//!                              (stacks in parallel: frames, recursion, clock-model time)
+//! mtanalyze-model              Report (one value), CheckReport, DiffReport, warnings
+//! mtanalyze-render  view/      sort, filter, limit, group the rows a user asked for
+//!                   render/    table, JSON, folded, flame graphs, pstats, chrome, ...
 //! ```
 //!
 //! The face is a few calls: [`analyze`] gives a trace's [`Report`]
@@ -41,12 +42,8 @@
 #![deny(missing_docs)]
 #![warn(unreachable_pub)]
 
-mod analysis;
-mod input;
-mod model;
-pub mod render;
-pub mod threads;
-pub mod view;
+pub use mtanalyze_engine::threads;
+pub use mtanalyze_render::{render, view};
 
 /// The README's Rust examples, compiled as doctests.
 #[doc = include_str!("../README.md")]
@@ -54,36 +51,35 @@ pub mod view;
 pub struct ReadmeDoctests;
 
 #[cfg(feature = "testing")]
-pub use analysis::testing;
-pub use analysis::timeline::Timelines;
-pub use analysis::{
-    analyze, analyze_many, analyze_with_sink, check, marks, AnalyzeError, AnalyzeOptions,
-    ManyTraces, PathMode, RecursionCollapse, TimeBound, TraceError,
+pub use mtanalyze_engine::testing;
+pub use mtanalyze_engine::{
+    analyze, analyze_many, analyze_with_sink, check, from_bytes, jsonl_to_binary, load, marks,
+    AnalyzeError, AnalyzeOptions, CompactSource, ImportError, InputFormat, JsonlError, LoadError,
+    LoadedTrace, ManyTraces, PathMode, RecursionCollapse, TimeBound, Timelines, TraceError,
 };
-pub use input::chrome::ImportError;
-pub use input::jsonl::{to_binary as jsonl_to_binary, JsonlError};
-pub use input::{from_bytes, load, CompactSource, InputFormat, LoadError, LoadedTrace};
-pub use model::check::{CheckReport, ChunkIssue};
-pub use model::diff::{
+pub use mtanalyze_model::check::{CheckReport, ChunkIssue};
+pub use mtanalyze_model::diff::{
     diff, DiffOptions, DiffReport, EdgeDelta, EdgeDiff, EdgeSide, FunctionDelta, FunctionDiff,
     FunctionSide, Match, PathDiff,
 };
-pub use model::functions::{EntryKey, FunctionEntry};
-pub use model::gate::{gate, GateBreach, GateChange, GateError, GateField, GateOp, GateRule};
-pub use model::labels::{LabelSite, Labels};
-pub use model::marks::Mark;
-pub use model::merge::{merge, Merged};
-pub use model::report::{
+pub use mtanalyze_model::functions::{EntryKey, FunctionEntry};
+pub use mtanalyze_model::gate::{
+    gate, GateBreach, GateChange, GateError, GateField, GateOp, GateRule,
+};
+pub use mtanalyze_model::labels::{LabelSite, Labels};
+pub use mtanalyze_model::marks::Mark;
+pub use mtanalyze_model::merge::{merge, Merged};
+pub use mtanalyze_model::report::{
     CallPath, Clock, EdgeStats, FunctionKey, FunctionStats, Report, StackKey, StackName, StackRows,
     StackStats, ThreadList, ThreadSummary, TimeWindow, TraceSummary, Warning, WarningDetail,
 };
-pub use model::runs::{attach_runs, runs, Runs};
-pub use model::significance::{
+pub use mtanalyze_model::runs::{attach_runs, runs, Runs};
+pub use mtanalyze_model::significance::{
     format_p, Estimate, Method, Samples, Significance, SignificanceOptions, Tested, Verdict,
 };
-pub use model::sink::StackSink;
-pub use model::timeline::{
+pub use mtanalyze_model::sink::StackSink;
+pub use mtanalyze_model::timeline::{
     ClosedFrame, Pause, Slice, SliceKind, StackActivity, StackTimeline, TimelineSource,
     TimelineStack,
 };
-pub use model::warnings::WarningKind;
+pub use mtanalyze_model::warnings::WarningKind;

@@ -1,0 +1,801 @@
+//! The segment pass: each thread's events, read once in order, cut into
+//! [`Segment`]s at every stack switch (threads in parallel, one pass each).
+//!
+//! The pass also clamps ticks that go back, counts damage, and notes the
+//! function ids the metadata does not name. It can replay the thread's own
+//! stack as it goes (see [`OwnReplay`]): the same replay `replay.rs` does,
+//! fed the events the pass reads anyway. The own stack's segments are then
+//! not kept: in a program that polls many tasks they are half of all
+//! segments (one between every two polls).
+
+use rustc_hash::FxHashSet;
+
+use mtrace_format::event::{
+    raw_is_valid, KIND_END, KIND_ENTER, KIND_EXIT, KIND_LOST, KIND_SWITCH, KIND_WAKE,
+};
+use mtrace_format::StackId;
+
+use crate::analysis::decode::{Batch, Batches, Decoded, FunctionIds, Pos, Restart};
+use crate::analysis::frames::{NoObserver, Tally};
+use crate::analysis::paths::ROOT;
+use crate::analysis::replay::{seed_snapshot, StackReplay, Suspended};
+use crate::analysis::segment::{
+    segment_stack, stack_after_switch, Seed, Segment, SegmentList, StackKey, RUNS_TO_END,
+};
+use crate::analysis::window::{Span, WholeTrace, Window};
+use mtanalyze_model::report::Clock;
+use mtanalyze_model::warnings::{Location, WarningKind, Warnings};
+
+/// What one pass over a thread found.
+#[derive(Debug, Default)]
+pub(super) struct ThreadPass {
+    /// Its segments in order.
+    pub segments: SegmentList,
+    /// Events decoded.
+    pub events: u64,
+    /// First and last clamped ticks.
+    pub first_tick: Option<u64>,
+    /// Last clamped tick.
+    pub last_tick: Option<u64>,
+    /// Function ids used but not in the metadata.
+    pub unknown_functions: FxHashSet<u32>,
+    /// Problems found.
+    pub warnings: Warnings,
+    /// The thread's own stack, replayed during the pass (if asked and
+    /// possible): it only needs the end of the trace. Its segments are
+    /// then not in `segments`.
+    pub own_replay: Option<OwnReplay>,
+    /// The tick of the thread's `lost` mark, if that is where its events
+    /// end (a mark followed by a restart from a snapshot is not kept).
+    pub lost_at: Option<u64>,
+    /// The wakes this thread recorded: (logical stack id, tick).
+    pub wakes: Vec<(u64, u64)>,
+    /// How many: `wakes` is taken by the stacks' replay, the count stays
+    /// for the trace's summary.
+    pub wakes_seen: u64,
+    /// The ends of logical stacks this thread recorded: (stack id, tick).
+    pub ends: Vec<(u64, u64)>,
+    /// The own stack's replay began and was given up (a function the
+    /// metadata does not name): what it added is still in its tally, so a
+    /// tally shared with other stacks no longer holds their sums alone.
+    pub own_given_up: bool,
+}
+
+/// A thread's own stack replayed by the segment pass, which reads its
+/// events anyway: a second read of them (most of a plain multi-threaded
+/// trace) is saved. The replay is the one `replay::replay_stack`
+/// does, driven event by event; it waits for the end of the trace to close
+/// its open frames.
+#[derive(Debug)]
+pub(super) struct OwnReplay {
+    /// The statistics, with the stack's open frames set aside; `None` if
+    /// they went into a tally the caller shares between threads (see
+    /// [`cut_thread`]).
+    pub tally: Option<Tally>,
+    /// The replay, suspended.
+    pub state: Suspended,
+    /// Problems the replay found.
+    pub warnings: Warnings,
+    /// Where the stack ends if not at the end of the trace: its thread's
+    /// `lost` mark, in ns.
+    pub ends_at_ns: Option<u64>,
+}
+
+/// The own stack's replay while the pass runs.
+struct OwnFusion<'t> {
+    replay: StackReplay<'t, NoObserver>,
+    clock: Clock,
+    warnings: Warnings,
+    /// (start, running-clock offset) of the own segment now running.
+    running: Option<(u64, u64)>,
+    /// Whether the thread ran its own stack at all.
+    began: bool,
+    /// The own stack's last segment ended at a `lost` mark, at this ns.
+    ends_at_ns: Option<u64>,
+}
+
+/// The state of one thread's pass.
+struct Cutter<'d, 'a, 't> {
+    decoded: &'d Decoded<'a>,
+    index: u32,
+    tid: u64,
+    pass: ThreadPass,
+    /// The segment the thread is in.
+    open: Option<Segment>,
+    /// The stack the thread runs.
+    stack: StackKey,
+    own: Option<OwnFusion<'t>>,
+    /// Own-stack segments closed while `own` replayed them: dropped if the
+    /// replay lasts the pass, merged back into the segments if it stops.
+    own_segments: SegmentList,
+}
+
+impl Cutter<'_, '_, '_> {
+    fn new_segment(&self, start: Pos, start_tick: u64, switched_in: bool, seed: Seed) -> Segment {
+        Segment {
+            stack: segment_stack(self.stack),
+            thread: self.index,
+            start,
+            end: start,
+            start_tick,
+            end_tick: RUNS_TO_END,
+            switched_in,
+            seed,
+            ends_at_lost: false,
+        }
+    }
+
+    /// The thread is now in `seg`.
+    fn open_segment(&mut self, seg: Segment) {
+        if seg.is_own() {
+            self.begin_own(&seg);
+        }
+        self.open = Some(seg);
+    }
+
+    fn begin_own(&mut self, seg: &Segment) {
+        let decoded = self.decoded;
+        let Some(f) = &mut self.own else { return };
+        // The fused replay knows only the metadata's functions; a seed
+        // naming another leaves the stack to the replay pass.
+        if seg.seed != Seed::None
+            && seed_snapshot(decoded, seg)
+                .is_some_and(|mut ids| ids.any(|id| decoded.functions.get(id.0).is_none()))
+        {
+            self.give_up_own();
+            return;
+        }
+        let start_ns = f
+            .replay
+            .begin(decoded, &decoded.functions, f.clock, seg, &mut f.warnings);
+        f.running = Some((start_ns, f.replay.offset(f.clock, start_ns)));
+        f.began = true;
+        f.ends_at_ns = None;
+    }
+
+    /// The thread leaves its segment before `end`, at `end_tick`.
+    fn close_segment(&mut self, end: Pos, end_tick: u64) {
+        let Some(mut s) = self.open.take() else {
+            return;
+        };
+        if let Some(f) = &mut self.own {
+            if let (true, Some((start_ns, _))) = (s.is_own(), f.running) {
+                let end_ns = self.decoded.scale.ns(end_tick);
+                f.replay.end_linear(f.clock, start_ns, end_ns);
+                f.running = None;
+                f.ends_at_ns = s.ends_at_lost.then_some(end_ns);
+            }
+        }
+        s.end = end;
+        s.end_tick = end_tick;
+        self.keep(s);
+    }
+
+    /// Stops replaying the own stack: the replay pass will.
+    fn give_up_own(&mut self) {
+        if self.own.take().is_some_and(|f| f.began) {
+            self.pass.own_given_up = true;
+        }
+    }
+
+    /// Stores a finished segment (see `own_segments`).
+    fn keep(&mut self, s: Segment) {
+        if self.own.is_some() && s.is_own() {
+            self.own_segments.push(s);
+        } else {
+            self.pass.segments.push(s);
+        }
+    }
+
+    /// Ends the pass: the last segment runs until the end of the trace, and
+    /// so does the own stack's replay if it is in it.
+    fn finish(mut self, end: Pos) -> (ThreadPass, Option<(Suspended, Warnings, Option<u64>)>) {
+        let running_since = self
+            .own
+            .as_ref()
+            .and_then(|f| f.running)
+            .map(|(start, _)| start);
+        if let Some(mut s) = self.open.take() {
+            s.end = end;
+            self.keep(s);
+        }
+        let own = self
+            .own
+            .filter(|f| f.began)
+            .map(|f| (f.replay.suspend(running_since), f.warnings, f.ends_at_ns));
+        if own.is_none() && !self.own_segments.is_empty() {
+            let own_segments = std::mem::take(&mut self.own_segments);
+            let segments = std::mem::take(&mut self.pass.segments);
+            self.pass.segments = segments.merge(own_segments);
+        }
+        (self.pass, own)
+    }
+
+    /// An enter or exit the own stack's replay has to see, if running
+    /// (`span`: its window).
+    #[inline(always)]
+    fn own_event<W: Span>(&mut self, enter: bool, func: u32, ns: u64, span: W) {
+        let Some(f) = &mut self.own else { return };
+        let Some((_, offset)) = f.running else { return };
+        if let Err(kind) = f.replay.event(enter, func, ns, offset, span) {
+            let at = Location::Time {
+                ns,
+                thread: self.tid,
+            };
+            f.warnings.add(kind, at);
+        }
+    }
+
+    /// The thread's history before this chunk is missing (lost chunks): it
+    /// resumes at `tick` on `current_stack`, whose open frames the chunk's
+    /// snapshot gives (the segments opened here carry that seed).
+    fn restart(
+        &mut self,
+        chunk: u32,
+        Restart {
+            tick,
+            current_stack,
+        }: Restart,
+    ) {
+        let tid = self.tid;
+        let at = Pos { chunk, event: 0 };
+        self.close_segment(at, tick);
+        // The thread goes on: a `lost` mark before this is a gap, not its end.
+        self.pass.lost_at = None;
+        if current_stack != StackId::OWN {
+            // The own stack is paused below the logical one: open its
+            // frames too, in a stretch that does not run.
+            self.stack = StackKey::Own(tid);
+            let own = self.new_segment(at, tick, false, Seed::Own);
+            self.open_segment(own);
+            self.close_segment(at, tick);
+        }
+        self.stack = stack_after_switch(tid, current_stack);
+        let seed = if current_stack == StackId::OWN {
+            Seed::Own
+        } else {
+            Seed::Logical
+        };
+        let seg = self.new_segment(at, tick, false, seed);
+        self.open_segment(seg);
+        self.pass.first_tick.get_or_insert(tick);
+    }
+
+    /// The thread lost its events from `tick` on (a `lost` mark at `pos`):
+    /// its current stack stops there, and so does its own stack, which the
+    /// thread can no longer be seen to return to. Both end there unless
+    /// the thread restarts later (the segments say so; see `replay.rs`).
+    fn lost(&mut self, pos: Pos, tick: u64) {
+        let tid = self.tid;
+        if self.open.is_none() {
+            let seg = self.new_segment(pos, tick, self.pass.segments.is_empty(), Seed::None);
+            self.open_segment(seg);
+        }
+        if let Some(s) = &mut self.open {
+            s.ends_at_lost = true;
+        }
+        self.close_segment(pos, tick);
+        if self.stack != StackKey::Own(tid) {
+            // The own stack, paused below, ends with a stretch that does not run.
+            self.stack = StackKey::Own(tid);
+            let mut own = self.new_segment(pos, tick, false, Seed::None);
+            own.ends_at_lost = true;
+            self.open_segment(own);
+            self.close_segment(pos, tick);
+        }
+        self.pass.lost_at = Some(tick);
+        let at = Location::Time {
+            ns: self.decoded.scale.ns(tick),
+            thread: tid,
+        };
+        self.pass.warnings.add(WarningKind::EventsLost, at);
+    }
+
+    /// Cuts one batch: runs of ordinary events on the fast path, every
+    /// other event on its own. A damaged event ends the batch.
+    fn batch(&mut self, batch: &Batch<'_>, batches: &mut Batches<'_, '_>) {
+        let n = batch.len();
+        let mut i = 0;
+        while i < n {
+            i = self.ordinary_run(batch, batches, i);
+            if i == n || !self.special_event(batch, batches, i) {
+                break;
+            }
+            i += 1;
+        }
+    }
+
+    /// The fast path: the run of ordinary events (see [`ordinary`]) from
+    /// event `start` of the batch, the bulk of every trace. Nothing to
+    /// decide per event but whether the run goes on (and, on the own stack,
+    /// to replay it). Returns where the run stopped.
+    #[inline(always)]
+    fn ordinary_run(
+        &mut self,
+        batch: &Batch<'_>,
+        batches: &mut Batches<'_, '_>,
+        start: usize,
+    ) -> usize {
+        let functions = self.decoded.functions.ids();
+        let n = batch.len();
+        let mut floor = batches.floor();
+        if self.open.is_none() {
+            let (kind, tick, payload) = batch.parts(start);
+            if ordinary(functions, kind, tick, payload, floor).is_some() {
+                let pos = Pos {
+                    chunk: batch.chunk,
+                    event: batch.first_event + start as u32,
+                };
+                let seg = self.new_segment(pos, tick, true, Seed::None);
+                self.open_segment(seg);
+            }
+        }
+        let mut i = start;
+        let replaying = self.own.as_ref().is_some_and(|f| f.running.is_some());
+        if replaying {
+            let window = self.own_window();
+            (i, floor) = if window.is_all() {
+                self.replay_run(batch, i, floor, WholeTrace)
+            } else {
+                self.replay_run(batch, i, floor, window)
+            };
+        } else {
+            while i < n {
+                let (kind, tick, payload) = batch.parts(i);
+                if ordinary(functions, kind, tick, payload, floor).is_none() {
+                    break;
+                }
+                floor = tick;
+                i += 1;
+            }
+        }
+        if i > start {
+            batches.accept_ordered(floor);
+            self.pass.events += (i - start) as u64;
+            self.pass.first_tick.get_or_insert(batch.parts(start).1);
+            self.pass.last_tick = Some(floor);
+        }
+        i
+    }
+
+    /// The ordinary events from `i` on, replayed on the own stack (counting
+    /// what `span`, the replay's window, holds); returns where the run
+    /// stopped and its last tick.
+    #[inline(always)]
+    fn replay_run<W: Span>(
+        &mut self,
+        batch: &Batch<'_>,
+        mut i: usize,
+        mut floor: u64,
+        span: W,
+    ) -> (usize, u64) {
+        let functions = self.decoded.functions.ids();
+        let scale = self.decoded.scale;
+        while i < batch.len() {
+            let (kind, tick, payload) = batch.parts(i);
+            let Some(d) = ordinary(functions, kind, tick, payload, floor) else {
+                break;
+            };
+            self.own_event(kind == KIND_ENTER, d, scale.ns(tick), span);
+            floor = tick;
+            i += 1;
+        }
+        (i, floor)
+    }
+
+    /// The window the own stack's replay counts.
+    fn own_window(&self) -> Window {
+        self.own.as_ref().map_or(Window::ALL, |f| f.replay.window())
+    }
+
+    /// The slow path: event `i` of the batch switches stacks, is damaged,
+    /// goes back in time or names an unknown function. Returns false if it
+    /// is damaged (the rest of the chunk is not read).
+    fn special_event(
+        &mut self,
+        batch: &Batch<'_>,
+        batches: &mut Batches<'_, '_>,
+        i: usize,
+    ) -> bool {
+        let tid = self.tid;
+        let scale = self.decoded.scale;
+        let (kind, raw_tick, payload) = batch.parts(i);
+        if !raw_is_valid(kind, payload) {
+            let problem = batch.problem(i);
+            self.pass
+                .warnings
+                .add(WarningKind::DamagedEvent, Location::Byte(problem.offset));
+            batches.damaged();
+            return false;
+        }
+        let (tick, clamped) = batches.clamp(raw_tick);
+        if clamped {
+            let at = Location::Time {
+                ns: scale.ns(tick),
+                thread: tid,
+            };
+            self.pass.warnings.add(WarningKind::ClockBackwards, at);
+        }
+        self.pass.events += 1;
+        self.pass.first_tick.get_or_insert(tick);
+        self.pass.last_tick = Some(tick);
+        let pos = Pos {
+            chunk: batch.chunk,
+            event: batch.first_event + i as u32,
+        };
+        if kind == KIND_WAKE {
+            // Not an event of the stack the thread runs: of the one woken.
+            self.pass.wakes.push((payload, tick));
+            self.pass.wakes_seen += 1;
+            return true;
+        }
+        if kind == KIND_END {
+            // Of the stack that ended, not of the one the thread runs
+            // (which of them count is decided once all are read: `ends.rs`).
+            self.pass.ends.push((payload, tick));
+            return true;
+        }
+        if kind == KIND_LOST {
+            self.lost(pos, tick);
+            // A `lost` event ends its chunk; the next one restarts from its snapshot.
+            batches.damaged();
+            return false;
+        }
+        if kind == KIND_SWITCH {
+            if self.open.is_none() && self.pass.segments.is_empty() {
+                // The thread started on its own stack and left it at
+                // once: record that zero-length stretch, so the own
+                // stack's life starts with the thread's.
+                let seg = self.new_segment(pos, tick, true, Seed::None);
+                self.open_segment(seg);
+            }
+            self.close_segment(pos, tick);
+            self.stack = stack_after_switch(tid, StackId(payload));
+            let seg = self.new_segment(pos, tick, true, Seed::None);
+            self.open_segment(seg);
+            return true;
+        }
+        if self.open.is_none() {
+            let seg = self.new_segment(pos, tick, true, Seed::None);
+            self.open_segment(seg);
+        }
+        if kind == KIND_ENTER || kind == KIND_EXIT {
+            let f = payload as u32;
+            match self.decoded.functions.get(f) {
+                Some(d) => {
+                    let window = self.own_window();
+                    self.own_event(kind == KIND_ENTER, d, scale.ns(tick), window);
+                }
+                None => {
+                    self.pass.unknown_functions.insert(f);
+                    if self.stack == StackKey::Own(tid) {
+                        // Its dense index is settled after every pass.
+                        self.give_up_own();
+                    }
+                }
+            }
+        }
+        true
+    }
+}
+
+/// An ordinary event: an enter or exit of a known function, its tick not
+/// going back from `floor`. Its function's dense index if so.
+#[inline(always)]
+fn ordinary(
+    functions: FunctionIds<'_>,
+    kind: u64,
+    tick: u64,
+    payload: u64,
+    floor: u64,
+) -> Option<u32> {
+    let ordinary = (kind == KIND_ENTER || kind == KIND_EXIT)
+        & (payload != 0)
+        & (payload <= u32::MAX as u64)
+        & (tick >= floor);
+    if ordinary {
+        functions.get(payload as u32)
+    } else {
+        None
+    }
+}
+
+/// Cuts thread `index` of `decoded` into segments. With `fuse` (the `stack`
+/// or `wall` clock), also replays the thread's own stack on the way, unless
+/// it meets a function the metadata does not name (see [`OwnReplay`]):
+/// into `shared` if given (a tally for the metadata's functions and the
+/// window, which a sequential analysis uses for every stack of the trace),
+/// else into a tally of its own.
+pub(crate) fn cut_thread(
+    decoded: &Decoded<'_>,
+    index: u32,
+    fuse: Option<(Clock, Window)>,
+    shared: Option<&mut Tally>,
+) -> ThreadPass {
+    let thread = &decoded.threads[index as usize];
+    let tid = thread.tid.0;
+    let mut own_tally = None;
+    let tally = match (fuse, shared) {
+        (None, _) => None,
+        (Some(_), Some(t)) => Some(t),
+        (Some((_, window)), None) => {
+            Some(own_tally.insert(Tally::new(decoded.functions.dense_len(), false, window)))
+        }
+    };
+    let mut observer = NoObserver;
+    let own = match (fuse, tally) {
+        (Some((clock, _)), Some(t)) => Some(OwnFusion {
+            replay: StackReplay::new(t, ROOT, &mut observer),
+            clock,
+            warnings: decoded.warnings(),
+            running: None,
+            began: false,
+            ends_at_ns: None,
+        }),
+        _ => None,
+    };
+    let mut cut = Cutter {
+        decoded,
+        index,
+        tid,
+        pass: ThreadPass {
+            warnings: decoded.warnings(),
+            ..ThreadPass::default()
+        },
+        open: None,
+        stack: StackKey::Own(tid),
+        own,
+        own_segments: SegmentList::default(),
+    };
+    let mut batches = Batches::all(&decoded.file, &thread.chunks);
+    while let Some(batch) = batches.next_batch() {
+        if let Some(restart) = batch.restart {
+            cut.restart(batch.chunk, restart);
+        }
+        cut.batch(&batch, &mut batches);
+    }
+    let end = Pos {
+        chunk: thread.chunks.len() as u32,
+        event: 0,
+    };
+    let (mut pass, own) = cut.finish(end);
+    if let Some((state, warnings, ends_at_ns)) = own {
+        pass.own_replay = Some(OwnReplay {
+            tally: own_tally,
+            state,
+            warnings,
+            ends_at_ns,
+        });
+    }
+    pass
+}
+
+/// One thread's segment pass cut into steps for the streamed analysis
+/// (`stream/`): each [`ThreadStream::cut_until`] reads whole chunks until
+/// the thread's clock reaches a time, and leaves the segments it closed,
+/// the wakes and the ends in [`ThreadStream::pass`] for the caller to take.
+/// Between steps the thread's state is kept here: its open segment, the
+/// stack it runs, and the own stack's replay, suspended on the thread's
+/// own tally (it is always fused: a stream that cannot fuse is not
+/// streamed).
+pub(crate) struct ThreadStream {
+    index: u32,
+    /// What the pass found so far; its segments, wakes and ends are the
+    /// caller's to drain after each step.
+    pub pass: ThreadPass,
+    open: Option<Segment>,
+    stack: StackKey,
+    /// `None` under `gil`, whose own stacks are replayed as logical ones
+    /// are (the runs need every thread's events first): their segments
+    /// are the caller's too.
+    own: Option<OwnBetweenSteps>,
+    /// Where the thread's next chunk starts, and the tick its events may
+    /// not go below.
+    next: Pos,
+    floor: u64,
+    done: bool,
+}
+
+/// The own stack's fused replay between two steps.
+struct OwnBetweenSteps {
+    tally: Tally,
+    clock: Clock,
+    state: Option<Suspended>,
+    warnings: Warnings,
+    running: Option<(u64, u64)>,
+    began: bool,
+    ends_at_ns: Option<u64>,
+}
+
+/// Why a trace cannot be streamed after all (the batch analysis takes it).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct NotStreamable(pub &'static str);
+
+impl ThreadStream {
+    /// Thread `index` of `decoded`, not read yet; under `stack` or `wall`
+    /// (`clock`), its own stack replayed into a tally of its own, counting
+    /// what `window` holds.
+    pub(crate) fn new(decoded: &Decoded<'_>, index: u32, clock: Clock, window: Window) -> Self {
+        let tid = decoded.threads[index as usize].tid.0;
+        ThreadStream {
+            index,
+            pass: ThreadPass {
+                warnings: decoded.warnings(),
+                ..ThreadPass::default()
+            },
+            open: None,
+            stack: StackKey::Own(tid),
+            own: (clock != Clock::Gil).then(|| OwnBetweenSteps {
+                tally: Tally::new(decoded.functions.dense_len(), false, window),
+                clock,
+                state: None,
+                warnings: decoded.warnings(),
+                running: None,
+                began: false,
+                ends_at_ns: None,
+            }),
+            next: Pos::default(),
+            floor: 0,
+            done: false,
+        }
+    }
+
+    /// Ends the pass once every event is read ([`ThreadStream::floor`] is `None`),
+    /// as [`cut_thread`] does: the segment the thread is in runs until the
+    /// end of the trace (it is the pass's last, if on a logical stack), and
+    /// so does the own stack's replay if it is in it.
+    pub(crate) fn finish(mut self, decoded: &Decoded<'_>) -> ThreadPass {
+        let end = Pos {
+            chunk: decoded.threads[self.index as usize].chunks.len() as u32,
+            event: 0,
+        };
+        if let Some(mut s) = self.open.take() {
+            s.end = end;
+            if !s.is_own() || self.own.is_none() {
+                self.pass.segments.push(s);
+            }
+        }
+        if let Some(own) = self.own {
+            if let (true, Some(state)) = (own.began, own.state) {
+                self.pass.own_replay = Some(OwnReplay {
+                    tally: Some(own.tally),
+                    state,
+                    warnings: own.warnings,
+                    ends_at_ns: own.ends_at_ns,
+                });
+            }
+        }
+        self.pass
+    }
+
+    /// The tick no event still to read is below (clamped ticks never go
+    /// back); `None` once every event is read.
+    pub(crate) fn floor(&self) -> Option<u64> {
+        (!self.done).then_some(self.floor)
+    }
+
+    /// The segment the thread is in, if any.
+    pub(crate) fn open_segment(&self) -> Option<&Segment> {
+        self.open.as_ref()
+    }
+
+    /// Reads whole chunks until the thread's clock reaches `until` (the
+    /// last event read is at or after it) or its events end. Whatever
+    /// the batch analysis handles and a stream does not (a lost or damaged
+    /// chunk, a restart from a snapshot other than a rotating series'
+    /// continued first chunk, a `lost` mark, a function the metadata does
+    /// not name) stops the stream with [`NotStreamable`].
+    pub(crate) fn cut_until(
+        &mut self,
+        decoded: &Decoded<'_>,
+        until: u64,
+    ) -> Result<(), NotStreamable> {
+        if self.done {
+            return Ok(());
+        }
+        let thread = &decoded.threads[self.index as usize];
+        let mut observer = NoObserver;
+        let (fusion, own) = match &mut self.own {
+            Some(OwnBetweenSteps {
+                tally,
+                clock,
+                state,
+                warnings,
+                running,
+                began,
+                ends_at_ns,
+            }) => {
+                let replay = match state.take() {
+                    Some(s) => StackReplay::reopen(s, tally, &mut observer, &[]),
+                    None => StackReplay::new(tally, ROOT, &mut observer),
+                };
+                let fusion = OwnFusion {
+                    replay,
+                    clock: *clock,
+                    warnings: std::mem::take(warnings),
+                    running: *running,
+                    began: *began,
+                    ends_at_ns: *ends_at_ns,
+                };
+                (
+                    Some(fusion),
+                    Some((state, warnings, running, began, ends_at_ns)),
+                )
+            }
+            None => (None, None),
+        };
+        let fused = own.is_some();
+        let mut cut = Cutter {
+            decoded,
+            index: self.index,
+            tid: thread.tid.0,
+            pass: std::mem::take(&mut self.pass),
+            open: self.open.take(),
+            stack: self.stack,
+            own: fusion,
+            own_segments: SegmentList::default(),
+        };
+        let end = Pos {
+            chunk: thread.chunks.len() as u32,
+            event: 0,
+        };
+        let mut batches = Batches::new(&decoded.file, &thread.chunks, self.next, end, self.floor);
+        let mut problem = None;
+        loop {
+            let Some(batch) = batches.next_batch() else {
+                self.done = true;
+                break;
+            };
+            if let Some(restart) = batch.restart {
+                // A later file of a rotating series (or an attached
+                // recording) starts its threads from their `continued`
+                // first chunks: the stream cuts those as the batch does. Any other restart follows a loss or a
+                // pause, which the batch judges.
+                let first = thread.chunks.first();
+                if batch.chunk != 0 || !first.is_some_and(|c| c.continued && c.thread_chunk_no == 0)
+                {
+                    problem = Some(NotStreamable("a chunk starts from a snapshot"));
+                    break;
+                }
+                cut.restart(batch.chunk, restart);
+            }
+            cut.batch(&batch, &mut batches);
+            if batches.floor() >= until {
+                break;
+            }
+        }
+        self.next = batches.position();
+        self.floor = batches.floor();
+        let pass = &cut.pass;
+        let gave_up = fused && cut.own.is_none();
+        problem = problem.or(if gave_up || !pass.unknown_functions.is_empty() {
+            Some(NotStreamable("a function the metadata does not name"))
+        } else if pass.warnings.count(WarningKind::EventsLost) > 0 {
+            Some(NotStreamable("a `lost` mark"))
+        } else if pass.warnings.count(WarningKind::DamagedEvent) > 0 {
+            Some(NotStreamable("a damaged event"))
+        } else {
+            None
+        });
+        if let Some(p) = problem {
+            return Err(p);
+        }
+        // Own segments were set aside only in case the fused replay gave
+        // up, which stops the stream anyway: `own_segments` is dropped.
+        // (Without the fused replay, they are in the pass's segments.)
+        self.pass = std::mem::take(&mut cut.pass);
+        self.open = cut.open.take();
+        self.stack = cut.stack;
+        if let (Some(f), Some((state, warnings, running, began, ends_at_ns))) =
+            (cut.own.take(), own)
+        {
+            let running_since = f.running.map(|(start, _)| start);
+            *warnings = f.warnings;
+            *running = f.running;
+            *began = f.began;
+            *ends_at_ns = f.ends_at_ns;
+            *state = Some(f.replay.suspend(running_since));
+        }
+        Ok(())
+    }
+}

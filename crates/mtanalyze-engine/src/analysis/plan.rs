@@ -1,0 +1,332 @@
+//! The planner: the one place that decides how a trace is analyzed. The
+//! trace is decoded once; [`choose`] looks at the decoded trace and the
+//! options and picks the engine; the engines (`stream/`, `pipeline.rs`)
+//! run what they are given and decide nothing of it.
+//!
+//! | the trace and the options | engine | why |
+//! |---|---|---|
+//! | one trace: at least [`STREAM_FROM_STACKS`] named stacks, no call paths, no stack selection, no chunk lost, damaged or cut, a tally per lane fits | stream (`stream/`): cut and replay in steps of time | holds only the stacks alive at a time (a task-per-request trace names thousands) |
+//! | one trace, any other | batch ([`pipeline::batch`]): every segment cut (own stacks replayed on the way when the clock is not `gil`, there are no call paths and a tally per thread fits), grouped by stack, stacks replayed in parallel | faster on a few long-lived stacks, and it sees the whole trace before it judges a stack's end |
+//! | one of many traces (`many.rs`): at most [`SEQUENTIAL_BYTES`], and at least two traces per rayon thread | sequential ([`pipeline::sequential`]): one stage and one stack after the other on the worker's thread, into the worker's one tally; [`pipeline::numbered`] when the worker sums its traces and there are no call paths | the traces, not their stacks, run in parallel; a small trace costs no tables of its own |
+//! | one of many, bigger, or few traces | as one trace | one big trace among small ones does not end the run on one core |
+//!
+//! Only the sequential choice is made before the trace is decoded (a
+//! numbered decode numbers the functions as the worker's sums do); every
+//! other from the decoded trace.
+//!
+//! Where the stack rows go: kept in the report (`StackRows::Kept`),
+//! counted only (`Counted`), or handed to a sink ([`analyze_with_sink`]):
+//! the stream hands each as its stack finishes, the batch after the replay.
+//!
+//! When an engine cannot go on: a stream that meets mid-way what it cannot
+//! judge (a stack run again after its end, a function the metadata does
+//! not name) gives the decoded trace back and the batch goes on from it;
+//! rows already handed to a sink stay handed, and the sink is told to start
+//! again. A sequential analysis whose one tally took in part of an own
+//! stack it then had to give up (a function the metadata does not name:
+//! damaged files only) cannot take those counts back: that trace is
+//! analyzed again as one trace, the only second decode left.
+
+use crate::analysis::options::{AnalyzeError, AnalyzeOptions, PathMode};
+use crate::analysis::pipeline::{self, Scratch};
+use crate::analysis::prepare::{decode_for, tallies_fit, Decoding};
+use crate::analysis::stream::{analyze_streamed, Streamed, STEP_EVENTS};
+use crate::input::LoadedTrace;
+use mtanalyze_model::compact::CompactReport;
+use mtanalyze_model::merge::Sums;
+use mtanalyze_model::report::{Report, StackRows};
+use mtanalyze_model::sink::{NoSink, StackSink};
+
+/// How many logical stacks a trace's metadata names before it is streamed.
+/// A stream holds less but runs slower on a trace of a few long-lived
+/// stacks: the 100M-event fiber trace of the analyzer bench took 1.95 s
+/// streamed against 1.44-1.54 s the batch way (the same instructions
+/// within 1%; the steps' barriers and what each step allocates anew),
+/// while the batch way holds 27 MB for it, 1.7% of the file. Tasks are
+/// named (the recorder names every task it sees), so a task-per-request
+/// trace has thousands.
+pub(crate) const STREAM_FROM_STACKS: usize = 1024;
+
+/// Traces of many up to this size are analyzed sequentially by their
+/// worker; bigger ones as one trace (see the table). 32 MiB is some two
+/// million events: a fraction of a second on one core.
+pub(crate) const SEQUENTIAL_BYTES: usize = 32 << 20;
+
+/// The engines for one trace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Engine {
+    /// `stream/`.
+    Stream,
+    /// [`pipeline::batch`].
+    Batch,
+}
+
+/// What the tests that compare the engines change in the plan: the
+/// stream's step and threshold, or the batch engine only. [`Knobs::PLAN`]
+/// is the planner's own choice.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Knobs {
+    /// Events a stream step reads.
+    pub(crate) step_events: u64,
+    /// Named stacks from which a trace is streamed.
+    pub(crate) stream_from_stacks: usize,
+    /// Never stream.
+    pub(crate) batch_only: bool,
+}
+
+impl Knobs {
+    /// The planner's own choice.
+    pub(crate) const PLAN: Knobs = Knobs {
+        step_events: STEP_EVENTS,
+        stream_from_stacks: STREAM_FROM_STACKS,
+        batch_only: false,
+    };
+}
+
+/// The engine for the decoded trace (see the module's table).
+pub(crate) fn choose(
+    decoding: &Decoding<'_>,
+    opts: &AnalyzeOptions,
+    file_len: usize,
+    knobs: &Knobs,
+) -> Engine {
+    let decoded = &decoding.decoded;
+    let plain = opts.paths == PathMode::Off && !opts.selects_stacks();
+    let whole = decoded.lost == 0 && decoded.damaged.is_empty() && decoded.cut.is_empty();
+    let many_stacks = decoded.stack_names.len() >= knobs.stream_from_stacks;
+    if !knobs.batch_only && plain && whole && many_stacks && tallies_fit(decoded, file_len) {
+        Engine::Stream
+    } else {
+        Engine::Batch
+    }
+}
+
+/// Analyzes one trace: decodes it, chooses the engine and runs it (see the
+/// module doc). With `sink`, each stack's row is handed to it (the
+/// report's `stack_rows` is then `Handed`); without, rows are kept or
+/// counted as `opts` say (`Handed` is taken as `Counted`: no one is there
+/// to take them). `stage_done` is called with each stage's name as it
+/// ends (`decode`, then `cut`, `group`, `replay` for the batch, `replay`
+/// for a stream, which is every step).
+pub(crate) fn analyze_one(
+    trace: &LoadedTrace,
+    opts: &AnalyzeOptions,
+    sink: Option<&mut dyn StackSink>,
+    knobs: Knobs,
+    stage_done: &mut dyn FnMut(&'static str),
+) -> Result<CompactReport, AnalyzeError> {
+    let handed = sink.is_some();
+    let opts = rows_for(opts, handed);
+    let mut no_sink = NoSink;
+    let sink: &mut dyn StackSink = match sink {
+        Some(s) => s,
+        None => &mut no_sink,
+    };
+    let decoding = decode_for(trace, Some(&opts), None)?;
+    stage_done("decode");
+    let decoding = match choose(&decoding, &opts, trace.bytes().len(), &knobs) {
+        Engine::Stream => {
+            match analyze_streamed(trace, decoding, &opts, knobs.step_events, stage_done, sink) {
+                Streamed::Done(report) => return Ok(report),
+                Streamed::GaveUp(decoding) => {
+                    // The stream may have handed some rows before it stopped.
+                    sink.restart();
+                    decoding
+                }
+            }
+        }
+        Engine::Batch => decoding,
+    };
+    if !handed {
+        return pipeline::batch(trace, decoding, &opts, stage_done);
+    }
+    // The batch replays every stack before any row is made: they are kept,
+    // then handed.
+    let kept = AnalyzeOptions {
+        stack_rows: StackRows::Kept,
+        ..opts
+    };
+    let mut compact = pipeline::batch(trace, decoding, &kept, stage_done)?;
+    for row in std::mem::take(&mut compact.report.stacks) {
+        sink.row(row);
+    }
+    compact.report.stack_rows = StackRows::Handed;
+    Ok(compact)
+}
+
+/// `opts` with the stack rows going where they can: handed if there is a
+/// sink, else kept or counted (`Handed` without a sink is `Counted`).
+fn rows_for(opts: &AnalyzeOptions, handed: bool) -> AnalyzeOptions {
+    let rows = match (handed, opts.stack_rows) {
+        (true, _) => StackRows::Handed,
+        (false, StackRows::Handed) => StackRows::Counted,
+        (false, rows) => rows,
+    };
+    AnalyzeOptions {
+        stack_rows: rows,
+        ..opts.clone()
+    }
+}
+
+/// One trace of many, analyzed by a worker (see the module's table):
+/// sequentially in `scratch` if `sequential` (enough traces for every
+/// thread) and the trace is small, else as one trace. With `into` (the
+/// worker's sums and the trace's number among the traces summed) and no
+/// call paths, the sequential way adds the function rows and edges to the
+/// sums itself, and the report has none; some of them may wait in
+/// `scratch` until [`Scratch::flush`].
+pub(crate) fn analyze_in_worker(
+    trace: &LoadedTrace,
+    opts: &AnalyzeOptions,
+    sequential: bool,
+    scratch: &mut Scratch,
+    into: Option<(&mut Sums, u32)>,
+) -> Result<CompactReport, AnalyzeError> {
+    let one_trace = || analyze_one(trace, opts, None, Knobs::PLAN, &mut |_| {});
+    if !sequential || trace.bytes().len() > SEQUENTIAL_BYTES {
+        return one_trace();
+    }
+    // Summed under a worker's numbers, the trace's functions have no
+    // labels of its own to name the frames of its warnings' details.
+    let numbered = opts.paths == PathMode::Off && !opts.warning_details;
+    let done = match into.filter(|_| numbered) {
+        Some((sums, number)) => {
+            let (tally, mut numbering) = scratch.summed.next_trace(sums);
+            let decoding = decode_for(trace, Some(opts), Some(&mut numbering))?;
+            match pipeline::build_numbered(trace, decoding, opts, (tally, numbering))? {
+                Ok(built) => Some(pipeline::numbered(
+                    trace,
+                    built,
+                    opts,
+                    &mut scratch.summed,
+                    sums,
+                    number,
+                )),
+                Err(tally) => {
+                    scratch.summed.keep_tally(tally);
+                    None
+                }
+            }
+        }
+        None => {
+            let decoding = decode_for(trace, Some(opts), None)?;
+            pipeline::sequential(trace, decoding, opts, scratch)?
+        }
+    };
+    match done {
+        Some(report) => Ok(report),
+        // Gave up half way (see the module doc).
+        None => one_trace(),
+    }
+}
+
+/// Analyzes a loaded trace.
+pub fn analyze(trace: &LoadedTrace, opts: &AnalyzeOptions) -> Result<Report, AnalyzeError> {
+    analyze_compact(trace, opts).map(CompactReport::into_report)
+}
+
+/// [`analyze`], handing each stack's row to `sink` instead of keeping it
+/// (the report's `stacks` is empty, its `stack_rows` is
+/// [`StackRows::Handed`]): what a view that shows some of the rows, or
+/// sums of them, needs, without holding a row per stack. A trace of many
+/// stacks hands the rows as their stacks finish.
+pub fn analyze_with_sink(
+    trace: &LoadedTrace,
+    opts: &AnalyzeOptions,
+    sink: &mut dyn StackSink,
+) -> Result<Report, AnalyzeError> {
+    let report = analyze_one(trace, opts, Some(sink), Knobs::PLAN, &mut |_| {})?;
+    Ok(report.into_report())
+}
+
+/// [`analyze`], the edges left numbered (see [`CompactReport`]).
+pub(crate) fn analyze_compact(
+    trace: &LoadedTrace,
+    opts: &AnalyzeOptions,
+) -> Result<CompactReport, AnalyzeError> {
+    analyze_one(trace, opts, None, Knobs::PLAN, &mut |_| {})
+}
+
+#[cfg(any(test, feature = "testing"))]
+pub mod testing {
+    //! The hooks the tests and the bench use to run one engine or to time
+    //! the stages (the `testing` feature): not part of the library's face.
+
+    use super::*;
+
+    /// [`analyze`], calling `stage_done` with each stage's name as it ends:
+    /// `decode`, `cut`, `group`, `replay`, `assemble` (see the `analysis`
+    /// module); a streamed analysis has `decode`, `replay` (every step)
+    /// and `assemble`. The analyzer bench's `--stages` prints time and
+    /// heap per stage.
+    pub fn analyze_in_stages(
+        trace: &LoadedTrace,
+        opts: &AnalyzeOptions,
+        stage_done: &mut dyn FnMut(&'static str),
+    ) -> Result<Report, AnalyzeError> {
+        let report = analyze_one(trace, opts, None, Knobs::PLAN, stage_done)?.into_report();
+        stage_done("assemble");
+        Ok(report)
+    }
+
+    /// The stream alone, reading about `step_events` events a step,
+    /// whatever the number of stacks, or `None` if the trace or the
+    /// options need the batch analysis (the planner would not stream it,
+    /// or the stream gave up).
+    pub fn analyze_streamed_with(
+        trace: &LoadedTrace,
+        opts: &AnalyzeOptions,
+        step_events: u64,
+    ) -> Result<Option<Report>, AnalyzeError> {
+        let opts = rows_for(opts, false);
+        let decoding = decode_for(trace, Some(&opts), None)?;
+        let knobs = Knobs {
+            step_events,
+            stream_from_stacks: 0,
+            batch_only: false,
+        };
+        if choose(&decoding, &opts, trace.bytes().len(), &knobs) != Engine::Stream {
+            return Ok(None);
+        }
+        let streamed = analyze_streamed(
+            trace,
+            decoding,
+            &opts,
+            step_events,
+            &mut |_| {},
+            &mut NoSink,
+        );
+        Ok(match streamed {
+            Streamed::Done(report) => Some(report.into_report()),
+            Streamed::GaveUp(_) => None,
+        })
+    }
+
+    /// The batch analysis, never streamed.
+    pub fn analyze_batched(
+        trace: &LoadedTrace,
+        opts: &AnalyzeOptions,
+    ) -> Result<Report, AnalyzeError> {
+        let knobs = Knobs {
+            batch_only: true,
+            ..Knobs::PLAN
+        };
+        Ok(analyze_one(trace, opts, None, knobs, &mut |_| {})?.into_report())
+    }
+
+    /// [`analyze_with_sink`], streamed in steps of about `step_events`
+    /// events whatever the number of stacks (where the trace can be).
+    pub fn analyze_with_sink_streamed(
+        trace: &LoadedTrace,
+        opts: &AnalyzeOptions,
+        step_events: u64,
+        sink: &mut dyn StackSink,
+    ) -> Result<Report, AnalyzeError> {
+        let knobs = Knobs {
+            step_events,
+            stream_from_stacks: 0,
+            batch_only: false,
+        };
+        Ok(analyze_one(trace, opts, Some(sink), knobs, &mut |_| {})?.into_report())
+    }
+}

@@ -1,0 +1,196 @@
+//! Segments: maximal stretches during which one thread ran one stack.
+//!
+//! ```text
+//! thread 1:  e e e S(task-7) e e e S(own) e e        (S = switch)
+//! segments:  [own......)[task-7.......)[own.....)    end of trace
+//! ```
+//! A segment begins with the event that put the thread on the stack (its
+//! first event, or the switch onto it) and ends just before the switch away.
+//! It stores positions, not events, so memory grows with switches rather
+//! than events. Grouping the segments of one stack, in time order, gives
+//! everything the replay of that stack needs, whichever threads it ran on.
+//! The segment pass that cuts them is in `cut.rs`.
+
+use mtrace_format::StackId;
+
+use crate::analysis::decode::{ChunkRef, Pos, ThreadChunks};
+pub(crate) use mtanalyze_model::report::StackKey;
+
+/// [`Segment::stack`] of a segment on `key`.
+pub(crate) fn segment_stack(key: StackKey) -> u64 {
+    match key {
+        StackKey::Own(_) => StackId::OWN.0,
+        StackKey::Logical(id) => id,
+    }
+}
+
+/// The stack a thread runs after switching to `id`.
+pub(crate) fn stack_after_switch(tid: u64, id: StackId) -> StackKey {
+    if id == StackId::OWN {
+        StackKey::Own(tid)
+    } else {
+        StackKey::Logical(id.0)
+    }
+}
+
+/// Where a segment's stack gets the frames that were open before its first
+/// surviving event (after lost chunks, at a resume, or at a rotating
+/// series' `continued` first chunk): the snapshot of the chunk the segment
+/// starts in. (A stack carried on by a continued-stack record has no seed:
+/// its replay takes the record at its first segment.)
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Seed {
+    /// Nothing to open.
+    None,
+    /// The snapshot's own-stack frames.
+    Own,
+    /// The snapshot's logical-stack frames.
+    Logical,
+}
+
+/// One stretch of one thread running one stack. Kept small (48 bytes):
+/// segments are most of the analyzer's heap, so what the thread's index
+/// gives (its id, the key of its own stack) is not stored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Segment {
+    /// The stack: a logical stack's id, or `StackId::OWN` for the thread's
+    /// own ([`segment_stack`] of a key).
+    pub stack: u64,
+    /// Index of the thread in [`Decoded::threads`](crate::analysis::decode::Decoded::threads).
+    pub thread: u32,
+    /// First event (inclusive).
+    pub start: Pos,
+    /// End (exclusive): the switch away, or the end of the thread's stream.
+    pub end: Pos,
+    /// When the stack started running here. Also the floor for clamping the
+    /// segment's ticks: the first event's clamped tick is this one, so
+    /// clamping from it gives the ticks the thread pass saw.
+    pub start_tick: u64,
+    /// When the thread switched away; [`RUNS_TO_END`]: it ran until the end of the trace.
+    pub end_tick: u64,
+    /// It began with a switch onto the stack (or the thread's first event).
+    pub switched_in: bool,
+    /// Frames to open first if the stack is empty.
+    pub seed: Seed,
+    /// It ended at a `lost` mark of its thread: if it is the stack's last
+    /// segment, the stack ends there (see "Lost events" in `semantics.md`).
+    pub ends_at_lost: bool,
+}
+
+const _: () = assert!(std::mem::size_of::<Segment>() <= 48);
+
+/// `Segment::end_tick` of a stretch that lasted until the end of the trace.
+pub(crate) const RUNS_TO_END: u64 = u64::MAX;
+
+impl Segment {
+    /// The segment is on its thread's own stack.
+    pub(crate) fn is_own(&self) -> bool {
+        self.stack == StackId::OWN.0
+    }
+
+    /// The thread's id (`threads`: the decoded trace's).
+    pub(crate) fn tid(&self, threads: &[ThreadChunks]) -> u64 {
+        threads.get(self.thread as usize).map_or(0, |t| t.tid.0)
+    }
+
+    /// How many event slots the segment spans in its thread's `chunks`
+    /// (events cut by damage are counted): how much replaying it reads.
+    pub(crate) fn events(&self, chunks: &[ChunkRef]) -> u64 {
+        let (s, e) = (self.start, self.end);
+        let count = |c: u32| chunks.get(c as usize).map_or(0, |r| r.events as u64);
+        if s.chunk == e.chunk {
+            return (e.event as u64).saturating_sub(s.event as u64);
+        }
+        let mut n = count(s.chunk).saturating_sub(s.event as u64);
+        for c in s.chunk + 1..e.chunk {
+            n += count(c);
+        }
+        n + (e.event as u64).min(count(e.chunk))
+    }
+
+    /// When the thread switched away, if it did.
+    pub(crate) fn switched_away(&self) -> Option<u64> {
+        (self.end_tick != RUNS_TO_END).then_some(self.end_tick)
+    }
+}
+
+/// A thread's segments, stored in fixed blocks: growing never copies and
+/// wastes at most one partly filled block (a plain `Vec` doubles, and its
+/// slack and copies were the analyzer's peak heap).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct SegmentList {
+    blocks: Vec<Vec<Segment>>,
+    len: usize,
+}
+
+const BLOCK: usize = 256;
+
+impl SegmentList {
+    /// Appends a segment.
+    pub(crate) fn push(&mut self, s: Segment) {
+        if self.blocks.last().is_none_or(|b| b.len() == BLOCK) {
+            // The first block grows as a Vec does: a trace of many threads
+            // with a few segments each must not cost a whole block per thread.
+            let capacity = if self.blocks.is_empty() { 0 } else { BLOCK };
+            self.blocks.push(Vec::with_capacity(capacity));
+        }
+        if let Some(b) = self.blocks.last_mut() {
+            b.push(s);
+        }
+        self.len += 1;
+    }
+
+    /// How many segments.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// No segments.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The segments in order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &Segment> {
+        self.blocks.iter().flatten()
+    }
+}
+
+impl SegmentList {
+    /// The segments of `self` and `first` (each in thread order) in thread
+    /// order; at one position, `first`'s segment comes first (a thread's
+    /// own stack is entered before the stack it switches to there).
+    pub(crate) fn merge(self, first: SegmentList) -> SegmentList {
+        let mut out = SegmentList::default();
+        let mut a = self.into_iter().peekable();
+        let mut b = first.into_iter().peekable();
+        loop {
+            let take_b = match (a.peek(), b.peek()) {
+                (Some(x), Some(y)) => y.start <= x.start,
+                (None, Some(_)) => true,
+                (_, None) => false,
+            };
+            match if take_b { b.next() } else { a.next() } {
+                Some(s) => out.push(s),
+                None => return out,
+            }
+        }
+    }
+}
+
+impl std::ops::Index<usize> for SegmentList {
+    type Output = Segment;
+
+    fn index(&self, i: usize) -> &Segment {
+        &self.blocks[i / BLOCK][i % BLOCK]
+    }
+}
+
+impl IntoIterator for SegmentList {
+    type Item = Segment;
+    type IntoIter = std::iter::Flatten<std::vec::IntoIter<Vec<Segment>>>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.blocks.into_iter().flatten()
+    }
+}

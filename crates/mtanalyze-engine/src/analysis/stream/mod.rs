@@ -1,0 +1,461 @@
+//! The streamed analysis: the segment pass and the replay take turns in
+//! steps of time, so a stack is replayed while its events are still in
+//! cache, and its segments are dropped as soon as they are replayed.
+//!
+//! ```text
+//! step:  every thread cut until its clock reaches T (whole chunks; threads in parallel)
+//!        H = the lowest clock of a thread not done: no event still to read is before H
+//!        `gil`: every thread's events before H merged into the runs; the runs before
+//!        the earliest segment not replayed yet dropped
+//!        each stack's closed segments that start before H (`gil`: whose switch away
+//!        is before H) and before a segment of it still open on some thread, replayed
+//!        in time order onto its suspended replay
+//!        (stacks in lanes by id, one tally a lane, lanes in parallel)
+//!        each stack's latest `end` before H judged as `ends.rs` judges it: if it
+//!        counts, the stack is finished there and its row made; T = H + a step
+//! last:  every thread's last segment runs to the end of the trace; every stack
+//!        still alive finished there; own stacks (replayed by the segment pass,
+//!        or under `gil` in the lanes, as logical ones) too
+//! ```
+//!
+//! A task-per-request trace then holds only the stacks alive at a time,
+//! not every segment of the trace (nor, under `gil`, every run); the
+//! report's rows are made as stacks finish. Judging an end before the
+//! whole trace is read assumes nothing later runs the stack again or ends
+//! it again (a correct recorder never does); if something does, the
+//! stream stops and [`crate::analyze`] starts over the batch way, whose
+//! judgment sees everything. So does whatever the stream does not handle:
+//! call paths, stack selection, lost or damaged chunks, `lost` marks,
+//! functions the metadata does not name. Reports are identical either way
+//! (`tests/semantics.rs` compares them).
+//!
+//! This file drives the steps (cut, route, settle, finish); `lanes.rs`
+//! holds the lanes: what each keeps of its stacks between steps, and how
+//! it replays them and judges their ends.
+
+use rustc_hash::FxHashMap;
+
+use crate::analysis::assemble::{assemble, lived_in_window, Rows, Source};
+use crate::analysis::clock::{GilMerge, GilTimeline};
+use crate::analysis::cut::ThreadStream;
+use crate::analysis::decode::{Decoded, FunctionTable, Pos};
+use crate::analysis::frames::{Acc, NoObserver, Tally};
+use crate::analysis::options::AnalyzeOptions;
+use crate::analysis::prepare::{Clocks, Decoding, Prepared};
+use crate::analysis::replay::{stack_kind, stack_name, ReplayContext, StackReplay};
+use crate::analysis::segment::{Segment, StackKey};
+use crate::analysis::window::Window;
+use crate::input::LoadedTrace;
+use mtanalyze_model::compact::CompactReport;
+use mtanalyze_model::report::{Clock, StackName, StackRows, StackStats};
+use mtanalyze_model::sink::StackSink;
+use mtanalyze_model::warnings::Warnings;
+
+mod lanes;
+
+use lanes::{route, route_parts, Lane};
+
+/// How many events a step reads, all threads together, by default: about
+/// a megabyte of events, still in cache when their stacks are replayed.
+/// (Larger steps, up to a million events, measured the same.)
+pub(crate) const STEP_EVENTS: u64 = 1 << 16;
+
+/// Analyzes the decoded `trace` as a stream (see the module doc), reading
+/// about `step_events` events a step. The planner (`plan.rs`) sends only
+/// what a stream can take (no call paths, no stack selection, every chunk
+/// whole, tallies that fit); a stream that still meets what it cannot judge
+/// (a stack run after its end, an unnamed function, a restart from a
+/// snapshot after a loss or a pause) gives the decoded trace back ([`Streamed::GaveUp`]).
+/// `stage_done` is called with `replay` once every step is done (the
+/// stream has no other stage before `assemble`). With
+/// `StackRows::Handed`, `sink` gets each stack's row, named, as its stack
+/// finishes (rows handed before a stream gives up stay handed: the caller
+/// tells the sink to start again).
+pub(crate) fn analyze_streamed<'a>(
+    trace: &'a LoadedTrace,
+    decoding: Decoding<'a>,
+    opts: &AnalyzeOptions,
+    step_events: u64,
+    stage_done: &mut dyn FnMut(&'static str),
+    sink: &mut dyn StackSink,
+) -> Streamed<'a> {
+    let Decoding {
+        decoded,
+        window,
+        clock: asked,
+    } = decoding;
+    let clock = asked.unwrap_or(Clock::Stack);
+    let (prep, stacks, acc, warnings, all_stacks, rows_elsewhere) = match stream(
+        decoded,
+        clock,
+        window,
+        step_events.max(1),
+        opts.stack_rows,
+        sink,
+    ) {
+        Ok(done) => done,
+        Err(GaveUp(decoded)) => {
+            return Streamed::GaveUp(Decoding {
+                decoded: *decoded,
+                window,
+                clock: asked,
+            })
+        }
+        Err(GaveUpLate(prep)) => return Streamed::GaveUp(prep.into_decoding(asked)),
+    };
+    stage_done("replay");
+    // Rows only counted were never held (the tests check it here: the
+    // report would be the same, `assemble` drops them).
+    debug_assert!(opts.stack_rows == StackRows::Kept || stacks.is_empty());
+    let source = Source {
+        prep,
+        clock,
+        all_stacks,
+        labels: Vec::new(),
+        rows_elsewhere,
+    };
+    Streamed::Done(assemble(
+        trace,
+        source,
+        opts,
+        acc,
+        stacks,
+        warnings,
+        Rows::Made,
+    ))
+}
+
+/// How a stream ended.
+pub(crate) enum Streamed<'a> {
+    /// The report.
+    Done(CompactReport),
+    /// The trace needs the batch analysis: here it is, decoded.
+    GaveUp(Decoding<'a>),
+}
+
+/// Why [`stream`] stopped: during the steps (the decoded trace untouched)
+/// or in the last one (the trace already prepared).
+enum Stop<'a> {
+    GaveUp(Box<Decoded<'a>>),
+    GaveUpLate(Box<Prepared<'a>>),
+}
+use Stop::{GaveUp, GaveUpLate};
+
+/// What a stream gives the report: the prepared trace, the stack rows
+/// (unnamed, in no order), the summed statistics, the replays' warnings,
+/// how many stacks the trace has and how many rows were counted or handed
+/// instead of kept.
+type StreamedParts<'a> = (Prepared<'a>, Vec<StackStats>, Acc, Warnings, u64, u64);
+
+/// The steps (see the module doc).
+fn stream<'a>(
+    decoded: Decoded<'a>,
+    clock: Clock,
+    window: Window,
+    step_events: u64,
+    stack_rows: StackRows,
+    sink: &mut dyn StackSink,
+) -> Result<StreamedParts<'a>, Stop<'a>> {
+    let keep = stack_rows == StackRows::Kept;
+    let mut out = RowsOut {
+        stack_rows,
+        sink,
+        window: !window.is_all(),
+        elsewhere: 0,
+    };
+    let mut threads: Vec<ThreadStream> = (0..decoded.threads.len() as u32)
+        .map(|i| ThreadStream::new(&decoded, i, clock, window))
+        .collect();
+    let n_functions = decoded.functions.dense_len();
+    let mut lanes: Vec<Lane> = (0..crate::threads::current_num_threads().max(1))
+        .map(|_| {
+            let tally = Tally::new(n_functions, false, window);
+            Lane::new(tally, stack_rows, decoded.warnings())
+        })
+        .collect();
+    // One vector for every row, made for as many as the trace names (the
+    // recorder names every task), but no more than it has events (a stack
+    // runs from an event on): rows gathered per lane and joined at the end
+    // would be held twice. (None if the rows are only counted: each
+    // step's are dropped.)
+    let events: u64 = decoded
+        .threads
+        .iter()
+        .flat_map(|t| &t.chunks)
+        .map(|c| c.events as u64)
+        .sum();
+    let named = (decoded.stack_names.len() as u64).min(events) as usize;
+    let room = if keep {
+        named + decoded.threads.len()
+    } else {
+        0
+    };
+    let mut rows: Vec<StackStats> = Vec::with_capacity(room);
+    let mut step = Step::new(&decoded, events, step_events);
+    let mut horizon = 0u64;
+    let mut read = 0u64;
+    let mut opens = FxHashMap::default();
+    // The `gil` clock's runs, merged up to the horizon before each replay,
+    // and dropped once no stack can need them (`earliest`: the earliest
+    // start of a segment not replayed yet).
+    let mut gil = (clock == Clock::Gil).then(|| {
+        let timeline = GilTimeline::streamed(decoded.scale);
+        (timeline, GilMerge::new(&decoded))
+    });
+    let mut earliest = 0u64;
+    // Step k's replay runs beside step k+1's segment pass: the lanes have
+    // what the pass found up to step k in their inboxes, and the threads
+    // go on from there.
+    loop {
+        let until = horizon.saturating_add(step.ticks);
+        let (cut, replay) = crate::threads::join(
+            || crate::threads::try_for_each(&mut threads, |t| t.cut_until(&decoded, until)),
+            || {
+                let opens = std::mem::take(&mut opens);
+                let timeline = gil.as_mut().map(|(timeline, merge)| {
+                    timeline.prune_before(earliest);
+                    timeline.extend(merge, horizon);
+                    &*timeline
+                });
+                let ctx = context(&decoded, &decoded.functions, clock, timeline, u64::MAX);
+                crate::threads::try_for_each(&mut lanes, |lane| {
+                    lane.step(&ctx, Some(horizon), &opens)
+                })
+            },
+        );
+        if cut.is_err() || replay.is_err() {
+            // What the steps replayed is dropped; the decode is not.
+            drop(threads);
+            return Err(GaveUp(Box::new(decoded)));
+        }
+        out.take(&mut lanes, &mut rows);
+        let now_read: u64 = threads.iter().map(|t| t.pass.events).sum();
+        step.adapt(now_read - read);
+        read = now_read;
+        let next = threads.iter().filter_map(ThreadStream::floor).min();
+        let Some(h) = next else { break };
+        horizon = h;
+        opens = open_segments(&threads);
+        route(&mut threads, &decoded, &mut lanes);
+        if gil.is_some() {
+            earliest = threads
+                .iter()
+                .filter_map(|t| Some(t.open_segment()?.start_tick))
+                .chain(lanes.iter().filter_map(Lane::earliest_segment))
+                .fold(horizon, u64::min);
+        }
+    }
+    // Every event read: the last segments run to the end of the trace.
+    let mut passes: Vec<_> = threads.into_iter().map(|t| t.finish(&decoded)).collect();
+    for (index, pass) in passes.iter_mut().enumerate() {
+        route_parts(index, &decoded, pass, &mut lanes);
+    }
+    let mut timeline = gil.map(|(mut timeline, mut merge)| {
+        timeline.extend(&mut merge, u64::MAX);
+        timeline
+    });
+    let mut prep = Prepared::new(
+        decoded,
+        passes,
+        Some(Clocks {
+            report: clock,
+            replay: clock,
+        }),
+        None,
+        window,
+        None,
+        None,
+    );
+    let end_ns = prep.ns(prep.end_tick);
+    if let Some(t) = &mut timeline {
+        t.set_end(end_ns);
+    }
+    let ctx = context(
+        &prep.decoded,
+        &prep.functions,
+        clock,
+        timeline.as_ref(),
+        prep.end_tick,
+    );
+    let last = crate::threads::try_for_each(&mut lanes, |lane| lane.last_step(&ctx, end_ns));
+    if last.is_err() {
+        return Err(GaveUpLate(Box::new(prep)));
+    }
+    out.take(&mut lanes, &mut rows);
+    let mut acc: Option<Acc> = None;
+    let mut warnings = Warnings::default();
+    let mut all_stacks = 0;
+    for Lane { work, .. } in lanes {
+        all_stacks += work.seen;
+        warnings.merge(work.warnings);
+        let a = work.tally.into_acc();
+        match &mut acc {
+            Some(sum) => sum.merge(a),
+            None => acc = Some(a),
+        }
+    }
+    let mut acc = acc.unwrap_or_else(|| Acc::new(n_functions, false));
+    // The own stacks, each on its thread's tally.
+    let own: Vec<_> = prep
+        .passes
+        .iter_mut()
+        .zip(&prep.decoded.threads)
+        .filter_map(|(p, t)| Some((t.tid.0, p.own_replay.take()?)))
+        .collect();
+    all_stacks += own.len() as u64;
+    let finished: Vec<_> = crate::threads::map_collect(own, |(tid, own)| {
+        let mut tally = own
+            .tally
+            .unwrap_or_else(|| Tally::new(n_functions, false, window));
+        let stats = StackReplay::resume(
+            own.state,
+            &mut tally,
+            &mut NoObserver,
+            clock,
+            end_ns,
+            own.ends_at_ns,
+        );
+        let key = StackKey::Own(tid);
+        let kind = stack_kind(&prep.decoded, key);
+        let row = stats.into_row(key, row_name(stack_rows, &prep.decoded, key), kind);
+        (tally.into_acc(), row, own.warnings)
+    });
+    for (a, row, w) in finished {
+        acc.merge(a);
+        out.row(row, &mut rows);
+        warnings.merge(w);
+    }
+    Ok((prep, rows, acc, warnings, all_stacks, out.elsewhere))
+}
+
+/// Where the rows go as their stacks finish (`AnalyzeOptions::stack_rows`).
+struct RowsOut<'s> {
+    stack_rows: StackRows,
+    sink: &'s mut dyn StackSink,
+    /// The report has a time window (which shows only the stacks that
+    /// lived in it).
+    window: bool,
+    /// Rows counted or handed (of stacks the report shows).
+    elsewhere: u64,
+}
+
+impl RowsOut<'_> {
+    /// Takes the rows the lanes made in a step.
+    fn take(&mut self, lanes: &mut [Lane], rows: &mut Vec<StackStats>) {
+        for lane in lanes {
+            match self.stack_rows {
+                StackRows::Kept => rows.append(&mut lane.work.rows),
+                _ => {
+                    for row in lane.work.rows.drain(..) {
+                        self.row(row, rows);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Takes one row.
+    fn row(&mut self, row: StackStats, rows: &mut Vec<StackStats>) {
+        if self.stack_rows == StackRows::Kept {
+            return rows.push(row);
+        }
+        // As `assemble` filters the rows it keeps.
+        if self.window && !lived_in_window(&row) {
+            return;
+        }
+        self.elsewhere += 1;
+        if self.stack_rows == StackRows::Handed {
+            // Named where it was made ([`row_name`]).
+            self.sink.row(row);
+        }
+    }
+}
+
+/// The name stack `key`'s row is made with: the report's name
+/// (`assemble.rs`) for a row handed over, which is named where it is made,
+/// in parallel; none for a kept row (`assemble` names those in one pass
+/// at the end) or a counted one.
+pub(super) fn row_name(stack_rows: StackRows, decoded: &Decoded<'_>, key: StackKey) -> StackName {
+    match stack_rows {
+        StackRows::Handed => StackName::new(&stack_name(decoded, key)),
+        StackRows::Kept | StackRows::Counted => StackName::default(),
+    }
+}
+
+/// A replay context for the stream (`gil`: the `gil` clock's runs so far;
+/// `end_tick`: the end of the trace once known; before, no segment that
+/// runs to it is replayed).
+fn context<'d, 'a>(
+    decoded: &'d Decoded<'a>,
+    functions: &'d FunctionTable<'a>,
+    clock: Clock,
+    gil: Option<&'d GilTimeline>,
+    end_tick: u64,
+) -> ReplayContext<'d, 'a> {
+    ReplayContext {
+        decoded,
+        functions,
+        clock,
+        gil,
+        end_tick,
+        first_mark_ns: None,
+    }
+}
+
+/// How far in ticks a step reads, adapted to read about the events asked for.
+struct Step {
+    ticks: u64,
+    events: u64,
+}
+
+impl Step {
+    /// Steps of about `events` of the trace's `total` events.
+    fn new(decoded: &Decoded<'_>, total: u64, events: u64) -> Step {
+        let h = decoded.file.header();
+        // The recording's span over its events, else a millisecond.
+        let span = h
+            .end_tick
+            .map(|e| e.saturating_sub(h.clock.start_tick))
+            .filter(|&s| s > 0 && total > 0);
+        let ticks = match span {
+            Some(s) => ((s as u128 * events as u128) / total as u128) as u64,
+            None => (h.clock.ticks_per_second() / 1000.0) as u64,
+        };
+        Step {
+            ticks: ticks.max(1),
+            events,
+        }
+    }
+
+    /// A step read `read` events: the next reads about `self.events`
+    /// (within four times more or less ticks than this one).
+    fn adapt(&mut self, read: u64) {
+        let want = self.events as u128;
+        let scaled = self.ticks as u128 * want / (read.max(1) as u128);
+        let lo = (self.ticks / 4).max(1) as u128;
+        let hi = self.ticks.saturating_mul(4) as u128;
+        self.ticks = scaled.clamp(lo, hi) as u64;
+    }
+}
+
+/// A segment's place in its stack's time order (as `stacks.rs` sorts).
+pub(super) type SegmentKey = (u64, u32, Pos);
+
+pub(super) fn key(s: &Segment) -> SegmentKey {
+    (s.start_tick, s.thread, s.start)
+}
+
+/// The logical stacks some thread is on now, with the key of that segment.
+fn open_segments(threads: &[ThreadStream]) -> FxHashMap<u64, SegmentKey> {
+    let mut opens: FxHashMap<u64, SegmentKey> = FxHashMap::default();
+    for s in threads.iter().filter_map(ThreadStream::open_segment) {
+        if !s.is_own() {
+            let k = key(s);
+            opens
+                .entry(s.stack)
+                .and_modify(|o| *o = (*o).min(k))
+                .or_insert(k);
+        }
+    }
+    opens
+}

@@ -1,0 +1,241 @@
+//! Repeat runs of one benchmark as one side of a diff: each function's
+//! median over the runs (a function missing from a run counts 0 there),
+//! the range its self time took, and its self time in each run, so a
+//! change can be told from the run-to-run variation (`diff --base RUNS...
+//! --new RUNS...`): with two runs or more on both sides, the diff's
+//! significance test takes the runs as its samples.
+
+use std::collections::HashMap;
+
+use crate::diff::DiffReport;
+use crate::merge::Merged;
+use crate::report::{FunctionKey, Report};
+use crate::significance::{Estimate, Method, Samples, MIN_FOR_DRIFT};
+
+/// Several runs reduced to one report of medians.
+#[derive(Debug)]
+pub struct Runs {
+    /// Per function (and edge, and call path) the median of every field
+    /// over the runs; the summary sums the runs' (see [`Merged`]).
+    pub median: Report,
+    /// Per function, its self time in each run (ns; 0 where it did not run).
+    pub tottime_runs: HashMap<FunctionKey, Vec<u64>>,
+    /// The total self time of each run.
+    pub total_runs: Vec<u64>,
+    /// How many runs.
+    pub runs: usize,
+}
+
+/// The median of `v` (sorted in place); for an even count the lower of the
+/// two middle values, so a median is always a value some run had.
+fn median(v: &mut [u64]) -> u64 {
+    v.sort_unstable();
+    v.get((v.len().max(1) - 1) / 2).copied().unwrap_or(0)
+}
+
+/// The runs' medians (`None` without runs).
+pub fn runs(reports: Vec<Report>) -> Option<Runs> {
+    let n = reports.len();
+    if n == 0 {
+        return None;
+    }
+    // Per function, per field, the value of each run (0 where absent).
+    let mut per_fn: HashMap<FunctionKey, Vec<[u64; 9]>> = HashMap::new();
+    let mut per_sq: HashMap<FunctionKey, Vec<u128>> = HashMap::new();
+    let mut total_runs = vec![0u64; n];
+    let mut per_edge: HashMap<(FunctionKey, FunctionKey), Vec<[u64; 5]>> = HashMap::new();
+    let mut per_path: HashMap<(String, Vec<FunctionKey>), Vec<[u64; 2]>> = HashMap::new();
+    for (run, r) in reports.iter().enumerate() {
+        for f in &r.functions {
+            let v = per_fn.entry(f.key()).or_insert_with(|| vec![[0; 9]; n]);
+            v[run] = f.sums();
+            per_sq.entry(f.key()).or_insert_with(|| vec![0; n])[run] = f.tottime_sq;
+            total_runs[run] = total_runs[run].saturating_add(f.tottime_ns);
+        }
+        for e in &r.edges {
+            let v = per_edge
+                .entry((e.caller_key(), e.callee_key()))
+                .or_insert_with(|| vec![[0; 5]; n]);
+            v[run] = e.sums();
+        }
+        for p in &r.paths {
+            let frames = p
+                .frames
+                .iter()
+                .filter_map(|&i| r.functions.get(i as usize).map(|f| f.key()))
+                .collect();
+            let v = per_path
+                .entry((p.stack.clone(), frames))
+                .or_insert_with(|| vec![[0; 2]; n]);
+            v[run] = [p.ncalls, p.self_ns];
+        }
+    }
+    let column = |rows: &[[u64; 9]], i: usize| -> Vec<u64> { rows.iter().map(|r| r[i]).collect() };
+    let tottime_runs = per_fn
+        .iter()
+        .map(|(k, rows)| (k.clone(), column(rows, 2)))
+        .collect();
+    // The summary, stacks and warnings as a merge gives them; then every
+    // number replaced by its median.
+    let mut merged = Merged::new();
+    for r in reports {
+        merged.add(r);
+    }
+    let mut m = merged.finish()?;
+    m.stacks.clear();
+    for f in &mut m.functions {
+        if let Some(rows) = per_fn.get(&f.key()) {
+            f.set_sums(std::array::from_fn(|i| median(&mut column(rows, i))));
+        }
+        // The merge summed the squares; a median run's spread goes with
+        // the medians (what a side of one run would have).
+        if let Some(sq) = per_sq.get_mut(&f.key()) {
+            sq.sort_unstable();
+            f.tottime_sq = sq.get((sq.len().max(1) - 1) / 2).copied().unwrap_or(0);
+        }
+    }
+    for e in &mut m.edges {
+        if let Some(rows) = per_edge.get(&(e.caller_key(), e.callee_key())) {
+            e.set_sums(std::array::from_fn(|i| {
+                median(&mut rows.iter().map(|r| r[i]).collect::<Vec<_>>())
+            }));
+        }
+    }
+    let keys: Vec<FunctionKey> = m.functions.iter().map(|f| f.key()).collect();
+    for p in &mut m.paths {
+        let frames = p
+            .frames
+            .iter()
+            .filter_map(|&i| keys.get(i as usize).cloned())
+            .collect();
+        if let Some(rows) = per_path.get(&(p.stack.clone(), frames)) {
+            p.ncalls = median(&mut rows.iter().map(|r| r[0]).collect::<Vec<_>>());
+            p.self_ns = median(&mut rows.iter().map(|r| r[1]).collect::<Vec<_>>());
+        }
+    }
+    Some(Runs {
+        median: m,
+        tottime_runs,
+        total_runs,
+        runs: n,
+    })
+}
+
+/// Puts each side's self-time range on the diff's functions (see
+/// `FunctionDiff::base_range`), and with two runs or more on both sides,
+/// and the test on (a confidence above 0), tests each function's change
+/// (and the total's) on the runs' self times in place of the frames
+/// ([`Method::Runs`]): the verdicts then hold
+/// against the variation from run to run. Each run's times are first
+/// divided by its machine's speed (`run_speeds`), as a single pair's are
+/// by the drift between them.
+pub fn attach_runs(diff: &mut DiffReport, base: &Runs, new: &Runs) {
+    for f in &mut diff.functions {
+        let key = f.key();
+        let range = |v: Option<&Vec<u64>>, runs: usize| {
+            let v = v.filter(|_| runs > 1)?;
+            Some([v.iter().copied().min()?, v.iter().copied().max()?])
+        };
+        f.base_range = range(base.tottime_runs.get(&key), base.runs);
+        f.new_range = range(new.tottime_runs.get(&key), new.runs);
+    }
+    let opts = diff.significance.options;
+    // With the test off, the medians' raw changes stand (no samples needed).
+    if base.runs < 2 || new.runs < 2 || opts.confidence <= 0.0 {
+        return;
+    }
+    let scale = diff.base_scale;
+    // The larger side's mean total, the unit the runs' means are in.
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
+    let as_f64 = |v: &[u64], k: f64| v.iter().map(|&t| t as f64 * k).collect::<Vec<f64>>();
+    let largest_total =
+        mean(&as_f64(&base.total_runs, scale)).max(mean(&as_f64(&new.total_runs, 1.0)));
+    let (base_speed, new_speed) = match opts.confidence > 0.0 {
+        true => run_speeds(base, new, scale, opts.min_share_pct / 100.0 * largest_total),
+        false => (vec![1.0; base.runs], vec![1.0; new.runs]),
+    };
+    let samples = |v: Option<&Vec<u64>>, k: f64, speed: &[f64]| match v {
+        Some(v) => Samples::of(v.iter().zip(speed).map(|(&t, s)| t as f64 * k / s)),
+        // Absent from every run: zero in each.
+        None => Samples::of(speed.iter().map(|_| 0.0)),
+    };
+    for f in &mut diff.functions {
+        let key = f.key();
+        let e = Estimate::of(
+            samples(base.tottime_runs.get(&key), scale, &base_speed),
+            samples(new.tottime_runs.get(&key), 1.0, &new_speed),
+            false,
+        );
+        let t = e.test(opts, largest_total);
+        (f.verdict, f.p_value) = (t.verdict, t.p_value);
+    }
+    diff.significance.method = Method::Runs;
+    diff.significance.drift = mean(&new_speed) / mean(&base_speed);
+    let e = Estimate::of(
+        samples(Some(&base.total_runs), scale, &base_speed),
+        samples(Some(&new.total_runs), 1.0, &new_speed),
+        false,
+    );
+    diff.set_total(e.test(opts, 0.0));
+}
+
+/// Each run's machine speed: the median, over functions in both sides
+/// whose mean self time (over all runs, the base's scaled by `scale`) is
+/// at least `floor`, of the run's self time over that mean; 1 for every
+/// run with fewer than [`MIN_FOR_DRIFT`] such functions. A change of code moves a few
+/// functions, a busy machine all of one run's: the median function is
+/// taken as unchanged ("Significance of a diff" in `semantics.md`).
+fn run_speeds(base: &Runs, new: &Runs, scale: f64, floor: f64) -> (Vec<f64>, Vec<f64>) {
+    let runs = (base.runs + new.runs) as f64;
+    let means: Vec<(&Vec<u64>, &Vec<u64>, f64)> = base
+        .tottime_runs
+        .iter()
+        .filter_map(|(k, b)| {
+            let n = new.tottime_runs.get(k)?;
+            let sum = b.iter().map(|&t| t as f64 * scale).sum::<f64>()
+                + n.iter().map(|&t| t as f64).sum::<f64>();
+            let m = sum / runs;
+            (m > 0.0 && m >= floor).then_some((b, n, m))
+        })
+        .collect();
+    let speeds = |runs: usize, of_new: bool, k: f64| {
+        (0..runs)
+            .map(|r| {
+                let mut ratios: Vec<f64> = means
+                    .iter()
+                    .filter_map(|f| {
+                        let side = if of_new { f.1 } else { f.0 };
+                        Some(*side.get(r)? as f64 * k / f.2)
+                    })
+                    .collect();
+                if ratios.len() < MIN_FOR_DRIFT {
+                    return 1.0;
+                }
+                ratios.sort_by(f64::total_cmp);
+                let mid = ratios.len() / 2;
+                let m = match ratios.len() % 2 {
+                    1 => ratios[mid],
+                    _ => (ratios[mid - 1] + ratios[mid]) / 2.0,
+                };
+                if m > 0.0 {
+                    m
+                } else {
+                    1.0
+                }
+            })
+            .collect()
+    };
+    (speeds(base.runs, false, scale), speeds(new.runs, true, 1.0))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn medians_are_values_a_run_had() {
+        assert_eq!(median(&mut [5, 1, 3]), 3);
+        assert_eq!(median(&mut [4, 1, 3, 2]), 2);
+        assert_eq!(median(&mut [7]), 7);
+    }
+}

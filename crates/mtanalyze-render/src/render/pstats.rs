@@ -1,0 +1,256 @@
+//! `--format pstats -o FILE`: the file `cProfile` writes and Python's
+//! `pstats.Stats(FILE)` loads (and so snakeviz, gprof2dot, tuna...).
+//!
+//! The file is one `marshal`-encoded dict, as `cProfile.Profile.dump_stats`
+//! writes it:
+//!
+//! ```text
+//! {(file, line, name): (cc, nc, tt, ct, {(caller file, line, name): (nc, cc, tt, ct)})}
+//! ```
+//!
+//! `cc` is primitive calls, `nc` all calls, `tt` self time and `ct`
+//! cumulative time, in seconds (floats). Note the order inside a caller
+//! entry: `nc` comes first there, as `cProfile` writes it and `pstats`
+//! reads it. Functions come from the report's function table, caller
+//! entries from its edges (a root frame has no callers, as in cProfile).
+//! A function with no file gets pstats' built-in key `('~', line, name)`.
+//!
+//! **Keys of a Python trace** (`producer` `python`) are cProfile's, so the
+//! two profilers' files line up key by key: a Python function is keyed by
+//! `(co_filename, co_firstlineno, co_name)`, where the trace (and the
+//! report) name it by its `co_qualname` (`Tree.size`, `main.<locals>.<lambda>`).
+//! `co_name` is the qualified name's last `.`-separated part: CPython builds
+//! `co_qualname` as the enclosing scopes' names, each followed by a dot,
+//! then `co_name`, and `co_name` never holds a dot for code the compiler
+//! makes (only a hand-made code object, `code.replace(co_name=...)`, can
+//! break this). Built-ins (file `~`) keep their names, which are cProfile's
+//! already (`<method 'append' of 'list' objects>` has dots of its own).
+//! Functions that share a key (two generator expressions or two lambdas on
+//! one line, even nested ones whose qualified names differ) are summed,
+//! callers included; cProfile's own dump keeps only one of them.
+//!
+//! Only the marshal types this needs are encoded: dict, tuple, str, int
+//! and float (marshal version 2+ binary floats).
+
+use std::collections::BTreeMap;
+use std::io::{self, Write};
+
+use mtanalyze_model::report::{Report, BUILTIN_FILE, PRODUCER_PYTHON};
+
+/// A pstats function key: (file, line, name).
+type Key = (String, u32, String);
+
+/// `(cc, nc, tt_ns, ct_ns)`: the sums behind one stats entry.
+#[derive(Clone, Copy, Default)]
+struct Counts {
+    cc: u64,
+    nc: u64,
+    tt: u64,
+    ct: u64,
+}
+
+impl Counts {
+    fn add(&mut self, cc: u64, nc: u64, tt: u64, ct: u64) {
+        self.cc = self.cc.saturating_add(cc);
+        self.nc = self.nc.saturating_add(nc);
+        self.tt = self.tt.saturating_add(tt);
+        self.ct = self.ct.saturating_add(ct);
+    }
+}
+
+/// How the trace's names become key names.
+#[derive(Clone, Copy)]
+enum Names {
+    /// As they are.
+    AsRecorded,
+    /// A Python trace: qualified names of Python functions become `co_name`.
+    Python,
+}
+
+/// cProfile's `co_name` of a function a Python trace names by `co_qualname`.
+fn co_name(qualname: &str) -> &str {
+    qualname.rsplit_once('.').map_or(qualname, |(_, name)| name)
+}
+
+fn key(names: Names, function: &str, file: &str, line: u32) -> Key {
+    let function = match names {
+        Names::Python if file != BUILTIN_FILE => co_name(function),
+        _ => function,
+    };
+    let file = if file.is_empty() { BUILTIN_FILE } else { file };
+    (file.to_owned(), line, function.to_owned())
+}
+
+/// Writes the report as a pstats file (marshal bytes).
+pub fn pstats(out: &mut dyn Write, report: &Report) -> io::Result<()> {
+    let names = if report.trace.producer == PRODUCER_PYTHON {
+        Names::Python
+    } else {
+        Names::AsRecorded
+    };
+    let mut stats: BTreeMap<Key, (Counts, BTreeMap<Key, Counts>)> = BTreeMap::new();
+    for f in &report.functions {
+        let entry = stats
+            .entry(key(names, &f.function, &f.file, f.line))
+            .or_default();
+        entry
+            .0
+            .add(f.primitive_calls, f.ncalls, f.tottime_ns, f.cumtime_ns);
+    }
+    for e in &report.edges {
+        let callee = key(names, &e.callee, &e.callee_file, e.callee_line);
+        let caller = key(names, &e.caller, &e.caller_file, e.caller_line);
+        let entry = stats.entry(callee).or_default();
+        entry.1.entry(caller).or_default().add(
+            e.primitive_calls,
+            e.ncalls,
+            e.tottime_ns,
+            e.cumtime_ns,
+        );
+    }
+    let mut m = Marshal::default();
+    m.dict_start();
+    for (k, (c, callers)) in &stats {
+        m.key(k);
+        m.tuple(5);
+        m.int(c.cc);
+        m.int(c.nc);
+        m.seconds(c.tt);
+        m.seconds(c.ct);
+        m.dict_start();
+        for (ck, cc) in callers {
+            m.key(ck);
+            m.tuple(4);
+            m.int(cc.nc);
+            m.int(cc.cc);
+            m.seconds(cc.tt);
+            m.seconds(cc.ct);
+        }
+        m.dict_end();
+    }
+    m.dict_end();
+    out.write_all(&m.bytes)
+}
+
+/// A marshal encoder for the few types a pstats file holds.
+#[derive(Default)]
+struct Marshal {
+    bytes: Vec<u8>,
+}
+
+impl Marshal {
+    fn dict_start(&mut self) {
+        self.bytes.push(b'{');
+    }
+
+    /// A dict ends with the null marker.
+    fn dict_end(&mut self) {
+        self.bytes.push(b'0');
+    }
+
+    /// A tuple header; its `len` items follow.
+    fn tuple(&mut self, len: u32) {
+        self.bytes.push(b'(');
+        self.bytes.extend_from_slice(&len.to_le_bytes());
+    }
+
+    fn key(&mut self, (file, line, name): &Key) {
+        self.tuple(3);
+        self.str(file);
+        self.int(u64::from(*line));
+        self.str(name);
+    }
+
+    /// A str (UTF-8).
+    fn str(&mut self, s: &str) {
+        self.bytes.push(b'u');
+        self.bytes
+            .extend_from_slice(&(s.len() as u32).to_le_bytes());
+        self.bytes.extend_from_slice(s.as_bytes());
+    }
+
+    /// A non-negative int: 32-bit when it fits, else a long in 15-bit digits.
+    fn int(&mut self, n: u64) {
+        if n <= i32::MAX as u64 {
+            self.bytes.push(b'i');
+            self.bytes.extend_from_slice(&(n as i32).to_le_bytes());
+            return;
+        }
+        let mut digits = Vec::new();
+        let mut rest = n;
+        while rest > 0 {
+            digits.push((rest & 0x7fff) as u16);
+            rest >>= 15;
+        }
+        self.bytes.push(b'l');
+        self.bytes
+            .extend_from_slice(&(digits.len() as i32).to_le_bytes());
+        for d in digits {
+            self.bytes.extend_from_slice(&d.to_le_bytes());
+        }
+    }
+
+    /// Nanoseconds as a float of seconds.
+    fn seconds(&mut self, ns: u64) {
+        self.bytes.push(b'g');
+        self.bytes
+            .extend_from_slice(&(ns as f64 / 1e9).to_le_bytes());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn marshal_bytes_match_python() {
+        // marshal.dumps({('a', 1, 'f'): (1, 2**40)}) in Python, with the
+        // tuple and string types this encoder uses.
+        let mut m = Marshal::default();
+        m.dict_start();
+        m.key(&("a".into(), 1, "f".into()));
+        m.tuple(2);
+        m.int(1);
+        m.int(1 << 40);
+        m.dict_end();
+        let mut want = vec![
+            b'{', b'(', 3, 0, 0, 0, b'u', 1, 0, 0, 0, b'a', b'i', 1, 0, 0, 0,
+        ];
+        want.extend_from_slice(&[b'u', 1, 0, 0, 0, b'f', b'(', 2, 0, 0, 0, b'i', 1, 0, 0, 0]);
+        // 2**40 = digits (15 bits each) 0, 0, 1024 -> 3 digits.
+        want.extend_from_slice(&[b'l', 3, 0, 0, 0, 0, 0, 0, 0, 0, 4, b'0']);
+        assert_eq!(m.bytes, want);
+    }
+
+    #[test]
+    fn python_keys_use_the_last_part_of_the_qualified_name() {
+        for (qualname, name) in [
+            ("main", "main"),
+            ("Tree.size", "size"),
+            ("main.<locals>.<lambda>", "<lambda>"),
+            ("Tree.size.<locals>.<genexpr>", "<genexpr>"),
+            ("Outer.Inner.__private", "__private"),
+            ("C.<generic parameters of m>", "<generic parameters of m>"),
+            ("<module>", "<module>"),
+        ] {
+            let got = key(Names::Python, qualname, "app.py", 3);
+            assert_eq!(got, ("app.py".into(), 3, name.into()), "{qualname}");
+        }
+        // A built-in keeps cProfile's name, dots and all.
+        let append = "<method 'append' of 'list' objects>";
+        let builtin = key(Names::Python, append, "~", 0);
+        assert_eq!(builtin, ("~".into(), 0, append.into()));
+        // Other traces keep their names.
+        let rust = key(Names::AsRecorded, "parser::Parser.parse", "p.rs", 9);
+        assert_eq!(rust.2, "parser::Parser.parse");
+    }
+
+    #[test]
+    fn seconds_are_binary_floats() {
+        let mut m = Marshal::default();
+        m.seconds(1_500_000_000);
+        let mut want = vec![b'g'];
+        want.extend_from_slice(&1.5f64.to_le_bytes());
+        assert_eq!(m.bytes, want);
+    }
+}
