@@ -14,8 +14,9 @@ are made):
         --callgrind-out-file=/tmp/cg.$n $PY crates/mtrace-python/bench/per_event.py MODE $n; done
     python3 crates/mtrace-python/bench/atomics.py /tmp/cg.18 /tmp/cg.21
 
-It prints the instructions and the atomic instructions per event, each
-object file's share and the busiest atomic sites (object, address, the
+It prints the instructions per event, each object file's (which tells
+the interpreter's from the extension's), the atomic instructions per
+event, each object file's share of them and the busiest atomic sites (object, address, the
 nearest exported symbol before it: a stripped interpreter names only its
 API functions). Addresses in callgrind's output are the object file's own
 (as objdump prints them). This is a measurement tool, not a test.
@@ -101,18 +102,21 @@ def atomic_sites(obj):
 
 
 def tally(path):
-    """(instructions, atomic instructions per object, per site) of a run."""
+    """(instructions per object, atomic instructions per object, per site)
+    of a run."""
     cost = self_costs(path)
+    instructions = collections.Counter()
     per_object = collections.Counter()
     per_site = collections.Counter()
     for (ob, address), n in cost.items():
+        instructions[(ob or "?").rsplit("/", 1)[-1]] += n
         if ob and ob.startswith("/"):
             site = atomic_sites(ob).get(address)
             if site:
                 short = ob.rsplit("/", 1)[-1]
                 per_object[short] += n
                 per_site[(short, hex(address), *site)] += n
-    return sum(cost.values()), per_object, per_site
+    return instructions, per_object, per_site
 
 
 def main():
@@ -123,8 +127,11 @@ def main():
     args = parser.parse_args()
     e = events(args.n[1]) - events(args.n[0])
     (ir0, obj0, site0), (ir1, obj1, site1) = tally(args.small), tally(args.large)
-    print(f"{e} events: {(ir1 - ir0) / e:.1f} instructions, "
-          f"{(sum(obj1.values()) - sum(obj0.values())) / e:.2f} atomic, per event")
+    print(f"{e} events: {(sum(ir1.values()) - sum(ir0.values())) / e:.1f} instructions per event")
+    for k in ir1:
+        if abs(ir1[k] - ir0.get(k, 0)) / e >= 0.5:
+            print(f"  {(ir1[k] - ir0.get(k, 0)) / e:6.1f}  {k}")
+    print(f"{(sum(obj1.values()) - sum(obj0.values())) / e:.2f} atomic instructions per event")
     for k in obj1:
         if abs(obj1[k] - obj0.get(k, 0)) / e >= 0.01:
             print(f"  {(obj1[k] - obj0.get(k, 0)) / e:6.2f}  {k}")
