@@ -141,18 +141,29 @@ class Attach(Case):
         return subprocess.run([sys.executable, "-m", "mtrace", "attach", str(pid), *args],
                               capture_output=True, text=True, cwd=self.dir, timeout=timeout)
 
+    def attach_until_interrupted(self, pid, trace):
+        """``attach PID -o TRACE`` running in the background, once it says
+        it records (the caller ends it with SIGINT)."""
+        attach = subprocess.Popen(
+            [sys.executable, "-m", "mtrace", "attach", str(pid), "-o", trace,
+             "--timeout", "30"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            cwd=self.dir)
+        try:
+            said = attach.stderr.readline()
+            self.assertIn(f"recording process {pid}", said)
+        except BaseException:
+            attach.kill()
+            attach.communicate()
+            raise
+        return attach
+
     @unittest.skipUnless(ATTACH, "attach needs CPython 3.14+: the attach test did NOT run")
     def test_a_running_server_is_recorded_for_a_while_and_goes_on_as_before(self):
         server, _ = self.start(self.script("server.py", SERVER))
         self.requests(server, 20)
         trace = self.path("attached.bin")
-        attach = subprocess.Popen(
-            [sys.executable, "-m", "mtrace", "attach", str(server.pid), "-o", trace,
-             "--timeout", "30"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            cwd=self.dir)
+        attach = self.attach_until_interrupted(server.pid, trace)
         try:
-            said = attach.stderr.readline()
-            self.assertIn(f"recording process {server.pid}", said)
             # Only while it records: 30 requests, then Ctrl-C.
             self.requests(server, 30)
             # `mtanalyze top` follows the attached recording as any other:
@@ -205,13 +216,8 @@ class Attach(Case):
     def test_a_thread_blocked_in_c_at_the_attach_has_its_frames_open_from_the_start(self):
         target, _ = self.start(self.script("waiting.py", WAITING))
         trace = self.path("waiting.bin")
-        attach = subprocess.Popen(
-            [sys.executable, "-m", "mtrace", "attach", str(target.pid), "-o", trace,
-             "--timeout", "30"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            cwd=self.dir)
+        attach = self.attach_until_interrupted(target.pid, trace)
         try:
-            said = attach.stderr.readline()
-            self.assertIn(f"recording process {target.pid}", said)
             # The worker stays blocked in `queue.get` for most of the
             # recording; then it takes one job and waits again.
             time.sleep(0.6)
