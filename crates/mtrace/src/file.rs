@@ -71,7 +71,7 @@ use std::fs::{File, OpenOptions};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use mtrace_format::layout::*;
 use mtrace_format::{ClockInfo, Header};
@@ -79,7 +79,7 @@ use mtrace_format::{ClockInfo, Header};
 use crate::clock::RunClock;
 use crate::config::{Config, Mode};
 use crate::error::StartError;
-use crate::kept::{self, KeptFile, Layout};
+use crate::kept::{self, KeptFile, Layout, MemoryFile, MemoryTrace};
 
 /// Bytes of chunk slots in the file at start (stop-when-full mode), and
 /// the first growth step's half.
@@ -121,7 +121,10 @@ pub(crate) struct TraceMap {
 /// How the trace file is reached to grow it (see "No descriptor is held
 /// between growths" in the module doc).
 enum Backing {
-    /// A file in memory, held open: it has no other name.
+    /// A file in memory, held open (it has no other name) with the range it
+    /// is mapped into, both shared with the views of its trace.
+    Memory(Arc<MemoryFile>),
+    /// A file on disk whose path or identity could not be had, held open.
     Held(File),
     /// A file on disk, opened by its (absolute) path when needed; the one
     /// made at the start only if the device and inode still say so.
@@ -133,13 +136,10 @@ enum Backing {
 }
 
 impl Backing {
-    /// `file`, made at the start: held if in memory (or if its path or
-    /// identity cannot be had), else closed and reached by its path.
-    fn new(file: File, path: &Path, in_memory: bool) -> Backing {
+    /// `file`, on disk, made at the start: closed and reached by its
+    /// path, or held if its path or identity cannot be had.
+    fn new(file: File, path: &Path) -> Backing {
         use std::os::unix::fs::MetadataExt;
-        if in_memory {
-            return Backing::Held(file);
-        }
         match (std::path::absolute(path), file.metadata()) {
             (Ok(path), Ok(meta)) => Backing::ByPath {
                 path,
@@ -156,6 +156,7 @@ impl Backing {
     fn with<T>(&self, f: impl FnOnce(&File) -> io::Result<T>) -> io::Result<T> {
         use std::os::unix::fs::MetadataExt;
         match self {
+            Backing::Memory(memory) => f(&memory.file),
             Backing::Held(file) => f(file),
             Backing::ByPath {
                 path,
@@ -354,7 +355,7 @@ impl TraceMap {
             chunk_count,
             reserved,
         })?;
-        let (base, file) = (kept.base, Backing::Held(kept.file));
+        let (base, file) = (kept.memory.base, Backing::Memory(kept.memory));
         let this = plan.map(config, (base, reserved), chunk_count, ready, Some(file));
         let meta_offset = this.meta_offset;
         let meta_capacity = this.meta_capacity;
@@ -434,7 +435,14 @@ impl TraceMap {
                 StartError::Create { path, source: e }
             });
         }
-        lock(&this.growth).file = Some(Backing::new(file, &this.path, this.in_memory));
+        let backing = if this.in_memory {
+            // From here on the range is the memory file's: it is unmapped
+            // when the last of its owners lets go (`kept.rs`).
+            Backing::Memory(Arc::new(MemoryFile::new(file, (base, reserved), first_len)))
+        } else {
+            Backing::new(file, &this.path)
+        };
+        lock(&this.growth).file = Some(backing);
         this.ready.store(first_slots, Ordering::Release);
         // Fault in now (while the clock calibrates, see `recording.rs`) the
         // pages every recording writes first, rather than one write fault at
@@ -576,6 +584,9 @@ impl TraceMap {
         });
         match grown {
             Ok(slots) => {
+                if let Backing::Memory(memory) = file {
+                    memory.len.store(self.file_len(slots), Ordering::Release);
+                }
                 growth.count += 1;
                 growth.step = (growth.step * 2).min(MAX_STEP);
                 self.ready.store(slots, Ordering::Release);
@@ -810,9 +821,9 @@ impl TraceMap {
         growth.unmapped = true;
         if self.in_memory {
             let file = growth.file.take();
-            if let (Some(Backing::Held(file)), 0) = (file, growth.count) {
+            if let (Some(Backing::Memory(memory)), 0) = (file, growth.count) {
                 kept::keep(KeptFile {
-                    base: self.base,
+                    memory,
                     layout: Layout {
                         ready: self.ready.load(Ordering::Relaxed),
                         chunk_size: self.chunk_size,
@@ -821,15 +832,12 @@ impl TraceMap {
                         chunk_count: self.chunk_count,
                         reserved: self.reserved,
                     },
-                    file,
                     meta_len: self.counter(H_META_LEN).load(Ordering::Relaxed) as usize,
                     claimed: self.counter(H_NEXT_SEQ).load(Ordering::Relaxed),
                 });
-            } else {
-                // SAFETY: never detached in place: the whole reservation is
-                // this map's, and nothing uses it any more (the caller's word).
-                unsafe { libc::munmap(self.base as *mut libc::c_void, self.reserved) };
             }
+            // Otherwise the file is let go of: its range is unmapped when
+            // the views of its trace are dropped too (`kept.rs`).
             return true;
         }
         let mapped = self.mapped_len(self.ready.load(Ordering::Relaxed));
@@ -846,10 +854,18 @@ impl TraceMap {
         if !self.in_memory {
             return None;
         }
-        let growth = lock(&self.growth);
-        match growth.file.as_ref()? {
-            Backing::Held(file) => Some(clone_out_of_the_way(file)),
-            Backing::ByPath { .. } => None,
+        match lock(&self.growth).file.as_ref()? {
+            Backing::Memory(memory) => Some(memory.descriptor()),
+            Backing::Held(_) | Backing::ByPath { .. } => None,
+        }
+    }
+
+    /// A view of a file in memory ([`Config::in_memory()`]) that reads its
+    /// trace in place; None for a file on disk or once let go of.
+    pub fn memory_view(&self) -> Option<MemoryTrace> {
+        match lock(&self.growth).file.as_ref()? {
+            Backing::Memory(memory) => Some(MemoryTrace::new(Arc::clone(memory))),
+            Backing::Held(_) | Backing::ByPath { .. } => None,
         }
     }
 
@@ -921,7 +937,7 @@ pub(crate) fn move_fd_out_of_the_way(fd: libc::c_int) -> libc::c_int {
 /// A descriptor of `file`'s own, at [`FIRST_OWN_FD`] or above where
 /// [`move_fd_out_of_the_way`] would move it (one call rather than a
 /// duplicate at a low number moved again).
-fn clone_out_of_the_way(file: &File) -> io::Result<File> {
+pub(crate) fn clone_out_of_the_way(file: &File) -> io::Result<File> {
     use std::os::fd::{AsRawFd, FromRawFd};
     if fd_limit().is_some_and(|limit| limit >= 2 * FIRST_OWN_FD as libc::rlim_t) {
         // SAFETY: duplicates a descriptor this process owns.

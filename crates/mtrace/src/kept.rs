@@ -10,15 +10,15 @@
 //! - **the recorder**: no thread is bound to the recording any more (the
 //!   moment a file on disk would be unmapped: "Retired files" in
 //!   `shared.rs`), so no late write can reach the file;
-//! - **the caller**: it gave its descriptor of the trace back
-//!   ([`give_back_memory_trace`]), so nobody reads the old trace any more.
-//!   A caller that keeps its descriptor (or never gives it back) keeps the
-//!   trace: the file is then never reused, only unmapped when it leaves
-//!   the list.
+//! - **the caller**: it dropped every view of the trace ([`MemoryTrace`],
+//!   which reads the file's mapping in place) and gave back any descriptor
+//!   of it it asked for ([`give_back_memory_trace`]), so nobody reads the
+//!   old trace any more. A caller that keeps a view or a descriptor keeps
+//!   the trace: the file is then never reused.
 //!
 //! The two may come in either order. The list is short ([`KEPT_AT_MOST`]);
-//! a file pushed out of it is unmapped and closed (the caller's
-//! descriptor, if any, keeps its trace). Each kept file holds a
+//! a file pushed out of it is unmapped and closed once its views are
+//! dropped (a descriptor the caller holds keeps its trace). Each kept file holds a
 //! descriptor, at 512 or above and closed on `exec` as the recorder's
 //! others (`file.rs`): a program that lists its own descriptors after
 //! profiling sees at most these few; one that closed them all (a daemon)
@@ -30,8 +30,10 @@
 //! child without reuse, never stuck.
 
 use std::fs::File;
+use std::mem::ManuallyDrop;
 use std::os::unix::fs::MetadataExt;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// Files kept at most: a profile per request alternates between two (the
 /// thread that finished a recording lets go of it at its first event in
@@ -54,48 +56,165 @@ pub(crate) struct Layout {
     pub reserved: usize,
 }
 
-/// A file in memory and the range it is mapped into, with what its last
+/// A file in memory and the address range it is mapped into, shared by
+/// whoever may still use them: the recording that writes it, the list of
+/// kept files, and the caller's views of its trace ([`MemoryTrace`]). The
+/// last of them to let go unmaps the range and closes the file.
+pub(crate) struct MemoryFile {
+    /// Start of the reserved range; the file is mapped from here.
+    pub base: *mut u8,
+    /// Length of the reserved range.
+    pub reserved: usize,
+    /// The file's length: what a view of it reads. Set as it grows.
+    pub len: AtomicU64,
+    /// Closed at the end only if it is still the file's ([`MemoryFile::identity`]).
+    pub file: ManuallyDrop<File>,
+    /// The file's device and inode when it was made.
+    identity: Option<(u64, u64)>,
+    /// Descriptors of it handed out ([`MemoryFile::descriptor`]): it is
+    /// reused only once as many are given back ([`give_back_memory_trace`]).
+    descriptors_out: AtomicUsize,
+}
+
+// SAFETY: the range is the file's own (reserved for it, unmapped only when
+// the last owner drops it); writes into it follow the recorder's rules
+// (atomics, and chunks one thread owns), and readers read a finished trace.
+unsafe impl Send for MemoryFile {}
+// SAFETY: see above.
+unsafe impl Sync for MemoryFile {}
+
+impl MemoryFile {
+    /// The file `file`, `len` bytes long, mapped at the start of the range
+    /// `(base, reserved)`, which it owns from now on.
+    pub fn new(file: File, (base, reserved): (*mut u8, usize), len: u64) -> MemoryFile {
+        let identity = file.metadata().ok().map(|m| (m.dev(), m.ino()));
+        MemoryFile {
+            base,
+            reserved,
+            len: AtomicU64::new(len),
+            file: ManuallyDrop::new(file),
+            identity,
+            descriptors_out: AtomicUsize::new(0),
+        }
+    }
+
+    /// A descriptor of its own of the file (at 512 or above, closed on
+    /// `exec`), after which the file is reused only once it is given back.
+    pub fn descriptor(&self) -> std::io::Result<File> {
+        let descriptor = crate::file::clone_out_of_the_way(&self.file)?;
+        self.descriptors_out.fetch_add(1, Ordering::AcqRel);
+        Ok(descriptor)
+    }
+
+    /// The file's identity (device, inode) now, which the caller's
+    /// descriptors share; None if its descriptor no longer reads it.
+    fn identity(&self) -> Option<(u64, u64)> {
+        self.file.metadata().ok().map(|m| (m.dev(), m.ino()))
+    }
+
+    /// Whether its descriptor still reads the file: a program that closed
+    /// every descriptor (a daemon) may have reused its number.
+    fn still_ours(&self) -> bool {
+        self.identity.is_some() && self.identity() == self.identity
+    }
+}
+
+impl Drop for MemoryFile {
+    fn drop(&mut self) {
+        // SAFETY: the range is this file's, reserved at `reserved` bytes
+        // from `base`, and nobody uses it any more (this was its last owner).
+        unsafe { libc::munmap(self.base as *mut libc::c_void, self.reserved) };
+        if self.still_ours() {
+            // SAFETY: dropped once, here, and never used again.
+            unsafe { ManuallyDrop::drop(&mut self.file) };
+        }
+    }
+}
+
+/// A finished recording into memory's trace, read in place
+/// ([`crate::Recording::memory_view`]): its bytes are the trace file's,
+/// without a descriptor, a second mapping or a copy. While a view lives,
+/// its memory serves no other recording; once every view of it is
+/// dropped (and any descriptor [`crate::Recording::memory_trace`] gave is
+/// given back), it may serve the next recording into memory.
+#[derive(Clone)]
+pub struct MemoryTrace {
+    memory: Arc<MemoryFile>,
+}
+
+impl MemoryTrace {
+    pub(crate) fn new(memory: Arc<MemoryFile>) -> MemoryTrace {
+        MemoryTrace { memory }
+    }
+
+    /// The trace file's bytes, read as any trace file (`mtanalyze`'s
+    /// loader, `mtrace_format`). Read them once the recording is finished:
+    /// before, they are still being written.
+    pub fn bytes(&self) -> &[u8] {
+        let len = usize::try_from(self.memory.len.load(Ordering::Acquire))
+            .unwrap_or(usize::MAX)
+            .min(self.memory.reserved);
+        // SAFETY: the file is mapped from `base` over its whole length
+        // (`len` is set after each growth is mapped), and the range stays
+        // mapped while this view holds the file. A thread that passed the
+        // "recording?" check just before the finish may still add an event
+        // to its chunk, as it may in a mapping of the file's descriptor.
+        unsafe { std::slice::from_raw_parts(self.memory.base, len) }
+    }
+
+    /// A descriptor of the trace file, closed on `exec` (read it as
+    /// `/proc/self/fd/N`), for readers that need a path. Like
+    /// [`crate::Recording::memory_trace`]'s, it keeps the trace (also
+    /// after the view is dropped) until given back with
+    /// [`give_back_memory_trace`].
+    pub fn descriptor(&self) -> std::io::Result<File> {
+        self.memory.descriptor()
+    }
+}
+
+impl AsRef<[u8]> for MemoryTrace {
+    fn as_ref(&self) -> &[u8] {
+        self.bytes()
+    }
+}
+
+impl std::fmt::Debug for MemoryTrace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryTrace")
+            .field("len", &self.memory.len.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+/// A file in memory that no recording writes any more, with what its last
 /// recording wrote (what the next one clears).
 pub(crate) struct KeptFile {
-    pub base: *mut u8,
+    pub memory: Arc<MemoryFile>,
     pub layout: Layout,
-    pub file: File,
     /// Bytes of names the last recording wrote.
     pub meta_len: usize,
     /// Slots the last recording claimed.
     pub claimed: u64,
 }
 
-// SAFETY: the range is owned by the entry (no thread uses it: see the
-// module doc), and moved with it.
-unsafe impl Send for KeptFile {}
-
-impl KeptFile {
-    /// The file's identity (device, inode), which the caller's descriptor shares.
-    fn identity(&self) -> Option<(u64, u64)> {
-        self.file.metadata().ok().map(|m| (m.dev(), m.ino()))
-    }
-
-    /// Gives the range and the file back to the system. The descriptor is
-    /// closed only if it is still the file's (`identity`): a program that
-    /// closed every descriptor (a daemon) may have reused its number.
-    fn release(self, identity: Option<(u64, u64)>) {
-        // SAFETY: the range is the entry's (module doc), reserved at
-        // `layout.reserved` bytes from `base`.
-        unsafe { libc::munmap(self.base as *mut libc::c_void, self.layout.reserved) };
-        if identity.is_none() || self.identity() != identity {
-            std::mem::forget(self.file);
-        }
-    }
-}
-
 struct Entry {
     file: KeptFile,
-    identity: Option<(u64, u64)>,
     /// The process that kept it (a forked child must not reuse it).
     pid: u32,
-    /// The caller gave its descriptor back: the file may be reused.
-    returned: bool,
+    /// Descriptors of it given back ([`give_back_memory_trace`]).
+    given_back: usize,
+}
+
+impl Entry {
+    /// Whether a new recording may take it: kept by this process, every
+    /// descriptor handed out given back, and no view alive (the list's is
+    /// its only owner).
+    fn free(&self, pid: u32) -> bool {
+        let memory = &self.file.memory;
+        self.pid == pid
+            && self.given_back >= memory.descriptors_out.load(Ordering::Acquire)
+            && Arc::strong_count(memory) == 1
+    }
 }
 
 struct Kept {
@@ -110,49 +229,46 @@ static KEPT: Mutex<Kept> = Mutex::new(Kept {
 });
 
 /// Keeps `file`, whose recording no thread is bound to any more, for a
-/// later recording; or releases it if the list cannot be had.
+/// later recording; or lets go of it if the list cannot be had.
 pub(crate) fn keep(file: KeptFile) {
-    let identity = file.identity();
     let Ok(mut kept) = KEPT.try_lock() else {
-        file.release(identity);
         return;
     };
-    let returned = match identity.and_then(|id| kept.returned.iter().position(|&r| r == id)) {
-        Some(at) => {
-            kept.returned.swap_remove(at);
-            true
-        }
-        None => false,
-    };
+    let before = kept.returned.len();
+    kept.returned.retain(|&r| Some(r) != file.memory.identity);
+    let given_back = before - kept.returned.len();
     kept.entries.push(Entry {
         file,
-        identity,
         pid: std::process::id(),
-        returned,
+        given_back,
     });
     if kept.entries.len() > KEPT_AT_MOST {
         // The oldest: its caller is the least likely to give it back now.
-        let oldest = kept.entries.remove(0);
-        oldest.file.release(oldest.identity);
+        // Its memory goes when its views (if any) are dropped too.
+        kept.entries.remove(0);
     }
 }
 
-/// A kept file laid out as `layout`, given back by its caller and kept by
-/// this process, taken for a new recording.
+/// A kept file laid out as `layout`, free ([`Entry::free`]), taken for a
+/// new recording.
 pub(crate) fn take(layout: Layout) -> Option<KeptFile> {
     let mut kept = KEPT.try_lock().ok()?;
     let pid = std::process::id();
     let at = kept
         .entries
         .iter()
-        .position(|e| e.returned && e.pid == pid && e.file.layout == layout)?;
+        .position(|e| e.file.layout == layout && e.free(pid))?;
     let entry = kept.entries.remove(at);
-    if entry.identity.is_none() || entry.file.identity() != entry.identity {
-        // Its descriptor was closed by the program (and maybe reused).
-        entry.file.release(entry.identity);
-        return None;
-    }
-    Some(entry.file)
+    // Every descriptor of its last recording was given back: the new one
+    // counts its own.
+    entry
+        .file
+        .memory
+        .descriptors_out
+        .store(0, Ordering::Release);
+    // A file whose descriptor was closed by the program (and maybe
+    // reused) is let go of.
+    entry.file.memory.still_ours().then_some(entry.file)
 }
 
 /// The caller of a recording into memory is done with its trace: `trace`,
@@ -170,9 +286,9 @@ pub fn give_back_memory_trace(trace: File) {
     if let Some(entry) = kept
         .entries
         .iter_mut()
-        .find(|e| e.identity == Some(identity))
+        .find(|e| e.file.memory.identity == Some(identity))
     {
-        entry.returned = true;
+        entry.given_back += 1;
         return;
     }
     kept.returned.push(identity);

@@ -86,7 +86,7 @@ pub use config::{
 };
 pub use error::{AdoptError, ConfigError, FinishError, StartError};
 pub use future::{Instrumented, LogicalStackExt};
-pub use kept::give_back_memory_trace;
+pub use kept::{give_back_memory_trace, MemoryTrace};
 pub use mtrace_format::{FunctionId, PreferredClock, Producer, StackId, StackKind};
 pub use recording::{is_paused, is_recording, pause, resume, start, Recording, Summary};
 pub use scope::{CallSite, ScopeGuard};

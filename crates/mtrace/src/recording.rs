@@ -18,6 +18,7 @@ use mtrace_format::meta::encode_mark;
 use crate::clock::{self, Calibration};
 use crate::config::Config;
 use crate::error::{FinishError, StartError};
+use crate::kept::MemoryTrace;
 use crate::meta;
 use crate::rotate;
 use crate::shared::{
@@ -56,6 +57,16 @@ impl Recording {
     /// its memory then serves the next recording into memory.
     pub fn memory_trace(&self) -> Option<std::io::Result<std::fs::File>> {
         self.shared.map.memory_file()
+    }
+
+    /// For a recording into memory ([`Config::in_memory()`]): a view that
+    /// reads the trace's bytes in place ([`MemoryTrace::bytes`], once
+    /// [`Recording::finish`] is done), with no descriptor, second mapping
+    /// or copy: the cheapest way to analyze a short recording (a profile
+    /// per request). Dropping every view lets its memory serve the next
+    /// recording into memory. None for a recording into a file.
+    pub fn memory_view(&self) -> Option<MemoryTrace> {
+        self.shared.map.memory_view()
     }
 
     /// The file being written now: [`Recording::path`], or the latest

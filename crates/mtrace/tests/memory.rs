@@ -1,12 +1,13 @@
 //! Recording into memory (`Config::in_memory`): no file is made, the trace
-//! is read back through the descriptor `Recording::memory_trace` gives, as
-//! whole and finished as a file's, and a memory recording cannot rotate.
+//! is read back through the descriptor `Recording::memory_trace` gives, or
+//! in place through `Recording::memory_view`, as whole and finished as a
+//! file's, and a memory recording cannot rotate.
 
 mod common;
 
 use std::os::fd::AsRawFd;
 
-use common::{decode, serial, TempTrace};
+use common::{decode, decode_bytes, serial, TempTrace};
 use mtrace::{Config, ConfigError, Rotation, StartError};
 use mtrace_format::layout::FLAG_FINISHED;
 
@@ -211,4 +212,137 @@ fn a_given_back_trace_s_memory_serves_a_later_recording_and_a_held_one_stays() {
     assert_eq!(held_after.event_count(), held_before.event_count());
     assert_eq!(held_after.threads, held_before.threads);
     mtrace::give_back_memory_trace(third);
+}
+
+/// Records `calls` calls of `f` on the calling thread and on a thread
+/// named `thread` (which exits, letting go of the recording), into
+/// memory; returns a view of the trace.
+fn record_into_a_view(f: mtrace::FunctionId, thread: &str, calls: usize) -> mtrace::MemoryTrace {
+    let recording = mtrace::start(Config::new("viewed").in_memory(true)).expect("start");
+    let on_thread = move || {
+        for _ in 0..calls {
+            mtrace::enter(f);
+            mtrace::exit(f);
+        }
+    };
+    on_thread();
+    std::thread::Builder::new()
+        .name(thread.to_owned())
+        .spawn(on_thread)
+        .unwrap()
+        .join()
+        .unwrap();
+    let view = recording
+        .memory_view()
+        .expect("a recording into memory has a view");
+    recording.finish().expect("finish");
+    view
+}
+
+/// The identity of the file a view reads (through a descriptor of it,
+/// given back).
+fn view_identity(view: &mtrace::MemoryTrace) -> (u64, u64) {
+    let descriptor = view.descriptor().expect("a descriptor of the view's file");
+    let id = identity(&descriptor);
+    mtrace::give_back_memory_trace(descriptor);
+    id
+}
+
+/// A view reads the finished trace in place, as the descriptor does; its
+/// memory serves no later recording while it lives, and once dropped it
+/// does; a view pushed out of the kept files still reads.
+#[test]
+fn a_view_reads_in_place_and_keeps_its_memory_until_dropped() {
+    let _serial = serial();
+    assert!(mtrace::start(Config::new(TempTrace::new("no-view").path()))
+        .expect("start")
+        .memory_view()
+        .is_none());
+    let f = mtrace::register_function("viewed-call", file!(), line!(), "");
+    let g = mtrace::register_function("other-call", file!(), line!(), "");
+    let first = record_into_a_view(f, "view-thread", 300);
+    let d = decode_bytes(first.bytes());
+    assert!(d.header.flags & FLAG_FINISHED != 0);
+    let enters = |d: &common::Decoded, f: mtrace::FunctionId| {
+        d.chunks
+            .values()
+            .flatten()
+            .flat_map(|c| &c.events)
+            .filter(|e| e.kind == mtrace_format::EventKind::Enter(f))
+            .count()
+    };
+    assert_eq!(enters(&d, f), 2 * 300);
+    d.tid("view-thread");
+    let first_id = view_identity(&first);
+
+    // Held: two more recordings (each letting go of the one before, which
+    // is then kept) never take the first's memory, and it reads the same.
+    let second = record_into_a_view(g, "second-thread", 10);
+    let third = record_into_a_view(g, "third-thread", 10);
+    assert_ne!(view_identity(&second), first_id);
+    assert_ne!(view_identity(&third), first_id);
+    assert_eq!(decode_bytes(first.bytes()).event_count(), d.event_count());
+    assert_eq!(enters(&decode_bytes(first.bytes()), f), 2 * 300);
+
+    // Dropped: the second's memory (kept, its view gone) serves the next.
+    let second_id = view_identity(&second);
+    drop(second);
+    let fourth = record_into_a_view(g, "fourth-thread", 10);
+    assert_eq!(
+        view_identity(&fourth),
+        second_id,
+        "a dropped view's memory is reused"
+    );
+    let d4 = decode_bytes(fourth.bytes());
+    assert_eq!(enters(&d4, g), 2 * 10);
+    assert_eq!(enters(&d4, f), 0);
+    // The first view, pushed out of the kept files by now, still reads.
+    assert_eq!(enters(&decode_bytes(first.bytes()), f), 2 * 300);
+
+    // A descriptor taken from a view keeps the trace after the view is
+    // dropped, until given back.
+    let descriptor = fourth.descriptor().expect("descriptor");
+    let fourth_id = identity(&descriptor);
+    drop(fourth);
+    let fifth = record_into_a_view(g, "fifth-thread", 10);
+    let sixth = record_into_a_view(g, "sixth-thread", 10);
+    assert_ne!(view_identity(&fifth), fourth_id);
+    assert_ne!(view_identity(&sixth), fourth_id);
+    assert_eq!(enters(&read(&descriptor), g), 2 * 10);
+    mtrace::give_back_memory_trace(descriptor);
+    drop((first, third, fifth, sixth));
+}
+
+/// A recording per request, each read through a view and a descriptor
+/// (given back) and dropped: the same few memory files serve them all,
+/// each reuse counting its own descriptors.
+#[test]
+fn views_and_descriptors_given_back_let_the_memory_serve_again_and_again() {
+    let _serial = serial();
+    let f = mtrace::register_function("per-request", file!(), line!(), "");
+    let files: Vec<(u64, u64)> = (0..8)
+        .map(|_| {
+            let view = record_into_a_view(f, "request-thread", 5);
+            assert_eq!(
+                decode_bytes(view.bytes()).event_count(),
+                read(
+                    &view
+                        .descriptor()
+                        .map(|d| {
+                            let copy = d.try_clone().expect("dup");
+                            mtrace::give_back_memory_trace(d);
+                            copy
+                        })
+                        .expect("descriptor")
+                )
+                .event_count()
+            );
+            view_identity(&view)
+        })
+        .collect();
+    let distinct: std::collections::BTreeSet<_> = files.iter().collect();
+    assert!(
+        distinct.len() <= 3,
+        "memory files of 8 recordings: {files:?}"
+    );
 }

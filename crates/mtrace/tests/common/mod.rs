@@ -117,8 +117,12 @@ pub struct Decoded {
 
 /// Decodes a trace file; panics on any chunk or metadata problem.
 pub fn decode(path: &Path) -> Decoded {
-    let bytes = std::fs::read(path).expect("read trace");
-    let trace = TraceFile::parse(&bytes).expect("parse header");
+    decode_bytes(&std::fs::read(path).expect("read trace"))
+}
+
+/// Decodes a trace file's bytes; panics on any chunk or metadata problem.
+pub fn decode_bytes(bytes: &[u8]) -> Decoded {
+    let trace = TraceFile::parse(bytes).expect("parse header");
     let (records, problem) = trace.metadata();
     assert!(problem.is_none(), "metadata problem: {problem:?}");
     let mut functions = HashMap::new();
