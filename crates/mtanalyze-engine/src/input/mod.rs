@@ -55,6 +55,8 @@ impl InputFormat {
 enum TraceBytes {
     Mapped(memmap2::Mmap),
     Owned(Vec<u8>),
+    /// Bytes someone else holds (see [`LoadedTrace::from_shared`]).
+    Shared(Box<dyn AsRef<[u8]> + Send + Sync>),
     /// A compact trace's expanded image (see [`Image`]).
     Anon(memmap2::MmapMut),
 }
@@ -90,6 +92,7 @@ impl LoadedTrace {
         match &self.data {
             TraceBytes::Mapped(m) => m,
             TraceBytes::Owned(v) => v,
+            TraceBytes::Shared(s) => (**s).as_ref(),
             TraceBytes::Anon(m) => m,
         }
     }
@@ -192,6 +195,27 @@ pub fn from_bytes(source: &str, bytes: Vec<u8>) -> Result<LoadedTrace, LoadError
         );
     }
     from_bytes_inner(source.to_owned(), &bytes)
+}
+
+impl LoadedTrace {
+    /// Loads a binary trace from bytes the caller holds and keeps them as
+    /// they are, without a copy: a recording into memory read in place (a
+    /// profile per request, analyzed where the recorder wrote it). The
+    /// bytes must not change while the trace is analyzed. A text trace
+    /// (JSON lines, Chrome JSON) is converted, as [`from_bytes`] does.
+    pub fn from_shared(
+        source: &str,
+        bytes: Box<dyn AsRef<[u8]> + Send + Sync>,
+    ) -> Result<LoadedTrace, LoadError> {
+        if (*bytes).as_ref().starts_with(&MAGIC) {
+            return finish(
+                source.to_owned(),
+                InputFormat::Binary,
+                TraceBytes::Shared(bytes),
+            );
+        }
+        from_bytes_inner(source.to_owned(), (*bytes).as_ref())
+    }
 }
 
 /// What a text trace is, from its content: a JSON array, or a first JSON
@@ -368,6 +392,30 @@ impl Image {
         match self {
             Image::Map(m) => TraceBytes::Anon(m),
             Image::Vec(v) => TraceBytes::Owned(v),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Bytes held elsewhere load as the same trace as a file's, read in
+    /// place (no copy), compact ones expanded; text is converted.
+    #[test]
+    fn shared_bytes_load_as_the_file_does() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../sample-traces");
+        for name in ["workload.bin", "workload-v4.bin", "viztracer-shape.json"] {
+            let path = root.join(name);
+            let bytes = std::fs::read(&path).expect("sample trace");
+            let held: &'static [u8] = Box::leak(bytes.into_boxed_slice());
+            let shared = LoadedTrace::from_shared(name, Box::new(held)).expect("loads");
+            let file = load(&path).expect("loads");
+            assert_eq!(shared.bytes(), file.bytes(), "{name}");
+            assert_eq!(shared.format, file.format, "{name}");
+            if name == "workload.bin" {
+                assert_eq!(shared.bytes().as_ptr(), held.as_ptr(), "read in place");
+            }
         }
     }
 }
