@@ -30,6 +30,8 @@ use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
+use crate::memory::MemoryTraceHandle;
+
 pyo3::create_exception!(
     _mtrace,
     TraceError,
@@ -132,6 +134,11 @@ fn threads_for<S: AsRef<OsStr>>(inputs: &[S]) -> usize {
         .filter(|m| m.is_file())
         .map(|m| m.len().min(m.blocks().saturating_mul(512)))
         .sum();
+    threads_for_bytes(bytes)
+}
+
+/// Threads for an analysis of `bytes` of traces: see [`threads_for`].
+fn threads_for_bytes(bytes: u64) -> usize {
     if bytes < SMALL_INPUT {
         1
     } else {
@@ -188,42 +195,117 @@ pub(crate) fn analyze<'py>(
         .map_err(|e| PyValueError::new_err(format!("the report as Python objects: {e}")))
 }
 
-/// The pstats file of the traces at `paths`, summed, as bytes (what
-/// `mtanalyze PATHS... --format pstats -o -` writes, without the command
-/// line around it: these traces only, no child processes' or series'
-/// files looked for, no warning said). `clock`: as for [`analyze`].
+/// A trace to sum in [`pstats`]: a path, or a trace in memory.
+enum Input {
+    Path(PathBuf),
+    Memory(mtrace::MemoryTrace),
+}
+
+impl Input {
+    /// `item`: a `MemoryTraceHandle` (open), or anything `os.fspath` takes.
+    fn of(item: &Bound<'_, PyAny>) -> PyResult<Input> {
+        match item.cast::<MemoryTraceHandle>() {
+            Ok(handle) => handle
+                .get()
+                .view()
+                .map(Input::Memory)
+                .ok_or_else(|| PyValueError::new_err("the trace in memory is closed")),
+            Err(_) => item.extract::<PathBuf>().map(Input::Path),
+        }
+    }
+
+    /// Where it is read from, for several traces (`analyze_many` reads
+    /// paths): a trace in memory through a descriptor of it, kept open
+    /// for the analysis and given back after it.
+    fn path(&self, descriptors: &mut Vec<std::fs::File>) -> Result<PathBuf, Failure> {
+        match self {
+            Input::Path(path) => Ok(path.clone()),
+            Input::Memory(view) => {
+                use std::os::fd::AsRawFd;
+                let descriptor = view
+                    .descriptor()
+                    .map_err(|e| Failure::Io(format!("the trace in memory: {e}")))?;
+                let path = PathBuf::from(format!("/proc/self/fd/{}", descriptor.as_raw_fd()));
+                descriptors.push(descriptor);
+                Ok(path)
+            }
+        }
+    }
+}
+
+/// The pstats file of `traces` (paths, or `MemoryTraceHandle`s), summed,
+/// as bytes (what `mtanalyze PATHS... --format pstats -o -` writes,
+/// without the command line around it: these traces only, no child
+/// processes' or series' files looked for, no warning said). `clock`: as
+/// for [`analyze`]. One trace in memory (a profile per request) is read
+/// where the recorder wrote it: no descriptor, mapping or copy.
 #[pyfunction]
-#[pyo3(signature = (paths, clock = None))]
+#[pyo3(signature = (traces, clock = None))]
 pub(crate) fn pstats<'py>(
     py: Python<'py>,
-    paths: Vec<PathBuf>,
+    traces: Vec<Bound<'py, PyAny>>,
     clock: Option<&str>,
 ) -> PyResult<Bound<'py, PyBytes>> {
     let options = AnalyzeOptions {
         clock: parsed::<Clock>("clock", clock)?,
         ..AnalyzeOptions::default()
     };
+    let inputs = traces.iter().map(Input::of).collect::<PyResult<Vec<_>>>()?;
+    let threads = inputs
+        .iter()
+        .map(|input| match input {
+            Input::Path(path) => threads_for(&[path]),
+            Input::Memory(view) => threads_for_bytes(view.bytes().len() as u64),
+        })
+        .max()
+        .unwrap_or(1);
     let bytes = py.detach(|| {
-        without_staying_threads(threads_for(&paths), || -> Result<Vec<u8>, Failure> {
-            let report = match paths.as_slice() {
-                [one] => mtanalyze::analyze(&load(one)?, &options)
-                    .map_err(|e| Failure::Trace(e.to_string()))?,
-                several => mtanalyze::analyze_many(
-                    several,
-                    &options,
-                    mtanalyze::ManyTraces::Merge,
-                    |_, _, r| r.map(|_| ()).map_err(|e| Failure::Trace(e.to_string())),
-                )?
-                .finish()
-                .ok_or_else(|| Failure::Trace("no trace given".into()))?,
-            };
-            let mut out = Vec::new();
-            mtanalyze::render::pstats::pstats(&mut out, &report)
-                .map_err(|e| Failure::Trace(format!("the pstats file: {e}")))?;
-            Ok(out)
+        without_staying_threads(threads, || -> Result<Vec<u8>, Failure> {
+            let report = match inputs.as_slice() {
+                [Input::Memory(view)] => {
+                    let trace = mtanalyze::LoadedTrace::from_shared(
+                        "the trace in memory",
+                        Box::new(view.clone()),
+                    )
+                    .map_err(|e| Failure::Trace(e.to_string()))?;
+                    mtanalyze::analyze(&trace, &options)
+                }
+                [Input::Path(path)] => mtanalyze::analyze(&load(path)?, &options),
+                several => {
+                    let mut descriptors = Vec::new();
+                    let paths = several
+                        .iter()
+                        .map(|input| input.path(&mut descriptors))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    let merged = mtanalyze::analyze_many(
+                        &paths,
+                        &options,
+                        mtanalyze::ManyTraces::Merge,
+                        |_, _, r| r.map(|_| ()).map_err(|e| Failure::Trace(e.to_string())),
+                    );
+                    for descriptor in descriptors {
+                        mtrace::give_back_memory_trace(descriptor);
+                    }
+                    return render(
+                        &merged?
+                            .finish()
+                            .ok_or_else(|| Failure::Trace("no trace given".into()))?,
+                    );
+                }
+            }
+            .map_err(|e| Failure::Trace(e.to_string()))?;
+            render(&report)
         })
     })?;
     Ok(PyBytes::new(py, &bytes))
+}
+
+/// The pstats file of `report`.
+fn render(report: &mtanalyze::Report) -> Result<Vec<u8>, Failure> {
+    let mut out = Vec::new();
+    mtanalyze::render::pstats::pstats(&mut out, report)
+        .map_err(|e| Failure::Trace(format!("the pstats file: {e}")))?;
+    Ok(out)
 }
 
 /// Runs the `mtanalyze` command line on `argv` (its name first) with the

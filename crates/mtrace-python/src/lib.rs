@@ -29,6 +29,7 @@
 //! free-threaded build the trace asks for the `stack` clock instead of `gil`.
 
 mod analyze;
+mod memory;
 mod registry;
 mod stacks;
 
@@ -282,9 +283,8 @@ fn restart_in_child(py: Python<'_>, path: &str) -> PyResult<bool> {
 /// on this thread (as cProfile does when it is disabled), finishes the file
 /// and returns a summary (`path`, `events`, `dropped_events`, `threads`,
 /// `growth_failure`: why the file stopped growing before its maximum, such
-/// as a full disk, or None; for a recording into memory `memory_fd`, the
-/// descriptor of its trace, the caller's to close), or None if nothing was
-/// recording.
+/// as a full disk, or None; for a recording into memory `memory`, its
+/// trace, a `MemoryTraceHandle`), or None if nothing was recording.
 #[pyfunction]
 fn stop(py: Python<'_>) -> PyResult<Option<Bound<'_, PyDict>>> {
     stacks::ACTIVE.store(false, Ordering::Release);
@@ -298,20 +298,15 @@ fn stop(py: Python<'_>) -> PyResult<Option<Bound<'_, PyDict>>> {
     let Some(recording) = recording else {
         return Ok(None);
     };
-    // A recording into memory: the descriptor its trace is read from, taken
-    // before `finish` closes the recorder's own.
-    let memory = recording.memory_trace();
+    // A recording into memory: the view its trace is read from, taken
+    // before `finish` lets go of the file.
+    let memory = recording.memory_view();
     let summary = py
         .detach(|| recording.finish())
         .map_err(|e| PyOSError::new_err(e.to_string()))?;
     let d = PyDict::new(py);
-    match memory {
-        Some(Ok(file)) => {
-            use std::os::fd::IntoRawFd;
-            d.set_item("memory_fd", file.into_raw_fd())?;
-        }
-        Some(Err(e)) => return Err(PyOSError::new_err(format!("the trace in memory: {e}"))),
-        None => {}
+    if let Some(view) = memory {
+        d.set_item("memory", memory::MemoryTraceHandle::new(view))?;
     }
     d.set_item("path", summary.path.to_string_lossy().into_owned())?;
     d.set_item("files", summary.files)?;
@@ -320,21 +315,6 @@ fn stop(py: Python<'_>) -> PyResult<Option<Bound<'_, PyDict>>> {
     d.set_item("threads", summary.threads)?;
     d.set_item("growth_failure", summary.growth_failure)?;
     Ok(Some(d))
-}
-
-/// Gives back the descriptor `fd` of a trace in memory (`stop`'s
-/// `memory_fd`), closing it: the trace's memory may then serve the next
-/// recording into memory (a profile per request makes no new memory file
-/// per request). The caller never uses `fd` again.
-#[pyfunction]
-fn give_back_memory(fd: i32) {
-    use std::os::fd::FromRawFd;
-    if fd < 0 {
-        return;
-    }
-    // SAFETY: `fd` is the descriptor `stop` handed over, owned by the
-    // caller, who gives it up here.
-    mtrace::give_back_memory_trace(unsafe { std::fs::File::from_raw_fd(fd) });
 }
 
 /// greenlet's trace hook (`greenlet.settrace`): on a switch or throw from
@@ -485,7 +465,7 @@ fn _mtrace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(set_own_folder, m)?)?;
     m.add_function(wrap_pyfunction!(start, m)?)?;
     m.add_function(wrap_pyfunction!(stop, m)?)?;
-    m.add_function(wrap_pyfunction!(give_back_memory, m)?)?;
+    m.add_class::<memory::MemoryTraceHandle>()?;
     m.add_function(wrap_pyfunction!(restart_in_child, m)?)?;
     m.add_function(wrap_pyfunction!(greenlet_trace, m)?)?;
     m.add_function(wrap_pyfunction!(set_context_id_callback, m)?)?;

@@ -274,6 +274,31 @@ class Invisible(Case):
         self.assertTrue(all(fd >= 512 for fd in kept), f"descriptors left: {kept}")
         self.assertEqual(files.strip(), "[] []", "a profile made a file (cwd, TMPDIR)")
 
+    def test_a_profile_s_statistics_read_its_trace_in_place(self):
+        # pstats.Stats(profile) reads a trace in memory where the recorder
+        # wrote it: no descriptor is made for it (nor a mapping of one),
+        # unless its path is asked for; then the path reads the same trace.
+        import pstats
+
+        import mtrace
+
+        p = mtrace.Profile()
+        p.enable()
+        spin(7)
+        p.disable()
+        (trace,) = p._traces
+        stats = pstats.Stats(p).stats
+        self.assertNotIn("/proc/self/fd", repr(trace), "a descriptor was made")
+        (row,) = [v for k, v in stats.items() if k[2] == "spin"]
+        self.assertEqual(row[1], calls(7))
+        self.assertTrue(p.trace_paths[0].startswith("/proc/self/fd/"))
+        self.assertIn(p.trace_paths[0], repr(trace))
+        self.assertEqual(mtrace.analyze(p.trace_paths[0]).function("spin").ncalls, calls(7))
+        trace.close()
+        self.assertIn("closed", repr(trace))
+        with self.assertRaises(ValueError):
+            pstats.Stats(p)
+
     def test_a_profile_per_request_reuses_the_memory_of_those_before(self):
         # A profile's trace, given back when the profile goes, lends its
         # memory file to a later profile: no new file per request.

@@ -282,8 +282,8 @@ def _stopped(summary: dict[str, Any] | None) -> dict[str, Any] | None:
     of it is recorded): hooks taken down, the summary completed."""
     _children.disarm()
     _untrace_greenlets()
-    if summary is not None and "memory_fd" in summary:
-        summary["trace"] = MemoryTrace(summary.pop("memory_fd"))
+    if summary is not None and "memory" in summary:
+        summary["trace"] = MemoryTrace(summary.pop("memory"))
     return summary
 
 
@@ -294,29 +294,37 @@ class MemoryTrace:
     ``mtrace.analyze``, ``mtanalyze`` run in this process and ``open()``,
     as long as this object lives: the memory is given back when it is
     collected or closed (``close()``, or ``with``). ``os.fspath()`` gives
-    ``path``."""
+    ``path``. A profile's statistics read the trace where the recorder
+    wrote it, without ``path``'s descriptor, which is made only when
+    ``path`` is first asked for."""
 
-    # The function that gives the memory back, held by the class so that
-    # a trace collected late in the interpreter's exit still finds it.
-    _give_back = staticmethod(_mtrace.give_back_memory)
-
-    def __init__(self, fd: int) -> None:
-        self.path = f"/proc/self/fd/{fd}"
-        # Given back rather than closed: its memory then serves the next
-        # recording into memory (the next request's profile). Given back
-        # by `close()` or `__del__`, not a `weakref.finalize`: a profile
-        # per request makes one of these per request, and a finalizer's
+    def __init__(self, handle: "_mtrace.MemoryTraceHandle") -> None:
+        # Given back (`close()` or `__del__`) rather than dropped: its
+        # memory then serves the next recording into memory (the next
+        # request's profile). Not a `weakref.finalize`: a profile per
+        # request makes one of these per request, and a finalizer's
         # set-up costs more than the rest of this object.
-        self._fd: int | None = fd
+        self._handle = handle
+        self._path: str | None = None
+
+    @property
+    def path(self) -> str:
+        """``/proc/self/fd/N``, which reads the trace until ``close()``
+        (ValueError if it was closed before ``path`` was first asked for)."""
+        if self._path is None:
+            self._path = f"/proc/self/fd/{self._handle.fd()}"
+        return self._path
 
     def close(self) -> None:
         """Give the memory back (``path`` no longer reads)."""
-        fd, self._fd = self._fd, None
-        if fd is not None:
-            self._give_back(fd)
+        self._handle.close()
 
     def __del__(self) -> None:
-        self.close()
+        # The handle gives the trace back when it is collected too; closing
+        # here does it at once, not when a cycle is collected.
+        handle = getattr(self, "_handle", None)
+        if handle is not None:
+            handle.close()
 
     def __fspath__(self) -> str:
         return self.path
@@ -328,8 +336,9 @@ class MemoryTrace:
         self.close()
 
     def __repr__(self) -> str:
-        state = "open" if self._fd is not None else "closed"
-        return f"<mtrace.MemoryTrace {self.path} ({state})>"
+        state = "open" if self._handle.open else "closed"
+        where = "" if self._path is None else f" {self._path}"
+        return f"<mtrace.MemoryTrace{where} ({state})>"
 
 
 def is_enabled() -> bool:

@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     #: What cProfile's ``print_stats`` takes (on 3.13+ a tuple of them too).
     _Sort: TypeAlias = str | int | tuple[str | int, ...]
     #: A trace: its path.
-    _Trace: TypeAlias = str | os.PathLike[str]
+    _Trace: TypeAlias = str | os.PathLike[str] | MemoryTrace
 
 # The package, for its enable() and disable(): an attribute read makes no
 # event, where `from . import disable` in a method would run importlib's
@@ -165,11 +165,13 @@ def pstats_dict(traces: "Sequence[_Trace]", clock: str | None = None,
     if not traces:
         return {}
     if not children:
+        # A trace in memory as its handle: read in place, no path opened.
         return marshal.loads(  # type: ignore[no-any-return]
-            _mtrace.pstats([os.fspath(t) for t in traces], clock))
+            _mtrace.pstats([t._handle if isinstance(t, _package.MemoryTrace)
+                            else os.fspath(t) for t in traces], clock))
     # The pstats file's bytes in memory (`-o -`): no file to write, read
     # back and remove for each `pstats.Stats(profile)`.
-    args = [*traces, "--format", "pstats", "-o", "-"]
+    args = [*(os.fspath(t) for t in traces), "--format", "pstats", "-o", "-"]
     if clock is not None:
         args += ["--clock", clock]
     status, out = _cli.run(args, capture=True)
@@ -252,13 +254,12 @@ class Profile:
         self.builtins = builtins
         self.clock = clock
         self._stats: _Stats = {}
-        self.trace_paths: list[str] = []
+        # The traces held: files' paths and traces in memory.
+        self._traces: list[str | MemoryTrace] = []
         self._options = dict(tasks=tasks, capacity=capacity, ring=ring,
                              meta_capacity=meta_capacity)
         self._path = None if path is None else os.fspath(path)
-        # The traces in memory (MemoryTrace objects), kept as long as the
-        # profile, and the statistics of those summed and given back.
-        self._memory: list[MemoryTrace] = []
+        # The statistics of traces in memory summed and given back.
         self._summed: _Stats | None = None
         self._recording: str | None = None
         # Whether this profile's enable() set up the hooks (greenlets).
@@ -290,8 +291,14 @@ class Profile:
         else:
             self._stats = value
 
+    @property
+    def trace_paths(self) -> list[str]:
+        """The traces held: files' paths, and for each in memory a
+        ``/proc/self/fd/N`` path that reads while the profile holds it."""
+        return [os.fspath(t) for t in self._traces]
+
     def _next_path(self) -> str | None:
-        n = len(self.trace_paths) + 1
+        n = len(self._traces) + 1
         if n == 1:
             return self._path
         stem, ext = os.path.splitext(self._path)  # type: ignore[type-var]
@@ -357,28 +364,24 @@ class Profile:
             _owner = None
         summary = _package._stopped(summary)
         trace = None if summary is None else summary.get("trace")
-        if trace is not None:
-            self._memory.append(trace)
-            path = trace.path
-        self.trace_paths.append(path)  # type: ignore[arg-type]
-        if len(self._memory) > _MEMORY_TRACES_HELD:
+        self._traces.append(path if trace is None else trace)  # type: ignore[arg-type]
+        if trace is not None and len(self._traces) > _MEMORY_TRACES_HELD:
             self._sum_memory()
 
     def _sum_memory(self) -> None:
         """Sums the traces held in memory into the profile's statistics
         and gives them back (their paths leave ``trace_paths``)."""
-        stats = pstats_dict(self.trace_paths, self.clock, children=False)
+        stats = pstats_dict(self._traces, self.clock, children=False)
         self._summed = _sum_stats({} if self._summed is None else self._summed, stats)
-        for trace in self._memory:
-            trace.close()
-        self._memory.clear()
-        self.trace_paths.clear()
+        for trace in self._traces:
+            trace.close()  # type: ignore[union-attr]
+        self._traces.clear()
 
     def _stats_of_all(self) -> "_Stats":
         """The pstats dict of everything recorded: what was summed, and the
         traces held."""
         # Traces in memory have no children (a file's may).
-        stats = pstats_dict(self.trace_paths, self.clock, children=self._path is not None)
+        stats = pstats_dict(self._traces, self.clock, children=self._path is not None)
         if self._summed is None:
             return stats
         return _sum_stats(dict(self._summed), stats)
@@ -404,7 +407,7 @@ class Profile:
         if self._timed is not None:
             return self._timed.print_stats(sort)  # type: ignore[arg-type]
         self.disable()
-        if not self.trace_paths and self._summed is None:
+        if not self._traces and self._summed is None:
             import pstats
 
             # pstats' TypeError for a profile with no statistics, which
