@@ -1,7 +1,8 @@
 //! The page's data: the one JSON object `page.js` reads (as `D`), one
 //! type per object it reads, each field saying what the page does with it.
-//! `schemas/html-page.schema.json` writes the same shape down; it is the
-//! contract between this writer and `page.js`, not a public format.
+//! `schemas/html-page.schema.json` writes the same shape down (and a test
+//! of the `e2e` target validates pages against it); it is the contract
+//! between this writer and `page.js`, not a public format.
 //!
 //! The fields of every struct are in the order of their JSON names' bytes
 //! (`by_trace` before `clock`), which is the order the page has always
@@ -270,9 +271,11 @@ pub(super) struct TreeColumns<'a> {
 /// The data of a diff's page (`mtanalyze diff BASE NEW --format html`).
 #[derive(Debug, Serialize)]
 pub(super) struct DiffData<'a> {
-    /// The base trace's total self time.
+    /// The base trace's total self time (not read by the page; the header
+    /// says it).
     pub base_total_ns: u64,
-    /// The clock's name both traces were analyzed with.
+    /// The clock's name both traces were analyzed with (not read by the
+    /// page; the header says it).
     pub clock: &'a str,
     /// The `--collapse-recursion` mode of the call paths, said under the
     /// flame graph; `null`: none.
@@ -294,7 +297,7 @@ pub(super) struct DiffData<'a> {
     /// The differential flame graph's frame names, indexed by the tree's
     /// `func`.
     pub names: Vec<&'a str>,
-    /// The new trace's total self time.
+    /// The new trace's total self time (not read by the page).
     pub new_total_ns: u64,
     /// Lines about each side's warnings, shown in the warnings box.
     pub notes: &'a [String],
