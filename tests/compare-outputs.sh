@@ -13,7 +13,8 @@
 # with the report in every `--format` under every `--clock`, the stack rows
 # (`--stacks`), `check` (table and JSON), `flamegraph`, `export` in every
 # format but Parquet (a build option), `diff` of the first two traces in
-# every format and `convert --compact`. Compare two builds with:
+# every format, `convert --compact`, and the HTML page of a window, of
+# collapsed call paths, of several traces and of a gated diff. Compare two builds with:
 #
 #   tests/compare-outputs.sh main/release/mtanalyze /tmp/before
 #   tests/compare-outputs.sh mine/release/mtanalyze /tmp/after
@@ -67,3 +68,12 @@ for f in table json folded markdown html; do
     run "diff.$f" diff "$a" "$b" --format "$f"
 done
 run "diff.self" diff "$a" "$a"
+
+# The HTML page's data takes more shapes than the runs above give it: a
+# window (`trace.window`), collapsed call paths (`collapse`), several traces
+# (`by_trace`, no timeline) and a diff with a --fail-if gate (`gate`).
+run "window.html" "$a" --from 1ms --to 5ms --format html
+run "collapse.html" "$a" --collapse-recursion direct --format html
+run "many.html" "$a" "$b" --by-trace --format html
+run "diff.collapse.html" diff "$a" "$b" --collapse-recursion all --format html
+run "diff.gate.html" diff "$a" "$b" --fail-if 'parse.*: tottime > +10%' --confidence 0 --format html

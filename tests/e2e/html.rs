@@ -306,6 +306,146 @@ fn html_of_several_traces_has_each_traces_rows_and_no_timeline() {
     assert_eq!(d["functions"][first], json["functions"][0]);
 }
 
+/// The data of a gated diff's page (`mtanalyze diff` exits 1: the gate
+/// fails).
+fn gated_diff_data(base: &Path, new: &Path, out: &Path) -> Value {
+    let gated = run(&[
+        "diff".as_ref(),
+        base.as_os_str(),
+        new.as_os_str(),
+        "--fail-if".as_ref(),
+        "parse.*: tottime > +10%".as_ref(),
+        "--confidence".as_ref(),
+        "0".as_ref(),
+        "--format".as_ref(),
+        "html".as_ref(),
+        "-o".as_ref(),
+        out.as_os_str(),
+    ]);
+    assert_eq!(gated.code, Some(1), "the gate fails: {}", gated.stderr);
+    data(&std::fs::read_to_string(out).expect("a page"))
+}
+
+#[test]
+fn html_data_validates_against_its_schema() {
+    let dir = TempDir::new("html-schema");
+    let out = dir.join("page.html");
+    let mut samples: Vec<PathBuf> = std::fs::read_dir(repo_file("sample-traces"))
+        .expect("the sample traces")
+        .map(|e| e.expect("an entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "bin" || x == "json"))
+        .collect();
+    samples.sort();
+    assert!(samples.len() >= 2, "sample traces: {samples:?}");
+    let (a, b) = (
+        &repo_file("sample-traces/workload.bin"),
+        &repo_file("sample-traces/workload-ring.bin"),
+    );
+    let markup = markup_trace(&dir);
+    let marked = dir.write("marked.jsonl", crate::marks::MARKED);
+    // Every sample trace under every clock, then the shapes the options
+    // give the data: a window, collapsed paths, several traces.
+    let mut reports: Vec<(String, Value)> = Vec::new();
+    for trace in samples.iter().chain([&markup, &marked]) {
+        for clock in ["stack", "gil", "wall"] {
+            let d = data(&page(&[trace], &["--clock", clock], &out));
+            reports.push((format!("{} --clock {clock}", trace.display()), d));
+        }
+    }
+    for (what, args) in [
+        ("a window", &["--from", "1ms", "--to", "5ms"][..]),
+        ("collapsed paths", &["--collapse-recursion", "direct"][..]),
+    ] {
+        reports.push((what.to_owned(), data(&page(&[a], args, &out))));
+    }
+    let many = data(&page(&[a, b], &["--by-trace"], &out));
+    reports.push(("several traces".to_owned(), many));
+    for (what, d) in &reports {
+        assert_eq!(d["kind"], "report", "{what}");
+        let errors = crate::schema::violations("html-page.schema.json", d);
+        assert!(errors.is_empty(), "{what}:\n{}", errors.join("\n"));
+    }
+    // The shapes the validation met: null and non-null of each nullable.
+    let met = |f: &dyn Fn(&Value) -> bool| reports.iter().any(|(_, d)| f(d));
+    assert!(met(&|d| d["trace"]["window"].is_array()));
+    assert!(met(&|d| d["collapse"].is_string()));
+    assert!(met(&|d| d["timeline"].is_null()));
+    assert!(met(&|d| d["by_trace"]
+        .as_array()
+        .is_some_and(|t| !t.is_empty())));
+    assert!(met(&|d| d["timeline"]["stacks"]
+        .as_array()
+        .is_some_and(|s| !s.is_empty())));
+    assert!(met(&|d| d["marks"]
+        .as_array()
+        .is_some_and(|m| !m.is_empty())));
+    assert!(met(&|d| d["warnings"]
+        .as_array()
+        .is_some_and(|w| !w.is_empty())));
+
+    let diffs = [
+        data(&page(&[Path::new("diff"), a, b], &[], &out)),
+        data(&page(
+            &[Path::new("diff"), a, b],
+            &["--collapse-recursion", "all"],
+            &out,
+        )),
+        gated_diff_data(a, b, &out),
+    ];
+    for d in &diffs {
+        assert_eq!(d["kind"], "diff");
+        crate::schema::assert_valid("html-page.schema.json", d);
+    }
+    assert!(diffs[2]["gate"]["breaches"]
+        .as_array()
+        .is_some_and(|b| !b.is_empty()));
+
+    // The schema is not one that takes anything: a field the page does
+    // not know, a wrong type deep in a tree, a report field missing, a
+    // model row that is not the report's shape, a diff without its gate.
+    let report = &reports[0].1;
+    let broken: Vec<(&str, Value)> = vec![
+        ("unknown field", with(report, |d| d["extra"] = 1.into())),
+        (
+            "tree type",
+            with(report, |d| d["trees"]["trees"][0]["parent"][0] = "x".into()),
+        ),
+        (
+            "missing field",
+            with(report, |d| {
+                d.as_object_mut().expect("an object").remove("order");
+            }),
+        ),
+        (
+            "model row",
+            with(report, |d| d["functions"][0]["ncalls"] = (-1).into()),
+        ),
+        (
+            "diff gate",
+            with(&diffs[0], |d| {
+                d.as_object_mut().expect("an object").remove("gate");
+            }),
+        ),
+        (
+            "diff kind",
+            with(&diffs[0], |d| d["kind"] = "report".into()),
+        ),
+    ];
+    for (what, d) in broken {
+        assert!(
+            !crate::schema::violations("html-page.schema.json", &d).is_empty(),
+            "the schema accepts a page with a broken {what}"
+        );
+    }
+}
+
+/// `v` changed by `change`.
+fn with(v: &Value, change: impl FnOnce(&mut Value)) -> Value {
+    let mut v = v.clone();
+    change(&mut v);
+    v
+}
+
 #[test]
 fn html_refuses_the_flags_the_page_does_itself() {
     let trace = repo_file("sample-traces/workload.bin");

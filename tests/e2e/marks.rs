@@ -12,7 +12,7 @@ use crate::util::{json_report, mtanalyze, TempDir};
 /// no event, marks 120; a last mark at 500 ends the trace after `main`'s
 /// exit at 400. Two lines share ts 100 and two ts 150, so ticks are
 /// `2 * ts + rank`: the times must still come out exact.
-const MARKED: &str = r#"{"ev": "thread", "tid": 1, "name": "main"}
+pub(crate) const MARKED: &str = r#"{"ev": "thread", "tid": 1, "name": "main"}
 {"ts": 100, "tid": 1, "ev": "enter", "fn": "main"}
 {"ts": 100, "tid": 1, "ev": "enter", "fn": "warm_up"}
 {"ts": 150, "tid": 1, "ev": "exit", "fn": "warm_up"}

@@ -1,10 +1,14 @@
 //! The JSON outputs agree with `schemas/report.schema.json` and
 //! `schemas/check.schema.json`, checked with a small validator for the
-//! subset of JSON Schema the files use (`$ref` into `$defs`, `type`, `enum`,
-//! `const`, `properties`, `required`, `additionalProperties: false`,
-//! `items`, `minimum`, `maximum`, `allOf`, `if`/`then`), and every property
-//! there is described. `schemas/events.schema.json` accepts exactly the
+//! subset of JSON Schema the files use (`$ref` into `$defs`, its own or
+//! another file's; `type`, `enum`, `const`, `properties`, `required`,
+//! `additionalProperties: false`, `items`, `minimum`, `maximum`, `allOf`,
+//! `if`/`then`), and every property there is described (the HTML page's
+//! data and `schemas/html-page.schema.json`: `html.rs`). `schemas/events.schema.json` accepts exactly the
 //! JSON lines the analyzer accepts, on a set of good and bad lines.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
 
 use serde_json::Value;
 
@@ -16,17 +20,38 @@ fn load_schema(name: &str) -> Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{name} is not JSON: {e}"))
 }
 
-fn resolve<'s>(root: &'s Value, schema: &'s Value) -> &'s Value {
+/// A schema of `schemas/` loaded once for the whole test run, for the
+/// `$ref`s of one schema into another's `$defs`.
+fn shared_schema(name: &str) -> &'static Value {
+    static LOADED: Mutex<BTreeMap<String, &'static Value>> = Mutex::new(BTreeMap::new());
+    let mut loaded = LOADED.lock().unwrap_or_else(|e| e.into_inner());
+    loaded
+        .entry(name.to_owned())
+        .or_insert_with(|| Box::leak(Box::new(load_schema(name))))
+}
+
+/// The schema `schema` stands for, and the root its own `$ref`s resolve
+/// in: a `$ref` is `#/$defs/NAME` in `root`, or `FILE#/$defs/NAME` in
+/// another file of `schemas/` (the HTML page's data embeds the report's
+/// and the diff's objects).
+fn resolve<'s>(root: &'s Value, schema: &'s Value) -> (&'s Value, &'s Value) {
     match schema.get("$ref").and_then(Value::as_str) {
         Some(r) => {
-            let name = r
-                .strip_prefix("#/$defs/")
+            let (file, pointer) = r
+                .split_once('#')
+                .unwrap_or_else(|| panic!("unsupported $ref {r}"));
+            let root = match file {
+                "" => root,
+                file => shared_schema(file),
+            };
+            let name = pointer
+                .strip_prefix("/$defs/")
                 .unwrap_or_else(|| panic!("unsupported $ref {r}"));
             let target = &root["$defs"][name];
             assert!(!target.is_null(), "dangling $ref {r}");
             resolve(root, target)
         }
-        None => schema,
+        None => (root, schema),
     }
 }
 
@@ -45,7 +70,7 @@ fn type_ok(t: &str, v: &Value) -> bool {
 
 /// Collects every violation of `schema` by `v` at `path`.
 fn validate(root: &Value, schema: &Value, v: &Value, path: &str, errors: &mut Vec<String>) {
-    let s = resolve(root, schema);
+    let (root, s) = resolve(root, schema);
     // Keywords next to a `$ref` (descriptions) add no constraints here.
     match &s["type"] {
         Value::String(t) if !type_ok(t, v) => errors.push(format!("{path}: {v} is not {t}")),
@@ -115,11 +140,17 @@ fn validate(root: &Value, schema: &Value, v: &Value, path: &str, errors: &mut Ve
     }
 }
 
-#[track_caller]
-pub(crate) fn assert_valid(schema_name: &str, v: &Value) {
+/// Every way `v` breaks the schema `schemas/SCHEMA_NAME`.
+pub(crate) fn violations(schema_name: &str, v: &Value) -> Vec<String> {
     let root = load_schema(schema_name);
     let mut errors = Vec::new();
     validate(&root, &root, v, "$", &mut errors);
+    errors
+}
+
+#[track_caller]
+pub(crate) fn assert_valid(schema_name: &str, v: &Value) {
+    let errors = violations(schema_name, v);
     assert!(
         errors.is_empty(),
         "output violates {schema_name}:\n{}",
@@ -189,6 +220,7 @@ fn schemas_describe_and_require_every_field() {
         ],
     );
     assert_documented("check.schema.json", &["ThreadSummary.lost_from_ns"]);
+    assert_documented("html-page.schema.json", &[]);
 }
 
 #[test]

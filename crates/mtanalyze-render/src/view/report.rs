@@ -323,7 +323,12 @@ impl GroupSums {
     /// by id), then by `sort`'s column if given (ties keep that order).
     fn finish(self, sort: Option<SortKey>) -> Vec<StackGroup> {
         let mut groups: Vec<_> = self.groups.into_values().collect();
-        groups.sort_unstable_by_key(|(_, _, first)| *first);
+        // Two groups can share a first stack's id in a report of several
+        // traces (each has its `thread:1`): the name decides, not the
+        // hash map's order.
+        groups.sort_unstable_by(|(a, _, a_first), (b, _, b_first)| {
+            a_first.cmp(b_first).then_with(|| a.name.cmp(&b.name))
+        });
         let mut groups: Vec<StackGroup> = groups
             .into_iter()
             .map(|(mut g, threads, _)| {
@@ -831,6 +836,35 @@ mod tests {
         // Not a source line: an address's port, a name with no extension.
         assert_eq!(group_name(&stack("stack:9", "10.0.0.1:8080")), "#.#.#.#:#");
         assert_eq!(group_name(&stack("stack:9", "conn:12")), "conn:#");
+    }
+
+    #[test]
+    fn groups_whose_first_stacks_share_an_id_come_in_name_order() {
+        // A report of several traces: each trace's `thread:1`, named apart.
+        let names = ["h", "c", "a", "g", "e", "b", "f", "d"];
+        let stacks = names
+            .iter()
+            .map(|name| StackStats {
+                kind: Default::default(),
+                id: mtanalyze_model::report::StackKey::Own(1),
+                name: (*name).into(),
+                threads: vec![1].into(),
+                running_ns: 1,
+                paused_ns: 0,
+                scheduled_ns: 0,
+                waiting_ns: 0,
+                switches_in: 0,
+                max_depth: 1,
+                events: 2,
+                ended: false,
+            })
+            .collect();
+        let report = Report { stacks, ..report() };
+        let got: Vec<String> = stack_groups(&report, None)
+            .into_iter()
+            .map(|g| g.name)
+            .collect();
+        assert_eq!(got, ["a", "b", "c", "d", "e", "f", "g", "h"]);
     }
 
     #[test]

@@ -5,8 +5,13 @@
 //! ```text
 //! page.html   the skeleton; page.css and page.js are inlined into it
 //! page.js     reads the data, builds every table, flame graph and timeline
-//! mod.rs      the data: one JSON object in <script type="application/json">
+//! data.rs     the data's types: one JSON object in <script type="application/json">
+//! mod.rs      builds the data from the report or the diff, writes the page
 //! ```
+//!
+//! The data's shape is `schemas/html-page.schema.json`: the contract
+//! between this writer and `page.js`, which ship together (not a format
+//! for other readers).
 //!
 //! The three page files are ordinary source files in this folder, inlined
 //! with `include_str!`, so `cargo build` alone makes a working page. The
@@ -21,13 +26,19 @@ use std::collections::HashMap;
 use std::io::{self, Write};
 
 use serde::Serialize;
-use serde_json::{json, Value};
 
 use crate::view::{self, DiffViewOptions, ViewOptions};
+use data::{
+    DiffData, DiffTree, Edge, FlameTrees, GateData, PageKind, ReportData, StackGroupRow,
+    ThreadData, TimelineData, TimelineStack, TraceData, TraceRows, TreeColumns, WarningRow,
+};
 use mtanalyze_model::diff::DiffReport;
 use mtanalyze_model::gate::GateBreach;
-use mtanalyze_model::report::{CallPath, Report};
+use mtanalyze_model::labels::Labels;
+use mtanalyze_model::report::{CallPath, Report, StackStats};
 use mtanalyze_model::timeline::StackActivity;
+
+mod data;
 
 const PAGE_HTML: &str = include_str!("page.html");
 const PAGE_CSS: &str = include_str!("page.css");
@@ -77,7 +88,11 @@ pub struct DiffPage<'a> {
 /// Writes the page of `report` (with call paths per stack or merged; stack
 /// rows kept).
 pub fn report(out: &mut dyn Write, report: &Report, page: &ReportPage<'_>) -> io::Result<()> {
-    let data = report_data(report, page)?;
+    // What the data borrows from besides the report and the page.
+    let labels = Labels::of_functions(&report.functions);
+    let groups = view::stack_groups(report, None);
+    let trees = path_trees(&report.paths);
+    let data = report_data(report, page, &labels, &groups, &trees)?;
     let title = format!("mtanalyze: {}", report.trace.source);
     write_page(out, &title, &data)
 }
@@ -93,7 +108,7 @@ pub fn diff(out: &mut dyn Write, diff: &DiffReport, page: &DiffPage<'_>) -> io::
 }
 
 /// The skeleton with the CSS, the code and the data in place.
-fn write_page(out: &mut dyn Write, title: &str, data: &Value) -> io::Result<()> {
+fn write_page(out: &mut dyn Write, title: &str, data: &impl Serialize) -> io::Result<()> {
     let json = script_safe_json(data)?;
     let mut rest = PAGE_HTML;
     for (marker, text) in [
@@ -115,7 +130,7 @@ fn write_page(out: &mut dyn Write, title: &str, data: &Value) -> io::Result<()> 
 /// `value` as JSON that can sit inside `<script type="application/json">`:
 /// `<`, `>` and `&` (which only strings can hold) as `\u` escapes, so the
 /// text holds no `</script` and no `<!--`.
-pub(crate) fn script_safe_json(value: &Value) -> io::Result<String> {
+pub(crate) fn script_safe_json(value: &impl Serialize) -> io::Result<String> {
     let text = serde_json::to_string(value).map_err(io::Error::from)?;
     let mut out = String::with_capacity(text.len() + text.len() / 64);
     for c in text.chars() {
@@ -148,10 +163,6 @@ fn escape_html(s: &str) -> String {
     out
 }
 
-fn to_value<T: Serialize>(v: T) -> io::Result<Value> {
-    serde_json::to_value(v).map_err(io::Error::from)
-}
-
 /// The lines a renderer writes into `out`, as strings.
 fn lines(write: impl FnOnce(&mut Vec<u8>) -> io::Result<()>) -> io::Result<Vec<String>> {
     let mut buf = Vec::new();
@@ -164,17 +175,15 @@ fn lines(write: impl FnOnce(&mut Vec<u8>) -> io::Result<()>) -> io::Result<Vec<S
 
 /// The warnings with the sentence saying what each means and what the
 /// analyzer did, and the CLI's summary lines.
-fn warnings_data(report: &Report) -> io::Result<(Value, Vec<String>)> {
-    let rows: Vec<Value> = report
+fn warnings_data(report: &Report) -> (Vec<WarningRow<'_>>, Vec<String>) {
+    let rows = report
         .warnings
         .iter()
-        .map(|w| {
-            json!({
-                "kind": w.kind,
-                "count": w.count,
-                "first": w.first,
-                "repair": w.repair,
-            })
+        .map(|w| WarningRow {
+            count: w.count,
+            first: &w.first,
+            kind: &w.kind,
+            repair: &w.repair,
         })
         .collect();
     let notes = [
@@ -184,12 +193,18 @@ fn warnings_data(report: &Report) -> io::Result<(Value, Vec<String>)> {
     .into_iter()
     .flatten()
     .collect();
-    Ok((Value::Array(rows), notes))
+    (rows, notes)
 }
 
-fn report_data(report: &Report, page: &ReportPage<'_>) -> io::Result<Value> {
+fn report_data<'a>(
+    report: &'a Report,
+    page: &'a ReportPage<'_>,
+    labels: &'a Labels,
+    groups: &'a [view::StackGroup],
+    trees: &'a [(String, Tree, u64)],
+) -> io::Result<ReportData<'a>> {
     let header = lines(|w| super::table::header(w, report, None))?;
-    let (warnings, notes) = warnings_data(report)?;
+    let (warnings, notes) = warnings_data(report);
     let order = view::function_indices(report, &ViewOptions::default());
     let index: HashMap<mtanalyze_model::report::FunctionKey, usize> = report
         .functions
@@ -197,117 +212,110 @@ fn report_data(report: &Report, page: &ReportPage<'_>) -> io::Result<Value> {
         .enumerate()
         .map(|(i, f)| (f.key(), i))
         .collect();
-    // Edges as [caller, callee, ncalls, primitive, tottime, cumtime].
-    let edges: Vec<Value> = report
+    let edges = report
         .edges
         .iter()
         .filter_map(|e| {
             let (a, b) = (index.get(&e.caller_key())?, index.get(&e.callee_key())?);
-            Some(json!([
-                a,
-                b,
+            Some(Edge(
+                *a,
+                *b,
                 e.ncalls,
                 e.primitive_calls,
                 e.tottime_ns,
-                e.cumtime_ns
-            ]))
+                e.cumtime_ns,
+            ))
         })
         .collect();
-    let trees = flame_trees(&report.paths)?;
     // The busiest stacks' rows; the groups sum every row.
-    let mut busiest: Vec<&mtanalyze_model::report::StackStats> = report.stacks.iter().collect();
+    let mut busiest: Vec<&StackStats> = report.stacks.iter().collect();
     busiest.sort_by(|a, b| b.running_ns.cmp(&a.running_ns).then(a.id.cmp(&b.id)));
     busiest.truncate(MAX_STACK_ROWS);
-    let groups: Vec<Value> = view::stack_groups(report, None)
-        .into_iter()
-        .map(|g| {
-            json!({
-                "name": g.name,
-                "stacks": g.stacks,
-                "threads": g.threads,
-                "running_ns": g.running_ns,
-                "paused_ns": g.paused_ns,
-                "scheduled_ns": g.scheduled_ns,
-                "switches_in": g.switches_in,
-                "max_depth": g.max_depth,
-                "events": g.events,
-            })
+    let groups = groups
+        .iter()
+        .map(|g| StackGroupRow {
+            events: g.events,
+            max_depth: g.max_depth,
+            name: &g.name,
+            paused_ns: g.paused_ns,
+            running_ns: g.running_ns,
+            scheduled_ns: g.scheduled_ns,
+            stacks: g.stacks,
+            switches_in: g.switches_in,
+            threads: &g.threads,
         })
         .collect();
-    let by_trace: Vec<Value> = page
+    let by_trace = page
         .by_trace
         .iter()
-        .map(|r| {
-            let rows = view::function_rows(
+        .map(|r| TraceRows {
+            duration_ns: r.trace.duration_ns,
+            functions: view::function_rows(
                 r,
                 &ViewOptions {
                     limit: Some(MAX_ROWS_PER_TRACE),
                     ..ViewOptions::default()
                 },
-            );
-            Ok(json!({
-                "label": super::table::trace_label(&r.trace),
-                "source": r.trace.source,
-                "duration_ns": r.trace.duration_ns,
-                "functions_total": r.functions.len(),
-                "functions": to_value(rows)?,
-            }))
+            ),
+            functions_total: r.functions.len(),
+            label: super::table::trace_label(&r.trace),
+            source: &r.trace.source,
         })
-        .collect::<io::Result<_>>()?;
-    let timeline = match page.timeline {
-        None => Value::Null,
-        Some(stacks) => timeline_data(report, stacks),
-    };
-    Ok(json!({
-        "kind": "report",
-        "header": header,
-        "notes": notes,
-        "clock": report.clock.name(),
-        "command": page.command,
-        "collapse": page.collapse,
-        "trace": {
-            "source": report.trace.source,
-            "traces": report.trace.traces,
-            "first_event_ns": report.trace.first_event_ns,
-            "end_ns": report.trace.end_ns,
-            "duration_ns": report.trace.duration_ns,
-            "stacks": report.trace.stacks,
-            "finished": report.trace.finished,
-            "window": report.trace.window.map(|w| json!([w.from_ns, w.to_ns])),
-            "threads": report.trace.threads.iter().map(|t| json!({
-                "tid": t.tid, "name": t.name, "lost_from_ns": t.lost_from_ns,
-            })).collect::<Vec<_>>(),
+        .collect();
+    let t = &report.trace;
+    Ok(ReportData {
+        by_trace,
+        clock: report.clock.name(),
+        collapse: page.collapse.as_deref(),
+        command: &page.command,
+        edges,
+        functions: &report.functions,
+        groups,
+        header,
+        kind: PageKind::Report,
+        labels: labels.as_slice(),
+        marks: &report.marks,
+        notes,
+        order,
+        stacks: busiest,
+        stacks_total: report.stacks.len(),
+        timeline: page.timeline.map(|stacks| timeline_data(report, stacks)),
+        trace: TraceData {
+            duration_ns: t.duration_ns,
+            end_ns: t.end_ns,
+            finished: t.finished,
+            first_event_ns: t.first_event_ns,
+            source: &t.source,
+            stacks: t.stacks,
+            threads: t
+                .threads
+                .iter()
+                .map(|th| ThreadData {
+                    lost_from_ns: th.lost_from_ns,
+                    name: &th.name,
+                    tid: th.tid,
+                })
+                .collect(),
+            traces: t.traces,
+            window: t.window.map(|w| [w.from_ns, w.to_ns]),
         },
-        "warnings": warnings,
-        "marks": to_value(&report.marks)?,
-        "functions": to_value(&report.functions)?,
-        // The flame graph's frame names, one per function (see `Labels`).
-        "labels": mtanalyze_model::labels::Labels::of_functions(&report.functions).as_slice(),
-        "order": order,
-        "edges": edges,
-        "trees": trees,
-        "stacks": to_value(&busiest)?,
-        "stacks_total": report.stacks.len(),
-        "groups": groups,
-        "by_trace": by_trace,
-        "timeline": timeline,
-    }))
+        trees: flame_trees(trees),
+        warnings,
+    })
 }
 
 /// Per stack: `[start, end, merged_below, on_threads, running, paused]`,
 /// each list flat (`[tid, s, e, tid, s, e, ...]`, `[s, e, ...]`,
 /// `[s, e, woken or -1, ...]`), and how many stacks were left out.
-fn timeline_data(report: &Report, stacks: &[StackActivity]) -> Value {
-    let rows: Vec<Value> = stacks
+fn timeline_data<'a>(report: &Report, stacks: &'a [StackActivity]) -> TimelineData<'a> {
+    let rows = stacks
         .iter()
-        .map(|a| {
-            let threads: Vec<u64> = a
-                .on_threads
-                .iter()
-                .flat_map(|&(t, s, e)| [t, s, e])
-                .collect();
-            let running: Vec<u64> = a.running.iter().flat_map(|&(s, e)| [s, e]).collect();
-            let paused: Vec<i64> = a
+        .map(|a| TimelineStack {
+            end: a.end_ns,
+            id: &a.id,
+            merged_below: a.merged_below_ns,
+            name: &a.name,
+            paused: a
                 .paused
                 .iter()
                 .flat_map(|p| {
@@ -317,24 +325,21 @@ fn timeline_data(report: &Report, stacks: &[StackActivity]) -> Value {
                         p.woken_ns.map_or(-1, |w| w as i64),
                     ]
                 })
-                .collect();
-            json!({
-                "id": a.id,
-                "name": a.name,
-                "start": a.start_ns,
-                "end": a.end_ns,
-                "merged_below": a.merged_below_ns,
-                "threads": threads,
-                "running": running,
-                "paused": paused,
-            })
+                .collect(),
+            running: a.running.iter().flat_map(|&(s, e)| [s, e]).collect(),
+            start: a.start_ns,
+            threads: a
+                .on_threads
+                .iter()
+                .flat_map(|&(t, s, e)| [t, s, e])
+                .collect(),
         })
         .collect();
     let total = report.stacks.len().max(report.stacks_shown as usize);
-    json!({
-        "stacks": rows,
-        "left_out": total.saturating_sub(stacks.len()),
-    })
+    TimelineData {
+        left_out: total.saturating_sub(stacks.len()),
+        stacks: rows,
+    }
 }
 
 /// A call-path tree in columns: node 0 is the root (function -1); each
@@ -387,9 +392,9 @@ impl Tree {
         self.calls[i] = self.calls[i].saturating_add(calls);
     }
 
-    /// The tree as JSON columns, at most [`MAX_TREE_NODES`] nodes.
-    fn to_json(&self, name: &str, stacks: u64) -> Value {
-        self.to_json_keeping(name, stacks, &self.largest())
+    /// The tree as the page's columns, at most [`MAX_TREE_NODES`] nodes.
+    fn columns<'a>(&self, name: &'a str, stacks: u64) -> TreeColumns<'a> {
+        self.columns_keeping(name, stacks, &self.largest())
     }
 
     /// Which nodes to keep: all, or past [`MAX_TREE_NODES`] the largest
@@ -409,44 +414,44 @@ impl Tree {
         keep
     }
 
-    /// The nodes `keep` says, as JSON columns (`keep[i]` implies
+    /// The nodes `keep` says, as the page's columns (`keep[i]` implies
     /// `keep[parent[i]]`).
-    fn to_json_keeping(&self, name: &str, stacks: u64, keep: &[bool]) -> Value {
+    fn columns_keeping<'a>(&self, name: &'a str, stacks: u64, keep: &[bool]) -> TreeColumns<'a> {
         let n = self.parent.len();
-        let left_out = keep.iter().filter(|k| !**k).count();
         let mut renumber = vec![0u32; n];
-        let (mut p, mut f, mut s, mut t, mut c) = (vec![], vec![], vec![], vec![], vec![]);
+        let mut out = TreeColumns {
+            calls: vec![],
+            func: vec![],
+            left_out: keep.iter().filter(|k| !**k).count(),
+            name,
+            parent: vec![],
+            self_ns: vec![],
+            stacks,
+            total: vec![],
+        };
         for i in 0..n {
             if !keep[i] {
                 continue;
             }
-            renumber[i] = p.len() as u32;
-            p.push(if i == 0 {
+            renumber[i] = out.parent.len() as u32;
+            out.parent.push(if i == 0 {
                 -1
             } else {
                 renumber[self.parent[i] as usize] as i64
             });
-            f.push(self.func[i]);
-            s.push(self.self_ns[i]);
-            t.push(self.total_ns[i]);
-            c.push(self.calls[i]);
+            out.func.push(self.func[i]);
+            out.self_ns.push(self.self_ns[i]);
+            out.total.push(self.total_ns[i]);
+            out.calls.push(self.calls[i]);
         }
-        json!({
-            "name": name,
-            "stacks": stacks,
-            "parent": p,
-            "func": f,
-            "self": s,
-            "total": t,
-            "calls": c,
-            "left_out": left_out,
-        })
+        out
     }
 }
 
 /// The merged tree of `paths`, then (for paths kept per stack) one tree
-/// per stack group (`request-#`), the largest [`MAX_GROUP_TREES`].
-fn flame_trees(paths: &[CallPath]) -> io::Result<Value> {
+/// per stack group (`request-#`), the largest first: with its name and
+/// how many stacks its paths ran on.
+fn path_trees(paths: &[CallPath]) -> Vec<(String, Tree, u64)> {
     let mut merged = Tree::new();
     let mut groups: HashMap<String, (Tree, std::collections::HashSet<&str>)> = HashMap::new();
     for p in paths {
@@ -461,26 +466,35 @@ fn flame_trees(paths: &[CallPath]) -> io::Result<Value> {
         }
     }
     let all_stacks: u64 = groups.values().map(|(_, s)| s.len() as u64).sum();
-    let mut out = vec![merged.to_json("all stacks", all_stacks)];
     let mut groups: Vec<(String, Tree, u64)> = groups
         .into_iter()
         .map(|(name, (tree, stacks))| (name, tree, stacks.len() as u64))
         .collect();
     groups.sort_by(|a, b| b.1.total_ns[0].cmp(&a.1.total_ns[0]).then(a.0.cmp(&b.0)));
-    let left_out = groups.len().saturating_sub(MAX_GROUP_TREES);
-    if !groups.is_empty() {
-        for (name, tree, stacks) in groups.iter().take(MAX_GROUP_TREES) {
-            out.push(tree.to_json(name, *stacks));
-        }
-    }
-    Ok(json!({ "trees": out, "groups_left_out": left_out }))
+    let mut out = vec![("all stacks".to_owned(), merged, all_stacks)];
+    out.extend(groups);
+    out
 }
 
-fn diff_data<'d>(diff: &'d DiffReport, page: &DiffPage<'_>) -> io::Result<Value> {
+/// The flame graphs of [`path_trees`]: the merged one and the largest
+/// [`MAX_GROUP_TREES`] groups.
+fn flame_trees(trees: &[(String, Tree, u64)]) -> FlameTrees<'_> {
+    let groups = trees.len().saturating_sub(1);
+    FlameTrees {
+        groups_left_out: groups.saturating_sub(MAX_GROUP_TREES),
+        trees: trees
+            .iter()
+            .take(1 + MAX_GROUP_TREES)
+            .map(|(name, tree, stacks)| tree.columns(name, *stacks))
+            .collect(),
+    }
+}
+
+fn diff_data<'d>(diff: &'d DiffReport, page: &'d DiffPage<'_>) -> io::Result<DiffData<'d>> {
     let header = lines(|w| super::diff::header(w, diff, None))?;
     let rows = view::diff_function_rows(diff, &DiffViewOptions::default());
     // The differential tree: names from the paths' text, both sides' self time.
-    let mut names: Vec<String> = Vec::new();
+    let mut names: Vec<&'d str> = Vec::new();
     let mut name_ids: HashMap<&'d str, i64> = HashMap::new();
     let mut base = Tree::new();
     let mut new = Tree::new();
@@ -488,7 +502,7 @@ fn diff_data<'d>(diff: &'d DiffReport, page: &DiffPage<'_>) -> io::Result<Value>
         path.split(';')
             .map(|n| {
                 *name_ids.entry(n).or_insert_with(|| {
-                    names.push(n.to_owned());
+                    names.push(n);
                     names.len() as i64 - 1
                 })
             })
@@ -508,36 +522,39 @@ fn diff_data<'d>(diff: &'d DiffReport, page: &DiffPage<'_>) -> io::Result<Value>
         both.add(ids.iter().copied(), b.saturating_add(*n), 0);
     }
     let keep = both.largest();
-    let mut tree = new.to_json_keeping("new", 0, &keep);
-    let base_json = base.to_json_keeping("base", 0, &keep);
-    tree["base_total"] = base_json["total"].clone();
-    tree["base_self"] = base_json["self"].clone();
+    let base = base.columns_keeping("base", 0, &keep);
+    let tree = DiffTree {
+        base_self: base.self_ns,
+        base_total: base.total,
+        new: new.columns_keeping("new", 0, &keep),
+    };
     let gate = match page.rules.is_empty() {
-        true => Value::Null,
-        false => json!({
-            "rules": page.rules,
-            "breaches": page.breaches.iter().map(super::diff::breach).collect::<Vec<_>>(),
+        true => None,
+        false => Some(GateData {
+            breaches: page.breaches.iter().map(super::diff::breach).collect(),
+            rules: page.rules,
         }),
     };
-    Ok(json!({
-        "kind": "diff",
-        "header": header,
-        "notes": page.notes,
-        "clock": diff.clock.name(),
-        "collapse": page.collapse,
-        "base_total_ns": diff.base_total_ns,
-        "new_total_ns": diff.new_total_ns,
-        "functions": to_value(rows)?,
-        "functions_total": diff.functions.len(),
-        "names": names,
-        "tree": tree,
-        "gate": gate,
-    }))
+    Ok(DiffData {
+        base_total_ns: diff.base_total_ns,
+        clock: diff.clock.name(),
+        collapse: page.collapse.as_deref(),
+        functions: rows,
+        functions_total: diff.functions.len(),
+        gate,
+        header,
+        kind: PageKind::Diff,
+        names,
+        new_total_ns: diff.new_total_ns,
+        notes: &page.notes,
+        tree,
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::{json, Value};
 
     #[test]
     fn no_name_can_end_the_script() {
@@ -570,7 +587,7 @@ mod tests {
         t.add([0].into_iter(), 1, 1);
         assert_eq!(t.total_ns, vec![9, 9, 5, 3]);
         assert_eq!(t.self_ns, vec![0, 1, 5, 3]);
-        let j = t.to_json("x", 1);
-        assert_eq!(j["parent"], json!([-1, 0, 1, 1]));
+        let j = t.columns("x", 1);
+        assert_eq!(j.parent, vec![-1, 0, 1, 1]);
     }
 }
