@@ -37,8 +37,10 @@ use std::io::{self, Write};
 
 use mtanalyze_model::report::{Report, BUILTIN_FILE, PRODUCER_PYTHON};
 
-/// A pstats function key: (file, line, name).
-type Key = (String, u32, String);
+/// A pstats function key: (file, line, name), borrowed from the report
+/// (a profile per request renders one of these files per request: no
+/// string is copied for it).
+type Key<'r> = (&'r str, u32, &'r str);
 
 /// `(cc, nc, tt_ns, ct_ns)`: the sums behind one stats entry.
 #[derive(Clone, Copy, Default)]
@@ -72,13 +74,13 @@ fn co_name(qualname: &str) -> &str {
     qualname.rsplit_once('.').map_or(qualname, |(_, name)| name)
 }
 
-fn key(names: Names, function: &str, file: &str, line: u32) -> Key {
+fn key<'r>(names: Names, function: &'r str, file: &'r str, line: u32) -> Key<'r> {
     let function = match names {
         Names::Python if file != BUILTIN_FILE => co_name(function),
         _ => function,
     };
     let file = if file.is_empty() { BUILTIN_FILE } else { file };
-    (file.to_owned(), line, function.to_owned())
+    (file, line, function)
 }
 
 /// Writes the report as a pstats file (marshal bytes).
@@ -108,7 +110,10 @@ pub fn pstats(out: &mut dyn Write, report: &Report) -> io::Result<()> {
             e.cumtime_ns,
         );
     }
-    let mut m = Marshal::default();
+    let mut m = Marshal {
+        // Enough for most functions' keys and counts at once.
+        bytes: Vec::with_capacity(128 * (report.functions.len() + report.edges.len())),
+    };
     m.dict_start();
     for (k, (c, callers)) in &stats {
         m.key(k);
@@ -208,7 +213,7 @@ mod tests {
         // tuple and string types this encoder uses.
         let mut m = Marshal::default();
         m.dict_start();
-        m.key(&("a".into(), 1, "f".into()));
+        m.key(&("a", 1, "f"));
         m.tuple(2);
         m.int(1);
         m.int(1 << 40);
@@ -234,12 +239,12 @@ mod tests {
             ("<module>", "<module>"),
         ] {
             let got = key(Names::Python, qualname, "app.py", 3);
-            assert_eq!(got, ("app.py".into(), 3, name.into()), "{qualname}");
+            assert_eq!(got, ("app.py", 3, name), "{qualname}");
         }
         // A built-in keeps cProfile's name, dots and all.
         let append = "<method 'append' of 'list' objects>";
         let builtin = key(Names::Python, append, "~", 0);
-        assert_eq!(builtin, ("~".into(), 0, append.into()));
+        assert_eq!(builtin, ("~", 0, append));
         // Other traces keep their names.
         let rust = key(Names::AsRecorded, "parser::Parser.parse", "p.rs", 9);
         assert_eq!(rust.2, "parser::Parser.parse");
