@@ -153,7 +153,11 @@ fn start(
         .preferred_clock(preferred_clock())
         .producer(Producer::Python)
         .provisioner(false)
-        .in_memory(memory);
+        .in_memory(memory)
+        // A recording into memory (a profile, often one per request) holds
+        // the names of the functions it saw, not of every function the
+        // process ever ran (thousands in a large program, per request).
+        .names_on_use(memory);
     // Compact events only when asked (MTRACE_FORMAT=4), as in Rust's
     // `Config::from_env`: see `mtrace::Format`.
     if let Some(value) = std::env::var("MTRACE_FORMAT")
@@ -211,7 +215,7 @@ fn start(
         StartError::AlreadyRecording { ref running } => already_recording(running),
         _ => PyOSError::new_err(e.to_string()),
     })?;
-    stacks::start_session(tasks, open_frames);
+    stacks::start_session(tasks, open_frames, memory);
     stacks::ACTIVE.store(true, Ordering::Release);
     #[cfg(Py_3_12)]
     let installed = monitoring::install(py, builtins, fast_builtins, false);
@@ -257,11 +261,12 @@ fn restart_in_child(py: Python<'_>, path: &str) -> PyResult<bool> {
         return Ok(false);
     };
     config.path = path.into();
+    let names_on_use = config.names_on_use;
     match mtrace::start(config) {
         Ok(recording) => {
             // A new session: the forking thread's open frames were the
             // parent's, their returns are not this recording's.
-            stacks::start_session(tasks, false);
+            stacks::start_session(tasks, false, names_on_use);
             *lock(&RECORDING) = Some(recording);
             Ok(true)
         }

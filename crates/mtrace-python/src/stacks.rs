@@ -96,6 +96,10 @@ pub(crate) static SESSION: AtomicU64 = AtomicU64::new(0);
 /// open since the recording began ([`adopt_open_frames`]), so that the
 /// functions running then (a worker's loop, a server's main) are in it.
 pub(crate) static OPEN_FRAMES: AtomicBool = AtomicBool::new(false);
+/// The recording names functions on use (`Config::names_on_use`, a
+/// profile's recording into memory): each thread names each function it
+/// uses, once a session ([`Thread::entry`]), before its first event.
+static NAMES_ON_USE: AtomicBool = AtomicBool::new(false);
 /// The context-id callback (null: none), a strong reference.
 pub(crate) static CALLBACK: AtomicPtr<ffi::PyObject> = AtomicPtr::new(std::ptr::null_mut());
 
@@ -183,8 +187,11 @@ struct Running {
 /// One thread's state.
 pub(crate) struct Thread {
     session: u64,
-    codes: PtrMap<Entry>,
-    cfuncs: PtrMap<u32>,
+    /// Code objects' entries, each with the session it was last named in.
+    codes: PtrMap<(Entry, u64)>,
+    /// C functions' ids (by `PyMethodDef`), each with the session it was
+    /// last named in.
+    cfuncs: PtrMap<(u32, u64)>,
     /// Open frames of the stack the thread runs.
     shadow: Vec<u32>,
     /// Level 1, and the thread's own frames while it runs.
@@ -274,14 +281,49 @@ impl Thread {
         }
     }
 
+    /// The entry of `code`, named in the session's recording if it names
+    /// functions on use.
     #[inline(always)]
     unsafe fn entry(&mut self, code: *mut ffi::PyObject) -> Entry {
-        match self.codes.get(&(code as usize)) {
-            Some(&e) => e,
+        match self.codes.get_mut(&(code as usize)) {
+            Some((e, named)) => {
+                if *named != self.session {
+                    *named = self.session;
+                    name_on_use(e.id);
+                }
+                *e
+            }
             None => {
                 let e = registry::code_entry(code);
-                self.codes.insert(code as usize, e);
+                name_on_use(e.id);
+                self.codes.insert(code as usize, (e, self.session));
                 e
+            }
+        }
+    }
+
+    /// The id of C function `def`, named in the session's recording if it
+    /// names functions on use.
+    #[inline(always)]
+    unsafe fn cfunction(
+        &mut self,
+        def: usize,
+        callable: *mut ffi::PyObject,
+        self_arg: *mut ffi::PyObject,
+    ) -> u32 {
+        match self.cfuncs.get_mut(&def) {
+            Some((id, named)) => {
+                if *named != self.session {
+                    *named = self.session;
+                    name_on_use(*id);
+                }
+                *id
+            }
+            None => {
+                let id = registry::cfunction_id(def, callable, self_arg);
+                name_on_use(id);
+                self.cfuncs.insert(def, (id, self.session));
+                id
             }
         }
     }
@@ -451,14 +493,7 @@ pub(crate) unsafe fn c_enter(
     self_arg: *mut ffi::PyObject,
 ) {
     with_thread(|t| {
-        let id = match t.cfuncs.get(&def) {
-            Some(&id) => id,
-            None => {
-                let id = registry::cfunction_id(def, callable, self_arg);
-                t.cfuncs.insert(def, id);
-                id
-            }
-        };
+        let id = t.cfunction(def, callable, self_arg);
         if id == registry::OWN {
             return;
         }
@@ -476,7 +511,7 @@ pub(crate) unsafe fn c_enter(
 #[inline(always)]
 pub(crate) unsafe fn c_leave(def: usize) {
     with_thread(|t| {
-        let Some(&id) = t.cfuncs.get(&def) else {
+        let Some(&(id, _)) = t.cfuncs.get(&def) else {
             return;
         };
         if id == registry::OWN {
@@ -1129,11 +1164,23 @@ pub(crate) unsafe fn close_calling_thread() {
     });
 }
 
-/// Starts a session: asyncio tasks on stacks of their own or not.
-pub(crate) fn start_session(tasks: bool, open_frames: bool) {
+/// Starts a session: asyncio tasks on stacks of their own or not; the
+/// recording names functions on use or not.
+pub(crate) fn start_session(tasks: bool, open_frames: bool, names_on_use: bool) {
     TASKS.store(tasks, Ordering::Relaxed);
     OPEN_FRAMES.store(open_frames, Ordering::Relaxed);
+    NAMES_ON_USE.store(names_on_use, Ordering::Relaxed);
     SESSION.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Names function `id` in the recording if it names functions on use
+/// (once per thread and session: see [`Thread::entry`]).
+#[cold]
+#[inline(never)]
+fn name_on_use(id: u32) {
+    if id != registry::OWN && NAMES_ON_USE.load(Ordering::Relaxed) {
+        mtrace::name_function(FunctionId(id));
+    }
 }
 
 /// Sets the context-id callback (a new reference, or null), releasing the old one.

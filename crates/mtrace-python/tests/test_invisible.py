@@ -274,6 +274,38 @@ class Invisible(Case):
         self.assertTrue(all(fd >= 512 for fd in kept), f"descriptors left: {kept}")
         self.assertEqual(files.strip(), "[] []", "a profile made a file (cwd, TMPDIR)")
 
+    def test_a_profile_names_only_the_functions_it_saw(self):
+        # A profile (a recording into memory) names the functions it saw,
+        # not every function the process ever ran: a per-request profile
+        # in a large program would otherwise write and read them all.
+        import pstats
+
+        import mtrace
+        from mtrace import _mtrace
+
+        namespace: dict = {}
+        exec("\n".join(f"def seen_before_{i}(): pass" for i in range(3000)), namespace)
+        before = mtrace.Profile()
+        before.enable()
+        for i in range(3000):
+            namespace[f"seen_before_{i}"]()
+        before.disable()
+        del before
+
+        p = mtrace.Profile()
+        p.enable()
+        spin(5)
+        p.disable()
+        status, out = _mtrace.mtanalyze_captured(
+            ["mtanalyze", "check", "--format", "json", p.trace_paths[0]])
+        self.assertEqual(status, 0)
+        records = json.loads(out)["metadata_records"]
+        # spin, the profile's own frames' functions and a host record.
+        self.assertLess(records, 20, "the functions of an earlier profile are named")
+        stats = pstats.Stats(p).stats
+        (row,) = [v for k, v in stats.items() if k[2] == "spin"]
+        self.assertEqual(row[1], calls(5))
+
     def test_a_profile_s_statistics_read_its_trace_in_place(self):
         # pstats.Stats(profile) reads a trace in memory where the recorder
         # wrote it: no descriptor is made for it (nor a mapping of one),

@@ -221,6 +221,17 @@ pub struct Config {
     /// `/proc/PID/fd`). Its default capacity is [`MEMORY_CAPACITY`]; it
     /// cannot rotate.
     pub in_memory: bool,
+    /// Functions are named in the recording when the instrumentation first
+    /// uses them ([`crate::name_function`], before their first event),
+    /// not all at its start: a recording then holds the names of the
+    /// functions it saw, not of every function the process ever
+    /// registered (a profile per request in a large program would
+    /// otherwise write, and its analysis read, thousands of names per
+    /// request). Instrumentation that never calls `name_function` leaves
+    /// its functions unnamed: only for instrumentation that does (the
+    /// Python binding). A rotating recording names every function in each
+    /// file and refuses it ([`ConfigError::NamesOnUseRotating`]).
+    pub names_on_use: bool,
 }
 
 impl Config {
@@ -245,7 +256,14 @@ impl Config {
             keep: None,
             provisioner: true,
             in_memory: false,
+            names_on_use: false,
         }
+    }
+
+    /// Names functions on first use (see the field of that name).
+    pub fn names_on_use(mut self, on: bool) -> Config {
+        self.names_on_use = on;
+        self
     }
 
     /// Records into memory (see the field of that name).
@@ -468,6 +486,7 @@ impl Config {
         match self.rotate {
             Some(_) if self.mode == Mode::Ring => Err(ConfigError::RotatingRing),
             Some(_) if self.in_memory => Err(ConfigError::RotatingMemory),
+            Some(_) if self.names_on_use => Err(ConfigError::NamesOnUseRotating),
             Some(Rotation::Size(bytes)) if bytes < cs as u64 => {
                 Err(ConfigError::RotationTooSmall {
                     bytes,

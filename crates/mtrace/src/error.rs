@@ -47,6 +47,9 @@ pub enum ConfigError {
     /// A recording into memory has no file to move on from.
     #[error("a recording into memory cannot rotate (rotation is for files)")]
     RotatingMemory,
+    /// Each file of a rotating series names every function it may see.
+    #[error("a rotating recording names every function in each file: it cannot name them on use")]
+    NamesOnUseRotating,
     /// Rotation at a size smaller than a chunk.
     #[error("rotation at {bytes} bytes holds no chunk of {chunk_size} bytes")]
     RotationTooSmall {

@@ -225,6 +225,15 @@ pub fn adopt_open_frames(frames: &[FunctionId]) -> Result<(), AdoptError> {
     thread::adopt_open_frames(&ids)
 }
 
+/// Names `function` in the running recording, if it was started with
+/// [`Config::names_on_use`] and has not named it yet; otherwise does
+/// nothing. Instrumentation that records with `names_on_use` calls it
+/// before a function's first event in each recording (the Python
+/// binding: once per code object, thread and recording).
+pub fn name_function(function: FunctionId) {
+    meta::name(function);
+}
+
 /// Records a named instant of the run: a *mark*, written into the trace with
 /// the recording's clock (the one its events are stamped with) and the
 /// calling thread's id.

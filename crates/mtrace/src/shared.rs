@@ -237,6 +237,8 @@ pub(crate) struct Shared {
     pub mode: Mode,
     /// Events are compact (format version 4), not 16 bytes.
     pub compact: bool,
+    /// Functions are named on first use (`Config::names_on_use`), not at the start.
+    pub names_on_use: bool,
     pub clock: RunClock,
     /// Threads that recorded in the file (without rotation, also the last
     /// trace thread id handed out; a series' ids are its own, `Series::threads`).

@@ -96,6 +96,7 @@ pub(crate) fn open(
         provisioner,
         mode: config.mode,
         compact: config.format == Format::Compact,
+        names_on_use: config.names_on_use,
         clock,
         threads: AtomicU64::new(0),
         meta: Mutex::new(meta),
