@@ -101,7 +101,7 @@ impl MemoryFile {
     /// A descriptor of its own of the file (at 512 or above, closed on
     /// `exec`), after which the file is reused only once it is given back.
     pub fn descriptor(&self) -> std::io::Result<File> {
-        let descriptor = crate::file::clone_out_of_the_way(&self.file)?;
+        let descriptor = crate::fds::clone_out_of_the_way(&self.file)?;
         self.descriptors_out.fetch_add(1, Ordering::AcqRel);
         Ok(descriptor)
     }

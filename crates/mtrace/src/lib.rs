@@ -62,6 +62,7 @@
 mod clock;
 mod config;
 mod error;
+mod fds;
 mod file;
 mod future;
 mod kept;

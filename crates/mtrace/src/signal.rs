@@ -50,8 +50,8 @@ pub(crate) fn install(signal: i32, toggle: fn()) -> std::io::Result<()> {
             return Err(std::io::Error::last_os_error());
         }
         // Out of the program's way, as the trace file's descriptor.
-        let read_fd = crate::file::move_fd_out_of_the_way(fds[0]);
-        let write_fd = crate::file::move_fd_out_of_the_way(fds[1]);
+        let read_fd = crate::fds::move_fd_out_of_the_way(fds[0]);
+        let write_fd = crate::fds::move_fd_out_of_the_way(fds[1]);
         std::thread::Builder::new()
             .name("mtrace-signal".into())
             .spawn(move || toggle_on_wake(read_fd, toggle))?;
