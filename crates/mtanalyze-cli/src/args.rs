@@ -47,7 +47,7 @@ pub(crate) enum Command {
 }
 
 /// `mtanalyze top`: the live view of a recording.
-#[derive(Args, Debug, Clone)]
+#[derive(Args, Debug)]
 pub(crate) struct TopArgs {
     /// The trace: the path the recording was started with (a rotating series is followed to its newest file).
     pub(crate) trace: PathBuf,

@@ -82,9 +82,7 @@ pub(crate) fn diff(plan: &DiffPlan, out: &mut dyn Write) -> Result<(), Failure> 
             };
             render::diff::table(w, &diff, view, &sections)
         }
-        DiffFormat::Json => {
-            render::diff::json(w, &view::filtered_diff(&diff, view, &plan.edges))
-        }
+        DiffFormat::Json => render::diff::json(w, &view::filtered_diff(&diff, view, &plan.edges)),
         DiffFormat::Folded => render::diff::folded(w, &diff, view.filter.as_ref()),
         DiffFormat::Markdown => {
             let rows = view::diff_function_rows(&diff, view);

@@ -57,8 +57,8 @@ use clap::Parser;
 use mtanalyze::{AnalyzeOptions, Clock, LoadedTrace, ManyTraces, Merged, Report};
 
 use args::Cli;
-use plan::Plan;
 use output::{message, say, Failure};
+use plan::Plan;
 use progress::Progress;
 
 /// Runs the command line `args` (the program's name first, as
