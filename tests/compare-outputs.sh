@@ -13,8 +13,9 @@
 # with the report in every `--format` under every `--clock`, the stack rows
 # (`--stacks`), `check` (table and JSON), `flamegraph`, `export` in every
 # format but Parquet (a build option), `diff` of the first two traces in
-# every format, `convert --compact`, and the HTML page of a window, of
-# collapsed call paths, of several traces and of a gated diff. Compare two builds with:
+# every format, `convert --compact`, the HTML page of a window, of
+# collapsed call paths, of several traces and of a gated diff, and each
+# refusal of options that do not go together. Compare two builds with:
 #
 #   tests/compare-outputs.sh main/release/mtanalyze /tmp/before
 #   tests/compare-outputs.sh mine/release/mtanalyze /tmp/after
@@ -77,3 +78,29 @@ run "collapse.html" "$a" --collapse-recursion direct --format html
 run "many.html" "$a" "$b" --by-trace --format html
 run "diff.collapse.html" diff "$a" "$b" --collapse-recursion all --format html
 run "diff.gate.html" diff "$a" "$b" --fail-if 'parse.*: tottime > +10%' --confidence 0 --format html
+
+# Refusals: each check of options that do not go together (its one line
+# and its status), with traces that read; then an output that is an input
+# and a missing trace.
+for flag in "--limit 3" "--filter x" "--callers x" "--callees x" --stacks "--stacks --group" --per-thread "--sort name"; do
+    # shellcheck disable=SC2086 # one option and its value
+    run "refused.html${flag// /}" "$a" --format html $flag
+done
+run refused.folded-rows "$a" --format folded --limit 3
+run refused.stacks-sort "$a" --stacks --sort file
+run refused.per-thread "$a" --per-thread
+run refused.collapse "$a" --collapse-recursion direct
+run refused.pstats-stdout "$a" --format pstats
+run refused.by-trace "$a" "$b" --by-trace --format markdown
+run refused.same-file "$a" --format json -o "$a"
+run refused.missing sample-traces/no-such-trace.bin
+run refused.diff-rule diff "$a" "$b" --fail-if 'tottime >> 1'
+run refused.diff-min-change diff "$a" "$b" --fail-if 'tottime > +10%' --fail-min-change soon
+run refused.diff-folded-rows diff "$a" "$b" --format folded --min-change 1
+run refused.diff-same-outputs diff "$a" "$b" -o "$OUT/same.svg" --flamegraph "$OUT/same.svg"
+run refused.diff-html-rows diff "$a" "$b" --format html --limit 3
+run refused.diff-collapse diff "$a" "$b" --collapse-recursion all
+run refused.export-frames export --format chrome --frames "$a"
+run refused.export-several export --format callgrind "$a" "$b"
+run refused.export-parquet export --format parquet "$a" -o "$OUT/tables"
+run refused.top-live top "$a" </dev/null

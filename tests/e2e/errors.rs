@@ -102,3 +102,28 @@ fn a_bad_json_line_names_its_line() {
     );
     every_command_fails(&path, "line 2");
 }
+
+/// Options that do not go together are refused before any input is read
+/// (the command line is resolved into its plan first): the message is the
+/// options', even when the input would fail too.
+#[test]
+fn options_are_judged_before_the_inputs() {
+    let dir = TempDir::new("options-first");
+    let empty = dir.join("no-traces");
+    std::fs::create_dir(&empty).expect("mkdir");
+    let line = mtanalyze([empty.as_os_str(), "--per-thread".as_ref()]).fails_with_one_line();
+    assert_eq!(line, "mtanalyze: --per-thread applies to --format folded");
+    let missing = dir.join("no-such-trace.bin");
+    let line = mtanalyze([
+        "diff".as_ref(),
+        missing.as_os_str(),
+        empty.as_os_str(),
+        "--collapse-recursion".as_ref(),
+        "all".as_ref(),
+    ])
+    .fails_with_one_line();
+    assert_eq!(
+        line,
+        "mtanalyze: --collapse-recursion applies to --format folded and html, and --flamegraph"
+    );
+}

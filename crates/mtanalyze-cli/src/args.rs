@@ -1,6 +1,6 @@
-//! The command line's shape: clap types only, and the one place they turn
-//! into the library's options ([`analyze_options`]). Argument groups that
-//! several commands share are declared once and flattened in.
+//! The command line's shape: clap types only (`plan.rs` turns them into
+//! what a command runs from). Argument groups that several commands share
+//! are declared once and flattened in.
 
 use std::path::PathBuf;
 
@@ -8,7 +8,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use regex::Regex;
 
 use mtanalyze::view::SortKey;
-use mtanalyze::{AnalyzeOptions, Clock, PathMode, RecursionCollapse, StackRows, TimeBound};
+use mtanalyze::{Clock, RecursionCollapse, TimeBound};
 
 /// Offline analyzer for mtrace traces: cProfile-style statistics that stay
 /// correct when work moves between threads, fibers and async tasks.
@@ -47,7 +47,7 @@ pub(crate) enum Command {
 }
 
 /// `mtanalyze top`: the live view of a recording.
-#[derive(Args, Debug, Clone)]
+#[derive(Args, Debug)]
 pub(crate) struct TopArgs {
     /// The trace: the path the recording was started with (a rotating series is followed to its newest file).
     pub(crate) trace: PathBuf,
@@ -246,41 +246,6 @@ pub(crate) struct CollapseArgs {
     pub(crate) recursion: Option<CollapseArg>,
 }
 
-/// The library's options from the command line's: the one place they are
-/// built. `select`: none for `diff`, which compares whole traces.
-pub(crate) fn analyze_options(
-    clock: &ClockArgs,
-    select: Option<&SelectArgs>,
-    paths: PathMode,
-    collapse: Option<CollapseArg>,
-) -> AnalyzeOptions {
-    AnalyzeOptions {
-        clock: clock.clock.map(Clock::from),
-        threads: select.map(|s| s.threads.clone()).unwrap_or_default(),
-        stacks: select.map(|s| s.stack_ids.clone()).unwrap_or_default(),
-        paths,
-        collapse_recursion: collapse.map(RecursionCollapse::from),
-        from: clock.from.clone(),
-        to: clock.to.clone(),
-        stack_rows: StackRows::Kept,
-        warning_details: clock.warnings == WarningsArg::All,
-    }
-}
-
-/// `options` for an output that shows no stack row unless `shown`: the
-/// stacks are then only counted (see [`StackRows::Counted`]), unless some
-/// are selected (the table's header says how many of them).
-pub(crate) fn rows_if(shown: bool, options: AnalyzeOptions) -> AnalyzeOptions {
-    let stack_rows = match shown || options.selects_stacks() {
-        true => StackRows::Kept,
-        false => StackRows::Counted,
-    };
-    AnalyzeOptions {
-        stack_rows,
-        ..options
-    }
-}
-
 /// Output format of the report.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
 pub(crate) enum Format {
@@ -462,34 +427,6 @@ pub(crate) struct DiffArgs {
     pub(crate) collapse: CollapseArgs,
 }
 
-/// The `--fail-if` rules, read after clap so a bad one is one line.
-pub(crate) fn gate_rules(args: &DiffArgs) -> Result<(Vec<mtanalyze::GateRule>, u64), String> {
-    let rules = args
-        .fail_if
-        .iter()
-        .map(|r| r.parse().map_err(|e: mtanalyze::GateError| e.to_string()))
-        .collect::<Result<Vec<_>, _>>()?;
-    let min = match &args.fail_min_change {
-        None => 0,
-        Some(s) => match format!("tottime > {s}").parse::<mtanalyze::GateRule>() {
-            Ok(r) => match r.change {
-                mtanalyze::GateChange::Nanoseconds(ns) if ns >= 0 => ns as u64,
-                _ => {
-                    return Err(format!(
-                        "--fail-min-change {s:?}: not a time like 1ms, 250us or 2s"
-                    ))
-                }
-            },
-            Err(_) => {
-                return Err(format!(
-                    "--fail-min-change {s:?}: not a time like 1ms, 250us or 2s"
-                ))
-            }
-        },
-    };
-    Ok((rules, min))
-}
-
 /// Output format of `diff`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, ValueEnum)]
 pub(crate) enum DiffFormat {
@@ -591,23 +528,5 @@ mod tests {
             let shown = arg.to_possible_value().map(|v| v.get_name().to_owned());
             assert_eq!(shown.as_deref(), Some(SortKey::from(*arg).name()));
         }
-    }
-
-    #[test]
-    fn stack_rows_are_only_counted_when_none_is_shown_and_none_selected() {
-        let all = AnalyzeOptions::default;
-        assert_eq!(rows_if(false, all()).stack_rows, StackRows::Counted);
-        assert_eq!(rows_if(true, all()).stack_rows, StackRows::Kept);
-        // The table's header says how many of the stacks were selected.
-        let some_threads = AnalyzeOptions {
-            threads: vec![1],
-            ..all()
-        };
-        assert_eq!(rows_if(false, some_threads).stack_rows, StackRows::Kept);
-        let some_stacks = AnalyzeOptions {
-            stacks: vec!["stack:1".into()],
-            ..all()
-        };
-        assert_eq!(rows_if(false, some_stacks).stack_rows, StackRows::Kept);
     }
 }

@@ -4,79 +4,30 @@
 use std::io::Write;
 use std::path::Path;
 
-use crate::args::{analyze_options, gate_rules, rows_if, DiffArgs, DiffFormat};
+use crate::args::DiffFormat;
 use crate::output::{message, say, Failure, Output};
+use crate::plan::DiffPlan;
 use crate::progress::Progress;
 use crate::{expand_traces, load, say_warnings};
-use mtanalyze::view::{self, DiffViewOptions, EdgeSelection};
-use mtanalyze::{render, DiffOptions, PathMode, Report};
+use mtanalyze::view;
+use mtanalyze::{render, Report};
 
-pub(crate) fn diff(args: &DiffArgs, out: &mut dyn Write) -> Result<(), Failure> {
-    let (rules, min_change) = gate_rules(args).map_err(Failure::Message)?;
-    let folded = args.format == DiffFormat::Folded;
-    let row_options = [
-        args.limit.is_some(),
-        args.min_change.is_some(),
-        args.callers.is_some(),
-        args.callees.is_some(),
-    ];
-    if folded && row_options.contains(&true) {
-        return Err(Failure::Message(
-            "--format folded writes every call path: --limit, --min-change, --callers and \
-             --callees do not apply (--filter does)"
-                .into(),
-        ));
-    }
-    if args.output.is_some() && args.output == args.flamegraph {
-        return Err(Failure::Message(
-            "-o and --flamegraph name the same file".into(),
-        ));
-    }
-    let side = |one: &Option<std::path::PathBuf>, runs: &[std::path::PathBuf]| match one {
-        Some(p) => expand_traces(std::slice::from_ref(p)),
-        None => expand_traces(runs),
-    };
-    let (base_paths, new_paths) = (
-        side(&args.base, &args.base_runs)?,
-        side(&args.new, &args.new_runs)?,
-    );
+pub(crate) fn diff(plan: &DiffPlan, out: &mut dyn Write) -> Result<(), Failure> {
+    let (base_paths, new_paths) = (expand_traces(&plan.base)?, expand_traces(&plan.new)?);
     let inputs: Vec<&Path> = base_paths
         .iter()
         .chain(&new_paths)
         .map(|p| p.as_path())
         .collect();
-    let target = Output::new(args.output.as_deref(), &inputs)?;
-    let svg_target = args
+    let target = Output::new(plan.output.as_deref(), &inputs)?;
+    let svg_target = plan
         .flamegraph
         .as_deref()
         .map(|svg| Output::new(Some(svg), &inputs))
         .transpose()?;
-    let html = args.format == DiffFormat::Html;
-    if html && row_options.contains(&true) {
-        return Err(Failure::Message(
-            "--format html holds every row: --limit, --min-change, --callers and --callees \
-             do not apply (the page filters and sorts itself)"
-                .into(),
-        ));
-    }
-    let paths = folded || html || args.flamegraph.is_some();
-    if args.collapse.recursion.is_some() && !paths {
-        return Err(Failure::Message(
-            "--collapse-recursion applies to --format folded and html, and --flamegraph".into(),
-        ));
-    }
-    let paths = if paths {
-        PathMode::Merged
-    } else {
-        PathMode::Off
-    };
-    // A diff shows no stack.
-    let options = rows_if(
-        false,
-        analyze_options(&args.clock, None, paths, args.collapse.recursion),
-    );
+    let options = &plan.options;
     let analyze = |path: &Path| -> Result<Report, Failure> {
-        mtanalyze::analyze(&load(path)?, &options).map_err(message)
+        mtanalyze::analyze(&load(path)?, options).map_err(message)
     };
     let name = |paths: &[std::path::PathBuf]| match paths {
         [one] => one.display().to_string(),
@@ -107,56 +58,34 @@ pub(crate) fn diff(args: &DiffArgs, out: &mut dyn Write) -> Result<(), Failure> 
             new.clock
         )));
     }
-    let mut diff = mtanalyze::diff(
-        base,
-        new,
-        DiffOptions {
-            normalize: args.normalize,
-            significance: mtanalyze::SignificanceOptions {
-                confidence: args.confidence,
-                min_effect_pct: args.min_effect,
-                min_share_pct: args.min_share,
-            },
-        },
-    );
+    let mut diff = mtanalyze::diff(base, new, plan.diff);
     mtanalyze::attach_runs(&mut diff, &base_runs, &new_runs);
     // The picture first: a failure leaves no half-written output behind.
-    let svg = match &args.flamegraph {
+    let view = &plan.view;
+    let svg = match &plan.flamegraph {
         Some(path) => {
             let mut svg = Vec::new();
-            render::flamegraph::differential(&mut svg, &diff, args.filter.as_ref())
+            render::flamegraph::differential(&mut svg, &diff, view.filter.as_ref())
                 .map_err(|e| message(format!("{}: {e}", path.display())))?;
             Some(svg)
         }
         None => None,
     };
-    let view = DiffViewOptions {
-        sort: args.sort.into(),
-        limit: args.limit,
-        filter: args.filter.clone(),
-        min_change_pct: args.min_change,
-    };
     // The gates before the output: the page shows their verdict.
-    let breaches = mtanalyze::gate(&diff, &rules, min_change);
-    target.write(out, |w| match args.format {
+    let breaches = mtanalyze::gate(&diff, &plan.rules, plan.min_change_ns);
+    target.write(out, |w| match plan.format {
         DiffFormat::Table => {
             let sections = render::diff::TableSections {
-                callers: args.callers.clone(),
-                callees: args.callees.clone(),
-                width: target.table_width(args.width),
+                callers: plan.edges.callers_of.clone(),
+                callees: plan.edges.callees_of.clone(),
+                width: target.table_width(plan.width),
             };
-            render::diff::table(w, &diff, &view, &sections)
+            render::diff::table(w, &diff, view, &sections)
         }
-        DiffFormat::Json => {
-            let edges = EdgeSelection {
-                callers_of: args.callers.clone(),
-                callees_of: args.callees.clone(),
-            };
-            render::diff::json(w, &view::filtered_diff(&diff, &view, &edges))
-        }
-        DiffFormat::Folded => render::diff::folded(w, &diff, args.filter.as_ref()),
+        DiffFormat::Json => render::diff::json(w, &view::filtered_diff(&diff, view, &plan.edges)),
+        DiffFormat::Folded => render::diff::folded(w, &diff, view.filter.as_ref()),
         DiffFormat::Markdown => {
-            let rows = view::diff_function_rows(&diff, &view);
+            let rows = view::diff_function_rows(&diff, view);
             render::markdown::diff(w, &diff, &rows)
         }
         DiffFormat::Html => {
@@ -174,16 +103,10 @@ pub(crate) fn diff(args: &DiffArgs, out: &mut dyn Write) -> Result<(), Failure> 
                 })
                 .collect();
             let page = render::html::DiffPage {
-                rules: &args.fail_if,
+                rules: &plan.rule_texts,
                 breaches: &breaches,
                 notes,
-                collapse: args.collapse.recursion.map(|c| {
-                    match c {
-                        crate::args::CollapseArg::Direct => "direct",
-                        crate::args::CollapseArg::All => "all",
-                    }
-                    .to_owned()
-                }),
+                collapse: plan.collapse.map(str::to_owned),
             };
             render::html::diff(w, &diff, &page)
         }

@@ -4,60 +4,51 @@
 
 use std::io::Write;
 
-use crate::args::{analyze_options, rows_if, ExportArgs, ExportFormat, FlamegraphArgs};
+use crate::args::ExportFormat;
 use crate::output::{message, Failure, Output};
+use crate::plan::{ExportPlan, FlamegraphPlan};
 use crate::progress::Progress;
 use crate::{analyze, load, say_warnings};
-use mtanalyze::{render, PathMode, Timelines};
+use mtanalyze::{render, Timelines};
 
-pub(crate) fn flamegraph(args: &FlamegraphArgs, out: &mut dyn Write) -> Result<(), Failure> {
-    let target = Output::new(args.output.as_deref(), &[&args.trace])?;
-    let paths = if args.per_thread {
-        PathMode::PerStack
-    } else {
-        PathMode::Merged
-    };
-    let options = analyze_options(
-        &args.clock,
-        Some(&args.select),
-        paths,
-        args.collapse.recursion,
-    );
-    let report = analyze(&args.trace, &rows_if(false, options))?;
+pub(crate) fn flamegraph(plan: &FlamegraphPlan, out: &mut dyn Write) -> Result<(), Failure> {
+    let target = Output::new(plan.output.as_deref(), &[&plan.trace])?;
+    let report = analyze(&plan.trace, &plan.options)?;
     let mut svg = Vec::new();
-    render::flamegraph::flamegraph(&mut svg, &report, args.filter.as_ref())
-        .map_err(|e| message(format!("{}: {e}", args.trace.display())))?;
+    render::flamegraph::flamegraph(&mut svg, &report, plan.filter.as_ref())
+        .map_err(|e| message(format!("{}: {e}", plan.trace.display())))?;
     target.write(out, |w| w.write_all(&svg))?;
     out.flush()?;
     say_warnings(&report, None);
     Ok(())
 }
 
-pub(crate) fn export(args: &ExportArgs, out: &mut dyn Write) -> Result<(), Failure> {
-    if args.format == ExportFormat::Parquet {
-        return parquet(args);
-    }
-    if args.frames {
-        return Err(message("--frames applies to --format parquet"));
-    }
-    let [trace] = args.traces.as_slice() else {
-        return Err(message(
-            "this format holds one trace: give one (several traces go to --format parquet, \
-             or into one report with `mtanalyze A B`)",
-        ));
+pub(crate) fn export(plan: &ExportPlan, out: &mut dyn Write) -> Result<(), Failure> {
+    let (trace, format, output, options) = match plan {
+        ExportPlan::One {
+            trace,
+            format,
+            output,
+            options,
+        } => (trace, *format, output, options),
+        #[cfg(feature = "parquet")]
+        ExportPlan::Parquet {
+            traces,
+            dir,
+            frames,
+            options,
+        } => return parquet(traces, dir, *frames, options),
     };
-    let target = Output::new(args.output.as_deref(), &[trace])?;
-    let options = analyze_options(&args.clock, Some(&args.select), PathMode::Off, None);
-    if args.format == ExportFormat::Callgrind {
-        let report = analyze(trace, &rows_if(false, options))?;
+    let target = Output::new(output.as_deref(), &[trace])?;
+    if format == ExportFormat::Callgrind {
+        let report = analyze(trace, options)?;
         target.write(out, |w| render::callgrind::callgrind(w, &report))?;
         out.flush()?;
         say_warnings(&report, None);
         return Ok(());
     }
-    if args.format == ExportFormat::Pprof {
-        let options = analyze_options(&args.clock, Some(&args.select), PathMode::Merged, None);
-        let report = analyze(trace, &rows_if(false, options))?;
+    if format == ExportFormat::Pprof {
+        let report = analyze(trace, options)?;
         target.write(out, |w| render::pprof::pprof(w, &report))?;
         out.flush()?;
         say_warnings(&report, None);
@@ -65,12 +56,12 @@ pub(crate) fn export(args: &ExportArgs, out: &mut dyn Write) -> Result<(), Failu
     }
     let progress = Progress::spinner(format!("reading {}", trace.display()));
     let loaded = load(trace)?;
-    let timelines = Timelines::new(&loaded, &options).map_err(message)?;
+    let timelines = Timelines::new(&loaded, options).map_err(message)?;
     progress.finish();
     let events = timelines.events();
     let progress = Progress::bar(events, format!("exporting {}", trace.display()));
     let mut step = |n| progress.inc(n);
-    target.write(out, |w| match args.format {
+    target.write(out, |w| match format {
         ExportFormat::Speedscope => render::speedscope::speedscope(w, &timelines, &mut step),
         _ => render::chrome::chrome(w, &timelines, &mut step),
     })?;
@@ -79,19 +70,15 @@ pub(crate) fn export(args: &ExportArgs, out: &mut dyn Write) -> Result<(), Failu
     Ok(())
 }
 
-/// `export --format parquet` in a build without the `parquet` feature.
-#[cfg(not(feature = "parquet"))]
-fn parquet(_: &ExportArgs) -> Result<(), Failure> {
-    Err(message(
-        "this mtanalyze was built without Parquet support: build it with \
-         `cargo build --release -p mtanalyze-cli --features parquet`",
-    ))
-}
-
 /// `export --format parquet -o DIR`: every trace's report (and with
 /// `--frames` its frames) as rows of the tables in DIR, trace by trace.
 #[cfg(feature = "parquet")]
-fn parquet(args: &ExportArgs) -> Result<(), Failure> {
+fn parquet(
+    traces: &[std::path::PathBuf],
+    dir: &std::path::Path,
+    frames: bool,
+    options: &mtanalyze::AnalyzeOptions,
+) -> Result<(), Failure> {
     use std::path::Path;
 
     use mtanalyze::render::parquet::ParquetTables;
@@ -99,30 +86,24 @@ fn parquet(args: &ExportArgs) -> Result<(), Failure> {
 
     use crate::{each_report, expand_traces};
 
-    let Some(dir) = args.output.as_deref().filter(|d| *d != Path::new("-")) else {
-        return Err(message(
-            "--format parquet writes a directory of tables: give it with -o DIR",
-        ));
-    };
     if dir.exists() && !dir.is_dir() {
         return Err(message(format!("{}: not a directory", dir.display())));
     }
-    let traces = expand_traces(&args.traces)?;
+    let traces = expand_traces(traces)?;
     let inputs: Vec<&Path> = traces.iter().map(|p| p.as_path()).collect();
-    let files = ParquetTables::paths(dir, args.frames);
+    let files = ParquetTables::paths(dir, frames);
     for f in &files {
         // Refuses a table file that is one of the inputs.
         Output::new(Some(f), &inputs)?;
     }
-    let options = analyze_options(&args.clock, Some(&args.select), PathMode::Off, None);
-    let mut tables = ParquetTables::create(dir, args.frames).map_err(message)?;
+    let mut tables = ParquetTables::create(dir, frames).map_err(message)?;
     let progress = Progress::spinner(format!("exporting {} traces", traces.len()));
     let several = traces.len() > 1;
-    let written = each_report(&traces, &options, ManyTraces::Report, |path, report| {
+    let written = each_report(&traces, options, ManyTraces::Report, |path, report| {
         tables.add(report).map_err(message)?;
-        if args.frames {
+        if frames {
             let trace = load(path)?;
-            let timelines = Timelines::new(&trace, &options).map_err(message)?;
+            let timelines = Timelines::new(&trace, options).map_err(message)?;
             tables
                 .add_frames(report, &timelines, &mut |_| {})
                 .map_err(message)?;

@@ -3,25 +3,26 @@
 
 use std::io::Write;
 
-use crate::args::{CheckArgs, CheckFormat, ConvertArgs};
+use crate::args::CheckFormat;
 use crate::load;
 use crate::output::{message, say, Failure, Output};
+use crate::plan::{CheckPlan, ConvertPlan};
 use mtanalyze::render;
 
-pub(crate) fn check(args: &CheckArgs, out: &mut dyn Write) -> Result<(), Failure> {
-    let target = Output::new(args.output.as_deref(), &[&args.trace])?;
-    let trace = load(&args.trace)?;
+pub(crate) fn check(plan: &CheckPlan, out: &mut dyn Write) -> Result<(), Failure> {
+    let target = Output::new(plan.output.as_deref(), &[&plan.trace])?;
+    let trace = load(&plan.trace)?;
     let check = mtanalyze::check(&trace).map_err(message)?;
-    target.write(out, |w| match args.format {
+    target.write(out, |w| match plan.format {
         CheckFormat::Json => render::json::check(w, &check),
         CheckFormat::Table => render::check::human(w, &check),
     })
 }
 
-pub(crate) fn convert(args: &ConvertArgs, out: &mut dyn Write) -> Result<(), Failure> {
-    let target = Output::new(Some(&args.output), &[&args.input])?;
-    let trace = load(&args.input)?;
-    if !args.compact {
+pub(crate) fn convert(plan: &ConvertPlan, out: &mut dyn Write) -> Result<(), Failure> {
+    let target = Output::new(Some(&plan.output), &[&plan.input])?;
+    let trace = load(&plan.input)?;
+    if !plan.compact {
         return target.write(out, |w| w.write_all(trace.bytes()));
     }
     // The loaded trace is in 16-byte events whatever the input was (a
@@ -31,7 +32,7 @@ pub(crate) fn convert(args: &ConvertArgs, out: &mut dyn Write) -> Result<(), Fai
     for problem in converted.damaged.iter().chain(&converted.cut) {
         say(&format!(
             "{}: {problem} (the events before it are kept)",
-            args.input.display()
+            plan.input.display()
         ));
     }
     target.write(out, |w| w.write_all(&converted.bytes))

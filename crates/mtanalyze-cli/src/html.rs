@@ -1,87 +1,53 @@
 //! `--format html`: the report of one trace or a merge of several (and
-//! `diff --format html`, see `diff.rs`) as one self-contained page. This
-//! module decides what the page holds (call paths per stack, every stack
-//! row, the busiest stacks' timelines) and hands the values to
+//! `diff --format html`, see `diff.rs`) as one self-contained page. The
+//! plan asks for call paths per stack and every stack row; this module
+//! picks the busiest stacks' timelines and hands the values to
 //! `mtanalyze::render::html`.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use crate::args::{analyze_options, Format, ReportArgs};
 use crate::output::{message, Failure, Output};
+use crate::plan::ReportPlan;
 use crate::progress::Progress;
 use crate::{load, say_warnings};
 use mtanalyze::render::html::{self, ReportPage};
-use mtanalyze::{AnalyzeOptions, PathMode, Report, StackRows, Timelines};
+use mtanalyze::{AnalyzeOptions, PathMode, Report, Timelines};
 
 /// At most this many stacks get a timeline (the busiest by running time).
 pub(crate) const TIMELINE_STACKS: usize = 1_000;
 /// About this many stretches in the timeline, over all its stacks.
 const TIMELINE_STRETCHES: usize = 400_000;
 
-/// `mtanalyze TRACE... --format html`.
+/// `mtanalyze TRACE... --format html`: `options` are the plan's for the
+/// `traces` found.
 pub(crate) fn report(
-    args: &ReportArgs,
+    plan: &ReportPlan,
+    options: &AnalyzeOptions,
     traces: &[PathBuf],
     series: &[Vec<crate::series::Member>],
     out: &mut dyn Write,
 ) -> Result<(), Failure> {
-    debug_assert_eq!(args.format, Format::Html);
-    let ignored = [
-        (args.limit.is_some(), "--limit"),
-        (args.filter.is_some(), "--filter"),
-        (args.callers.is_some(), "--callers"),
-        (args.callees.is_some(), "--callees"),
-        (args.stacks, "--stacks"),
-        (args.group, "--group"),
-        (args.per_thread, "--per-thread"),
-        (args.sort.is_some(), "--sort"),
-    ];
-    if let Some((_, flag)) = ignored.iter().find(|(given, _)| *given) {
-        return Err(message(format!(
-            "{flag} does not apply to --format html: the page holds every row, and sorts, \
-             filters and groups them itself"
-        )));
-    }
     let inputs: Vec<&Path> = traces.iter().map(PathBuf::as_path).collect();
-    let target = Output::new(args.output.as_deref(), &inputs)?;
-    let collapse = args.collapse.recursion;
-    let collapse_name = collapse.map(|c| match c {
-        crate::args::CollapseArg::Direct => "direct".to_owned(),
-        crate::args::CollapseArg::All => "all".to_owned(),
-    });
+    let target = Output::new(plan.output.as_deref(), &inputs)?;
     let (report, each, activity) = if let [path] = traces {
-        // Call paths per stack, so the page can draw each group's own.
-        let options = AnalyzeOptions {
-            stack_rows: StackRows::Kept,
-            ..analyze_options(
-                &args.clock,
-                Some(&args.select),
-                PathMode::PerStack,
-                collapse,
-            )
-        };
         let progress = Progress::spinner(format!("analyzing {}", path.display()));
         let trace = load(path)?;
-        let report = mtanalyze::analyze(&trace, &options).map_err(message)?;
+        let report = mtanalyze::analyze(&trace, options).map_err(message)?;
         progress.finish();
         let progress = Progress::spinner(format!("timelines of {}", path.display()));
-        let activity = timelines(&trace, &options, &report)?;
+        let activity = timelines(&trace, options, &report)?;
         progress.finish();
         (report, Vec::new(), Some(activity))
     } else {
-        let options = AnalyzeOptions {
-            stack_rows: StackRows::Kept,
-            ..analyze_options(&args.clock, Some(&args.select), PathMode::Merged, collapse)
-        };
-        let (report, each) = crate::report::analyze_many(traces, series, &options, true)?;
+        let (report, each) = crate::report::analyze_many(traces, series, options, true)?;
         (report, each, None)
     };
     let page = ReportPage {
         by_trace: &each,
         timeline: activity.as_deref(),
-        command: command(traces, args, &report),
-        collapse: collapse_name,
+        command: command(traces, options, &report),
+        collapse: plan.collapse.map(str::to_owned),
     };
     target.write(out, |w| html::report(w, &report, &page))?;
     out.flush()?;
@@ -114,14 +80,14 @@ fn timelines(
 /// The command line that analyzes the same input the same way, for the
 /// page to add `--from`/`--to` to: the traces, the clock in use and the
 /// stacks selected.
-fn command(traces: &[PathBuf], args: &ReportArgs, report: &Report) -> String {
+fn command(traces: &[PathBuf], options: &AnalyzeOptions, report: &Report) -> String {
     let mut words = vec!["mtanalyze".to_owned()];
     words.extend(traces.iter().map(|p| quote(&p.display().to_string())));
     words.push(format!("--clock {}", report.clock));
-    for t in &args.select.threads {
+    for t in &options.threads {
         words.push(format!("--thread {t}"));
     }
-    for s in &args.select.stack_ids {
+    for s in &options.stacks {
         words.push(format!("--stack {}", quote(s)));
     }
     words.join(" ")

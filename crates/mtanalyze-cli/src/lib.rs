@@ -14,8 +14,11 @@
 //!
 //! [`run`] takes the arguments and returns the exit status; it never exits
 //! the process, so an embedding interpreter keeps running. Argument shapes
-//! live in `args.rs`, one module per command, where outputs go and how
-//! failures read in `output.rs`, the progress indicator in `progress.rs`.
+//! live in `args.rs`; `plan.rs` resolves them, once and without opening a
+//! file, into the typed plan of one command (every decision, and every
+//! refusal of options that do not go together, is taken there); one
+//! module per command runs its plan; where outputs go and how failures
+//! read in `output.rs`, the progress indicator in `progress.rs`.
 //! It reaches the analysis through `mtanalyze`'s public API alone.
 //!
 //! Outputs without `-o` (or with `-o -`) go to the writer [`run`] is given.
@@ -39,21 +42,23 @@ mod export;
 mod file;
 mod html;
 mod output;
+mod plan;
 mod progress;
 mod report;
 mod series;
 mod top;
 
 use std::ffi::OsString;
-use std::io::{self, Write};
+use std::io::{self, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 
 use clap::Parser;
 
 use mtanalyze::{AnalyzeOptions, Clock, LoadedTrace, ManyTraces, Merged, Report};
 
-use args::{Cli, Command};
+use args::Cli;
 use output::{message, say, Failure};
+use plan::Plan;
 use progress::Progress;
 
 /// Runs the command line `args` (the program's name first, as
@@ -96,15 +101,18 @@ where
     }
 }
 
+/// Resolves the command line into its plan (every option checked there),
+/// then runs the plan.
 fn dispatch(cli: Cli, out: &mut dyn Write) -> Result<(), Failure> {
-    match cli.command {
-        Some(Command::Check(args)) => file::check(&args, out),
-        Some(Command::Convert(args)) => file::convert(&args, out),
-        Some(Command::Diff(args)) => diff::diff(&args, out),
-        Some(Command::Flamegraph(args)) => export::flamegraph(&args, out),
-        Some(Command::Export(args)) => export::export(&args, out),
-        Some(Command::Top(args)) => top::top(&args, out),
-        None => report::report(&cli.report, out),
+    let interactive = io::stdin().is_terminal() && io::stdout().is_terminal();
+    match plan::resolve(cli, interactive).map_err(Failure::Message)? {
+        Plan::Check(plan) => file::check(&plan, out),
+        Plan::Convert(plan) => file::convert(&plan, out),
+        Plan::Diff(plan) => diff::diff(&plan, out),
+        Plan::Flamegraph(plan) => export::flamegraph(&plan, out),
+        Plan::Export(plan) => export::export(&plan, out),
+        Plan::Top(plan) => top::top(&plan, out),
+        Plan::Report(plan) => report::report(&plan, out),
     }
 }
 

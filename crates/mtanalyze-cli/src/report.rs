@@ -4,24 +4,23 @@
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use crate::args::{analyze_options, rows_if, Format, ReportArgs};
+use crate::args::Format;
 use crate::children::{self, Children};
 use crate::output::{say, Failure, Output};
+use crate::plan::{Gather, ReportPlan};
 use crate::series::{self, Member};
 use crate::{analyze, analyze_stacks, each_report, expand_traces, say_warnings};
 use mtanalyze::render;
-use mtanalyze::view::{
-    self, Direction, EdgeSelection, SortKey, SortedRows, StackView, ViewOptions,
-};
-use mtanalyze::{PathMode, Report, StackSink};
+use mtanalyze::view::{self, Direction, SortedRows, StackView, ViewOptions};
+use mtanalyze::{Report, StackSink};
 
-pub(crate) fn report(args: &ReportArgs, out: &mut dyn Write) -> Result<(), Failure> {
+pub(crate) fn report(plan: &ReportPlan, out: &mut dyn Write) -> Result<(), Failure> {
     // A rotating series is read as one trace, in its files' order.
-    let (mut traces, series) = series::gather(&expand_traces(&args.traces)?);
-    let children = if args.no_children {
-        Children::default()
-    } else {
+    let (mut traces, series) = series::gather(&expand_traces(&plan.traces)?);
+    let children = if plan.children {
         children::find(&traces)
+    } else {
+        Children::default()
     };
     traces.extend(children.traces.iter().cloned());
     // A child's own series (`STEM.pid<PID>.1.EXT`, ...) joins its first file.
@@ -33,89 +32,18 @@ pub(crate) fn report(args: &ReportArgs, out: &mut dyn Write) -> Result<(), Failu
     let Some(path) = traces.first().map(PathBuf::as_path) else {
         return Err(Failure::Message("no trace given (see --help)".into()));
     };
-    if args.format == Format::Html {
-        return crate::html::report(args, &traces, &series, out);
-    }
-    let folded = args.format == Format::Folded;
-    let row_options = [
-        args.limit.is_some(),
-        args.callers.is_some(),
-        args.callees.is_some(),
-        args.stacks,
-    ];
-    if folded && row_options.contains(&true) {
-        return Err(Failure::Message(
-            "--format folded writes every call path: --limit, --callers, --callees and \
-             --stacks do not apply (--filter does)"
-                .into(),
-        ));
-    }
-    if let Some(sort) = args
-        .sort
-        .map(SortKey::from)
-        .filter(|s| args.stacks && !s.orders_stacks())
-    {
-        return Err(Failure::Message(format!(
-            "--sort {} does not apply to --stacks: stack rows sort by tottime, cumtime, \
-             ncalls, paused or name",
-            sort.name()
-        )));
-    }
-    if args.per_thread && !folded {
-        return Err(Failure::Message(
-            "--per-thread applies to --format folded".into(),
-        ));
-    }
-    if args.collapse.recursion.is_some() && !folded {
-        return Err(Failure::Message(
-            "--collapse-recursion applies to --format folded (and to flamegraph)".into(),
-        ));
+    let options = plan.options_for(traces.len(), series::rotated(&series));
+    if plan.format == Format::Html {
+        return crate::html::report(plan, &options, &traces, &series, out);
     }
     let inputs: Vec<&Path> = traces.iter().map(PathBuf::as_path).collect();
-    let target = Output::new(args.output.as_deref(), &inputs)?;
-    let width = target.table_width(args.width);
-    // Binary to stdout only when asked for by name (`-o -`), never by default.
-    if args.format == Format::Pstats && args.output.is_none() {
-        return Err(Failure::Message(
-            "--format pstats writes a binary file: give it with -o FILE (or -o - for stdout)"
-                .into(),
-        ));
-    }
-    let paths = match (folded, args.per_thread) {
-        (false, _) => PathMode::Off,
-        (true, false) => PathMode::Merged,
-        (true, true) => PathMode::PerStack,
-    };
-    // Stack rows are shown by JSON and the table's --stacks (and a
-    // rotating series' count of stacks needs them).
-    let options = rows_if(
-        args.format == Format::Json || args.stacks || series::rotated(&series),
-        analyze_options(
-            &args.clock,
-            Some(&args.select),
-            paths,
-            args.collapse.recursion,
-        ),
-    );
-    if args.by_trace && !matches!(args.format, Format::Table | Format::Json) {
-        return Err(Failure::Message(
-            "--by-trace applies to the table and --format json".into(),
-        ));
-    }
-    // One trace's --stacks table: only the rows (or groups) it shows are
-    // held, gathered as the analysis hands them over. (With --thread or
-    // --stack, the header says how many of the rows were selected: they
-    // are kept.)
-    let every_stack_of_one = traces.len() == 1 && !args.by_trace && !options.selects_stacks();
-    let mut stack_view =
-        (every_stack_of_one && args.format == Format::Table && args.stacks).then(|| {
-            let sort = args.sort.map(Into::into);
-            StackView::new(sort, args.limit, args.group)
-        });
-    // One trace's JSON: the rows are sorted by id as they are handed over,
-    // on disk past a budget, and written from there.
-    let mut sorted_rows = (every_stack_of_one && args.format == Format::Json)
-        .then(|| SortedRows::new(view::DEFAULT_BUDGET));
+    let target = Output::new(plan.output.as_deref(), &inputs)?;
+    let width = target.table_width(plan.width);
+    let gather = plan.gather(traces.len());
+    let mut stack_view = (gather == Gather::StackView)
+        .then(|| StackView::new(plan.stack_sort, plan.view.limit, plan.group));
+    let mut sorted_rows =
+        (gather == Gather::SortedRows).then(|| SortedRows::new(view::DEFAULT_BUDGET));
     let sink: Option<&mut dyn StackSink> = match (&mut stack_view, &mut sorted_rows) {
         (Some(view), _) => Some(view),
         (_, Some(rows)) => Some(rows),
@@ -125,36 +53,32 @@ pub(crate) fn report(args: &ReportArgs, out: &mut dyn Write) -> Result<(), Failu
         (analyze_stacks(path, &options, sink)?, Vec::new())
     } else if traces.len() == 1 {
         let report = analyze(path, &options)?;
-        let each = if args.by_trace {
+        let each = if plan.by_trace {
             vec![report.clone()]
         } else {
             Vec::new()
         };
         (report, each)
     } else {
-        let (report, each) = analyze_many(&traces, &series, &options, args.by_trace)?;
+        let (report, each) = analyze_many(&traces, &series, &options, plan.by_trace)?;
         (report, each)
     };
     children::warn(&mut report, &children.failures);
-    target.write(out, |w| match args.format {
+    let (view, edges) = (&plan.view, &plan.edges);
+    target.write(out, |w| match plan.format {
         Format::Pstats => render::pstats::pstats(w, &report),
-        Format::Folded => render::folded::folded(w, &report, args.filter.as_ref()),
+        Format::Folded => render::folded::folded(w, &report, view.filter.as_ref()),
         Format::Json => {
-            let view = view_options(args);
-            let edges = EdgeSelection {
-                callers_of: args.callers.clone(),
-                callees_of: args.callees.clone(),
-            };
-            if args.by_trace {
+            if plan.by_trace {
                 // {"merged": REPORT, "by_trace": [REPORT, ...]}
                 w.write_all(b"{\"merged\": ")?;
-                render::json::report(w, &view::filtered_report(&report, &view, &edges))?;
+                render::json::report(w, &view::filtered_report(&report, view, edges))?;
                 w.write_all(b", \"by_trace\": [")?;
                 for (i, r) in each.iter().enumerate() {
                     if i > 0 {
                         w.write_all(b", ")?;
                     }
-                    render::json::report(w, &view::filtered_report(r, &view, &edges))?;
+                    render::json::report(w, &view::filtered_report(r, view, edges))?;
                 }
                 w.write_all(b"]}\n")
             } else if let Some(rows) = sorted_rows {
@@ -166,26 +90,25 @@ pub(crate) fn report(args: &ReportArgs, out: &mut dyn Write) -> Result<(), Failu
                     ));
                 }
                 let rows = rows.into_sorted()?;
-                let report = view::filtered_report(&report, &view, &edges);
+                let report = view::filtered_report(&report, view, edges);
                 render::json::report_with_rows(w, &report, rows)
             } else {
-                render::json::report(w, &view::filtered_report(&report, &view, &edges))
+                render::json::report(w, &view::filtered_report(&report, view, edges))
             }
         }
-        Format::Table if args.by_trace => {
+        Format::Table if plan.by_trace => {
             render::table::header(w, &report, width)?;
             writeln!(w)?;
-            let view = view_options(args);
-            let rows = by_trace_rows(&each, &view);
+            let rows = by_trace_rows(&each, view);
             let total = each.iter().map(|r| r.functions.len()).sum();
             render::table::functions_by_trace(w, &rows, total, width)
         }
         Format::Table => {
             let stacks = stack_view.take().map(StackView::finish);
-            table(args, &report, stacks, width, w)
+            table(plan, &report, stacks, width, w)
         }
         Format::Markdown => {
-            let rows = view::function_rows(&report, &view_options(args));
+            let rows = view::function_rows(&report, view);
             render::markdown::report(w, &report, &rows)
         }
         // Written by `html.rs`, which the run went to above.
@@ -197,34 +120,26 @@ pub(crate) fn report(args: &ReportArgs, out: &mut dyn Write) -> Result<(), Failu
     Ok(())
 }
 
-fn view_options(args: &ReportArgs) -> ViewOptions {
-    ViewOptions {
-        sort: args.sort.map(Into::into).unwrap_or_default(),
-        limit: args.limit,
-        filter: args.filter.clone(),
-    }
-}
-
 /// The header, then the sections asked for (stacks, their groups, callers,
 /// callees), or else the function table.
 /// The table output; the `--stacks` rows or groups from `stacks` if
 /// gathered as the analysis ran, else from the report.
 fn table(
-    args: &ReportArgs,
+    plan: &ReportPlan,
     report: &Report,
     stacks: Option<StackView>,
     width: Option<usize>,
     out: &mut dyn Write,
 ) -> io::Result<()> {
-    let view = view_options(args);
-    let sort = args.sort.map(Into::into);
+    let view = &plan.view;
+    let sort = plan.stack_sort;
     render::table::header(out, report, width)?;
     let mut sections = 0;
     let mut section = |out: &mut dyn Write| {
         sections += 1;
         writeln!(out)
     };
-    if args.stacks {
+    if plan.stacks {
         section(out)?;
         match &stacks {
             Some(v) => {
@@ -236,37 +151,37 @@ fn table(
     }
     // Whether the scheduled and waiting columns are measurements.
     let wakes = render::table::Wakes::of(&report.trace);
-    if args.stacks && args.group {
+    if plan.stacks && plan.group {
         let mut groups = match stacks {
             Some(v) => v.groups(),
             None => view::stack_groups(report, sort),
         };
         let total = groups.len();
-        groups.truncate(args.limit.unwrap_or(total));
+        groups.truncate(view.limit.unwrap_or(total));
         render::table::stack_groups(out, &groups, total, width, wakes)?;
-    } else if args.stacks {
+    } else if plan.stacks {
         match &stacks {
             Some(v) => render::table::stacks(out, &v.rows(), v.total(), width, wakes)?,
             None => {
-                let rows = view::stack_rows(report, sort, args.limit);
+                let rows = view::stack_rows(report, sort, view.limit);
                 render::table::stacks(out, &rows, report.stacks.len(), width, wakes)?;
             }
         }
     }
     for (re, dir) in [
-        (&args.callers, Direction::Callers),
-        (&args.callees, Direction::Callees),
+        (&plan.edges.callers_of, Direction::Callers),
+        (&plan.edges.callees_of, Direction::Callees),
     ] {
         if let Some(re) = re {
             section(out)?;
-            let groups = view::edge_groups(report, &view, re, dir);
+            let groups = view::edge_groups(report, view, re, dir);
             render::table::edges(out, &groups, dir, width)?;
         }
     }
     if sections == 0 {
         writeln!(out)?;
-        let rows = view::function_rows(report, &view);
-        let scheduled = args.scheduled.then_some(wakes);
+        let rows = view::function_rows(report, view);
+        let scheduled = plan.scheduled.then_some(wakes);
         render::table::functions(out, &rows, report.functions.len(), width, scheduled)?;
     }
     Ok(())

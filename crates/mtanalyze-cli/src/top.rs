@@ -28,16 +28,17 @@
 //! `--once` prints one refresh and exits; `--format json` prints it as
 //! `{"top": {...}, "report": REPORT}` for scripts and tests.
 
-use std::io::{self, IsTerminal, Write};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use mtanalyze::render;
 use mtanalyze::view::{self, EdgeSelection, SortKey, ViewOptions};
-use mtanalyze::{AnalyzeOptions, PathMode, Report};
+use mtanalyze::{AnalyzeOptions, Report};
 
-use crate::args::{rows_if, TopArgs, TopFormat};
+use crate::args::TopFormat;
 use crate::output::{message, Failure};
+use crate::plan::{TopMode, TopPlan};
 use crate::series;
 
 /// How often the view is redrawn.
@@ -206,31 +207,18 @@ fn event_rate(now: &Snapshot, before: Option<(&Path, u64, Instant)>) -> f64 {
     }
 }
 
-pub(crate) fn top(args: &TopArgs, out: &mut dyn Write) -> Result<(), Failure> {
-    let options = rows_if(
-        args.stacks,
-        AnalyzeOptions {
-            clock: args.clock.map(Into::into),
-            paths: PathMode::Off,
-            ..AnalyzeOptions::default()
-        },
-    );
-    let sort = args.sort.map(SortKey::from).unwrap_or(SortKey::Tottime);
-    if args.once || !io::stdin().is_terminal() || !io::stdout().is_terminal() {
-        if !args.once {
-            return Err(Failure::Message(
-                "the live view needs a terminal: use --once for one refresh".into(),
-            ));
-        }
-        let now = snapshot(&args.trace, &options).map_err(message)?;
-        let rate = event_rate(&now, None);
-        return match args.format {
-            TopFormat::Json => write_json(out, &now, rate, sort, args),
-            TopFormat::Table => write_table(out, &now, rate, sort, args, args.width, false),
-        }
-        .map_err(Failure::Output);
+pub(crate) fn top(plan: &TopPlan, out: &mut dyn Write) -> Result<(), Failure> {
+    let TopMode::Once { format, width } = plan.mode else {
+        return live(plan);
+    };
+    let now = snapshot(&plan.trace, &plan.options).map_err(message)?;
+    let rate = event_rate(&now, None);
+    let sort = plan.sort;
+    match format {
+        TopFormat::Json => write_json(out, &now, rate, sort, plan.limit),
+        TopFormat::Table => write_table(out, &now, rate, sort, plan, width, false),
     }
-    live(args, &options, sort)
+    .map_err(Failure::Output)
 }
 
 /// The `top` fields of the JSON output.
@@ -239,7 +227,7 @@ fn write_json(
     now: &Snapshot,
     rate: f64,
     sort: SortKey,
-    args: &TopArgs,
+    limit: Option<usize>,
 ) -> io::Result<()> {
     let t = &now.report.trace;
     let top = serde_json::json!({
@@ -254,7 +242,7 @@ fn write_json(
         "sort": sort.name(),
     });
     write!(out, "{{\"top\": {top}, \"report\": ")?;
-    let view = view_options(sort, args.limit);
+    let view = view_options(sort, limit);
     render::json::report(
         out,
         &view::filtered_report(&now.report, &view, &EdgeSelection::default()),
@@ -276,7 +264,7 @@ fn write_table(
     now: &Snapshot,
     rate: f64,
     sort: SortKey,
-    args: &TopArgs,
+    plan: &TopPlan,
     width: Option<usize>,
     live: bool,
 ) -> io::Result<()> {
@@ -304,8 +292,8 @@ fn write_table(
     };
     writeln!(out, "sort: {}{keys}", sort.name())?;
     writeln!(out)?;
-    if args.stacks {
-        let rows = view::stack_rows(&now.report, Some(sort), args.limit);
+    if plan.stacks {
+        let rows = view::stack_rows(&now.report, Some(sort), plan.limit);
         render::table::stacks(
             out,
             &rows,
@@ -314,7 +302,7 @@ fn write_table(
             render::table::Wakes::of(&now.report.trace),
         )
     } else {
-        let rows = view::function_rows(&now.report, &view_options(sort, args.limit));
+        let rows = view::function_rows(&now.report, &view_options(sort, plan.limit));
         render::table::functions(out, &rows, now.report.functions.len(), width, None)
     }
 }
@@ -393,10 +381,10 @@ fn read_key() -> Option<u8> {
 
 /// The live view: redraws every [`REFRESH`], `s` cycles the sort, `q` or
 /// Ctrl-C quits.
-fn live(args: &TopArgs, options: &AnalyzeOptions, sort: SortKey) -> Result<(), Failure> {
+fn live(plan: &TopPlan) -> Result<(), Failure> {
     let screen = Screen::enter().map_err(Failure::Output)?;
-    let mut sort_at = SORTS.iter().position(|&s| s == sort).unwrap_or(0);
-    let mut sort = sort;
+    let mut sort_at = SORTS.iter().position(|&s| s == plan.sort).unwrap_or(0);
+    let mut sort = plan.sort;
     let mut before: Option<(PathBuf, u64, Instant)> = None;
     let mut last: Option<Snapshot> = None;
     let mut drawn_at: Option<Instant> = None;
@@ -409,15 +397,15 @@ fn live(args: &TopArgs, options: &AnalyzeOptions, sort: SortKey) -> Result<(), F
             let mut text = Vec::new();
             let (rows, columns) = console::Term::stdout().size();
             let width = Some(columns as usize);
-            let limit = args
+            let limit = plan
                 .limit
                 .or(Some((rows as usize).saturating_sub(8).max(1)));
-            let shown = TopArgs {
+            let shown = TopPlan {
                 limit,
-                ..args.clone()
+                ..plan.clone()
             };
             if fresh {
-                match snapshot(&args.trace, options) {
+                match snapshot(&plan.trace, &plan.options) {
                     Ok(now) => {
                         rate = event_rate(
                             &now,
@@ -431,7 +419,7 @@ fn live(args: &TopArgs, options: &AnalyzeOptions, sort: SortKey) -> Result<(), F
                         let _ = writeln!(
                             text,
                             "mtanalyze top: waiting for {}: {e}\n(q: quit)",
-                            args.trace.display()
+                            plan.trace.display()
                         );
                     }
                 }
