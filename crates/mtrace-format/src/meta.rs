@@ -345,7 +345,7 @@ pub fn for_each_record(
 /// UTF-8: a reader that has met the same bytes before (a merge of many
 /// traces of one program) need not check them again, and one that only
 /// notes where a task's name is (to read it later) need not check half a
-/// million of them. `String::from_utf8_lossy` reads them as
+/// million of them. [`text`] reads them as
 /// [`MetaRecord`] has them.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum MetaRecordRef<'a> {
@@ -376,13 +376,25 @@ pub enum MetaRecordRef<'a> {
     Other(MetaRecord),
 }
 
+/// A string's bytes as text, as `String::from_utf8_lossy` reads them
+/// (invalid bytes as U+FFFD), the common case (valid UTF-8, names) first
+/// with the standard library's fast check rather than the lossy one's
+/// byte-by-byte walk: a profile per request reads every name of its
+/// trace at each analysis.
+pub fn text(bytes: &[u8]) -> Cow<'_, str> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => Cow::Borrowed(text),
+        Err(_) => String::from_utf8_lossy(bytes),
+    }
+}
+
 impl MetaRecordRef<'_> {
     /// The record, its strings copied if borrowed.
     pub fn into_owned(self) -> MetaRecord {
         match self {
             MetaRecordRef::Stack { id, name, kind } => MetaRecord::Stack {
                 id,
-                name: String::from_utf8_lossy(name).into_owned(),
+                name: text(name).into_owned(),
                 kind,
             },
             MetaRecordRef::Function {
@@ -393,10 +405,10 @@ impl MetaRecordRef<'_> {
                 module,
             } => MetaRecord::Function(FunctionMeta {
                 id,
-                name: String::from_utf8_lossy(name).into_owned(),
-                file: String::from_utf8_lossy(file).into_owned(),
+                name: text(name).into_owned(),
+                file: text(file).into_owned(),
                 line,
-                module: String::from_utf8_lossy(module).into_owned(),
+                module: text(module).into_owned(),
             }),
             MetaRecordRef::Other(r) => r,
         }
@@ -607,7 +619,7 @@ impl<'a> Cursor<'a> {
     }
 
     fn borrowed_str(&mut self) -> Result<Cow<'a, str>, &'static str> {
-        Ok(String::from_utf8_lossy(self.bytes()?))
+        Ok(text(self.bytes()?))
     }
 
     /// A string's bytes, as written.
@@ -628,6 +640,23 @@ impl<'a> Cursor<'a> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn text_reads_as_from_utf8_lossy_does() {
+        for bytes in [
+            &b"main.<locals>.f"[..],
+            "caf\u{e9} \u{1F600}".as_bytes(),
+            b"a\xffb\xc3",
+            b"",
+        ] {
+            assert_eq!(
+                super::text(bytes),
+                String::from_utf8_lossy(bytes),
+                "{bytes:?}"
+            );
+        }
+        assert!(matches!(super::text(b"valid"), Cow::Borrowed("valid")));
+    }
+
     use super::*;
 
     fn sample() -> Vec<MetaRecord> {

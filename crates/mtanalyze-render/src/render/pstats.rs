@@ -32,7 +32,6 @@
 //! Only the marshal types this needs are encoded: dict, tuple, str, int
 //! and float (marshal version 2+ binary floats).
 
-use std::collections::BTreeMap;
 use std::io::{self, Write};
 
 use mtanalyze_model::report::{Report, BUILTIN_FILE, PRODUCER_PYTHON};
@@ -52,12 +51,30 @@ struct Counts {
 }
 
 impl Counts {
-    fn add(&mut self, cc: u64, nc: u64, tt: u64, ct: u64) {
-        self.cc = self.cc.saturating_add(cc);
-        self.nc = self.nc.saturating_add(nc);
-        self.tt = self.tt.saturating_add(tt);
-        self.ct = self.ct.saturating_add(ct);
+    fn of(cc: u64, nc: u64, tt: u64, ct: u64) -> Counts {
+        Counts { cc, nc, tt, ct }
     }
+
+    fn add(&mut self, other: Counts) {
+        self.cc = self.cc.saturating_add(other.cc);
+        self.nc = self.nc.saturating_add(other.nc);
+        self.tt = self.tt.saturating_add(other.tt);
+        self.ct = self.ct.saturating_add(other.ct);
+    }
+}
+
+/// `items` sorted by key, the counts of equal keys summed (functions
+/// that share a pstats key, see the module doc).
+fn summed<K: Ord + Copy>(mut items: Vec<(K, Counts)>) -> Vec<(K, Counts)> {
+    items.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    let mut out: Vec<(K, Counts)> = Vec::with_capacity(items.len());
+    for (k, counts) in items {
+        match out.last_mut() {
+            Some((last, sum)) if *last == k => sum.add(counts),
+            _ => out.push((k, counts)),
+        }
+    }
+    out
 }
 
 /// How the trace's names become key names.
@@ -90,41 +107,59 @@ pub fn pstats(out: &mut dyn Write, report: &Report) -> io::Result<()> {
     } else {
         Names::AsRecorded
     };
-    let mut stats: BTreeMap<Key, (Counts, BTreeMap<Key, Counts>)> = BTreeMap::new();
-    for f in &report.functions {
-        let entry = stats
-            .entry(key(names, &f.function, &f.file, f.line))
-            .or_default();
-        entry
-            .0
-            .add(f.primitive_calls, f.ncalls, f.tottime_ns, f.cumtime_ns);
-    }
-    for e in &report.edges {
-        let callee = key(names, &e.callee, &e.callee_file, e.callee_line);
-        let caller = key(names, &e.caller, &e.caller_file, e.caller_line);
-        let entry = stats.entry(callee).or_default();
-        entry.1.entry(caller).or_default().add(
-            e.primitive_calls,
-            e.ncalls,
-            e.tottime_ns,
-            e.cumtime_ns,
-        );
-    }
+    // Sorted lists rather than maps of maps: the same order (a dict's
+    // keys sorted, each function's callers sorted) with two allocations.
+    let rows = summed(
+        report
+            .functions
+            .iter()
+            .map(|f| {
+                let key = key(names, &f.function, &f.file, f.line);
+                let counts = Counts::of(f.primitive_calls, f.ncalls, f.tottime_ns, f.cumtime_ns);
+                (key, counts)
+            })
+            .collect(),
+    );
+    let calls = summed(
+        report
+            .edges
+            .iter()
+            .map(|e| {
+                let callee = key(names, &e.callee, &e.callee_file, e.callee_line);
+                let caller = key(names, &e.caller, &e.caller_file, e.caller_line);
+                let counts = Counts::of(e.primitive_calls, e.ncalls, e.tottime_ns, e.cumtime_ns);
+                ((callee, caller), counts)
+            })
+            .collect(),
+    );
     let mut m = Marshal {
         // Enough for most functions' keys and counts at once.
-        bytes: Vec::with_capacity(128 * (report.functions.len() + report.edges.len())),
+        bytes: Vec::with_capacity(128 * (rows.len() + calls.len())),
     };
     m.dict_start();
-    for (k, (c, callers)) in &stats {
+    // Every function with a row or a caller, in key order: a callee with
+    // no row of its own gets zero counts, as pstats' entries do.
+    let (mut r, mut c) = (rows.iter().peekable(), calls.iter().peekable());
+    loop {
+        let k = match (r.peek(), c.peek()) {
+            (Some((row, _)), Some(((callee, _), _))) => row.min(callee),
+            (Some((row, _)), None) => row,
+            (None, Some(((callee, _), _))) => callee,
+            (None, None) => break,
+        };
+        let counts = match r.next_if(|(row, _)| row == k) {
+            Some((_, counts)) => *counts,
+            None => Counts::default(),
+        };
         m.key(k);
         m.tuple(5);
-        m.int(c.cc);
-        m.int(c.nc);
-        m.seconds(c.tt);
-        m.seconds(c.ct);
+        m.int(counts.cc);
+        m.int(counts.nc);
+        m.seconds(counts.tt);
+        m.seconds(counts.ct);
         m.dict_start();
-        for (ck, cc) in callers {
-            m.key(ck);
+        while let Some(((_, caller), cc)) = c.next_if(|((callee, _), _)| callee == k) {
+            m.key(caller);
             m.tuple(4);
             m.int(cc.nc);
             m.int(cc.cc);

@@ -194,7 +194,7 @@ pub(crate) fn decode<'a>(
                         functions.insert_numbered(id.0, key, Cow::Borrowed(module), to);
                     }
                     None => {
-                        let lossy = String::from_utf8_lossy;
+                        let lossy = mtrace_format::meta::text;
                         let entry =
                             FunctionEntry::new(lossy(name), lossy(file), line, lossy(module));
                         functions.insert(id.0, entry);

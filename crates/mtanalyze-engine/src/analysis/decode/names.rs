@@ -125,7 +125,7 @@ impl<'a> StackNames<'a> {
                 NameTable::Owned(self.iter().map(|(i, n)| (i, StackName::new(&n))).collect());
         }
         if let NameTable::Owned(names) = &mut self.table {
-            names.push((id, StackName::new(&String::from_utf8_lossy(name))));
+            names.push((id, StackName::new(&mtrace_format::meta::text(name))));
         }
     }
 
@@ -198,7 +198,7 @@ fn read_name(region: &[u8], at: u32) -> Option<Cow<'_, str>> {
         return None;
     }
     match meta::record_at(region, at as usize)? {
-        MetaRecordRef::Stack { name, .. } => Some(String::from_utf8_lossy(name)),
+        MetaRecordRef::Stack { name, .. } => Some(mtrace_format::meta::text(name)),
         _ => None,
     }
 }
