@@ -66,7 +66,7 @@ impl Counts {
 /// `items` sorted by key, the counts of equal keys summed (functions
 /// that share a pstats key, see the module doc).
 fn summed<K: Ord + Copy>(mut items: Vec<(K, Counts)>) -> Vec<(K, Counts)> {
-    items.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    items.sort_unstable_by_key(|item| item.0);
     let mut out: Vec<(K, Counts)> = Vec::with_capacity(items.len());
     for (k, counts) in items {
         match out.last_mut() {
