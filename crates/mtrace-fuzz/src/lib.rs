@@ -18,10 +18,10 @@
 
 use std::io::sink;
 
+use mtanalyze::timeline::Timelines;
 use mtanalyze::view::{self, EdgeSelection, SortKey, ViewOptions};
 use mtanalyze::RecursionCollapse;
-use mtanalyze::timeline::Timelines;
-use mtanalyze::{render, AnalyzeOptions, PathMode, report::Clock};
+use mtanalyze::{render, report::Clock, AnalyzeOptions, PathMode};
 use mtrace_format::layout::{EVENT_SIZE, HEADER_SIZE, META_ALIGN};
 use mtrace_format::TraceFile;
 
