@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use mtanalyze::{analyze, AnalyzeOptions, Clock, Report};
+use mtanalyze::{analyze, report::Clock, AnalyzeOptions, Report};
 
 use crate::util::TempDir;
 
@@ -129,7 +129,7 @@ fn without_logical_stacks_requests_look_recursive() {
     assert!(r
         .stacks
         .iter()
-        .all(|s| matches!(s.id, mtanalyze::StackKey::Own(_))));
+        .all(|s| matches!(s.id, mtanalyze::report::StackKey::Own(_))));
     // Frames of requests that wait pile up on the worker threads' stacks:
     // the `10000/538` primitive-call symptom of one-stack profilers.
     let handle = function(&r, "handle");
@@ -167,13 +167,13 @@ fn names_that_did_not_fit_are_a_warning() {
     let tasks = r
         .stacks
         .iter()
-        .filter(|s| matches!(s.id, mtanalyze::StackKey::Logical(_)))
+        .filter(|s| matches!(s.id, mtanalyze::report::StackKey::Logical(_)))
         .count();
     assert_eq!(tasks, 500);
     assert!(r
         .stacks
         .iter()
-        .any(|s| matches!(s.id, mtanalyze::StackKey::Logical(_)) && s.name.is_empty()));
+        .any(|s| matches!(s.id, mtanalyze::report::StackKey::Logical(_)) && s.name.is_empty()));
     // The command says so on stderr.
     let run = crate::util::mtanalyze([path.as_os_str()]).success();
     assert!(run.stderr.contains("dropped_metadata ("), "{}", run.stderr);

@@ -165,7 +165,10 @@ fn json_of_many_stacks_sorted_on_disk_is_the_report_byte_for_byte() {
     };
     mtanalyze_testkit::synth::generate_tasks(&opts, &trace, "test".into()).expect("writes");
     let loaded = mtanalyze::load(&trace).expect("loads");
-    for clock in [mtanalyze::Clock::Stack, mtanalyze::Clock::Gil] {
+    for clock in [
+        mtanalyze::report::Clock::Stack,
+        mtanalyze::report::Clock::Gil,
+    ] {
         let options = mtanalyze::AnalyzeOptions {
             clock: Some(clock),
             ..Default::default()

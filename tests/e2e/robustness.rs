@@ -30,7 +30,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use mtanalyze::RecursionCollapse;
-use mtanalyze::{AnalyzeOptions, Clock, PathMode};
+use mtanalyze::{report::Clock, AnalyzeOptions, PathMode};
 use mtrace_format::layout::*;
 use mtrace_format::{EventKind, FunctionId, StackId, ThreadId, TraceFile, TraceWriter};
 

@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use mtanalyze::{AnalyzeOptions, Clock};
+use mtanalyze::{report::Clock, AnalyzeOptions};
 use mtrace::{LogicalStack, StackKind};
 use serde_json::Value;
 

@@ -8,7 +8,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use regex::Regex;
 
 use mtanalyze::view::SortKey;
-use mtanalyze::{Clock, RecursionCollapse, TimeBound};
+use mtanalyze::{report::Clock, RecursionCollapse, TimeBound};
 
 /// Offline analyzer for mtrace traces: cProfile-style statistics that stay
 /// correct when work moves between threads, fibers and async tasks.

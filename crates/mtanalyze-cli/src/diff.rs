@@ -38,11 +38,11 @@ pub(crate) fn diff(plan: &DiffPlan, out: &mut dyn Write) -> Result<(), Failure> 
         name(&base_paths),
         name(&new_paths)
     ));
-    let reduce = |paths: &[std::path::PathBuf]| -> Result<mtanalyze::Runs, Failure> {
+    let reduce = |paths: &[std::path::PathBuf]| -> Result<mtanalyze::report::Runs, Failure> {
         let reports = mtanalyze::threads::map_collect(paths, |p| analyze(p))
             .into_iter()
             .collect::<Result<Vec<Report>, Failure>>()?;
-        mtanalyze::runs(reports).ok_or_else(|| message("no trace given"))
+        mtanalyze::report::runs(reports).ok_or_else(|| message("no trace given"))
     };
     let (base_runs, new_runs) =
         mtanalyze::threads::join(|| reduce(&base_paths), || reduce(&new_paths));
@@ -59,7 +59,7 @@ pub(crate) fn diff(plan: &DiffPlan, out: &mut dyn Write) -> Result<(), Failure> 
         )));
     }
     let mut diff = mtanalyze::diff(base, new, plan.diff);
-    mtanalyze::attach_runs(&mut diff, &base_runs, &new_runs);
+    mtanalyze::report::attach_runs(&mut diff, &base_runs, &new_runs);
     // The picture first: a failure leaves no half-written output behind.
     let view = &plan.view;
     let svg = match &plan.flamegraph {

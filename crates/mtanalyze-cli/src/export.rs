@@ -9,7 +9,7 @@ use crate::output::{message, Failure, Output};
 use crate::plan::{ExportPlan, FlamegraphPlan};
 use crate::progress::Progress;
 use crate::{analyze, load, say_warnings};
-use mtanalyze::{render, Timelines};
+use mtanalyze::{render, timeline::Timelines};
 
 pub(crate) fn flamegraph(plan: &FlamegraphPlan, out: &mut dyn Write) -> Result<(), Failure> {
     let target = Output::new(plan.output.as_deref(), &[&plan.trace])?;

@@ -12,7 +12,7 @@ use crate::plan::ReportPlan;
 use crate::progress::Progress;
 use crate::{load, say_warnings};
 use mtanalyze::render::html::{self, ReportPage};
-use mtanalyze::{AnalyzeOptions, PathMode, Report, Timelines};
+use mtanalyze::{timeline::Timelines, AnalyzeOptions, PathMode, Report};
 
 /// At most this many stacks get a timeline (the busiest by running time).
 pub(crate) const TIMELINE_STACKS: usize = 1_000;
@@ -60,7 +60,7 @@ fn timelines(
     trace: &mtanalyze::LoadedTrace,
     options: &AnalyzeOptions,
     report: &Report,
-) -> Result<Vec<mtanalyze::StackActivity>, Failure> {
+) -> Result<Vec<mtanalyze::timeline::StackActivity>, Failure> {
     let mut busiest: Vec<&mtanalyze::StackStats> = report.stacks.iter().collect();
     busiest.sort_by(|a, b| b.running_ns.cmp(&a.running_ns).then(a.id.cmp(&b.id)));
     busiest.truncate(TIMELINE_STACKS);

@@ -54,7 +54,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Parser;
 
-use mtanalyze::{AnalyzeOptions, Clock, LoadedTrace, ManyTraces, Merged, Report};
+use mtanalyze::{report::Clock, AnalyzeOptions, LoadedTrace, ManyTraces, Merged, Report};
 
 use args::Cli;
 use output::{message, say, Failure};

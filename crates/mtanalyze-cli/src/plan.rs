@@ -24,8 +24,10 @@ use regex::Regex;
 
 use mtanalyze::view::{DiffViewOptions, EdgeSelection, SortKey, ViewOptions};
 use mtanalyze::{
-    AnalyzeOptions, Clock, DiffOptions, GateChange, GateRule, PathMode, RecursionCollapse,
-    SignificanceOptions, StackRows,
+    diff::{DiffOptions, GateChange, GateRule},
+    report::{Clock, StackRows},
+    significance::SignificanceOptions,
+    AnalyzeOptions, PathMode, RecursionCollapse,
 };
 
 use crate::args::{

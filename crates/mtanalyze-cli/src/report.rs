@@ -333,7 +333,7 @@ fn windowed_series(
         ))
     })?;
     if let Some((from_ns, to, _)) = shown {
-        report.trace.window = Some(mtanalyze::TimeWindow {
+        report.trace.window = Some(mtanalyze::report::TimeWindow {
             from_ns,
             to_ns: to.unwrap_or(report.trace.end_ns.max(from_ns)),
         });

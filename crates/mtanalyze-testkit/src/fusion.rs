@@ -1,7 +1,7 @@
 //! The two ways the analyzer can replay a thread's own stack, side by side.
 
 use mtanalyze::LoadedTrace;
-use mtanalyze::{analyze, AnalyzeOptions, Clock, PathMode, Report};
+use mtanalyze::{analyze, report::Clock, AnalyzeOptions, PathMode, Report};
 
 /// The report of `trace` under `clock` with own stacks replayed by the
 /// segment pass (call paths off), and with every stack left to the replay

@@ -406,7 +406,7 @@ fn semantic_floor_pass(path: &Path) -> u64 {
 
 /// What `mtanalyze --format json --clock C` does; returns the events and
 /// stacks the report counts.
-fn analyze_json(path: &Path, clock: mtanalyze::Clock) -> (u64, usize) {
+fn analyze_json(path: &Path, clock: mtanalyze::report::Clock) -> (u64, usize) {
     let trace = mtanalyze::load(path).expect("load trace");
     let options = mtanalyze::AnalyzeOptions {
         clock: Some(clock),
@@ -425,11 +425,11 @@ fn analyze_json(path: &Path, clock: mtanalyze::Clock) -> (u64, usize) {
 
 /// What `mtanalyze TRACE --clock C` does (the function table): the stacks
 /// only counted, since the table shows none of them.
-fn analyze_table(path: &Path, clock: mtanalyze::Clock) {
+fn analyze_table(path: &Path, clock: mtanalyze::report::Clock) {
     let trace = mtanalyze::load(path).expect("load trace");
     let options = mtanalyze::AnalyzeOptions {
         clock: Some(clock),
-        stack_rows: mtanalyze::StackRows::Counted,
+        stack_rows: mtanalyze::report::StackRows::Counted,
         ..mtanalyze::AnalyzeOptions::default()
     };
     let report = mtanalyze::analyze(&trace, &options).expect("analyze");
@@ -448,7 +448,7 @@ fn write_json(report: &mtanalyze::Report) {
 
 /// One run of the job under `clock`, printing each stage's time and heap
 /// (what is held at its end, the peak during it), in all and per stack.
-fn print_stages(path: &Path, clock: mtanalyze::Clock) {
+fn print_stages(path: &Path, clock: mtanalyze::report::Clock) {
     struct Stage {
         name: &'static str,
         seconds: f64,
@@ -505,7 +505,7 @@ fn print_stages(path: &Path, clock: mtanalyze::Clock) {
 /// The job under one clock: median seconds and the peak heap (of the
 /// counted run).
 struct ClockRun {
-    clock: mtanalyze::Clock,
+    clock: mtanalyze::report::Clock,
     seconds: f64,
     peak_heap: usize,
     /// The peak heap of the function table's job ([`analyze_table`]).
@@ -523,7 +523,7 @@ struct Measured {
 }
 
 impl Measured {
-    fn clock(&self, clock: mtanalyze::Clock) -> Option<&ClockRun> {
+    fn clock(&self, clock: mtanalyze::report::Clock) -> Option<&ClockRun> {
         self.clocks.iter().find(|c| c.clock == clock)
     }
 
@@ -545,7 +545,7 @@ fn ms(seconds: f64) -> String {
     format!("{:.2} ms", seconds * 1e3)
 }
 
-fn bench(path: &Path, runs: usize, clocks: &[mtanalyze::Clock], stages: bool) -> Measured {
+fn bench(path: &Path, runs: usize, clocks: &[mtanalyze::report::Clock], stages: bool) -> Measured {
     let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
     // Warm the page cache so both sides read from memory.
     std::hint::black_box(floor_pass(path));
@@ -662,7 +662,7 @@ fn bench(path: &Path, runs: usize, clocks: &[mtanalyze::Clock], stages: bool) ->
 /// functions, edges and call paths of its traces (`analyze_many` with
 /// `ManyTraces::Merge`), list the rest in order, combine the sums,
 /// serialize the merge. Returns the events it counts.
-fn merge_json(paths: &[PathBuf], clock: mtanalyze::Clock) -> u64 {
+fn merge_json(paths: &[PathBuf], clock: mtanalyze::report::Clock) -> u64 {
     let options = mtanalyze::AnalyzeOptions {
         clock: Some(clock),
         ..mtanalyze::AnalyzeOptions::default()
@@ -709,7 +709,7 @@ impl Job {
 
 /// The merge case under one clock.
 struct MergeRun {
-    clock: mtanalyze::Clock,
+    clock: mtanalyze::report::Clock,
     single: Job,
     merged: Job,
     tenth: Option<Job>,
@@ -730,7 +730,7 @@ fn merge_case(
     each: u64,
     single: &Path,
     runs: usize,
-    clocks: &[mtanalyze::Clock],
+    clocks: &[mtanalyze::report::Clock],
 ) -> Vec<MergeRun> {
     let dir = single.with_file_name("mtanalyze-bench-merge");
     let _ = std::fs::remove_dir_all(&dir);
@@ -885,7 +885,7 @@ fn generated(
     path: &Path,
     what: &str,
     runs: usize,
-    clocks: &[mtanalyze::Clock],
+    clocks: &[mtanalyze::report::Clock],
     stages: bool,
     write: impl FnOnce(&Path) -> Result<u64, Box<dyn std::error::Error>>,
 ) -> Measured {
@@ -902,13 +902,20 @@ fn generated(
 }
 
 /// A measured trace's numbers under `clock`, if both were measured.
-fn with(m: &Option<Measured>, clock: mtanalyze::Clock) -> Option<(&Measured, &ClockRun)> {
+fn with(m: &Option<Measured>, clock: mtanalyze::report::Clock) -> Option<(&Measured, &ClockRun)> {
     let m = m.as_ref()?;
     Some((m, m.clock(clock)?))
 }
 
 /// One summary line: a value against its target.
-fn target(name: &str, clock: mtanalyze::Clock, value: f64, unit: &str, target: &str, met: bool) {
+fn target(
+    name: &str,
+    clock: mtanalyze::report::Clock,
+    value: f64,
+    unit: &str,
+    target: &str,
+    met: bool,
+) {
     let verdict = if met { "met" } else { "missed" };
     println!("  {name} (clock {clock}): {value:.2}{unit} (target {target}: {verdict})");
 }
@@ -921,7 +928,7 @@ fn main() {
     let mut merge = 1_000u64;
     let mut merge_events = 100_000u64;
     let mut stages = false;
-    let mut clocks: Vec<mtanalyze::Clock> = Vec::new();
+    let mut clocks: Vec<mtanalyze::report::Clock> = Vec::new();
     let mut traces: Vec<PathBuf> = Vec::new();
     let mut synth_path = std::env::temp_dir().join("mtanalyze-bench-synth.bin");
     let number =
@@ -936,7 +943,7 @@ fn main() {
             "--merge" => merge = number(args.next(), merge),
             "--merge-events" => merge_events = number(args.next(), merge_events),
             "--trace" => traces.extend(args.next().map(|p| workspace_path(&p))),
-            "--clock" => match args.next().map(|v| v.parse::<mtanalyze::Clock>()) {
+            "--clock" => match args.next().map(|v| v.parse::<mtanalyze::report::Clock>()) {
                 Some(Ok(c)) => clocks.push(c),
                 other => eprintln!("ignoring --clock {other:?}"),
             },
@@ -947,9 +954,9 @@ fn main() {
     }
     if clocks.is_empty() {
         clocks = vec![
-            mtanalyze::Clock::Stack,
-            mtanalyze::Clock::Gil,
-            mtanalyze::Clock::Wall,
+            mtanalyze::report::Clock::Stack,
+            mtanalyze::report::Clock::Gil,
+            mtanalyze::report::Clock::Wall,
         ];
     }
     println!("machine: {}", machine());

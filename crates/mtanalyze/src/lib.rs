@@ -22,8 +22,10 @@
 //! [`gate()`] judges the change. [`view`] and [`render`] turn reports into
 //! what a user reads; [`threads`] runs the parallel parts on rayon's pool
 //! or, for a program that embeds the analyzer, all on the calling thread.
-//! The analysis
-//! knows nothing about tables or command-line flags (the
+//! The root holds what a user needs first (these calls, their options, the
+//! reports and their main rows, the errors); the rest of the model is
+//! reached through [`report`], [`diff`](mod@diff), [`significance`] and
+//! [`timeline`]. The analysis knows nothing about tables or command-line flags (the
 //! `mtanalyze-cli` crate maps its flags to [`AnalyzeOptions`]);
 //! `schemas/semantics.md` is its contract.
 //!
@@ -55,31 +57,61 @@ pub use mtanalyze_engine::testing;
 pub use mtanalyze_engine::{
     analyze, analyze_many, analyze_with_sink, check, from_bytes, jsonl_to_binary, load, marks,
     AnalyzeError, AnalyzeOptions, CompactSource, ImportError, InputFormat, JsonlError, LoadError,
-    LoadedTrace, ManyTraces, PathMode, RecursionCollapse, TimeBound, Timelines, TraceError,
+    LoadedTrace, ManyTraces, PathMode, RecursionCollapse, TimeBound, TraceError,
 };
-pub use mtanalyze_model::check::{CheckReport, ChunkIssue};
-pub use mtanalyze_model::diff::{
-    diff, DiffOptions, DiffReport, EdgeDelta, EdgeDiff, EdgeSide, FunctionDelta, FunctionDiff,
-    FunctionSide, Match, PathDiff,
-};
-pub use mtanalyze_model::functions::{EntryKey, FunctionEntry};
-pub use mtanalyze_model::gate::{
-    gate, GateBreach, GateChange, GateError, GateField, GateOp, GateRule,
-};
-pub use mtanalyze_model::labels::{LabelSite, Labels};
+pub use mtanalyze_model::check::CheckReport;
+pub use mtanalyze_model::diff::{diff, DiffReport};
+pub use mtanalyze_model::gate::{gate, GateError};
 pub use mtanalyze_model::marks::Mark;
-pub use mtanalyze_model::merge::{merge, Merged};
+pub use mtanalyze_model::merge::Merged;
 pub use mtanalyze_model::report::{
-    CallPath, Clock, EdgeStats, FunctionKey, FunctionStats, Report, StackKey, StackName, StackRows,
-    StackStats, ThreadList, ThreadSummary, TimeWindow, TraceSummary, Warning, WarningDetail,
-};
-pub use mtanalyze_model::runs::{attach_runs, runs, Runs};
-pub use mtanalyze_model::significance::{
-    format_p, Estimate, Method, Samples, Significance, SignificanceOptions, Tested, Verdict,
+    EdgeStats, FunctionStats, Report, StackStats, TraceSummary, Warning,
 };
 pub use mtanalyze_model::sink::StackSink;
-pub use mtanalyze_model::timeline::{
-    ClosedFrame, Pause, Slice, SliceKind, StackActivity, StackTimeline, TimelineSource,
-    TimelineStack,
-};
 pub use mtanalyze_model::warnings::WarningKind;
+
+/// The parts of a [`Report`] and of a [`CheckReport`] past their main rows:
+/// keys, names, windows, labels, runs, and [`merge`](report::merge) (what
+/// [`analyze_many`] sums traces with).
+pub mod report {
+    pub use mtanalyze_model::check::ChunkIssue;
+    pub use mtanalyze_model::functions::{EntryKey, FunctionEntry};
+    pub use mtanalyze_model::labels::{LabelSite, Labels};
+    pub use mtanalyze_model::merge::merge;
+    pub use mtanalyze_model::report::{
+        CallPath, Clock, FunctionKey, StackKey, StackName, StackRows, ThreadList, ThreadSummary,
+        TimeWindow, WarningDetail,
+    };
+    pub use mtanalyze_model::runs::{attach_runs, runs, Runs};
+}
+
+/// What [`diff()`](crate::diff()) compares and gives ([`DiffReport`]'s
+/// rows), and the rules [`gate()`] judges a change by.
+pub mod diff {
+    pub use mtanalyze_model::diff::{
+        DiffOptions, EdgeDelta, EdgeDiff, EdgeSide, FunctionDelta, FunctionDiff, FunctionSide,
+        Match, PathDiff,
+    };
+    pub use mtanalyze_model::gate::{GateBreach, GateChange, GateField, GateOp, GateRule};
+
+    #[cfg(doc)]
+    use crate::{gate, DiffReport};
+}
+
+/// Whether a change between runs is more than noise: the estimate, its
+/// test and the verdict a diff's rows carry.
+pub mod significance {
+    pub use mtanalyze_model::significance::{
+        format_p, Estimate, Method, Samples, Significance, SignificanceOptions, Tested, Verdict,
+    };
+}
+
+/// A trace replayed as time slices per stack, for the views that draw time
+/// (Chrome's trace, the HTML page's timeline) rather than sum it.
+pub mod timeline {
+    pub use mtanalyze_engine::Timelines;
+    pub use mtanalyze_model::timeline::{
+        ClosedFrame, Pause, Slice, SliceKind, StackActivity, StackTimeline, TimelineSource,
+        TimelineStack,
+    };
+}

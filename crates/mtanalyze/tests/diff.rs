@@ -3,8 +3,11 @@
 use std::io::Cursor;
 
 use mtanalyze::from_bytes;
-use mtanalyze::{analyze, AnalyzeOptions, Clock, PathMode, Report};
-use mtanalyze::{diff, DiffOptions, Match};
+use mtanalyze::{analyze, report::Clock, AnalyzeOptions, PathMode, Report};
+use mtanalyze::{
+    diff,
+    diff::{DiffOptions, Match},
+};
 use mtrace_format::{EventKind, ThreadId, TraceWriter, WriterOptions};
 use proptest::prelude::*;
 
@@ -170,7 +173,7 @@ proptest! {
     fn deltas_are_the_difference_of_the_two_reports(a in calls(), b in calls()) {
         let (base, new) = (build(&a), build(&b));
         let dr = diff(&base, &new, DiffOptions::default());
-        let find = |r: &Report, f: &mtanalyze::FunctionDiff| {
+        let find = |r: &Report, f: &mtanalyze::diff::FunctionDiff| {
             r.functions.iter().find(|x| x.function == f.function && x.file == f.file && x.line == f.line).cloned()
         };
         let mut seen_base = 0;

@@ -9,7 +9,9 @@ use std::io::Cursor;
 
 use mtanalyze::testing::{analyze_batched, analyze_streamed_with};
 use mtanalyze::{
-    analyze, check, from_bytes, merge, AnalyzeOptions, Clock, PathMode, Report, TimeBound,
+    analyze, check, from_bytes,
+    report::{merge, Clock},
+    AnalyzeOptions, PathMode, Report, TimeBound,
 };
 use mtrace_format::{
     ClockInfo, EventKind, FunctionId, StackId, ThreadId, TraceWriter, WriterOptions,
@@ -386,7 +388,7 @@ fn a_continued_stack_record_claiming_too_many_frames_is_metadata_damage() {
 
 #[test]
 fn the_timelines_show_carried_on_frames_from_the_file_start() {
-    use mtanalyze::{SliceKind, TimelineSource, Timelines};
+    use mtanalyze::timeline::{SliceKind, TimelineSource, Timelines};
     let (_, second) = two_files();
     let trace = from_bytes("test", second).unwrap();
     let t = Timelines::new(&trace, &under(Clock::Stack)).unwrap();

@@ -8,7 +8,11 @@ use std::path::PathBuf;
 
 use mtanalyze::from_bytes;
 use mtanalyze::WarningKind;
-use mtanalyze::{analyze, AnalyzeOptions, Clock, Report, StackRows};
+use mtanalyze::{
+    analyze,
+    report::{Clock, StackRows},
+    AnalyzeOptions, Report,
+};
 use mtanalyze_testkit::reference::{
     self, Clock as RefClock, EdgeStats as RefEdge, FnStats as RefFn, RefReport,
 };
@@ -525,8 +529,8 @@ proptest! {
             let dense = run(to_binary_with_ids_shifted(&lines, 0), clock);
             let mut sparse = run(to_binary_with_ids_shifted(&lines, 40), clock);
             for s in &mut sparse.stacks {
-                if let mtanalyze::StackKey::Logical(id) = s.id {
-                    s.id = mtanalyze::StackKey::Logical(id >> 40);
+                if let mtanalyze::report::StackKey::Logical(id) = s.id {
+                    s.id = mtanalyze::report::StackKey::Logical(id >> 40);
                 }
             }
             prop_assert_eq!(dense, sparse);
@@ -573,8 +577,8 @@ fn without_split(mut r: Report) -> Report {
     for s in &mut r.stacks {
         (s.scheduled_ns, s.waiting_ns) = (0, 0);
         // A wake may name a stack before its first switch: ids follow first use.
-        if let mtanalyze::StackKey::Logical(_) = s.id {
-            s.id = mtanalyze::StackKey::Logical(0);
+        if let mtanalyze::report::StackKey::Logical(_) = s.id {
+            s.id = mtanalyze::report::StackKey::Logical(0);
         }
     }
     r.stacks.sort_by_key(|s| (s.id, s.name.to_string()));
@@ -1384,7 +1388,7 @@ proptest! {
             prop_assert_eq!(fused, replayed, "clock {}", clock);
         }
         let r = run(bytes, Clock::Stack);
-        let merged = mtanalyze::merge(vec![r.clone(), r.clone()]).expect("two reports");
+        let merged = mtanalyze::report::merge(vec![r.clone(), r.clone()]).expect("two reports");
         let flags = |r: &Report| r.stacks.iter().map(|s| s.ended).collect::<Vec<_>>();
         prop_assert_eq!(flags(&merged), [flags(&r), flags(&r)].concat());
     }
@@ -1650,7 +1654,7 @@ proptest! {
             .iter()
             .map(|(t, s, f, steps)| run(to_binary_direct(&lines_with_ends(*t, *s, *f, steps)), clock))
             .collect();
-        let merged = mtanalyze::merge(reports.clone()).expect("at least one");
+        let merged = mtanalyze::report::merge(reports.clone()).expect("at least one");
         let dir = std::env::temp_dir().join(format!(
             "mtanalyze-summed-{}-{}",
             std::process::id(),
@@ -1699,7 +1703,7 @@ proptest! {
         let want_edges: Vec<_> = reports.iter().flat_map(|r| &r.edges).map(|e| (e.caller_key(), e.callee_key())).filter(|k| seen.insert(k.clone())).collect();
         prop_assert_eq!(merged.functions.iter().map(|f| f.key()).collect::<Vec<_>>(), want_functions);
         prop_assert_eq!(merged.edges.iter().map(|e| (e.caller_key(), e.callee_key())).collect::<Vec<_>>(), want_edges);
-        let mut reversed = mtanalyze::merge(reports.iter().rev().cloned()).expect("at least one");
+        let mut reversed = mtanalyze::report::merge(reports.iter().rev().cloned()).expect("at least one");
         // Function totals by identity.
         let mut want: BTreeMap<String, [u64; 8]> = BTreeMap::new();
         for r in &reports {

@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use mtanalyze::threads::on_the_calling_thread;
-use mtanalyze::{analyze, analyze_many, AnalyzeOptions, Clock, ManyTraces, PathMode};
+use mtanalyze::{analyze, analyze_many, report::Clock, AnalyzeOptions, ManyTraces, PathMode};
 use mtanalyze_testkit::worked_examples::{ENDS, FIBER_HANDOFF, GIL_TURNS, RECURSION, REPAIRS};
 
 fn sample_traces() -> Vec<PathBuf> {

@@ -51,7 +51,7 @@ impl Floor {
         let mut at = self.at;
         let ns = time_ns(|| {
             for _ in 0..events {
-                let bytes = encode_enter(mtrace::read_tsc(), f);
+                let bytes = encode_enter(mtrace::bench::read_tsc(), f);
                 // SAFETY: `at + 16 <= FLOOR_BUFFER` (the buffer is a multiple of 16).
                 unsafe { (base.add(at) as *mut [u8; 16]).write(bytes) };
                 at += 16;

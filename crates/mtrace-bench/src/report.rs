@@ -177,7 +177,7 @@ pub fn parent(args: &[String], tracy_exe: &Path) -> Result<(), String> {
         cpu_model(),
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         memory_total(),
-        if mtrace::has_invariant_tsc() {
+        if mtrace::bench::has_invariant_tsc() {
             "invariant TSC"
         } else {
             "no invariant TSC"

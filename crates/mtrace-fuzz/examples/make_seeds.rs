@@ -296,7 +296,7 @@ fn serde_json_string(t: &str) -> String {
 /// A binary trace exported as Chrome JSON by mtanalyze's own exporter.
 fn chrome(binary: &[u8]) -> Vec<u8> {
     let trace = mtanalyze::from_bytes("seed", binary.to_vec()).unwrap();
-    let t = mtanalyze::Timelines::new(&trace, &Default::default()).unwrap();
+    let t = mtanalyze::timeline::Timelines::new(&trace, &Default::default()).unwrap();
     let mut out = Vec::new();
     mtanalyze::render::chrome::chrome(&mut out, &t, &mut |_| {}).unwrap();
     out

@@ -18,10 +18,10 @@
 
 use std::io::sink;
 
+use mtanalyze::timeline::Timelines;
 use mtanalyze::view::{self, EdgeSelection, SortKey, ViewOptions};
 use mtanalyze::RecursionCollapse;
-use mtanalyze::Timelines;
-use mtanalyze::{render, AnalyzeOptions, Clock, PathMode};
+use mtanalyze::{render, report::Clock, AnalyzeOptions, PathMode};
 use mtrace_format::layout::{EVENT_SIZE, HEADER_SIZE, META_ALIGN};
 use mtrace_format::TraceFile;
 
@@ -247,7 +247,7 @@ pub fn analyzer(data: &[u8]) {
         assert!(
             r.stacks
                 .iter()
-                .all(|s| !s.ended || matches!(s.id, mtanalyze::StackKey::Logical(_))),
+                .all(|s| !s.ended || matches!(s.id, mtanalyze::report::StackKey::Logical(_))),
             "an own stack ended"
         );
         assert!(
@@ -282,7 +282,7 @@ pub fn analyzer(data: &[u8]) {
 }
 
 /// The stacks whose life ended at an `end` event.
-fn ended(r: &mtanalyze::Report) -> Vec<mtanalyze::StackKey> {
+fn ended(r: &mtanalyze::Report) -> Vec<mtanalyze::report::StackKey> {
     r.stacks.iter().filter(|s| s.ended).map(|s| s.id).collect()
 }
 

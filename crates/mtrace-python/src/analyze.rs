@@ -25,7 +25,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use mtanalyze::view::{filtered_report, EdgeSelection, ViewOptions};
-use mtanalyze::{AnalyzeOptions, Clock, TimeBound};
+use mtanalyze::{report::Clock, AnalyzeOptions, TimeBound};
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;

@@ -4,7 +4,10 @@
 
 use std::time::Duration;
 
-use mtanalyze::{AnalyzeOptions, Clock, StackKey};
+use mtanalyze::{
+    report::{Clock, StackKey},
+    AnalyzeOptions,
+};
 use mtrace::StackKind;
 
 const SLEEP: Duration = Duration::from_millis(200);

@@ -50,7 +50,7 @@ fn synchronous_spans_nest_on_the_threads_own_stack() {
         report
             .stacks
             .iter()
-            .all(|s| !matches!(s.id, mtanalyze::StackKey::Logical(_))),
+            .all(|s| !matches!(s.id, mtanalyze::report::StackKey::Logical(_))),
         "no logical stacks"
     );
     assert!(report.warnings.is_empty(), "{:?}", report.warnings);

@@ -97,7 +97,7 @@ fn floor() -> f64 {
     let f = black_box(FunctionId(1));
     let result = measure(2 * PAIRS, || {
         for _ in 0..2 * PAIRS {
-            let bytes = encode_enter(mtrace::read_tsc(), f);
+            let bytes = encode_enter(mtrace::bench::read_tsc(), f);
             // SAFETY: `at + 16 <= CAPACITY`.
             unsafe { (base.add(at) as *mut [u8; 16]).write(bytes) };
             at += 16;
@@ -154,7 +154,7 @@ fn main() {
     let f = mtrace::register_function("bench", file!(), line!(), module_path!());
     println!(
         "clock: {}",
-        if mtrace::has_invariant_tsc() {
+        if mtrace::bench::has_invariant_tsc() {
             "invariant TSC"
         } else {
             "monotonic (no invariant TSC)"

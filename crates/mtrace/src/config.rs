@@ -162,7 +162,7 @@ pub struct Config {
     /// `capacity / chunk_size` chunks. In [`Mode::StopWhenFull`] this is a
     /// cap: the file starts small and grows as the chunks are claimed; unset
     /// (`None`), the cap is half the free space of the file system the trace
-    /// is on, between [`AUTO_CAPACITY_MIN`] and [`AUTO_CAPACITY_MAX`]. In
+    /// is on, but at least 256 MiB and at most 1 TiB. In
     /// [`Mode::Ring`] the file has this size from the start (unset:
     /// [`DEFAULT_RING_CAPACITY`]).
     pub capacity: Option<u64>,

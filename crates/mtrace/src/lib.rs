@@ -80,10 +80,9 @@ mod trace_file;
 
 use std::sync::atomic::Ordering;
 
-pub use clock::{has_invariant_tsc, read_tsc};
 pub use config::{
-    parse_bytes, parse_signal, ClockSource, Config, Format, Mode, Rotation, AUTO_CAPACITY_MAX,
-    AUTO_CAPACITY_MIN, DEFAULT_META_CAPACITY, DEFAULT_RING_CAPACITY, MEMORY_CAPACITY,
+    parse_bytes, parse_signal, ClockSource, Config, Format, Mode, Rotation, DEFAULT_META_CAPACITY,
+    DEFAULT_RING_CAPACITY, MEMORY_CAPACITY,
 };
 pub use error::{AdoptError, ConfigError, FinishError, StartError};
 pub use future::{Instrumented, LogicalStackExt};
@@ -92,6 +91,15 @@ pub use mtrace_format::{FunctionId, PreferredClock, Producer, StackId, StackKind
 pub use recording::{is_paused, is_recording, pause, resume, start, Recording, Summary};
 pub use scope::{CallSite, ScopeGuard};
 pub use stack::{current_stack, switch_to, wake, Detached, LogicalStack, SwitchGuard};
+
+/// What the benchmarks and the recorder's own tests measure against: the
+/// raw clock and the stop-when-full sizing bounds. Behind the `bench`
+/// feature so that a program recording itself sees only the recorder.
+#[cfg(feature = "bench")]
+pub mod bench {
+    pub use crate::clock::{has_invariant_tsc, read_tsc};
+    pub use crate::config::{AUTO_CAPACITY_MAX, AUTO_CAPACITY_MIN};
+}
 
 /// Instruments a function: its body runs inside a frame named after it.
 ///

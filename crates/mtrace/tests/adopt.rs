@@ -12,7 +12,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use common::{serial, TempTrace};
-use mtanalyze::{AnalyzeOptions, Clock, FunctionStats, Report};
+use mtanalyze::{report::Clock, AnalyzeOptions, FunctionStats, Report};
 use mtrace::{AdoptError, Config, Format};
 
 const HANDLES: u64 = 50;

@@ -32,7 +32,7 @@ fn a_tiny_program_leaves_a_tiny_file() {
     let header = TraceFile::parse(&bytes).unwrap().header().clone();
     let maximum = header.chunks_offset + header.chunk_count * header.chunk_size as u64;
     assert!(
-        header.chunk_count * header.chunk_size as u64 >= mtrace::AUTO_CAPACITY_MIN,
+        header.chunk_count * header.chunk_size as u64 >= mtrace::bench::AUTO_CAPACITY_MIN,
         "maximum {} slots",
         header.chunk_count
     );

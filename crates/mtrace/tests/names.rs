@@ -90,7 +90,7 @@ fn a_million_task_names_are_all_in_the_trace_and_the_report() {
         let named: HashSet<&str> = report
             .stacks
             .iter()
-            .filter(|s| matches!(s.id, mtanalyze::StackKey::Logical(_)))
+            .filter(|s| matches!(s.id, mtanalyze::report::StackKey::Logical(_)))
             .map(|s| s.name.as_ref())
             .filter(|n| n.starts_with("task-"))
             .collect();

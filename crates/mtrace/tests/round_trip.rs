@@ -96,7 +96,7 @@ fn round_trip(threads: usize, iterations: usize, clock: ClockSource) {
     let d = decode(trace.path());
     assert!(d.header.flags & FLAG_FINISHED != 0);
     assert_eq!(d.header.dropped_events, 0);
-    let expected_kind = if clock == ClockSource::Auto && mtrace::has_invariant_tsc() {
+    let expected_kind = if clock == ClockSource::Auto && mtrace::bench::has_invariant_tsc() {
         ClockKind::Tsc
     } else {
         ClockKind::Nanoseconds

@@ -97,7 +97,7 @@ fn split(trace: &std::path::Path) -> Vec<(String, f64, f64, f64)> {
     for s in report
         .stacks
         .iter()
-        .filter(|s| matches!(s.id, mtanalyze::StackKey::Logical(_)))
+        .filter(|s| matches!(s.id, mtanalyze::report::StackKey::Logical(_)))
     {
         let &(paused, scheduled) = truth
             .get(&*s.name)

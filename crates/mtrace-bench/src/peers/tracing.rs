@@ -130,7 +130,7 @@ thread_local! {
 
 #[inline(always)]
 fn ticks() -> u64 {
-    mtrace::read_tsc()
+    mtrace::bench::read_tsc()
 }
 
 /// Times every enter/exit of every span with the TSC.
