@@ -377,14 +377,8 @@ fn record_timed(dir: &TempDir, name: &str, extra_pct: u64) -> (PathBuf, Timed) {
         .collect();
     for _ in 0..ROUNDS {
         let _s = mtrace::scope!("round");
-        let calls: [&dyn Fn() -> u64; 6] = [
-            &parse,
-            &lex,
-            &hash,
-            &emit,
-            &check,
-            &|| render(extra_pct),
-        ];
+        let calls: [&dyn Fn() -> u64; 6] =
+            [&parse, &lex, &hash, &emit, &check, &|| render(extra_pct)];
         for (call, (_, samples)) in calls.iter().zip(took.iter_mut()) {
             let t = std::time::Instant::now();
             sum = sum.wrapping_add(call());
@@ -463,10 +457,9 @@ fn measure_the_per_call_spread_and_each_statistics_power() {
         let (a1, ta1) = record_timed(&dir, &format!("a{pair}.bin"), 0);
         let (b, tb) = record_timed(&dir, &format!("b{pair}.bin"), 25);
         let (a2, ta2) = record_timed(&dir, &format!("a{pair}-again.bin"), 0);
-        for (what, base_all, new_all, nb, nn) in [
-            ("A/A", &ta1, &ta2, &a1, &a2),
-            ("A/B", &ta1, &tb, &a1, &b),
-        ] {
+        for (what, base_all, new_all, nb, nn) in
+            [("A/A", &ta1, &ta2, &a1, &a2), ("A/B", &ta1, &tb, &a1, &b)]
+        {
             // The rule weighed: each function's median per-call time, NEW
             // over BASE, over the machine's drift (the median of those
             // ratios, as the analyzer takes it), changed when it moves by
@@ -490,7 +483,13 @@ fn measure_the_per_call_spread_and_each_statistics_power() {
                         .then(|| format!("{name} {:+.0}% z {z:.0}", effect * 100.0))
                 })
                 .collect();
-            eprintln!("{what} {pair}: median rule, drift {drift:.3}: flagged {flagged:?}");
+            let widest = ratios
+                .iter()
+                .map(|r| (r / drift - 1.0) * 100.0)
+                .fold(0.0f64, |w, e| if e.abs() > w.abs() { e } else { w });
+            eprintln!(
+                "{what} {pair}: median rule, drift {drift:.3}, widest effect {widest:+.1}%: flagged {flagged:?}"
+            );
             let base = &base_all[5].1;
             let new = &new_all[5].1;
             let mut sb = base.clone();
