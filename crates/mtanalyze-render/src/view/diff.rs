@@ -115,18 +115,7 @@ pub fn filtered_diff(
         .edges
         .iter()
         .filter(|e| everything || kept.contains(&e.caller_key()) || kept.contains(&e.callee_key()))
-        .filter(|e| {
-            edges
-                .callers_of
-                .as_ref()
-                .is_none_or(|re| matches(re, &e.callee_key()))
-        })
-        .filter(|e| {
-            edges
-                .callees_of
-                .as_ref()
-                .is_none_or(|re| matches(re, &e.caller_key()))
-        })
+        .filter(|e| edges.keeps(&e.caller_key(), &e.callee_key()))
         .filter(|e| opts.sort.edge_change(e) as f64 >= min)
         .cloned()
         .collect();

@@ -381,6 +381,20 @@ pub struct EdgeSelection {
     pub callees_of: Option<Regex>,
 }
 
+impl EdgeSelection {
+    /// Whether the edge from `caller` to `callee` is selected: its callee
+    /// matches `--callers` and its caller `--callees` (each if given).
+    pub(crate) fn keeps(&self, caller: &FunctionKey, callee: &FunctionKey) -> bool {
+        self.callers_of
+            .as_ref()
+            .is_none_or(|re| matches(re, callee))
+            && self
+                .callees_of
+                .as_ref()
+                .is_none_or(|re| matches(re, caller))
+    }
+}
+
 /// A report as the JSON output writes it, borrowing from the report: the
 /// rows a view keeps, and the rest as is. Serializes exactly as a
 /// [`Report`] with those rows would (same fields, same order): a report of
@@ -443,18 +457,7 @@ pub fn filtered_report<'r>(
         .edges
         .iter()
         .filter(|e| everything || kept.contains(&e.caller_key()) || kept.contains(&e.callee_key()))
-        .filter(|e| {
-            edges
-                .callers_of
-                .as_ref()
-                .is_none_or(|re| matches(re, &e.callee_key()))
-        })
-        .filter(|e| {
-            edges
-                .callees_of
-                .as_ref()
-                .is_none_or(|re| matches(re, &e.caller_key()))
-        })
+        .filter(|e| edges.keeps(&e.caller_key(), &e.callee_key()))
         .collect();
     let paths = report
         .paths
