@@ -133,8 +133,14 @@ fn identity(file: &std::fs::File) -> (u64, u64) {
 }
 
 /// Records `calls` calls of `f` on the calling thread and on a thread
-/// named `thread` (which exits, letting go of the recording), into memory.
-fn record_into_memory(f: mtrace::FunctionId, thread: &str, calls: usize) -> std::fs::File {
+/// named `thread` (which exits, letting go of the recording), into
+/// memory; `take` takes what the trace is read from before the finish.
+fn record_into<T>(
+    f: mtrace::FunctionId,
+    thread: &str,
+    calls: usize,
+    take: impl FnOnce(&mtrace::Recording) -> T,
+) -> T {
     let recording = mtrace::start(Config::new("reused").in_memory(true)).expect("start");
     let on_thread = move || {
         for _ in 0..calls {
@@ -149,9 +155,23 @@ fn record_into_memory(f: mtrace::FunctionId, thread: &str, calls: usize) -> std:
         .unwrap()
         .join()
         .unwrap();
-    let memory = recording.memory_trace().expect("memory").expect("fd");
+    let trace = take(&recording);
     recording.finish().expect("finish");
-    memory
+    trace
+}
+
+/// [`record_into`], read through a descriptor.
+fn record_into_memory(f: mtrace::FunctionId, thread: &str, calls: usize) -> std::fs::File {
+    record_into(f, thread, calls, |r| {
+        r.memory_trace().expect("memory").expect("fd")
+    })
+}
+
+/// [`record_into`], read through a view.
+fn record_into_a_view(f: mtrace::FunctionId, thread: &str, calls: usize) -> mtrace::MemoryTrace {
+    record_into(f, thread, calls, |r| {
+        r.memory_view().expect("a recording into memory has a view")
+    })
 }
 
 fn read(memory: &std::fs::File) -> common::Decoded {
@@ -212,31 +232,6 @@ fn a_given_back_trace_s_memory_serves_a_later_recording_and_a_held_one_stays() {
     assert_eq!(held_after.event_count(), held_before.event_count());
     assert_eq!(held_after.threads, held_before.threads);
     mtrace::give_back_memory_trace(third);
-}
-
-/// Records `calls` calls of `f` on the calling thread and on a thread
-/// named `thread` (which exits, letting go of the recording), into
-/// memory; returns a view of the trace.
-fn record_into_a_view(f: mtrace::FunctionId, thread: &str, calls: usize) -> mtrace::MemoryTrace {
-    let recording = mtrace::start(Config::new("viewed").in_memory(true)).expect("start");
-    let on_thread = move || {
-        for _ in 0..calls {
-            mtrace::enter(f);
-            mtrace::exit(f);
-        }
-    };
-    on_thread();
-    std::thread::Builder::new()
-        .name(thread.to_owned())
-        .spawn(on_thread)
-        .unwrap()
-        .join()
-        .unwrap();
-    let view = recording
-        .memory_view()
-        .expect("a recording into memory has a view");
-    recording.finish().expect("finish");
-    view
 }
 
 /// The identity of the file a view reads (through a descriptor of it,
