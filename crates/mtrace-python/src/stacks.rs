@@ -287,10 +287,7 @@ impl Thread {
     unsafe fn entry(&mut self, code: *mut ffi::PyObject) -> Entry {
         match self.codes.get_mut(&(code as usize)) {
             Some((e, named)) => {
-                if *named != self.session {
-                    *named = self.session;
-                    name_on_use(e.id);
-                }
+                name_once(named, self.session, e.id);
                 *e
             }
             None => {
@@ -313,10 +310,7 @@ impl Thread {
     ) -> u32 {
         match self.cfuncs.get_mut(&def) {
             Some((id, named)) => {
-                if *named != self.session {
-                    *named = self.session;
-                    name_on_use(*id);
-                }
+                name_once(named, self.session, *id);
                 *id
             }
             None => {
@@ -1171,6 +1165,16 @@ pub(crate) fn start_session(tasks: bool, open_frames: bool, names_on_use: bool) 
     OPEN_FRAMES.store(open_frames, Ordering::Relaxed);
     NAMES_ON_USE.store(names_on_use, Ordering::Relaxed);
     SESSION.fetch_add(1, Ordering::Relaxed);
+}
+
+/// Names function `id` if the cache entry stamped `named` was last named
+/// in an older session than `session`, and stamps it.
+#[inline(always)]
+fn name_once(named: &mut u64, session: u64, id: u32) {
+    if *named != session {
+        *named = session;
+        name_on_use(id);
+    }
 }
 
 /// Names function `id` in the recording if it names functions on use
