@@ -261,6 +261,7 @@ pub(crate) fn pstats<'py>(
         .unwrap_or(1);
     let bytes = py.detach(|| {
         without_staying_threads(threads, || -> Result<Vec<u8>, Failure> {
+            let failed = |e: mtanalyze::AnalyzeError| Failure::Trace(e.to_string());
             let report = match inputs.as_slice() {
                 [Input::Memory(view)] => {
                     let trace = mtanalyze::LoadedTrace::from_shared(
@@ -268,32 +269,34 @@ pub(crate) fn pstats<'py>(
                         Box::new(view.clone()),
                     )
                     .map_err(|e| Failure::Trace(e.to_string()))?;
-                    mtanalyze::analyze(&trace, &options)
+                    mtanalyze::analyze(&trace, &options).map_err(failed)?
                 }
-                [Input::Path(path)] => mtanalyze::analyze(&load(path)?, &options),
+                [Input::Path(path)] => {
+                    mtanalyze::analyze(&load(path)?, &options).map_err(failed)?
+                }
                 several => {
                     let mut descriptors = Vec::new();
                     let paths = several
                         .iter()
                         .map(|input| input.path(&mut descriptors))
-                        .collect::<Result<Vec<_>, _>>()?;
-                    let merged = mtanalyze::analyze_many(
-                        &paths,
-                        &options,
-                        mtanalyze::ManyTraces::Merge,
-                        |_, _, r| r.map(|_| ()).map_err(|e| Failure::Trace(e.to_string())),
-                    );
+                        .collect::<Result<Vec<_>, _>>();
+                    let merged = paths.and_then(|paths| {
+                        mtanalyze::analyze_many(
+                            &paths,
+                            &options,
+                            mtanalyze::ManyTraces::Merge,
+                            |_, _, r| r.map(|_| ()).map_err(|e| Failure::Trace(e.to_string())),
+                        )
+                    });
+                    // Given back whether the analysis went well or not.
                     for descriptor in descriptors {
                         mtrace::give_back_memory_trace(descriptor);
                     }
-                    return render(
-                        &merged?
-                            .finish()
-                            .ok_or_else(|| Failure::Trace("no trace given".into()))?,
-                    );
+                    merged?
+                        .finish()
+                        .ok_or_else(|| Failure::Trace("no trace given".into()))?
                 }
-            }
-            .map_err(|e| Failure::Trace(e.to_string()))?;
+            };
             render(&report)
         })
     })?;
