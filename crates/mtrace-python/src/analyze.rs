@@ -18,17 +18,19 @@
 //! called it (a `pstats.Stats(profile)` per web request) has no thread of
 //! mtrace's afterwards.
 
+use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
 use std::io::{self, BufWriter};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+use mtanalyze::render::pstats::{Key, PstatsTable};
 use mtanalyze::view::{filtered_report, EdgeSelection, ViewOptions};
 use mtanalyze::{report::Clock, AnalyzeOptions, TimeBound};
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
+use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
 
 use crate::memory::MemoryTraceHandle;
 
@@ -233,19 +235,21 @@ impl Input {
     }
 }
 
-/// The pstats file of `traces` (paths, or `MemoryTraceHandle`s), summed,
-/// as bytes (what `mtanalyze PATHS... --format pstats -o -` writes,
-/// without the command line around it: these traces only, no child
-/// processes' or series' files looked for, no warning said). `clock`: as
-/// for [`analyze`]. One trace in memory (a profile per request) is read
-/// where the recorder wrote it: no descriptor, mapping or copy.
+/// The statistics of `traces` (paths, or `MemoryTraceHandle`s), summed,
+/// as the dict cProfile's `Profile.stats` is and a pstats file holds
+/// (what `mtanalyze PATHS... --format pstats -o -` writes, without the
+/// command line around it: these traces only, no child processes' or
+/// series' files looked for, no warning said). `clock`: as for
+/// [`analyze`]. One trace in memory (a profile per request) is read where
+/// the recorder wrote it: no descriptor, mapping or copy; and the dict is
+/// built here, not encoded as marshal bytes for Python to decode.
 #[pyfunction]
 #[pyo3(signature = (traces, clock = None))]
 pub(crate) fn pstats<'py>(
     py: Python<'py>,
     traces: Vec<Bound<'py, PyAny>>,
     clock: Option<&str>,
-) -> PyResult<Bound<'py, PyBytes>> {
+) -> PyResult<Bound<'py, PyDict>> {
     let options = AnalyzeOptions {
         clock: parsed::<Clock>("clock", clock)?,
         ..AnalyzeOptions::default()
@@ -259,10 +263,10 @@ pub(crate) fn pstats<'py>(
         })
         .max()
         .unwrap_or(1);
-    let bytes = py.detach(|| {
-        without_staying_threads(threads, || -> Result<Vec<u8>, Failure> {
+    let report = py.detach(|| {
+        without_staying_threads(threads, || -> Result<mtanalyze::Report, Failure> {
             let failed = |e: mtanalyze::AnalyzeError| Failure::Trace(e.to_string());
-            let report = match inputs.as_slice() {
+            Ok(match inputs.as_slice() {
                 [Input::Memory(view)] => {
                     let trace = mtanalyze::LoadedTrace::from_shared(
                         "the trace in memory",
@@ -296,19 +300,60 @@ pub(crate) fn pstats<'py>(
                         .finish()
                         .ok_or_else(|| Failure::Trace("no trace given".into()))?
                 }
-            };
-            render(&report)
+            })
         })
     })?;
-    Ok(PyBytes::new(py, &bytes))
+    stats_dict(py, &PstatsTable::of(&report))
 }
 
-/// The pstats file of `report`.
-fn render(report: &mtanalyze::Report) -> Result<Vec<u8>, Failure> {
-    let mut out = Vec::new();
-    mtanalyze::render::pstats::pstats(&mut out, report)
-        .map_err(|e| Failure::Trace(format!("the pstats file: {e}")))?;
-    Ok(out)
+/// `table` as pstats' dict: `{(file, line, name): (cc, nc, tt, ct,
+/// {caller: (nc, cc, tt, ct)})}`, times in seconds, as the marshal
+/// encoding in `mtanalyze::render::pstats` writes it. Each distinct key
+/// is one tuple, shared by its entry and wherever it calls (as the
+/// strings in cProfile's keys are the code objects' own).
+fn stats_dict<'py, 'r>(py: Python<'py>, table: &PstatsTable<'r>) -> PyResult<Bound<'py, PyDict>> {
+    let mut keys: HashMap<Key<'r>, Bound<'py, PyTuple>> = HashMap::with_capacity(table.len().0);
+    let mut strings: HashMap<&'r str, Bound<'py, PyString>> = HashMap::new();
+    let mut key_of = |k: Key<'r>| -> PyResult<Bound<'py, PyTuple>> {
+        if let Some(tuple) = keys.get(&k) {
+            return Ok(tuple.clone());
+        }
+        let (file, line, name) = k;
+        let mut string = |s: &'r str| {
+            strings
+                .entry(s)
+                .or_insert_with(|| PyString::new(py, s))
+                .clone()
+        };
+        let tuple = PyTuple::new(
+            py,
+            [
+                string(file).into_any(),
+                line.into_pyobject(py)?.into_any(),
+                string(name).into_any(),
+            ],
+        )?;
+        keys.insert(k, tuple.clone());
+        Ok(tuple)
+    };
+    let seconds = |ns: u64| ns as f64 / 1e9;
+    let stats = PyDict::new(py);
+    table.for_each(|k, counts, callers| -> PyResult<()> {
+        let by_caller = PyDict::new(py);
+        for ((_, caller), c) in callers {
+            let entry = (c.nc, c.cc, seconds(c.tt_ns), seconds(c.ct_ns));
+            by_caller.set_item(key_of(*caller)?, entry)?;
+        }
+        let entry = (
+            counts.cc,
+            counts.nc,
+            seconds(counts.tt_ns),
+            seconds(counts.ct_ns),
+            by_caller,
+        );
+        stats.set_item(key_of(k)?, entry)
+    })?;
+    Ok(stats)
 }
 
 /// Runs the `mtanalyze` command line on `argv` (its name first) with the

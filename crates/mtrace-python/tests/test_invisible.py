@@ -392,6 +392,16 @@ class Invisible(Case):
         self.assertEqual(direct, through_the_command_line)
         (row,) = [v for k, v in direct.items() if k[2] == "spin"]
         self.assertEqual(row[1], calls(8) + calls(9))
+        # One trace in memory, read through its handle (the dict built by
+        # the extension): the command line's statistics of its file.
+        first = p._traces[0]
+        self.assertIsInstance(first, mtrace.MemoryTrace)
+        in_place = _profiler.pstats_dict([first], children=False)
+        self.assertEqual(in_place, _profiler.pstats_dict([os.fspath(first)]))
+        (row,) = [v for k, v in in_place.items() if k[2] == "spin"]
+        self.assertEqual(row[1], calls(8))
+        self.assertTrue(all(callers for (_, _, name), (*_, callers) in in_place.items()
+                            if name == "spin"), "spin's callers are kept")
 
     def test_a_profile_s_table_holds_the_program_s_functions_only(self):
         # As cProfile's, without its own row ({method 'disable' of

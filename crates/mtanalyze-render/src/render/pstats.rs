@@ -39,27 +39,37 @@ use mtanalyze_model::report::{Report, BUILTIN_FILE, PRODUCER_PYTHON};
 /// A pstats function key: (file, line, name), borrowed from the report
 /// (a profile per request renders one of these files per request: no
 /// string is copied for it).
-type Key<'r> = (&'r str, u32, &'r str);
+pub type Key<'r> = (&'r str, u32, &'r str);
 
-/// `(cc, nc, tt_ns, ct_ns)`: the sums behind one stats entry.
-#[derive(Clone, Copy, Default)]
-struct Counts {
-    cc: u64,
-    nc: u64,
-    tt: u64,
-    ct: u64,
+/// The sums behind one stats entry or one caller entry: primitive calls,
+/// all calls, self and cumulative time in nanoseconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Primitive (non-recursive) calls.
+    pub cc: u64,
+    /// All calls.
+    pub nc: u64,
+    /// Self time, ns.
+    pub tt_ns: u64,
+    /// Cumulative time, ns.
+    pub ct_ns: u64,
 }
 
 impl Counts {
-    fn of(cc: u64, nc: u64, tt: u64, ct: u64) -> Counts {
-        Counts { cc, nc, tt, ct }
+    fn of(cc: u64, nc: u64, tt_ns: u64, ct_ns: u64) -> Counts {
+        Counts {
+            cc,
+            nc,
+            tt_ns,
+            ct_ns,
+        }
     }
 
     fn add(&mut self, other: Counts) {
         self.cc = self.cc.saturating_add(other.cc);
         self.nc = self.nc.saturating_add(other.nc);
-        self.tt = self.tt.saturating_add(other.tt);
-        self.ct = self.ct.saturating_add(other.ct);
+        self.tt_ns = self.tt_ns.saturating_add(other.tt_ns);
+        self.ct_ns = self.ct_ns.saturating_add(other.ct_ns);
     }
 }
 
@@ -100,74 +110,124 @@ fn key<'r>(names: Names, function: &'r str, file: &'r str, line: u32) -> Key<'r>
     (file, line, function)
 }
 
+/// A report's statistics as pstats holds them, keyed and summed once for
+/// both encodings: the marshal bytes of [`pstats`] and, in the Python
+/// binding, the dict itself (a profile per request builds it directly,
+/// with no bytes encoded and decoded between).
+pub struct PstatsTable<'r> {
+    /// Each function's own counts, sorted by key.
+    rows: Vec<(Key<'r>, Counts)>,
+    /// `(callee, caller)` counts, sorted by callee then caller.
+    calls: Vec<((Key<'r>, Key<'r>), Counts)>,
+}
+
+impl<'r> PstatsTable<'r> {
+    /// The table of `report`.
+    pub fn of(report: &'r Report) -> PstatsTable<'r> {
+        let names = if report.trace.producer == PRODUCER_PYTHON {
+            Names::Python
+        } else {
+            Names::AsRecorded
+        };
+        // Sorted lists rather than maps of maps: the same order (a dict's
+        // keys sorted, each function's callers sorted) with two allocations.
+        let rows = summed(
+            report
+                .functions
+                .iter()
+                .map(|f| {
+                    let key = key(names, &f.function, &f.file, f.line);
+                    let counts =
+                        Counts::of(f.primitive_calls, f.ncalls, f.tottime_ns, f.cumtime_ns);
+                    (key, counts)
+                })
+                .collect(),
+        );
+        let calls = summed(
+            report
+                .edges
+                .iter()
+                .map(|e| {
+                    let callee = key(names, &e.callee, &e.callee_file, e.callee_line);
+                    let caller = key(names, &e.caller, &e.caller_file, e.caller_line);
+                    let counts =
+                        Counts::of(e.primitive_calls, e.ncalls, e.tottime_ns, e.cumtime_ns);
+                    ((callee, caller), counts)
+                })
+                .collect(),
+        );
+        PstatsTable { rows, calls }
+    }
+
+    /// How many entries and caller entries there are, for sizing what is built.
+    pub fn len(&self) -> (usize, usize) {
+        (self.rows.len(), self.calls.len())
+    }
+
+    /// Whether there is no entry at all.
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty() && self.calls.is_empty()
+    }
+
+    /// Calls `entry` once per stats entry in key order: the key, its
+    /// counts and its callers (caller key and counts) in caller order.
+    /// Every function with a row or a caller has an entry: a callee with
+    /// no row of its own gets zero counts, as pstats' entries do.
+    pub fn for_each<E>(
+        &self,
+        mut entry: impl FnMut(Key<'r>, Counts, &[((Key<'r>, Key<'r>), Counts)]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let (mut r, mut calls) = (self.rows.iter().peekable(), self.calls.as_slice());
+        loop {
+            let k = match (r.peek(), calls.first()) {
+                (Some((row, _)), Some(((callee, _), _))) => *row.min(callee),
+                (Some((row, _)), None) => *row,
+                (None, Some(((callee, _), _))) => *callee,
+                (None, None) => return Ok(()),
+            };
+            let counts = match r.next_if(|(row, _)| *row == k) {
+                Some((_, counts)) => *counts,
+                None => Counts::default(),
+            };
+            let n = calls
+                .iter()
+                .take_while(|((callee, _), _)| *callee == k)
+                .count();
+            let (callers, rest) = calls.split_at(n);
+            calls = rest;
+            entry(k, counts, callers)?;
+        }
+    }
+}
+
 /// Writes the report as a pstats file (marshal bytes).
 pub fn pstats(out: &mut dyn Write, report: &Report) -> io::Result<()> {
-    let names = if report.trace.producer == PRODUCER_PYTHON {
-        Names::Python
-    } else {
-        Names::AsRecorded
-    };
-    // Sorted lists rather than maps of maps: the same order (a dict's
-    // keys sorted, each function's callers sorted) with two allocations.
-    let rows = summed(
-        report
-            .functions
-            .iter()
-            .map(|f| {
-                let key = key(names, &f.function, &f.file, f.line);
-                let counts = Counts::of(f.primitive_calls, f.ncalls, f.tottime_ns, f.cumtime_ns);
-                (key, counts)
-            })
-            .collect(),
-    );
-    let calls = summed(
-        report
-            .edges
-            .iter()
-            .map(|e| {
-                let callee = key(names, &e.callee, &e.callee_file, e.callee_line);
-                let caller = key(names, &e.caller, &e.caller_file, e.caller_line);
-                let counts = Counts::of(e.primitive_calls, e.ncalls, e.tottime_ns, e.cumtime_ns);
-                ((callee, caller), counts)
-            })
-            .collect(),
-    );
+    let table = PstatsTable::of(report);
+    let (rows, calls) = table.len();
     let mut m = Marshal {
         // Enough for most functions' keys and counts at once.
-        bytes: Vec::with_capacity(128 * (rows.len() + calls.len())),
+        bytes: Vec::with_capacity(128 * (rows + calls)),
     };
     m.dict_start();
-    // Every function with a row or a caller, in key order: a callee with
-    // no row of its own gets zero counts, as pstats' entries do.
-    let (mut r, mut c) = (rows.iter().peekable(), calls.iter().peekable());
-    loop {
-        let k = match (r.peek(), c.peek()) {
-            (Some((row, _)), Some(((callee, _), _))) => row.min(callee),
-            (Some((row, _)), None) => row,
-            (None, Some(((callee, _), _))) => callee,
-            (None, None) => break,
-        };
-        let counts = match r.next_if(|(row, _)| row == k) {
-            Some((_, counts)) => *counts,
-            None => Counts::default(),
-        };
-        m.key(k);
+    table.for_each(|k, counts, callers| -> Result<(), io::Error> {
+        m.key(&k);
         m.tuple(5);
         m.int(counts.cc);
         m.int(counts.nc);
-        m.seconds(counts.tt);
-        m.seconds(counts.ct);
+        m.seconds(counts.tt_ns);
+        m.seconds(counts.ct_ns);
         m.dict_start();
-        while let Some(((_, caller), cc)) = c.next_if(|((callee, _), _)| callee == k) {
+        for ((_, caller), cc) in callers {
             m.key(caller);
             m.tuple(4);
             m.int(cc.nc);
             m.int(cc.cc);
-            m.seconds(cc.tt);
-            m.seconds(cc.ct);
+            m.seconds(cc.tt_ns);
+            m.seconds(cc.ct_ns);
         }
         m.dict_end();
-    }
+        Ok(())
+    })?;
     m.dict_end();
     out.write_all(&m.bytes)
 }

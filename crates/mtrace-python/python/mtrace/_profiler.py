@@ -165,10 +165,10 @@ def pstats_dict(traces: "Sequence[_Trace]", clock: str | None = None,
     if not traces:
         return {}
     if not children:
-        # A trace in memory as its handle: read in place, no path opened.
-        return marshal.loads(  # type: ignore[no-any-return]
-            _mtrace.pstats([t._handle if isinstance(t, _package.MemoryTrace)
-                            else os.fspath(t) for t in traces], clock))
+        # A trace in memory as its handle: read in place, no path opened;
+        # the dict built by the extension, no bytes between.
+        return _mtrace.pstats([t._handle if isinstance(t, _package.MemoryTrace)
+                               else os.fspath(t) for t in traces], clock)
     # The pstats file's bytes in memory (`-o -`): no file to write, read
     # back and remove for each `pstats.Stats(profile)`.
     args = [*(os.fspath(t) for t in traces), "--format", "pstats", "-o", "-"]
