@@ -476,7 +476,7 @@ impl TraceMap {
         header.preferred_clock = config.preferred_clock;
         header.producer = config.producer;
         header.version = config.format.version();
-        header.pid = std::process::id();
+        header.pid = crate::process::pid();
         header.chunk_count = self.chunk_count;
         header.chunks_offset = self.chunks_offset as u64;
         header.meta_offset = self.meta_offset as u64;

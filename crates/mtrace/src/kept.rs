@@ -239,7 +239,7 @@ pub(crate) fn keep(file: KeptFile) {
     let given_back = before - kept.returned.len();
     kept.entries.push(Entry {
         file,
-        pid: std::process::id(),
+        pid: crate::process::pid(),
         given_back,
     });
     if kept.entries.len() > KEPT_AT_MOST {
@@ -253,7 +253,7 @@ pub(crate) fn keep(file: KeptFile) {
 /// new recording.
 pub(crate) fn take(layout: Layout) -> Option<KeptFile> {
     let mut kept = KEPT.try_lock().ok()?;
-    let pid = std::process::id();
+    let pid = crate::process::pid();
     let at = kept
         .entries
         .iter()

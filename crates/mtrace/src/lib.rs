@@ -68,6 +68,7 @@ mod future;
 mod kept;
 mod mark;
 mod meta;
+mod process;
 mod provision;
 mod recording;
 mod rotate;

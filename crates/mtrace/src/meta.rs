@@ -56,24 +56,14 @@ pub(crate) fn register(name: &str, file: &str, line: u32, module: &str) -> Funct
     id
 }
 
-/// This machine's host name ("" if the system does not say).
-fn host_name() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: gethostname writes at most `buf.len()` bytes into `buf`.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    if rc != 0 {
-        return String::new();
-    }
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    String::from_utf8_lossy(&buf[..end]).into_owned()
-}
-
 /// Runs `f` under the registry lock, after writing every known function into
 /// `shared`'s metadata region (none if it names them on use). `f`
 /// publishes the recording.
 pub(crate) fn publish(shared: &Shared, f: impl FnOnce()) {
     // The host first: a trace says where it was recorded (one record).
-    shared.write_meta(&MetaRecord::Host { name: host_name() });
+    shared.write_meta(&MetaRecord::Host {
+        name: crate::process::host_name().to_owned(),
+    });
     let registry = lock(&REGISTRY);
     if !shared.names_on_use {
         for meta in &registry.functions {

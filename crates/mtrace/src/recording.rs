@@ -31,7 +31,6 @@ pub use crate::trace_file::Summary;
 /// The recording started from the environment, finished at process exit.
 static AUTO: Mutex<Option<Recording>> = Mutex::new(None);
 static ENV_CHECK: Once = Once::new();
-static AT_FORK: Once = Once::new();
 
 /// A running recording. Dropping it finishes the file (ignoring errors); call
 /// [`Recording::finish`] to see them and get a [`Summary`].
@@ -177,16 +176,7 @@ pub fn start(config: Config) -> Result<Recording, StartError> {
     });
     let shared = trace_file::open(&config, (*last_gen, 0), || calibration.finish(), series, 0)?;
     let gen = shared.gen;
-    AT_FORK.call_once(|| {
-        // SAFETY: registering a plain extern "C" function.
-        unsafe {
-            libc::pthread_atfork(
-                None,
-                None,
-                Some(shared::after_fork_in_child as unsafe extern "C" fn()),
-            )
-        };
-    });
+    shared::watch_forks();
     if let Some(signal) = config.signal {
         if let Err(e) = signal::install(signal, toggle_running) {
             warn(format_args!(
@@ -209,7 +199,7 @@ pub fn start(config: Config) -> Result<Recording, StartError> {
 }
 
 fn finish(first: &'static Shared) -> Result<Summary, FinishError> {
-    if std::process::id() != first.pid {
+    if crate::process::pid() != first.pid {
         return Err(FinishError::OtherProcess);
     }
     // Before the lock: a switch under way takes it, and the old file it

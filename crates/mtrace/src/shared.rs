@@ -61,7 +61,7 @@ use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::ptr;
 use std::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, Ordering};
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Condvar, Mutex, MutexGuard, Once};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
@@ -580,7 +580,24 @@ pub(crate) fn name_stack(gen: u64, id: StackId, name: &str, kind: StackKind) -> 
 /// its own recording) and start a new fork epoch, so the forking thread drops
 /// its chunk without writing to it. Only atomics are touched, as a fork
 /// handler must.
+/// Registers [`after_fork_in_child`] once a process (before the
+/// recorder's first recording, and before it remembers a process id).
+pub(crate) fn watch_forks() {
+    static AT_FORK: Once = Once::new();
+    AT_FORK.call_once(|| {
+        // SAFETY: registering a plain extern "C" function.
+        unsafe {
+            libc::pthread_atfork(
+                None,
+                None,
+                Some(after_fork_in_child as unsafe extern "C" fn()),
+            )
+        };
+    });
+}
+
 pub(crate) extern "C" fn after_fork_in_child() {
+    crate::process::forget_pid_after_fork();
     GEN.store(GEN_OFF, Ordering::Relaxed);
     CURRENT.store(ptr::null_mut(), Ordering::Relaxed);
     // The readers counted were the parent's other threads, which the

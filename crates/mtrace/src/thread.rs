@@ -803,7 +803,7 @@ fn name_thread(shared: &Shared, tid: u64) {
     let name = std::thread::current().name().unwrap_or("").to_owned();
     shared.write_meta(&MetaRecord::Thread {
         tid: ThreadId(tid),
-        os_tid: os_tid(),
+        os_tid: crate::process::thread_id(),
         name,
     });
 }
@@ -1016,18 +1016,6 @@ fn thread_exit(l: &Local) {
     unsafe {
         drop(mem::take(l.frames()));
         drop(mem::take(l.own_saved()));
-    }
-}
-
-fn os_tid() -> u64 {
-    #[cfg(target_os = "linux")]
-    {
-        // SAFETY: gettid has no arguments and cannot fail.
-        (unsafe { libc::syscall(libc::SYS_gettid) }) as u64
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        0
     }
 }
 

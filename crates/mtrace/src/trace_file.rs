@@ -103,7 +103,7 @@ pub(crate) fn open(
         finished: AtomicBool::new(false),
         stretches: AtomicU64::new(stretches),
         started: Instant::now(),
-        pid: std::process::id(),
+        pid: crate::process::pid(),
         series,
         bound: AtomicU64::new(0),
         retired: AtomicBool::new(false),

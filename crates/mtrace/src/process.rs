@@ -1,0 +1,128 @@
+//! What the recorder asks the system about its own process, asked once:
+//! the process id (asked again after a fork), the host name and each
+//! thread's id. A profile per request starts and stops a recording per
+//! request; each of these was a system call per recording, and on a
+//! virtual machine a system call costs more than its own instructions
+//! (the caches and TLB it disturbs).
+//!
+//! A fork is noticed by the recorder's `pthread_atfork` child handler
+//! ([`crate::shared::watch_forks`]), registered before a process id is
+//! first remembered, so no child can inherit its parent's.
+
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::OnceLock;
+
+use crate::shared::{watch_forks, FORK_EPOCH};
+
+/// The process id, 0 until asked and again after a fork.
+static PID: AtomicU32 = AtomicU32::new(0);
+
+/// This process's id.
+pub(crate) fn pid() -> u32 {
+    match PID.load(Ordering::Relaxed) {
+        0 => {
+            watch_forks();
+            let pid = std::process::id();
+            PID.store(pid, Ordering::Relaxed);
+            pid
+        }
+        pid => pid,
+    }
+}
+
+/// Called in a forked child (from the fork handler): the id is the child's own.
+pub(crate) fn forget_pid_after_fork() {
+    PID.store(0, Ordering::Relaxed);
+}
+
+/// This machine's host name as the process first saw it ("" if the
+/// system does not say): a trace says where it was recorded.
+pub(crate) fn host_name() -> &'static str {
+    static HOST: OnceLock<String> = OnceLock::new();
+    HOST.get_or_init(|| {
+        let mut buf = [0u8; 256];
+        // SAFETY: gethostname writes at most `buf.len()` bytes into `buf`.
+        let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
+        if rc != 0 {
+            return String::new();
+        }
+        let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
+        String::from_utf8_lossy(&buf[..end]).into_owned()
+    })
+}
+
+thread_local! {
+    /// The calling thread's id and the fork epoch it was asked in: a
+    /// forked child's thread has a new id.
+    static THREAD_ID: Cell<Option<(u64, u64)>> = const { Cell::new(None) };
+}
+
+/// The calling thread's id in the operating system (0 where there is none
+/// to give).
+pub(crate) fn thread_id() -> u64 {
+    let epoch = FORK_EPOCH.load(Ordering::Relaxed);
+    THREAD_ID.with(|cached| match cached.get() {
+        Some((asked_in, tid)) if asked_in == epoch => tid,
+        _ => {
+            let tid = ask_thread_id();
+            cached.set(Some((epoch, tid)));
+            tid
+        }
+    })
+}
+
+fn ask_thread_id() -> u64 {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: gettid has no arguments and cannot fail.
+        (unsafe { libc::syscall(libc::SYS_gettid) }) as u64
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_ids_are_the_system_s() {
+        assert_eq!(pid(), std::process::id());
+        assert_eq!(pid(), std::process::id(), "remembered");
+        let here = thread_id();
+        assert_eq!(thread_id(), here);
+        #[cfg(target_os = "linux")]
+        {
+            assert_eq!(here, ask_thread_id());
+            let there = std::thread::spawn(thread_id).join().expect("the thread");
+            assert_ne!(here, there, "each thread its own");
+        }
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_forked_child_has_ids_of_its_own() {
+        let (parent, parent_thread) = (pid(), thread_id());
+        // SAFETY: the child calls only getpid/gettid (through the caches,
+        // which the fork handler cleared) and _exit.
+        let child = unsafe { libc::fork() };
+        assert!(child >= 0, "fork");
+        if child == 0 {
+            let own = pid() == unsafe { libc::getpid() } as u32
+                && pid() != parent
+                && thread_id() != parent_thread
+                && thread_id() == ask_thread_id();
+            // SAFETY: leaves the child without running the test harness's exit.
+            unsafe { libc::_exit(if own { 0 } else { 1 }) };
+        }
+        let mut status = 0;
+        // SAFETY: waits for the child just made.
+        assert_eq!(unsafe { libc::waitpid(child, &mut status, 0) }, child);
+        assert!(libc::WIFEXITED(status), "the child exited");
+        assert_eq!(libc::WEXITSTATUS(status), 0, "the child's ids were its own");
+        assert_eq!(pid(), parent);
+    }
+}
