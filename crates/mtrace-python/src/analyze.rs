@@ -18,7 +18,6 @@
 //! called it (a `pstats.Stats(profile)` per web request) has no thread of
 //! mtrace's afterwards.
 
-use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
 use std::io::{self, BufWriter};
 use std::path::{Path, PathBuf};
@@ -308,41 +307,49 @@ pub(crate) fn pstats<'py>(
 
 /// `table` as pstats' dict: `{(file, line, name): (cc, nc, tt, ct,
 /// {caller: (nc, cc, tt, ct)})}`, times in seconds, as the marshal
-/// encoding in `mtanalyze::render::pstats` writes it. Each distinct key
-/// is one tuple, shared by its entry and wherever it calls (as the
-/// strings in cProfile's keys are the code objects' own).
+/// encoding in `mtanalyze::render::pstats` writes it. Each entry's key is
+/// one tuple, shared wherever that function calls (as cProfile's keys
+/// share the code objects' strings), and each file one string.
 fn stats_dict<'py, 'r>(py: Python<'py>, table: &PstatsTable<'r>) -> PyResult<Bound<'py, PyDict>> {
-    let mut keys: HashMap<Key<'r>, Bound<'py, PyTuple>> = HashMap::with_capacity(table.len().0);
-    let mut strings: HashMap<&'r str, Bound<'py, PyString>> = HashMap::new();
-    let mut key_of = |k: Key<'r>| -> PyResult<Bound<'py, PyTuple>> {
-        if let Some(tuple) = keys.get(&k) {
-            return Ok(tuple.clone());
-        }
-        let (file, line, name) = k;
-        let mut string = |s: &'r str| {
-            strings
-                .entry(s)
-                .or_insert_with(|| PyString::new(py, s))
-                .clone()
+    // Few files, many functions each: a short list, searched in order.
+    let mut files: Vec<(&'r str, Bound<'py, PyString>)> = Vec::new();
+    let mut tuple_of = |(file, line, name): Key<'r>| -> PyResult<Bound<'py, PyTuple>> {
+        let file = match files.iter().find(|(f, _)| *f == file) {
+            Some((_, string)) => string.clone(),
+            None => {
+                let string = PyString::new(py, file);
+                files.push((file, string.clone()));
+                string
+            }
         };
-        let tuple = PyTuple::new(
+        PyTuple::new(
             py,
             [
-                string(file).into_any(),
+                file.into_any(),
                 line.into_pyobject(py)?.into_any(),
-                string(name).into_any(),
+                PyString::new(py, name).into_any(),
             ],
-        )?;
-        keys.insert(k, tuple.clone());
-        Ok(tuple)
+        )
     };
+    // The entries' keys, in the table's (sorted) order: a caller is found
+    // among them by binary search (a caller has an entry of its own
+    // unless it was summed from another trace without one).
+    let mut keys: Vec<(Key<'r>, Bound<'py, PyTuple>)> = Vec::with_capacity(table.len().0);
+    table.for_each(|k, _, _| -> PyResult<()> {
+        keys.push((k, tuple_of(k)?));
+        Ok(())
+    })?;
     let seconds = |ns: u64| ns as f64 / 1e9;
     let stats = PyDict::new(py);
-    table.for_each(|k, counts, callers| -> PyResult<()> {
+    let mut entry_keys = keys.iter();
+    table.for_each(|_, counts, callers| -> PyResult<()> {
         let by_caller = PyDict::new(py);
         for ((_, caller), c) in callers {
-            let entry = (c.nc, c.cc, seconds(c.tt_ns), seconds(c.ct_ns));
-            by_caller.set_item(key_of(*caller)?, entry)?;
+            let key = match keys.binary_search_by(|(k, _)| k.cmp(caller)) {
+                Ok(at) => keys[at].1.clone(),
+                Err(_) => tuple_of(*caller)?,
+            };
+            by_caller.set_item(key, (c.nc, c.cc, seconds(c.tt_ns), seconds(c.ct_ns)))?;
         }
         let entry = (
             counts.cc,
@@ -351,7 +358,10 @@ fn stats_dict<'py, 'r>(py: Python<'py>, table: &PstatsTable<'r>) -> PyResult<Bou
             seconds(counts.ct_ns),
             by_caller,
         );
-        stats.set_item(key_of(k)?, entry)
+        let (_, key) = entry_keys
+            .next()
+            .ok_or_else(|| Failure::Trace("the pstats table changed while read".into()))?;
+        stats.set_item(key, entry)
     })?;
     Ok(stats)
 }
