@@ -27,6 +27,15 @@ pub struct NumberedEdge {
     pub sums: [u64; 5],
 }
 
+impl NumberedEdge {
+    /// `(ncalls, primitive_calls, tottime_ns, cumtime_ns)`, as its row
+    /// ([`EdgeStats::set_sums`]) has them.
+    pub fn calls_and_times(&self) -> (u64, u64, u64, u64) {
+        let [ncalls, primitive_calls, tottime_ns, cumtime_ns, _] = self.sums;
+        (ncalls, primitive_calls, tottime_ns, cumtime_ns)
+    }
+}
+
 /// A trace's [`Report`] whose edges are not rows yet (see the module doc):
 /// `mtanalyze::analyze_many`'s workers hand these over.
 #[derive(Clone, Debug)]

@@ -71,10 +71,13 @@ pub use mtanalyze_model::sink::StackSink;
 pub use mtanalyze_model::warnings::WarningKind;
 
 /// The parts of a [`Report`] and of a [`CheckReport`] past their main rows:
-/// keys, names, windows, labels, runs, and [`merge`](report::merge) (what
-/// [`analyze_many`] sums traces with).
+/// keys, names, windows, labels, runs, [`merge`](report::merge) (what
+/// [`analyze_many`] sums traces with), and a report whose edges are left
+/// numbered ([`analyze_compact`](report::analyze_compact)).
 pub mod report {
+    pub use mtanalyze_engine::analyze_compact;
     pub use mtanalyze_model::check::ChunkIssue;
+    pub use mtanalyze_model::compact::CompactReport;
     pub use mtanalyze_model::functions::{EntryKey, FunctionEntry};
     pub use mtanalyze_model::labels::{LabelSite, Labels};
     pub use mtanalyze_model::merge::merge;

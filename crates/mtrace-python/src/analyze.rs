@@ -25,6 +25,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use mtanalyze::render::pstats::{Key, PstatsTable};
+use mtanalyze::report::{analyze_compact, CompactReport};
 use mtanalyze::view::{filtered_report, EdgeSelection, ViewOptions};
 use mtanalyze::{report::Clock, AnalyzeOptions, TimeBound};
 use pyo3::exceptions::{PyOSError, PyValueError};
@@ -263,8 +264,14 @@ pub(crate) fn pstats<'py>(
         .max()
         .unwrap_or(1);
     let report = py.detach(|| {
-        without_staying_threads(threads, || -> Result<mtanalyze::Report, Failure> {
+        without_staying_threads(threads, || -> Result<Analyzed, Failure> {
             let failed = |e: mtanalyze::AnalyzeError| Failure::Trace(e.to_string());
+            // One trace: its edges left numbered (read once, below).
+            let one = |trace: &mtanalyze::LoadedTrace| {
+                analyze_compact(trace, &options)
+                    .map(Analyzed::One)
+                    .map_err(failed)
+            };
             Ok(match inputs.as_slice() {
                 [Input::Memory(view)] => {
                     let trace = mtanalyze::LoadedTrace::from_shared(
@@ -272,11 +279,9 @@ pub(crate) fn pstats<'py>(
                         Box::new(view.clone()),
                     )
                     .map_err(|e| Failure::Trace(e.to_string()))?;
-                    mtanalyze::analyze(&trace, &options).map_err(failed)?
+                    one(&trace)?
                 }
-                [Input::Path(path)] => {
-                    mtanalyze::analyze(&load(path)?, &options).map_err(failed)?
-                }
+                [Input::Path(path)] => one(&load(path)?)?,
                 several => {
                     let mut descriptors = Vec::new();
                     let paths = several
@@ -295,14 +300,26 @@ pub(crate) fn pstats<'py>(
                     for descriptor in descriptors {
                         mtrace::give_back_memory_trace(descriptor);
                     }
-                    merged?
-                        .finish()
-                        .ok_or_else(|| Failure::Trace("no trace given".into()))?
+                    Analyzed::Summed(
+                        merged?
+                            .finish()
+                            .ok_or_else(|| Failure::Trace("no trace given".into()))?,
+                    )
                 }
             })
         })
     })?;
-    stats_dict(py, &PstatsTable::of(&report))
+    let table = match &report {
+        Analyzed::One(compact) => PstatsTable::of_compact(compact),
+        Analyzed::Summed(report) => PstatsTable::of(report),
+    };
+    stats_dict(py, &table)
+}
+
+/// What [`pstats`] analyzed: one trace, or several summed.
+enum Analyzed {
+    One(CompactReport),
+    Summed(mtanalyze::Report),
 }
 
 /// `table` as pstats' dict: `{(file, line, name): (cc, nc, tt, ct,

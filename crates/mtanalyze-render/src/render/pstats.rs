@@ -34,12 +34,16 @@
 
 use std::io::{self, Write};
 
+use mtanalyze_model::compact::CompactReport;
 use mtanalyze_model::report::{Report, BUILTIN_FILE, PRODUCER_PYTHON};
 
 /// A pstats function key: (file, line, name), borrowed from the report
 /// (a profile per request renders one of these files per request: no
 /// string is copied for it).
 pub type Key<'r> = (&'r str, u32, &'r str);
+
+/// A function as the report names it: (name, file, line).
+type Name<'r> = (&'r str, &'r str, u32);
 
 /// The sums behind one stats entry or one caller entry: primitive calls,
 /// all calls, self and cumulative time in nanoseconds.
@@ -124,11 +128,46 @@ pub struct PstatsTable<'r> {
 impl<'r> PstatsTable<'r> {
     /// The table of `report`.
     pub fn of(report: &'r Report) -> PstatsTable<'r> {
+        let edges = report.edges.iter().map(|e| {
+            let callee = (e.callee.as_str(), e.callee_file.as_str(), e.callee_line);
+            let caller = (e.caller.as_str(), e.caller_file.as_str(), e.caller_line);
+            let counts = Counts::of(e.primitive_calls, e.ncalls, e.tottime_ns, e.cumtime_ns);
+            (callee, caller, counts)
+        });
+        PstatsTable::from_parts(report, edges)
+    }
+
+    /// The table of a report whose edges are numbered: what
+    /// [`PstatsTable::of`] gives for its full report, without the edges'
+    /// rows made (no name copied per edge, no sort by names).
+    pub fn of_compact(compact: &'r CompactReport) -> PstatsTable<'r> {
+        let keys = &compact.keys;
+        let edges = compact.edges.iter().filter_map(|e| {
+            let (from, to) = (keys.get(e.caller as usize)?, keys.get(e.callee as usize)?);
+            let callee = (to.function.as_str(), to.file.as_str(), to.line);
+            let caller = (from.function.as_str(), from.file.as_str(), from.line);
+            let (ncalls, primitive, tottime, cumtime) = e.calls_and_times();
+            Some((
+                callee,
+                caller,
+                Counts::of(primitive, ncalls, tottime, cumtime),
+            ))
+        });
+        PstatsTable::from_parts(compact.report(), edges)
+    }
+
+    /// The table of `report`'s functions and of `edges`: (callee, caller)
+    /// as (name, file, line), and their counts.
+    fn from_parts(
+        report: &'r Report,
+        edges: impl Iterator<Item = (Name<'r>, Name<'r>, Counts)>,
+    ) -> PstatsTable<'r> {
         let names = if report.trace.producer == PRODUCER_PYTHON {
             Names::Python
         } else {
             Names::AsRecorded
         };
+        let key = |(function, file, line): Name<'r>| key(names, function, file, line);
         // Sorted lists rather than maps of maps: the same order (a dict's
         // keys sorted, each function's callers sorted) with two allocations.
         let rows = summed(
@@ -136,24 +175,16 @@ impl<'r> PstatsTable<'r> {
                 .functions
                 .iter()
                 .map(|f| {
-                    let key = key(names, &f.function, &f.file, f.line);
+                    let k = key((&f.function, &f.file, f.line));
                     let counts =
                         Counts::of(f.primitive_calls, f.ncalls, f.tottime_ns, f.cumtime_ns);
-                    (key, counts)
+                    (k, counts)
                 })
                 .collect(),
         );
         let calls = summed(
-            report
-                .edges
-                .iter()
-                .map(|e| {
-                    let callee = key(names, &e.callee, &e.callee_file, e.callee_line);
-                    let caller = key(names, &e.caller, &e.caller_file, e.caller_line);
-                    let counts =
-                        Counts::of(e.primitive_calls, e.ncalls, e.tottime_ns, e.cumtime_ns);
-                    ((callee, caller), counts)
-                })
+            edges
+                .map(|(callee, caller, counts)| ((key(callee), key(caller)), counts))
                 .collect(),
         );
         PstatsTable { rows, calls }
