@@ -157,12 +157,33 @@ pub fn analyzer(data: &[u8]) {
         let width = [None, Some(40)][reports.len() % 2];
         render::table::header(out, &report, width).unwrap();
         let rows = view::function_rows(&report, &view);
-        render::table::functions(out, &rows, report.functions.len(), width, Some(render::table::Wakes::of(&report.trace))).unwrap();
+        render::table::functions(
+            out,
+            &rows,
+            report.functions.len(),
+            width,
+            Some(render::table::Wakes::of(&report.trace)),
+        )
+        .unwrap();
         render::table::ends_line(out, &report).unwrap();
         let stacks = view::stack_rows(&report, Some(SortKey::Paused), Some(20));
-        render::table::stacks(out, &stacks, report.stacks.len(), width, render::table::Wakes::of(&report.trace)).unwrap();
+        render::table::stacks(
+            out,
+            &stacks,
+            report.stacks.len(),
+            width,
+            render::table::Wakes::of(&report.trace),
+        )
+        .unwrap();
         let groups = view::stack_groups(&report, Some(SortKey::Ncalls));
-        render::table::stack_groups(out, &groups, groups.len(), width, render::table::Wakes::of(&report.trace)).unwrap();
+        render::table::stack_groups(
+            out,
+            &groups,
+            groups.len(),
+            width,
+            render::table::Wakes::of(&report.trace),
+        )
+        .unwrap();
         let edges = EdgeSelection {
             callers_of: None,
             callees_of: None,
