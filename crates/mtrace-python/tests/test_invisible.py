@@ -376,6 +376,30 @@ class Invisible(Case):
             p.print_stats("calls")
         self.assertIn("spin", buffer.getvalue())
 
+    def test_a_profile_stopped_by_mtrace_disable_holds_no_trace(self):
+        # `mtrace.disable()` while a profile records into memory: the
+        # trace is the caller's; the profile holds none (not a path that
+        # names no file), and its statistics are an unused profile's.
+        import pstats
+
+        import mtrace
+
+        p = mtrace.Profile()
+        p.enable()
+        spin(5)
+        summary = mtrace.disable()
+        p.disable()
+        self.assertIsInstance(summary["trace"], mtrace.MemoryTrace)
+        self.assertEqual(p.trace_paths, [])
+        with self.assertRaises(TypeError):
+            pstats.Stats(p)
+        summary["trace"].close()
+        p.enable()
+        spin(6)
+        p.disable()
+        (row,) = [v for k, v in pstats.Stats(p).stats.items() if k[2] == "spin"]
+        self.assertEqual(row[1], calls(6), "the profile records again")
+
     def test_a_profile_s_statistics_are_the_command_line_s(self):
         # A profile's traces in memory are analyzed without the command
         # line (no children, no series to look for): the same statistics.

@@ -364,6 +364,11 @@ class Profile:
             _owner = None
         summary = _package._stopped(summary)
         trace = None if summary is None else summary.get("trace")
+        if trace is None and self._path is None:
+            # Stopped elsewhere first (`mtrace.disable()`): whoever stopped
+            # a recording into memory holds its trace; this profile keeps
+            # nothing (its `path` named no file).
+            return
         self._traces.append(path if trace is None else trace)  # type: ignore[arg-type]
         if trace is not None and len(self._traces) > _MEMORY_TRACES_HELD:
             self._sum_memory()
