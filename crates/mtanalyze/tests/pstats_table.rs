@@ -15,7 +15,10 @@ fn entries<'r>(table: &PstatsTable<'r>) -> Vec<Entry<'r>> {
     let mut out = Vec::new();
     table
         .for_each(|key, counts, callers| -> Result<(), ()> {
-            let callers = callers.iter().map(|((_, caller), c)| (*caller, *c)).collect();
+            let callers = callers
+                .iter()
+                .map(|((_, caller), c)| (*caller, *c))
+                .collect();
             out.push((key, counts, callers));
             Ok(())
         })

@@ -124,7 +124,22 @@ impl Header {
     /// Encodes the header into its `HEADER_SIZE` bytes. A command line longer
     /// than the header allows is cut at a character boundary.
     pub fn encode(&self) -> Vec<u8> {
-        let mut b = vec![0u8; HEADER_SIZE];
+        let mut b = [0u8; HEADER_SIZE];
+        self.encode_into(&mut b);
+        b.to_vec()
+    }
+
+    /// [`Header::encode`] into `b`, every byte written whatever `b` held
+    /// (a recorder rewrites a reused file's header in place: no buffer
+    /// made and copied per recording).
+    pub fn encode_into(&self, b: &mut [u8; HEADER_SIZE]) {
+        let mut end = self.cmdline.len().min(CMDLINE_MAX);
+        while !self.cmdline.is_char_boundary(end) {
+            end -= 1;
+        }
+        // The bytes no field covers are zero; the fields follow.
+        b[..H_CMDLINE].fill(0);
+        b[H_CMDLINE + end..].fill(0);
         let mut put = |at: usize, bytes: &[u8]| b[at..at + bytes.len()].copy_from_slice(bytes);
         put(H_MAGIC, &MAGIC);
         put(H_VERSION, &self.version.to_le_bytes());
@@ -153,13 +168,8 @@ impl Header {
         put(H_DROPPED_CHUNKS, &self.dropped_chunks.to_le_bytes());
         put(H_META_LEN, &self.meta_len.to_le_bytes());
         put(H_META_DROPPED, &self.meta_dropped.to_le_bytes());
-        let mut end = self.cmdline.len().min(CMDLINE_MAX);
-        while !self.cmdline.is_char_boundary(end) {
-            end -= 1;
-        }
         put(H_CMDLINE_LEN, &(end as u32).to_le_bytes());
         put(H_CMDLINE, &self.cmdline.as_bytes()[..end]);
-        b
     }
 
     /// Decodes and checks a header. `file_len` is the real size of the file;
@@ -293,6 +303,23 @@ mod tests {
         let back = Header::decode(&h.encode()).expect("decodes");
         assert_eq!(back, h);
         assert_eq!(back.args(), vec!["prog", "--flag", "x"]);
+    }
+
+    #[test]
+    fn a_header_encoded_over_another_is_its_own_bytes() {
+        // A reused file's header is rewritten in place: nothing of the
+        // last one (a longer command line, its fields) may remain.
+        let mut long = Header::new(ClockInfo::nanoseconds(), 65536);
+        long.cmdline = "x".repeat(CMDLINE_MAX + 10);
+        long.dropped_events = u64::MAX;
+        long.end_tick = Some(u64::MAX);
+        let mut short = Header::new(ClockInfo::nanoseconds(), 4096);
+        short.cmdline = "prog\0-v".into();
+        let mut b = [0xAAu8; HEADER_SIZE];
+        long.encode_into(&mut b);
+        short.encode_into(&mut b);
+        assert_eq!(b.as_slice(), short.encode().as_slice());
+        assert_eq!(Header::decode(&b).expect("decodes"), short);
     }
 
     #[test]

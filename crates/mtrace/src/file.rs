@@ -481,11 +481,12 @@ impl TraceMap {
         header.chunks_offset = self.chunks_offset as u64;
         header.meta_offset = self.meta_offset as u64;
         header.meta_capacity = self.meta_capacity as u64;
-        header.cmdline = std::env::args_os()
-            .map(|a| a.to_string_lossy().into_owned())
-            .collect::<Vec<_>>()
-            .join("\0");
-        self.write(0, &header.encode());
+        header.cmdline = crate::process::command_line().to_owned();
+        assert!(HEADER_SIZE <= self.mapped_len(self.ready_slots()));
+        // SAFETY: the header's bytes are mapped (checked above), and the
+        // recording being set up is the only one writing them.
+        let bytes = unsafe { &mut *(self.base as *mut [u8; HEADER_SIZE]) };
+        header.encode_into(bytes);
     }
 
     /// The file's length with `slots` chunk slots.

@@ -1,6 +1,6 @@
 //! What the recorder asks the system about its own process, asked once:
-//! the process id (asked again after a fork), the host name and each
-//! thread's id. A profile per request starts and stops a recording per
+//! the process id (asked again after a fork), the host name, the command
+//! line and each thread's id. A profile per request starts and stops a recording per
 //! request; each of these was a system call per recording, and on a
 //! virtual machine a system call costs more than its own instructions
 //! (the caches and TLB it disturbs).
@@ -49,6 +49,18 @@ pub(crate) fn host_name() -> &'static str {
         }
         let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
         String::from_utf8_lossy(&buf[..end]).into_owned()
+    })
+}
+
+/// The process's command line, its arguments joined by NULs, as the
+/// trace's header holds it (the arguments the process started with).
+pub(crate) fn command_line() -> &'static str {
+    static LINE: OnceLock<String> = OnceLock::new();
+    LINE.get_or_init(|| {
+        std::env::args_os()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join("\0")
     })
 }
 
