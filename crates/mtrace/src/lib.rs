@@ -244,9 +244,10 @@ pub fn adopt_open_frames(frames: &[FunctionId]) -> Result<(), AdoptError> {
 /// The thread's stream is begun at once: its thread record, and its first
 /// chunk, whose snapshot holds `frames` (outermost first; id 0 is left
 /// out) as opened before the recording began (flagged `continued`, as
-/// [`adopt_open_frames`] writes it), with the thread's start at the
-/// file's start. A thread that never records is then in the trace with
-/// those frames open from the file's start to its end: their time counts,
+/// [`adopt_open_frames`] writes it), and no event. A thread that never
+/// records is then in the trace with those frames open from the file's
+/// start to its end: their time counts (under the `gil` clock, where a
+/// thread runs only after its own events, they are paused throughout),
 /// their calls (begun before the recording) do not. A thread that records
 /// later continues that stream at its first event, from those frames (its
 /// exits of them are ordinary exits); if it calls [`adopt_open_frames`]

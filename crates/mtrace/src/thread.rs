@@ -765,8 +765,9 @@ fn bind_in_adoptions(shared: &Shared) -> Option<Adopted> {
 /// Binds the thread, new to `shared` (generation `g`), to the stream
 /// another thread began for it there ([`adopt_thread_frames`]): its trace
 /// id, that stream's frames, and its chunks from number 1 on (number 0,
-/// released, holds them). No `thread_start` and no name: the stream has
-/// them.
+/// released, holds them). No name (the stream has it) and no
+/// `thread_start`, as a thread that moves to a later file of a series
+/// writes none: the thread started before the recording.
 fn continue_stream(l: &Local, shared: &Shared, g: u64, stream: Adopted) {
     // SAFETY: no other reference to the frames is live.
     unsafe {
@@ -812,11 +813,10 @@ fn become_frames(l: &Local, g: u64, want: &[u32]) {
 /// Begins the stream of the thread whose operating-system id is
 /// `os_tid`, which has not bound to the running recording, on its behalf
 /// (`crate::adopt_thread_frames`): names it (`name`), and writes its first
-/// chunk, number 0, released at once: its snapshot holds `frames`,
-/// stamped with the file's start and flagged `continued` as
-/// [`adopt_open_frames`] writes it (no flag without frames), and its only
-/// event is the thread's `thread_start` at the snapshot's tick. The
-/// thread continues that stream at its first event ([`bind_to`]).
+/// chunk, number 0, released at once with no event: its snapshot holds
+/// `frames`, stamped with the file's start and flagged `continued` as
+/// [`adopt_open_frames`] writes it (no flag without frames). The thread
+/// continues that stream at its first event ([`bind_to`]).
 ///
 /// Race-free against that thread binding meanwhile: both sides decide
 /// under the file's adoptions lock (`Shared::adoptions`), so either the
@@ -889,23 +889,10 @@ fn begin_stream(
     w.tid.set(tid);
     // SAFETY: `w` is this function's alone.
     unsafe { w.frames().extend_from_slice(frames) };
+    // No event follows the snapshot, not even a `thread_start`: the thread
+    // ran nothing of the recording's (under `gil` it holds no turn).
     let claimed = claim(&w, shared);
     if claimed {
-        // The snapshot's tick: the thread ran nothing of the recording's
-        // before it (under `gil` it then holds no turn).
-        let event = Event {
-            tick: w.enc.get().prev_tick,
-            kind: EventKind::ThreadStart,
-        };
-        // SAFETY: a claimed chunk has room after its snapshot for an event.
-        unsafe {
-            put_event(
-                &w,
-                w.cursor.get(),
-                |enc, room| enc.event_in(room, &event, false),
-                || event.encode(),
-            )
-        };
         release_chunk(&w);
     }
     // SAFETY: `w` is this function's alone; its vectors go with it.
