@@ -1239,7 +1239,8 @@ fn loaded_module<'py>(py: Python<'py>, name: &str) -> Option<Bound<'py, PyAny>> 
     let name = PyString::new(py, name);
     // SAFETY: attached (`py`); a new reference, or null (with an error
     // set only if the lookup failed, cleared here).
-    let module = unsafe { Bound::from_owned_ptr_or_opt(py, ffi::PyImport_GetModule(name.as_ptr())) };
+    let module =
+        unsafe { Bound::from_owned_ptr_or_opt(py, ffi::PyImport_GetModule(name.as_ptr())) };
     if module.is_none() {
         // SAFETY: attached (`py`).
         unsafe { registry::clear_error() };
