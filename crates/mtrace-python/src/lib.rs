@@ -103,7 +103,8 @@ fn preferred_clock() -> PreferredClock {
 /// `open_frames`: the recording is attached to a running program: each
 /// thread's frames open at its first event are taken as open since the
 /// recording began (time from the file's start, no call), with the mark
-/// `mtrace:open-frames`.
+/// `mtrace:open-frames`; every other thread's frames are adopted at the
+/// start, so that a thread blocked for the whole recording is in it too.
 #[pyfunction]
 #[pyo3(signature = (path, capacity = None, ring = false, builtins = None, tasks = true, meta_capacity = None, armed = false, signal = None, rotate = None, keep = None, memory = false, open_frames = false))]
 #[allow(clippy::too_many_arguments)]
@@ -231,6 +232,13 @@ fn start(
     }
     *slot = Some(recording);
     *lock(&STARTED_WITH) = Some(started_with);
+    // The other threads' frames with no lock held: on the free-threaded
+    // build, `sys._current_frames()` stops the world, which must not wait
+    // for a thread blocked on one of ours.
+    drop(slot);
+    if open_frames {
+        stacks::adopt_other_threads(py);
+    }
     Ok(())
 }
 

@@ -81,6 +81,8 @@ use std::sync::Mutex;
 
 use mtrace::{FunctionId, LogicalStack, StackId, StackKind, SwitchGuard};
 use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyString};
 
 use crate::registry::{self, lock, Entry, PtrHasher, PtrMap};
 
@@ -1062,10 +1064,13 @@ pub(crate) unsafe fn greenlet_switch(
 /// then the mark `mtrace:open-frames` (by this thread, at its first
 /// event), which says in a report which threads had frames open.
 /// `starting`: the code of the frame the event starts or resumes (the
-/// current frame), which the event enters itself. The walk stops at a
-/// generator or coroutine: its frames and those it called run on a
-/// task's stack, which the thread's first event inside it finds.
-/// mtrace's own frames (the attaching code) are left out.
+/// current frame), which the event enters itself. See [`open_frame_ids`]
+/// for which frames.
+///
+/// A thread whose frames the attach adopted already ([`adopt_other_threads`],
+/// it was blocked then) continues that stream: the recorder makes these
+/// its frames (the same ones, unless the thread ran between that walk and
+/// this one), so it is told even when there are none.
 ///
 /// A thread that already recorded in this recording (the one that
 /// started it, if it recorded before its first event here) cannot have
@@ -1077,12 +1082,42 @@ pub(crate) unsafe fn greenlet_switch(
 #[cold]
 #[inline(never)]
 unsafe fn adopt_open_frames(t: &mut Thread, starting: *mut ffi::PyObject) {
-    // Innermost first, each a new reference.
-    let mut codes: Vec<*mut ffi::PyObject> = Vec::new();
-    let mut frame = ffi::PyEval_GetFrame();
+    let frame = ffi::PyEval_GetFrame();
     if !frame.is_null() {
         ffi::Py_INCREF(frame.cast());
     }
+    let open = open_frame_ids(frame, starting, |code| t.entry(code));
+    let ids: Vec<FunctionId> = open.iter().map(|&id| FunctionId(id)).collect();
+    if mtrace::adopt_open_frames(&ids).is_ok() {
+        t.shadow.extend_from_slice(&open);
+    } else {
+        for &id in &open {
+            t.push(id);
+        }
+    }
+    if !open.is_empty() {
+        // After the frames: the thread is bound then, and the mark has its id.
+        mtrace::mark("mtrace:open-frames");
+    }
+}
+
+/// The function ids of `frame` (a new reference, or null) and the frames
+/// below it, outermost first: those an attach takes as open. `starting`:
+/// the code of `frame` if the event being reported enters it (then it is
+/// left out). The walk stops at a generator or coroutine: its frames and
+/// those it called run on a task's stack, which the thread's first event
+/// inside it finds. mtrace's own frames (the attaching code) are left out.
+/// `entry` gives a code object's entry.
+///
+/// # Safety
+/// Attached to the interpreter.
+unsafe fn open_frame_ids(
+    mut frame: *mut ffi::PyFrameObject,
+    starting: *mut ffi::PyObject,
+    mut entry: impl FnMut(*mut ffi::PyObject) -> Entry,
+) -> Vec<u32> {
+    // Innermost first, each a new reference.
+    let mut codes: Vec<*mut ffi::PyObject> = Vec::new();
     while !frame.is_null() {
         codes.push(ffi::PyFrame_GetCode(frame).cast());
         let back = ffi::PyFrame_GetBack(frame);
@@ -1094,7 +1129,7 @@ unsafe fn adopt_open_frames(t: &mut Thread, starting: *mut ffi::PyObject) {
         if depth == 0 && code == starting {
             continue;
         }
-        let e = t.entry(code);
+        let e = entry(code);
         if e.resumable {
             break;
         }
@@ -1105,19 +1140,112 @@ unsafe fn adopt_open_frames(t: &mut Thread, starting: *mut ffi::PyObject) {
     for code in codes {
         ffi::Py_DECREF(code);
     }
-    if open.is_empty() {
-        return;
-    }
-    let ids: Vec<FunctionId> = open.iter().map(|&id| FunctionId(id)).collect();
-    if mtrace::adopt_open_frames(&ids).is_ok() {
-        t.shadow.extend_from_slice(&open);
-    } else {
-        for id in open {
-            t.push(id);
+    open
+}
+
+/// For a recording attached to the running program (`python -m mtrace
+/// attach`), just started on the calling thread: adopts the open frames
+/// of every other thread `threading` knows, by its operating-system id
+/// (`mtrace::adopt_thread_frames`), as [`adopt_open_frames`] takes a
+/// thread's own at its first event. A thread blocked in C for the whole
+/// recording (a lock's wait, a queue's `get`, a `sleep`) has no first
+/// event: without this it would be missing from the trace; with it, its
+/// frames are open from the file's start to its end. A thread that wakes
+/// later continues the stream begun here; one that recorded first (the
+/// events flow already: a thread running Python binds at once) is
+/// refused by the recorder and keeps its own. Returns how many threads
+/// were adopted.
+///
+/// Nothing of Python's runs here (no event of this thread's is
+/// recorded): `sys._current_frames()` is called from C, the modules are
+/// taken from `sys.modules`, and the threads' ids and names are plain
+/// attributes. On the free-threaded build the other threads run meanwhile:
+/// `sys._current_frames()` takes their frames with the world stopped, but
+/// the walk down a running thread's frames is CPython's own, racing with
+/// it as any tool's walk of `sys._current_frames()` does; such a thread
+/// has usually bound already, and the recorder refuses its adoption.
+pub(crate) fn adopt_other_threads(py: Python<'_>) -> usize {
+    let threads = match other_threads(py) {
+        Ok(threads) => threads,
+        // No thread to adopt (a `threading` whose internals changed):
+        // each adopts its own frames at its first event, as before.
+        Err(_) => return 0,
+    };
+    let mut adopted = 0;
+    for (os_tid, name, frame) in threads {
+        // SAFETY: attached (`py`); the frame is a new reference, given to the walk.
+        let open = unsafe {
+            open_frame_ids(frame.into_ptr().cast(), std::ptr::null_mut(), |code| {
+                let e = registry::code_entry(code);
+                name_on_use(e.id);
+                e
+            })
+        };
+        if open.is_empty() {
+            continue;
+        }
+        let ids: Vec<FunctionId> = open.iter().map(|&id| FunctionId(id)).collect();
+        if mtrace::adopt_thread_frames(os_tid, &name, &ids).is_ok() {
+            adopted += 1;
         }
     }
-    // After the frames: the thread is bound then, and the mark has its id.
-    mtrace::mark("mtrace:open-frames");
+    adopted
+}
+
+/// Every thread but the calling one that `threading` knows and that runs
+/// Python: its operating-system id, its name and its current frame.
+fn other_threads(py: Python<'_>) -> PyResult<Vec<(u64, String, Bound<'_, PyAny>)>> {
+    let (Some(sys), Some(threading)) = (loaded_module(py, "sys"), loaded_module(py, "threading"))
+    else {
+        return Ok(Vec::new());
+    };
+    let frames = sys.getattr("_current_frames")?.call0()?;
+    let frames = frames.cast::<PyDict>()?;
+    // A copy: other threads start and end meanwhile.
+    let active = threading.getattr("_active")?.cast::<PyDict>()?.copy()?;
+    // SAFETY: no precondition.
+    let me = unsafe { ffi::PyThread_get_thread_ident() } as u64;
+    let mut threads = Vec::new();
+    for (ident, thread) in active.iter() {
+        let Ok(ident) = ident.extract::<u64>() else {
+            continue;
+        };
+        if ident == me {
+            continue;
+        }
+        let Some(frame) = frames.get_item(ident)? else {
+            continue;
+        };
+        let Some(os_tid) = thread
+            .getattr("_native_id")
+            .ok()
+            .and_then(|id| id.extract::<u64>().ok())
+        else {
+            continue;
+        };
+        let name = thread
+            .getattr("_name")
+            .ok()
+            .and_then(|name| name.extract::<String>().ok())
+            .unwrap_or_default();
+        threads.push((os_tid, name, frame));
+    }
+    Ok(threads)
+}
+
+/// The module `name` if it is imported (`sys.modules[name]`), without
+/// importing anything.
+fn loaded_module<'py>(py: Python<'py>, name: &str) -> Option<Bound<'py, PyAny>> {
+    let name = PyString::new(py, name);
+    // SAFETY: attached (`py`); a new reference, or null (with an error
+    // set only if the lookup failed, cleared here).
+    let module =
+        unsafe { Bound::from_owned_ptr_or_opt(py, ffi::PyImport_GetModule(name.as_ptr())) };
+    if module.is_none() {
+        // SAFETY: attached (`py`).
+        unsafe { registry::clear_error() };
+    }
+    module
 }
 
 /// The thread's first event of a session: forget the last session's frames.

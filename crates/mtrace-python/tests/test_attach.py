@@ -104,6 +104,33 @@ WAITING = """
         time.sleep(0.01)
 """
 
+# Two threads blocked in C for as long as the process lives, a `sleep` and
+# an event's wait, each inside a function of its own; the main thread
+# polls (so the attach's code runs soon) until it is killed.
+IDLE = """
+    import threading, time
+
+    def sleeper():
+        time.sleep(600)
+
+    def waiter(event):
+        event.wait()
+
+    started = threading.Barrier(3)
+
+    def blocked(then, *args):
+        started.wait()
+        then(*args)
+
+    threading.Thread(target=blocked, args=(sleeper,), name="sleeper-1", daemon=True).start()
+    threading.Thread(target=blocked, args=(waiter, threading.Event()), name="waiter-2",
+                     daemon=True).start()
+    started.wait()
+    print("ready", flush=True)
+    while True:
+        time.sleep(0.01)
+"""
+
 # A main thread blocked in C (a lock's wait) that never runs Python again
 # until it is killed.
 BLOCKED = """
@@ -248,6 +275,46 @@ class Attach(Case):
         target.stdin.write("quit\n")
         target.stdin.flush()
         self.assertEqual(target.wait(timeout=30), 0)
+
+    @unittest.skipUnless(ATTACH, "attach needs CPython 3.14+: the attach test did NOT run")
+    def test_a_thread_that_runs_no_python_while_attached_is_in_the_table(self):
+        target, _ = self.start(self.script("idle.py", IDLE))
+        trace = self.path("idle.bin")
+        done = self.attach(target.pid, "-o", trace, "--duration", "1", "--timeout", "30")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        # In the table, the functions each idle thread sat in.
+        self.assertRegex(done.stdout, r"\n\s*0\s.*\bsleeper\b")
+        self.assertRegex(done.stdout, r"\n\s*0\s.*\bwaiter\b")
+        report = json.loads(run([mtanalyze_binary(), trace, "--format", "json",
+                                 "--clock", "stack"]).stdout)
+        # Nothing alarming: their frames were open before the recording.
+        self.assertFalse(report["warnings"], report["warnings"])
+        rows = {f["function"]: f for f in report["functions"]}
+        end = report["trace"]["end_ns"]
+        self.assertGreater(end, 0.9e9, report["trace"])
+        threads = {t["name"]: t["tid"] for t in report["trace"]["threads"]}
+        for thread, function in (("sleeper-1", "sleeper"), ("waiter-2", "waiter")):
+            self.assertIn(thread, threads)
+            row = rows[function]
+            # Their calls began before the recording; their time is all
+            # of it: open from the file's start to its end.
+            self.assertEqual((row["ncalls"], row["open_at_end"], row["cut_short"]), (0, 0, 0),
+                             row)
+            self.assertEqual(row["cumtime_ns"], end, (row, end))
+            self.assertEqual(rows["blocked"]["ncalls"], 0)
+            # Its own stack in --stacks: running the whole time.
+            stack = [st for st in report["stacks"] if st["threads"] == [threads[thread]]]
+            self.assertEqual(len(stack), 1, report["stacks"])
+            self.assertEqual(stack[0]["running_ns"], end, stack[0])
+        # The frames beneath each: the thread's start, its `blocked`;
+        # `sleep` itself, a C call begun before the recording, is not a frame.
+        self.assertGreaterEqual(rows["blocked"]["cumtime_ns"], 2 * end)
+        self.assertNotIn("time.sleep", rows)
+        listed = run([mtanalyze_binary(), trace, "--stacks", "--clock", "stack"]).stdout
+        for thread in ("sleeper-1", "waiter-2"):
+            self.assertIn(thread, listed)
+        # The process goes on.
+        self.assertIsNone(target.poll())
 
     @unittest.skipUnless(ATTACH, "attach needs CPython 3.14+: the attach test did NOT run")
     def test_a_main_thread_blocked_in_c_is_a_bounded_wait_and_a_message(self):

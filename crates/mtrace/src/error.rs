@@ -125,7 +125,8 @@ pub enum FinishError {
     OtherProcess,
 }
 
-/// Why [`crate::adopt_open_frames`] left the calling thread as it was.
+/// Why [`crate::adopt_open_frames`] left the calling thread as it was, or
+/// [`crate::adopt_thread_frames`] wrote nothing for another thread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum AdoptError {
     /// No recording runs (none started, or it is paused), or the thread
@@ -133,8 +134,22 @@ pub enum AdoptError {
     #[error("no recording runs on this thread")]
     NotRecording,
     /// The thread already recorded in this recording (or in an earlier
-    /// file of its rotating series): its stream has begun, and frames it
-    /// never entered there cannot be put under it.
+    /// file of its rotating series), or its frames were adopted already:
+    /// its stream has begun, and frames it never entered there cannot be
+    /// put under it.
     #[error("the thread has already recorded in this recording")]
     AlreadyRecorded,
+    /// [`crate::adopt_thread_frames`] in a later file of a rotating
+    /// series: the threads bound to earlier files move to it unseen, so
+    /// which of them has a stream there is not known.
+    #[error("the recording has rotated past its first file: another thread's frames are adopted only there")]
+    Rotated,
+    /// [`crate::adopt_thread_frames`] of thread id 0, which names no
+    /// thread (the recorder knows no thread's id on this system).
+    #[error("thread id 0 names no operating-system thread")]
+    UnknownThread,
+    /// The trace had no chunk left for the adopted thread's first one
+    /// (the file is full, or, in a ring, every slot tried was busy).
+    #[error("the trace has no room for the thread's first chunk")]
+    Full,
 }

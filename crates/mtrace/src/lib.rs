@@ -231,8 +231,81 @@ pub fn exit(function: FunctionId) {
 /// # std::fs::remove_file(&path).ok();
 /// ```
 pub fn adopt_open_frames(frames: &[FunctionId]) -> Result<(), AdoptError> {
-    let ids: Vec<u32> = frames.iter().map(|f| f.0).filter(|&id| id != 0).collect();
-    thread::adopt_open_frames(&ids)
+    thread::adopt_open_frames(&function_ids(frames))
+}
+
+/// [`adopt_open_frames`] on behalf of another thread, which may never
+/// record an event of its own: for a binding that attaches to a running
+/// program whose threads sit blocked (in a lock's wait, a queue's `get`,
+/// a `select`) and may stay so for the whole recording. `os_tid` is the
+/// thread's operating-system id (Linux: its `gettid`, Python's
+/// `threading.Thread.native_id`), `name` its name in the trace's thread
+/// record.
+///
+/// The thread's stream is begun at once: its thread record, and its first
+/// chunk, whose snapshot holds `frames` (outermost first; id 0 is left
+/// out) as opened before the recording began (flagged `continued`, as
+/// [`adopt_open_frames`] writes it), and no event. A thread that never
+/// records is then in the trace with those frames open from the file's
+/// start to its end: their time counts (under the `gil` clock, where a
+/// thread runs only after its own events, they are paused throughout),
+/// their calls (begun before the recording) do not. A thread that records
+/// later continues that stream at its first event, from those frames (its
+/// exits of them are ordinary exits); if it calls [`adopt_open_frames`]
+/// there, that succeeds, and its frames become the ones it gives by exits
+/// and enters where the two lists differ (they do not when it ran no
+/// event in between).
+///
+/// The thread may start recording at any moment, also while this runs:
+/// both sides decide under one lock of the file, so either the thread
+/// bound first and this is refused, or this finishes first and the thread
+/// continues what it wrote. Never two streams, never the frames twice.
+///
+/// # Errors
+///
+/// Nothing is written when it is refused:
+/// [`AdoptError::AlreadyRecorded`] when that thread has recorded in this
+/// file, or its frames were adopted already; [`AdoptError::NotRecording`]
+/// when no recording runs or it is paused; [`AdoptError::Rotated`] in a
+/// later file of a rotating series; [`AdoptError::UnknownThread`] for id
+/// 0; [`AdoptError::Full`] when the trace has no chunk left (in which
+/// case the attempt is counted as a dropped chunk, as any failed claim is).
+///
+/// ```
+/// let path = std::env::temp_dir().join(format!("adopt-thread-doc-{}.mtrace", std::process::id()));
+/// let serve = mtrace::register_function("serve", "server.rs", 10, "server");
+/// let (tell, told) = std::sync::mpsc::channel();
+/// let (release, released) = std::sync::mpsc::channel::<()>();
+/// let worker = std::thread::spawn(move || {
+///     // Linux: the thread's id as the system knows it.
+///     tell.send(unsafe { libc::syscall(libc::SYS_gettid) } as u64).unwrap();
+///     // Blocked, inside `serve`, for the whole recording.
+///     released.recv().unwrap();
+/// });
+/// let worker_tid = told.recv().unwrap();
+/// let recording = mtrace::start(mtrace::Config::new(&path)).expect("trace file");
+/// mtrace::adopt_thread_frames(worker_tid, "worker-3", &[serve]).expect("not recorded yet");
+/// // Once only.
+/// assert_eq!(
+///     mtrace::adopt_thread_frames(worker_tid, "worker-3", &[serve]),
+///     Err(mtrace::AdoptError::AlreadyRecorded)
+/// );
+/// recording.finish().expect("finished");
+/// release.send(()).unwrap();
+/// worker.join().unwrap();
+/// # std::fs::remove_file(&path).ok();
+/// ```
+pub fn adopt_thread_frames(
+    os_tid: u64,
+    name: &str,
+    frames: &[FunctionId],
+) -> Result<(), AdoptError> {
+    thread::adopt_thread_frames(os_tid, name, &function_ids(frames))
+}
+
+/// The ids of `frames` but id 0 (never registered).
+fn function_ids(frames: &[FunctionId]) -> Vec<u32> {
+    frames.iter().map(|f| f.0).filter(|&id| id != 0).collect()
 }
 
 /// Names `function` in the running recording, if it was started with

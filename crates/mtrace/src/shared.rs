@@ -57,7 +57,7 @@
 //! time, without a lock (a fork while another thread held one would
 //! deadlock the child).
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::PathBuf;
 use std::ptr;
 use std::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU64, Ordering};
@@ -260,6 +260,35 @@ pub(crate) struct Shared {
     pub(crate) retired: AtomicBool,
     /// The next file in the list of given-back files ("Freed files").
     pub(crate) next_given_back: AtomicPtr<Shared>,
+    /// The file is its recording's first (the only one without rotation):
+    /// the one where other threads' frames can be adopted.
+    pub(crate) first_file: bool,
+    /// Which threads bound to the file, and the streams begun on behalf of
+    /// threads that had not ([`Adoptions`]).
+    pub(crate) adoptions: Mutex<Adoptions>,
+}
+
+/// The threads of one file by operating-system id, for adopting another
+/// thread's frames (`thread::adopt_thread_frames`): one lock orders each
+/// thread's own binding to the file against a stream begun on its behalf,
+/// so a thread that binds first refuses the adoption, and one adopted first
+/// continues the stream it finds here instead of starting its own.
+#[derive(Debug, Default)]
+pub(crate) struct Adoptions {
+    /// Threads that bound to the file themselves.
+    pub bound: HashSet<u64>,
+    /// Threads another thread began a stream for, which none has taken over yet.
+    pub pending: HashMap<u64, Adopted>,
+}
+
+/// A stream begun on behalf of a thread that had not recorded in the file:
+/// its first chunk (number 0) is written and released.
+#[derive(Debug)]
+pub(crate) struct Adopted {
+    /// The thread's trace id there.
+    pub tid: u64,
+    /// The frames its first chunk's snapshot holds, outermost first.
+    pub frames: Vec<u32>,
 }
 
 /// A rotating recording: what every file of it shares. Leaked at start.

@@ -43,6 +43,14 @@
 //! state word with the new length, with release ordering after the event's
 //! bytes: a killed process leaves every committed event readable.
 //!
+//! A thread may also have its stream begun by another
+//! (`adopt_thread_frames`, an attach to a running program whose threads
+//! sit blocked): that one writes the thread's name and first chunk with
+//! a writer state of its own, and leaves the stream, by the thread's
+//! operating-system id, in the file's adoptions; the thread takes it up
+//! when it binds. Binding a thread new to a file therefore takes that
+//! lock once.
+//!
 //! The thread-local state has no destructor, so the hot path reaches it
 //! with a plain TLS access; a second, empty thread-local with a destructor is
 //! touched once at registration to record the thread's exit.
@@ -64,8 +72,8 @@ use crate::config::Mode;
 use crate::error::AdoptError;
 use crate::recording;
 use crate::shared::{
-    self, current_with_gen, same_recording, same_series, Reading, Shared, FORK_EPOCH, GEN, GEN_OFF,
-    GEN_PAUSED, GEN_SERIES_SHIFT, GEN_TSC, GEN_UNCHECKED,
+    self, current_with_gen, lock, same_recording, same_series, Adopted, Reading, Shared,
+    FORK_EPOCH, GEN, GEN_OFF, GEN_PAUSED, GEN_SERIES_SHIFT, GEN_TSC, GEN_UNCHECKED,
 };
 
 /// The state word grows by this much per committed event.
@@ -601,7 +609,7 @@ fn bind(l: &Local, mut g: u64) -> Option<u64> {
             return Some(g);
         }
         match bind_to(l, g, &[]) {
-            Bound::To(g) => return Some(g),
+            Bound::To(g) | Bound::Continued(g) => return Some(g),
             Bound::Nothing => return None,
             // The file was left for another (or finished) as the thread
             // came to it: bind to what runs now.
@@ -614,6 +622,10 @@ fn bind(l: &Local, mut g: u64) -> Option<u64> {
 enum Bound {
     /// The thread is bound to this generation.
     To(u64),
+    /// The thread is bound to this generation, continuing the stream
+    /// another thread began for it there ([`adopt_thread_frames`]), with
+    /// that stream's frames.
+    Continued(u64),
     /// Nothing records (or the thread is being torn down).
     Nothing,
     /// The file of the generation it was to bind to is no longer running.
@@ -628,6 +640,11 @@ enum Bound {
 /// stamped with the file's start. Refused on a thread whose stream in
 /// the recording (or its series) has begun: readers know its frames from
 /// its events, which never entered these.
+///
+/// A thread whose stream another thread began ([`adopt_thread_frames`])
+/// continues it instead, and its frames become `frames` by exits and
+/// enters at this call where the two lists differ (they do not when it
+/// had no event between that adoption's walk of its frames and now).
 pub(crate) fn adopt_open_frames(frames: &[u32]) -> Result<(), AdoptError> {
     let l = local();
     let mut g = GEN.load(Ordering::Acquire);
@@ -646,6 +663,10 @@ pub(crate) fn adopt_open_frames(frames: &[u32]) -> Result<(), AdoptError> {
         }
         match bind_to(l, g, frames) {
             Bound::To(_) => return Ok(()),
+            Bound::Continued(g) => {
+                become_frames(l, g, frames);
+                return Ok(());
+            }
             Bound::Nothing => return Err(AdoptError::NotRecording),
             Bound::Retired => g = GEN.load(Ordering::Acquire),
         }
@@ -700,6 +721,10 @@ fn bind_to(l: &Local, g: u64, adopted: &[u32]) -> Bound {
         move_to_next_file(l, shared, g);
         return Bound::To(g);
     }
+    if let Some(stream) = bind_in_adoptions(shared) {
+        continue_stream(l, shared, g, stream);
+        return Bound::Continued(g);
+    }
     // SAFETY: no other reference to the frames is live.
     unsafe {
         l.frames().clear();
@@ -721,6 +746,176 @@ fn bind_to(l: &Local, g: u64, adopted: &[u32]) -> Bound {
         register(l, shared, g);
     }
     Bound::To(g)
+}
+
+/// Says, under the file's adoptions lock, that the calling thread binds
+/// to `shared` (so no stream is begun for it there from now on), and
+/// takes the stream another thread began for it there, if any.
+fn bind_in_adoptions(shared: &Shared) -> Option<Adopted> {
+    let os_tid = os_tid();
+    if os_tid == 0 {
+        // No id to be adopted by (`adopt_thread_frames` refuses 0).
+        return None;
+    }
+    let mut adoptions = lock(&shared.adoptions);
+    adoptions.bound.insert(os_tid);
+    adoptions.pending.remove(&os_tid)
+}
+
+/// Binds the thread, new to `shared` (generation `g`), to the stream
+/// another thread began for it there ([`adopt_thread_frames`]): its trace
+/// id, that stream's frames, and its chunks from number 1 on (number 0,
+/// released, holds them). No name (the stream has it) and no
+/// `thread_start`, as a thread that moves to a later file of a series
+/// writes none: the thread started before the recording.
+fn continue_stream(l: &Local, shared: &Shared, g: u64, stream: Adopted) {
+    // SAFETY: no other reference to the frames is live.
+    unsafe {
+        l.frames().clear();
+        l.own_saved().clear();
+        l.frames().extend_from_slice(&stream.frames);
+    }
+    l.shared.set(shared);
+    l.tid.set(stream.tid);
+    l.next_chunk_no.set(1);
+    l.full.set(false);
+    l.restart.set(false);
+    l.continued.set(false);
+    l.gen.set(g);
+    l.fork_epoch.set(FORK_EPOCH.load(Ordering::Relaxed));
+    if shared.series.is_some() {
+        // Its id in the files of the series it moves to.
+        l.counted_in.set(g >> GEN_SERIES_SHIFT);
+        l.series_tid.set(stream.tid);
+    }
+    let current = l.current.get();
+    if g & GEN_PAUSED == 0 && current != StackId::OWN.0 {
+        emit(l, g, EventKind::Switch(StackId(current)));
+    }
+}
+
+/// Makes `want` the open frames of a thread bound to generation `g`
+/// (running): exits the innermost frames it has that `want` does not
+/// list, then enters those `want` lists above them.
+fn become_frames(l: &Local, g: u64, want: &[u32]) {
+    // SAFETY: no other reference to the frames is live (a copy is taken:
+    // the exits and enters change them).
+    let have = unsafe { l.frames().clone() };
+    let same = have.iter().zip(want).take_while(|(a, b)| a == b).count();
+    for &f in have[same..].iter().rev() {
+        exit(g, f);
+    }
+    for &f in &want[same..] {
+        enter(g, f);
+    }
+}
+
+/// Begins the stream of the thread whose operating-system id is
+/// `os_tid`, which has not bound to the running recording, on its behalf
+/// (`crate::adopt_thread_frames`): names it (`name`), and writes its first
+/// chunk, number 0, released at once with no event: its snapshot holds
+/// `frames`, stamped with the file's start and flagged `continued` as
+/// [`adopt_open_frames`] writes it (no flag without frames). The thread
+/// continues that stream at its first event ([`bind_to`]).
+///
+/// Race-free against that thread binding meanwhile: both sides decide
+/// under the file's adoptions lock (`Shared::adoptions`), so either the
+/// thread bound first and this is refused, writing nothing, or this
+/// completes first and the thread finds the stream there.
+pub(crate) fn adopt_thread_frames(
+    os_tid: u64,
+    name: &str,
+    frames: &[u32],
+) -> Result<(), AdoptError> {
+    if os_tid == 0 {
+        return Err(AdoptError::UnknownThread);
+    }
+    let mut g = GEN.load(Ordering::Acquire);
+    if g == GEN_UNCHECKED {
+        recording::check_env();
+        g = GEN.load(Ordering::Acquire);
+    }
+    loop {
+        if g <= GEN_OFF || g & GEN_PAUSED != 0 {
+            return Err(AdoptError::NotRecording);
+        }
+        let reading = Reading::begin();
+        let Some(shared) = current_with_gen(&reading, g) else {
+            // The recording moved on (rotated, paused, finished) since
+            // `GEN` was read: judge what runs now.
+            let now = GEN.load(Ordering::Acquire);
+            if now == g {
+                return Err(AdoptError::NotRecording);
+            }
+            g = now;
+            continue;
+        };
+        if !shared.first_file {
+            return Err(AdoptError::Rotated);
+        }
+        if !hold(shared, g) {
+            g = GEN.load(Ordering::Acquire);
+            continue;
+        }
+        let begun = begin_stream(shared, g, os_tid, name, frames);
+        shared::let_go(shared);
+        return begun;
+    }
+}
+
+/// [`adopt_thread_frames`]'s work in `shared` (generation `g`, running),
+/// which the calling thread holds.
+fn begin_stream(
+    shared: &Shared,
+    g: u64,
+    os_tid: u64,
+    name: &str,
+    frames: &[u32],
+) -> Result<(), AdoptError> {
+    let mut adoptions = lock(&shared.adoptions);
+    if adoptions.bound.contains(&os_tid) || adoptions.pending.contains_key(&os_tid) {
+        return Err(AdoptError::AlreadyRecorded);
+    }
+    // The other thread's writer state, for this one chunk: it claims and
+    // writes the chunk as that thread would at its first event.
+    let w = Local::new();
+    let adopting = !frames.is_empty();
+    w.shared.set(shared);
+    w.gen.set(g);
+    w.fork_epoch.set(FORK_EPOCH.load(Ordering::Relaxed));
+    w.restart.set(adopting);
+    w.continued.set(adopting);
+    let tid = new_tid(shared);
+    w.tid.set(tid);
+    // SAFETY: `w` is this function's alone.
+    unsafe { w.frames().extend_from_slice(frames) };
+    // No event follows the snapshot, not even a `thread_start`: the thread
+    // ran nothing of the recording's (under `gil` it holds no turn).
+    let claimed = claim(&w, shared);
+    if claimed {
+        release_chunk(&w);
+    }
+    // SAFETY: `w` is this function's alone; its vectors go with it.
+    unsafe {
+        drop(mem::take(w.frames()));
+        drop(mem::take(w.own_saved()));
+    }
+    if !claimed {
+        return Err(AdoptError::Full);
+    }
+    shared.write_meta(&MetaRecord::Thread {
+        tid: ThreadId(tid),
+        os_tid,
+        name: name.to_owned(),
+    });
+    adoptions.pending.insert(
+        os_tid,
+        Adopted {
+            tid,
+            frames: frames.to_vec(),
+        },
+    );
+    Ok(())
 }
 
 /// Counts the thread among the threads bound to `shared` if generation
@@ -796,6 +991,16 @@ fn take_tid(l: &Local, shared: &Shared, g: u64) {
     };
     l.tid.set(tid);
     name_thread(shared, tid);
+}
+
+/// A trace id for a thread new to `shared` and to its series, counted
+/// among the file's threads (as [`take_tid`] counts one).
+fn new_tid(shared: &Shared) -> u64 {
+    let in_file = shared.threads.fetch_add(1, Ordering::Relaxed) + 1;
+    match shared.series {
+        None => in_file,
+        Some(series) => series.threads.fetch_add(1, Ordering::Relaxed) + 1,
+    }
 }
 
 /// Writes the calling thread's name record (trace id `tid`) into `shared`.

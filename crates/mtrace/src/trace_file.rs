@@ -108,6 +108,8 @@ pub(crate) fn open(
         bound: AtomicU64::new(0),
         retired: AtomicBool::new(false),
         next_given_back: AtomicPtr::new(std::ptr::null_mut()),
+        first_file: k == 0,
+        adoptions: Mutex::new(Default::default()),
     }));
     #[cfg(test)]
     crate::shared::tests::LIVE_FILES.fetch_add(1, Ordering::Relaxed);

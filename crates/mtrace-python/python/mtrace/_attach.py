@@ -19,10 +19,15 @@ long ``sleep``) runs nothing until it returns to Python: ``attach`` waits
 file it left checks a deadline first, so if the main thread runs it later
 it does nothing.
 
-The frames each thread had open when the recording started are taken,
-at the thread's first event, as open since the recording began (the
-binding's ``adopt_open_frames``): their time counts from the start of the
-file and their calls, which began before it, do not.
+The frames each thread had open when the recording started are taken as
+open since the recording began: their time counts from the start of the
+file and their calls, which began before it, do not. The start adopts
+every other thread's frames at once (the binding's
+``adopt_other_threads``, the recorder's ``adopt_thread_frames``), so a
+thread blocked in C for the whole recording is in it too; a thread that
+runs Python continues what was written for it, and the one running the
+start (or any that recorded first) adopts its own at its first event
+(``adopt_open_frames``).
 """
 
 from __future__ import annotations
