@@ -752,7 +752,7 @@ fn bind_to(l: &Local, g: u64, adopted: &[u32]) -> Bound {
 /// to `shared` (so no stream is begun for it there from now on), and
 /// takes the stream another thread began for it there, if any.
 fn bind_in_adoptions(shared: &Shared) -> Option<Adopted> {
-    let os_tid = os_tid();
+    let os_tid = crate::process::thread_id();
     if os_tid == 0 {
         // No id to be adopted by (`adopt_thread_frames` refuses 0).
         return None;
