@@ -17,7 +17,8 @@ use crate::labels::{LabelSite, Labels};
 use crate::report::Clock;
 use crate::report::{EdgeStats, FunctionKey, FunctionStats, Report, TraceSummary};
 use crate::significance::{
-    Estimate, Samples, Significance, SignificanceOptions, Tested, Verdict, MIN_FOR_DRIFT,
+    Estimate, MedianChange, Method, Samples, Significance, SignificanceOptions, Tested, Verdict,
+    MIN_FOR_DRIFT, MIN_FRAMES_FOR_RANKS,
 };
 
 /// How to compare.
@@ -333,6 +334,11 @@ fn match_functions(
 /// [`MIN_FOR_DRIFT`] such functions. A busy machine slows every function of a run
 /// alike, a change of code a few: the median function is taken as
 /// unchanged (see "Significance of a diff" in `semantics.md`).
+///
+/// By [`Method::CallMedians`] the ratios are of the functions' median
+/// frames (NEW's over BASE's times `s`), over those of at least
+/// [`MIN_FRAMES_FOR_RANKS`] frames a side besides the share: preemption
+/// moves a sum by whole time slices, a median hardly.
 fn drift(
     base: &Report,
     new: &Report,
@@ -340,20 +346,39 @@ fn drift(
     s: f64,
     largest_total: f64,
     opts: SignificanceOptions,
+    method: Method,
 ) -> Drift {
     let floor = opts.min_share_pct / 100.0 * largest_total;
     let mut ratios: Vec<f64> = pairs
         .iter()
         .filter_map(|&(bi, ni, _)| {
-            let b = base.functions.get(bi?)?.tottime_ns as f64 * s;
-            let n = new.functions.get(ni?)?.tottime_ns as f64;
-            (b > 0.0 && b >= floor && n >= floor).then(|| n / b)
+            let (fb, fnew) = (base.functions.get(bi?)?, new.functions.get(ni?)?);
+            let b = fb.tottime_ns as f64 * s;
+            let n = fnew.tottime_ns as f64;
+            if !(b > 0.0 && b >= floor && n >= floor) {
+                return None;
+            }
+            if method != Method::CallMedians {
+                return Some(n / b);
+            }
+            let frames = |f: &FunctionStats| f.tottime_hist.count() >= MIN_FRAMES_FOR_RANKS;
+            if !(frames(fb) && frames(fnew)) {
+                return None;
+            }
+            let mb = fb.tottime_hist.median()? * s;
+            let mn = fnew.tottime_hist.median()?;
+            (mb > 0.0).then(|| mn / mb)
         })
         .collect();
     if ratios.len() < MIN_FOR_DRIFT {
         return Drift::NONE;
     }
     let k = median(&mut ratios);
+    if method == Method::CallMedians {
+        // The rank test has no place for the drift's own error: the
+        // minimum effect stands in for it (see `semantics.md`).
+        return Drift { k, ..Drift::NONE };
+    }
     // The median's standard error from the ratios' spread (the median
     // absolute deviation, 1.4826 MAD estimating a standard deviation; a
     // median's error is 1.2533 times a mean's).
@@ -415,8 +440,22 @@ pub fn diff(base: &Report, new: &Report, opts: DiffOptions) -> DiffReport {
     };
     let pairs = match_functions(&base.functions, &new.functions);
     let largest_total = (base_raw as f64 * s).max(new_total as f64);
+    // Decided once: ranks of frames when both reports kept them.
+    let has_hist = |r: &Report| r.functions.iter().any(|f| !f.tottime_hist.is_empty());
+    let method = match opts.significance.confidence > 0.0 && has_hist(base) && has_hist(new) {
+        true => Method::CallMedians,
+        false => Method::Calls,
+    };
     let drift = match opts.significance.confidence > 0.0 {
-        true => drift(base, new, &pairs, s, largest_total, opts.significance),
+        true => drift(
+            base,
+            new,
+            &pairs,
+            s,
+            largest_total,
+            opts.significance,
+            method,
+        ),
         false => Drift::NONE,
     };
     let mut functions = Vec::with_capacity(pairs.len());
@@ -442,7 +481,15 @@ pub fn diff(base: &Report, new: &Report, opts: DiffOptions) -> DiffReport {
         estimate.var += err * err;
         estimate.var2_df += err.powi(4) / drift.df;
         total = total.plus(estimate);
-        let tested = estimate.test(opts.significance, largest_total);
+        let tested = match (method, b, n) {
+            (Method::CallMedians, Some(b), Some(n)) => {
+                MedianChange::of(&b.tottime_hist, &n.tottime_hist, s * drift.k)
+                    .test(opts.significance, largest_total)
+            }
+            // A function on one side only: all its time came or went, and
+            // the sums say how surely.
+            _ => estimate.test(opts.significance, largest_total),
+        };
         functions.push(FunctionDiff {
             function: shown.function,
             file: shown.file,
@@ -561,7 +608,7 @@ pub fn diff(base: &Report, new: &Report, opts: DiffOptions) -> DiffReport {
         new_total_ns: new_total,
         matched_by_name,
         significance: Significance {
-            method: Default::default(),
+            method,
             drift: drift.k,
             options: opts.significance,
         },

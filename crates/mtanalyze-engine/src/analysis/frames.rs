@@ -803,9 +803,7 @@ impl<'a, O: Observer> FrameStack<'a, O> {
         a.tottime_sq = a
             .tottime_sq
             .saturating_add(u128::from(self_ns) * u128::from(self_ns));
-        if f.counted {
-            a.tottime_hist.add(self_ns);
-        }
+        a.tottime_hist.add_frames(self_ns, counted);
         a.primitive_calls += primitive & counted;
         a.cumtime_ns = a.cumtime_ns.saturating_add(active & keep);
         a.paused_ns = a.paused_ns.saturating_add(paused & keep);

@@ -145,13 +145,14 @@ pub(crate) fn header(
 /// total)`, the drift when there was one, and the total's verdict.
 pub(crate) fn significance_items(diff: &DiffReport) -> Vec<String> {
     let s = &diff.significance;
-    let samples = match s.method {
-        Method::Calls => "the calls",
-        Method::Runs => "the runs",
+    let test = match s.method {
+        Method::Calls => "Welch's t-test on the calls",
+        Method::CallMedians => "Mann-Whitney on the calls, medians",
+        Method::Runs => "Welch's t-test on the runs",
     };
     let mut items = vec![if s.options.confidence > 0.0 {
         format!(
-            "significance: p < {} (Welch's t-test on {samples})",
+            "significance: p < {} ({test})",
             trim_float(1.0 - s.options.confidence)
         )
     } else {
