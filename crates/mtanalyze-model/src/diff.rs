@@ -100,6 +100,12 @@ pub struct FunctionDiff {
     /// a function of one call a side).
     #[serde(default)]
     pub p_value: Option<f64>,
+    /// By [`crate::significance::Method::CallMedians`]: the self times
+    /// the test compared, each side's frames times its median frame (the
+    /// base's times the drift): what time gates read, since on a busy
+    /// machine a few preempted frames can hold most of a sum.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compared: Option<ComparedTimes>,
     /// With several runs of BASE: the smallest and largest self time of a
     /// run (the side's numbers are then medians).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -107,6 +113,17 @@ pub struct FunctionDiff {
     /// With several runs of NEW: likewise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub new_range: Option<[u64; 2]>,
+}
+
+/// A function's self times as the rank test compared them (see
+/// [`FunctionDiff::compared`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ComparedTimes {
+    /// The base's frames times its median frame, times the drift (and
+    /// `--normalize`'s factor), ns.
+    pub base_ns: u64,
+    /// NEW's frames times its median frame, ns.
+    pub new_ns: u64,
 }
 
 impl FunctionDiff {
@@ -446,7 +463,7 @@ pub fn diff(base: &Report, new: &Report, opts: DiffOptions) -> DiffReport {
         true => Method::CallMedians,
         false => Method::Calls,
     };
-    let drift = match opts.significance.confidence > 0.0 {
+    let drift_by = |method| match opts.significance.confidence > 0.0 {
         true => drift(
             base,
             new,
@@ -457,6 +474,14 @@ pub fn diff(base: &Report, new: &Report, opts: DiffOptions) -> DiffReport {
             method,
         ),
         false => Drift::NONE,
+    };
+    let drift = drift_by(method);
+    // The sums' test (the total's, and a function's on one side only)
+    // takes the drift of the sums: a median frame's drift says nothing of
+    // the time slices a busy machine adds to a sum.
+    let sums_drift = match method {
+        Method::CallMedians => drift_by(Method::Calls),
+        _ => drift,
     };
     let mut functions = Vec::with_capacity(pairs.len());
     // Base function key -> the new key it matched, to translate edges.
@@ -474,21 +499,25 @@ pub fn diff(base: &Report, new: &Report, opts: DiffOptions) -> DiffReport {
         let ns = n.map(|f| side(f, 1.0));
         let (b0, n0) = (bs.unwrap_or_default(), ns.unwrap_or_default());
         let shown = n.or(b).map(FunctionStats::key).unwrap_or_default();
-        let mut estimate = Estimate::of(frames(b, s * drift.k), frames(n, 1.0), true);
+        let mut estimate = Estimate::of(frames(b, s * sums_drift.k), frames(n, 1.0), true);
         // The drift is an estimate too: its error, times the base, is part
         // of the change's spread.
-        let err = drift.se * s * b.map_or(0.0, |f| f.tottime_ns as f64);
+        let err = sums_drift.se * s * b.map_or(0.0, |f| f.tottime_ns as f64);
         estimate.var += err * err;
-        estimate.var2_df += err.powi(4) / drift.df;
+        estimate.var2_df += err.powi(4) / sums_drift.df;
         total = total.plus(estimate);
-        let tested = match (method, b, n) {
+        let (tested, compared) = match (method, b, n) {
             (Method::CallMedians, Some(b), Some(n)) => {
-                MedianChange::of(&b.tottime_hist, &n.tottime_hist, s * drift.k)
-                    .test(opts.significance, largest_total)
+                let m = MedianChange::of(&b.tottime_hist, &n.tottime_hist, s * drift.k);
+                let compared = ComparedTimes {
+                    base_ns: m.base.round() as u64,
+                    new_ns: (m.base + m.delta).round() as u64,
+                };
+                (m.test(opts.significance, largest_total), Some(compared))
             }
             // A function on one side only: all its time came or went, and
             // the sums say how surely.
-            _ => estimate.test(opts.significance, largest_total),
+            _ => (estimate.test(opts.significance, largest_total), None),
         };
         functions.push(FunctionDiff {
             function: shown.function,
@@ -506,6 +535,7 @@ pub fn diff(base: &Report, new: &Report, opts: DiffOptions) -> DiffReport {
             },
             verdict: tested.verdict,
             p_value: tested.p_value,
+            compared,
             base_range: None,
             new_range: None,
         });
