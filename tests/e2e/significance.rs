@@ -127,6 +127,24 @@ fn verdicts(v: &Value) -> Vec<(String, String, Option<f64>)> {
     out
 }
 
+/// Each function's change as the rank test compared it (`compared`: frames
+/// times median frame, the base's times the drift), in percent.
+fn effects(v: &Value) -> Vec<(String, String)> {
+    let mut out: Vec<_> = v["functions"]
+        .as_array()
+        .expect("functions")
+        .iter()
+        .filter_map(|f| {
+            let c = &f["compared"];
+            let (b, n) = (c["base_ns"].as_f64()?, c["new_ns"].as_f64()?);
+            let name = f["function"].as_str()?.to_owned();
+            Some((name, format!("{:+.1}%", (n / b - 1.0) * 100.0)))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
 /// The verdict of `name`.
 fn verdict_of<'v>(
     v: &'v [(String, String, Option<f64>)],
@@ -206,10 +224,19 @@ fn a_a_pairs_flag_nothing_and_a_25_percent_slower_function_is_flagged_every_time
         assert_eq!(gate.code, Some(0), "A/A {pair}: {}", gate.stderr);
 
         // The decisions, for `--nocapture` (the figures a note reports).
-        eprintln!("A/A {pair}: {:?}", verdicts(&aa));
+        eprintln!(
+            "A/A {pair}: {:?} drift {} effects {:?}",
+            verdicts(&aa),
+            aa["significance"]["drift"],
+            effects(&aa)
+        );
         let ab = diff_json(&[&a1], &[&b], &[]);
         let v = verdicts(&ab);
-        eprintln!("A/B {pair}: {v:?} drift {}", ab["significance"]["drift"]);
+        eprintln!(
+            "A/B {pair}: {v:?} drift {} effects {:?}",
+            ab["significance"]["drift"],
+            effects(&ab)
+        );
         for name in UNCHANGED {
             assert_eq!(verdict_of(&v, name).1, "noise", "A/B {pair}: {v:?}");
         }
