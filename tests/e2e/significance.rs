@@ -23,7 +23,7 @@ use crate::util::{mtanalyze, TempDir};
 /// on 2000 calls a side sees a 25% shift at far below 0.1%.
 const ROUNDS: u64 = 2000;
 /// Iterations of each function's loop a call (`render` does more in B).
-const WORK: u64 = 20_000;
+const WORK: u64 = 8_000;
 /// The functions B does not change.
 const UNCHANGED: [&str; 5] = ["parse", "lex", "hash", "emit", "check"];
 /// A/A and A/B pairs recorded.
@@ -39,32 +39,34 @@ fn spin(n: u64) -> u64 {
     x
 }
 
-// The others do an eighth of `render`'s work each: most of a recording is
-// `render`'s, the more data the test has on it, and there are five
-// unchanged functions to take the machine's drift from.
+// The others do as much work as `render` in A: five unchanged functions to
+// take the machine's drift from, whose frames are as long as `render`'s.
+// A machine whose contention comes and goes within milliseconds (another
+// process on the sibling hyperthread) slows long frames and short ones
+// differently, and the drift is one factor for all.
 fn parse() -> u64 {
     let _s = mtrace::scope!("parse");
-    spin(WORK / 8)
+    spin(WORK)
 }
 
 fn lex() -> u64 {
     let _s = mtrace::scope!("lex");
-    spin(WORK / 8)
+    spin(WORK)
 }
 
 fn hash() -> u64 {
     let _s = mtrace::scope!("hash");
-    spin(WORK / 8)
+    spin(WORK)
 }
 
 fn emit() -> u64 {
     let _s = mtrace::scope!("emit");
-    spin(WORK / 8)
+    spin(WORK)
 }
 
 fn check() -> u64 {
     let _s = mtrace::scope!("check");
-    spin(WORK / 8)
+    spin(WORK)
 }
 
 fn render(extra_pct: u64) -> u64 {
@@ -391,6 +393,44 @@ fn table_markdown_and_json_show_the_verdicts_and_the_method() {
     // Below the minimum effect: noise, however sure the test.
     let v = diff_json(&[&a], &[&b], &["--min-effect", "30"]);
     assert_eq!(verdict_of(&verdicts(&v), "render").1, "noise");
+}
+
+/// A saved report JSON, read back, diffs as its trace does (the histograms
+/// are in it); one saved before they were kept diffs by the sums' test.
+#[test]
+fn saved_reports_diff_by_ranks_and_old_ones_by_sums() {
+    let dir = TempDir::new("significance-saved");
+    let a = dir.write("a.jsonl", synthetic(100, 100));
+    let b = dir.write("b.jsonl", synthetic(100, 125));
+    let saved = |trace: &Path, old: bool| -> mtanalyze::Report {
+        let out = mtanalyze([trace.as_os_str(), "--format".as_ref(), "json".as_ref()]).success();
+        let mut v: Value = serde_json::from_str(&out.stdout).expect("report JSON");
+        for f in v["functions"].as_array_mut().expect("functions") {
+            assert!(f["tottime_hist"].is_string(), "{f}");
+            if old {
+                f.as_object_mut().expect("a row").remove("tottime_hist");
+            }
+        }
+        serde_json::from_value(v).expect("a report")
+    };
+    let diff = |base: &mtanalyze::Report, new: &mtanalyze::Report| -> Value {
+        let d = mtanalyze::diff(base, new, Default::default());
+        serde_json::to_value(&d).expect("diff JSON")
+    };
+    let (ra, rb) = (saved(&a, false), saved(&b, false));
+    let from_traces = diff_json(&[&a], &[&b], &[]);
+    let from_reports = diff(&ra, &rb);
+    assert_eq!(from_reports["significance"]["method"], "call_medians");
+    assert_eq!(from_reports["functions"], from_traces["functions"]);
+    let (oa, ob) = (saved(&a, true), saved(&b, true));
+    let old = diff(&oa, &ob);
+    assert_eq!(old["significance"]["method"], "calls");
+    let v = verdicts(&old);
+    assert_eq!(verdict_of(&v, "render").1, "slower", "{v:?}");
+    assert_eq!(verdict_of(&v, "parse").1, "noise", "{v:?}");
+    assert!(old["functions"][0].get("compared").is_none());
+    // One side old: the sums too.
+    assert_eq!(diff(&ra, &ob)["significance"]["method"], "calls");
 }
 
 /// Each function's calls, timed outside the trace: the per-call samples
