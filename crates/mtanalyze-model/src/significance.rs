@@ -1,16 +1,22 @@
 //! Whether a function's change of self time stands out of the noise: the
-//! test a diff runs per function, and the verdict every output shows
+//! tests a diff runs per function, and the verdict every output shows
 //! ("Significance of a diff" in `schemas/semantics.md`).
 //!
-//! A function's self time in a trace is a sum over its frames. Given the
-//! number of frames (counted exactly), the sum's variance is the frame
-//! count times the per-frame variance, which the report keeps as the sum
-//! of squares of per-frame self time ([`crate::report::FunctionStats::tottime_sq`]).
-//! The difference of two such sums, NEW minus BASE, is then tested with
-//! Welch's t-test (unequal variances, Welch–Satterthwaite degrees of
-//! freedom). With several runs on both sides, the samples are the runs'
-//! totals instead: run-to-run noise (another process, a colder cache)
-//! then counts as noise, where frames of one run share it.
+//! The frames are the samples, compared one of two ways ([`Method`]).
+//! With per-frame histograms on both sides
+//! ([`crate::report::FunctionStats::tottime_hist`]), by rank: Mann-Whitney's
+//! test of NEW's frames against the base's, stretched by the machine's
+//! drift ([`mann_whitney`], [`MedianChange`]). On a busy machine a few
+//! percent of the frames lose whole time slices; they hold most of a sum's
+//! variance, and a test of sums then sees nothing, where ranks and
+//! medians hardly move. Without histograms (a report saved before they
+//! were kept), by sums: given the number of frames (counted exactly), a
+//! sum's variance is the frame count times the per-frame variance, kept
+//! as the sum of squares ([`crate::report::FunctionStats::tottime_sq`]),
+//! and the difference of two sums is tested with Welch's t-test
+//! ([`Estimate`]). With several runs on both sides, the samples are the
+//! runs' totals instead: run-to-run noise (another process, a colder
+//! cache) then counts as noise, where frames of one run share it.
 //!
 //! A change is called `slower` or `faster` only when the test rejects
 //! "no change" at the stated confidence *and* the change is at least a
@@ -107,8 +113,9 @@ pub struct Significance {
     /// Which samples.
     pub method: Method,
     /// The machine's drift: what the base's self times were multiplied by
-    /// before testing (the median function's ratio of NEW to BASE; 1 with
-    /// the test off or fewer than five functions to take it from).
+    /// before testing (the median function's ratio of NEW to BASE, of
+    /// median frames by [`Method::CallMedians`]; 1 with the test off or
+    /// fewer than five functions to take it from).
     #[serde(default = "one")]
     pub drift: f64,
     /// The level and the minimum effect.

@@ -76,6 +76,7 @@ pub use mtanalyze_model::warnings::WarningKind;
 pub mod report {
     pub use mtanalyze_model::check::ChunkIssue;
     pub use mtanalyze_model::functions::{EntryKey, FunctionEntry};
+    pub use mtanalyze_model::histogram::{bucket_bounds, bucket_of, SelfTimeHistogram};
     pub use mtanalyze_model::labels::{LabelSite, Labels};
     pub use mtanalyze_model::merge::merge;
     pub use mtanalyze_model::report::{
@@ -89,8 +90,8 @@ pub mod report {
 /// rows), and the rules [`gate()`] judges a change by.
 pub mod diff {
     pub use mtanalyze_model::diff::{
-        DiffOptions, EdgeDelta, EdgeDiff, EdgeSide, FunctionDelta, FunctionDiff, FunctionSide,
-        Match, PathDiff,
+        ComparedTimes, DiffOptions, EdgeDelta, EdgeDiff, EdgeSide, FunctionDelta, FunctionDiff,
+        FunctionSide, Match, PathDiff,
     };
     pub use mtanalyze_model::gate::{GateBreach, GateChange, GateField, GateOp, GateRule};
 
@@ -102,7 +103,8 @@ pub mod diff {
 /// test and the verdict a diff's rows carry.
 pub mod significance {
     pub use mtanalyze_model::significance::{
-        format_p, Estimate, Method, Samples, Significance, SignificanceOptions, Tested, Verdict,
+        format_p, mann_whitney, Estimate, MedianChange, Method, RankTest, Samples, Significance,
+        SignificanceOptions, Tested, Verdict, MIN_FRAMES_FOR_RANKS,
     };
 }
 
