@@ -370,13 +370,10 @@ fn drift(
         .iter()
         .filter_map(|&(bi, ni, _)| {
             let (fb, fnew) = (base.functions.get(bi?)?, new.functions.get(ni?)?);
-            let b = fb.tottime_ns as f64 * s;
-            let n = fnew.tottime_ns as f64;
-            if !(b > 0.0 && b >= floor && n >= floor) {
-                return None;
-            }
             if method != Method::CallMedians {
-                return Some(n / b);
+                let b = fb.tottime_ns as f64 * s;
+                let n = fnew.tottime_ns as f64;
+                return (b > 0.0 && b >= floor && n >= floor).then(|| n / b);
             }
             let frames = |f: &FunctionStats| f.tottime_hist.count() >= MIN_FRAMES_FOR_RANKS;
             if !(frames(fb) && frames(fnew)) {
@@ -384,7 +381,10 @@ fn drift(
             }
             let mb = fb.tottime_hist.median()? * s;
             let mn = fnew.tottime_hist.median()?;
-            (mb > 0.0).then(|| mn / mb)
+            // The share of frames times median frame, as the test weighs.
+            let eb = mb * fb.tottime_hist.count() as f64;
+            let en = mn * fnew.tottime_hist.count() as f64;
+            (mb > 0.0 && eb >= floor && en >= floor).then(|| mn / mb)
         })
         .collect();
     if ratios.len() < MIN_FOR_DRIFT {
@@ -463,17 +463,27 @@ pub fn diff(base: &Report, new: &Report, opts: DiffOptions) -> DiffReport {
         true => Method::CallMedians,
         false => Method::Calls,
     };
-    let drift_by = |method| match opts.significance.confidence > 0.0 {
-        true => drift(
-            base,
-            new,
-            &pairs,
-            s,
-            largest_total,
-            opts.significance,
-            method,
-        ),
-        false => Drift::NONE,
+    // The share a rank-tested change needs is of the total the test
+    // weighs: frames times median frame, summed (a busy machine's time
+    // slices, in the sums, would raise the floor by whatever they add).
+    let estimated = |r: &Report| {
+        r.functions.iter().fold(0.0, |t, f| {
+            t + f.tottime_hist.median().unwrap_or(0.0) * f.tottime_hist.count() as f64
+        })
+    };
+    let share_total = match method {
+        Method::CallMedians => (estimated(base) * s).max(estimated(new)),
+        _ => largest_total,
+    };
+    let drift_by = |method| {
+        let total = match method {
+            Method::CallMedians => share_total,
+            _ => largest_total,
+        };
+        match opts.significance.confidence > 0.0 {
+            true => drift(base, new, &pairs, s, total, opts.significance, method),
+            false => Drift::NONE,
+        }
     };
     let drift = drift_by(method);
     // The sums' test (the total's, and a function's on one side only)
@@ -513,7 +523,7 @@ pub fn diff(base: &Report, new: &Report, opts: DiffOptions) -> DiffReport {
                     base_ns: m.base.round() as u64,
                     new_ns: (m.base + m.delta).round() as u64,
                 };
-                (m.test(opts.significance, largest_total), Some(compared))
+                (m.test(opts.significance, share_total), Some(compared))
             }
             // A function on one side only: all its time came or went, and
             // the sums say how surely.
