@@ -197,7 +197,7 @@ fn known_changes_are_reported_exactly() {
         "\
 clock: stack  total self time: 2.45µs -> 3.29µs  change: +840ns (+34.3%)
 functions: 4 in both (1 matched by name only), 1 new, 1 gone
-significance: p < 0.001 (Welch's t-test on the calls)  min effect: 10% (0.5% of the total)  total: noise (no test)
+significance: p < 0.001 (Mann-Whitney on the calls, medians)  min effect: 10% (0.5% of the total)  total: noise (no test)
 
 tottime (base -> new)   change        %  p  verdict  cumtime (base -> new)   change        %  ncalls (base -> new)  paused change  function (file:line)
 ---------------------------------------------------------------------------------------------------------------------------------------------------------------------
@@ -834,6 +834,7 @@ fn diff_json_validates_against_its_schema() {
             "ThreadSummary.lost_from_ns",
             "TraceSummary.traces",
             "TraceSummary.host",
+            "FunctionDiff.compared",
             "FunctionDiff.base_range",
             "FunctionDiff.new_range",
         ],

@@ -77,6 +77,7 @@ fn report_json_has_the_documented_fields_with_integer_ns() {
                 "paused_ns",
                 "primitive_calls",
                 "scheduled_ns",
+                "tottime_hist",
                 "tottime_ns",
                 "tottime_sq",
                 "waiting_ns"

@@ -205,6 +205,7 @@ fn schemas_describe_and_require_every_field() {
             "TraceSummary.traces",
             "TraceSummary.host",
             "TraceSummary.window",
+            "FunctionStats.tottime_hist",
             "Mark.trace",
             "StackStats.ended",
             "StackStats.kind",

@@ -17,7 +17,8 @@ use crate::labels::{LabelSite, Labels};
 use crate::report::Clock;
 use crate::report::{EdgeStats, FunctionKey, FunctionStats, Report, TraceSummary};
 use crate::significance::{
-    Estimate, Samples, Significance, SignificanceOptions, Tested, Verdict, MIN_FOR_DRIFT,
+    Estimate, MedianChange, Method, Samples, Significance, SignificanceOptions, Tested, Verdict,
+    MIN_FOR_DRIFT, MIN_FRAMES_FOR_RANKS,
 };
 
 /// How to compare.
@@ -99,6 +100,12 @@ pub struct FunctionDiff {
     /// a function of one call a side).
     #[serde(default)]
     pub p_value: Option<f64>,
+    /// By [`crate::significance::Method::CallMedians`]: the self times
+    /// the test compared, each side's frames times its median frame (the
+    /// base's times the drift): what time gates read, since on a busy
+    /// machine a few preempted frames can hold most of a sum.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compared: Option<ComparedTimes>,
     /// With several runs of BASE: the smallest and largest self time of a
     /// run (the side's numbers are then medians).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -106,6 +113,17 @@ pub struct FunctionDiff {
     /// With several runs of NEW: likewise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub new_range: Option<[u64; 2]>,
+}
+
+/// A function's self times as the rank test compared them (see
+/// [`FunctionDiff::compared`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ComparedTimes {
+    /// The base's frames times its median frame, times the drift (and
+    /// `--normalize`'s factor), ns.
+    pub base_ns: u64,
+    /// NEW's frames times its median frame, ns.
+    pub new_ns: u64,
 }
 
 impl FunctionDiff {
@@ -333,6 +351,11 @@ fn match_functions(
 /// [`MIN_FOR_DRIFT`] such functions. A busy machine slows every function of a run
 /// alike, a change of code a few: the median function is taken as
 /// unchanged (see "Significance of a diff" in `semantics.md`).
+///
+/// By [`Method::CallMedians`] the ratios are of the functions' median
+/// frames (NEW's over BASE's times `s`), over those of at least
+/// [`MIN_FRAMES_FOR_RANKS`] frames a side besides the share: preemption
+/// moves a sum by whole time slices, a median hardly.
 fn drift(
     base: &Report,
     new: &Report,
@@ -340,20 +363,39 @@ fn drift(
     s: f64,
     largest_total: f64,
     opts: SignificanceOptions,
+    method: Method,
 ) -> Drift {
     let floor = opts.min_share_pct / 100.0 * largest_total;
     let mut ratios: Vec<f64> = pairs
         .iter()
         .filter_map(|&(bi, ni, _)| {
-            let b = base.functions.get(bi?)?.tottime_ns as f64 * s;
-            let n = new.functions.get(ni?)?.tottime_ns as f64;
-            (b > 0.0 && b >= floor && n >= floor).then(|| n / b)
+            let (fb, fnew) = (base.functions.get(bi?)?, new.functions.get(ni?)?);
+            if method != Method::CallMedians {
+                let b = fb.tottime_ns as f64 * s;
+                let n = fnew.tottime_ns as f64;
+                return (b > 0.0 && b >= floor && n >= floor).then(|| n / b);
+            }
+            let frames = |f: &FunctionStats| f.tottime_hist.count() >= MIN_FRAMES_FOR_RANKS;
+            if !(frames(fb) && frames(fnew)) {
+                return None;
+            }
+            let mb = fb.tottime_hist.median()? * s;
+            let mn = fnew.tottime_hist.median()?;
+            // The share of frames times median frame, as the test weighs.
+            let eb = mb * fb.tottime_hist.count() as f64;
+            let en = mn * fnew.tottime_hist.count() as f64;
+            (mb > 0.0 && eb >= floor && en >= floor).then(|| mn / mb)
         })
         .collect();
     if ratios.len() < MIN_FOR_DRIFT {
         return Drift::NONE;
     }
     let k = median(&mut ratios);
+    if method == Method::CallMedians {
+        // The rank test has no place for the drift's own error: the
+        // minimum effect stands in for it (see `semantics.md`).
+        return Drift { k, ..Drift::NONE };
+    }
     // The median's standard error from the ratios' spread (the median
     // absolute deviation, 1.4826 MAD estimating a standard deviation; a
     // median's error is 1.2533 times a mean's).
@@ -415,9 +457,41 @@ pub fn diff(base: &Report, new: &Report, opts: DiffOptions) -> DiffReport {
     };
     let pairs = match_functions(&base.functions, &new.functions);
     let largest_total = (base_raw as f64 * s).max(new_total as f64);
-    let drift = match opts.significance.confidence > 0.0 {
-        true => drift(base, new, &pairs, s, largest_total, opts.significance),
-        false => Drift::NONE,
+    // Decided once: ranks of frames when both reports kept them.
+    let has_hist = |r: &Report| r.functions.iter().any(|f| !f.tottime_hist.is_empty());
+    let method = match opts.significance.confidence > 0.0 && has_hist(base) && has_hist(new) {
+        true => Method::CallMedians,
+        false => Method::Calls,
+    };
+    // The share a rank-tested change needs is of the total the test
+    // weighs: frames times median frame, summed (a busy machine's time
+    // slices, in the sums, would raise the floor by whatever they add).
+    let estimated = |r: &Report| {
+        r.functions.iter().fold(0.0, |t, f| {
+            t + f.tottime_hist.median().unwrap_or(0.0) * f.tottime_hist.count() as f64
+        })
+    };
+    let share_total = match method {
+        Method::CallMedians => (estimated(base) * s).max(estimated(new)),
+        _ => largest_total,
+    };
+    let drift_by = |method| {
+        let total = match method {
+            Method::CallMedians => share_total,
+            _ => largest_total,
+        };
+        match opts.significance.confidence > 0.0 {
+            true => drift(base, new, &pairs, s, total, opts.significance, method),
+            false => Drift::NONE,
+        }
+    };
+    let drift = drift_by(method);
+    // The sums' test (the total's, and a function's on one side only)
+    // takes the drift of the sums: a median frame's drift says nothing of
+    // the time slices a busy machine adds to a sum.
+    let sums_drift = match method {
+        Method::CallMedians => drift_by(Method::Calls),
+        _ => drift,
     };
     let mut functions = Vec::with_capacity(pairs.len());
     // Base function key -> the new key it matched, to translate edges.
@@ -435,14 +509,26 @@ pub fn diff(base: &Report, new: &Report, opts: DiffOptions) -> DiffReport {
         let ns = n.map(|f| side(f, 1.0));
         let (b0, n0) = (bs.unwrap_or_default(), ns.unwrap_or_default());
         let shown = n.or(b).map(FunctionStats::key).unwrap_or_default();
-        let mut estimate = Estimate::of(frames(b, s * drift.k), frames(n, 1.0), true);
+        let mut estimate = Estimate::of(frames(b, s * sums_drift.k), frames(n, 1.0), true);
         // The drift is an estimate too: its error, times the base, is part
         // of the change's spread.
-        let err = drift.se * s * b.map_or(0.0, |f| f.tottime_ns as f64);
+        let err = sums_drift.se * s * b.map_or(0.0, |f| f.tottime_ns as f64);
         estimate.var += err * err;
-        estimate.var2_df += err.powi(4) / drift.df;
+        estimate.var2_df += err.powi(4) / sums_drift.df;
         total = total.plus(estimate);
-        let tested = estimate.test(opts.significance, largest_total);
+        let (tested, compared) = match (method, b, n) {
+            (Method::CallMedians, Some(b), Some(n)) => {
+                let m = MedianChange::of(&b.tottime_hist, &n.tottime_hist, s * drift.k);
+                let compared = ComparedTimes {
+                    base_ns: m.base.round() as u64,
+                    new_ns: (m.base + m.delta).round() as u64,
+                };
+                (m.test(opts.significance, share_total), Some(compared))
+            }
+            // A function on one side only: all its time came or went, and
+            // the sums say how surely.
+            _ => (estimate.test(opts.significance, largest_total), None),
+        };
         functions.push(FunctionDiff {
             function: shown.function,
             file: shown.file,
@@ -459,6 +545,7 @@ pub fn diff(base: &Report, new: &Report, opts: DiffOptions) -> DiffReport {
             },
             verdict: tested.verdict,
             p_value: tested.p_value,
+            compared,
             base_range: None,
             new_range: None,
         });
@@ -561,7 +648,7 @@ pub fn diff(base: &Report, new: &Report, opts: DiffOptions) -> DiffReport {
         new_total_ns: new_total,
         matched_by_name,
         significance: Significance {
-            method: Default::default(),
+            method,
             drift: drift.k,
             options: opts.significance,
         },

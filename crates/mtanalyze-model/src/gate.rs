@@ -22,7 +22,9 @@
 //! a row whose self-time change the diff found significant
 //! ([`crate::significance::Verdict`]): noise fails no build. Counts are exact and need
 //! no test. Base times are compared as the test compared them, multiplied
-//! by the machine's drift ([`crate::significance::Significance::drift`]), and shown so.
+//! by the machine's drift ([`crate::significance::Significance::drift`]), and shown so;
+//! a `tottime` rule on a diff tested by ranks reads the self times the test
+//! compared, frames times median frame ([`crate::diff::FunctionDiff::compared`]).
 
 use std::str::FromStr;
 
@@ -293,8 +295,14 @@ pub fn gate(diff: &DiffReport, rules: &[GateRule], min_ns: u64) -> Vec<GateBreac
                 GateField::Ncalls => 1.0,
                 _ => diff.significance.drift,
             };
-            let b = f.base.as_ref().map(|s| drifted(get(s), k));
-            let n = f.new.as_ref().map(get);
+            let (b, n) = match (rule.field, f.compared) {
+                // Self time as the rank test compared it (drift included).
+                (GateField::Tottime, Some(c)) => (Some(c.base_ns), Some(c.new_ns)),
+                _ => (
+                    f.base.as_ref().map(|s| drifted(get(s), k)),
+                    f.new.as_ref().map(get),
+                ),
+            };
             if rule.holds(b, n, min_ns) {
                 let site = if f.file.is_empty() {
                     String::new()

@@ -15,6 +15,7 @@ pub mod compact;
 pub mod diff;
 pub mod functions;
 pub mod gate;
+pub mod histogram;
 pub mod inline;
 pub mod labels;
 pub mod marks;

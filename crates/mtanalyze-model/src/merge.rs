@@ -37,6 +37,7 @@ use std::hash::Hasher;
 use rustc_hash::{FxHashMap, FxHashSet, FxHasher};
 
 use crate::compact::{edge_row, CompactReport, NumberedEdge};
+use crate::histogram::SelfTimeHistogram;
 use crate::report::{
     CallPath, EdgeStats, FunctionKey, FunctionStats, Report, StackKey, StackRows, StackStats,
     ThreadSummary, TraceSummary, Warning,
@@ -55,6 +56,27 @@ struct FunctionSum {
     /// The trace `row.module` came from (`u32::MAX`: none yet): the module
     /// is the first trace's that names one.
     module_from: u32,
+}
+
+/// What a function's row keeps of each frame beyond the sums: the sum of
+/// squares and the histogram of self time, added up like the sums.
+#[derive(Clone, Copy, Debug)]
+#[doc(hidden)]
+pub struct PerFrame<'a> {
+    /// [`FunctionStats::tottime_sq`].
+    pub tottime_sq: u128,
+    /// [`FunctionStats::tottime_hist`].
+    pub tottime_hist: &'a SelfTimeHistogram,
+}
+
+impl PerFrame<'_> {
+    /// A row's.
+    pub fn of(f: &FunctionStats) -> PerFrame<'_> {
+        PerFrame {
+            tottime_sq: f.tottime_sq,
+            tottime_hist: &f.tottime_hist,
+        }
+    }
 }
 
 /// An edge's sums (in [`EdgeStats::sums`] order) and the first trace that
@@ -148,7 +170,7 @@ impl Sums {
     }
 
     /// Adds the numbers `sums` (in [`FunctionStats::sums`] order) and the
-    /// sum of squares `sq` ([`FunctionStats::tottime_sq`]) of
+    /// per-frame spread `per_frame` of
     /// function `n` to its row, as met in trace `trace`, and its module
     /// (maybe empty; its bytes, read as `String::from_utf8_lossy` reads
     /// them, only if the row takes it) as named in trace `module_from`
@@ -159,7 +181,7 @@ impl Sums {
         &mut self,
         n: u32,
         sums: [u64; 9],
-        sq: u128,
+        per_frame: PerFrame<'_>,
         trace: u32,
         module: &[u8],
         module_from: u32,
@@ -176,7 +198,8 @@ impl Sums {
         let mut total = sum.row.sums();
         add_all(&mut total, sums);
         sum.row.set_sums(total);
-        sum.row.tottime_sq = sum.row.tottime_sq.saturating_add(sq);
+        sum.row.tottime_sq = sum.row.tottime_sq.saturating_add(per_frame.tottime_sq);
+        sum.row.tottime_hist.merge(per_frame.tottime_hist);
         sum.first = sum.first.min(trace);
         // The module is the first trace's that names one.
         if !module.is_empty() && module_from < sum.module_from {
@@ -268,7 +291,14 @@ impl Sums {
                 Some((row_keys, ours)) => ours[row_keys[pos] as usize],
                 None => self.number(&f.function, &f.file, f.line),
             };
-            self.add_function_sums(n, f.sums(), f.tottime_sq, trace, f.module.as_bytes(), trace);
+            self.add_function_sums(
+                n,
+                f.sums(),
+                PerFrame::of(&f),
+                trace,
+                f.module.as_bytes(),
+                trace,
+            );
             index.push(n);
         }
         index
@@ -316,7 +346,7 @@ impl Sums {
             self.add_function_sums(
                 ours[n],
                 row.sums(),
-                row.tottime_sq,
+                PerFrame::of(&row),
                 first,
                 module,
                 module_from,
@@ -1016,16 +1046,25 @@ mod tests {
 
     #[test]
     fn sums_made_apart_keep_the_module_of_the_first_trace_that_names_one() {
+        let mut hist = SelfTimeHistogram::default();
+        hist.add(7);
+        let one = PerFrame {
+            tottime_sq: 49,
+            tottime_hist: &hist,
+        };
         let mut a = Sums::default();
         let n = a.number("f", "f.py", 1);
-        a.add_function_sums(n, [1; 9], 1, 5, b"x", 5);
+        a.add_function_sums(n, [1; 9], one, 5, b"x", 5);
         let mut b = Sums::default();
         let n = b.number("f", "f.py", 1);
-        b.add_function_sums(n, [1; 9], 1, 1, b"", 1);
-        b.add_function_sums(n, [1; 9], 1, 3, b"y", 3);
+        b.add_function_sums(n, [1; 9], one, 1, b"", 1);
+        b.add_function_sums(n, [1; 9], one, 3, b"y", 3);
         a.absorb(b);
         let (rows, _, _) = a.into_rows();
         assert_eq!(rows.len(), 1);
         assert_eq!((rows[0].module.as_str(), rows[0].ncalls), ("y", 3));
+        // The frames' squares and histograms add up as the sums do.
+        assert_eq!(rows[0].tottime_sq, 3 * 49);
+        assert_eq!(rows[0].tottime_hist.iter().collect::<Vec<_>>(), [(7, 3)]);
     }
 }

@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use mtrace_format::StackKind;
 use serde::{Deserialize, Serialize};
 
+use crate::histogram::SelfTimeHistogram;
 pub use crate::inline::{StackName, ThreadList};
 use crate::marks::Mark;
 
@@ -228,6 +229,12 @@ pub struct FunctionStats {
     /// before it was kept.
     #[serde(default)]
     pub tottime_sq: u128,
+    /// Its frames by self time, in log-scale buckets: the per-call
+    /// samples whose medians and ranks a diff compares. Empty in reports
+    /// written before it was kept (a diff then tests the sums), and
+    /// without frames (not written then).
+    #[serde(default, skip_serializing_if = "SelfTimeHistogram::is_empty")]
+    pub tottime_hist: SelfTimeHistogram,
     /// Sum of active time over non-recursive frames.
     pub cumtime_ns: u64,
     /// Sum of paused time (the frame's stack was not running) over non-recursive frames.
@@ -265,6 +272,7 @@ impl FunctionStats {
             primitive_calls: 0,
             tottime_ns: 0,
             tottime_sq: 0,
+            tottime_hist: SelfTimeHistogram::default(),
             cumtime_ns: 0,
             paused_ns: 0,
             open_at_end: 0,

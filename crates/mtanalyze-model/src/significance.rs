@@ -1,16 +1,22 @@
 //! Whether a function's change of self time stands out of the noise: the
-//! test a diff runs per function, and the verdict every output shows
+//! tests a diff runs per function, and the verdict every output shows
 //! ("Significance of a diff" in `schemas/semantics.md`).
 //!
-//! A function's self time in a trace is a sum over its frames. Given the
-//! number of frames (counted exactly), the sum's variance is the frame
-//! count times the per-frame variance, which the report keeps as the sum
-//! of squares of per-frame self time ([`crate::report::FunctionStats::tottime_sq`]).
-//! The difference of two such sums, NEW minus BASE, is then tested with
-//! Welch's t-test (unequal variances, Welch–Satterthwaite degrees of
-//! freedom). With several runs on both sides, the samples are the runs'
-//! totals instead: run-to-run noise (another process, a colder cache)
-//! then counts as noise, where frames of one run share it.
+//! The frames are the samples, compared one of two ways ([`Method`]).
+//! With per-frame histograms on both sides
+//! ([`crate::report::FunctionStats::tottime_hist`]), by rank: Mann-Whitney's
+//! test of NEW's frames against the base's, stretched by the machine's
+//! drift ([`mann_whitney`], [`MedianChange`]). On a busy machine a few
+//! percent of the frames lose whole time slices; they hold most of a sum's
+//! variance, and a test of sums then sees nothing, where ranks and
+//! medians hardly move. Without histograms (a report saved before they
+//! were kept), by sums: given the number of frames (counted exactly), a
+//! sum's variance is the frame count times the per-frame variance, kept
+//! as the sum of squares ([`crate::report::FunctionStats::tottime_sq`]),
+//! and the difference of two sums is tested with Welch's t-test
+//! ([`Estimate`]). With several runs on both sides, the samples are the
+//! runs' totals instead: run-to-run noise (another process, a colder
+//! cache) then counts as noise, where frames of one run share it.
 //!
 //! A change is called `slower` or `faster` only when the test rejects
 //! "no change" at the stated confidence *and* the change is at least a
@@ -20,6 +26,8 @@
 //! percent of drift significant.
 
 use serde::{Deserialize, Serialize};
+
+use crate::histogram::{bucket_middle, SelfTimeHistogram};
 
 /// What makes a change significant.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -55,9 +63,17 @@ impl Default for SignificanceOptions {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Method {
-    /// One trace a side (or a side of one run): the frames are the samples.
+    /// One trace a side (or a side of one run), from reports without
+    /// per-frame histograms (or the test off): the frames are the samples,
+    /// Welch's t-test on their sums.
     #[default]
     Calls,
+    /// One trace a side, both with per-frame histograms: each function's
+    /// frames compared by rank (Mann-Whitney), the base's taken at the
+    /// self time that would leave the function's time unchanged beyond
+    /// the machine's drift; the drift and the effect from per-call medians
+    /// ([`MedianChange`]).
+    CallMedians,
     /// At least two runs on both sides: the runs' totals are the samples.
     Runs,
 }
@@ -97,8 +113,9 @@ pub struct Significance {
     /// Which samples.
     pub method: Method,
     /// The machine's drift: what the base's self times were multiplied by
-    /// before testing (the median function's ratio of NEW to BASE; 1 with
-    /// the test off or fewer than five functions to take it from).
+    /// before testing (the median function's ratio of NEW to BASE, of
+    /// median frames by [`Method::CallMedians`]; 1 with the test off or
+    /// fewer than five functions to take it from).
     #[serde(default = "one")]
     pub drift: f64,
     /// The level and the minimum effect.
@@ -267,25 +284,148 @@ impl Estimate {
     /// The verdict at `opts`; `total` is the larger of the two traces'
     /// total self times (in the estimate's units: a mean run's with runs).
     pub fn test(&self, opts: SignificanceOptions, total: f64) -> Tested {
-        let p_value = self.p_value();
-        let share = self.delta.abs() * 100.0 >= opts.min_share_pct * total;
-        let big_enough = share
-            && if self.base > 0.0 {
-                (self.delta / self.base).abs() * 100.0 >= opts.min_effect_pct
-            } else {
-                self.delta != 0.0
-            };
-        let significant = match p_value {
-            _ if opts.confidence <= 0.0 => self.delta != 0.0,
-            Some(p) => p < 1.0 - opts.confidence,
-            None => false,
+        decide(self.base, self.delta, self.p_value(), opts, total)
+    }
+}
+
+/// The verdict on a change `delta` of a function whose base is `base`,
+/// given the test's p-value: significant at `opts`' level, at least the
+/// minimum effect of `base`, and the minimum share of `total`.
+fn decide(
+    base: f64,
+    delta: f64,
+    p_value: Option<f64>,
+    opts: SignificanceOptions,
+    total: f64,
+) -> Tested {
+    let share = delta.abs() * 100.0 >= opts.min_share_pct * total;
+    let big_enough = share
+        && if base > 0.0 {
+            (delta / base).abs() * 100.0 >= opts.min_effect_pct
+        } else {
+            delta != 0.0
         };
-        let verdict = match (significant && big_enough, self.delta > 0.0) {
-            (false, _) => Verdict::Noise,
-            (true, true) => Verdict::Slower,
-            (true, false) => Verdict::Faster,
+    let significant = match p_value {
+        _ if opts.confidence <= 0.0 => delta != 0.0,
+        Some(p) => p < 1.0 - opts.confidence,
+        None => false,
+    };
+    let verdict = match (significant && big_enough, delta > 0.0) {
+        (false, _) => Verdict::Noise,
+        (true, true) => Verdict::Slower,
+        (true, false) => Verdict::Faster,
+    };
+    Tested { verdict, p_value }
+}
+
+/// The fewest frames a side the rank test is made with: below, the normal
+/// approximation of Mann-Whitney's U is too rough at the levels a diff is
+/// read at, and no test is made (`p_value` null, `noise`). Eight a side
+/// can reach p < 0.001 when every frame of one side is the slower.
+pub const MIN_FRAMES_FOR_RANKS: u64 = 8;
+
+/// Mann-Whitney's U of one side's frames against another's.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RankTest {
+    /// NEW's U: the pairs (a base frame, a NEW frame) in which NEW's is the
+    /// longer, ties counting one half.
+    pub u: f64,
+    /// `(U − n_base n_new / 2) / σ`, σ with the tie correction: positive
+    /// when NEW's frames tend to be the longer.
+    pub z: f64,
+    /// The two-sided p-value of `z` (normal approximation, no continuity
+    /// correction); 1 when every frame ties.
+    pub p: f64,
+}
+
+/// Mann-Whitney's test of `new`'s frames against `base`'s, each of the
+/// base's multiplied by `scale`. A bucket's frames all take its middle
+/// value ([`bucket_middle`]): frames of one bucket tie, and so do frames
+/// of the two sides at one value; ties take their mean rank and reduce
+/// the variance by `Σ (t³ − t) / (N (N − 1))`. `None` when a side has no
+/// frame.
+pub fn mann_whitney(
+    base: &SelfTimeHistogram,
+    scale: f64,
+    new: &SelfTimeHistogram,
+) -> Option<RankTest> {
+    let (nb, nn) = (base.count() as f64, new.count() as f64);
+    if nb == 0.0 || nn == 0.0 {
+        return None;
+    }
+    let mut b = base
+        .iter()
+        .map(|(k, c)| (bucket_middle(k) * scale, c))
+        .peekable();
+    let mut n = new.iter().map(|(k, c)| (bucket_middle(k), c)).peekable();
+    let (mut below, mut rank_sum_new, mut ties) = (0f64, 0f64, 0f64);
+    loop {
+        let v = match (b.peek(), n.peek()) {
+            (Some(x), Some(y)) => x.0.min(y.0),
+            (Some(x), None) => x.0,
+            (None, Some(y)) => y.0,
+            (None, None) => break,
         };
-        Tested { verdict, p_value }
+        let cb = b.next_if(|x| x.0 == v).map_or(0, |x| x.1) as f64;
+        let cn = n.next_if(|y| y.0 == v).map_or(0, |y| y.1) as f64;
+        let t = cb + cn;
+        // Ranks below + 1 ..= below + t: their mean.
+        rank_sum_new += cn * (below + (t + 1.0) / 2.0);
+        ties += t * t * t - t;
+        below += t;
+    }
+    let total = nb + nn;
+    let u = rank_sum_new - nn * (nn + 1.0) / 2.0;
+    let var = nb * nn / 12.0 * ((total + 1.0) - ties / (total * (total - 1.0)));
+    if var <= 0.0 {
+        return Some(RankTest { u, z: 0.0, p: 1.0 });
+    }
+    let z = (u - nb * nn / 2.0) / var.sqrt();
+    Some(RankTest {
+        u,
+        z,
+        // The fit's error above 1 at z = 0 is not a probability.
+        p: erfc(z.abs() / std::f64::consts::SQRT_2).min(1.0),
+    })
+}
+
+/// A function's change under [`Method::CallMedians`]: its self time
+/// estimated as frames times median frame, NEW's against the base's times
+/// `scale` (the machine's drift, and `--normalize`'s factor).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct MedianChange {
+    /// The base's estimate: `scale × n_base × median_base`.
+    pub base: f64,
+    /// NEW's estimate minus it: `n_new × median_new − base`.
+    pub delta: f64,
+    /// Mann-Whitney's two-sided p-value of NEW's frames against the
+    /// base's multiplied by `scale × n_base / n_new` (each base frame as
+    /// long as it would have to be for the function's time to be
+    /// unchanged); `None` below [`MIN_FRAMES_FOR_RANKS`] frames a side.
+    pub p_value: Option<f64>,
+}
+
+impl MedianChange {
+    /// NEW's frames against the base's multiplied by `scale`.
+    pub fn of(base: &SelfTimeHistogram, new: &SelfTimeHistogram, scale: f64) -> MedianChange {
+        let (nb, nn) = (base.count(), new.count());
+        let est = |h: &SelfTimeHistogram, n: u64| h.median().unwrap_or(0.0) * n as f64;
+        let b = scale * est(base, nb);
+        let p_value = match nb.min(nn) >= MIN_FRAMES_FOR_RANKS {
+            true => mann_whitney(base, scale * nb as f64 / nn as f64, new).map(|t| t.p),
+            false => None,
+        };
+        MedianChange {
+            base: b,
+            delta: est(new, nn) - b,
+            p_value,
+        }
+    }
+
+    /// The verdict at `opts`; `total` is the larger of the two traces'
+    /// total self times.
+    pub fn test(&self, opts: SignificanceOptions, total: f64) -> Tested {
+        decide(self.base, self.delta, self.p_value, opts, total)
     }
 }
 
@@ -529,6 +669,102 @@ mod tests {
             Default::default(),
         );
         assert_eq!(t.verdict, Verdict::Faster);
+    }
+
+    fn hist(values: &[u64]) -> SelfTimeHistogram {
+        let mut h = SelfTimeHistogram::default();
+        for &v in values {
+            h.add(v);
+        }
+        h
+    }
+
+    #[test]
+    fn mann_whitney_matches_hand_computations() {
+        // No ties: every NEW value above every base value. U = 25,
+        // mean 12.5, σ² = 5·5·11/12 = 22.917, z = 12.5/4.787 = 2.611,
+        // two-sided p = 0.00902.
+        let t = mann_whitney(&hist(&[1, 2, 3, 4, 5]), 1.0, &hist(&[6, 7, 8, 9, 10])).unwrap();
+        assert_eq!(t.u, 25.0);
+        assert!(close(t.z, 2.611_165, 1e-5), "{t:?}");
+        assert!(close(t.p, 0.009_023, 1e-5), "{t:?}");
+        // Ties: base 1 2 2 3, NEW 2 3 3 4. Pooled ranks: 1 -> 1, the
+        // three 2s -> 3, the three 3s -> 6, 4 -> 8; NEW's rank sum 23, U =
+        // 23 − 10 = 13, mean 8; σ² = 16/12 · (9 − (24 + 24)/56) = 10.857,
+        // z = 5/3.2950 = 1.5174, p = 0.1292.
+        let t = mann_whitney(&hist(&[1, 2, 2, 3]), 1.0, &hist(&[2, 3, 3, 4])).unwrap();
+        assert_eq!(t.u, 13.0);
+        assert!(close(t.z, 1.517_42, 1e-4), "{t:?}");
+        assert!(close(t.p, 0.129_2, 1e-4), "{t:?}");
+        // The sides swapped: the same p, z negated.
+        let back = mann_whitney(&hist(&[2, 3, 3, 4]), 1.0, &hist(&[1, 2, 2, 3])).unwrap();
+        assert_eq!((back.u, back.p), (3.0, t.p));
+        assert!(close(back.z, -t.z, 1e-12));
+        // The base scaled: 1..5 times 2 is 2 4 6 8 10 against 1 3 5 7 9:
+        // NEW is the longer in 10 of the 25 pairs.
+        let t = mann_whitney(&hist(&[1, 2, 3, 4, 5]), 2.0, &hist(&[1, 3, 5, 7, 9])).unwrap();
+        assert_eq!(t.u, 10.0);
+        // All tied: no spread, p = 1; a side without frames: no test.
+        let same = mann_whitney(&hist(&[7; 10]), 1.0, &hist(&[7; 10])).unwrap();
+        assert_eq!((same.u, same.p), (50.0, 1.0));
+        assert_eq!(mann_whitney(&hist(&[]), 1.0, &hist(&[7])), None);
+    }
+
+    #[test]
+    fn medians_flag_a_shift_that_preempted_frames_hide_from_the_sums() {
+        // 2000 frames of 100..=139 ns, 3% of them preempted for 4 ms; NEW
+        // runs each frame 25% longer. The sums' spread is the time
+        // slices'; the ranks see every frame move.
+        let frames = |stretch: f64, seed: u64| -> Vec<u64> {
+            (0..2000u64)
+                .map(|i| match (i * 7919 + seed) % 100 < 3 {
+                    true => 4_000_000,
+                    false => ((100 + (i * 31 + seed) % 40) as f64 * stretch) as u64,
+                })
+                .collect()
+        };
+        let (a, a2, b) = (frames(1.0, 0), frames(1.0, 5), frames(1.25, 11));
+        let sums = |x: &[u64]| Samples::of(x.iter().map(|&v| v as f64));
+        let welch = Estimate::of(sums(&a), sums(&b), true).test(Default::default(), 0.0);
+        assert_eq!(welch.verdict, Verdict::Noise, "{welch:?}");
+        let m = MedianChange::of(&hist(&a), &hist(&b), 1.0);
+        let t = m.test(Default::default(), 0.0);
+        assert_eq!(t.verdict, Verdict::Slower, "{m:?}");
+        assert!(t.p_value.unwrap() < 1e-12, "{m:?}");
+        assert!(close(m.delta / m.base, 0.25, 0.03), "{m:?}");
+        // A/A: noise.
+        let m = MedianChange::of(&hist(&a), &hist(&a2), 1.0);
+        assert_eq!(
+            m.test(Default::default(), 0.0).verdict,
+            Verdict::Noise,
+            "{m:?}"
+        );
+        // The same frames on a machine 25% slower, the drift taken out.
+        let m = MedianChange::of(&hist(&a), &hist(&b), 1.25);
+        assert_eq!(
+            m.test(Default::default(), 0.0).verdict,
+            Verdict::Noise,
+            "{m:?}"
+        );
+        // Twice the frames, each as long: the function's time doubled.
+        let twice: Vec<u64> = a.iter().chain(&a2).copied().collect();
+        let m = MedianChange::of(&hist(&a), &hist(&twice), 1.0);
+        assert_eq!(
+            m.test(Default::default(), 0.0).verdict,
+            Verdict::Slower,
+            "{m:?}"
+        );
+        // Seven frames a side: no test.
+        let m = MedianChange::of(&hist(&[100; 7]), &hist(&[200; 7]), 1.0);
+        assert_eq!(
+            m.test(Default::default(), 0.0),
+            Tested {
+                verdict: Verdict::Noise,
+                p_value: None
+            }
+        );
+        let m = MedianChange::of(&hist(&[100; 8]), &hist(&[200; 8]), 1.0);
+        assert_eq!(m.test(Default::default(), 0.0).verdict, Verdict::Slower);
     }
 
     #[test]

@@ -79,6 +79,7 @@ pub mod report {
     pub use mtanalyze_model::check::ChunkIssue;
     pub use mtanalyze_model::compact::CompactReport;
     pub use mtanalyze_model::functions::{EntryKey, FunctionEntry};
+    pub use mtanalyze_model::histogram::{bucket_bounds, bucket_of, SelfTimeHistogram};
     pub use mtanalyze_model::labels::{LabelSite, Labels};
     pub use mtanalyze_model::merge::merge;
     pub use mtanalyze_model::report::{
@@ -92,8 +93,8 @@ pub mod report {
 /// rows), and the rules [`gate()`] judges a change by.
 pub mod diff {
     pub use mtanalyze_model::diff::{
-        DiffOptions, EdgeDelta, EdgeDiff, EdgeSide, FunctionDelta, FunctionDiff, FunctionSide,
-        Match, PathDiff,
+        ComparedTimes, DiffOptions, EdgeDelta, EdgeDiff, EdgeSide, FunctionDelta, FunctionDiff,
+        FunctionSide, Match, PathDiff,
     };
     pub use mtanalyze_model::gate::{GateBreach, GateChange, GateField, GateOp, GateRule};
 
@@ -105,7 +106,8 @@ pub mod diff {
 /// test and the verdict a diff's rows carry.
 pub mod significance {
     pub use mtanalyze_model::significance::{
-        format_p, Estimate, Method, Samples, Significance, SignificanceOptions, Tested, Verdict,
+        format_p, mann_whitney, Estimate, MedianChange, Method, RankTest, Samples, Significance,
+        SignificanceOptions, Tested, Verdict, MIN_FRAMES_FOR_RANKS,
     };
 }
 

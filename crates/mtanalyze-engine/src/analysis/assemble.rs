@@ -18,7 +18,7 @@ use crate::input::LoadedTrace;
 use mtanalyze_model::compact::{CompactReport, NumberedEdge};
 use mtanalyze_model::functions::FunctionEntry;
 use mtanalyze_model::labels::{LabelSite, Labels};
-use mtanalyze_model::merge::Sums;
+use mtanalyze_model::merge::{PerFrame, Sums};
 use mtanalyze_model::report::{
     CallPath, Clock, FunctionStats, Report, StackName, StackRows, StackStats, TimeWindow, Warning,
 };
@@ -218,6 +218,7 @@ fn function_rows(
             let mut stats = FunctionStats::new(&e.key.function, &e.key.file, e.key.line, &e.module);
             stats.set_sums(function_sums(a));
             stats.tottime_sq = a.tottime_sq;
+            stats.tottime_hist = a.tottime_hist.clone();
             (i, stats)
         })
         .collect();
@@ -365,7 +366,17 @@ pub(super) fn fold_numbered(
 ) -> usize {
     for (n, module) in functions.numbered_modules() {
         if let Some(a) = tally.function(n).filter(|a| has_row(a)) {
-            sums.add_function_sums(n, function_sums(a), a.tottime_sq, trace, module, trace);
+            sums.add_function_sums(
+                n,
+                function_sums(a),
+                PerFrame {
+                    tottime_sq: a.tottime_sq,
+                    tottime_hist: &a.tottime_hist,
+                },
+                trace,
+                module,
+                trace,
+            );
         }
     }
     // Every edge the tally numbers, in one pass: an edge this trace did

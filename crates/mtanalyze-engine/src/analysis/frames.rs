@@ -15,11 +15,12 @@ use rustc_hash::FxHashMap;
 
 use crate::analysis::paths::{PathTree, ROOT};
 use crate::analysis::window::{Span, Window};
+use mtanalyze_model::histogram::SelfTimeHistogram;
 use mtanalyze_model::timeline::ClosedFrame;
 use mtanalyze_model::warnings::{LeftOpenStack, WarningKind};
 
 /// Totals of one function.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(super) struct FnAcc {
     /// Frames.
     pub ncalls: u64,
@@ -31,6 +32,9 @@ pub(super) struct FnAcc {
     /// count, the spread a diff's significance test needs. Integer, so
     /// sums merged in any order agree.
     pub tottime_sq: u128,
+    /// The counted frames by self time (the frames `ncalls` counts): the
+    /// per-call samples a diff compares by rank.
+    pub tottime_hist: SelfTimeHistogram,
     /// Sum of active time of non-recursive frames.
     pub cumtime_ns: u64,
     /// Sum of paused time of non-recursive frames.
@@ -47,6 +51,19 @@ pub(super) struct FnAcc {
     /// that did something in the window, which gives it a row ("Time
     /// windows" in `semantics.md`), whether or not call paths are kept.
     pub through_callees: u64,
+}
+
+impl FnAcc {
+    /// Every total back to zero, keeping the histogram's memory (a worker
+    /// summing trace after trace counts mostly the same functions).
+    pub(super) fn clear(&mut self) {
+        let mut hist = std::mem::take(&mut self.tottime_hist);
+        hist.clear();
+        *self = FnAcc {
+            tottime_hist: hist,
+            ..FnAcc::default()
+        };
+    }
 }
 
 /// Totals of one caller -> callee edge.
@@ -141,6 +158,7 @@ impl Acc {
             a.primitive_calls += b.primitive_calls;
             a.tottime_ns = a.tottime_ns.saturating_add(b.tottime_ns);
             a.tottime_sq = a.tottime_sq.saturating_add(b.tottime_sq);
+            a.tottime_hist.merge(&b.tottime_hist);
             a.cumtime_ns = a.cumtime_ns.saturating_add(b.cumtime_ns);
             a.paused_ns = a.paused_ns.saturating_add(b.paused_ns);
             a.open_at_end += b.open_at_end;
@@ -448,14 +466,14 @@ impl Tally {
             Some(used) => {
                 for &n in used {
                     if let Some(a) = self.acc.functions.get_mut(n as usize) {
-                        *a = FnAcc::default();
+                        a.clear();
                     }
                 }
                 debug_assert!(self.fn_open.iter().all(|&o| o == 0), "frames left open");
                 debug_assert!(self.edges.entries.iter().all(|e| e.open == 0));
             }
             None => {
-                self.acc.functions.fill(FnAcc::default());
+                self.acc.functions.iter_mut().for_each(FnAcc::clear);
                 self.fn_open.fill(0);
                 for e in &mut self.edges.entries {
                     e.open = 0;
@@ -785,6 +803,7 @@ impl<'a, O: Observer> FrameStack<'a, O> {
         a.tottime_sq = a
             .tottime_sq
             .saturating_add(u128::from(self_ns) * u128::from(self_ns));
+        a.tottime_hist.add_frames(self_ns, counted);
         a.primitive_calls += primitive & counted;
         a.cumtime_ns = a.cumtime_ns.saturating_add(active & keep);
         a.paused_ns = a.paused_ns.saturating_add(paused & keep);

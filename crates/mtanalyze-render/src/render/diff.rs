@@ -7,7 +7,7 @@
 //! clock: stack  total self time: 1.20s -> 1.10s  change: -100ms (-8.3%)
 //! functions: 40 in both (1 matched by name only), 1 new, 1 gone
 //!
-//! significance: p < 0.001 (Welch's t-test on the calls)  min effect: 10% (0.5% of the total)  total: faster (p<0.001)
+//! significance: p < 0.001 (Mann-Whitney on the calls, medians)  min effect: 10% (0.5% of the total)  total: faster (p<0.001)
 //!
 //! tottime (base -> new)   change        %       p  verdict  cumtime (base -> new)  ...  function (file:line)
 //! --------------------------------------------------------------------------------...----------------------
@@ -141,17 +141,18 @@ pub(crate) fn header(
 }
 
 /// How the verdicts were decided, as header items: `significance: p <
-/// 0.01 (Welch's t-test on the calls)`, `min effect: 10% (0.5% of the
+/// 0.01 (Mann-Whitney on the calls, medians)`, `min effect: 10% (0.5% of the
 /// total)`, the drift when there was one, and the total's verdict.
 pub(crate) fn significance_items(diff: &DiffReport) -> Vec<String> {
     let s = &diff.significance;
-    let samples = match s.method {
-        Method::Calls => "the calls",
-        Method::Runs => "the runs",
+    let test = match s.method {
+        Method::Calls => "Welch's t-test on the calls",
+        Method::CallMedians => "Mann-Whitney on the calls, medians",
+        Method::Runs => "Welch's t-test on the runs",
     };
     let mut items = vec![if s.options.confidence > 0.0 {
         format!(
-            "significance: p < {} (Welch's t-test on {samples})",
+            "significance: p < {} ({test})",
             trim_float(1.0 - s.options.confidence)
         )
     } else {

@@ -5,7 +5,7 @@
 //! ```text
 //! **mtanalyze diff** `base.bin` → `new.bin` (clock: stack): total self time 1.88s → 50.3ms (-97.3%)
 //!
-//! Significance: p < 0.001 (Welch's t-test on the calls); min effect: 10% (0.5% of the total); total: faster (p<0.001).
+//! Significance: p < 0.001 (Mann-Whitney on the calls, medians); min effect: 10% (0.5% of the total); total: faster (p<0.001).
 //!
 //! | function | tottime (base → new) | change | % | p | verdict | cumtime (base → new) | change | ncalls (base → new) |
 //! |:---|---:|---:|---:|---:|:---|---:|---:|---:|

@@ -509,6 +509,7 @@ mod tests {
             primitive_calls: ncalls,
             tottime_ns: tottime,
             tottime_sq: 0,
+            tottime_hist: Default::default(),
             cumtime_ns: cumtime,
             paused_ns: paused,
             open_at_end: 0,
