@@ -5,18 +5,36 @@
 //! virtual machine a system call costs more than its own instructions
 //! (the caches and TLB it disturbs).
 //!
-//! A fork is noticed by the recorder's `pthread_atfork` child handler
-//! ([`crate::shared::watch_forks`]), registered before a process id is
-//! first remembered, so no child can inherit its parent's.
+//! A fork is noticed by a `pthread_atfork` child handler of this
+//! module's own ([`watch_forks`]), registered before an id is first
+//! remembered, so no child can inherit its parent's. (Its own, not the
+//! recorder's in `shared.rs`: this module sits below every other and
+//! imports none of them.)
 
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::OnceLock;
-
-use crate::shared::{watch_forks, FORK_EPOCH};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Once, OnceLock};
 
 /// The process id, 0 until asked and again after a fork.
 static PID: AtomicU32 = AtomicU32::new(0);
+/// Forks this process's line has been through: a thread's id remembered
+/// under another count is its parent's thread's.
+static FORKS: AtomicU64 = AtomicU64::new(0);
+
+/// Registers [`forked`] once a process.
+fn watch_forks() {
+    static AT_FORK: Once = Once::new();
+    AT_FORK.call_once(|| {
+        // SAFETY: registering a plain extern "C" function.
+        unsafe { libc::pthread_atfork(None, None, Some(forked as unsafe extern "C" fn())) };
+    });
+}
+
+/// In a forked child: the ids are the child's own, asked again.
+extern "C" fn forked() {
+    PID.store(0, Ordering::Relaxed);
+    FORKS.fetch_add(1, Ordering::Relaxed);
+}
 
 /// This process's id.
 pub(crate) fn pid() -> u32 {
@@ -29,11 +47,6 @@ pub(crate) fn pid() -> u32 {
         }
         pid => pid,
     }
-}
-
-/// Called in a forked child (from the fork handler): the id is the child's own.
-pub(crate) fn forget_pid_after_fork() {
-    PID.store(0, Ordering::Relaxed);
 }
 
 /// This machine's host name as the process first saw it ("" if the
@@ -73,10 +86,11 @@ thread_local! {
 /// The calling thread's id in the operating system (0 where there is none
 /// to give).
 pub(crate) fn thread_id() -> u64 {
-    let epoch = FORK_EPOCH.load(Ordering::Relaxed);
+    let epoch = FORKS.load(Ordering::Relaxed);
     THREAD_ID.with(|cached| match cached.get() {
         Some((asked_in, tid)) if asked_in == epoch => tid,
         _ => {
+            watch_forks();
             let tid = ask_thread_id();
             cached.set(Some((epoch, tid)));
             tid

@@ -610,7 +610,7 @@ pub(crate) fn name_stack(gen: u64, id: StackId, name: &str, kind: StackKind) -> 
 /// its chunk without writing to it. Only atomics are touched, as a fork
 /// handler must.
 /// Registers [`after_fork_in_child`] once a process (before the
-/// recorder's first recording, and before it remembers a process id).
+/// recorder's first recording).
 pub(crate) fn watch_forks() {
     static AT_FORK: Once = Once::new();
     AT_FORK.call_once(|| {
@@ -626,7 +626,6 @@ pub(crate) fn watch_forks() {
 }
 
 pub(crate) extern "C" fn after_fork_in_child() {
-    crate::process::forget_pid_after_fork();
     GEN.store(GEN_OFF, Ordering::Relaxed);
     CURRENT.store(ptr::null_mut(), Ordering::Relaxed);
     // The readers counted were the parent's other threads, which the
