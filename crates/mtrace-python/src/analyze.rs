@@ -326,16 +326,18 @@ enum Analyzed {
 /// {caller: (nc, cc, tt, ct)})}`, times in seconds, as the marshal
 /// encoding in `mtanalyze::render::pstats` writes it. Each entry's key is
 /// one tuple, shared wherever that function calls (as cProfile's keys
-/// share the code objects' strings), and each file one string.
+/// share the code objects' strings), and the entries of one file share
+/// its string.
 fn stats_dict<'py, 'r>(py: Python<'py>, table: &PstatsTable<'r>) -> PyResult<Bound<'py, PyDict>> {
-    // Few files, many functions each: a short list, searched in order.
-    let mut files: Vec<(&'r str, Bound<'py, PyString>)> = Vec::new();
+    // Keys sorted by file first: an entry's file is most often the last
+    // one's, whose string it shares.
+    let mut last_file: Option<(&'r str, Bound<'py, PyString>)> = None;
     let mut tuple_of = |(file, line, name): Key<'r>| -> PyResult<Bound<'py, PyTuple>> {
-        let file = match files.iter().find(|(f, _)| *f == file) {
-            Some((_, string)) => string.clone(),
-            None => {
+        let file = match &last_file {
+            Some((f, string)) if *f == file => string.clone(),
+            _ => {
                 let string = PyString::new(py, file);
-                files.push((file, string.clone()));
+                last_file = Some((file, string.clone()));
                 string
             }
         };
