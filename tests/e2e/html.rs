@@ -242,23 +242,7 @@ fn html_diff_shows_the_regression_first_and_the_gate() {
         repo_file("sample-traces/workload.bin"),
         repo_file("sample-traces/workload-ring.bin"),
     );
-    let gated = run(&[
-        "diff".as_ref(),
-        base.as_os_str(),
-        new.as_os_str(),
-        "--fail-if".as_ref(),
-        "parse.*: tottime > +10%".as_ref(),
-        // parse_term's +2168% is one long frame of the ring trace (p =
-        // 0.34): noise to the test, so the gate is on the raw changes.
-        "--confidence".as_ref(),
-        "0".as_ref(),
-        "--format".as_ref(),
-        "html".as_ref(),
-        "-o".as_ref(),
-        out.as_os_str(),
-    ]);
-    assert_eq!(gated.code, Some(1), "the gate fails: {}", gated.stderr);
-    let html = std::fs::read_to_string(&out).expect("a page");
+    let html = gated_diff_page(&base, &new, &out);
     assert_self_contained(&html);
     let d = data(&html);
     let breaches = d["gate"]["breaches"].as_array().expect("breaches");
@@ -306,15 +290,17 @@ fn html_of_several_traces_has_each_traces_rows_and_no_timeline() {
     assert_eq!(d["functions"][first], json["functions"][0]);
 }
 
-/// The data of a gated diff's page (`mtanalyze diff` exits 1: the gate
-/// fails).
-fn gated_diff_data(base: &Path, new: &Path, out: &Path) -> Value {
+/// The page of a diff gated on `parse.*`'s self time, written to `out`
+/// (`mtanalyze diff` exits 1: the gate fails on the samples).
+fn gated_diff_page(base: &Path, new: &Path, out: &Path) -> String {
     let gated = run(&[
         "diff".as_ref(),
         base.as_os_str(),
         new.as_os_str(),
         "--fail-if".as_ref(),
         "parse.*: tottime > +10%".as_ref(),
+        // parse_term's +2168% is one long frame of the ring trace (p =
+        // 0.34): noise to the test, so the gate is on the raw changes.
         "--confidence".as_ref(),
         "0".as_ref(),
         "--format".as_ref(),
@@ -323,7 +309,12 @@ fn gated_diff_data(base: &Path, new: &Path, out: &Path) -> Value {
         out.as_os_str(),
     ]);
     assert_eq!(gated.code, Some(1), "the gate fails: {}", gated.stderr);
-    data(&std::fs::read_to_string(out).expect("a page"))
+    std::fs::read_to_string(out).expect("a page")
+}
+
+/// The data of [`gated_diff_page`]'s page.
+fn gated_diff_data(base: &Path, new: &Path, out: &Path) -> Value {
+    data(&gated_diff_page(base, new, out))
 }
 
 #[test]
