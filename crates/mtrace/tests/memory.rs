@@ -207,16 +207,8 @@ fn a_given_back_trace_s_memory_serves_a_later_recording_and_a_held_one_stays() {
     assert!(d.header.flags & FLAG_FINISHED != 0);
     // Each recording names every function registered so far; only the
     // third's calls are in it.
-    let calls_of = |f: mtrace::FunctionId| {
-        d.chunks
-            .values()
-            .flatten()
-            .flat_map(|c| &c.events)
-            .filter(|e| e.kind == mtrace_format::EventKind::Enter(f))
-            .count()
-    };
-    assert_eq!(calls_of(small), 2 * 10);
-    assert_eq!(calls_of(big), 0);
+    assert_eq!(d.enters(small), 2 * 10);
+    assert_eq!(d.enters(big), 0);
     assert_eq!(d.threads.len(), 2, "{:?}", d.threads);
     d.tid("third-thread");
     // Besides the calls' enters and exits, the same events (the threads'
@@ -258,15 +250,7 @@ fn a_view_reads_in_place_and_keeps_its_memory_until_dropped() {
     let first = record_into_a_view(f, "view-thread", 300);
     let d = decode_bytes(first.bytes());
     assert!(d.header.flags & FLAG_FINISHED != 0);
-    let enters = |d: &common::Decoded, f: mtrace::FunctionId| {
-        d.chunks
-            .values()
-            .flatten()
-            .flat_map(|c| &c.events)
-            .filter(|e| e.kind == mtrace_format::EventKind::Enter(f))
-            .count()
-    };
-    assert_eq!(enters(&d, f), 2 * 300);
+    assert_eq!(d.enters(f), 2 * 300);
     d.tid("view-thread");
     let first_id = view_identity(&first);
 
@@ -277,7 +261,7 @@ fn a_view_reads_in_place_and_keeps_its_memory_until_dropped() {
     assert_ne!(view_identity(&second), first_id);
     assert_ne!(view_identity(&third), first_id);
     assert_eq!(decode_bytes(first.bytes()).event_count(), d.event_count());
-    assert_eq!(enters(&decode_bytes(first.bytes()), f), 2 * 300);
+    assert_eq!(decode_bytes(first.bytes()).enters(f), 2 * 300);
 
     // Dropped: the second's memory (kept, its view gone) serves the next.
     let second_id = view_identity(&second);
@@ -289,10 +273,10 @@ fn a_view_reads_in_place_and_keeps_its_memory_until_dropped() {
         "a dropped view's memory is reused"
     );
     let d4 = decode_bytes(fourth.bytes());
-    assert_eq!(enters(&d4, g), 2 * 10);
-    assert_eq!(enters(&d4, f), 0);
+    assert_eq!(d4.enters(g), 2 * 10);
+    assert_eq!(d4.enters(f), 0);
     // The first view, pushed out of the kept files by now, still reads.
-    assert_eq!(enters(&decode_bytes(first.bytes()), f), 2 * 300);
+    assert_eq!(decode_bytes(first.bytes()).enters(f), 2 * 300);
 
     // A descriptor taken from a view keeps the trace after the view is
     // dropped, until given back.
@@ -303,7 +287,7 @@ fn a_view_reads_in_place_and_keeps_its_memory_until_dropped() {
     let sixth = record_into_a_view(g, "sixth-thread", 10);
     assert_ne!(view_identity(&fifth), fourth_id);
     assert_ne!(view_identity(&sixth), fourth_id);
-    assert_eq!(enters(&read(&descriptor), g), 2 * 10);
+    assert_eq!(read(&descriptor).enters(g), 2 * 10);
     mtrace::give_back_memory_trace(descriptor);
     drop((first, third, fifth, sixth));
 }

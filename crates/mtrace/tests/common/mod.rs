@@ -223,11 +223,21 @@ impl Decoded {
     /// The `lost` marks of every thread (at most one a thread in
     /// stop-when-full mode: the thread records nothing after it).
     pub fn lost_marks(&self) -> u64 {
+        self.events_of_kind(EventKind::Lost)
+    }
+
+    /// The enters of `f` on every thread.
+    pub fn enters(&self, f: FunctionId) -> u64 {
+        self.events_of_kind(EventKind::Enter(f))
+    }
+
+    /// The events of every thread that are `kind`.
+    pub fn events_of_kind(&self, kind: EventKind) -> u64 {
         self.chunks
             .values()
             .flatten()
             .flat_map(|c| &c.events)
-            .filter(|e| e.kind == EventKind::Lost)
+            .filter(|e| e.kind == kind)
             .count() as u64
     }
 
