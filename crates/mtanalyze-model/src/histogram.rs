@@ -184,6 +184,17 @@ pub fn bucket_middle(b: u16) -> f64 {
     lo as f64 + (hi - lo) as f64 / 2.0
 }
 
+impl FromIterator<u64> for SelfTimeHistogram {
+    /// The histogram of these self times (ns), one frame each.
+    fn from_iter<I: IntoIterator<Item = u64>>(values: I) -> SelfTimeHistogram {
+        let mut h = SelfTimeHistogram::default();
+        for v in values {
+            h.add(v);
+        }
+        h
+    }
+}
+
 impl PartialEq for SelfTimeHistogram {
     fn eq(&self, other: &SelfTimeHistogram) -> bool {
         self.iter().eq(other.iter())
@@ -289,11 +300,7 @@ mod tests {
     }
 
     fn of(values: &[u64]) -> SelfTimeHistogram {
-        let mut h = SelfTimeHistogram::default();
-        for &v in values {
-            h.add(v);
-        }
-        h
+        values.iter().copied().collect()
     }
 
     #[test]

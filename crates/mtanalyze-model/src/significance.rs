@@ -672,11 +672,7 @@ mod tests {
     }
 
     fn hist(values: &[u64]) -> SelfTimeHistogram {
-        let mut h = SelfTimeHistogram::default();
-        for &v in values {
-            h.add(v);
-        }
-        h
+        values.iter().copied().collect()
     }
 
     #[test]
