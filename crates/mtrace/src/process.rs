@@ -17,12 +17,21 @@ use std::sync::{Once, OnceLock};
 
 /// The process id, 0 until asked and again after a fork.
 static PID: AtomicU32 = AtomicU32::new(0);
-/// Forks this process's line has been through: a thread's id remembered
-/// under another count is its parent's thread's.
+/// Forks this process's line has been through ([`forks`]).
 static FORKS: AtomicU64 = AtomicU64::new(0);
 
-/// Registers [`forked`] once a process.
-fn watch_forks() {
+/// How many forks this process's line has been through, counted in each
+/// child by the fork handler: what a thread remembered under another
+/// count is its parent's (its id; a chunk of the parent's recording,
+/// mapped shared with the parent, which it must drop without writing to
+/// it). Counted once [`watch_forks`] has run.
+pub(crate) fn forks() -> u64 {
+    FORKS.load(Ordering::Relaxed)
+}
+
+/// Registers [`forked`] once a process: before any id is remembered here,
+/// and before the recorder's first recording (`shared::watch_forks`).
+pub(crate) fn watch_forks() {
     static AT_FORK: Once = Once::new();
     AT_FORK.call_once(|| {
         // SAFETY: registering a plain extern "C" function.
@@ -86,7 +95,7 @@ thread_local! {
 /// The calling thread's id in the operating system (0 where there is none
 /// to give).
 pub(crate) fn thread_id() -> u64 {
-    let epoch = FORKS.load(Ordering::Relaxed);
+    let epoch = forks();
     THREAD_ID.with(|cached| match cached.get() {
         Some((asked_in, tid)) if asked_in == epoch => tid,
         _ => {

@@ -210,11 +210,6 @@ const RING_SEGMENT_SHARE: u64 = 4;
 /// busy slot is one a thread is writing).
 const SEGMENT_CLAIM_ATTEMPTS: u32 = 16;
 
-/// Bumped in a child process by the fork handler: a thread bound in an
-/// older epoch holds a chunk of the parent's recording (mapped shared with
-/// the parent), which it must drop without writing to it.
-pub(crate) static FORK_EPOCH: AtomicU64 = AtomicU64::new(0);
-
 /// Serialises the starts, finishes, pauses, resumes and rotations of
 /// recordings; holds the last recording (series) number used.
 pub(crate) static CONTROL: Mutex<u64> = Mutex::new(0);
@@ -610,8 +605,10 @@ pub(crate) fn name_stack(gen: u64, id: StackId, name: &str, kind: StackKind) -> 
 /// its chunk without writing to it. Only atomics are touched, as a fork
 /// handler must.
 /// Registers [`after_fork_in_child`] once a process (before the
-/// recorder's first recording).
+/// recorder's first recording), and the fork count's handler
+/// (`process::watch_forks`) before it.
 pub(crate) fn watch_forks() {
+    crate::process::watch_forks();
     static AT_FORK: Once = Once::new();
     AT_FORK.call_once(|| {
         // SAFETY: registering a plain extern "C" function.
@@ -632,9 +629,9 @@ pub(crate) extern "C" fn after_fork_in_child() {
     // child does not have (the forking thread is in no `Reading`: the
     // recorder does not fork).
     READERS.store(0, Ordering::Relaxed);
-    // Each thread notices at its next release of a chunk and forgets it
-    // instead of writing to it (see `thread.rs`).
-    FORK_EPOCH.fetch_add(1, Ordering::Relaxed);
+    // A thread holding a chunk of the parent's notices the fork count
+    // (`process::forks`, counted by its own handler) at its next release
+    // and forgets the chunk instead of writing to it (see `thread.rs`).
 }
 
 #[cfg(test)]

@@ -72,8 +72,8 @@ use crate::config::Mode;
 use crate::error::AdoptError;
 use crate::recording;
 use crate::shared::{
-    self, current_with_gen, lock, same_recording, same_series, Adopted, Reading, Shared,
-    FORK_EPOCH, GEN, GEN_OFF, GEN_PAUSED, GEN_SERIES_SHIFT, GEN_TSC, GEN_UNCHECKED,
+    self, current_with_gen, lock, same_recording, same_series, Adopted, Reading, Shared, GEN,
+    GEN_OFF, GEN_PAUSED, GEN_SERIES_SHIFT, GEN_TSC, GEN_UNCHECKED,
 };
 
 /// The state word grows by this much per committed event.
@@ -117,7 +117,7 @@ struct Local {
     own_saved: UnsafeCell<ManuallyDrop<Vec<u32>>>,
     /// The thread-exit hook ran: record nothing more.
     exited: Cell<bool>,
-    /// `FORK_EPOCH` when the thread bound: another value means the process
+    /// `process::forks()` when the thread bound: another value means the process
     /// forked since, and the chunk held belongs to the parent.
     fork_epoch: Cell<u64>,
     /// The thread's next chunk restarts its stream (`CHUNK_FLAG_RESTART`):
@@ -656,7 +656,7 @@ pub(crate) fn adopt_open_frames(frames: &[u32]) -> Result<(), AdoptError> {
         if g <= GEN_OFF || g & GEN_PAUSED != 0 || l.exited.get() {
             return Err(AdoptError::NotRecording);
         }
-        let same_process = l.fork_epoch.get() == FORK_EPOCH.load(Ordering::Relaxed);
+        let same_process = l.fork_epoch.get() == crate::process::forks();
         let bound = l.gen.get();
         if same_process && (same_recording(bound, g) || same_series(bound, g)) {
             return Err(AdoptError::AlreadyRecorded);
@@ -689,7 +689,7 @@ fn bind_to(l: &Local, g: u64, adopted: &[u32]) -> Bound {
     if EXIT_HOOK.try_with(|_| ()).is_err() {
         return Bound::Nothing;
     }
-    let same_process = l.fork_epoch.get() == FORK_EPOCH.load(Ordering::Relaxed);
+    let same_process = l.fork_epoch.get() == crate::process::forks();
     let same_recording =
         ptr::eq(l.shared.get(), shared) && same_recording(l.gen.get(), g) && same_process;
     // Another file: count the thread among its users before touching it,
@@ -741,7 +741,7 @@ fn bind_to(l: &Local, g: u64, adopted: &[u32]) -> Bound {
     l.restart.set(adopting);
     l.continued.set(adopting);
     l.gen.set(g);
-    l.fork_epoch.set(FORK_EPOCH.load(Ordering::Relaxed));
+    l.fork_epoch.set(crate::process::forks());
     if g & GEN_PAUSED == 0 {
         register(l, shared, g);
     }
@@ -782,7 +782,7 @@ fn continue_stream(l: &Local, shared: &Shared, g: u64, stream: Adopted) {
     l.restart.set(false);
     l.continued.set(false);
     l.gen.set(g);
-    l.fork_epoch.set(FORK_EPOCH.load(Ordering::Relaxed));
+    l.fork_epoch.set(crate::process::forks());
     if shared.series.is_some() {
         // Its id in the files of the series it moves to.
         l.counted_in.set(g >> GEN_SERIES_SHIFT);
@@ -882,7 +882,7 @@ fn begin_stream(
     let adopting = !frames.is_empty();
     w.shared.set(shared);
     w.gen.set(g);
-    w.fork_epoch.set(FORK_EPOCH.load(Ordering::Relaxed));
+    w.fork_epoch.set(crate::process::forks());
     w.restart.set(adopting);
     w.continued.set(adopting);
     let tid = new_tid(shared);
@@ -938,7 +938,7 @@ fn hold(shared: &Shared, g: u64) -> bool {
 /// write there: its chunk released), if that file is its process's.
 fn let_go(l: &Local) {
     let old = l.shared.replace(ptr::null());
-    let same_process = l.fork_epoch.get() == FORK_EPOCH.load(Ordering::Relaxed);
+    let same_process = l.fork_epoch.get() == crate::process::forks();
     if !old.is_null() && same_process {
         // SAFETY: the thread is still counted in the file's `bound` (it
         // is uncounted there), so the file is not freed yet.
@@ -1197,7 +1197,7 @@ fn release_chunk(l: &Local) {
     let word = l.state_word.replace(ptr::null());
     // After a fork, in the child, the chunk is the parent's (the map is
     // shared with it): drop the hold without writing to it.
-    let same_process = l.fork_epoch.get() == FORK_EPOCH.load(Ordering::Relaxed);
+    let same_process = l.fork_epoch.get() == crate::process::forks();
     if !word.is_null() && same_process {
         // SAFETY: the chunk's map is not given back while the thread is
         // bound to its recording (see `shared.rs`, "Retired files").
