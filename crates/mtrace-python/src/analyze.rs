@@ -353,7 +353,7 @@ fn stats_dict<'py, 'r>(py: Python<'py>, table: &PstatsTable<'r>) -> PyResult<Bou
     // The entries' keys, in the table's (sorted) order: a caller is found
     // among them by binary search (a caller has an entry of its own
     // unless it was summed from another trace without one).
-    let mut keys: Vec<(Key<'r>, Bound<'py, PyTuple>)> = Vec::with_capacity(table.len().0);
+    let mut keys: Vec<(Key<'r>, Bound<'py, PyTuple>)> = Vec::with_capacity(table.sizes().0);
     table.for_each(|k, _, _| -> PyResult<()> {
         keys.push((k, tuple_of(k)?));
         Ok(())

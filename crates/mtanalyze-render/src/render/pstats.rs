@@ -190,14 +190,10 @@ impl<'r> PstatsTable<'r> {
         PstatsTable { rows, calls }
     }
 
-    /// How many entries and caller entries there are, for sizing what is built.
-    pub fn len(&self) -> (usize, usize) {
+    /// How many functions have rows and how many (callee, caller) pairs
+    /// there are, for sizing what is built.
+    pub fn sizes(&self) -> (usize, usize) {
         (self.rows.len(), self.calls.len())
-    }
-
-    /// Whether there is no entry at all.
-    pub fn is_empty(&self) -> bool {
-        self.rows.is_empty() && self.calls.is_empty()
     }
 
     /// Calls `entry` once per stats entry in key order: the key, its
@@ -234,7 +230,7 @@ impl<'r> PstatsTable<'r> {
 /// Writes the report as a pstats file (marshal bytes).
 pub fn pstats(out: &mut dyn Write, report: &Report) -> io::Result<()> {
     let table = PstatsTable::of(report);
-    let (rows, calls) = table.len();
+    let (rows, calls) = table.sizes();
     let mut m = Marshal {
         // Enough for most functions' keys and counts at once.
         bytes: Vec::with_capacity(128 * (rows + calls)),
