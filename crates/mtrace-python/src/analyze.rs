@@ -18,7 +18,9 @@
 //! called it (a `pstats.Stats(profile)` per web request) has no thread of
 //! mtrace's afterwards.
 
+use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
+use std::hash::BuildHasher;
 use std::io::{self, BufWriter};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -31,8 +33,9 @@ use mtanalyze::{report::Clock, AnalyzeOptions, TimeBound};
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyString, PyTuple};
+use rustc_hash::FxBuildHasher;
 
-use crate::memory::MemoryTraceHandle;
+use crate::memory::PyMemoryTrace;
 
 pyo3::create_exception!(
     _mtrace,
@@ -204,9 +207,9 @@ enum Input {
 }
 
 impl Input {
-    /// `item`: a `MemoryTraceHandle` (open), or anything `os.fspath` takes.
+    /// `item`: an `mtrace.MemoryTrace` (open), or anything `os.fspath` takes.
     fn of(item: &Bound<'_, PyAny>) -> PyResult<Input> {
-        match item.cast::<MemoryTraceHandle>() {
+        match item.cast::<PyMemoryTrace>() {
             Ok(handle) => handle
                 .get()
                 .view()
@@ -235,7 +238,7 @@ impl Input {
     }
 }
 
-/// The statistics of `traces` (paths, or `MemoryTraceHandle`s), summed,
+/// The statistics of `traces` (paths, or `mtrace.MemoryTrace`s), summed,
 /// as the dict cProfile's `Profile.stats` is and a pstats file holds
 /// (what `mtanalyze PATHS... --format pstats -o -` writes, without the
 /// command line around it: these traces only, no child processes' or
@@ -263,7 +266,7 @@ pub(crate) fn pstats<'py>(
         })
         .max()
         .unwrap_or(1);
-    let report = py.detach(|| {
+    let analyze = || {
         without_staying_threads(threads, || -> Result<Analyzed, Failure> {
             let failed = |e: mtanalyze::AnalyzeError| Failure::Trace(e.to_string());
             // One trace: its edges left numbered (read once, below).
@@ -308,7 +311,17 @@ pub(crate) fn pstats<'py>(
                 }
             })
         })
-    })?;
+    };
+    // A profile per request is analyzed in less time than letting go of
+    // the GIL and taking it back costs: only an analysis of traces in
+    // memory worth threads lets other Python threads run meanwhile. (A
+    // path may name a large file: always let go then.)
+    let in_memory_and_small = threads <= 1 && inputs.iter().all(|i| matches!(i, Input::Memory(_)));
+    let report = if in_memory_and_small {
+        analyze()
+    } else {
+        py.detach(analyze)
+    }?;
     let table = match &report {
         Analyzed::One(compact) => PstatsTable::of_compact(compact),
         Analyzed::Summed(report) => PstatsTable::of(report),
@@ -329,10 +342,16 @@ enum Analyzed {
 /// share the code objects' strings), and the entries of one file share
 /// its string.
 fn stats_dict<'py, 'r>(py: Python<'py>, table: &PstatsTable<'r>) -> PyResult<Bound<'py, PyDict>> {
+    // Not waited for: a dict made meanwhile by another thread, or by a
+    // finalizer the allocations below ran, makes its keys anew.
+    let mut made = KEY_TUPLES.try_lock().ok();
     // Keys sorted by file first: an entry's file is most often the last
     // one's, whose string it shares.
     let mut last_file: Option<(&'r str, Bound<'py, PyString>)> = None;
-    let mut tuple_of = |(file, line, name): Key<'r>| -> PyResult<Bound<'py, PyTuple>> {
+    let mut tuple_of = |key @ (file, line, name): Key<'r>| -> PyResult<Bound<'py, PyTuple>> {
+        if let Some(tuple) = made.as_ref().and_then(|made| made.get(py, key)) {
+            return Ok(tuple);
+        }
         let file = match &last_file {
             Some((f, string)) if *f == file => string.clone(),
             _ => {
@@ -341,14 +360,18 @@ fn stats_dict<'py, 'r>(py: Python<'py>, table: &PstatsTable<'r>) -> PyResult<Bou
                 string
             }
         };
-        PyTuple::new(
+        let tuple = PyTuple::new(
             py,
             [
                 file.into_any(),
                 line.into_pyobject(py)?.into_any(),
                 PyString::new(py, name).into_any(),
             ],
-        )
+        )?;
+        if let Some(made) = made.as_mut() {
+            made.insert(key, &tuple);
+        }
+        Ok(tuple)
     };
     // The entries' keys, in the table's (sorted) order: a caller is found
     // among them by binary search (a caller has an entry of its own
@@ -383,6 +406,73 @@ fn stats_dict<'py, 'r>(py: Python<'py>, table: &PstatsTable<'r>) -> PyResult<Bou
         stats.set_item(key, entry)
     })?;
     Ok(stats)
+}
+
+/// The pstats keys [`stats_dict`] made, kept for the next dicts: a
+/// profile per request names mostly the same functions each time, and
+/// then its dict holds the same key tuples, whose strings were made and
+/// hashed once (as cProfile's keys hold the code objects' own strings).
+static KEY_TUPLES: Mutex<KeyTuples> = Mutex::new(KeyTuples::new());
+
+/// Keys kept at most: past it they are let go of and made anew (a
+/// program that runs ever new code, `exec` in a loop, keeps no more).
+const KEY_TUPLES_KEPT: usize = 1 << 16;
+
+/// Key tuples by the hash of their key (a key is looked up by its parts,
+/// with no string made for the lookup).
+struct KeyTuples {
+    by_hash: Option<HashMap<u64, Vec<KeptKey>, FxBuildHasher>>,
+    len: usize,
+}
+
+struct KeptKey {
+    file: Box<str>,
+    line: u32,
+    name: Box<str>,
+    tuple: Py<PyTuple>,
+}
+
+impl KeyTuples {
+    const fn new() -> KeyTuples {
+        KeyTuples {
+            by_hash: None,
+            len: 0,
+        }
+    }
+
+    fn hash((file, line, name): Key<'_>) -> u64 {
+        FxBuildHasher.hash_one((file, line, name))
+    }
+
+    fn get<'py>(
+        &self,
+        py: Python<'py>,
+        key @ (file, line, name): Key<'_>,
+    ) -> Option<Bound<'py, PyTuple>> {
+        self.by_hash
+            .as_ref()?
+            .get(&Self::hash(key))?
+            .iter()
+            .find(|k| k.line == line && *k.file == *file && *k.name == *name)
+            .map(|k| k.tuple.bind(py).clone())
+    }
+
+    fn insert(&mut self, key @ (file, line, name): Key<'_>, tuple: &Bound<'_, PyTuple>) {
+        if self.len >= KEY_TUPLES_KEPT {
+            *self = KeyTuples::new();
+        }
+        self.len += 1;
+        self.by_hash
+            .get_or_insert_with(HashMap::default)
+            .entry(Self::hash(key))
+            .or_default()
+            .push(KeptKey {
+                file: file.into(),
+                line,
+                name: name.into(),
+                tuple: tuple.clone().unbind(),
+            });
+    }
 }
 
 /// Runs the `mtanalyze` command line on `argv` (its name first) with the

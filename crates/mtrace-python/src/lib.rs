@@ -28,6 +28,9 @@
 //! atomics, mutexes), so the module is declared free-threading safe; on a
 //! free-threaded build the trace asks for the `stack` clock instead of `gil`.
 
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod analyze;
 mod memory;
 mod registry;
@@ -296,8 +299,8 @@ fn restart_in_child(py: Python<'_>, path: &str) -> PyResult<bool> {
 /// on this thread (as cProfile does when it is disabled), finishes the file
 /// and returns a summary (`path`, `events`, `dropped_events`, `threads`,
 /// `growth_failure`: why the file stopped growing before its maximum, such
-/// as a full disk, or None; for a recording into memory `memory`, its
-/// trace, a `MemoryTraceHandle`), or None if nothing was recording.
+/// as a full disk, or None; for a recording into memory `trace`, its
+/// `mtrace.MemoryTrace`), or None if nothing was recording.
 #[pyfunction]
 fn stop(py: Python<'_>) -> PyResult<Option<Bound<'_, PyDict>>> {
     stacks::ACTIVE.store(false, Ordering::Release);
@@ -319,7 +322,7 @@ fn stop(py: Python<'_>) -> PyResult<Option<Bound<'_, PyDict>>> {
         .map_err(|e| PyOSError::new_err(e.to_string()))?;
     let d = PyDict::new(py);
     if let Some(view) = memory {
-        d.set_item("memory", memory::MemoryTraceHandle::new(view))?;
+        d.set_item("trace", memory::PyMemoryTrace::new(view))?;
     }
     d.set_item("path", summary.path.to_string_lossy().into_owned())?;
     d.set_item("files", summary.files)?;
@@ -478,7 +481,7 @@ fn _mtrace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(set_own_folder, m)?)?;
     m.add_function(wrap_pyfunction!(start, m)?)?;
     m.add_function(wrap_pyfunction!(stop, m)?)?;
-    m.add_class::<memory::MemoryTraceHandle>()?;
+    m.add_class::<memory::PyMemoryTrace>()?;
     m.add_function(wrap_pyfunction!(restart_in_child, m)?)?;
     m.add_function(wrap_pyfunction!(greenlet_trace, m)?)?;
     m.add_function(wrap_pyfunction!(set_context_id_callback, m)?)?;

@@ -252,7 +252,7 @@ def _prepare(path: str | os.PathLike[str], *, capacity: str | None = None, ring:
     # makes would be in the tables).
     # If this start fails because a recording runs, that recording keeps
     # its children armed and its greenlet hooks.
-    running = is_enabled()
+    running = _mtrace.is_recording()
     if children and not running:
         _children.arm(str(path) if _root is None else _root, options, first=_root is None)
     if not running:
@@ -282,63 +282,17 @@ def _stopped(summary: dict[str, Any] | None) -> dict[str, Any] | None:
     of it is recorded): hooks taken down, the summary completed."""
     _children.disarm()
     _untrace_greenlets()
-    if summary is not None and "memory" in summary:
-        summary["trace"] = MemoryTrace(summary.pop("memory"))
     return summary
 
 
-class MemoryTrace:
-    """A trace recorded into memory (``enable(memory=True)``).
-
-    ``path`` reads as its trace file (``/proc/self/fd/N``), for
-    ``mtrace.analyze``, ``mtanalyze`` run in this process and ``open()``,
-    as long as this object lives: the memory is given back when it is
-    collected or closed (``close()``, or ``with``). ``os.fspath()`` gives
-    ``path``. A profile's statistics read the trace where the recorder
-    wrote it, without ``path``'s descriptor, which is made only when
-    ``path`` is first asked for."""
-
-    def __init__(self, handle: "_mtrace.MemoryTraceHandle") -> None:
-        # Given back (`close()` or `__del__`) rather than dropped: its
-        # memory then serves the next recording into memory (the next
-        # request's profile). Not a `weakref.finalize`: a profile per
-        # request makes one of these per request, and a finalizer's
-        # set-up costs more than the rest of this object.
-        self._handle = handle
-        self._path: str | None = None
-
-    @property
-    def path(self) -> str:
-        """``/proc/self/fd/N``, which reads the trace until ``close()``
-        (ValueError if it was closed before ``path`` was first asked for)."""
-        if self._path is None:
-            self._path = f"/proc/self/fd/{self._handle.fd()}"
-        return self._path
-
-    def close(self) -> None:
-        """Give the memory back (``path`` no longer reads)."""
-        self._handle.close()
-
-    def __del__(self) -> None:
-        # The handle gives the trace back when it is collected too; closing
-        # here does it at once, not when a cycle is collected.
-        handle = getattr(self, "_handle", None)
-        if handle is not None:
-            handle.close()
-
-    def __fspath__(self) -> str:
-        return self.path
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        state = "open" if self._handle.open else "closed"
-        where = "" if self._path is None else f" {self._path}"
-        return f"<mtrace.MemoryTrace{where} ({state})>"
+#: A trace recorded into memory (``enable(memory=True)``): the extension's
+#: own class (``src/memory.rs``), which a profile per request makes once per
+#: request with no Python frame. ``path`` reads as its trace file
+#: (``/proc/self/fd/N``), for ``mtrace.analyze``, ``mtanalyze`` run in this
+#: process and ``open()``, as long as it lives: the memory is given back
+#: when it is collected or closed (``close()``, or ``with``).
+#: ``os.fspath()`` gives ``path``.
+MemoryTrace = _mtrace.MemoryTrace
 
 
 def is_enabled() -> bool:

@@ -167,7 +167,7 @@ def pstats_dict(traces: "Sequence[_Trace]", clock: str | None = None,
     if not children:
         # A trace in memory as its handle: read in place, no path opened;
         # the dict built by the extension, no bytes between.
-        return _mtrace.pstats([t._handle if isinstance(t, _package.MemoryTrace)
+        return _mtrace.pstats([t if isinstance(t, _package.MemoryTrace)
                                else os.fspath(t) for t in traces], clock)
     # The pstats file's bytes in memory (`-o -`): no file to write, read
     # back and remove for each `pstats.Stats(profile)`.
@@ -253,7 +253,11 @@ class Profile:
                  meta_capacity: str | None = None) -> None:
         self.builtins = builtins
         self.clock = clock
-        self._stats: _Stats = {}
+        #: The statistics ``create_stats`` made (pstats' dict). An
+        #: attribute, not a property: ``pstats.Stats(profile)`` per request
+        #: reads it, and a property's frame is instrumented anew after each
+        #: ``enable()`` and ``disable()``.
+        self.stats: _Stats = {}
         # The traces held: files' paths and traces in memory.
         self._traces: list[str | MemoryTrace] = []
         self._options = dict(tasks=tasks, capacity=capacity, ring=ring,
@@ -276,20 +280,6 @@ class Profile:
             # frame of a Python method would be in its statistics, timed.
             self.enable = self._timed.enable  # type: ignore[method-assign, assignment]
             self.disable = self._timed.disable  # type: ignore[method-assign]
-
-    @property
-    def stats(self) -> "_Stats":
-        """The statistics ``create_stats`` made (pstats' dict)."""
-        if self._timed is not None:
-            return getattr(self._timed, "stats", self._stats)
-        return self._stats
-
-    @stats.setter
-    def stats(self, value: "_Stats") -> None:
-        if self._timed is not None:
-            self._timed.stats = value
-        else:
-            self._stats = value
 
     @property
     def trace_paths(self) -> list[str]:
@@ -394,14 +384,23 @@ class Profile:
     def create_stats(self) -> None:
         """Stop recording and fill ``self.stats`` as cProfile does."""
         if self._timed is not None:
-            return self._timed.create_stats()
+            self._timed.create_stats()
+            self.stats = self._timed.stats
+            return
         self.disable()
-        self.stats = self._stats_of_all()
+        if self._path is None and self._summed is None:
+            # A profile per request: its traces in memory, read in place
+            # (the same as `_stats_of_all`, with two frames fewer).
+            self.stats = _mtrace.pstats(self._traces, self.clock) if self._traces else {}
+        else:
+            self.stats = self._stats_of_all()
 
     def snapshot_stats(self) -> None:
         """cProfile's name for filling ``self.stats`` from what was recorded."""
         if self._timed is not None:
-            return self._timed.snapshot_stats()
+            self._timed.snapshot_stats()
+            self.stats = self._timed.stats
+            return
         self.stats = self._stats_of_all()
 
     def print_stats(self, sort: "_Sort" = -1) -> None:
