@@ -217,15 +217,15 @@ fn rotation_by_age_keeps_the_newest_files() {
             format!("trace.{}.bin", n - 1)
         ]
     );
-    for f in &files {
-        let calls = calls_of(f);
-        // Every file saw the workload's requests (no file is empty).
-        assert!(
-            calls.values().sum::<u64>() > 0,
-            "{}: {calls:?}",
-            f.display()
-        );
-    }
+    // Each kept file analyzes without repairs (`calls_of`), and together
+    // they saw the workload's requests. Not each one: the newest may have
+    // been opened just before the finish, and a workload descheduled for
+    // a rotation's age leaves a file with no call (busy machines do).
+    let calls: u64 = files
+        .iter()
+        .map(|f| calls_of(f).values().sum::<u64>())
+        .sum();
+    assert!(calls > 0, "no call in the kept files {files:?}");
     let _ = std::fs::remove_dir_all(&d);
 }
 
@@ -324,10 +324,14 @@ fn a_series_stays_beside_its_first_file_when_the_program_changes_directory() {
 
 /// Mappings of this process.
 #[cfg(target_os = "linux")]
-fn mappings() -> usize {
+/// Mappings of the files in `dir` (the series' files, deleted or not):
+/// counted by path, as the test's other threads map and unmap too.
+fn mappings_of(dir: &Path) -> usize {
+    let dir = dir.to_string_lossy().into_owned();
     std::fs::read_to_string("/proc/self/maps")
         .expect("/proc/self/maps")
         .lines()
+        .filter(|line| line.contains(dir.as_str()))
         .count()
 }
 
@@ -355,7 +359,7 @@ fn a_long_series_gives_back_the_ranges_of_its_finished_files() {
         mtrace::exit(f);
     });
     std::thread::sleep(Duration::from_millis(10));
-    let before = mappings();
+    let before = mappings_of(&d);
     let started = std::time::Instant::now();
     while started.elapsed() < Duration::from_millis(400) {
         for _ in 0..100 {
@@ -364,15 +368,18 @@ fn a_long_series_gives_back_the_ranges_of_its_finished_files() {
         }
         std::thread::sleep(Duration::from_millis(1));
     }
-    let during = mappings();
+    let during = mappings_of(&d);
     wake.send(()).expect("wake");
     idle.join().expect("idle thread");
     let summary = recording.finish().expect("finish");
     assert!(summary.files >= 20, "only {} files", summary.files);
-    // Before, one more mapping for each file finished (about 100 here).
+    // Before, one more mapping for each file finished. Now: the first
+    // file (the idle thread is bound to it), the current one, and a file
+    // or two not yet given back when counted (a file is given back once
+    // no thread is bound to it).
     assert!(
-        during < before + 10,
-        "{before} mappings with the first file, {during} after {} files",
+        during <= before + 4,
+        "{before} mappings of the series with the first file, {during} after {} files",
         summary.files
     );
     let _ = std::fs::remove_dir_all(&d);
