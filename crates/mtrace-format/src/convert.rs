@@ -10,9 +10,11 @@
 //!   16-byte events, so the metadata keeps its offsets (only the header
 //!   and the committed metadata are copied: the rest is never read);
 //!   every chunk keeps its slot index.
-//!   Each slot is decoded twice, once to size it ([`plan_slot`]) and once
-//!   straight into its place ([`expand_into`]), so the image is the only
-//!   copy; callers run both on the slots in parallel.
+//!   Each slot is sized first, by its events' lengths alone
+//!   ([`slot_bound`]: a tenth of a decode) or by a decode ([`plan_slot`]:
+//!   exact even when damage ends the chunk early), then decoded straight
+//!   into its place ([`expand_into`]), so the image is the only copy;
+//!   callers run both on the slots in parallel.
 //!
 //! A chunk is salvaged as a reader would: the events before damage (a torn
 //! tail, a bad event) are kept and the damage is handed back with its byte
@@ -20,7 +22,7 @@
 //! becomes an empty slot and its problem is handed back.
 
 use crate::chunk::{encode_chunk_header, Chunk};
-use crate::compact::{ChunkEncoder, CompactEvents};
+use crate::compact::{count_events, ChunkEncoder, CompactEvents};
 use crate::error::ChunkProblem;
 use crate::event::{Event, ThreadId};
 use crate::layout::*;
@@ -181,12 +183,12 @@ pub struct ImageLayout {
 }
 
 /// The largest body an expansion of slot `index` of a version-4 file can
-/// take without decoding it: its snapshot and 16 bytes for each of its
-/// committed bytes in the file (an event is one byte at least). `None`
-/// for a slot without a chunk (empty, damaged).
+/// take, found without decoding it: its snapshot and 16 bytes for each
+/// event [`count_events`] finds (exact unless damage or a `lost` ends
+/// the chunk sooner). `None` for a slot without a chunk (empty, damaged).
 pub fn slot_bound(file: &TraceFile<'_>, index: u64) -> Option<usize> {
     let chunk = file.chunk(index).ok()??;
-    Some(chunk.snapshot.encoded_len() + chunk.event_bytes().len() * EVENT_SIZE)
+    Some(chunk.snapshot.encoded_len() + count_events(chunk.event_bytes()) * EVENT_SIZE)
 }
 
 /// The layout of a version-3 image of `file` with `slots` slots, the

@@ -312,26 +312,25 @@ fn finish(source: String, format: InputFormat, data: TraceBytes) -> Result<Loade
 }
 
 /// A compact file's version-3 image, its slots expanded in parallel,
-/// each straight into its place. The slots' size is decided once: the
-/// bound every slot's committed bytes give (one decode a slot; the image
-/// reserves up to 16 bytes a compact byte, of which the pages the events
-/// do not reach are never touched), or, when the system refuses that
-/// much address space, the exact size a first decode of every slot finds.
+/// each straight into its place. The slots' size is decided once, from
+/// every slot's events' lengths ([`slot_bound`]: exact but for damage),
+/// so the image is about the size the events need and can be mapped in
+/// huge pages (see [`Image::mapped`]).
 fn expand(file: &TraceFile<'_>) -> Result<(TraceBytes, CompactSource), ConvertError> {
     let slots = file.chunk_slots();
     let bounds = crate::threads::map_collect(0..slots, |i| slot_bound(file, i));
     let bound = bounds.iter().flatten().copied().max().unwrap_or(0);
-    let image = image_layout(file, slots, bound)
-        .ok()
-        .and_then(|layout| Some((Image::reserved(layout.len)?, layout)));
-    let (mut image, layout) = match image {
-        Some(reserved) => reserved,
+    let layout = image_layout(file, slots, bound)?;
+    let (mut image, layout) = match Image::mapped(layout.len) {
+        Some(map) => (map, layout),
         None => {
+            // The system refused the address space: the exact size a
+            // decode of every slot finds, damage counted, in a vector.
             let plans =
                 crate::threads::map_collect(0..slots, |i| plan_slot(file, i, &mut Vec::new()));
             let largest = plans.iter().filter_map(|p| p.body_len).max().unwrap_or(0);
             let layout = image_layout(file, slots, largest)?;
-            (Image::zeroed(layout.len), layout)
+            (Image::Vec(vec![0; layout.len]), layout)
         }
     };
     let bytes = image.bytes_mut();
@@ -354,31 +353,25 @@ fn expand(file: &TraceFile<'_>) -> Result<(TraceBytes, CompactSource), ConvertEr
 }
 
 /// Zeroed memory for an image: an anonymous map where the system gives
-/// one, else a vector. An image sized exactly is written whole, so it asks
-/// for huge pages (50 M events are 800 MB: 200,000 faults in 4 KiB pages).
+/// one, else a vector.
 enum Image {
     Map(memmap2::MmapMut),
     Vec(Vec<u8>),
 }
 
 impl Image {
-    /// Address space for `len` bytes, if the system gives it, of which
-    /// only the pages written are ever given memory: in small pages, as
-    /// a huge page would be given whole, most of it past a slot's events.
-    fn reserved(len: usize) -> Option<Image> {
-        Some(Image::Map(memmap2::MmapMut::map_anon(len).ok()?))
-    }
-
-    fn zeroed(len: usize) -> Image {
-        match memmap2::MmapMut::map_anon(len) {
-            Ok(map) => {
-                // Only advice: without huge pages the map works the same.
-                #[cfg(target_os = "linux")]
-                let _ = map.advise(memmap2::Advice::HugePage);
-                Image::Map(map)
-            }
-            Err(_) => Image::Vec(vec![0; len]),
-        }
+    /// An anonymous map of `len` bytes, if the system gives one. The image
+    /// is sized by its events (not by a bound many times their size), so
+    /// nearly all of it is written: it asks for huge pages, which cut the
+    /// page faults, each dearer than the expansion of a page's events, by
+    /// the ratio of the page sizes. Pages never written still take no
+    /// memory.
+    fn mapped(len: usize) -> Option<Image> {
+        let map = memmap2::MmapMut::map_anon(len).ok()?;
+        // Only advice: without huge pages the map works the same.
+        #[cfg(target_os = "linux")]
+        let _ = map.advise(memmap2::Advice::HugePage);
+        Some(Image::Map(map))
     }
 
     fn bytes_mut(&mut self) -> &mut [u8] {
