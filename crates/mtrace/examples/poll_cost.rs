@@ -98,7 +98,8 @@ fn main() {
     let mode = args.next().unwrap_or_else(|| "adapter".into());
     let n: usize = args.next().and_then(|n| n.parse().ok()).unwrap_or(100_000);
     let path = std::env::temp_dir().join(format!("mtrace-poll-cost-{}.mtrace", std::process::id()));
-    let recording = mtrace::start(mtrace::Config::new(&path).capacity(256 << 20)).expect("trace file");
+    let recording =
+        mtrace::start(mtrace::Config::new(&path).capacity(256 << 20)).expect("trace file");
     match mode.as_str() {
         "plain" => polls(Yields(n, None)),
         "adapter" => polls(Yields(n, None).on_logical_stack("task")),

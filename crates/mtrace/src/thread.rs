@@ -517,12 +517,42 @@ fn write_tail(l: &Local, g: u64, kind: EventKind) -> bool {
 /// Records that the task on logical stack `id` was woken, on the calling
 /// thread (whichever thread calls the task's waker: a worker, a timer or
 /// I/O driver thread, or the task itself).
-#[inline]
+///
+/// Inline, as a switch is: a task woken at every poll (one that yields,
+/// or whose I/O is ready at once) records a wake for each switch pair, and
+/// through the cold path it cost a call and the general event writer's
+/// bookkeeping on top of the clock read and the store.
+#[inline(always)]
 pub(crate) fn wake(id: StackId) {
     let g = GEN.load(Ordering::Relaxed);
-    if g != GEN_OFF && id != StackId::OWN {
-        emit(local(), g, EventKind::Wake(id));
+    if g == GEN_OFF || id == StackId::OWN {
+        return;
     }
+    let l = local();
+    let Some(cursor) = hot_cursor(l, g) else {
+        return wake_cold(l, g, id);
+    };
+    let event = Event {
+        tick: clock::ticks(g & GEN_TSC != 0),
+        kind: EventKind::Wake(id),
+    };
+    // SAFETY: as in `enter`.
+    unsafe {
+        put_event(
+            l,
+            cursor,
+            #[inline(always)]
+            |enc, room| enc.event_in(room, &event, false),
+            #[inline(always)]
+            || event.encode(),
+        )
+    };
+}
+
+#[cold]
+#[inline(never)]
+fn wake_cold(l: &Local, g: u64, id: StackId) {
+    emit(l, g, EventKind::Wake(id));
 }
 
 /// Records that logical stack `id`, which ran in the running recording
