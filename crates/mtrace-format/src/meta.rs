@@ -221,9 +221,9 @@ pub fn encode_stack(out: &mut Vec<u8>, id: StackId, name: &str) {
 
 /// [`encode_stack`] with the stack's kind.
 ///
-/// The same bytes as [`encode_record`] with the fields appended one by one,
-/// in three appends: the recorder writes one per stack it names, and a
-/// `tracing` layer names one per root span.
+/// Written in three appends (the same bytes as its fields appended one by
+/// one): the recorder writes one per stack it names, and a `tracing`
+/// layer names one per root span.
 pub fn encode_stack_of_kind(out: &mut Vec<u8>, id: StackId, name: &str, kind: StackKind) {
     let name = clip_str(name);
     let payload_len = 8 + 4 + name.len() + 4;
