@@ -220,12 +220,25 @@ pub fn encode_stack(out: &mut Vec<u8>, id: StackId, name: &str) {
 }
 
 /// [`encode_stack`] with the stack's kind.
+///
+/// Written in three appends (the same bytes as its fields appended one by
+/// one): the recorder writes one per stack it names, and a `tracing`
+/// layer names one per root span.
 pub fn encode_stack_of_kind(out: &mut Vec<u8>, id: StackId, name: &str, kind: StackKind) {
-    encode_record(out, META_STACK, |out| {
-        out.extend_from_slice(&id.0.to_le_bytes());
-        put_str(out, name);
-        out.extend_from_slice(&kind.value().to_le_bytes());
-    });
+    let name = clip_str(name);
+    let payload_len = 8 + 4 + name.len() + 4;
+    let end = (out.len() + META_RECORD_HEADER + payload_len).next_multiple_of(META_ALIGN);
+    out.reserve(end - out.len());
+    // Header (payload length, kind, reserved), the stack id, the name's length.
+    let mut head = [0u8; META_RECORD_HEADER + 12];
+    head[0..4].copy_from_slice(&(payload_len as u32).to_le_bytes());
+    head[4..6].copy_from_slice(&META_STACK.to_le_bytes());
+    head[8..16].copy_from_slice(&id.0.to_le_bytes());
+    head[16..20].copy_from_slice(&(name.len() as u32).to_le_bytes());
+    out.extend_from_slice(&head);
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(&kind.value().to_le_bytes());
+    out.resize(end, 0);
 }
 
 /// Appends a [`MetaRecord::Mark`] record without making the record (the
@@ -293,18 +306,25 @@ fn encode_record(out: &mut Vec<u8>, kind: u16, payload: impl FnOnce(&mut Vec<u8>
     let payload_len = (out.len() - start - META_RECORD_HEADER) as u32;
     out[start..start + 4].copy_from_slice(&payload_len.to_le_bytes());
     out[start + 4..start + 6].copy_from_slice(&kind.to_le_bytes());
-    while !out.len().is_multiple_of(META_ALIGN) {
-        out.push(0);
-    }
+    // In one step: a byte at a time, the padding cost a stack's name
+    // record (one per root `tracing` span) a capacity check per byte.
+    out.resize(out.len().next_multiple_of(META_ALIGN), 0);
 }
 
 fn put_str(out: &mut Vec<u8>, s: &str) {
+    let s = clip_str(s);
+    out.extend_from_slice(&(s.len() as u32).to_le_bytes());
+    out.extend_from_slice(s.as_bytes());
+}
+
+/// `s` cut to the longest prefix of at most [`META_STRING_MAX`] bytes that
+/// ends on a character boundary.
+fn clip_str(s: &str) -> &str {
     let mut end = s.len().min(META_STRING_MAX);
     while !s.is_char_boundary(end) {
         end -= 1;
     }
-    out.extend_from_slice(&(end as u32).to_le_bytes());
-    out.extend_from_slice(&s.as_bytes()[..end]);
+    &s[..end]
 }
 
 /// Why the metadata region could not be read to its end.
@@ -658,6 +678,24 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn a_stack_record_has_the_bytes_of_its_fields_appended_one_by_one() {
+        let long = "\u{e9}".repeat(META_STRING_MAX); // cut inside a character
+        for name in ["", "t", "task-7", "span name!", long.as_str()] {
+            for kind in [StackKind::Unspecified, StackKind::Span] {
+                let mut fast = vec![0xAA; 3];
+                encode_stack_of_kind(&mut fast, StackId(0x0102_0304_0506), name, kind);
+                let mut slow = vec![0xAA; 3];
+                encode_record(&mut slow, META_STACK, |out| {
+                    out.extend_from_slice(&0x0102_0304_0506u64.to_le_bytes());
+                    put_str(out, name);
+                    out.extend_from_slice(&kind.value().to_le_bytes());
+                });
+                assert_eq!(fast, slow, "{:?} {kind:?}", &name[..name.len().min(8)]);
+            }
+        }
+    }
 
     fn sample() -> Vec<MetaRecord> {
         vec![

@@ -198,7 +198,9 @@ impl Hasher for AddressHasher {
     }
 }
 
-type Sites = HashMap<usize, FunctionId, BuildHasherDefault<AddressHasher>>;
+/// Per callsite, its function id, or `None` for tokio's own
+/// instrumentation (never recorded).
+type Sites = HashMap<usize, Option<FunctionId>, BuildHasherDefault<AddressHasher>>;
 
 /// Shards of [`Spans`]: enough that threads entering different spans
 /// rarely meet on one lock.
@@ -248,16 +250,21 @@ fn this_thread() -> std::thread::ThreadId {
     THREAD.with(|t| *t)
 }
 
-fn function(meta: &'static Metadata<'static>) -> FunctionId {
+/// The function id of a span's callsite, or `None` if the layer records
+/// no span of it (tokio's own instrumentation): decided once per callsite
+/// and thread, so a span costs one map lookup for both.
+fn function(meta: &'static Metadata<'static>) -> Option<FunctionId> {
     let key = meta as *const Metadata<'static> as usize;
     SITES.with(|sites| {
         *sites.borrow_mut().entry(key).or_insert_with(|| {
-            mtrace::register_function(
-                meta.name(),
-                meta.file().unwrap_or(""),
-                meta.line().unwrap_or(0),
-                meta.module_path().unwrap_or(""),
-            )
+            (!is_tokio_instrumentation(meta)).then(|| {
+                mtrace::register_function(
+                    meta.name(),
+                    meta.file().unwrap_or(""),
+                    meta.line().unwrap_or(0),
+                    meta.module_path().unwrap_or(""),
+                )
+            })
         })
     })
 }
@@ -331,11 +338,11 @@ where
 
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, _ctx: Context<'_, S>) {
         let meta = attrs.metadata();
-        if is_tokio_instrumentation(meta) {
+        let Some(function) = function(meta) else {
             return;
-        }
+        };
         let frame = SpanFrame {
-            function: function(meta),
+            function,
             name: meta.name(),
             home: Home::NotOpen,
         };

@@ -517,12 +517,49 @@ fn write_tail(l: &Local, g: u64, kind: EventKind) -> bool {
 /// Records that the task on logical stack `id` was woken, on the calling
 /// thread (whichever thread calls the task's waker: a worker, a timer or
 /// I/O driver thread, or the task itself).
-#[inline]
+///
+/// Inline, as a switch is: a task woken at every poll (one that yields,
+/// or whose I/O is ready at once) records a wake for each switch pair, and
+/// through the cold path it cost a call and the general event writer's
+/// bookkeeping on top of the clock read and the store.
+#[inline(always)]
 pub(crate) fn wake(id: StackId) {
     let g = GEN.load(Ordering::Relaxed);
     if g != GEN_OFF && id != StackId::OWN {
-        emit(local(), g, EventKind::Wake(id));
+        stack_event(g, EventKind::Wake(id));
     }
+}
+
+/// Records `kind`, an event that names a stack and changes no frame (a
+/// wake, an end), under generation `g` (not `GEN_OFF`): inline when the
+/// thread is bound to `g` with room, else through the cold path.
+#[inline(always)]
+fn stack_event(g: u64, kind: EventKind) {
+    let l = local();
+    let Some(cursor) = hot_cursor(l, g) else {
+        return stack_event_cold(l, g, kind);
+    };
+    let event = Event {
+        tick: clock::ticks(g & GEN_TSC != 0),
+        kind,
+    };
+    // SAFETY: as in `enter`.
+    unsafe {
+        put_event(
+            l,
+            cursor,
+            #[inline(always)]
+            |enc, room| enc.event_in(room, &event, false),
+            #[inline(always)]
+            || event.encode(),
+        )
+    };
+}
+
+#[cold]
+#[inline(never)]
+fn stack_event_cold(l: &Local, g: u64, kind: EventKind) {
+    emit(l, g, kind);
 }
 
 /// Records that logical stack `id`, which ran in the running recording
@@ -531,7 +568,8 @@ pub(crate) fn wake(id: StackId) {
 /// inlined wherever a stack is dropped, keeps only its check.
 #[inline(never)]
 pub(crate) fn end(g: u64, id: StackId) {
-    emit(local(), g, EventKind::End(id));
+    // A `tracing` span with a stack of its own ends one per span.
+    stack_event(g, EventKind::End(id));
 }
 
 /// The calling thread's trace id in recording `g`, or 0 if it has recorded
@@ -1296,7 +1334,13 @@ pub(crate) fn switch_in(
         // thread runs its tasks with none open, and a swap of three words
         // each way was a tenth of a switch's instructions.
         let set_aside = prev == StackId::OWN && !l.frames().is_empty();
-        mem::swap(l.frames(), frames);
+        // Two empty vectors stay where they are: the thread keeps the
+        // one it has grown, where a new stack's (never grown) would
+        // allocate at its first frame and free at its end, once per
+        // stack (a root `tracing` span's, a task's).
+        if !l.frames().is_empty() || !frames.is_empty() {
+            mem::swap(l.frames(), frames);
+        }
         if set_aside {
             mem::swap(l.own_saved(), frames);
         }
@@ -1350,8 +1394,11 @@ pub(crate) fn switch_out(prev: StackId, frames: &mut Vec<u32>, frames_gen: &mut 
     }
     // SAFETY: no other reference to the thread's vectors is live.
     unsafe {
-        // The thread gets back what `frames` held; `frames` the stack's.
-        mem::swap(l.frames(), frames);
+        // The thread gets back what `frames` held; `frames` the stack's
+        // (both empty: nothing moves, as in `switch_in`).
+        if !l.frames().is_empty() || !frames.is_empty() {
+            mem::swap(l.frames(), frames);
+        }
         if prev == StackId::OWN {
             // Own frames set aside at the switch in come back; with none
             // set aside, what `frames` held is an empty vector, the
