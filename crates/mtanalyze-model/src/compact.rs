@@ -12,6 +12,7 @@
 //! as `mtanalyze::analyze` does.
 
 use crate::report::{EdgeStats, FunctionKey, Report};
+use crate::sums::EdgeSums;
 
 /// One caller -> callee edge, its functions by number in
 /// [`CompactReport`]'s key list.
@@ -22,17 +23,17 @@ pub struct NumberedEdge {
     pub caller: u32,
     #[doc(hidden)]
     pub callee: u32,
-    /// In [`EdgeStats::sums`] order.
+    /// Its row's numbers ([`EdgeStats::sums`]).
     #[doc(hidden)]
-    pub sums: [u64; 5],
+    pub sums: EdgeSums,
 }
 
 impl NumberedEdge {
     /// `(ncalls, primitive_calls, tottime_ns, cumtime_ns)`, as its row
     /// ([`EdgeStats::set_sums`]) has them.
     pub fn calls_and_times(&self) -> (u64, u64, u64, u64) {
-        let [ncalls, primitive_calls, tottime_ns, cumtime_ns, _] = self.sums;
-        (ncalls, primitive_calls, tottime_ns, cumtime_ns)
+        let s = &self.sums;
+        (s.ncalls, s.primitive_calls, s.tottime_ns, s.cumtime_ns)
     }
 }
 

@@ -24,5 +24,6 @@ pub mod report;
 pub mod runs;
 pub mod significance;
 pub mod sink;
+pub mod sums;
 pub mod timeline;
 pub mod warnings;

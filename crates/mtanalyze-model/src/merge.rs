@@ -42,6 +42,7 @@ use crate::report::{
     CallPath, EdgeStats, FunctionKey, FunctionStats, Report, StackKey, StackRows, StackStats,
     ThreadSummary, TraceSummary, Warning,
 };
+use crate::sums::{EdgeSums, FunctionSums};
 
 /// Where a call path was first met: the trace's number among the merged
 /// traces, then the path's position in that trace's list.
@@ -79,11 +80,11 @@ impl PerFrame<'_> {
     }
 }
 
-/// An edge's sums (in [`EdgeStats::sums`] order) and the first trace that
+/// An edge's sums and the first trace that
 /// met it.
 #[derive(Debug)]
 struct EdgeSum {
-    sums: [u64; 5],
+    sums: EdgeSums,
     first: u32,
 }
 
@@ -169,7 +170,7 @@ impl Sums {
         self.number(&key.function, &key.file, key.line)
     }
 
-    /// Adds the numbers `sums` (in [`FunctionStats::sums`] order) and the
+    /// Adds the numbers `sums` and the
     /// per-frame spread `per_frame` of
     /// function `n` to its row, as met in trace `trace`, and its module
     /// (maybe empty; its bytes, read as `String::from_utf8_lossy` reads
@@ -180,7 +181,7 @@ impl Sums {
     pub fn add_function_sums(
         &mut self,
         n: u32,
-        sums: [u64; 9],
+        sums: FunctionSums,
         per_frame: PerFrame<'_>,
         trace: u32,
         module: &[u8],
@@ -196,7 +197,7 @@ impl Sums {
             module_from: u32::MAX,
         });
         let mut total = sum.row.sums();
-        add_all(&mut total, sums);
+        total.add(&sums);
         sum.row.set_sums(total);
         sum.row.tottime_sq = sum.row.tottime_sq.saturating_add(per_frame.tottime_sq);
         sum.row.tottime_hist.merge(per_frame.tottime_hist);
@@ -208,14 +209,14 @@ impl Sums {
         }
     }
 
-    /// Adds the numbers `sums` (in [`EdgeStats::sums`] order) of the edge
+    /// Adds the numbers `sums` of the edge
     /// `key` (caller and callee numbers), as met in trace `first`.
     #[doc(hidden)]
-    pub fn add_edge(&mut self, key: (u32, u32), sums: [u64; 5], first: u32) {
+    pub fn add_edge(&mut self, key: (u32, u32), sums: EdgeSums, first: u32) {
         self.edges
             .entry(key)
             .and_modify(|e| {
-                add_all(&mut e.sums, sums);
+                e.sums.add(&sums);
                 e.first = e.first.min(first);
             })
             .or_insert(EdgeSum { sums, first });
@@ -590,13 +591,6 @@ fn key_hash(function: &[u8], file: &[u8], line: u32) -> u64 {
     h.write_u8(0xff);
     h.write_u32(line);
     h.finish()
-}
-
-/// Adds `b` to `a`, element by element.
-fn add_all<const N: usize>(a: &mut [u64; N], b: [u64; N]) {
-    for (x, y) in a.iter_mut().zip(b) {
-        *x = x.saturating_add(y);
-    }
 }
 
 fn add_warnings(into: &mut Vec<Warning>, from: Vec<Warning>) {
@@ -1052,13 +1046,18 @@ mod tests {
             tottime_sq: 49,
             tottime_hist: &hist,
         };
+        let ones = FunctionSums {
+            ncalls: 1,
+            tottime_ns: 1,
+            ..FunctionSums::default()
+        };
         let mut a = Sums::default();
         let n = a.number("f", "f.py", 1);
-        a.add_function_sums(n, [1; 9], one, 5, b"x", 5);
+        a.add_function_sums(n, ones, one, 5, b"x", 5);
         let mut b = Sums::default();
         let n = b.number("f", "f.py", 1);
-        b.add_function_sums(n, [1; 9], one, 1, b"", 1);
-        b.add_function_sums(n, [1; 9], one, 3, b"y", 3);
+        b.add_function_sums(n, ones, one, 1, b"", 1);
+        b.add_function_sums(n, ones, one, 3, b"y", 3);
         a.absorb(b);
         let (rows, _, _) = a.into_rows();
         assert_eq!(rows.len(), 1);

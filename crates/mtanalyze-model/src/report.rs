@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::histogram::SelfTimeHistogram;
 pub use crate::inline::{StackName, ThreadList};
 use crate::marks::Mark;
+use crate::sums::{EdgeSums, FunctionSums};
 
 /// A whole analysis.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -282,37 +283,35 @@ impl FunctionStats {
         }
     }
 
-    /// Its sums, in a fixed order: `ncalls`, `primitive_calls`,
-    /// `tottime_ns`, `cumtime_ns`, `paused_ns`, `open_at_end`, `cut_short`,
-    /// `scheduled_ns`, `waiting_ns`. Each adds up over traces merged and
-    /// over time windows that split a trace.
-    pub fn sums(&self) -> [u64; 9] {
-        [
-            self.ncalls,
-            self.primitive_calls,
-            self.tottime_ns,
-            self.cumtime_ns,
-            self.paused_ns,
-            self.open_at_end,
-            self.cut_short,
-            self.scheduled_ns,
-            self.waiting_ns,
-        ]
+    /// Its sums: the numbers that add up over traces merged and over
+    /// time windows that split a trace.
+    pub fn sums(&self) -> FunctionSums {
+        FunctionSums {
+            ncalls: self.ncalls,
+            primitive_calls: self.primitive_calls,
+            tottime_ns: self.tottime_ns,
+            cumtime_ns: self.cumtime_ns,
+            paused_ns: self.paused_ns,
+            open_at_end: self.open_at_end,
+            cut_short: self.cut_short,
+            scheduled_ns: self.scheduled_ns,
+            waiting_ns: self.waiting_ns,
+        }
     }
 
-    /// Sets the fields [`FunctionStats::sums`] reads, from `v` in its order.
-    pub fn set_sums(&mut self, v: [u64; 9]) {
-        [
-            self.ncalls,
-            self.primitive_calls,
-            self.tottime_ns,
-            self.cumtime_ns,
-            self.paused_ns,
-            self.open_at_end,
-            self.cut_short,
-            self.scheduled_ns,
-            self.waiting_ns,
-        ] = v;
+    /// Sets the fields [`FunctionStats::sums`] reads.
+    pub fn set_sums(&mut self, v: FunctionSums) {
+        FunctionSums {
+            ncalls: self.ncalls,
+            primitive_calls: self.primitive_calls,
+            tottime_ns: self.tottime_ns,
+            cumtime_ns: self.cumtime_ns,
+            paused_ns: self.paused_ns,
+            open_at_end: self.open_at_end,
+            cut_short: self.cut_short,
+            scheduled_ns: self.scheduled_ns,
+            waiting_ns: self.waiting_ns,
+        } = v;
     }
 
     /// The function's identity.
@@ -427,27 +426,26 @@ pub struct EdgeStats {
 }
 
 impl EdgeStats {
-    /// Its sums, in a fixed order: `ncalls`, `primitive_calls`,
-    /// `tottime_ns`, `cumtime_ns`, `callee_cumtime_ns`.
-    pub fn sums(&self) -> [u64; 5] {
-        [
-            self.ncalls,
-            self.primitive_calls,
-            self.tottime_ns,
-            self.cumtime_ns,
-            self.callee_cumtime_ns,
-        ]
+    /// Its sums: the numbers that add up over traces merged.
+    pub fn sums(&self) -> EdgeSums {
+        EdgeSums {
+            ncalls: self.ncalls,
+            primitive_calls: self.primitive_calls,
+            tottime_ns: self.tottime_ns,
+            cumtime_ns: self.cumtime_ns,
+            callee_cumtime_ns: self.callee_cumtime_ns,
+        }
     }
 
-    /// Sets the fields [`EdgeStats::sums`] reads, from `v` in its order.
-    pub fn set_sums(&mut self, v: [u64; 5]) {
-        [
-            self.ncalls,
-            self.primitive_calls,
-            self.tottime_ns,
-            self.cumtime_ns,
-            self.callee_cumtime_ns,
-        ] = v;
+    /// Sets the fields [`EdgeStats::sums`] reads.
+    pub fn set_sums(&mut self, v: EdgeSums) {
+        EdgeSums {
+            ncalls: self.ncalls,
+            primitive_calls: self.primitive_calls,
+            tottime_ns: self.tottime_ns,
+            cumtime_ns: self.cumtime_ns,
+            callee_cumtime_ns: self.callee_cumtime_ns,
+        } = v;
     }
 
     /// The caller's identity.

@@ -11,6 +11,7 @@ use crate::diff::DiffReport;
 use crate::merge::Merged;
 use crate::report::{FunctionKey, Report};
 use crate::significance::{Estimate, Method, Samples, MIN_FOR_DRIFT};
+use crate::sums::{median, EdgeSums, FunctionSums};
 
 /// Several runs reduced to one report of medians.
 #[derive(Debug)]
@@ -26,13 +27,6 @@ pub struct Runs {
     pub runs: usize,
 }
 
-/// The median of `v` (sorted in place); for an even count the lower of the
-/// two middle values, so a median is always a value some run had.
-fn median(v: &mut [u64]) -> u64 {
-    v.sort_unstable();
-    v.get((v.len().max(1) - 1) / 2).copied().unwrap_or(0)
-}
-
 /// The runs' medians (`None` without runs).
 pub fn runs(reports: Vec<Report>) -> Option<Runs> {
     let n = reports.len();
@@ -40,14 +34,16 @@ pub fn runs(reports: Vec<Report>) -> Option<Runs> {
         return None;
     }
     // Per function, per field, the value of each run (0 where absent).
-    let mut per_fn: HashMap<FunctionKey, Vec<[u64; 9]>> = HashMap::new();
+    let mut per_fn: HashMap<FunctionKey, Vec<FunctionSums>> = HashMap::new();
     let mut per_sq: HashMap<FunctionKey, Vec<u128>> = HashMap::new();
     let mut total_runs = vec![0u64; n];
-    let mut per_edge: HashMap<(FunctionKey, FunctionKey), Vec<[u64; 5]>> = HashMap::new();
+    let mut per_edge: HashMap<(FunctionKey, FunctionKey), Vec<EdgeSums>> = HashMap::new();
     let mut per_path: HashMap<(String, Vec<FunctionKey>), Vec<[u64; 2]>> = HashMap::new();
     for (run, r) in reports.iter().enumerate() {
         for f in &r.functions {
-            let v = per_fn.entry(f.key()).or_insert_with(|| vec![[0; 9]; n]);
+            let v = per_fn
+                .entry(f.key())
+                .or_insert_with(|| vec![FunctionSums::default(); n]);
             v[run] = f.sums();
             per_sq.entry(f.key()).or_insert_with(|| vec![0; n])[run] = f.tottime_sq;
             total_runs[run] = total_runs[run].saturating_add(f.tottime_ns);
@@ -55,7 +51,7 @@ pub fn runs(reports: Vec<Report>) -> Option<Runs> {
         for e in &r.edges {
             let v = per_edge
                 .entry((e.caller_key(), e.callee_key()))
-                .or_insert_with(|| vec![[0; 5]; n]);
+                .or_insert_with(|| vec![EdgeSums::default(); n]);
             v[run] = e.sums();
         }
         for p in &r.paths {
@@ -70,10 +66,9 @@ pub fn runs(reports: Vec<Report>) -> Option<Runs> {
             v[run] = [p.ncalls, p.self_ns];
         }
     }
-    let column = |rows: &[[u64; 9]], i: usize| -> Vec<u64> { rows.iter().map(|r| r[i]).collect() };
     let tottime_runs = per_fn
         .iter()
-        .map(|(k, rows)| (k.clone(), column(rows, 2)))
+        .map(|(k, rows)| (k.clone(), rows.iter().map(|r| r.tottime_ns).collect()))
         .collect();
     // The summary, stacks and warnings as a merge gives them; then every
     // number replaced by its median.
@@ -85,7 +80,7 @@ pub fn runs(reports: Vec<Report>) -> Option<Runs> {
     m.stacks.clear();
     for f in &mut m.functions {
         if let Some(rows) = per_fn.get(&f.key()) {
-            f.set_sums(std::array::from_fn(|i| median(&mut column(rows, i))));
+            f.set_sums(FunctionSums::median_of(rows));
         }
         // The merge summed the squares; a median run's spread goes with
         // the medians (what a side of one run would have).
@@ -96,9 +91,7 @@ pub fn runs(reports: Vec<Report>) -> Option<Runs> {
     }
     for e in &mut m.edges {
         if let Some(rows) = per_edge.get(&(e.caller_key(), e.callee_key())) {
-            e.set_sums(std::array::from_fn(|i| {
-                median(&mut rows.iter().map(|r| r[i]).collect::<Vec<_>>())
-            }));
+            e.set_sums(EdgeSums::median_of(rows));
         }
     }
     let keys: Vec<FunctionKey> = m.functions.iter().map(|f| f.key()).collect();
@@ -109,8 +102,8 @@ pub fn runs(reports: Vec<Report>) -> Option<Runs> {
             .filter_map(|&i| keys.get(i as usize).cloned())
             .collect();
         if let Some(rows) = per_path.get(&(p.stack.clone(), frames)) {
-            p.ncalls = median(&mut rows.iter().map(|r| r[0]).collect::<Vec<_>>());
-            p.self_ns = median(&mut rows.iter().map(|r| r[1]).collect::<Vec<_>>());
+            p.ncalls = median(rows.iter().map(|r| r[0]));
+            p.self_ns = median(rows.iter().map(|r| r[1]));
         }
     }
     Some(Runs {
@@ -234,8 +227,8 @@ mod tests {
 
     #[test]
     fn medians_are_values_a_run_had() {
-        assert_eq!(median(&mut [5, 1, 3]), 3);
-        assert_eq!(median(&mut [4, 1, 3, 2]), 2);
-        assert_eq!(median(&mut [7]), 7);
+        assert_eq!(median([5, 1, 3].into_iter()), 3);
+        assert_eq!(median([4, 1, 3, 2].into_iter()), 2);
+        assert_eq!(median([7].into_iter()), 7);
     }
 }

@@ -87,6 +87,7 @@ pub mod report {
         TimeWindow, WarningDetail,
     };
     pub use mtanalyze_model::runs::{attach_runs, runs, Runs};
+    pub use mtanalyze_model::sums::{EdgeSums, FunctionSums};
 }
 
 /// What [`diff()`](crate::diff()) compares and gives ([`DiffReport`]'s

@@ -1775,12 +1775,15 @@ fn additive_fields(r: &Report) -> BTreeMap<String, Vec<u64>> {
         }
     };
     for f in &r.functions {
-        add(format!("fn {:?}", f.key()), f.sums().to_vec());
+        add(
+            format!("fn {:?}", f.key()),
+            f.sums().fields().map(|(_, v)| v).collect(),
+        );
     }
     for e in &r.edges {
         add(
             format!("edge {:?}->{:?}", e.caller_key(), e.callee_key()),
-            e.sums().to_vec(),
+            e.sums().fields().map(|(_, v)| v).collect(),
         );
     }
     for s in &r.stacks {

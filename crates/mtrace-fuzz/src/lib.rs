@@ -309,15 +309,16 @@ fn ended(r: &mtanalyze::Report) -> Vec<mtanalyze::report::StackKey> {
 
 /// The functions' sums (`FunctionStats::sums`) by identity, rows of zeros
 /// left out.
-fn function_sums(r: &mtanalyze::Report) -> std::collections::BTreeMap<String, [u64; 9]> {
-    let mut m = std::collections::BTreeMap::new();
+fn function_sums(
+    r: &mtanalyze::Report,
+) -> std::collections::BTreeMap<String, mtanalyze::report::FunctionSums> {
+    let mut m = std::collections::BTreeMap::<String, mtanalyze::report::FunctionSums>::new();
     for f in &r.functions {
-        let e: &mut [u64; 9] = m.entry(format!("{:?}", f.key())).or_insert([0; 9]);
-        for (a, b) in e.iter_mut().zip(f.sums()) {
-            *a = a.saturating_add(b);
-        }
+        m.entry(format!("{:?}", f.key()))
+            .or_default()
+            .add(&f.sums());
     }
-    m.retain(|_, v| v.iter().any(|&x| x != 0));
+    m.retain(|_, v| *v != mtanalyze::report::FunctionSums::default());
     m
 }
 
@@ -339,14 +340,13 @@ fn windows_add_up(trace: &mtanalyze::LoadedTrace, whole: &mtanalyze::Report) {
     };
     let mut sum = function_sums(&a);
     for (k, v) in function_sums(&b) {
-        let e = sum.entry(k).or_insert([0; 9]);
-        for (x, y) in e.iter_mut().zip(v) {
-            *x = x.saturating_add(y);
-        }
+        sum.entry(k).or_default().add(&v);
     }
     // Saturated sums (counts the file claims) cannot be compared.
-    let saturated = |m: &std::collections::BTreeMap<String, [u64; 9]>| {
-        m.values().flatten().any(|&x| x > u64::MAX / 4)
+    let saturated = |m: &std::collections::BTreeMap<String, mtanalyze::report::FunctionSums>| {
+        m.values()
+            .flat_map(|v| v.fields())
+            .any(|(_, x)| x > u64::MAX / 4)
     };
     // A stack that ran on two threads at once (broken input) can run
     // longer than it was open: its frames' paused time is then held at 0

@@ -6,7 +6,7 @@
 //! [`CompactReport::into_report`] makes them rows for everyone else.
 
 use crate::analysis::decode::{Decoded, FunctionTable};
-use crate::analysis::frames::{Acc, EdgeAcc, FnAcc, Tally};
+use crate::analysis::frames::{Acc, FnAcc, Tally};
 use crate::analysis::marks::to_marks;
 use crate::analysis::options::{AnalyzeOptions, PathMode};
 use crate::analysis::paths::{ROOT, STACK_LABEL};
@@ -22,6 +22,7 @@ use mtanalyze_model::merge::{PerFrame, Sums};
 use mtanalyze_model::report::{
     CallPath, Clock, FunctionStats, Report, StackName, StackRows, StackStats, TimeWindow, Warning,
 };
+use mtanalyze_model::sums::{EdgeSums, FunctionSums};
 use mtanalyze_model::warnings::{makes_subinterpreter, PlaceNames, Warnings};
 
 /// Where the function rows and edges of a report go.
@@ -308,32 +309,26 @@ fn has_row(a: &FnAcc) -> bool {
     a.ncalls | a.tottime_ns | a.cumtime_ns | a.paused_ns | a.through_callees != 0
 }
 
-/// A function's row numbers, in [`FunctionStats::sums`] order.
-fn function_sums(a: &FnAcc) -> [u64; 9] {
+/// A function's row numbers.
+fn function_sums(a: &FnAcc) -> FunctionSums {
     let scheduled_ns = a.scheduled_ns.min(a.paused_ns);
-    [
-        a.ncalls,
-        a.primitive_calls,
-        a.tottime_ns,
-        a.cumtime_ns,
-        a.paused_ns,
-        a.open_at_end,
-        a.cut_short,
+    FunctionSums {
+        ncalls: a.ncalls,
+        primitive_calls: a.primitive_calls,
+        tottime_ns: a.tottime_ns,
+        cumtime_ns: a.cumtime_ns,
+        paused_ns: a.paused_ns,
+        open_at_end: a.open_at_end,
+        cut_short: a.cut_short,
         scheduled_ns,
-        a.paused_ns - scheduled_ns,
-    ]
+        waiting_ns: a.paused_ns - scheduled_ns,
+    }
 }
 
-/// An edge's numbers in [`mtanalyze_model::report::EdgeStats::sums`] order,
-/// if it gets a row: not if its frames were all outside the time window.
-fn edge_sums(a: &EdgeAcc) -> Option<[u64; 5]> {
-    (a.ncalls | a.tottime_ns | a.cumtime_ns != 0).then_some([
-        a.ncalls,
-        a.primitive_calls,
-        a.tottime_ns,
-        a.cumtime_ns,
-        a.callee_cumtime_ns,
-    ])
+/// An edge's numbers, if it gets a row: not if its frames were all
+/// outside the time window.
+fn edge_sums(a: &EdgeSums) -> Option<EdgeSums> {
+    (a.ncalls | a.tottime_ns | a.cumtime_ns != 0).then_some(*a)
 }
 
 /// Every caller -> callee edge with a call or time in the window, by
@@ -387,16 +382,10 @@ pub(super) fn fold_numbered(
     for ((key, a), e) in tally.take_edge_totals().zip(&mut edges.0) {
         let counts = a.ncalls | a.tottime_ns | a.cumtime_ns != 0;
         let keep = (counts as u64).wrapping_neg();
-        add_all(
-            &mut e.sums,
-            [
-                a.ncalls,
-                a.primitive_calls,
-                a.tottime_ns,
-                a.cumtime_ns,
-                a.callee_cumtime_ns & keep,
-            ],
-        );
+        e.sums.add(&EdgeSums {
+            callee_cumtime_ns: a.callee_cumtime_ns & keep,
+            ..a
+        });
         if counts && e.first == u32::MAX {
             (e.key, e.first) = (key, trace);
         }
@@ -410,8 +399,8 @@ pub(super) fn fold_numbered(
 pub(super) struct EdgeTotal {
     /// Caller and callee, the sums' numbers.
     key: (u32, u32),
-    /// In [`mtanalyze_model::report::EdgeStats::sums`] order.
-    sums: [u64; 5],
+    /// Its numbers, summed over the traces so far.
+    sums: EdgeSums,
     /// The first trace that had it (`u32::MAX`: none yet).
     first: u32,
 }
@@ -428,7 +417,7 @@ impl EdgeTotals {
         if self.0.len() < n {
             let none = EdgeTotal {
                 key: (0, 0),
-                sums: [0; 5],
+                sums: EdgeSums::default(),
                 first: u32::MAX,
             };
             self.0.resize(n, none);
@@ -442,13 +431,6 @@ impl EdgeTotals {
                 sums.add_edge(e.key, e.sums, e.first);
             }
         }
-    }
-}
-
-/// Adds `b` to `a`, element by element, as [`Sums`] adds.
-fn add_all<const N: usize>(a: &mut [u64; N], b: [u64; N]) {
-    for (x, y) in a.iter_mut().zip(b) {
-        *x = x.saturating_add(y);
     }
 }
 

@@ -16,6 +16,7 @@ use rustc_hash::FxHashMap;
 use crate::analysis::paths::{PathTree, ROOT};
 use crate::analysis::window::{Span, Window};
 use mtanalyze_model::histogram::SelfTimeHistogram;
+use mtanalyze_model::sums::EdgeSums;
 use mtanalyze_model::timeline::ClosedFrame;
 use mtanalyze_model::warnings::{LeftOpenStack, WarningKind};
 
@@ -66,35 +67,6 @@ impl FnAcc {
     }
 }
 
-/// Totals of one caller -> callee edge.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(super) struct EdgeAcc {
-    /// Frames.
-    pub ncalls: u64,
-    /// Frames whose edge is not recursive.
-    pub primitive_calls: u64,
-    /// Sum of self time.
-    pub tottime_ns: u64,
-    /// Sum of active time of non-recursive edge frames.
-    pub cumtime_ns: u64,
-    /// Sum of active time of the frames that are not recursive calls of
-    /// the callee (see `EdgeStats::callee_cumtime_ns`).
-    pub callee_cumtime_ns: u64,
-}
-
-impl EdgeAcc {
-    /// Adds `other`'s totals.
-    pub(super) fn add(&mut self, other: &EdgeAcc) {
-        self.ncalls += other.ncalls;
-        self.primitive_calls += other.primitive_calls;
-        self.tottime_ns = self.tottime_ns.saturating_add(other.tottime_ns);
-        self.cumtime_ns = self.cumtime_ns.saturating_add(other.cumtime_ns);
-        self.callee_cumtime_ns = self
-            .callee_cumtime_ns
-            .saturating_add(other.callee_cumtime_ns);
-    }
-}
-
 /// Statistics accumulated over any number of stacks. Sums only, so merging
 /// in any order gives the same result.
 #[derive(Clone, Debug, Default)]
@@ -102,7 +74,7 @@ pub(super) struct Acc {
     /// By dense function index.
     pub functions: Vec<FnAcc>,
     /// By (caller, callee) dense indices.
-    pub edges: EdgeSums,
+    pub edges: EdgeList,
     /// Call paths, when asked for.
     pub paths: Option<PathTree>,
     /// Frames left open on logical stacks at their `end`, closed by the
@@ -141,7 +113,7 @@ impl Acc {
     pub(super) fn new(n: usize, paths: bool) -> Acc {
         Acc {
             functions: vec![FnAcc::default(); n],
-            edges: EdgeSums::default(),
+            edges: EdgeList::default(),
             paths: paths.then(PathTree::default),
             left_open: LeftOpen::default(),
         }
@@ -178,18 +150,18 @@ impl Acc {
 /// edges as they are (its table numbers each edge once), summed with
 /// another's through an index only when two are merged.
 #[derive(Clone, Debug, Default)]
-pub(super) struct EdgeSums {
-    list: Vec<((u32, u32), EdgeAcc)>,
+pub(super) struct EdgeList {
+    list: Vec<((u32, u32), EdgeSums)>,
 }
 
-impl EdgeSums {
+impl EdgeList {
     /// Every edge with its totals, in no particular order.
-    pub(super) fn iter(&self) -> impl Iterator<Item = (&(u32, u32), &EdgeAcc)> {
+    pub(super) fn iter(&self) -> impl Iterator<Item = (&(u32, u32), &EdgeSums)> {
         self.list.iter().map(|(k, a)| (k, a))
     }
 
     /// Adds `other`'s totals.
-    fn merge(&mut self, other: EdgeSums) {
+    fn merge(&mut self, other: EdgeList) {
         if self.list.is_empty() {
             self.list = other.list;
             return;
@@ -235,7 +207,7 @@ struct EdgeEntry {
     key: u64,
     /// Frames of this edge open now.
     open: u32,
-    totals: EdgeAcc,
+    totals: EdgeSums,
 }
 
 impl EdgeTable {
@@ -281,7 +253,7 @@ impl EdgeTable {
 
     /// Closes a frame of edge `number`; returns the edge's totals.
     #[inline(always)]
-    fn close(&mut self, number: u32) -> &mut EdgeAcc {
+    fn close(&mut self, number: u32) -> &mut EdgeSums {
         let e = &mut self.entries[number as usize];
         e.open -= 1;
         &mut e.totals
@@ -317,7 +289,7 @@ impl EdgeTable {
     }
 
     /// Every edge with its totals, emptying the table.
-    fn drain(&mut self) -> impl Iterator<Item = ((u32, u32), EdgeAcc)> + '_ {
+    fn drain(&mut self) -> impl Iterator<Item = ((u32, u32), EdgeSums)> + '_ {
         self.entries
             .drain(..)
             .map(|e| (((e.key >> 32) as u32, e.key as u32), e.totals))
@@ -477,7 +449,7 @@ impl Tally {
                 self.fn_open.fill(0);
                 for e in &mut self.edges.entries {
                     e.open = 0;
-                    e.totals = EdgeAcc::default();
+                    e.totals = EdgeSums::default();
                 }
             }
         }
@@ -498,7 +470,7 @@ impl Tally {
 
     /// Every edge's (caller, callee) and totals, by number, the totals
     /// left zero and the numbers kept (see [`Tally::clear_numbered`]).
-    pub(super) fn take_edge_totals(&mut self) -> impl Iterator<Item = ((u32, u32), EdgeAcc)> + '_ {
+    pub(super) fn take_edge_totals(&mut self) -> impl Iterator<Item = ((u32, u32), EdgeSums)> + '_ {
         self.edges.entries.iter_mut().map(|e| {
             let key = ((e.key >> 32) as u32, e.key as u32);
             (key, std::mem::take(&mut e.totals))
@@ -534,13 +506,13 @@ impl Tally {
             &mut self.acc,
             Acc {
                 functions: Vec::new(),
-                edges: EdgeSums::default(),
+                edges: EdgeList::default(),
                 paths: None,
                 left_open: LeftOpen::default(),
             },
         );
         // The table numbers each edge once: the list needs no index.
-        acc.edges.merge(EdgeSums {
+        acc.edges.merge(EdgeList {
             list: self.edges.drain().collect(),
         });
         self.edges.clear();
