@@ -307,6 +307,29 @@ unsafe fn put_event(
     }
 }
 
+/// Writes `kind`, an event that opens or closes no frame (a switch, a
+/// wake, an end), stamped now under generation `g`, at `cursor`: the
+/// inline path every stack event shares.
+///
+/// # Safety
+/// As [`put_event`]: `cursor` is the thread's cursor, below `end`, in a
+/// chunk it owns.
+#[inline(always)]
+unsafe fn put_stack_event(l: &Local, cursor: *mut u8, g: u64, kind: EventKind) {
+    let event = Event {
+        tick: clock::ticks(g & GEN_TSC != 0),
+        kind,
+    };
+    put_event(
+        l,
+        cursor,
+        #[inline(always)]
+        |enc, room| enc.event_in(room, &event, false),
+        #[inline(always)]
+        || event.encode(),
+    )
+}
+
 /// Stores one 16-byte event.
 ///
 /// # Safety
@@ -539,21 +562,8 @@ fn stack_event(g: u64, kind: EventKind) {
     let Some(cursor) = hot_cursor(l, g) else {
         return stack_event_cold(l, g, kind);
     };
-    let event = Event {
-        tick: clock::ticks(g & GEN_TSC != 0),
-        kind,
-    };
-    // SAFETY: as in `enter`.
-    unsafe {
-        put_event(
-            l,
-            cursor,
-            #[inline(always)]
-            |enc, room| enc.event_in(room, &event, false),
-            #[inline(always)]
-            || event.encode(),
-        )
-    };
+    // SAFETY: `hot_cursor` checked the cursor is below `end`.
+    unsafe { put_stack_event(l, cursor, g, kind) };
 }
 
 #[cold]
@@ -1273,22 +1283,8 @@ fn record_switch(l: &Local, g: u64, id: StackId) -> Option<u64> {
     let Some(cursor) = hot_cursor(l, g) else {
         return switch_cold(l, g, id);
     };
-    let tick = clock::ticks(g & GEN_TSC != 0);
-    let event = Event {
-        tick,
-        kind: EventKind::Switch(id),
-    };
-    // SAFETY: as in `enter`.
-    unsafe {
-        put_event(
-            l,
-            cursor,
-            #[inline(always)]
-            |enc, room| enc.event_in(room, &event, false),
-            #[inline(always)]
-            || event.encode(),
-        )
-    };
+    // SAFETY: `hot_cursor` checked the cursor is below `end`.
+    unsafe { put_stack_event(l, cursor, g, EventKind::Switch(id)) };
     Some(g)
 }
 
@@ -1367,22 +1363,8 @@ pub(crate) fn switch_out(prev: StackId, frames: &mut Vec<u32>, frames_gen: &mut 
         // Bound to the running recording (an exited thread is bound to none).
         let cursor = l.cursor.get();
         if cursor < l.end.get() {
-            let tick = clock::ticks(g & GEN_TSC != 0);
-            let event = Event {
-                tick,
-                kind: EventKind::Switch(prev),
-            };
-            // SAFETY: as in `enter`.
-            unsafe {
-                put_event(
-                    l,
-                    cursor,
-                    #[inline(always)]
-                    |enc, room| enc.event_in(room, &event, false),
-                    #[inline(always)]
-                    || event.encode(),
-                )
-            };
+            // SAFETY: the cursor is below `end`, checked above.
+            unsafe { put_stack_event(l, cursor, g, EventKind::Switch(prev)) };
         } else {
             switch_out_cold(l, g, prev);
         }
