@@ -349,7 +349,8 @@ fn stats_dict<'py, 'r>(py: Python<'py>, table: &PstatsTable<'r>) -> PyResult<Bou
     // one's, whose string it shares.
     let mut last_file: Option<(&'r str, Bound<'py, PyString>)> = None;
     let mut tuple_of = |key @ (file, line, name): Key<'r>| -> PyResult<Bound<'py, PyTuple>> {
-        if let Some(tuple) = made.as_ref().and_then(|made| made.get(py, key)) {
+        let hash = KeyTuples::hash(key);
+        if let Some(tuple) = made.as_ref().and_then(|made| made.get(py, hash, key)) {
             return Ok(tuple);
         }
         let file = match &last_file {
@@ -369,7 +370,7 @@ fn stats_dict<'py, 'r>(py: Python<'py>, table: &PstatsTable<'r>) -> PyResult<Bou
             ],
         )?;
         if let Some(made) = made.as_mut() {
-            made.insert(key, &tuple);
+            made.insert(hash, key, &tuple);
         }
         Ok(tuple)
     };
@@ -421,7 +422,7 @@ const KEY_TUPLES_KEPT: usize = 1 << 16;
 /// Key tuples by the hash of their key (a key is looked up by its parts,
 /// with no string made for the lookup).
 struct KeyTuples {
-    by_hash: Option<HashMap<u64, Vec<KeptKey>, FxBuildHasher>>,
+    by_hash: HashMap<u64, Vec<KeptKey>, FxBuildHasher>,
     len: usize,
 }
 
@@ -435,11 +436,13 @@ struct KeptKey {
 impl KeyTuples {
     const fn new() -> KeyTuples {
         KeyTuples {
-            by_hash: None,
+            by_hash: HashMap::with_hasher(FxBuildHasher),
             len: 0,
         }
     }
 
+    /// What `key` is kept under: computed once per key and handed to
+    /// [`KeyTuples::get`] and, if that misses, [`KeyTuples::insert`].
     fn hash((file, line, name): Key<'_>) -> u64 {
         FxBuildHasher.hash_one((file, line, name))
     }
@@ -447,31 +450,27 @@ impl KeyTuples {
     fn get<'py>(
         &self,
         py: Python<'py>,
-        key @ (file, line, name): Key<'_>,
+        hash: u64,
+        (file, line, name): Key<'_>,
     ) -> Option<Bound<'py, PyTuple>> {
         self.by_hash
-            .as_ref()?
-            .get(&Self::hash(key))?
+            .get(&hash)?
             .iter()
             .find(|k| k.line == line && *k.file == *file && *k.name == *name)
             .map(|k| k.tuple.bind(py).clone())
     }
 
-    fn insert(&mut self, key @ (file, line, name): Key<'_>, tuple: &Bound<'_, PyTuple>) {
+    fn insert(&mut self, hash: u64, (file, line, name): Key<'_>, tuple: &Bound<'_, PyTuple>) {
         if self.len >= KEY_TUPLES_KEPT {
             *self = KeyTuples::new();
         }
         self.len += 1;
-        self.by_hash
-            .get_or_insert_with(HashMap::default)
-            .entry(Self::hash(key))
-            .or_default()
-            .push(KeptKey {
-                file: file.into(),
-                line,
-                name: name.into(),
-                tuple: tuple.clone().unbind(),
-            });
+        self.by_hash.entry(hash).or_default().push(KeptKey {
+            file: file.into(),
+            line,
+            name: name.into(),
+            tuple: tuple.clone().unbind(),
+        });
     }
 }
 

@@ -160,15 +160,15 @@ def pstats_dict(traces: "Sequence[_Trace]", clock: str | None = None,
     too, as ``mtanalyze TRACE...`` counts them; without, these traces only
     (a profile's traces in memory), analyzed without the command line.
     ``TraceError`` if they cannot be analyzed."""
-    from ._report import TraceError
-
     if not traces:
         return {}
     if not children:
-        # A trace in memory as its handle: read in place, no path opened;
-        # the dict built by the extension, no bytes between.
-        return _mtrace.pstats([t if isinstance(t, _package.MemoryTrace)
-                               else os.fspath(t) for t in traces], clock)
+        # The extension takes a trace in memory as it is (read in place, no
+        # path opened) and a path as `os.fspath` gives it; it builds the
+        # dict itself, with no bytes between.
+        return _mtrace.pstats(traces, clock)
+    from ._report import TraceError
+
     # The pstats file's bytes in memory (`-o -`): no file to write, read
     # back and remove for each `pstats.Stats(profile)`.
     args = [*(os.fspath(t) for t in traces), "--format", "pstats", "-o", "-"]
