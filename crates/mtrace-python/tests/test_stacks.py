@@ -560,6 +560,35 @@ class Greenlets(StackCase):
                 f"(the greenlet test did NOT run): {done.stderr.strip()[-300:]}")
         importlib.invalidate_caches()
 
+    def test_a_profile_in_memory_puts_greenlets_on_stacks_of_their_own(self):
+        # A Profile without a path (a profile per request) takes a lean
+        # path at enable(): the greenlet hooks must still be installed when
+        # greenlet is imported.
+        report, _ = self.record("green_profile.py", """
+            import shutil, sys, greenlet, mtrace
+
+            def ping(n):
+                for i in range(n):
+                    pong_g.switch(i)
+
+            def pong(_):
+                while True:
+                    ping_g.switch()
+
+            ping_g = greenlet.greenlet(ping)
+            pong_g = greenlet.greenlet(pong)
+            p = mtrace.Profile()
+            p.enable()
+            ping_g.switch(5)
+            p.disable()
+            shutil.copyfile(p.trace_paths[0], sys.argv[1])
+        """)
+        ping = function(report, "ping")
+        self.assertEqual(ping["ncalls"], 1, ping)
+        greenlets = [s for s in report["stacks"] if s["id"].startswith("stack:")]
+        self.assertEqual(sorted(s["name"] for s in greenlets), ["greenlet-1", "greenlet-2"],
+                         report["stacks"])
+
     def test_each_greenlet_runs_on_a_stack_of_its_own(self):
         report, _ = self.record("green.py", """
             import sys, mtrace

@@ -280,8 +280,12 @@ def disable() -> dict[str, Any] | None:
 def _stopped(summary: dict[str, Any] | None) -> dict[str, Any] | None:
     """The rest of ``disable`` once the recording has stopped (so that none
     of it is recorded): hooks taken down, the summary completed."""
-    _children.disarm()
-    _untrace_greenlets()
+    # Checked here, not in a call: after a recording into memory (a
+    # profile per request) there is nothing to take down.
+    if _children._state["armed"] is not None:
+        _children.disarm()
+    if _greenlet_state["watcher"] is not None or _greenlet_state["module"] is not None:
+        _untrace_greenlets()
     return summary
 
 

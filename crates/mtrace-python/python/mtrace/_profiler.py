@@ -262,6 +262,9 @@ class Profile:
         self._traces: list[str | MemoryTrace] = []
         self._options = dict(tasks=tasks, capacity=capacity, ring=ring,
                              meta_capacity=meta_capacity)
+        #: ``_mtrace.start``'s options for a recording into memory, made
+        #: once (``enable()`` sets ``builtins``).
+        self._memory_options: dict[str, Any] = dict(self._options, memory=True)
         self._path = None if path is None else os.fspath(path)
         # The statistics of traces in memory summed and given back.
         self._summed: _Stats | None = None
@@ -320,10 +323,20 @@ class Profile:
         owner = None if _owner is None else _owner()
         if not _EXCLUSIVE and owner is not None and owner._recording is not None:
             owner.disable()
-        where = (dict(path=self._next_path()) if self._path is not None
-                 else dict(path="mtrace-profile", memory=True))
-        path, options, prepared_here = _package._prepare(
-            **where, builtins=self.builtins if builtins is None else builtins, **self._options)
+        builtins = self.builtins if builtins is None else builtins
+        if self._path is None:
+            # A profile per request, so a lean path: into memory, no
+            # children to arm, and the greenlet hooks only if greenlet is
+            # imported (no import watcher: a short recording of this
+            # process, as cProfile's).
+            path, options = "mtrace-profile", self._memory_options
+            options["builtins"] = builtins
+            prepared_here = not _mtrace.is_recording()
+            if prepared_here and "greenlet" in sys.modules:
+                _package._trace_greenlets()
+        else:
+            path, options, prepared_here = _package._prepare(
+                self._next_path(), builtins=builtins, **self._options)
         self._recording = path
         self._prepared_here = prepared_here
         self._previous_owner, _owner = _owner, weakref.ref(self)
