@@ -84,6 +84,20 @@ fn saved_reports_diff_as_their_traces_do() {
     assert_eq!(gated.code, Some(1), "{}", gated.stderr);
     assert_eq!(gated.stderr, gated_traces.stderr);
 
+    // Repeat runs: saved reports and traces mixed on each side.
+    let runs = |base_runs: [&Path; 2], new_runs: [&Path; 2]| {
+        let mut all = vec!["diff".as_ref(), "--format".as_ref(), "json".as_ref()];
+        all.push(OsStr::new("--base"));
+        all.extend(base_runs.iter().map(|p| p.as_os_str()));
+        all.push(OsStr::new("--new"));
+        all.extend(new_runs.iter().map(|p| p.as_os_str()));
+        mtanalyze(all).success().json()
+    };
+    assert_eq!(
+        runs([&a, &base], [&new, &b]),
+        runs([&base, &base], [&new, &new])
+    );
+
     // `--by-trace`'s object: its merged report is compared.
     let by_trace = save(&dir, "by-trace.json", &base, &["--by-trace"]);
     let got = diff(&by_trace, &b, &["--format", "json"]).success().json();
