@@ -31,6 +31,7 @@ mod pprof;
 mod pstats;
 mod robustness;
 mod rotated;
+mod saved;
 mod schema;
 mod series;
 mod significance;

@@ -361,7 +361,7 @@ pub(crate) struct ConvertArgs {
 
 #[derive(Args, Debug)]
 pub(crate) struct DiffArgs {
-    /// The trace before the change (binary or JSON lines, detected from the content), or a directory of runs.
+    /// The trace before the change (binary or JSON lines, or a report saved with `--format json`; detected from the content), or a directory of runs.
     #[arg(value_name = "BASE", required_unless_present = "base_runs")]
     pub(crate) base: Option<PathBuf>,
     /// The trace after the change, or a directory of runs.

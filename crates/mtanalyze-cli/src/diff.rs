@@ -1,5 +1,7 @@
 //! `diff BASE NEW`: what got faster or slower, as a table, JSON, folded
-//! paths, and optionally a differential flame graph.
+//! paths, and optionally a differential flame graph. Either side may be
+//! traces or saved reports (`--format json`'s output: `saved.rs`), in any
+//! mix.
 
 use std::io::Write;
 use std::path::Path;
@@ -8,6 +10,7 @@ use crate::args::DiffFormat;
 use crate::output::{message, say, Failure, Output};
 use crate::plan::DiffPlan;
 use crate::progress::Progress;
+use crate::saved;
 use crate::{expand_traces, load, say_warnings};
 use mtanalyze::view;
 use mtanalyze::{render, Report};
@@ -26,8 +29,12 @@ pub(crate) fn diff(plan: &DiffPlan, out: &mut dyn Write) -> Result<(), Failure> 
         .map(|svg| Output::new(Some(svg), &inputs))
         .transpose()?;
     let options = &plan.options;
+    // A saved report stands for its trace, if it can (`saved::fit`).
     let analyze = |path: &Path| -> Result<Report, Failure> {
-        mtanalyze::analyze(&load(path)?, options).map_err(message)
+        match saved::read(path)? {
+            Some(report) => saved::fit(path, &report, options).map(|()| report),
+            None => mtanalyze::analyze(&load(path)?, options).map_err(message),
+        }
     };
     let name = |paths: &[std::path::PathBuf]| match paths {
         [one] => one.display().to_string(),

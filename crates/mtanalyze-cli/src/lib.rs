@@ -18,7 +18,8 @@
 //! file, into the typed plan of one command (every decision, and every
 //! refusal of options that do not go together, is taken there); one
 //! module per command runs its plan; where outputs go and how failures
-//! read in `output.rs`, the progress indicator in `progress.rs`.
+//! read in `output.rs`, the progress indicator in `progress.rs`; `diff`
+//! reads saved reports back (`--format json`'s) in `saved.rs`.
 //! It reaches the analysis through `mtanalyze`'s public API alone.
 //!
 //! Outputs without `-o` (or with `-o -`) go to the writer [`run`] is given.
@@ -45,6 +46,7 @@ mod output;
 mod plan;
 mod progress;
 mod report;
+mod saved;
 mod series;
 mod top;
 

@@ -40,7 +40,7 @@ const SETUPS: &[(&str, &str)] = &[
     ("tracing-registry", "tracing 0.1 + a Layer that does nothing: the registry's own cost per span, what every layer starts from (not a peer: the reference for a layer's own cost)"),
     ("mtrace-tracing", "the same spans under mtrace-tracing's layer, recording with mtrace (ring on /dev/shm sized for every event): a root span on a thread's own stack gets a logical stack of its own (7 events), a span inside it 2"),
     ("mtrace-tracing-thread", "the same with with_own_stacks(false): a root span opens on the thread's own stack (2 events); on async the task's frames then stay open under the next task's (wrong, shown for the cost)"),
-    ("mtrace-tokio", "mtrace with tokio's task hooks (mtrace_tokio::instrument on the runtime's builder) instead of .on_logical_stack(): a switch in and out from the before- and after-poll hooks, each task's stack in a sharded map between polls; async only, in a --cfg tokio_unstable build"),
+    ("mtrace-tokio", "mtrace with tokio's task hooks (mtrace_tokio::instrument on the runtime's builder) instead of .on_logical_stack(): a switch in and out from the before- and after-poll hooks, each task's stack in a table entry with an atomic state word between polls; async only, in a --cfg tokio_unstable build"),
 ];
 
 /// `--name VALUE` parsed, if present.

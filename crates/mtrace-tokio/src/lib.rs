@@ -16,15 +16,16 @@
 //! # How
 //!
 //! * `on_task_spawn`: a [`LogicalStack`] for the task, named after where it
-//!   was spawned and its id (`src/server.rs:42 task-17`), kept in a map by
-//!   task id (sharded, a mutex each);
-//! * `on_before_task_poll`: the worker takes the task's stack from the
-//!   map and switches onto it ([`LogicalStack::enter_detached`]): frames
+//!   was spawned and its id (`src/server.rs:42 task-17`), kept in a table
+//!   by task id (an entry with an atomic state word per task; a sharded,
+//!   locked map for tasks whose entry another task has);
+//! * `on_before_task_poll`: the worker takes the task's stack (one
+//!   compare-exchange on its entry) and switches onto it ([`LogicalStack::enter_detached`]): frames
 //!   the task opens (`#[mtrace::profile]`, `scope!`, `mtrace-tracing`'s
 //!   spans) land on it, nested as the code nests, and stay there between
 //!   polls, paused;
 //! * `on_after_task_poll`: it switches back ([`LogicalStack::leave`]) and
-//!   puts the stack back. tokio calls this hook after the task's poll has
+//!   gives the stack back (another compare-exchange). tokio calls this hook after the task's poll has
 //!   returned, when another worker may already be polling the task again:
 //!   that worker's `on_before_task_poll` waits for the stack to be back
 //!   (a few nanoseconds, or until the first worker, preempted in between,

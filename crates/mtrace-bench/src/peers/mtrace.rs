@@ -119,7 +119,7 @@ impl<const SMALL_RING: bool> Recorder for MtraceIn<SMALL_RING> {
 /// mtrace with tokio's task hooks (`mtrace_tokio::instrument`): every task
 /// on its own logical stack with no code at the spawn site, a switch in
 /// and out around every poll from the runtime's before- and after-poll
-/// hooks, and the tasks' stacks kept in a sharded map between polls. Runs
+/// hooks, and the tasks' stacks kept in a table between polls. Runs
 /// only where the hooks exist (`--cfg tokio_unstable`).
 pub struct MtraceTokio(Mtrace);
 
