@@ -38,7 +38,7 @@ use crate::event::{
     KIND_SWITCH, KIND_THREAD_EXIT, KIND_THREAD_START, KIND_WAKE, MAX_TICK,
 };
 use crate::layout::{
-    COMPACT_MAX_EVENT_SIZE, FORM_ENTER_1, FORM_ENTER_2, FORM_EXIT_TOP, FORM_LONG,
+    COMPACT_MAX_EVENT_SIZE, EVENT_SIZE, FORM_ENTER_1, FORM_ENTER_2, FORM_EXIT_TOP, FORM_LONG,
     PAYLOAD_WIDTH_BYTES, TAG_CLASS_SHIFT, TAG_DELTA_LOW_MASK, TAG_FORM_SHIFT, TICK_CLASS_BYTES,
     TICK_CLASS_MAX,
 };
@@ -599,6 +599,124 @@ impl<'a> CompactEvents<'a> {
             match self.next_raw_slow() {
                 Some(event) => f(event),
                 None => return,
+            }
+        }
+    }
+
+    /// Writes the remaining events, as 16-byte events (see
+    /// [`crate::event::raw_parts`]), into `out` in order; returns how many
+    /// it wrote. When `out` is full the walk goes on without writing, so
+    /// [`CompactEvents::problem`] still reports damage after it.
+    ///
+    /// The walk an expansion into 16-byte events runs: the same decode as
+    /// [`CompactEvents::for_each_raw`], with three bounds (the body's
+    /// room, `out`'s room, the named frames' room) folded into one
+    /// compare an event. An event takes at least one byte, writes one
+    /// slot of `out` and adds at most one named frame, so a batch that
+    /// starts at byte `at` with room for `budget` events in `out` and in
+    /// the named frames may decode every event that starts by
+    /// `at + budget - 1`; the batch is then measured again.
+    pub fn write_events(&mut self, out: &mut [[u8; EVENT_SIZE]]) -> usize {
+        let mut written = 0usize;
+        loop {
+            let mut named = std::mem::take(&mut self.named);
+            let mut depth = named.len();
+            // As in `for_each_raw`: a 0 under the named frames, which an
+            // exit reads when the chunk names none.
+            named.insert(0, 0);
+            named.resize(2 * depth + 256, 0);
+            let stack = named.as_mut_slice();
+            let mut tick = self.tick;
+            let start = if self.done { &[][..] } else { self.rest };
+            let mut at = 0usize;
+            let last = start.len().checked_sub(COMPACT_MAX_EVENT_SIZE);
+            'batches: while let Some(last) = last.filter(|&last| at <= last) {
+                // Room in the named frames above the top: `stack[depth + 1]`
+                // is written by every event.
+                let frames_room = stack.len() - 1 - depth;
+                let budget = (out.len() - written).min(frames_room);
+                if budget == 0 {
+                    break;
+                }
+                let limit = last.min(at + budget - 1);
+                while at <= limit {
+                    // SAFETY: `at <= last`, so the event's worst case is in
+                    // the body.
+                    let room = unsafe { &*start.as_ptr().add(at).cast::<Room>() };
+                    let tag = room[0];
+                    let short = &SHORT_BY_TAG[tag as usize];
+                    let high = u64::from_le_bytes(word_at(room, 1)) & short.high_mask;
+                    let next = tick + (high << 4 | (tag & TAG_DELTA_LOW_MASK) as u64);
+                    if next > MAX_TICK {
+                        break 'batches;
+                    }
+                    let (len, head, payload) = if tag >> TAG_FORM_SHIFT == FORM_LONG {
+                        let at = 1 + tick_bytes((tag >> TAG_CLASS_SHIFT) as usize & 3);
+                        match long_event(room, COMPACT_MAX_EVENT_SIZE, at, next) {
+                            Ok((len, event)) if event.0 != KIND_LOST => {
+                                match event.0 {
+                                    KIND_ENTER => {
+                                        // SAFETY: within the batch's budget
+                                        // of named frames (see above).
+                                        unsafe { *stack.get_unchecked_mut(depth + 1) = event.2 as u32 };
+                                        depth += 1;
+                                    }
+                                    KIND_EXIT | KIND_SWITCH => depth = 0,
+                                    _ => {}
+                                }
+                                (len, event.0 << 60 | next, event.2)
+                            }
+                            // A `lost` and damage: the slow path's.
+                            _ => break 'batches,
+                        }
+                    } else {
+                        let exit = short.kind == KIND_EXIT as u8;
+                        let id =
+                            u32::from_le_bytes(quad_at(room, 1 + (short.tick_bytes & 7) as usize))
+                                & short.id_mask;
+                        // SAFETY: `depth + 1` is within the batch's budget
+                        // of named frames; `depth` never goes below 0, as an
+                        // exit at depth 0 reads the 0 there and stops.
+                        let top = unsafe { *stack.get_unchecked(depth) };
+                        let function = std::hint::select_unpredictable(exit, top, id);
+                        if function == 0 {
+                            break 'batches;
+                        }
+                        unsafe { *stack.get_unchecked_mut(depth + 1) = id };
+                        depth = depth.wrapping_add(short.step as usize);
+                        (
+                            short.len as usize,
+                            (short.kind as u64) << 60 | next,
+                            function as u64,
+                        )
+                    };
+                    // SAFETY: within the batch's budget of `out`'s slots.
+                    let slot = unsafe { out.get_unchecked_mut(written) };
+                    slot[..8].copy_from_slice(&head.to_le_bytes());
+                    slot[8..].copy_from_slice(&payload.to_le_bytes());
+                    written += 1;
+                    at += len;
+                    tick = next;
+                }
+            }
+            named.truncate(depth + 1);
+            named.remove(0);
+            let rest = start.get(at..).unwrap_or_default();
+            if !self.done {
+                self.offset += (start.len() - rest.len()) as u64;
+                self.rest = rest;
+                self.tick = tick;
+            }
+            self.named = named;
+            match self.next_raw_slow() {
+                Some((kind, tick, payload)) => {
+                    if let Some(slot) = out.get_mut(written) {
+                        slot[..8].copy_from_slice(&(kind << 60 | tick).to_le_bytes());
+                        slot[8..].copy_from_slice(&payload.to_le_bytes());
+                        written += 1;
+                    }
+                }
+                None => return written,
             }
         }
     }
