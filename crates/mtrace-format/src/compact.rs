@@ -656,14 +656,21 @@ impl<'a> CompactEvents<'a> {
                                 u64::from_le_bytes(word_at(room, 1)) & (TICK_CLASS_MAX[class] >> 4);
                             let next = tick + (high << 4 | (tag & TAG_DELTA_LOW_MASK) as u64);
                             // `long_event` judges the tick, as the slow path does.
-                            match long_event(room, COMPACT_MAX_EVENT_SIZE, 1 + tick_bytes(class), next) {
+                            match long_event(
+                                room,
+                                COMPACT_MAX_EVENT_SIZE,
+                                1 + tick_bytes(class),
+                                next,
+                            ) {
                                 Ok((len, event)) if event.0 != KIND_LOST => {
                                     match event.0 {
                                         KIND_ENTER => {
                                             depth += 1;
                                             // SAFETY: within the batch's
                                             // budget of named frames.
-                                            unsafe { *stack.get_unchecked_mut(depth) = event.2 as u32 };
+                                            unsafe {
+                                                *stack.get_unchecked_mut(depth) = event.2 as u32
+                                            };
                                         }
                                         KIND_EXIT | KIND_SWITCH => depth = 0,
                                         _ => {}
@@ -784,7 +791,10 @@ fn short<const FORM: u8, const CLASS: usize>(
     let (id, id_len) = if FORM == FORM_ENTER_1 {
         (room[1 + tick_len] as u32, 1)
     } else {
-        (u16::from_le_bytes([room[1 + tick_len], room[2 + tick_len]]) as u32, 2)
+        (
+            u16::from_le_bytes([room[1 + tick_len], room[2 + tick_len]]) as u32,
+            2,
+        )
     };
     if id == 0 {
         return None;
@@ -1590,6 +1600,30 @@ mod tests {
         events
     }
 
+    #[test]
+    fn writing_16_byte_events_outgrows_its_room_for_named_frames() {
+        // Deeper than the room the walk first makes for named frames, then
+        // every frame left by an exit that names none: each exit resolves.
+        let depth = 1000u32;
+        let mut events: Vec<Event> = (1..=depth).map(|f| enter(u64::from(f), f)).collect();
+        events.extend(
+            (1..=depth)
+                .rev()
+                .map(|f| exit(u64::from(2 * depth - f + 1), f)),
+        );
+        let (body, sizes) = encode(0, &[], &events);
+        assert!(sizes[depth as usize..].iter().all(|&n| n == 1));
+        let mut out = vec![[0u8; EVENT_SIZE]; events.len()];
+        let mut walk = CompactEvents::from_parts(&body, 0, 0, 0, Vec::new());
+        assert_eq!(walk.write_events(&mut out), events.len());
+        assert_eq!(walk.problem(), None);
+        for (e, got) in events.iter().zip(&out) {
+            let (kind, payload) = e.kind.raw();
+            assert_eq!(got[..8], (kind << 60 | e.tick).to_le_bytes());
+            assert_eq!(got[8..], payload.to_le_bytes());
+        }
+    }
+
     proptest! {
         #[test]
         fn random_threads_round_trip_with_clamped_ticks(
@@ -1674,6 +1708,44 @@ mod tests {
             // What sizes an expansion never counts fewer events than a
             // walk yields, whatever the bytes.
             prop_assert!(count_events(&body) >= by_each.len());
+        }
+
+        #[test]
+        fn writing_16_byte_events_agrees_with_the_walk(
+            seed in any::<u64>(),
+            n in 0usize..400,
+            garbage in proptest::collection::vec(any::<u8>(), 0..40),
+            arbitrary in any::<bool>(),
+            named in proptest::collection::vec(0u32..4, 0..4),
+            room in 0usize..450,
+        ) {
+            // The expansion's walk writes the events `for_each_raw` gives,
+            // as 16-byte events, on encoded events followed by garbage or
+            // on arbitrary bytes, stops at the same damage, and writes no
+            // more than `out` holds (the walk still finds the damage).
+            let body = if arbitrary {
+                garbage.clone()
+            } else {
+                let (mut body, _) = encode(7, &named, &thread_events(seed, n));
+                body.extend_from_slice(&garbage);
+                body
+            };
+            let mut walk = CompactEvents::from_parts(&body, 3, 500, 7, named.clone());
+            let mut expected = Vec::new();
+            walk.for_each_raw(|(kind, tick, payload)| {
+                let mut e = [0u8; EVENT_SIZE];
+                e[..8].copy_from_slice(&(kind << 60 | tick).to_le_bytes());
+                e[8..].copy_from_slice(&payload.to_le_bytes());
+                expected.push(e);
+            });
+            let problem = walk.problem().cloned();
+            let mut out = vec![[0xAAu8; EVENT_SIZE]; room];
+            let mut walk = CompactEvents::from_parts(&body, 3, 500, 7, named);
+            let written = walk.write_events(&mut out);
+            prop_assert_eq!(written, expected.len().min(room));
+            prop_assert_eq!(&out[..written], &expected[..written]);
+            prop_assert!(out[written..].iter().all(|e| *e == [0xAA; EVENT_SIZE]));
+            prop_assert_eq!(walk.problem(), problem.as_ref());
         }
 
         #[test]
