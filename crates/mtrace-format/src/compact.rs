@@ -650,7 +650,7 @@ impl<'a> CompactEvents<'a> {
                     let step = match tag >> TAG_CLASS_SHIFT {
                         // Every value of the 4 bits has its arm: one jump
                         // through a table, no range check before it.
-                        0 | 1 | 2 | 3 => {
+                        0..=3 => {
                             let class = (tag >> TAG_CLASS_SHIFT) as usize & 3;
                             let high =
                                 u64::from_le_bytes(word_at(room, 1)) & (TICK_CLASS_MAX[class] >> 4);
