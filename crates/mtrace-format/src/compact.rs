@@ -616,6 +616,12 @@ impl<'a> CompactEvents<'a> {
     /// starts at byte `at` with room for `budget` events in `out` and in
     /// the named frames may decode every event that starts by
     /// `at + budget - 1`; the batch is then measured again.
+    ///
+    /// The short forms stay on one path without a branch on the form: a
+    /// jump on the tag to an arm per form and tick class, each with its
+    /// sizes as constants, ran fewer instructions but took more CPU time
+    /// (the arms alternate as a program calls and returns, and the jump
+    /// mispredicts; see `docs/BENCHMARKS.md`).
     pub fn write_events(&mut self, out: &mut [[u8; EVENT_SIZE]]) -> usize {
         let mut written = 0usize;
         loop {
@@ -644,64 +650,53 @@ impl<'a> CompactEvents<'a> {
                     // the body.
                     let room = unsafe { &*start.as_ptr().add(at).cast::<Room>() };
                     let tag = room[0];
-                    // One arm per form and tick class, each with its
-                    // sizes as constants: fewer instructions an event than
-                    // one branch-free path for every short form.
-                    // Every value of the 4 bits has its arm: one jump
-                    // through a table, no range check before it. Written
-                    // as `0..=3`, the long forms' arm compiled to a check
-                    // before the jump (callgrind: 8 more instructions an
-                    // event), so the values are listed.
-                    #[allow(clippy::manual_range_patterns)]
-                    let step = match tag >> TAG_CLASS_SHIFT {
-                        0 | 1 | 2 | 3 => {
-                            let class = (tag >> TAG_CLASS_SHIFT) as usize & 3;
-                            let high =
-                                u64::from_le_bytes(word_at(room, 1)) & (TICK_CLASS_MAX[class] >> 4);
-                            let next = tick + (high << 4 | (tag & TAG_DELTA_LOW_MASK) as u64);
-                            // `long_event` judges the tick, as the slow path does.
-                            match long_event(
-                                room,
-                                COMPACT_MAX_EVENT_SIZE,
-                                1 + tick_bytes(class),
-                                next,
-                            ) {
-                                Ok((len, event)) if event.0 != KIND_LOST => {
-                                    match event.0 {
-                                        KIND_ENTER => {
-                                            depth += 1;
-                                            // SAFETY: within the batch's
-                                            // budget of named frames.
-                                            unsafe {
-                                                *stack.get_unchecked_mut(depth) = event.2 as u32
-                                            };
-                                        }
-                                        KIND_EXIT | KIND_SWITCH => depth = 0,
-                                        _ => {}
-                                    }
-                                    Some((len, event.0 << 60 | event.1, event.2))
-                                }
-                                // A `lost` and damage: the slow path's.
-                                _ => None,
-                            }
-                        }
-                        4 => short::<FORM_ENTER_1, 0>(room, tick, stack, &mut depth),
-                        5 => short::<FORM_ENTER_1, 1>(room, tick, stack, &mut depth),
-                        6 => short::<FORM_ENTER_1, 2>(room, tick, stack, &mut depth),
-                        7 => short::<FORM_ENTER_1, 3>(room, tick, stack, &mut depth),
-                        8 => short::<FORM_ENTER_2, 0>(room, tick, stack, &mut depth),
-                        9 => short::<FORM_ENTER_2, 1>(room, tick, stack, &mut depth),
-                        10 => short::<FORM_ENTER_2, 2>(room, tick, stack, &mut depth),
-                        11 => short::<FORM_ENTER_2, 3>(room, tick, stack, &mut depth),
-                        12 => short::<FORM_EXIT_TOP, 0>(room, tick, stack, &mut depth),
-                        13 => short::<FORM_EXIT_TOP, 1>(room, tick, stack, &mut depth),
-                        14 => short::<FORM_EXIT_TOP, 2>(room, tick, stack, &mut depth),
-                        15 => short::<FORM_EXIT_TOP, 3>(room, tick, stack, &mut depth),
-                        // SAFETY: a byte shifted right by 4 is below 16.
-                        _ => unsafe { std::hint::unreachable_unchecked() },
-                    };
-                    let Some((len, head, payload)) = step else {
+                    let short = &SHORT_BY_TAG[tag as usize];
+                    let high = u64::from_le_bytes(word_at(room, 1)) & short.high_mask;
+                    let next = tick + (high << 4 | (tag & TAG_DELTA_LOW_MASK) as u64);
+                    if next > MAX_TICK {
                         break 'batches;
+                    }
+                    let (len, head, payload) = if tag >> TAG_FORM_SHIFT == FORM_LONG {
+                        let at = 1 + tick_bytes((tag >> TAG_CLASS_SHIFT) as usize & 3);
+                        match long_event(room, COMPACT_MAX_EVENT_SIZE, at, next) {
+                            Ok((len, event)) if event.0 != KIND_LOST => {
+                                match event.0 {
+                                    KIND_ENTER => {
+                                        // SAFETY: within the batch's budget
+                                        // of named frames (see above).
+                                        unsafe {
+                                            *stack.get_unchecked_mut(depth + 1) = event.2 as u32
+                                        };
+                                        depth += 1;
+                                    }
+                                    KIND_EXIT | KIND_SWITCH => depth = 0,
+                                    _ => {}
+                                }
+                                (len, event.0 << 60 | next, event.2)
+                            }
+                            // A `lost` and damage: the slow path's.
+                            _ => break 'batches,
+                        }
+                    } else {
+                        let exit = short.kind == KIND_EXIT as u8;
+                        let id =
+                            u32::from_le_bytes(quad_at(room, 1 + (short.tick_bytes & 7) as usize))
+                                & short.id_mask;
+                        // SAFETY: `depth + 1` is within the batch's budget
+                        // of named frames; `depth` never goes below 0, as an
+                        // exit at depth 0 reads the 0 there and stops.
+                        let top = unsafe { *stack.get_unchecked(depth) };
+                        let function = std::hint::select_unpredictable(exit, top, id);
+                        if function == 0 {
+                            break 'batches;
+                        }
+                        unsafe { *stack.get_unchecked_mut(depth + 1) = id };
+                        depth = depth.wrapping_add(short.step as usize);
+                        (
+                            short.len as usize,
+                            (short.kind as u64) << 60 | next,
+                            function as u64,
+                        )
                     };
                     // SAFETY: within the batch's budget of `out`'s slots.
                     let slot = unsafe { out.get_unchecked_mut(written) };
@@ -709,7 +704,7 @@ impl<'a> CompactEvents<'a> {
                     slot[8..].copy_from_slice(&payload.to_le_bytes());
                     written += 1;
                     at += len;
-                    tick = head & MAX_TICK;
+                    tick = next;
                 }
             }
             named.truncate(depth + 1);
@@ -760,53 +755,6 @@ impl<'a> CompactEvents<'a> {
             }
         }
     }
-}
-
-/// One short event of `FORM` with tick class `CLASS` at the front of
-/// `room`, for [`CompactEvents::write_events`]: its length, the 16-byte
-/// event's first word (kind and tick) and its payload, with its effect
-/// on the named frames (`stack[1..=depth]`, over a 0 at index 0); `None`
-/// for what the slow path decodes again (damage, a tick past 60 bits).
-/// A frame is pushed only once it is known good, so `None` changes
-/// nothing.
-#[inline(always)]
-fn short<const FORM: u8, const CLASS: usize>(
-    room: &Room,
-    tick: u64,
-    stack: &mut [u32],
-    depth: &mut usize,
-) -> Option<(usize, u64, u64)> {
-    let tick_len = TICK_CLASS_BYTES[CLASS];
-    let high = u64::from_le_bytes(word_at(room, 1)) & (TICK_CLASS_MAX[CLASS] >> 4);
-    let next = tick + (high << 4 | (room[0] & TAG_DELTA_LOW_MASK) as u64);
-    if next > MAX_TICK {
-        return None;
-    }
-    if FORM == FORM_EXIT_TOP {
-        // SAFETY: `depth` is within the stack (the caller's budget), and
-        // is at least 1 past a non-zero frame, the 0 being at index 0.
-        let f = unsafe { *stack.get_unchecked(*depth) };
-        if f == 0 {
-            return None;
-        }
-        *depth -= 1;
-        return Some((1 + tick_len, KIND_EXIT << 60 | next, f as u64));
-    }
-    let (id, id_len) = if FORM == FORM_ENTER_1 {
-        (room[1 + tick_len] as u32, 1)
-    } else {
-        (
-            u16::from_le_bytes([room[1 + tick_len], room[2 + tick_len]]) as u32,
-            2,
-        )
-    };
-    if id == 0 {
-        return None;
-    }
-    *depth += 1;
-    // SAFETY: within the caller's budget of named frames.
-    unsafe { *stack.get_unchecked_mut(*depth) = id };
-    Some((1 + tick_len + id_len, KIND_ENTER << 60 | next, id as u64))
 }
 
 /// An event at the body's end, in fewer bytes than a worst case (or a
