@@ -28,8 +28,9 @@
 //! a committed body: as [`Event`]s (an iterator), or, for hot loops, as
 //! the (kind, tick, payload) parts [`crate::event::raw_parts`] gives for a
 //! 16-byte event ([`CompactEvents::next_raw`],
-//! [`CompactEvents::for_each_raw`]); it reports the byte offset of the
-//! first event it cannot decode. [`crate::Chunk::events`] and
+//! [`CompactEvents::for_each_raw`]), or written as 16-byte events into
+//! a buffer ([`CompactEvents::write_events`], an expansion's walk); it
+//! reports the byte offset of the first event it cannot decode. [`crate::Chunk::events`] and
 //! [`crate::Chunk::compact_events`] walk a version-4 chunk through it.
 
 use crate::error::{ChunkProblem, ChunkProblemKind, CompactFault};
@@ -962,7 +963,7 @@ const fn short_table() -> [ShortForm; 256] {
 /// length cannot be known (a long form's width code above 4). A walk
 /// yields exactly these when the body holds no damage and no `lost`;
 /// damage and a `lost` only end it sooner. Sizing an expansion by it
-/// costs a few instructions an event, a tenth of a decode: the next
+/// costs a few instructions an event, a small part of a decode: the next
 /// event's position is the only value carried from one event to the next.
 pub fn count_events(events: &[u8]) -> usize {
     let mut at = 0usize;

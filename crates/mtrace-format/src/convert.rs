@@ -11,7 +11,7 @@
 //!   and the committed metadata are copied: the rest is never read);
 //!   every chunk keeps its slot index.
 //!   Each slot is sized first, by its events' lengths alone
-//!   ([`slot_bound`]: a tenth of a decode) or by a decode ([`plan_slot`]:
+//!   ([`slot_bound`]: a small part of a decode) or by a decode ([`plan_slot`]:
 //!   exact even when damage ends the chunk early), then decoded straight
 //!   into its place ([`expand_into`]), so the image is the only copy;
 //!   callers run both on the slots in parallel.
