@@ -22,7 +22,9 @@ use std::hint::black_box;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use mtrace_format::compact::{named_frames, ChunkEncoder, CompactEvents, EncoderState};
+use mtrace_format::compact::{
+    count_events, named_frames, ChunkEncoder, CompactEvents, EncoderState,
+};
 use mtrace_format::event::{encode_enter, encode_exit, raw_is_valid, raw_parts};
 use mtrace_format::layout::COMPACT_MAX_EVENT_SIZE;
 use mtrace_format::{Event, EventKind, TraceFile};
@@ -126,26 +128,23 @@ fn decode_v4_raw(chunks: &[Chunk], named: &mut Vec<u32>) -> u64 {
     sum
 }
 
-/// As the analyzer reads a compact file: every event expanded to 16
-/// bytes (`convert::expand_into`'s work), into a buffer reused from
-/// chunk to chunk.
+/// As the analyzer reads a compact file: each chunk sized by its events'
+/// lengths, then every event expanded to 16 bytes
+/// (`convert::slot_bound` and `convert::expand_into`'s work), into a
+/// buffer reused from chunk to chunk.
 #[inline(never)]
-fn decode_v4_expand(chunks: &[Chunk], named: &mut Vec<u32>, out: &mut Vec<u8>) -> u64 {
+fn decode_v4_expand(chunks: &[Chunk], named: &mut Vec<u32>, out: &mut Vec<[u8; 16]>) -> u64 {
     let mut sum = 0u64;
     for c in chunks {
         named.clear();
         named.extend_from_slice(&c.named);
         out.clear();
+        out.resize(count_events(&c.v4), [0; 16]);
         let mut events =
             CompactEvents::from_parts(&c.v4, 0, 0, c.snapshot_tick, std::mem::take(named));
-        events.for_each_raw(|(kind, tick, payload)| {
-            let mut bytes = [0u8; 16];
-            bytes[..8].copy_from_slice(&(kind << 60 | tick).to_le_bytes());
-            bytes[8..].copy_from_slice(&payload.to_le_bytes());
-            out.extend_from_slice(&bytes);
-        });
+        let written = events.write_events(out);
         *named = events.into_named();
-        sum = sum.wrapping_add(out.len() as u64);
+        sum = sum.wrapping_add(written as u64);
     }
     sum
 }
@@ -264,7 +263,7 @@ fn main() -> ExitCode {
         decode_v3_raw(&chunks),
         decode_v4_raw(&chunks, &mut named_raw)
     );
-    let mut expanded = Vec::with_capacity(room);
+    let mut expanded = Vec::with_capacity(room / 16);
     let mut named_expand = Vec::new();
     let [(d3, d3s), (d4, d4s), (r3, r3s), (r4, r4s), (x4, x4s), (e3, e3s), (e4, e4s)] = time(
         events,

@@ -28,8 +28,9 @@
 //! a committed body: as [`Event`]s (an iterator), or, for hot loops, as
 //! the (kind, tick, payload) parts [`crate::event::raw_parts`] gives for a
 //! 16-byte event ([`CompactEvents::next_raw`],
-//! [`CompactEvents::for_each_raw`]); it reports the byte offset of the
-//! first event it cannot decode. [`crate::Chunk::events`] and
+//! [`CompactEvents::for_each_raw`]), or written as 16-byte events into
+//! a buffer ([`CompactEvents::write_events`], an expansion's walk); it
+//! reports the byte offset of the first event it cannot decode. [`crate::Chunk::events`] and
 //! [`crate::Chunk::compact_events`] walk a version-4 chunk through it.
 
 use crate::error::{ChunkProblem, ChunkProblemKind, CompactFault};
@@ -38,7 +39,7 @@ use crate::event::{
     KIND_SWITCH, KIND_THREAD_EXIT, KIND_THREAD_START, KIND_WAKE, MAX_TICK,
 };
 use crate::layout::{
-    COMPACT_MAX_EVENT_SIZE, FORM_ENTER_1, FORM_ENTER_2, FORM_EXIT_TOP, FORM_LONG,
+    COMPACT_MAX_EVENT_SIZE, EVENT_SIZE, FORM_ENTER_1, FORM_ENTER_2, FORM_EXIT_TOP, FORM_LONG,
     PAYLOAD_WIDTH_BYTES, TAG_CLASS_SHIFT, TAG_DELTA_LOW_MASK, TAG_FORM_SHIFT, TICK_CLASS_BYTES,
     TICK_CLASS_MAX,
 };
@@ -603,6 +604,132 @@ impl<'a> CompactEvents<'a> {
         }
     }
 
+    /// Writes the remaining events, as 16-byte events (see
+    /// [`crate::event::raw_parts`]), into `out` in order; returns how many
+    /// it wrote. When `out` is full the walk goes on without writing, so
+    /// [`CompactEvents::problem`] still reports damage after it.
+    ///
+    /// The walk an expansion into 16-byte events runs: the same decode as
+    /// [`CompactEvents::for_each_raw`], with three bounds (the body's
+    /// room, `out`'s room, the named frames' room) folded into one
+    /// compare an event. An event takes at least one byte, writes one
+    /// slot of `out` and adds at most one named frame, so a batch that
+    /// starts at byte `at` with room for `budget` events in `out` and in
+    /// the named frames may decode every event that starts by
+    /// `at + budget - 1`; the batch is then measured again.
+    ///
+    /// The short forms stay on one path without a branch on the form: a
+    /// jump on the tag to an arm per form and tick class, each with its
+    /// sizes as constants, ran fewer instructions but took more CPU time
+    /// (the arms alternate as a program calls and returns, and the jump
+    /// mispredicts; see `docs/BENCHMARKS.md`).
+    pub fn write_events(&mut self, out: &mut [[u8; EVENT_SIZE]]) -> usize {
+        let mut written = 0usize;
+        loop {
+            let mut named = std::mem::take(&mut self.named);
+            let mut depth = named.len();
+            // As in `for_each_raw`: a 0 under the named frames, which an
+            // exit reads when the chunk names none.
+            named.insert(0, 0);
+            named.resize(2 * depth + 256, 0);
+            let stack = named.as_mut_slice();
+            let mut tick = self.tick;
+            let start = if self.done { &[][..] } else { self.rest };
+            let mut at = 0usize;
+            let last = start.len().checked_sub(COMPACT_MAX_EVENT_SIZE);
+            'batches: while let Some(last) = last.filter(|&last| at <= last) {
+                // Room in the named frames above the top: `stack[depth + 1]`
+                // is written by every event.
+                let frames_room = stack.len() - 1 - depth;
+                let budget = (out.len() - written).min(frames_room);
+                if budget == 0 {
+                    break;
+                }
+                let limit = last.min(at + budget - 1);
+                while at <= limit {
+                    // SAFETY: `at <= last`, so the event's worst case is in
+                    // the body.
+                    let room = unsafe { &*start.as_ptr().add(at).cast::<Room>() };
+                    let tag = room[0];
+                    let short = &SHORT_BY_TAG[tag as usize];
+                    let high = u64::from_le_bytes(word_at(room, 1)) & short.high_mask;
+                    let next = tick + (high << 4 | (tag & TAG_DELTA_LOW_MASK) as u64);
+                    if next > MAX_TICK {
+                        break 'batches;
+                    }
+                    let (len, head, payload) = if tag >> TAG_FORM_SHIFT == FORM_LONG {
+                        let at = 1 + tick_bytes((tag >> TAG_CLASS_SHIFT) as usize & 3);
+                        match long_event(room, COMPACT_MAX_EVENT_SIZE, at, next) {
+                            Ok((len, event)) if event.0 != KIND_LOST => {
+                                match event.0 {
+                                    KIND_ENTER => {
+                                        // SAFETY: within the batch's budget
+                                        // of named frames (see above).
+                                        unsafe {
+                                            *stack.get_unchecked_mut(depth + 1) = event.2 as u32
+                                        };
+                                        depth += 1;
+                                    }
+                                    KIND_EXIT | KIND_SWITCH => depth = 0,
+                                    _ => {}
+                                }
+                                (len, event.0 << 60 | next, event.2)
+                            }
+                            // A `lost` and damage: the slow path's.
+                            _ => break 'batches,
+                        }
+                    } else {
+                        let exit = short.kind == KIND_EXIT as u8;
+                        let id =
+                            u32::from_le_bytes(quad_at(room, 1 + (short.tick_bytes & 7) as usize))
+                                & short.id_mask;
+                        // SAFETY: `depth + 1` is within the batch's budget
+                        // of named frames; `depth` never goes below 0, as an
+                        // exit at depth 0 reads the 0 there and stops.
+                        let top = unsafe { *stack.get_unchecked(depth) };
+                        let function = std::hint::select_unpredictable(exit, top, id);
+                        if function == 0 {
+                            break 'batches;
+                        }
+                        unsafe { *stack.get_unchecked_mut(depth + 1) = id };
+                        depth = depth.wrapping_add(short.step as usize);
+                        (
+                            short.len as usize,
+                            (short.kind as u64) << 60 | next,
+                            function as u64,
+                        )
+                    };
+                    // SAFETY: within the batch's budget of `out`'s slots.
+                    let slot = unsafe { out.get_unchecked_mut(written) };
+                    slot[..8].copy_from_slice(&head.to_le_bytes());
+                    slot[8..].copy_from_slice(&payload.to_le_bytes());
+                    written += 1;
+                    at += len;
+                    tick = next;
+                }
+            }
+            named.truncate(depth + 1);
+            named.remove(0);
+            let rest = start.get(at..).unwrap_or_default();
+            if !self.done {
+                self.offset += (start.len() - rest.len()) as u64;
+                self.rest = rest;
+                self.tick = tick;
+            }
+            self.named = named;
+            match self.next_raw_slow() {
+                Some((kind, tick, payload)) => {
+                    if let Some(slot) = out.get_mut(written) {
+                        slot[..8].copy_from_slice(&(kind << 60 | tick).to_le_bytes());
+                        slot[8..].copy_from_slice(&payload.to_le_bytes());
+                        written += 1;
+                    }
+                }
+                None => return written,
+            }
+        }
+    }
+
     /// [`CompactEvents::next_raw`] when the body has less than a worst
     /// case's bytes left, or the event is damaged (decoded again here).
     #[inline(never)]
@@ -836,7 +963,7 @@ const fn short_table() -> [ShortForm; 256] {
 /// length cannot be known (a long form's width code above 4). A walk
 /// yields exactly these when the body holds no damage and no `lost`;
 /// damage and a `lost` only end it sooner. Sizing an expansion by it
-/// costs a few instructions an event, a tenth of a decode: the next
+/// costs a few instructions an event, a small part of a decode: the next
 /// event's position is the only value carried from one event to the next.
 pub fn count_events(events: &[u8]) -> usize {
     let mut at = 0usize;
@@ -1426,6 +1553,30 @@ mod tests {
         events
     }
 
+    #[test]
+    fn writing_16_byte_events_outgrows_its_room_for_named_frames() {
+        // Deeper than the room the walk first makes for named frames, then
+        // every frame left by an exit that names none: each exit resolves.
+        let depth = 1000u32;
+        let mut events: Vec<Event> = (1..=depth).map(|f| enter(u64::from(f), f)).collect();
+        events.extend(
+            (1..=depth)
+                .rev()
+                .map(|f| exit(u64::from(2 * depth - f + 1), f)),
+        );
+        let (body, sizes) = encode(0, &[], &events);
+        assert!(sizes[depth as usize..].iter().all(|&n| n == 1));
+        let mut out = vec![[0u8; EVENT_SIZE]; events.len()];
+        let mut walk = CompactEvents::from_parts(&body, 0, 0, 0, Vec::new());
+        assert_eq!(walk.write_events(&mut out), events.len());
+        assert_eq!(walk.problem(), None);
+        for (e, got) in events.iter().zip(&out) {
+            let (kind, payload) = e.kind.raw();
+            assert_eq!(got[..8], (kind << 60 | e.tick).to_le_bytes());
+            assert_eq!(got[8..], payload.to_le_bytes());
+        }
+    }
+
     proptest! {
         #[test]
         fn random_threads_round_trip_with_clamped_ticks(
@@ -1510,6 +1661,44 @@ mod tests {
             // What sizes an expansion never counts fewer events than a
             // walk yields, whatever the bytes.
             prop_assert!(count_events(&body) >= by_each.len());
+        }
+
+        #[test]
+        fn writing_16_byte_events_agrees_with_the_walk(
+            seed in any::<u64>(),
+            n in 0usize..400,
+            garbage in proptest::collection::vec(any::<u8>(), 0..40),
+            arbitrary in any::<bool>(),
+            named in proptest::collection::vec(0u32..4, 0..4),
+            room in 0usize..450,
+        ) {
+            // The expansion's walk writes the events `for_each_raw` gives,
+            // as 16-byte events, on encoded events followed by garbage or
+            // on arbitrary bytes, stops at the same damage, and writes no
+            // more than `out` holds (the walk still finds the damage).
+            let body = if arbitrary {
+                garbage.clone()
+            } else {
+                let (mut body, _) = encode(7, &named, &thread_events(seed, n));
+                body.extend_from_slice(&garbage);
+                body
+            };
+            let mut walk = CompactEvents::from_parts(&body, 3, 500, 7, named.clone());
+            let mut expected = Vec::new();
+            walk.for_each_raw(|(kind, tick, payload)| {
+                let mut e = [0u8; EVENT_SIZE];
+                e[..8].copy_from_slice(&(kind << 60 | tick).to_le_bytes());
+                e[8..].copy_from_slice(&payload.to_le_bytes());
+                expected.push(e);
+            });
+            let problem = walk.problem().cloned();
+            let mut out = vec![[0xAAu8; EVENT_SIZE]; room];
+            let mut walk = CompactEvents::from_parts(&body, 3, 500, 7, named);
+            let written = walk.write_events(&mut out);
+            prop_assert_eq!(written, expected.len().min(room));
+            prop_assert_eq!(&out[..written], &expected[..written]);
+            prop_assert!(out[written..].iter().all(|e| *e == [0xAA; EVENT_SIZE]));
+            prop_assert_eq!(walk.problem(), problem.as_ref());
         }
 
         #[test]

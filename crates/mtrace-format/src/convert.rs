@@ -11,7 +11,7 @@
 //!   and the committed metadata are copied: the rest is never read);
 //!   every chunk keeps its slot index.
 //!   Each slot is sized first, by its events' lengths alone
-//!   ([`slot_bound`]: a tenth of a decode) or by a decode ([`plan_slot`]:
+//!   ([`slot_bound`]: a small part of a decode) or by a decode ([`plan_slot`]:
 //!   exact even when damage ends the chunk early), then decoded straight
 //!   into its place ([`expand_into`]), so the image is the only copy;
 //!   callers run both on the slots in parallel.
@@ -265,25 +265,16 @@ pub fn expand_into(
     let Some((header, body)) = slot.split_at_mut_checked(CHUNK_HEADER_SIZE) else {
         return SlotPlan::default();
     };
-    let Some((snap_out, mut events)) = body.split_at_mut_checked(snapshot.len()) else {
+    let Some((snap_out, events)) = body.split_at_mut_checked(snapshot.len()) else {
         return SlotPlan::default();
     };
     snap_out.copy_from_slice(snapshot);
-    let room = events.len();
     // The slot was sized for these events; one too small (a caller's
     // mistake) keeps the events that fit.
-    walk.for_each_raw(|(kind, tick, payload)| {
-        if let Some((event, rest)) =
-            std::mem::take(&mut events).split_first_chunk_mut::<EVENT_SIZE>()
-        {
-            event[..8].copy_from_slice(&(kind << 60 | tick).to_le_bytes());
-            event[8..].copy_from_slice(&payload.to_le_bytes());
-            events = rest;
-        }
-    });
+    let written = walk.write_events(events.as_chunks_mut::<EVENT_SIZE>().0);
     let cut = walk.problem().cloned().or_else(|| chunk.cut.clone());
     *named = walk.into_named();
-    let body_len = snapshot.len() + room - events.len();
+    let body_len = snapshot.len() + written * EVENT_SIZE;
     let flags = if chunk.restart { CHUNK_FLAG_RESTART } else { 0 }
         | if chunk.continued {
             CHUNK_FLAG_CONTINUED
