@@ -11,7 +11,7 @@ use std::collections::HashSet;
 use std::os::unix::fs::MetadataExt;
 
 use common::{decode, kill_child_at, serial, TempTrace};
-use mtrace::{Config, Format, LogicalStack, Mode};
+use mtrace::{Config, LogicalStack, Mode};
 use mtrace_format::layout::{HEADER_SIZE, SEGMENT_STATE};
 use mtrace_format::{MetaRecord, TraceFile};
 
@@ -174,85 +174,6 @@ fn a_ring_gives_names_a_quarter_of_its_slots_at_most() {
         .iter()
         .enumerate()
         .all(|(i, n)| *n == format!("task-{i}")));
-}
-
-/// Slots of the trace `bytes` that hold metadata segments.
-fn segment_slots(bytes: &[u8]) -> usize {
-    let file = TraceFile::parse(bytes).unwrap();
-    let h = file.header();
-    (0..file.chunk_slots())
-        .filter(|&i| {
-            let at = (h.chunks_offset + i * h.chunk_size as u64) as usize;
-            bytes[at..at + 8] == SEGMENT_STATE.to_le_bytes()
-        })
-        .count()
-}
-
-/// Compact events (format version 4) are read through a version-3 image
-/// whose chunk slots are new: the segments, which live in the file's
-/// chunk slots, must be in it too, or every name past the first region
-/// is lost (`unknown_function` for each such function, and
-/// `damaged_metadata` at the first segment). Thousands of function names
-/// and task names, in a file that stops when full and in a ring, are all
-/// in the analyzer's report, with no warning.
-#[test]
-fn a_compact_trace_keeps_every_name_past_the_first_region() {
-    let _serial = serial();
-    const FUNCTIONS: usize = 4000;
-    const TASKS: u64 = 5000;
-    for (case, mode) in [("stop-when-full", Mode::StopWhenFull), ("ring", Mode::Ring)] {
-        let trace = TempTrace::new(&format!("names-compact-{case}"));
-        // The default first region (32 KiB) and chunk size; a ring big
-        // enough not to wrap, with room for its quarter of segments.
-        let recording = mtrace::start(
-            Config::new(trace.path())
-                .format(Format::Compact)
-                .mode(mode)
-                .capacity(32 << 20),
-        )
-        .unwrap();
-        let functions: Vec<_> = (0..FUNCTIONS)
-            .map(|i| {
-                let name = format!("compact_{case}_{i}");
-                mtrace::register_function(&name, file!(), i as u32 + 1, module_path!())
-            })
-            .collect();
-        for &f in &functions {
-            mtrace::enter(f);
-            mtrace::exit(f);
-        }
-        run_tasks(TASKS, functions[0]);
-        let summary = recording.finish().unwrap();
-        assert_eq!(summary.meta_dropped, 0, "{case}: {summary:?}");
-        let bytes = std::fs::read(trace.path()).unwrap();
-        let file = TraceFile::parse(&bytes).unwrap();
-        assert!(file.is_compact(), "{case}");
-        // The names overflowed the first region several times.
-        let segments = segment_slots(&bytes);
-        assert!(segments >= 4, "{case}: {segments} segments");
-        drop(bytes);
-
-        let loaded = mtanalyze::load(trace.path()).expect("load");
-        let report =
-            mtanalyze::analyze(&loaded, &mtanalyze::AnalyzeOptions::default()).expect("analyze");
-        assert!(report.warnings.is_empty(), "{case}: {:?}", report.warnings);
-        let prefix = format!("compact_{case}_");
-        let named: HashSet<&str> = report
-            .functions
-            .iter()
-            .map(|f| f.function.as_str())
-            .filter(|n| n.starts_with(&prefix))
-            .collect();
-        assert_eq!(named.len(), FUNCTIONS, "{case}");
-        let last = format!("{prefix}{}", FUNCTIONS - 1);
-        assert!(named.contains(last.as_str()), "{case}");
-        let tasks = report
-            .stacks
-            .iter()
-            .filter(|s| s.name.starts_with("task-"))
-            .count() as u64;
-        assert_eq!(tasks, TASKS, "{case}");
-    }
 }
 
 /// Bytes the file's blocks take on disk.
