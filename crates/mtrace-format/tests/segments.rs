@@ -231,9 +231,13 @@ fn as_compact(file: &[u8]) -> Vec<u8> {
     file
 }
 
+/// The records of a log, each with its file offset, and the damage (its
+/// offset and why) that ended it.
+type LocatedLog = (Vec<(usize, MetaRecord)>, Option<(u64, &'static str)>);
+
 /// The records of `file`'s log, each with its file offset, and the damage
 /// that ended it.
-fn located_log(file: &[u8]) -> (Vec<(usize, MetaRecord)>, Option<(u64, &'static str)>) {
+fn located_log(file: &[u8]) -> LocatedLog {
     let trace = TraceFile::parse(file).unwrap();
     let mut read = Vec::new();
     let problem = trace.for_each_metadata_located(|at, r| read.push((at, r.into_owned())));
