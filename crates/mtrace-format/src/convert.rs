@@ -8,7 +8,8 @@
 //!   readers whose passes index 16-byte events (the analyzer). The image
 //!   is laid out as the original file followed by a chunk region of
 //!   16-byte events, so the metadata keeps its offsets (only the header
-//!   and the committed metadata are copied: the rest is never read);
+//!   and the committed metadata log, its segments in the original's chunk
+//!   slots included, are copied: the rest is never read);
 //!   every chunk keeps its slot index.
 //!   Each slot is sized first, by its events' lengths alone
 //!   ([`slot_bound`]: a small part of a decode) or by a decode ([`plan_slot`]:
@@ -226,21 +227,25 @@ pub fn image_layout(
 }
 
 /// Writes everything of the image but its chunks: the original file's
-/// committed metadata, at its offset, and the image's header. `image` is
-/// [`ImageLayout::len`] zero bytes.
+/// committed metadata log, every part of it at its offset (the first
+/// region's, and each segment's header and log), and the image's header.
+/// `image` is [`ImageLayout::len`] zero bytes.
 pub fn image_start(file: &TraceFile<'_>, layout: &ImageLayout, image: &mut [u8]) {
     let original = file.bytes();
     // Of the original, a reader of the image reads only the header (the
     // image's own, below) and the committed metadata: the rest stays
     // zero and untouched. A recording's metadata region is mostly room
     // never written (16 MiB in a Python profile's file in memory), and
-    // copying it cost a page fault per 4 KiB on each side.
-    let header = file.header();
-    let to_usize = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
-    let start = to_usize(header.meta_offset).min(original.len());
-    let len = to_usize(header.meta_len.min(header.meta_capacity));
-    let end = start.saturating_add(len).min(original.len());
-    image[start..end].copy_from_slice(&original[start..end]);
+    // copying it cost a page fault per 4 KiB on each side. The log goes
+    // on in segments in the original's chunk slots, which the image
+    // does not copy (its chunks are new ones, after the original's
+    // bytes): each segment is copied where it was, or the image's log
+    // would end at the first link.
+    for span in file.metadata_spans() {
+        if let (Some(to), Some(from)) = (image.get_mut(span.clone()), original.get(span)) {
+            to.copy_from_slice(from);
+        }
+    }
     image[..HEADER_SIZE].copy_from_slice(&layout.header);
 }
 

@@ -10,6 +10,7 @@ use crate::header::Header;
 use crate::layout::{COMPACT_FORMAT_VERSION, HEADER_SIZE};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::ops::Range;
 
 use crate::layout::{read_u64, SEGMENT_HEADER_SIZE, SEGMENT_MAGIC, S_MAGIC, S_META_LEN};
 use crate::meta::{walk_part, MetaProblem, MetaRecord, MetaRecordRef, NextSegment, PartEnd};
@@ -145,6 +146,36 @@ impl<'a> TraceFile<'a> {
             [one] => Cow::Borrowed(one),
             _ => Cow::Owned(parts.concat()),
         }
+    }
+
+    /// The byte ranges of the file the metadata log is read from, in the
+    /// order it is read: the first region's committed bytes, then, for
+    /// each next-segment record, the header of the segment it names and,
+    /// if that header holds, the segment's committed bytes; each range
+    /// ends at the file's end at most. The same bytes at the same offsets
+    /// in an otherwise zero buffer read as the same log, with the same
+    /// damage at the same offsets (unless a part runs past the file's
+    /// end): what [`crate::convert::image_start`] copies into a compact
+    /// file's image, whose chunk slots, segments among them, are
+    /// rewritten elsewhere. A rejected segment's header is kept too, so
+    /// that the image rejects it for the same reason.
+    pub fn metadata_spans(&self) -> Vec<Range<usize>> {
+        let len = self.bytes.len();
+        let to_usize = |n: u64| usize::try_from(n).unwrap_or(usize::MAX).min(len);
+        let mut spans = Vec::new();
+        self.walk_metadata(|part, start| {
+            let from = to_usize(start);
+            spans.push(from..from + part.len());
+            let end = walk_part(part, start, |_, _| {});
+            // The header of the segment the part links to, whether or not
+            // it holds (a link outside the file gives an empty range).
+            if let Some(next) = &end.next {
+                let header_end = next.offset.saturating_add(SEGMENT_HEADER_SIZE as u64);
+                spans.push(to_usize(next.offset)..to_usize(header_end));
+            }
+            end
+        });
+        spans
     }
 
     /// Reads the metadata log part by part: `part` is handed each part's

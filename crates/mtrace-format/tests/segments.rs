@@ -4,8 +4,8 @@
 //! and on damage or a cut keeps every record before it and says where.
 
 use mtrace_format::layout::{
-    HEADER_SIZE, META_NEXT_SEGMENT_LEN, SEGMENT_HEADER_SIZE, SEGMENT_MAGIC, SEGMENT_STATE,
-    S_META_LEN,
+    COMPACT_FORMAT_VERSION, HEADER_SIZE, H_VERSION, META_NEXT_SEGMENT_LEN, SEGMENT_HEADER_SIZE,
+    SEGMENT_MAGIC, SEGMENT_STATE, S_META_LEN,
 };
 use mtrace_format::meta::encode_next_segment;
 use mtrace_format::{ClockInfo, Header, MetaRecord, StackId, StackKind, TraceFile};
@@ -221,4 +221,61 @@ fn a_bad_link_ends_the_log_where_it_is() {
     let mut bad = file.clone();
     bad[s + S_META_LEN..s + S_META_LEN + 8].copy_from_slice(&(CHUNK as u64).to_le_bytes());
     check(&bad, 2, (s + S_META_LEN) as u64, "committed too long");
+}
+
+/// `file` as format version 4 (compact events): the metadata log is laid
+/// out the same whatever the events' encoding.
+fn as_compact(file: &[u8]) -> Vec<u8> {
+    let mut file = file.to_vec();
+    file[H_VERSION..H_VERSION + 4].copy_from_slice(&COMPACT_FORMAT_VERSION.to_le_bytes());
+    file
+}
+
+/// The records of a log, each with its file offset, and the damage (its
+/// offset and why) that ended it.
+type LocatedLog = (Vec<(usize, MetaRecord)>, Option<(u64, &'static str)>);
+
+/// The records of `file`'s log, each with its file offset, and the damage
+/// that ended it.
+fn located_log(file: &[u8]) -> LocatedLog {
+    let trace = TraceFile::parse(file).unwrap();
+    let mut read = Vec::new();
+    let problem = trace.for_each_metadata_located(|at, r| read.push((at, r.into_owned())));
+    (read, problem.map(|p| (p.offset, p.why)))
+}
+
+/// A compact file's version-3 image (what the analyzer reads) holds the
+/// log's segments where the file held them: the segments live in chunk
+/// slots, which the image writes anew elsewhere, so an image of the first
+/// region alone lost every name past it (`damaged_metadata` at the first
+/// segment, `unknown_function` for each function named there). Damage in
+/// a segment or a link reads as the same damage at the same offset.
+#[test]
+fn a_compact_files_image_reads_every_segment_and_the_same_damage() {
+    let (file, offsets) = segmented();
+    let s = offsets[3][0] - SEGMENT_HEADER_SIZE;
+    let mut cases = vec![("whole", file.clone())];
+    let mut bad_record = file.clone();
+    let at = offsets[2][5];
+    bad_record[at..at + 4].copy_from_slice(&u32::MAX.to_le_bytes());
+    cases.push(("damaged record", bad_record));
+    let mut no_magic = file.clone();
+    no_magic[s + 8] ^= 0xff;
+    cases.push(("no magic", no_magic));
+    let mut too_long = file.clone();
+    too_long[s + S_META_LEN..s + S_META_LEN + 8].copy_from_slice(&(CHUNK as u64).to_le_bytes());
+    cases.push(("committed too long", too_long));
+    for (case, file) in cases {
+        let compact = as_compact(&file);
+        let trace = TraceFile::parse(&compact).unwrap();
+        assert!(trace.is_compact());
+        let image = mtrace_format::convert::expand(&trace).unwrap().bytes;
+        assert!(!TraceFile::parse(&image).unwrap().is_compact());
+        let want = located_log(&compact);
+        assert_eq!(located_log(&image), want, "{case}");
+        if case == "whole" {
+            let records: Vec<MetaRecord> = want.0.into_iter().map(|(_, r)| r).collect();
+            assert_eq!((records, want.1), (all_records(), None));
+        }
+    }
 }

@@ -11,7 +11,7 @@ use std::collections::HashSet;
 use std::os::unix::fs::MetadataExt;
 
 use common::{decode, kill_child_at, serial, TempTrace};
-use mtrace::{Config, LogicalStack, Mode};
+use mtrace::{Config, Format, LogicalStack, Mode};
 use mtrace_format::layout::{HEADER_SIZE, SEGMENT_STATE};
 use mtrace_format::{MetaRecord, TraceFile};
 
@@ -103,41 +103,63 @@ fn a_million_task_names_are_all_in_the_trace_and_the_report() {
     }
 }
 
+/// In both event encodings (compact events take fewer bytes: more of them
+/// wrap the ring as often); the analyzer names every task too.
 #[test]
 fn a_ring_keeps_its_names_and_passes_their_slots_by() {
     let _serial = serial();
     const CHUNK: usize = 4096;
-    let trace = TempTrace::new("names-ring");
-    let recording = mtrace::start(
-        Config::new(trace.path())
-            .mode(Mode::Ring)
-            .chunk_size(CHUNK)
-            .capacity(4 << 20)
-            .meta_capacity(4096),
-    )
-    .unwrap();
-    let f = mtrace::register_function("spin", file!(), line!(), module_path!());
-    // Names first (some 30 segments of 1024 slots), then enough events
-    // to wrap the ring several times over.
-    run_tasks(3000, f);
-    for _ in 0..400_000 {
-        mtrace::enter(f);
-        mtrace::exit(f);
-    }
-    let summary = recording.finish().unwrap();
-    assert!(summary.wrapped, "{summary:?}");
-    assert_eq!(summary.meta_dropped, 0);
-    // Passing a segment's slot by is no drop: one thread, no busy slot.
-    assert_eq!(summary.dropped_chunks, 0, "{summary:?}");
-    assert_eq!(summary.dropped_events, 0, "{summary:?}");
-    let d = decode(trace.path());
-    for i in [0, 1500, 2999] {
+    for (format, pairs) in [(Format::Fixed, 400_000), (Format::Compact, 3_000_000)] {
+        let trace = TempTrace::new(&format!("names-ring-{format:?}"));
+        let recording = mtrace::start(
+            Config::new(trace.path())
+                .format(format)
+                .mode(Mode::Ring)
+                .chunk_size(CHUNK)
+                .capacity(4 << 20)
+                .meta_capacity(4096),
+        )
+        .unwrap();
+        let f = mtrace::register_function("spin", file!(), line!(), module_path!());
+        // Names first (some 30 segments of 1024 slots), then enough events
+        // to wrap the ring several times over.
+        run_tasks(3000, f);
+        for _ in 0..pairs {
+            mtrace::enter(f);
+            mtrace::exit(f);
+        }
+        let summary = recording.finish().unwrap();
+        assert!(summary.wrapped, "{format:?}: {summary:?}");
+        assert_eq!(summary.meta_dropped, 0, "{format:?}");
+        // Passing a segment's slot by is no drop: one thread, no busy slot.
+        assert_eq!(summary.dropped_chunks, 0, "{format:?}: {summary:?}");
+        assert_eq!(summary.dropped_events, 0, "{format:?}: {summary:?}");
+        let d = decode(trace.path());
+        for i in [0, 1500, 2999] {
+            assert!(
+                d.stacks.values().any(|n| *n == format!("task-{i}")),
+                "{format:?}: task-{i}"
+            );
+        }
+        assert_eq!(d.stacks.len(), 3000, "{format:?}");
+        // The analyzer reads the names in the segments too (a compact
+        // file through its version-3 image).
+        let loaded = mtanalyze::load(trace.path()).expect("load");
+        let report =
+            mtanalyze::analyze(&loaded, &mtanalyze::AnalyzeOptions::default()).expect("analyze");
         assert!(
-            d.stacks.values().any(|n| *n == format!("task-{i}")),
-            "task-{i}"
+            !report.warnings.iter().any(|w| w.kind.contains("metadata")),
+            "{format:?}: {:?}",
+            report.warnings
+        );
+        assert!(
+            !report
+                .functions
+                .iter()
+                .any(|f| f.function.starts_with("fn#")),
+            "{format:?}"
         );
     }
-    assert_eq!(d.stacks.len(), 3000);
 }
 
 #[test]
