@@ -162,18 +162,26 @@ fn start(
         // the names of the functions it saw, not of every function the
         // process ever ran (thousands in a large program, per request).
         .names_on_use(memory);
-    // Compact events only when asked (MTRACE_FORMAT=4), as in Rust's
-    // `Config::from_env`: see `mtrace::Format`.
-    if let Some(value) = std::env::var("MTRACE_FORMAT")
+    // A trace file holds compact events (format version 4): a sixth of
+    // the bytes, so a sixth of the fresh pages to fault in, which costs a
+    // Python program more CPU time than the encoding's extra
+    // instructions. A recording into memory (a profile, often one per
+    // request) keeps 16-byte events: it never reaches a disk, and the
+    // analysis at its `pstats.Stats` would expand compact events first.
+    // `MTRACE_FORMAT` (3 or 4) decides either way when set.
+    let format = match std::env::var("MTRACE_FORMAT")
         .ok()
         .filter(|v| !v.trim().is_empty())
     {
-        config = config.format(mtrace::Format::from_env_value(&value).ok_or_else(|| {
+        Some(value) => mtrace::Format::from_env_value(&value).ok_or_else(|| {
             PyValueError::new_err(format!(
                 "MTRACE_FORMAT={value:?}: expected 3 (16-byte events) or 4 (compact events)"
             ))
-        })?);
-    }
+        })?,
+        None if memory => mtrace::Format::Fixed,
+        None => mtrace::Format::Compact,
+    };
+    config = config.format(format);
     if let Some(text) = capacity {
         config = config.capacity(mtrace::parse_bytes(text).ok_or_else(|| {
             PyValueError::new_err(format!(

@@ -538,7 +538,7 @@ class TaskNames(Case):
                 return n if n < 2 else fib(n - 1) + fib(n - 2)
 
             if sys.argv[1:] == ["child"]:
-                fib(16)
+                fib(20)
             else:
                 subprocess.run([sys.executable, __file__, "child"], check=True)
         """)
