@@ -35,8 +35,8 @@
 
 use crate::error::{ChunkProblem, ChunkProblemKind, CompactFault};
 use crate::event::{
-    BadEvent, Event, EventKind, FunctionId, StackId, KIND_END, KIND_ENTER, KIND_EXIT, KIND_LOST,
-    KIND_SWITCH, KIND_THREAD_EXIT, KIND_THREAD_START, KIND_WAKE, MAX_TICK,
+    encode_raw, BadEvent, Event, EventKind, FunctionId, StackId, KIND_END, KIND_ENTER, KIND_EXIT,
+    KIND_LOST, KIND_SWITCH, KIND_THREAD_EXIT, KIND_THREAD_START, KIND_WAKE, MAX_TICK,
 };
 use crate::layout::{
     COMPACT_MAX_EVENT_SIZE, EVENT_SIZE, FORM_ENTER_1, FORM_ENTER_2, FORM_EXIT_TOP, FORM_LONG,
@@ -701,6 +701,9 @@ impl<'a> CompactEvents<'a> {
                     };
                     // SAFETY: within the batch's budget of `out`'s slots.
                     let slot = unsafe { out.get_unchecked_mut(written) };
+                    // `encode_raw`'s bytes, without its mask of the tick
+                    // (`next` is at most `MAX_TICK` here): the mask was an
+                    // instruction an event more on this path.
                     slot[..8].copy_from_slice(&head.to_le_bytes());
                     slot[8..].copy_from_slice(&payload.to_le_bytes());
                     written += 1;
@@ -720,8 +723,7 @@ impl<'a> CompactEvents<'a> {
             match self.next_raw_slow() {
                 Some((kind, tick, payload)) => {
                     if let Some(slot) = out.get_mut(written) {
-                        slot[..8].copy_from_slice(&(kind << 60 | tick).to_le_bytes());
-                        slot[8..].copy_from_slice(&payload.to_le_bytes());
+                        *slot = encode_raw(kind, tick, payload);
                         written += 1;
                     }
                 }

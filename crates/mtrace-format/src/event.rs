@@ -201,8 +201,10 @@ pub fn encode_exit(tick: u64, function: FunctionId) -> [u8; EVENT_SIZE] {
     encode_raw(KIND_EXIT, tick, function.0 as u64)
 }
 
+/// 16 event bytes from (kind, tick, payload): the inverse of
+/// [`raw_parts`], without judging them.
 #[inline(always)]
-fn encode_raw(kind: u64, tick: u64, payload: u64) -> [u8; EVENT_SIZE] {
+pub fn encode_raw(kind: u64, tick: u64, payload: u64) -> [u8; EVENT_SIZE] {
     let w0 = (kind << 60) | (tick & MAX_TICK);
     let mut out = [0u8; EVENT_SIZE];
     out[..8].copy_from_slice(&w0.to_le_bytes());
