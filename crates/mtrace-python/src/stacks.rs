@@ -205,6 +205,10 @@ pub(crate) struct Thread {
     /// eagerly runs its first step inside another task's step), each with
     /// the frames of the stack below it.
     tasks: Vec<(Running, Vec<u32>)>,
+    /// The thread's recorder, taken when the session began on the thread:
+    /// an enter or exit through it skips mtrace's own thread-local look-up,
+    /// a call into the dynamic linker in an extension module.
+    recorder: Option<mtrace::ThreadRecorder>,
 }
 
 thread_local! {
@@ -280,6 +284,7 @@ impl Thread {
             below_ctx: Vec::new(),
             callback_value: 0,
             tasks: Vec::new(),
+            recorder: None,
         }
     }
 
@@ -327,7 +332,10 @@ impl Thread {
     #[inline(always)]
     fn push(&mut self, id: u32) {
         self.shadow.push(id);
-        mtrace::enter(FunctionId(id));
+        match self.recorder {
+            Some(here) => here.enter(FunctionId(id)),
+            None => mtrace::enter(FunctionId(id)),
+        }
     }
 
     /// Leaves the top frame if it is `id` (else the call was not recorded).
@@ -335,7 +343,10 @@ impl Thread {
     fn pop_if_top(&mut self, id: u32) -> bool {
         if self.shadow.last() == Some(&id) {
             self.shadow.pop();
-            mtrace::exit(FunctionId(id));
+            match self.recorder {
+                Some(here) => here.exit(FunctionId(id)),
+                None => mtrace::exit(FunctionId(id)),
+            }
             true
         } else {
             false
@@ -1258,6 +1269,7 @@ unsafe fn reset_thread(t: &mut Thread, session: u64) {
     t.shadow.clear();
     t.below_ctx.clear();
     t.session = session;
+    t.recorder = Some(mtrace::ThreadRecorder::current());
 }
 
 /// Closes the frames still open on the calling thread (every level it

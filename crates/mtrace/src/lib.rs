@@ -186,6 +186,74 @@ pub fn exit(function: FunctionId) {
     }
 }
 
+/// The calling thread's recorder, looked up once: its [`enter`](ThreadRecorder::enter)
+/// and [`exit`](ThreadRecorder::exit) are [`enter`] and [`exit`] without
+/// the thread-local look-up each of those makes.
+///
+/// For a binding that keeps state of its own per thread and can keep this
+/// beside it (the Python binding does). Linked into a shared library, as
+/// an extension module is, every thread-local is reached through a call
+/// into the dynamic linker (`__tls_get_addr`): one such call an event fewer
+/// is a sizeable part of an event's cost there. The value belongs to the
+/// thread that took it: it is neither `Send` nor `Sync`.
+///
+/// ```
+/// let here = mtrace::ThreadRecorder::current();
+/// let f = mtrace::register_function("work", file!(), line!(), module_path!());
+/// here.enter(f);
+/// here.exit(f);
+/// ```
+///
+/// ```compile_fail
+/// let here = mtrace::ThreadRecorder::current();
+/// std::thread::spawn(move || here.enter(mtrace::FunctionId(1)));
+/// ```
+#[derive(Clone, Copy)]
+pub struct ThreadRecorder {
+    /// `thread::Local` is not `Sync`: a reference to it is not `Send`.
+    local: &'static thread::Local,
+}
+
+impl ThreadRecorder {
+    /// The calling thread's recorder.
+    #[inline]
+    pub fn current() -> ThreadRecorder {
+        ThreadRecorder {
+            local: thread::this_thread(),
+        }
+    }
+
+    /// [`enter`], on this thread.
+    #[inline]
+    pub fn enter(self, function: FunctionId) {
+        let g = shared::GEN.load(Ordering::Relaxed);
+        if g == shared::GEN_OFF {
+            return;
+        }
+        if function.0 != 0 {
+            thread::enter_on(self.local, g, function.0);
+        }
+    }
+
+    /// [`exit`], on this thread.
+    #[inline]
+    pub fn exit(self, function: FunctionId) {
+        let g = shared::GEN.load(Ordering::Relaxed);
+        if g == shared::GEN_OFF {
+            return;
+        }
+        if function.0 != 0 {
+            thread::exit_on(self.local, g, function.0);
+        }
+    }
+}
+
+impl std::fmt::Debug for ThreadRecorder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ThreadRecorder").finish_non_exhaustive()
+    }
+}
+
 /// Makes `frames` (outermost first) the calling thread's open frames, as
 /// opened before the recording began, without recording an enter for any
 /// of them: for a binding that starts recording a program already running

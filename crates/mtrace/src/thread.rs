@@ -82,7 +82,7 @@ const UNIT: u64 = 1 << STATE_UNITS_SHIFT;
 const MAX_CLAIM_ATTEMPTS: u32 = 16;
 
 /// One thread's recorder state.
-struct Local {
+pub(crate) struct Local {
     // --- hot ---
     /// The generation this thread is bound to (`GEN_OFF` when unbound).
     gen: Cell<u64>,
@@ -200,6 +200,15 @@ thread_local! {
 
 // ---------------------------------------------------------------- hot path
 
+/// The calling thread's state, for a caller that keeps it to pass to
+/// [`enter_on`] and [`exit_on`] (`crate::ThreadRecorder`): its address is
+/// the thread's for as long as the thread lives, and `Local` is not
+/// `Sync`, so the reference cannot leave the thread.
+#[inline]
+pub(crate) fn this_thread() -> &'static Local {
+    local()
+}
+
 /// The calling thread's recorder state.
 ///
 /// The body of every hot function starts here, not inside `LOCAL.with(|l|
@@ -223,7 +232,12 @@ fn local() -> &'static Local {
 /// Records entering `f` (non-zero) under generation `g` (not `GEN_OFF`).
 #[inline(always)]
 pub(crate) fn enter(g: u64, f: u32) {
-    let l = local();
+    enter_on(local(), g, f)
+}
+
+/// [`enter`] on `l`, the calling thread's state ([`this_thread`]).
+#[inline(always)]
+pub(crate) fn enter_on(l: &Local, g: u64, f: u32) {
     let Some(cursor) = hot_cursor(l, g) else {
         return enter_cold(l, g, f);
     };
@@ -245,7 +259,12 @@ pub(crate) fn enter(g: u64, f: u32) {
 /// Records leaving `f` (non-zero) under generation `g` (not `GEN_OFF`).
 #[inline(always)]
 pub(crate) fn exit(g: u64, f: u32) {
-    let l = local();
+    exit_on(local(), g, f)
+}
+
+/// [`exit`] on `l`, the calling thread's state ([`this_thread`]).
+#[inline(always)]
+pub(crate) fn exit_on(l: &Local, g: u64, f: u32) {
     let Some(cursor) = hot_cursor(l, g) else {
         return exit_cold(l, g, f);
     };
