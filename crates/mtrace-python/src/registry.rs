@@ -45,6 +45,18 @@ pub(crate) struct Entry {
     pub bytecode: (*const u8, usize),
 }
 
+impl Entry {
+    /// The entry of no code object: what an empty slot of a cache holds.
+    pub(crate) const NONE: Entry = Entry {
+        id: OWN,
+        resumable: false,
+        coroutine: false,
+        wakes: false,
+        #[cfg(not(Py_3_12))]
+        bytecode: (std::ptr::null(), 0),
+    };
+}
+
 // SAFETY: the bytecode pointer points into a bytes object that is never
 // freed (its reference is leaked) and never written.
 #[cfg(not(Py_3_12))]

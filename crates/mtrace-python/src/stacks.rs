@@ -191,6 +191,14 @@ pub(crate) struct Thread {
     session: u64,
     /// Code objects' entries, each with the session it was last named in.
     codes: PtrMap<(Entry, u64)>,
+    /// The entries of code objects seen lately, each in a slot chosen by
+    /// its address ([`recent_slot`]), in front of `codes`: a hit is a few
+    /// instructions where the map's look-up is some thirty, on every
+    /// event. Only entries already named in this session go in, and a new
+    /// session empties it, so a hit needs no naming. Code objects are
+    /// never freed once registered (`registry::code_entry` keeps them), so
+    /// an address always means the same code.
+    recent: [(usize, Entry); RECENT_SLOTS],
     /// C functions' ids (by `PyMethodDef`), each with the session it was
     /// last named in.
     cfuncs: PtrMap<(u32, u64)>,
@@ -209,6 +217,17 @@ pub(crate) struct Thread {
     /// an enter or exit through it skips mtrace's own thread-local look-up,
     /// a call into the dynamic linker in an extension module.
     recorder: Option<mtrace::ThreadRecorder>,
+}
+
+/// Slots of [`Thread::recent`] (a power of two).
+const RECENT_SLOTS: usize = 256;
+
+/// The slot of `code` in [`Thread::recent`]: its address, multiplied to
+/// spread allocation-aligned addresses, top bits.
+#[inline(always)]
+fn recent_slot(code: *mut ffi::PyObject) -> usize {
+    const SHIFT: u32 = usize::BITS - RECENT_SLOTS.trailing_zeros();
+    ((code as usize).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> SHIFT) & (RECENT_SLOTS - 1)
 }
 
 thread_local! {
@@ -278,6 +297,7 @@ impl Thread {
         Thread {
             session: 0,
             codes: HashMap::with_hasher(std::hash::BuildHasherDefault::new()),
+            recent: [(0, Entry::NONE); RECENT_SLOTS],
             cfuncs: HashMap::with_hasher(std::hash::BuildHasherDefault::new()),
             shadow: Vec::new(),
             ctx: None,
@@ -292,7 +312,17 @@ impl Thread {
     /// functions on use.
     #[inline(always)]
     unsafe fn entry(&mut self, code: *mut ffi::PyObject) -> Entry {
-        match self.codes.get_mut(&(code as usize)) {
+        let (seen, e) = self.recent[recent_slot(code)];
+        if seen == code as usize {
+            return e;
+        }
+        self.entry_not_recent(code)
+    }
+
+    /// [`Thread::entry`] through the map, keeping the entry in `recent`.
+    #[inline(never)]
+    unsafe fn entry_not_recent(&mut self, code: *mut ffi::PyObject) -> Entry {
+        let e = match self.codes.get_mut(&(code as usize)) {
             Some((e, named)) => {
                 name_once(named, self.session, e.id);
                 *e
@@ -303,7 +333,9 @@ impl Thread {
                 self.codes.insert(code as usize, (e, self.session));
                 e
             }
-        }
+        };
+        self.recent[recent_slot(code)] = (code as usize, e);
+        e
     }
 
     /// The id of C function `def`, named in the session's recording if it
@@ -1268,6 +1300,7 @@ unsafe fn reset_thread(t: &mut Thread, session: u64) {
     t.callback_value = 0;
     t.shadow.clear();
     t.below_ctx.clear();
+    t.recent = [(0, Entry::NONE); RECENT_SLOTS];
     t.session = session;
     t.recorder = Some(mtrace::ThreadRecorder::current());
 }
