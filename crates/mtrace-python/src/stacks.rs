@@ -191,14 +191,13 @@ pub(crate) struct Thread {
     session: u64,
     /// Code objects' entries, each with the session it was last named in.
     codes: PtrMap<(Entry, u64)>,
-    /// The entries of code objects seen lately, each in a slot chosen by
-    /// its address ([`recent_slot`]), in front of `codes`: a hit is a few
-    /// instructions where the map's look-up is some thirty, on every
-    /// event. Only entries already named in this session go in, and a new
-    /// session empties it, so a hit needs no naming. Code objects are
+    /// `codes`' entries seen lately (see [`Recent`]). Code objects are
     /// never freed once registered (`registry::code_entry` keeps them), so
     /// an address always means the same code.
-    recent: [(usize, Entry); RECENT_SLOTS],
+    recent_codes: Recent<Entry>,
+    /// `cfuncs`' ids seen lately (a `PyMethodDef` is the function's for
+    /// as long as the map's key is).
+    recent_cfuncs: Recent<u32>,
     /// C functions' ids (by `PyMethodDef`), each with the session it was
     /// last named in.
     cfuncs: PtrMap<(u32, u64)>,
@@ -219,15 +218,49 @@ pub(crate) struct Thread {
     recorder: Option<mtrace::ThreadRecorder>,
 }
 
-/// Slots of [`Thread::recent`] (a power of two).
+/// Slots of a [`Recent`] (a power of two).
 const RECENT_SLOTS: usize = 256;
 
-/// The slot of `code` in [`Thread::recent`]: its address, multiplied to
-/// spread allocation-aligned addresses, top bits.
-#[inline(always)]
-fn recent_slot(code: *mut ffi::PyObject) -> usize {
-    const SHIFT: u32 = usize::BITS - RECENT_SLOTS.trailing_zeros();
-    ((code as usize).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> SHIFT) & (RECENT_SLOTS - 1)
+/// Values of a thread's map seen lately, each in the one slot its key (an
+/// address) picks, in front of the map: a hit is a few instructions where
+/// the map's look-up is some thirty, on every event. Only values already
+/// named in the session go in, and a new session empties it (`clear`), so
+/// a hit needs no naming. Key 0 (no object's address) marks an empty slot.
+struct Recent<V: Copy> {
+    slots: [(usize, V); RECENT_SLOTS],
+    /// What an empty slot holds beside key 0.
+    empty: V,
+}
+
+impl<V: Copy> Recent<V> {
+    const fn new(empty: V) -> Recent<V> {
+        Recent {
+            slots: [(0, empty); RECENT_SLOTS],
+            empty,
+        }
+    }
+
+    /// The slot of `key`: the address multiplied, to spread
+    /// allocation-aligned addresses, and its top bits.
+    #[inline(always)]
+    fn slot(key: usize) -> usize {
+        const SHIFT: u32 = usize::BITS - RECENT_SLOTS.trailing_zeros();
+        (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> SHIFT) & (RECENT_SLOTS - 1)
+    }
+
+    #[inline(always)]
+    fn get(&self, key: usize) -> Option<V> {
+        let (seen, value) = self.slots[Self::slot(key)];
+        (seen == key).then_some(value)
+    }
+
+    fn put(&mut self, key: usize, value: V) {
+        self.slots[Self::slot(key)] = (key, value);
+    }
+
+    fn clear(&mut self) {
+        self.slots = [(0, self.empty); RECENT_SLOTS];
+    }
 }
 
 thread_local! {
@@ -297,7 +330,8 @@ impl Thread {
         Thread {
             session: 0,
             codes: HashMap::with_hasher(std::hash::BuildHasherDefault::new()),
-            recent: [(0, Entry::NONE); RECENT_SLOTS],
+            recent_codes: Recent::new(Entry::NONE),
+            recent_cfuncs: Recent::new(registry::OWN),
             cfuncs: HashMap::with_hasher(std::hash::BuildHasherDefault::new()),
             shadow: Vec::new(),
             ctx: None,
@@ -312,11 +346,10 @@ impl Thread {
     /// functions on use.
     #[inline(always)]
     unsafe fn entry(&mut self, code: *mut ffi::PyObject) -> Entry {
-        let (seen, e) = self.recent[recent_slot(code)];
-        if seen == code as usize {
-            return e;
+        match self.recent_codes.get(code as usize) {
+            Some(e) => e,
+            None => self.entry_not_recent(code),
         }
-        self.entry_not_recent(code)
     }
 
     /// [`Thread::entry`] through the map, keeping the entry in `recent`.
@@ -334,7 +367,7 @@ impl Thread {
                 e
             }
         };
-        self.recent[recent_slot(code)] = (code as usize, e);
+        self.recent_codes.put(code as usize, e);
         e
     }
 
@@ -347,7 +380,21 @@ impl Thread {
         callable: *mut ffi::PyObject,
         self_arg: *mut ffi::PyObject,
     ) -> u32 {
-        match self.cfuncs.get_mut(&def) {
+        match self.recent_cfuncs.get(def) {
+            Some(id) => id,
+            None => self.cfunction_not_recent(def, callable, self_arg),
+        }
+    }
+
+    /// [`Thread::cfunction`] through the map, keeping the id in `recent_cfuncs`.
+    #[inline(never)]
+    unsafe fn cfunction_not_recent(
+        &mut self,
+        def: usize,
+        callable: *mut ffi::PyObject,
+        self_arg: *mut ffi::PyObject,
+    ) -> u32 {
+        let id = match self.cfuncs.get_mut(&def) {
             Some((id, named)) => {
                 name_once(named, self.session, *id);
                 *id
@@ -358,7 +405,9 @@ impl Thread {
                 self.cfuncs.insert(def, (id, self.session));
                 id
             }
-        }
+        };
+        self.recent_cfuncs.put(def, id);
+        id
     }
 
     #[inline(always)]
@@ -1300,7 +1349,8 @@ unsafe fn reset_thread(t: &mut Thread, session: u64) {
     t.callback_value = 0;
     t.shadow.clear();
     t.below_ctx.clear();
-    t.recent = [(0, Entry::NONE); RECENT_SLOTS];
+    t.recent_codes.clear();
+    t.recent_cfuncs.clear();
     t.session = session;
     t.recorder = Some(mtrace::ThreadRecorder::current());
 }
