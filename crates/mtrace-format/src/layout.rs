@@ -101,6 +101,13 @@ pub const CHUNK_FLAG_RESTART: u64 = 1 << 0;
 /// their time here but not their calls (the earlier file counts those),
 /// so the files of a series add up to one recording.
 pub const CHUNK_FLAG_CONTINUED: u64 = 1 << 1;
+/// Offset of a version-4 chunk's event count plus one (u32): stored by the
+/// recorder when it lets go of the chunk, 0 while it writes it (and in
+/// chunks of recorders before the field, and of other writers). A hint
+/// for counting the events without walking them; the events themselves
+/// decide (a reader must not trust it for anything that could go wrong
+/// if it were false).
+pub const C_EVENTS_PLUS_ONE: usize = 0x20;
 /// Smallest chunk size the reader accepts.
 pub const MIN_CHUNK_SIZE: usize = 1024;
 /// Largest chunk size the state word can describe.

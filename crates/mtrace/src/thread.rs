@@ -100,6 +100,10 @@ pub(crate) struct Local {
     state_word: Cell<*const AtomicU64>,
     /// The value last stored in it.
     state: Cell<u64>,
+    /// Compact events committed in the chunk held, stored in its header
+    /// when it is let go (`C_EVENTS_PLUS_ONE`): the summary then counts a
+    /// finished chunk's events without walking them.
+    chunk_events: Cell<u32>,
     /// Open frames of the stack the thread runs (its own or a logical one).
     frames: UnsafeCell<ManuallyDrop<Vec<u32>>>,
     // --- cold ---
@@ -150,6 +154,7 @@ impl Local {
             tail: Cell::new(ptr::null_mut()),
             state_word: Cell::new(ptr::null()),
             state: Cell::new(0),
+            chunk_events: Cell::new(0),
             frames: UnsafeCell::new(ManuallyDrop::new(Vec::new())),
             shared: Cell::new(ptr::null()),
             tid: Cell::new(0),
@@ -374,6 +379,8 @@ fn commit(l: &Local, cursor: *mut u8) {
 #[inline(always)]
 fn commit_bytes(l: &Local, cursor: *mut u8, n: usize) {
     l.cursor.set(cursor.wrapping_add(n));
+    // No overflow: a body (under 8 MiB) holds fewer than 2^32 events.
+    l.chunk_events.set(l.chunk_events.get().wrapping_add(1));
     let state = l.state.get() + ((n as u64) << STATE_UNITS_SHIFT);
     l.state.set(state);
     // SAFETY: as in `commit`.
@@ -1166,6 +1173,8 @@ fn claim(l: &Local, shared: &Shared) -> bool {
                 _ => 0,
             };
             (chunk.add(C_FLAGS) as *mut u64).write(flags.to_le());
+            // A ring's slot may hold the count of its last use.
+            (chunk.add(C_EVENTS_PLUS_ONE) as *mut u32).write(0);
             let body = std::slice::from_raw_parts_mut(chunk.add(CHUNK_HEADER_SIZE), body_len);
             let current = l.current.get();
             let frames: &[u32] = l.frames();
@@ -1206,6 +1215,7 @@ fn claim(l: &Local, shared: &Shared) -> bool {
         l.state_word.set(state);
         l.state.set(committed);
         l.compact.set(shared.compact);
+        l.chunk_events.set(0);
         // SAFETY: all inside the owned chunk. Events stop a `lost`
         // event's reserve short of its end, which stays free for a `lost`
         // mark (the snapshot takes at most a quarter of the body).
@@ -1267,8 +1277,17 @@ fn release_chunk(l: &Local) {
     let same_process = l.fork_epoch.get() == crate::process::forks();
     if !word.is_null() && same_process {
         // SAFETY: the chunk's map is not given back while the thread is
-        // bound to its recording (see `shared.rs`, "Retired files").
-        unsafe { (*word).store(l.state.get() & !STATE_WRITING, Ordering::Release) };
+        // bound to its recording (see `shared.rs`, "Retired files"); the
+        // state word is at the start of the chunk's header, which the
+        // thread alone writes while it holds the chunk.
+        unsafe {
+            if l.compact.get() {
+                let count = (word as *mut u8).add(C_EVENTS_PLUS_ONE) as *mut u32;
+                count.write((l.chunk_events.get().saturating_add(1)).to_le());
+            }
+            // Release: the count is seen with the state that lets go.
+            (*word).store(l.state.get() & !STATE_WRITING, Ordering::Release)
+        };
     }
     l.cursor.set(ptr::null_mut());
     l.end.set(ptr::null_mut());

@@ -123,6 +123,19 @@ pub(crate) fn open(
     Ok(shared)
 }
 
+/// The events of compact chunk `slot` as its writer counted them when it
+/// let go of it (`C_EVENTS_PLUS_ONE`, stored before the state word, which
+/// was loaded with acquire ordering), if it did (`writing` is clear).
+fn released_count(map: &TraceMap, slot: u64, writing: bool) -> Option<u64> {
+    if writing {
+        return None;
+    }
+    // SAFETY: the slot is below the ready slots, so its header is mapped;
+    // a chunk let go of is not written again while the recording lives.
+    let plus_one = unsafe { (map.chunk(slot).add(C_EVENTS_PLUS_ONE) as *const u32).read() };
+    u32::from_le(plus_one).checked_sub(1).map(u64::from)
+}
+
 /// The events of compact chunk `slot`, whose state word (loaded with
 /// acquire ordering) says `committed` bytes: compact events have no fixed
 /// size, so they are counted by walking their sizes.
@@ -212,7 +225,10 @@ fn summarize(shared: &Shared) -> Summary {
         }
         chunks += 1;
         if shared.compact {
-            events += compact_events_in(map, slot, state.committed_bytes);
+            events += match released_count(map, slot, state.writing) {
+                Some(count) => count,
+                None => compact_events_in(map, slot, state.committed_bytes),
+            };
             continue;
         }
         let body = map.chunks_offset + slot as usize * map.chunk_size + CHUNK_HEADER_SIZE;

@@ -10,7 +10,7 @@ use common::{decode, serial, TempTrace};
 use mtrace::{Config, Format, FunctionId, LogicalStack, Mode, StackId};
 use mtrace_format::layout::{
     CHUNK_HEADER_SIZE, COMPACT_FORMAT_VERSION, COMPACT_LOST_RESERVE, COMPACT_MAX_EVENT_SIZE,
-    C_STATE,
+    C_EVENTS_PLUS_ONE, C_STATE,
 };
 use mtrace_format::{ChunkProblemKind, Event, EventKind, TraceFile};
 
@@ -122,6 +122,20 @@ fn every_kind_round_trips_through_the_recorder_across_chunk_ends() {
     // The pauses made deltas past the third size class (2^20 ticks).
     assert!(events.windows(2).any(|w| w[1].tick - w[0].tick > 1 << 20));
     assert_eq!(summary.events, d.event_count(), "the summary counts them");
+    // Every chunk let go of holds its count, which the summary reads.
+    let whole = std::fs::read(trace.path()).unwrap();
+    let file = TraceFile::parse(&whole).unwrap();
+    let mut counted = 0;
+    for slot in 0..file.chunk_slots() {
+        let Some(c) = file.chunk(slot).unwrap() else {
+            continue;
+        };
+        let at = c.offset as usize + C_EVENTS_PLUS_ONE;
+        let stored = u32::from_le_bytes(whole[at..at + 4].try_into().unwrap());
+        assert_eq!(stored as usize, c.events().count() + 1, "slot {slot}");
+        counted += 1;
+    }
+    assert!(counted > 20, "{counted} chunks");
 
     // Many chunks, each filled to less than a largest event before the
     // `lost` reserve (events of every size met the end of a chunk).
