@@ -156,6 +156,41 @@ fn what_a_saved_report_does_not_hold_is_refused_with_the_reason() {
     );
     let line = diff(&a, &b, &["--from", "1ms"]).fails_with_one_line();
     assert!(line.contains("--from and --to apply to traces"), "{line}");
+    // A report saved with some of its functions or edges left out would
+    // show them as gone: refused, saying why. A whole one is not marked.
+    let whole: Value =
+        serde_json::from_slice(&std::fs::read(&a).expect("read a.json")).expect("a.json is JSON");
+    assert!(whole.get("functions_total").is_none() && whole.get("edges_total").is_none());
+    let limited = save(&dir, "limited.json", &base, &["--limit", "2"]);
+    let report: Value = serde_json::from_slice(&std::fs::read(&limited).expect("read"))
+        .expect("limited.json is JSON");
+    let total = report["functions_total"].as_u64().expect("functions_total");
+    assert_eq!(report["functions"].as_array().expect("functions").len(), 2);
+    assert!(total > 2, "{total}");
+    let line = diff(&limited, &b, &[]).fails_with_one_line();
+    assert!(
+        line.contains(&format!(
+            "limited.json: a saved report lists 2 of its {total} functions (it was saved with --filter or --limit)"
+        )),
+        "{line}"
+    );
+    let filtered = save(&dir, "filtered.json", &new, &["--filter", "^work"]);
+    let line = diff(&a, &filtered, &[]).fails_with_one_line();
+    assert!(
+        line.contains("filtered.json: a saved report lists "),
+        "{line}"
+    );
+    let callers = save(
+        &dir,
+        "callers.json",
+        &new,
+        &["--callers", "^nothing-calls-this$"],
+    );
+    let line = diff(&a, &callers, &[]).fails_with_one_line();
+    assert!(
+        line.contains("callers.json: a saved report lists 0 of its "),
+        "{line}"
+    );
     // A saved report cut short is an error, not a trace.
     let text = std::fs::read_to_string(&a).expect("read the report");
     let cut = dir.write("cut.json", &text[..text.len() / 2]);

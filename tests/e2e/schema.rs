@@ -201,6 +201,8 @@ fn schemas_describe_and_require_every_field() {
         "report.schema.json",
         &[
             "$.paths",
+            "$.functions_total",
+            "$.edges_total",
             "ThreadSummary.lost_from_ns",
             "TraceSummary.traces",
             "TraceSummary.host",

@@ -13,7 +13,8 @@
 //! verdicts are those of a diff of the traces analyzed the same way. It
 //! holds no call paths and was analyzed once, with its own clock and
 //! window: a diff that needs another analysis of it is refused, with the
-//! reason ([`fit`]).
+//! reason ([`fit`]); so is a report saved with some of its functions or
+//! edges left out (`functions_total`, `edges_total`).
 
 use std::fs::File;
 use std::io::{BufReader, Read};
@@ -119,6 +120,20 @@ pub(crate) fn fit(path: &Path, report: &Report, options: &AnalyzeOptions) -> Res
                 report.clock
             ));
         }
+    }
+    if let Some(total) = report.functions_total {
+        return refuse(format!(
+            "lists {} of its {total} functions (it was saved with --filter or --limit): \
+             a function it leaves out would read as gone; save it again without them",
+            report.functions.len()
+        ));
+    }
+    if let Some(total) = report.edges_total {
+        return refuse(format!(
+            "lists {} of its {total} caller-callee edges (it was saved with --callers or \
+             --callees): save it again without them",
+            report.edges.len()
+        ));
     }
     if options.from.is_some() || options.to.is_some() {
         return refuse(

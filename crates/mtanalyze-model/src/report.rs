@@ -25,8 +25,19 @@ pub struct Report {
     pub clock: Clock,
     /// Per-function statistics.
     pub functions: Vec<FunctionStats>,
+    /// How many functions the analysis found, when `functions` lists fewer
+    /// (a report written with `--filter` or `--limit`); `None` when it
+    /// lists them all. A diff of saved reports refuses a cut one, whose
+    /// missing functions would read as gone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub functions_total: Option<u64>,
     /// Per caller -> callee edge statistics.
     pub edges: Vec<EdgeStats>,
+    /// How many edges the analysis found, when `edges` lists fewer (those
+    /// of the listed functions, or `--callers`/`--callees`); `None` when
+    /// it lists them all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub edges_total: Option<u64>,
     /// Per logical stack statistics (empty if only counted: see
     /// `stack_rows`).
     pub stacks: Vec<StackStats>,

@@ -139,6 +139,8 @@ pub(super) fn assemble(
         clock,
         functions,
         edges: Vec::new(),
+        functions_total: None,
+        edges_total: None,
         stacks,
         warnings,
         marks,

@@ -70,7 +70,13 @@ fn write_report<R: Borrow<StackStats> + Send + Sync>(
     field(out, "trace", report.trace, true)?;
     field(out, "clock", &report.clock, false)?;
     field(out, "functions", &report.functions, false)?;
+    if let Some(total) = report.functions_total {
+        field(out, "functions_total", &total, false)?;
+    }
     field(out, "edges", &report.edges, false)?;
+    if let Some(total) = report.edges_total {
+        field(out, "edges_total", &total, false)?;
+    }
     out.write_all(b",\n  \"stacks\": ")?;
     stacks(out, rows, ROWS_PER_JOB, ROWS_PER_BATCH)?;
     field(out, "warnings", report.warnings, false)?;

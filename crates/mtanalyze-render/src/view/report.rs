@@ -407,8 +407,14 @@ pub struct ReportView<'r> {
     pub clock: Clock,
     /// The function rows kept, in view order.
     pub functions: Vec<&'r FunctionStats>,
+    /// How many functions the report has, when fewer are kept.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub functions_total: Option<u64>,
     /// The edges kept.
     pub edges: Vec<&'r EdgeStats>,
+    /// How many edges the report has, when fewer are kept.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub edges_total: Option<u64>,
     /// Every stack.
     pub stacks: &'r [StackStats],
     /// Every warning.
@@ -427,7 +433,9 @@ impl<'r> From<&'r Report> for ReportView<'r> {
             trace: &report.trace,
             clock: report.clock,
             functions: report.functions.iter().collect(),
+            functions_total: report.functions_total,
             edges: report.edges.iter().collect(),
+            edges_total: report.edges_total,
             stacks: &report.stacks,
             warnings: &report.warnings,
             marks: &report.marks,
@@ -453,7 +461,7 @@ pub fn filtered_report<'r>(
     let functions: Vec<&FunctionStats> = rows.iter().map(|&i| &report.functions[i]).collect();
     let everything = functions.len() == report.functions.len();
     let kept: BTreeSet<FunctionKey> = functions.iter().map(|f| f.key()).collect();
-    let edges = report
+    let edges: Vec<&EdgeStats> = report
         .edges
         .iter()
         .filter(|e| everything || kept.contains(&e.caller_key()) || kept.contains(&e.callee_key()))
@@ -474,10 +482,21 @@ pub fn filtered_report<'r>(
             })
         })
         .collect();
+    // A report that was itself cut (read back from a saved one) keeps
+    // the count it was cut from.
+    let total_if_cut = |kept: usize, had: usize, total: Option<u64>| {
+        total.or_else(|| (kept < had).then_some(had as u64))
+    };
     ReportView {
         trace: &report.trace,
         clock: report.clock,
+        functions_total: total_if_cut(
+            functions.len(),
+            report.functions.len(),
+            report.functions_total,
+        ),
         functions,
+        edges_total: total_if_cut(edges.len(), report.edges.len(), report.edges_total),
         edges,
         stacks: &report.stacks,
         warnings: &report.warnings,
@@ -559,6 +578,8 @@ mod tests {
                 edge("alpha", "gamma"),
                 edge("gamma", "beta"),
             ],
+            functions_total: None,
+            edges_total: None,
             stacks: vec![],
             stack_rows: Default::default(),
             stacks_shown: 0,
