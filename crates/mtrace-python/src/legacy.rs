@@ -51,9 +51,11 @@
 //!
 //! Its price: while an evaluator is set, 3.11 no longer inlines a Python
 //! function's call into the caller's `_PyEval_EvalFrameDefault`, so every
-//! Python call is a C call again (as on 3.10), plus the check here (an
-//! exported call and a thread-local). `bench/bench.py` measures it with the
-//! rest of the recording. Deep recursion uses the C stack again: a program
+//! Python call is a C call again (as on 3.10), plus the check here: a
+//! load of the thread state's profile function, which is already mtrace's
+//! on nearly every frame, else an exported call and a thread-local (an
+//! extension reaches those through a call to `__tls_get_addr`).
+//! `bench/bench.py` measures it with the rest of the recording. Deep recursion uses the C stack again: a program
 //! that raises the recursion limit far above its default can overflow it
 //! while recording. An evaluator that was set before [`install_all`] (a
 //! JIT, a debugger) is chained: it runs each frame after the check; one set
@@ -243,6 +245,10 @@ pub(crate) fn install_all(_py: Python<'_>, builtins: bool) -> PyResult<()> {
     // SAFETY: attached (a Python token), so the thread list is stable.
     unsafe {
         set_all(Some(profile));
+        let tstate = ffi::PyThreadState_Get();
+        PROFILE_FIELD_READS.store(true, Ordering::Relaxed);
+        let reads = runs_profile(tstate);
+        PROFILE_FIELD_READS.store(reads, Ordering::Relaxed);
         hook_frames();
     }
     Ok(())
@@ -293,6 +299,34 @@ pub(crate) fn uninstall_all(_py: Python<'_>) -> PyResult<()> {
 /// is not taken back.
 static EXISTING: AtomicI64 = AtomicI64::new(0);
 
+/// Offset of `c_profilefunc` in 3.11's `PyThreadState` (`struct _ts`,
+/// `Include/cpython/pystate.h`: three pointers, seven `int`s, `cframe`).
+/// Checked at [`install_all`] on the calling thread, whose profile
+/// function is then [`profile`]; where it does not read back,
+/// [`PROFILE_FIELD_READS`] stays false and every frame takes the check
+/// through [`SEEN`].
+const C_PROFILEFUNC_OFFSET: usize = 64;
+
+/// [`C_PROFILEFUNC_OFFSET`] read back [`profile`] on the installing thread.
+static PROFILE_FIELD_READS: AtomicBool = AtomicBool::new(false);
+
+/// Whether `tstate`'s profile function is [`profile`] (false, whatever it
+/// is, if the field's offset did not check out).
+#[inline(always)]
+unsafe fn runs_profile(tstate: *mut ffi::PyThreadState) -> bool {
+    if !PROFILE_FIELD_READS.load(Ordering::Relaxed) {
+        return false;
+    }
+    // SAFETY: the thread state is live (its frame is about to run) and
+    // larger than the offset; a function pointer or null is stored there.
+    let field = tstate
+        .cast::<u8>()
+        .add(C_PROFILEFUNC_OFFSET)
+        .cast::<*const ()>()
+        .read();
+    field == profile as *const ()
+}
+
 /// The evaluator [`evaluate`] hands each frame to: the one the interpreter
 /// had when it was installed, or null for CPython's own. Written under the
 /// GIL before the interpreter can call `evaluate`.
@@ -315,9 +349,14 @@ unsafe extern "C" fn evaluate(
     frame: *mut ffi::_PyInterpreterFrame,
     throwflag: c_int,
 ) -> *mut ffi::PyObject {
-    let id = ffi::PyThreadState_GetID(tstate);
-    if SEEN.with(|seen| seen.replace(id)) != id {
-        adopt(tstate, id);
+    // A thread state already running `profile` needs nothing: `adopt`
+    // would set what is set. Otherwise (not yet given it, or another
+    // profile function replaced it), the thread state is adopted once.
+    if !runs_profile(tstate) {
+        let id = ffi::PyThreadState_GetID(tstate);
+        if SEEN.with(|seen| seen.replace(id)) != id {
+            adopt(tstate, id);
+        }
     }
     let next = NEXT.load(Ordering::Relaxed);
     if next.is_null() {
