@@ -1,12 +1,30 @@
 //! A thread's events a batch at a time, in chunk order, for the segment
 //! pass and the replay: where an event is ([`Pos`]), where a chunk restarts
 //! from its snapshot ([`Restart`]).
+//!
+//! A batch is 16-byte events. Those of a version 1 to 3 file are the
+//! file's bytes; a compact (version 4) chunk's are expanded when a batch
+//! reaches them, into a buffer the worker reuses (one chunk's events at
+//! most), so no image of the whole file is made and the expansion's
+//! writes stay in cache. A batch that starts inside a compact chunk
+//! expands from the chunk's last `switch` event at or before its first
+//! event ([`super::SwitchAt`]: a stack's stretch starts at one), and up
+//! to its last event only, so a stack replayed stretch by stretch decodes
+//! each of its events once more, not its chunks' every event.
+//!
+//! ```text
+//! compact chunk:  snapshot | e0 e1 e2 [switch] e4 e5 e6 [switch] e8 ...
+//! batch [5, 7):                          ^ decoded from here, e4..e6 written, e5..e6 lent
+//! ```
 
+use std::cell::Cell;
+
+use mtrace_format::compact::CompactEvents;
 use mtrace_format::event::raw_parts;
 use mtrace_format::layout::EVENT_SIZE;
 use mtrace_format::{BadEvent, ChunkProblem, ChunkProblemKind, Event, StackId, TraceFile};
 
-use super::ChunkRef;
+use super::{ChunkRef, SwitchAt, ThreadChunks};
 
 /// Asks the CPU to start loading the cache line at `p`. The replay reads
 /// short runs of events scattered over the file (a fiber's stretch is a few
@@ -54,17 +72,49 @@ pub(crate) struct Batch<'a> {
     pub first_event: u32,
     /// Set when the thread's history before this chunk is missing.
     pub restart: Option<Restart>,
-    /// The events in range, 16 bytes each.
-    pub raw: &'a [u8],
+    raw: &'a [u8],
+    /// A compact chunk's events, expanded: `raw` is then empty and the
+    /// events in range are `expanded[lent]`.
+    expanded: Option<Vec<[u8; EVENT_SIZE]>>,
+    lent: (usize, usize),
     slot: u64,
     offset: u64,
 }
 
+thread_local! {
+    /// The buffer a worker's compact chunks are expanded into: taken by a
+    /// batch, handed back when it is dropped. A worker holding two batches
+    /// at once (the `gil` clock's merge) gives the second a buffer of its own.
+    static EXPANDED: Cell<Vec<[u8; EVENT_SIZE]>> = const { Cell::new(Vec::new()) };
+    /// The named frames of the worker's compact walks, reused likewise.
+    static NAMED: Cell<Vec<u32>> = const { Cell::new(Vec::new()) };
+}
+
+impl Drop for Batch<'_> {
+    fn drop(&mut self) {
+        if let Some(buffer) = self.expanded.take() {
+            EXPANDED.with(|b| b.set(buffer));
+        }
+    }
+}
+
 impl Batch<'_> {
+    /// The events in range, 16 bytes each.
+    #[inline(always)]
+    pub(crate) fn raw(&self) -> &[u8] {
+        match &self.expanded {
+            Some(events) => events
+                .get(self.lent.0..self.lent.1)
+                .unwrap_or_default()
+                .as_flattened(),
+            None => self.raw,
+        }
+    }
+
     /// The events in range.
     #[inline]
     pub(crate) fn events(&self) -> impl Iterator<Item = &[u8; EVENT_SIZE]> + '_ {
-        self.raw
+        self.raw()
             .chunks_exact(EVENT_SIZE)
             .map(|e| e.try_into().unwrap_or(&[0; EVENT_SIZE]))
     }
@@ -72,25 +122,27 @@ impl Batch<'_> {
     /// Number of events.
     #[inline(always)]
     pub(crate) fn len(&self) -> usize {
-        self.raw.len() / EVENT_SIZE
+        self.raw().len() / EVENT_SIZE
     }
 
     /// The `i`-th event split by `event::raw_parts` into (kind, tick,
     /// payload); past the end, a kind no event has.
     #[inline(always)]
     pub(crate) fn parts(&self, i: usize) -> (u64, u64, u64) {
-        self.raw
+        self.raw()
             .get(i * EVENT_SIZE..(i + 1) * EVENT_SIZE)
             .and_then(|b| <&[u8; EVENT_SIZE]>::try_from(b).ok())
             .map_or((u64::MAX, 0, 0), raw_parts)
     }
 
     /// What is wrong with the `i`-th event of the batch, which the caller
-    /// found invalid (`event::raw_is_valid`).
+    /// found invalid (`event::raw_is_valid`). A compact chunk's expansion
+    /// ends at its first damaged event, which `decode` reported with its
+    /// offset: its batches hold none.
     pub(crate) fn problem(&self, i: usize) -> ChunkProblem {
         let at = i * EVENT_SIZE;
         let bad = self
-            .raw
+            .raw()
             .get(at..at + EVENT_SIZE)
             .and_then(|b| <&[u8; EVENT_SIZE]>::try_from(b).ok())
             .and_then(|b| Event::decode(b).err())
@@ -110,6 +162,7 @@ impl Batch<'_> {
 pub(crate) struct Batches<'a, 'd> {
     file: &'d TraceFile<'a>,
     chunks: &'d [ChunkRef],
+    switches: &'d [SwitchAt],
     next: Pos,
     to: Pos,
     prev_tick: u64,
@@ -117,17 +170,18 @@ pub(crate) struct Batches<'a, 'd> {
 }
 
 impl<'a, 'd> Batches<'a, 'd> {
-    /// Events of `chunks` in `[from, to)`, clamping from `floor_tick`.
+    /// Events of `thread`'s chunks in `[from, to)`, clamping from `floor_tick`.
     pub(crate) fn new(
         file: &'d TraceFile<'a>,
-        chunks: &'d [ChunkRef],
+        thread: &'d ThreadChunks,
         from: Pos,
         to: Pos,
         floor_tick: u64,
     ) -> Self {
         Batches {
             file,
-            chunks,
+            chunks: &thread.chunks,
+            switches: &thread.switches,
             next: from,
             to,
             prev_tick: floor_tick,
@@ -136,12 +190,12 @@ impl<'a, 'd> Batches<'a, 'd> {
     }
 
     /// The whole stream of a thread.
-    pub(crate) fn all(file: &'d TraceFile<'a>, chunks: &'d [ChunkRef]) -> Self {
+    pub(crate) fn all(file: &'d TraceFile<'a>, thread: &'d ThreadChunks) -> Self {
         let end = Pos {
-            chunk: chunks.len() as u32,
+            chunk: thread.chunks.len() as u32,
             event: 0,
         };
-        Self::new(file, chunks, Pos::default(), end, 0)
+        Self::new(file, thread, Pos::default(), end, 0)
     }
 
     /// Clamps a tick so the thread's ticks never go backwards; returns the
@@ -221,6 +275,21 @@ impl<'a, 'd> Batches<'a, 'd> {
                 r.events
             };
             let first = first.min(end);
+            if r.compact {
+                let Some((expanded, lent)) = self.expand(r, first, end) else {
+                    continue;
+                };
+                return Some(Batch {
+                    chunk: ci,
+                    first_event: first,
+                    restart,
+                    raw: &[],
+                    expanded: Some(expanded),
+                    lent,
+                    slot: r.slot,
+                    offset: r.events_offset,
+                });
+            }
             // `decode` checked that the committed events lie in the file.
             let from = r.events_offset as usize + first as usize * EVENT_SIZE;
             let to = r.events_offset as usize + end as usize * EVENT_SIZE;
@@ -232,9 +301,52 @@ impl<'a, 'd> Batches<'a, 'd> {
                 first_event: first,
                 restart,
                 raw,
+                expanded: None,
+                lent: (0, 0),
                 slot: r.slot,
                 offset: from as u64,
             });
         }
+    }
+
+    /// Events `[first, end)` of compact chunk `r`, expanded into the
+    /// worker's buffer from the chunk's last `switch` at or before `first`
+    /// (or its start): the buffer and the range of it that holds them.
+    /// `None` if the chunk no longer decodes (the bytes changed under us).
+    fn expand(
+        &self,
+        r: &ChunkRef,
+        first: u32,
+        end: u32,
+    ) -> Option<(Vec<[u8; EVENT_SIZE]>, (usize, usize))> {
+        let chunk = self.file.chunk(r.slot).ok().flatten()?;
+        let (start, count) = (r.switches.0 as usize, r.switches.1 as usize);
+        let switches = self.switches.get(start..start + count).unwrap_or_default();
+        // The last switch at or before `first`.
+        let from = switches
+            .partition_point(|s| s.event <= first)
+            .checked_sub(1)
+            .and_then(|i| switches.get(i));
+        let named = NAMED.with(Cell::take);
+        let (mut walk, skipped) = match from {
+            Some(s) => {
+                let rest = chunk.event_bytes().get(s.offset as usize..)?;
+                let offset = r.events_offset + s.offset as u64;
+                let walk = CompactEvents::resume(rest, r.slot, offset, s.prev_tick, named);
+                (walk, s.event)
+            }
+            None => (chunk.compact_events(named)?, 0),
+        };
+        let mut buffer = EXPANDED.with(Cell::take);
+        let wanted = (end - skipped) as usize;
+        // Grown, never shrunk: the slots past what a batch writes keep old
+        // events, which no batch lends.
+        if buffer.len() < wanted {
+            buffer.resize(wanted, [0; EVENT_SIZE]);
+        }
+        let written = walk.fill_events(&mut buffer[..wanted]);
+        NAMED.with(|n| n.set(walk.into_named()));
+        let lent = ((first - skipped) as usize).min(written);
+        Some((buffer, (lent, written)))
     }
 }
