@@ -29,8 +29,12 @@
 //! the (kind, tick, payload) parts [`crate::event::raw_parts`] gives for a
 //! 16-byte event ([`CompactEvents::next_raw`],
 //! [`CompactEvents::for_each_raw`]), or written as 16-byte events into
-//! a buffer ([`CompactEvents::write_events`], an expansion's walk); it
-//! reports the byte offset of the first event it cannot decode. [`crate::Chunk::events`] and
+//! a buffer ([`CompactEvents::write_events`], an expansion's walk, and
+//! [`CompactEvents::fill_events`], which stops when the buffer is full);
+//! it reports the byte offset of the first event it cannot decode. A
+//! `switch` forgets the named frames, so a reader can decode a chunk
+//! again from one ([`CompactEvents::count_with_switches`] finds them,
+//! [`CompactEvents::resume`] starts there) without the events before it. [`crate::Chunk::events`] and
 //! [`crate::Chunk::compact_events`] walk a version-4 chunk through it.
 
 use crate::error::{ChunkProblem, ChunkProblemKind, CompactFault};

@@ -350,3 +350,139 @@ impl<'a, 'd> Batches<'a, 'd> {
         Some((buffer, (lent, written)))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::decode::{decode, Decoded};
+
+    fn sample(name: &str) -> Vec<u8> {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../sample-traces");
+        std::fs::read(root.join(name)).expect("sample trace")
+    }
+
+    /// The events of `[from, to)` of a thread, batch after batch.
+    fn events(decoded: &Decoded<'_>, thread: usize, from: Pos, to: Pos) -> Vec<u8> {
+        let t = &decoded.threads[thread];
+        let mut batches = Batches::new(&decoded.file, t, from, to, 0);
+        let mut out = Vec::new();
+        while let Some(b) = batches.next_batch() {
+            out.extend_from_slice(b.raw());
+        }
+        out
+    }
+
+    /// Every range of a compact trace's events, from a chunk's start, from
+    /// a `switch`, from just after one, from anywhere between, to anywhere
+    /// after (in the chunk or a later one), holds the events its 16-byte
+    /// image holds (the format crate's expansion of the whole file), and
+    /// the chunks the damage cut are the image's, at the same offsets.
+    fn reads_as_its_image(compact: &[u8]) {
+        let file = TraceFile::parse(compact).expect("parses");
+        assert!(file.is_compact());
+        let image = mtrace_format::convert::expand(&file).expect("expands");
+        let lazy = decode(compact, None, false).expect("decodes");
+        let whole = decode(&image.bytes, None, false).expect("decodes");
+        assert_eq!(lazy.cut, image.cut);
+        assert_eq!(lazy.damaged, image.damaged);
+        assert_eq!(lazy.threads.len(), whole.threads.len());
+        let mut mid_chunk = 0;
+        for (i, (a, b)) in lazy.threads.iter().zip(&whole.threads).enumerate() {
+            let counts = |t: &ThreadChunks| t.chunks.iter().map(|c| c.events).collect::<Vec<_>>();
+            assert_eq!(counts(a), counts(b), "thread {i}");
+            let end = Pos {
+                chunk: a.chunks.len() as u32,
+                event: 0,
+            };
+            assert_eq!(
+                events(&lazy, i, Pos::default(), end),
+                events(&whole, i, Pos::default(), end)
+            );
+            for (ci, c) in a.chunks.iter().enumerate() {
+                let (s, n) = (c.switches.0 as usize, c.switches.1 as usize);
+                let mut firsts = vec![0, c.events / 3, c.events / 2, c.events.saturating_sub(1)];
+                for sw in &a.switches[s..s + n] {
+                    firsts.extend([sw.event, sw.event + 1, sw.event + 2]);
+                }
+                for first in firsts.into_iter().filter(|&f| f <= c.events) {
+                    mid_chunk += (first > 0) as usize;
+                    let from = Pos {
+                        chunk: ci as u32,
+                        event: first,
+                    };
+                    let ends = [
+                        Pos {
+                            chunk: ci as u32,
+                            event: (first + 1).min(c.events),
+                        },
+                        Pos {
+                            chunk: ci as u32,
+                            event: c.events,
+                        },
+                        Pos {
+                            chunk: ci as u32 + 1,
+                            event: 3,
+                        },
+                    ];
+                    for to in ends {
+                        assert_eq!(
+                            events(&lazy, i, from, to),
+                            events(&whole, i, from, to),
+                            "thread {i}, {from:?} to {to:?}"
+                        );
+                    }
+                }
+            }
+        }
+        assert!(mid_chunk > 0, "some batches start inside a chunk");
+    }
+
+    #[test]
+    fn a_compact_trace_reads_as_its_image_from_any_event() {
+        let compact = sample("workload-v4.bin");
+        let lazy = decode(&compact, None, false).expect("decodes");
+        let switches: usize = lazy.threads.iter().map(|t| t.switches.len()).sum();
+        assert!(switches > 100, "the sample switches stacks inside chunks");
+        reads_as_its_image(&compact);
+    }
+
+    /// A chunk cut by a damaged event, and one the file's end tore, keep
+    /// every event before the damage, read from any event, and report the
+    /// damage where the image's expansion does.
+    #[test]
+    fn a_damaged_compact_chunk_reads_as_its_image() {
+        let mut compact = sample("workload-v4.bin");
+        let lazy = decode(&compact, None, false).expect("decodes");
+        // A switch in the middle of a chunk that holds many, made a long
+        // form whose width code names no width (tag 0: the long form with
+        // no tick bytes, then the kind byte).
+        let (thread, chunk) = lazy
+            .threads
+            .iter()
+            .flat_map(|t| t.chunks.iter().map(move |c| (t, c)))
+            .max_by_key(|(_, c)| c.switches.1)
+            .expect("chunks");
+        let sw = thread.switches[chunk.switches.0 as usize + chunk.switches.1 as usize / 2];
+        let at = (chunk.events_offset + sw.offset as u64) as usize;
+        let last_slot = lazy
+            .threads
+            .iter()
+            .flat_map(|t| &t.chunks)
+            .map(|c| c.events_offset)
+            .max()
+            .expect("chunks");
+        drop(lazy);
+        compact[at] = mtrace_format::layout::FORM_LONG << 6;
+        compact[at + 1] = 0x0F;
+        reads_as_its_image(&compact);
+        let damaged = decode(&compact, None, false).expect("decodes");
+        assert!(
+            damaged.cut.iter().any(|p| p.offset == at as u64),
+            "{:?}",
+            damaged.cut
+        );
+        // Torn inside the last chunk's events.
+        compact.truncate(last_slot as usize + 37);
+        reads_as_its_image(&compact);
+    }
+}
