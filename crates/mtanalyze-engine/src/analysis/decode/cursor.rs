@@ -75,17 +75,20 @@ pub(crate) struct Batch<'a> {
     raw: &'a [u8],
     /// A compact chunk's events, expanded: `raw` is then empty and the
     /// events in range are `expanded[lent]`.
-    expanded: Option<Vec<[u8; EVENT_SIZE]>>,
+    expanded: Option<Expanded>,
     lent: (usize, usize),
     slot: u64,
     offset: u64,
 }
 
+/// A compact chunk's events, 16 bytes each.
+type Expanded = Vec<[u8; EVENT_SIZE]>;
+
 thread_local! {
     /// The buffer a worker's compact chunks are expanded into: taken by a
     /// batch, handed back when it is dropped. A worker holding two batches
     /// at once (the `gil` clock's merge) gives the second a buffer of its own.
-    static EXPANDED: Cell<Vec<[u8; EVENT_SIZE]>> = const { Cell::new(Vec::new()) };
+    static EXPANDED: Cell<Expanded> = const { Cell::new(Vec::new()) };
     /// The named frames of the worker's compact walks, reused likewise.
     static NAMED: Cell<Vec<u32>> = const { Cell::new(Vec::new()) };
 }
@@ -313,12 +316,7 @@ impl<'a, 'd> Batches<'a, 'd> {
     /// worker's buffer from the chunk's last `switch` at or before `first`
     /// (or its start): the buffer and the range of it that holds them.
     /// `None` if the chunk no longer decodes (the bytes changed under us).
-    fn expand(
-        &self,
-        r: &ChunkRef,
-        first: u32,
-        end: u32,
-    ) -> Option<(Vec<[u8; EVENT_SIZE]>, (usize, usize))> {
+    fn expand(&self, r: &ChunkRef, first: u32, end: u32) -> Option<(Expanded, (usize, usize))> {
         let chunk = self.file.chunk(r.slot).ok().flatten()?;
         let (start, count) = (r.switches.0 as usize, r.switches.1 as usize);
         let switches = self.switches.get(start..start + count).unwrap_or_default();
