@@ -18,6 +18,7 @@
 //! ```
 
 use std::cell::Cell;
+use std::marker::PhantomData;
 
 use mtrace_format::compact::CompactEvents;
 use mtrace_format::event::raw_parts;
@@ -72,11 +73,16 @@ pub(crate) struct Batch<'a> {
     pub first_event: u32,
     /// Set when the thread's history before this chunk is missing.
     pub restart: Option<Restart>,
-    raw: &'a [u8],
-    /// A compact chunk's events, expanded: `raw` is then empty and the
-    /// events in range are `expanded[lent]`.
+    /// The events in range, `len` bytes from `events`: in the file (whose
+    /// bytes are borrowed for `'a`), or in `expanded`'s heap buffer. A
+    /// pointer, not a slice of either: every event the hot loops read goes
+    /// through it, and a branch on where the events are cost an
+    /// instruction or more an event on the 16-byte path.
+    events: *const u8,
+    len: usize,
+    file: PhantomData<&'a [u8]>,
+    /// A compact chunk's events, expanded (the batch's are some of them).
     expanded: Option<Expanded>,
-    lent: (usize, usize),
     slot: u64,
     offset: u64,
 }
@@ -93,6 +99,11 @@ thread_local! {
     static NAMED: Cell<Vec<u32>> = const { Cell::new(Vec::new()) };
 }
 
+// SAFETY: a batch's pointer is into bytes shared for `'a` (`&[u8]` is
+// `Send`) or into the buffer it owns (a `Vec` is `Send`): it may move to
+// another thread as they may (the `gil` clock's merge does).
+unsafe impl Send for Batch<'_> {}
+
 impl Drop for Batch<'_> {
     fn drop(&mut self) {
         if let Some(buffer) = self.expanded.take() {
@@ -105,13 +116,11 @@ impl Batch<'_> {
     /// The events in range, 16 bytes each.
     #[inline(always)]
     pub(crate) fn raw(&self) -> &[u8] {
-        match &self.expanded {
-            Some(events) => events
-                .get(self.lent.0..self.lent.1)
-                .unwrap_or_default()
-                .as_flattened(),
-            None => self.raw,
-        }
+        // SAFETY: `events` and `len` were taken from a slice of the file's
+        // bytes, which outlive `'a` and so `self`, or of `expanded`'s heap
+        // buffer, which `self` owns, never resizes, and gives up only when
+        // it is dropped: either lives as long as `&self`.
+        unsafe { std::slice::from_raw_parts(self.events, self.len) }
     }
 
     /// The events in range.
@@ -282,13 +291,18 @@ impl<'a, 'd> Batches<'a, 'd> {
                 let Some((expanded, lent)) = self.expand(r, first, end) else {
                     continue;
                 };
+                let events = expanded
+                    .get(lent.0..lent.1)
+                    .unwrap_or_default()
+                    .as_flattened();
                 return Some(Batch {
                     chunk: ci,
                     first_event: first,
                     restart,
-                    raw: &[],
+                    events: events.as_ptr(),
+                    len: events.len(),
+                    file: PhantomData,
                     expanded: Some(expanded),
-                    lent,
                     slot: r.slot,
                     offset: r.events_offset,
                 });
@@ -303,9 +317,10 @@ impl<'a, 'd> Batches<'a, 'd> {
                 chunk: ci,
                 first_event: first,
                 restart,
-                raw,
+                events: raw.as_ptr(),
+                len: raw.len(),
+                file: PhantomData,
                 expanded: None,
-                lent: (0, 0),
                 slot: r.slot,
                 offset: from as u64,
             });
