@@ -1,6 +1,7 @@
 //! `check` (what a trace file holds) and `convert` (any trace as a binary
 //! one, with 16-byte or, `--compact`, compact events).
 
+use std::borrow::Cow;
 use std::io::Write;
 
 use crate::args::CheckFormat;
@@ -22,12 +23,13 @@ pub(crate) fn check(plan: &CheckPlan, out: &mut dyn Write) -> Result<(), Failure
 pub(crate) fn convert(plan: &ConvertPlan, out: &mut dyn Write) -> Result<(), Failure> {
     let target = Output::new(Some(&plan.output), &[&plan.input])?;
     let trace = load(&plan.input)?;
+    let bytes = sixteen_byte(&trace)?;
     if !plan.compact {
-        return target.write(out, |w| w.write_all(trace.bytes()));
+        return target.write(out, |w| w.write_all(&bytes));
     }
-    // The loaded trace is in 16-byte events whatever the input was (a
-    // compact input was expanded when loaded): compact it again.
-    let file = mtrace_format::TraceFile::parse(trace.bytes()).map_err(message)?;
+    // Compacted from its 16-byte events whatever the input was (a compact
+    // input is expanded first), so a compact input is written again.
+    let file = mtrace_format::TraceFile::parse(&bytes).map_err(message)?;
     let converted = mtrace_format::convert::compact(&file).map_err(message)?;
     for problem in converted.damaged.iter().chain(&converted.cut) {
         say(&format!(
@@ -36,4 +38,28 @@ pub(crate) fn convert(plan: &ConvertPlan, out: &mut dyn Write) -> Result<(), Fai
         ));
     }
     target.write(out, |w| w.write_all(&converted.bytes))
+}
+
+/// The trace in 16-byte events: a compact (version 4) one expanded, every
+/// slot sized for the events of the largest as their lengths count them,
+/// and damage dropped without a word, as the analyzer's load did when it
+/// held such an image (what `convert` writes has not changed since).
+fn sixteen_byte(trace: &mtanalyze::LoadedTrace) -> Result<Cow<'_, [u8]>, Failure> {
+    use mtrace_format::convert::{expand_into, image_layout, image_start, slot_bound};
+    let file = mtrace_format::TraceFile::parse(trace.bytes()).map_err(message)?;
+    if !file.is_compact() {
+        return Ok(Cow::Borrowed(trace.bytes()));
+    }
+    let slots = file.chunk_slots();
+    let largest = (0..slots).filter_map(|i| slot_bound(&file, i)).max();
+    let layout = image_layout(&file, slots, largest.unwrap_or(0))
+        .map_err(|e| message(format!("{}: {e}", trace.source)))?;
+    let mut image = vec![0; layout.len];
+    image_start(&file, &layout, &mut image);
+    let mut named = Vec::new();
+    let slots = image[layout.chunks_offset..].chunks_exact_mut(layout.chunk_size);
+    for (i, slot) in slots.enumerate() {
+        expand_into(&file, i as u64, &mut named, slot);
+    }
+    Ok(Cow::Owned(image))
 }

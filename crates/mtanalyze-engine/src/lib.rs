@@ -23,4 +23,4 @@ pub use analysis::{
 };
 pub use input::chrome::ImportError;
 pub use input::jsonl::{to_binary as jsonl_to_binary, JsonlError};
-pub use input::{from_bytes, load, CompactSource, InputFormat, LoadError, LoadedTrace};
+pub use input::{from_bytes, load, InputFormat, LoadError, LoadedTrace};

@@ -56,8 +56,8 @@ pub struct ReadmeDoctests;
 pub use mtanalyze_engine::testing;
 pub use mtanalyze_engine::{
     analyze, analyze_many, analyze_with_sink, check, from_bytes, jsonl_to_binary, load, marks,
-    AnalyzeError, AnalyzeOptions, CompactSource, ImportError, InputFormat, JsonlError, LoadError,
-    LoadedTrace, ManyTraces, PathMode, RecursionCollapse, TimeBound, TraceError,
+    AnalyzeError, AnalyzeOptions, ImportError, InputFormat, JsonlError, LoadError, LoadedTrace,
+    ManyTraces, PathMode, RecursionCollapse, TimeBound, TraceError,
 };
 pub use mtanalyze_model::check::CheckReport;
 pub use mtanalyze_model::diff::{diff, DiffReport};

@@ -35,7 +35,6 @@ const ROOT: &[&str] = &[
     "marks",
     // Inputs and options.
     "AnalyzeOptions",
-    "CompactSource",
     "InputFormat",
     "LoadedTrace",
     "ManyTraces",
@@ -186,9 +185,9 @@ fn the_listed_names_resolve() {
     use mtanalyze::{
         analyze, analyze_many, analyze_with_sink, check, diff, from_bytes, gate, jsonl_to_binary,
         load, marks, render, report, significance, threads, timeline, view, AnalyzeError,
-        AnalyzeOptions, CheckReport, CompactSource, DiffReport, EdgeStats, FunctionStats,
-        GateError, ImportError, InputFormat, JsonlError, LoadError, LoadedTrace, ManyTraces, Mark,
-        Merged, PathMode, RecursionCollapse, Report, StackSink, StackStats, TimeBound, TraceError,
-        TraceSummary, Warning, WarningKind,
+        AnalyzeOptions, CheckReport, DiffReport, EdgeStats, FunctionStats, GateError, ImportError,
+        InputFormat, JsonlError, LoadError, LoadedTrace, ManyTraces, Mark, Merged, PathMode,
+        RecursionCollapse, Report, StackSink, StackStats, TimeBound, TraceError, TraceSummary,
+        Warning, WarningKind,
     };
 }

@@ -29,8 +29,12 @@
 //! the (kind, tick, payload) parts [`crate::event::raw_parts`] gives for a
 //! 16-byte event ([`CompactEvents::next_raw`],
 //! [`CompactEvents::for_each_raw`]), or written as 16-byte events into
-//! a buffer ([`CompactEvents::write_events`], an expansion's walk); it
-//! reports the byte offset of the first event it cannot decode. [`crate::Chunk::events`] and
+//! a buffer ([`CompactEvents::write_events`], an expansion's walk, and
+//! [`CompactEvents::fill_events`], which stops when the buffer is full);
+//! it reports the byte offset of the first event it cannot decode. A
+//! `switch` forgets the named frames, so a reader can decode a chunk
+//! again from one ([`CompactEvents::count_with_switches`] finds them,
+//! [`CompactEvents::resume`] starts there) without the events before it. [`crate::Chunk::events`] and
 //! [`crate::Chunk::compact_events`] walk a version-4 chunk through it.
 
 use crate::error::{ChunkProblem, ChunkProblemKind, CompactFault};
@@ -394,6 +398,19 @@ pub fn named_frames<'a>(snapshot: &SnapshotRef<'a>) -> impl Iterator<Item = Func
 /// exit's function id resolved from the named frames).
 pub type RawEvent = (u64, u64, u64);
 
+/// A `switch` event of a compact chunk, from which its events can be
+/// decoded again without the ones before it
+/// ([`CompactEvents::count_with_switches`], [`CompactEvents::resume`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SwitchPoint {
+    /// Its index among the chunk's events.
+    pub event: usize,
+    /// Its file offset.
+    pub offset: u64,
+    /// The tick of the event before it (the snapshot's, for the first).
+    pub prev_tick: u64,
+}
+
 /// The events of a version-4 chunk body, decoded in order with absolute
 /// ticks and every exit naming its function. A damaged event yields one
 /// `Err` with its file offset and ends the iteration; a `lost` event ends
@@ -496,6 +513,13 @@ impl<'a> CompactEvents<'a> {
     /// one event at a time through the slow path.
     #[inline]
     pub fn for_each_raw(&mut self, mut f: impl FnMut(RawEvent)) {
+        self.for_each_raw_at(|_, event| f(event));
+    }
+
+    /// [`CompactEvents::for_each_raw`], handing `f` each event's file
+    /// offset too (unused, it costs nothing: the walk keeps it anyway).
+    #[inline(always)]
+    fn for_each_raw_at(&mut self, mut f: impl FnMut(u64, RawEvent)) {
         loop {
             let mut named = std::mem::take(&mut self.named);
             let mut depth = named.len();
@@ -584,9 +608,9 @@ impl<'a> CompactEvents<'a> {
                         (short.kind as u64, next, function as u64),
                     )
                 };
+                f(self.offset + at_event as u64, event);
                 at_event += len;
                 tick = next;
-                f(event);
             }
             named.truncate(depth + 1);
             named.remove(0);
@@ -597,8 +621,9 @@ impl<'a> CompactEvents<'a> {
                 self.tick = tick;
             }
             self.named = named;
+            let at = self.offset;
             match self.next_raw_slow() {
-                Some(event) => f(event),
+                Some(event) => f(at, event),
                 None => return,
             }
         }
@@ -624,6 +649,55 @@ impl<'a> CompactEvents<'a> {
     /// (the arms alternate as a program calls and returns, and the jump
     /// mispredicts; see `docs/BENCHMARKS.md`).
     pub fn write_events(&mut self, out: &mut [[u8; EVENT_SIZE]]) -> usize {
+        self.write_events_until::<false>(out)
+    }
+
+    /// [`CompactEvents::write_events`] that stops when `out` is full: the
+    /// events after those are left for the next call (a reader that
+    /// expands only the events it needs, from a [`SwitchPoint`]).
+    pub fn fill_events(&mut self, out: &mut [[u8; EVENT_SIZE]]) -> usize {
+        self.write_events_until::<true>(out)
+    }
+
+    /// Where the remaining events' `switch` events are, for a reader that
+    /// decodes a chunk again from one of them ([`CompactEvents::resume`]):
+    /// hands each to `at` as it walks, then returns how many events the
+    /// walk yielded (as [`CompactEvents::next_raw`] would: up to a `lost`
+    /// or damage, which [`CompactEvents::problem`] then reports).
+    pub fn count_with_switches(&mut self, mut at: impl FnMut(SwitchPoint)) -> usize {
+        let mut events = 0usize;
+        let mut prev_tick = self.tick;
+        self.for_each_raw_at(|offset, (kind, tick, _)| {
+            if kind == KIND_SWITCH {
+                at(SwitchPoint {
+                    event: events,
+                    offset,
+                    prev_tick,
+                });
+            }
+            prev_tick = tick;
+            events += 1;
+        });
+        events
+    }
+
+    /// The events of a chunk body from a [`SwitchPoint`] on: `rest` is the
+    /// body from the point's offset (file offset `offset`). A `switch`
+    /// forgets the named frames, so a walk from one decodes what the walk
+    /// from the chunk's start decodes from there.
+    /// `named` is a buffer to reuse (see [`CompactEvents::into_named`]).
+    pub fn resume(
+        rest: &'a [u8],
+        index: u64,
+        offset: u64,
+        prev_tick: u64,
+        mut named: Vec<u32>,
+    ) -> CompactEvents<'a> {
+        named.clear();
+        CompactEvents::from_parts(rest, index, offset, prev_tick, named)
+    }
+
+    fn write_events_until<const STOP: bool>(&mut self, out: &mut [[u8; EVENT_SIZE]]) -> usize {
         let mut written = 0usize;
         loop {
             let mut named = std::mem::take(&mut self.named);
@@ -720,6 +794,9 @@ impl<'a> CompactEvents<'a> {
                 self.tick = tick;
             }
             self.named = named;
+            if STOP && written == out.len() {
+                return written;
+            }
             match self.next_raw_slow() {
                 Some((kind, tick, payload)) => {
                     if let Some(slot) = out.get_mut(written) {

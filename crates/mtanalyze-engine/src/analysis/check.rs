@@ -22,11 +22,10 @@ pub fn check(trace: &LoadedTrace) -> Result<CheckReport, AnalyzeError> {
         problem: p.kind.to_string(),
     };
     let chunks = &prep.decoded.threads;
-    let compact = trace.compact_source();
     Ok(CheckReport {
         source: trace.source.clone(),
         input_format: trace.format.name().to_owned(),
-        format_version: trace.file_version(h),
+        format_version: h.version,
         finished: h.finished(),
         ring: h.ring(),
         pid: h.pid,
@@ -37,11 +36,9 @@ pub fn check(trace: &LoadedTrace) -> Result<CheckReport, AnalyzeError> {
         ticks_per_second: summary.ticks_per_second,
         start_unix_ns: h.clock.start_unix_ns,
         duration_ns: summary.duration_ns,
-        // A compact file's own chunks, not its expanded image's.
-        chunk_size: compact.map_or(h.chunk_size, |c| c.header.chunk_size),
-        chunk_slots: compact.map_or(h.chunk_count, |c| c.header.chunk_count),
-        chunk_slots_in_file: compact
-            .map_or(prep.decoded.file.chunk_slots(), |c| c.chunk_slots_in_file),
+        chunk_size: h.chunk_size,
+        chunk_slots: h.chunk_count,
+        chunk_slots_in_file: prep.decoded.file.chunk_slots(),
         chunks_used: summary.chunks,
         chunks_empty: prep.decoded.empty_slots,
         chunks_lost: prep.decoded.lost,

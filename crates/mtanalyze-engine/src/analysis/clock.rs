@@ -17,7 +17,7 @@ use mtrace_format::event::{raw_is_valid, raw_parts};
 use mtrace_format::layout::EVENT_SIZE;
 use mtrace_format::TickScale;
 
-use crate::analysis::decode::{Batches, Decoded};
+use crate::analysis::decode::{Batch, Batches, Decoded};
 
 /// The `gil` clock's view of the whole trace: who ran when.
 ///
@@ -107,7 +107,7 @@ impl<'a, 'd> GilMerge<'a, 'd> {
             .threads
             .iter()
             .map(|t| Ticks {
-                batches: Batches::all(&decoded.file, &t.chunks),
+                batches: Batches::all(&decoded.file, t),
                 current: None,
             })
             .collect();
@@ -336,7 +336,7 @@ fn locate(runs: &GilRuns, index: &[(u64, u32)], key: (u64, u32), hint: usize) ->
 /// A thread's clamped event ticks, in order (what the other passes see).
 struct Ticks<'a, 'd> {
     batches: Batches<'a, 'd>,
-    current: Option<(&'a [u8], usize)>,
+    current: Option<(Batch<'a>, usize)>,
 }
 
 impl Iterator for Ticks<'_, '_> {
@@ -344,8 +344,8 @@ impl Iterator for Ticks<'_, '_> {
 
     fn next(&mut self) -> Option<u64> {
         loop {
-            if let Some((raw, at)) = &mut self.current {
-                if let Some(ev) = raw.get(*at..*at + EVENT_SIZE) {
+            if let Some((batch, at)) = &mut self.current {
+                if let Some(ev) = batch.raw().get(*at..*at + EVENT_SIZE) {
                     *at += EVENT_SIZE;
                     let ev: &[u8; EVENT_SIZE] = ev.try_into().ok()?;
                     let (kind, tick, payload) = raw_parts(ev);
@@ -357,7 +357,7 @@ impl Iterator for Ticks<'_, '_> {
                 self.current = None;
             }
             let b = self.batches.next_batch()?;
-            self.current = Some((b.raw, 0));
+            self.current = Some((b, 0));
         }
     }
 }

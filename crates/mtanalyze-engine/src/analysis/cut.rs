@@ -547,7 +547,7 @@ pub(crate) fn cut_thread(
         own,
         own_segments: SegmentList::default(),
     };
-    let mut batches = Batches::all(&decoded.file, &thread.chunks);
+    let mut batches = Batches::all(&decoded.file, thread);
     while let Some(batch) = batches.next_batch() {
         if let Some(restart) = batch.restart {
             cut.restart(batch.chunk, restart);
@@ -739,7 +739,7 @@ impl ThreadStream {
             chunk: thread.chunks.len() as u32,
             event: 0,
         };
-        let mut batches = Batches::new(&decoded.file, &thread.chunks, self.next, end, self.floor);
+        let mut batches = Batches::new(&decoded.file, thread, self.next, end, self.floor);
         let mut problem = None;
         loop {
             let Some(batch) = batches.next_batch() else {

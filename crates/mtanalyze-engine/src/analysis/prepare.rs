@@ -220,15 +220,6 @@ pub(crate) fn decode_for<'a>(
             error,
         })?;
     decoded.warning_details = opts.is_some_and(|o| o.warning_details);
-    if let Some(compact) = trace.compact_source() {
-        // The damage was found when the compact file was expanded (with
-        // the file's offsets); its damaged chunks are the image's empty slots.
-        decoded.empty_slots = decoded
-            .empty_slots
-            .saturating_sub(compact.damaged.len() as u64);
-        decoded.damaged.extend(compact.damaged.iter().cloned());
-        decoded.cut.extend(compact.cut.iter().cloned());
-    }
     let window = match opts {
         Some(o) => {
             // A mark's time: its first instance (the earliest tick).
@@ -448,7 +439,7 @@ impl Prepared<'_> {
         TraceSummary {
             source: trace.source.clone(),
             input_format: trace.format.name().to_owned(),
-            format_version: trace.file_version(h),
+            format_version: h.version,
             clock_source: match h.clock.kind {
                 mtrace_format::ClockKind::Nanoseconds => "ns".into(),
                 mtrace_format::ClockKind::Tsc => "tsc".into(),

@@ -109,7 +109,8 @@ pub(super) fn replay_stack<'s, O: Observer>(
         }
         if let Some(next) = segment(i + 1) {
             let chunks = &ctx.decoded.threads[next.thread as usize].chunks;
-            if let Some(c) = chunks.get(next.start.chunk as usize) {
+            // A compact chunk's events are expanded when read.
+            if let Some(c) = chunks.get(next.start.chunk as usize).filter(|c| !c.compact) {
                 let at = c.events_offset as usize + next.start.event as usize * EVENT_SIZE;
                 prefetch(ctx.file().bytes().as_ptr().wrapping_add(at));
             }
@@ -165,13 +166,7 @@ pub(super) fn replay_one_segment<O: Observer>(
     let start_ns = stack.begin(ctx.decoded, ctx.functions, ctx.clock, seg, warnings);
     let thread = &ctx.decoded.threads[seg.thread as usize];
     let tid = thread.tid.0;
-    let mut batches = Batches::new(
-        ctx.file(),
-        &thread.chunks,
-        seg.start,
-        seg.end,
-        seg.start_tick,
-    );
+    let mut batches = Batches::new(ctx.file(), thread, seg.start, seg.end, seg.start_tick);
     // The whole trace (nearly every run) or a time window: each has
     // its own per-event code.
     let window = stack.frames.window();
@@ -794,7 +789,7 @@ fn replay_events<C: SegmentClock, O: Observer, W: Span>(
             if i % 4 == 0 {
                 prefetch(
                     batch
-                        .raw
+                        .raw()
                         .as_ptr()
                         .wrapping_add(i * EVENT_SIZE + PREFETCH_AHEAD),
                 );

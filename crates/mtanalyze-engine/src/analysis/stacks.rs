@@ -538,7 +538,8 @@ impl<'a> Analysis<'a> {
                 continue;
             }
             let chunks = &self.prep.decoded.threads[s.thread as usize].chunks;
-            if let Some(c) = chunks.get(s.start.chunk as usize) {
+            // A compact chunk's events are expanded when read.
+            if let Some(c) = chunks.get(s.start.chunk as usize).filter(|c| !c.compact) {
                 let at = c.events_offset as usize + s.start.event as usize * EVENT_SIZE;
                 prefetch(self.prep.decoded.file.bytes().as_ptr().wrapping_add(at));
             }

@@ -2,16 +2,14 @@
 //! map binary traces (zero-copy), and convert other kinds to the binary
 //! layout in memory so the rest of the analyzer reads one format.
 //!
-//! The passes index a chunk's events as 16-byte slots, so a binary trace
-//! of compact events (format version 4) is expanded once, here, into a
-//! version-3 image in memory (its chunks in parallel, each through the
-//! compact decoder: `mtrace_format::convert`); what the file itself said
-//! (its version, chunk size, the chunks its damage cut) is kept beside it
-//! ([`LoadedTrace::compact_source`]) for the report.
+//! A binary trace of compact events (format version 4) is mapped as it
+//! is, like any other: the passes expand a compact chunk's events to
+//! 16 bytes each when they reach it, into a buffer a worker reuses
+//! (`analysis::decode`, its `cursor.rs`), so the memory a compact trace
+//! takes is its file's, not 16 bytes an event.
 //!
 //! ```text
-//! starts with the binary magic, v4       -> binary (mapped, expanded to 16-byte events)
-//! starts with the binary magic           -> binary (mapped)
+//! starts with the binary magic           -> binary (mapped; compact chunks expanded as read)
 //! a JSON array                           -> Chrome Trace Event JSON (crate::input::chrome)
 //! a first JSON object with `traceEvents` -> Chrome Trace Event JSON
 //! any other JSON object                  -> JSON lines (crate::jsonl)
@@ -24,11 +22,8 @@ pub(crate) mod jsonl;
 use std::fs::File;
 use std::path::Path;
 
-use mtrace_format::convert::{
-    expand_into, image_layout, image_start, plan_slot, slot_bound, ConvertError,
-};
 use mtrace_format::layout::MAGIC;
-use mtrace_format::{ChunkProblem, Header, TraceFile};
+use mtrace_format::TraceFile;
 
 /// The kind of input a trace came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,8 +52,6 @@ enum TraceBytes {
     Owned(Vec<u8>),
     /// Bytes someone else holds (see [`LoadedTrace::from_shared`]).
     Shared(Box<dyn AsRef<[u8]> + Send + Sync>),
-    /// A compact trace's expanded image (see [`Image`]).
-    Anon(memmap2::MmapMut),
 }
 
 /// A trace ready for analysis: its bytes in the binary layout.
@@ -68,22 +61,6 @@ pub struct LoadedTrace {
     /// What kind of input it was.
     pub format: InputFormat,
     data: TraceBytes,
-    compact_source: Option<CompactSource>,
-}
-
-/// What a compact (version-4) file said, which its expanded image does not.
-#[derive(Clone, Debug)]
-pub struct CompactSource {
-    /// The file's own header (its version, chunk size and slot count).
-    pub header: Header,
-    /// Chunk slots that start inside the file.
-    pub chunk_slots_in_file: u64,
-    /// Its chunks that could not be decoded at all (empty in the image),
-    /// with their offsets in the file.
-    pub damaged: Vec<ChunkProblem>,
-    /// Its chunks cut short by damage or the file's end (the image keeps
-    /// their events before the cut), with the offsets in the file.
-    pub cut: Vec<ChunkProblem>,
 }
 
 impl LoadedTrace {
@@ -93,20 +70,7 @@ impl LoadedTrace {
             TraceBytes::Mapped(m) => m,
             TraceBytes::Owned(v) => v,
             TraceBytes::Shared(s) => (**s).as_ref(),
-            TraceBytes::Anon(m) => m,
         }
-    }
-
-    /// The compact file this trace was expanded from, if it was one.
-    pub fn compact_source(&self) -> Option<&CompactSource> {
-        self.compact_source.as_ref()
-    }
-
-    /// The format version of the file read (not of its expanded image).
-    pub fn file_version(&self, image: &Header) -> u32 {
-        self.compact_source
-            .as_ref()
-            .map_or(image.version, |c| c.header.version)
     }
 }
 
@@ -154,14 +118,6 @@ pub enum LoadError {
         path: String,
         /// The cause.
         source: mtrace_format::FormatError,
-    },
-    /// A compact trace's events do not fit 16-byte chunks.
-    #[error("{path}: {source}")]
-    Expand {
-        /// The file.
-        path: String,
-        /// The cause.
-        source: ConvertError,
     },
 }
 
@@ -289,104 +245,17 @@ fn from_bytes_inner(source: String, bytes: &[u8]) -> Result<LoadedTrace, LoadErr
 }
 
 fn finish(source: String, format: InputFormat, data: TraceBytes) -> Result<LoadedTrace, LoadError> {
-    let mut trace = LoadedTrace {
+    let trace = LoadedTrace {
         source,
         format,
         data,
-        compact_source: None,
     };
     // Check the header now so every later stage can rely on it.
-    let file = TraceFile::parse(trace.bytes()).map_err(|e| LoadError::Format {
+    TraceFile::parse(trace.bytes()).map_err(|e| LoadError::Format {
         path: trace.source.clone(),
         source: e,
     })?;
-    if file.is_compact() {
-        let (image, compact) = expand(&file).map_err(|e| LoadError::Expand {
-            path: trace.source.clone(),
-            source: e,
-        })?;
-        trace.data = image;
-        trace.compact_source = Some(compact);
-    }
     Ok(trace)
-}
-
-/// A compact file's version-3 image, its slots expanded in parallel,
-/// each straight into its place. The slots' size is decided once, from
-/// every slot's events' lengths ([`slot_bound`]: exact but for damage),
-/// so the image is about the size the events need and can be mapped in
-/// huge pages (see [`Image::mapped`]).
-fn expand(file: &TraceFile<'_>) -> Result<(TraceBytes, CompactSource), ConvertError> {
-    let slots = file.chunk_slots();
-    let bounds = crate::threads::map_collect(0..slots, |i| slot_bound(file, i));
-    let bound = bounds.iter().flatten().copied().max().unwrap_or(0);
-    let layout = image_layout(file, slots, bound)?;
-    let (mut image, layout) = match Image::mapped(layout.len) {
-        Some(map) => (map, layout),
-        None => {
-            // The system refused the address space: the exact size a
-            // decode of every slot finds, damage counted, in a vector.
-            let plans =
-                crate::threads::map_collect(0..slots, |i| plan_slot(file, i, &mut Vec::new()));
-            let largest = plans.iter().filter_map(|p| p.body_len).max().unwrap_or(0);
-            let layout = image_layout(file, slots, largest)?;
-            (Image::Vec(vec![0; layout.len]), layout)
-        }
-    };
-    let bytes = image.bytes_mut();
-    image_start(file, &layout, bytes);
-    let work: Vec<(u64, &mut [u8])> = bytes[layout.chunks_offset..]
-        .chunks_exact_mut(layout.chunk_size)
-        .enumerate()
-        .map(|(i, slot)| (i as u64, slot))
-        .collect();
-    let plans = crate::threads::map_collect(work, |(i, slot)| {
-        expand_into(file, i, &mut Vec::new(), slot)
-    });
-    let compact = CompactSource {
-        header: file.header().clone(),
-        chunk_slots_in_file: slots,
-        damaged: plans.iter().filter_map(|p| p.damaged.clone()).collect(),
-        cut: plans.iter().filter_map(|p| p.cut.clone()).collect(),
-    };
-    Ok((image.into_trace_bytes(), compact))
-}
-
-/// Zeroed memory for an image: an anonymous map where the system gives
-/// one, else a vector.
-enum Image {
-    Map(memmap2::MmapMut),
-    Vec(Vec<u8>),
-}
-
-impl Image {
-    /// An anonymous map of `len` bytes, if the system gives one. The image
-    /// is sized by its events (not by a bound many times their size), so
-    /// nearly all of it is written: it asks for huge pages, which cut the
-    /// page faults, each dearer than the expansion of a page's events, by
-    /// the ratio of the page sizes. Pages never written still take no
-    /// memory.
-    fn mapped(len: usize) -> Option<Image> {
-        let map = memmap2::MmapMut::map_anon(len).ok()?;
-        // Only advice: without huge pages the map works the same.
-        #[cfg(target_os = "linux")]
-        let _ = map.advise(memmap2::Advice::HugePage);
-        Some(Image::Map(map))
-    }
-
-    fn bytes_mut(&mut self) -> &mut [u8] {
-        match self {
-            Image::Map(m) => m,
-            Image::Vec(v) => v,
-        }
-    }
-
-    fn into_trace_bytes(self) -> TraceBytes {
-        match self {
-            Image::Map(m) => TraceBytes::Anon(m),
-            Image::Vec(v) => TraceBytes::Owned(v),
-        }
-    }
 }
 
 #[cfg(test)]
@@ -394,7 +263,7 @@ mod tests {
     use super::*;
 
     /// Bytes held elsewhere load as the same trace as a file's, read in
-    /// place (no copy), compact ones expanded; text is converted.
+    /// place (no copy); text is converted.
     #[test]
     fn shared_bytes_load_as_the_file_does() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../sample-traces");
@@ -406,7 +275,7 @@ mod tests {
             let file = load(&path).expect("loads");
             assert_eq!(shared.bytes(), file.bytes(), "{name}");
             assert_eq!(shared.format, file.format, "{name}");
-            if name == "workload.bin" {
+            if name.ends_with(".bin") {
                 assert_eq!(shared.bytes().as_ptr(), held.as_ptr(), "read in place");
             }
         }

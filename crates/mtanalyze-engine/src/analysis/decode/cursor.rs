@@ -1,12 +1,31 @@
 //! A thread's events a batch at a time, in chunk order, for the segment
 //! pass and the replay: where an event is ([`Pos`]), where a chunk restarts
 //! from its snapshot ([`Restart`]).
+//!
+//! A batch is 16-byte events. Those of a version 1 to 3 file are the
+//! file's bytes; a compact (version 4) chunk's are expanded when a batch
+//! reaches them, into a buffer the worker reuses (one chunk's events at
+//! most), so no image of the whole file is made and the expansion's
+//! writes stay in cache. A batch that starts inside a compact chunk
+//! expands from the chunk's last `switch` event at or before its first
+//! event ([`super::SwitchAt`]: a stack's stretch starts at one), and up
+//! to its last event only, so a stack replayed stretch by stretch decodes
+//! each of its events once more, not its chunks' every event.
+//!
+//! ```text
+//! compact chunk:  snapshot | e0 e1 e2 [switch] e4 e5 e6 [switch] e8 ...
+//! batch [5, 7):                          ^ decoded from here, e4..e6 written, e5..e6 lent
+//! ```
 
+use std::cell::Cell;
+use std::marker::PhantomData;
+
+use mtrace_format::compact::CompactEvents;
 use mtrace_format::event::raw_parts;
 use mtrace_format::layout::EVENT_SIZE;
 use mtrace_format::{BadEvent, ChunkProblem, ChunkProblemKind, Event, StackId, TraceFile};
 
-use super::ChunkRef;
+use super::{ChunkRef, SwitchAt, ThreadChunks};
 
 /// Asks the CPU to start loading the cache line at `p`. The replay reads
 /// short runs of events scattered over the file (a fiber's stretch is a few
@@ -54,17 +73,60 @@ pub(crate) struct Batch<'a> {
     pub first_event: u32,
     /// Set when the thread's history before this chunk is missing.
     pub restart: Option<Restart>,
-    /// The events in range, 16 bytes each.
-    pub raw: &'a [u8],
+    /// The events in range, `len` bytes from `events`: in the file (whose
+    /// bytes are borrowed for `'a`), or in `expanded`'s heap buffer. A
+    /// pointer, not a slice of either: every event the hot loops read goes
+    /// through it, and a branch on where the events are cost an
+    /// instruction or more an event on the 16-byte path.
+    events: *const u8,
+    len: usize,
+    file: PhantomData<&'a [u8]>,
+    /// A compact chunk's events, expanded (the batch's are some of them).
+    expanded: Option<Expanded>,
     slot: u64,
     offset: u64,
 }
 
+/// A compact chunk's events, 16 bytes each.
+type Expanded = Vec<[u8; EVENT_SIZE]>;
+
+thread_local! {
+    /// The buffer a worker's compact chunks are expanded into: taken by a
+    /// batch, handed back when it is dropped. A worker holding two batches
+    /// at once (the `gil` clock's merge) gives the second a buffer of its own.
+    static EXPANDED: Cell<Expanded> = const { Cell::new(Vec::new()) };
+    /// The named frames of the worker's compact walks, reused likewise.
+    static NAMED: Cell<Vec<u32>> = const { Cell::new(Vec::new()) };
+}
+
+// SAFETY: a batch's pointer is into bytes shared for `'a` (`&[u8]` is
+// `Send`) or into the buffer it owns (a `Vec` is `Send`): it may move to
+// another thread as they may (the `gil` clock's merge does).
+unsafe impl Send for Batch<'_> {}
+
+impl Drop for Batch<'_> {
+    fn drop(&mut self) {
+        if let Some(buffer) = self.expanded.take() {
+            EXPANDED.with(|b| b.set(buffer));
+        }
+    }
+}
+
 impl Batch<'_> {
+    /// The events in range, 16 bytes each.
+    #[inline(always)]
+    pub(crate) fn raw(&self) -> &[u8] {
+        // SAFETY: `events` and `len` were taken from a slice of the file's
+        // bytes, which outlive `'a` and so `self`, or of `expanded`'s heap
+        // buffer, which `self` owns, never resizes, and gives up only when
+        // it is dropped: either lives as long as `&self`.
+        unsafe { std::slice::from_raw_parts(self.events, self.len) }
+    }
+
     /// The events in range.
     #[inline]
     pub(crate) fn events(&self) -> impl Iterator<Item = &[u8; EVENT_SIZE]> + '_ {
-        self.raw
+        self.raw()
             .chunks_exact(EVENT_SIZE)
             .map(|e| e.try_into().unwrap_or(&[0; EVENT_SIZE]))
     }
@@ -72,25 +134,27 @@ impl Batch<'_> {
     /// Number of events.
     #[inline(always)]
     pub(crate) fn len(&self) -> usize {
-        self.raw.len() / EVENT_SIZE
+        self.raw().len() / EVENT_SIZE
     }
 
     /// The `i`-th event split by `event::raw_parts` into (kind, tick,
     /// payload); past the end, a kind no event has.
     #[inline(always)]
     pub(crate) fn parts(&self, i: usize) -> (u64, u64, u64) {
-        self.raw
+        self.raw()
             .get(i * EVENT_SIZE..(i + 1) * EVENT_SIZE)
             .and_then(|b| <&[u8; EVENT_SIZE]>::try_from(b).ok())
             .map_or((u64::MAX, 0, 0), raw_parts)
     }
 
     /// What is wrong with the `i`-th event of the batch, which the caller
-    /// found invalid (`event::raw_is_valid`).
+    /// found invalid (`event::raw_is_valid`). A compact chunk's expansion
+    /// ends at its first damaged event, which `decode` reported with its
+    /// offset: its batches hold none.
     pub(crate) fn problem(&self, i: usize) -> ChunkProblem {
         let at = i * EVENT_SIZE;
         let bad = self
-            .raw
+            .raw()
             .get(at..at + EVENT_SIZE)
             .and_then(|b| <&[u8; EVENT_SIZE]>::try_from(b).ok())
             .and_then(|b| Event::decode(b).err())
@@ -110,6 +174,7 @@ impl Batch<'_> {
 pub(crate) struct Batches<'a, 'd> {
     file: &'d TraceFile<'a>,
     chunks: &'d [ChunkRef],
+    switches: &'d [SwitchAt],
     next: Pos,
     to: Pos,
     prev_tick: u64,
@@ -117,17 +182,18 @@ pub(crate) struct Batches<'a, 'd> {
 }
 
 impl<'a, 'd> Batches<'a, 'd> {
-    /// Events of `chunks` in `[from, to)`, clamping from `floor_tick`.
+    /// Events of `thread`'s chunks in `[from, to)`, clamping from `floor_tick`.
     pub(crate) fn new(
         file: &'d TraceFile<'a>,
-        chunks: &'d [ChunkRef],
+        thread: &'d ThreadChunks,
         from: Pos,
         to: Pos,
         floor_tick: u64,
     ) -> Self {
         Batches {
             file,
-            chunks,
+            chunks: &thread.chunks,
+            switches: &thread.switches,
             next: from,
             to,
             prev_tick: floor_tick,
@@ -136,12 +202,12 @@ impl<'a, 'd> Batches<'a, 'd> {
     }
 
     /// The whole stream of a thread.
-    pub(crate) fn all(file: &'d TraceFile<'a>, chunks: &'d [ChunkRef]) -> Self {
+    pub(crate) fn all(file: &'d TraceFile<'a>, thread: &'d ThreadChunks) -> Self {
         let end = Pos {
-            chunk: chunks.len() as u32,
+            chunk: thread.chunks.len() as u32,
             event: 0,
         };
-        Self::new(file, chunks, Pos::default(), end, 0)
+        Self::new(file, thread, Pos::default(), end, 0)
     }
 
     /// Clamps a tick so the thread's ticks never go backwards; returns the
@@ -221,6 +287,26 @@ impl<'a, 'd> Batches<'a, 'd> {
                 r.events
             };
             let first = first.min(end);
+            if r.compact {
+                let Some((expanded, lent)) = self.expand(r, first, end) else {
+                    continue;
+                };
+                let events = expanded
+                    .get(lent.0..lent.1)
+                    .unwrap_or_default()
+                    .as_flattened();
+                return Some(Batch {
+                    chunk: ci,
+                    first_event: first,
+                    restart,
+                    events: events.as_ptr(),
+                    len: events.len(),
+                    file: PhantomData,
+                    expanded: Some(expanded),
+                    slot: r.slot,
+                    offset: r.events_offset,
+                });
+            }
             // `decode` checked that the committed events lie in the file.
             let from = r.events_offset as usize + first as usize * EVENT_SIZE;
             let to = r.events_offset as usize + end as usize * EVENT_SIZE;
@@ -231,10 +317,185 @@ impl<'a, 'd> Batches<'a, 'd> {
                 chunk: ci,
                 first_event: first,
                 restart,
-                raw,
+                events: raw.as_ptr(),
+                len: raw.len(),
+                file: PhantomData,
+                expanded: None,
                 slot: r.slot,
                 offset: from as u64,
             });
         }
+    }
+
+    /// Events `[first, end)` of compact chunk `r`, expanded into the
+    /// worker's buffer from the chunk's last `switch` at or before `first`
+    /// (or its start): the buffer and the range of it that holds them.
+    /// `None` if the chunk no longer decodes (the bytes changed under us).
+    fn expand(&self, r: &ChunkRef, first: u32, end: u32) -> Option<(Expanded, (usize, usize))> {
+        let chunk = self.file.chunk(r.slot).ok().flatten()?;
+        let (start, count) = (r.switches.0 as usize, r.switches.1 as usize);
+        let switches = self.switches.get(start..start + count).unwrap_or_default();
+        // The last switch at or before `first`.
+        let from = switches
+            .partition_point(|s| s.event <= first)
+            .checked_sub(1)
+            .and_then(|i| switches.get(i));
+        let named = NAMED.with(Cell::take);
+        let (mut walk, skipped) = match from {
+            Some(s) => {
+                let rest = chunk.event_bytes().get(s.offset as usize..)?;
+                let offset = r.events_offset + s.offset as u64;
+                let walk = CompactEvents::resume(rest, r.slot, offset, s.prev_tick, named);
+                (walk, s.event)
+            }
+            None => (chunk.compact_events(named)?, 0),
+        };
+        let mut buffer = EXPANDED.with(Cell::take);
+        let wanted = (end - skipped) as usize;
+        // Grown, never shrunk: the slots past what a batch writes keep old
+        // events, which no batch lends.
+        if buffer.len() < wanted {
+            buffer.resize(wanted, [0; EVENT_SIZE]);
+        }
+        let written = walk.fill_events(&mut buffer[..wanted]);
+        NAMED.with(|n| n.set(walk.into_named()));
+        let lent = ((first - skipped) as usize).min(written);
+        Some((buffer, (lent, written)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::decode::{decode, Decoded};
+
+    fn sample(name: &str) -> Vec<u8> {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../sample-traces");
+        std::fs::read(root.join(name)).expect("sample trace")
+    }
+
+    /// The events of `[from, to)` of a thread, batch after batch.
+    fn events(decoded: &Decoded<'_>, thread: usize, from: Pos, to: Pos) -> Vec<u8> {
+        let t = &decoded.threads[thread];
+        let mut batches = Batches::new(&decoded.file, t, from, to, 0);
+        let mut out = Vec::new();
+        while let Some(b) = batches.next_batch() {
+            out.extend_from_slice(b.raw());
+        }
+        out
+    }
+
+    /// Every range of a compact trace's events, from a chunk's start, from
+    /// a `switch`, from just after one, from anywhere between, to anywhere
+    /// after (in the chunk or a later one), holds the events its 16-byte
+    /// image holds (the format crate's expansion of the whole file), and
+    /// the chunks the damage cut are the image's, at the same offsets.
+    fn reads_as_its_image(compact: &[u8]) {
+        let file = TraceFile::parse(compact).expect("parses");
+        assert!(file.is_compact());
+        let image = mtrace_format::convert::expand(&file).expect("expands");
+        let lazy = decode(compact, None, false).expect("decodes");
+        let whole = decode(&image.bytes, None, false).expect("decodes");
+        assert_eq!(lazy.cut, image.cut);
+        assert_eq!(lazy.damaged, image.damaged);
+        assert_eq!(lazy.threads.len(), whole.threads.len());
+        let mut mid_chunk = 0;
+        for (i, (a, b)) in lazy.threads.iter().zip(&whole.threads).enumerate() {
+            let counts = |t: &ThreadChunks| t.chunks.iter().map(|c| c.events).collect::<Vec<_>>();
+            assert_eq!(counts(a), counts(b), "thread {i}");
+            let end = Pos {
+                chunk: a.chunks.len() as u32,
+                event: 0,
+            };
+            assert_eq!(
+                events(&lazy, i, Pos::default(), end),
+                events(&whole, i, Pos::default(), end)
+            );
+            for (ci, c) in a.chunks.iter().enumerate() {
+                let (s, n) = (c.switches.0 as usize, c.switches.1 as usize);
+                let mut firsts = vec![0, c.events / 3, c.events / 2, c.events.saturating_sub(1)];
+                for sw in &a.switches[s..s + n] {
+                    firsts.extend([sw.event, sw.event + 1, sw.event + 2]);
+                }
+                for first in firsts.into_iter().filter(|&f| f <= c.events) {
+                    mid_chunk += (first > 0) as usize;
+                    let from = Pos {
+                        chunk: ci as u32,
+                        event: first,
+                    };
+                    let ends = [
+                        Pos {
+                            chunk: ci as u32,
+                            event: (first + 1).min(c.events),
+                        },
+                        Pos {
+                            chunk: ci as u32,
+                            event: c.events,
+                        },
+                        Pos {
+                            chunk: ci as u32 + 1,
+                            event: 3,
+                        },
+                    ];
+                    for to in ends {
+                        assert_eq!(
+                            events(&lazy, i, from, to),
+                            events(&whole, i, from, to),
+                            "thread {i}, {from:?} to {to:?}"
+                        );
+                    }
+                }
+            }
+        }
+        assert!(mid_chunk > 0, "some batches start inside a chunk");
+    }
+
+    #[test]
+    fn a_compact_trace_reads_as_its_image_from_any_event() {
+        let compact = sample("workload-v4.bin");
+        let lazy = decode(&compact, None, false).expect("decodes");
+        let switches: usize = lazy.threads.iter().map(|t| t.switches.len()).sum();
+        assert!(switches > 100, "the sample switches stacks inside chunks");
+        reads_as_its_image(&compact);
+    }
+
+    /// A chunk cut by a damaged event, and one the file's end tore, keep
+    /// every event before the damage, read from any event, and report the
+    /// damage where the image's expansion does.
+    #[test]
+    fn a_damaged_compact_chunk_reads_as_its_image() {
+        let mut compact = sample("workload-v4.bin");
+        let lazy = decode(&compact, None, false).expect("decodes");
+        // A switch in the middle of a chunk that holds many, made a long
+        // form whose width code names no width (tag 0: the long form with
+        // no tick bytes, then the kind byte).
+        let (thread, chunk) = lazy
+            .threads
+            .iter()
+            .flat_map(|t| t.chunks.iter().map(move |c| (t, c)))
+            .max_by_key(|(_, c)| c.switches.1)
+            .expect("chunks");
+        let sw = thread.switches[chunk.switches.0 as usize + chunk.switches.1 as usize / 2];
+        let at = (chunk.events_offset + sw.offset as u64) as usize;
+        let last_slot = lazy
+            .threads
+            .iter()
+            .flat_map(|t| &t.chunks)
+            .map(|c| c.events_offset)
+            .max()
+            .expect("chunks");
+        drop(lazy);
+        compact[at] = mtrace_format::layout::FORM_LONG << 6;
+        compact[at + 1] = 0x0F;
+        reads_as_its_image(&compact);
+        let damaged = decode(&compact, None, false).expect("decodes");
+        assert!(
+            damaged.cut.iter().any(|p| p.offset == at as u64),
+            "{:?}",
+            damaged.cut
+        );
+        // Torn inside the last chunk's events.
+        compact.truncate(last_slot as usize + 37);
+        reads_as_its_image(&compact);
     }
 }

@@ -38,8 +38,8 @@ use rustc_hash::FxHashMap;
 
 use mtrace_format::meta::MetaProblem;
 use mtrace_format::{
-    ChunkProblem, FormatError, FunctionId, MetaRecord, MetaRecordRef, StackId, ThreadId, TickScale,
-    TraceFile,
+    Chunk, ChunkProblem, FormatError, FunctionId, MetaRecord, MetaRecordRef, StackId, ThreadId,
+    TickScale, TraceFile,
 };
 
 use mtanalyze_model::functions::FunctionEntry;
@@ -80,6 +80,25 @@ pub(crate) struct ChunkRef {
     pub events_offset: u64,
     /// The writer still owned it (the recorder was killed or never released it).
     pub writing: bool,
+    /// Its events are compact (format version 4): a batch expands them
+    /// (see `cursor.rs`), and `events` counts those a decode yields.
+    pub compact: bool,
+    /// A compact chunk's `switch` events: the first's index in
+    /// [`ThreadChunks::switches`], and how many.
+    pub switches: (u32, u32),
+}
+
+/// Where a compact chunk's `switch` event is, so that a batch that starts
+/// at it (a stack's stretch after a switch) decodes the chunk from there,
+/// not from its start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SwitchAt {
+    /// Its index among the chunk's events.
+    pub event: u32,
+    /// Its offset from the chunk's first event.
+    pub offset: u32,
+    /// The tick of the event before it.
+    pub prev_tick: u64,
 }
 
 /// One thread's chunks, in order.
@@ -89,6 +108,9 @@ pub(crate) struct ThreadChunks {
     pub tid: ThreadId,
     /// Its chunks in order.
     pub chunks: Vec<ChunkRef>,
+    /// Its compact chunks' `switch` events, chunk after chunk
+    /// ([`ChunkRef::switches`] says which are a chunk's).
+    pub switches: Vec<SwitchAt>,
 }
 
 /// A trace whose chunk headers and metadata have been read.
@@ -252,22 +274,25 @@ pub(crate) fn decode<'a>(
     let decoded: Vec<_> = crate::threads::map_collect(0..slots, |i| {
         file.chunk(i).map(|c| {
             c.map(|c| {
+                let (events, cut, switches) = count_events(&c);
                 let r = ChunkRef {
                     slot: c.index,
                     thread_chunk_no: c.thread_chunk_no,
                     seq: c.seq,
                     gap_before: c.restart,
                     continued: c.continued,
-                    events: c.event_count() as u32,
+                    events,
                     events_offset: c.events_offset(),
                     writing: c.writing,
+                    compact: c.is_compact(),
+                    switches: (0, 0),
                 };
-                (c.thread, r, c.cut)
+                (c.thread, (r, switches), cut)
             })
         })
     });
 
-    let mut by_thread: FxHashMap<ThreadId, Vec<ChunkRef>> = FxHashMap::default();
+    let mut by_thread: FxHashMap<ThreadId, Vec<(ChunkRef, Vec<SwitchAt>)>> = FxHashMap::default();
     let mut damaged = Vec::new();
     let mut cut = Vec::new();
     let mut empty_slots = 0;
@@ -284,10 +309,21 @@ pub(crate) fn decode<'a>(
     let mut lost = 0u64;
     let mut threads: Vec<ThreadChunks> = by_thread
         .into_iter()
-        .map(|(tid, mut chunks)| {
+        .map(|(tid, mut found)| {
             // A slot rewritten with the same number (damage) keeps the newest.
-            chunks.sort_by_key(|c| (c.thread_chunk_no, std::cmp::Reverse(c.seq)));
-            chunks.dedup_by_key(|c| c.thread_chunk_no);
+            found.sort_by_key(|(c, _)| (c.thread_chunk_no, std::cmp::Reverse(c.seq)));
+            found.dedup_by_key(|(c, _)| c.thread_chunk_no);
+            let mut switches = Vec::new();
+            let mut chunks: Vec<ChunkRef> = found
+                .into_iter()
+                .map(|(mut c, at)| {
+                    // A thread's switches are far fewer than its events,
+                    // which a chunk's count fits in.
+                    c.switches = (switches.len() as u32, at.len() as u32);
+                    switches.extend(at);
+                    c
+                })
+                .collect();
             let mut expected = 0;
             for c in &mut chunks {
                 if c.thread_chunk_no != expected {
@@ -297,7 +333,11 @@ pub(crate) fn decode<'a>(
                 }
                 expected = c.thread_chunk_no.saturating_add(1);
             }
-            ThreadChunks { tid, chunks }
+            ThreadChunks {
+                tid,
+                chunks,
+                switches,
+            }
         })
         .collect();
     threads.sort_by_key(|t| t.tid);
@@ -320,4 +360,29 @@ pub(crate) fn decode<'a>(
         meta_records,
         meta_problem,
     })
+}
+
+/// A chunk's events as the passes see them: their number, the damage
+/// that cut the chunk short, and (compact chunks) where its `switch`
+/// events are. A compact chunk is walked once here, in the parallel
+/// decode of the chunk headers: its events are counted by decoding them,
+/// so a chunk cut by damage counts the events before the damage, as the
+/// batches that expand it later find them.
+fn count_events(chunk: &Chunk<'_>) -> (u32, Option<ChunkProblem>, Vec<SwitchAt>) {
+    let Some(mut walk) = chunk.compact_events(Vec::new()) else {
+        return (chunk.event_count() as u32, chunk.cut.clone(), Vec::new());
+    };
+    let first = chunk.events_offset();
+    let mut switches = Vec::new();
+    let events = walk.count_with_switches(|p| {
+        switches.push(SwitchAt {
+            event: p.event as u32,
+            offset: (p.offset - first) as u32,
+            prev_tick: p.prev_tick,
+        })
+    });
+    // The walk's damage is where the chunk ends; without any, a chunk the
+    // file's end cut is reported as cut there.
+    let cut = walk.problem().cloned().or_else(|| chunk.cut.clone());
+    (events as u32, cut, switches)
 }
