@@ -58,7 +58,7 @@
 use std::cell::{Cell, UnsafeCell};
 use std::mem::{self, ManuallyDrop};
 use std::ptr;
-use std::sync::atomic::{fence, AtomicU64, Ordering};
+use std::sync::atomic::{fence, AtomicU32, AtomicU64, Ordering};
 
 use mtrace_format::chunk::encode_snapshot;
 use mtrace_format::compact::{EncoderState, Room as EventRoom};
@@ -1174,7 +1174,7 @@ fn claim(l: &Local, shared: &Shared) -> bool {
             };
             (chunk.add(C_FLAGS) as *mut u64).write(flags.to_le());
             // A ring's slot may hold the count of its last use.
-            (chunk.add(C_EVENTS_PLUS_ONE) as *mut u32).write(0);
+            (*(chunk.add(C_EVENTS_PLUS_ONE) as *const AtomicU32)).store(0, Ordering::Relaxed);
             let body = std::slice::from_raw_parts_mut(chunk.add(CHUNK_HEADER_SIZE), body_len);
             let current = l.current.get();
             let frames: &[u32] = l.frames();
@@ -1282,8 +1282,13 @@ fn release_chunk(l: &Local) {
         // thread alone writes while it holds the chunk.
         unsafe {
             if l.compact.get() {
-                let count = (word as *mut u8).add(C_EVENTS_PLUS_ONE) as *mut u32;
-                count.write((l.chunk_events.get().saturating_add(1)).to_le());
+                // Atomic (relaxed) because a summary may read it while
+                // a ring hands the slot on; little-endian like the file.
+                let count = &*((word as *const u8).add(C_EVENTS_PLUS_ONE) as *const AtomicU32);
+                count.store(
+                    l.chunk_events.get().saturating_add(1).to_le(),
+                    Ordering::Relaxed,
+                );
             }
             // Release: the count is seen with the state that lets go.
             (*word).store(l.state.get() & !STATE_WRITING, Ordering::Release)

@@ -7,7 +7,7 @@
 //! `rotate.rs`).
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -130,9 +130,14 @@ fn released_count(map: &TraceMap, slot: u64, writing: bool) -> Option<u64> {
     if writing {
         return None;
     }
-    // SAFETY: the slot is below the ready slots, so its header is mapped;
-    // a chunk let go of is not written again while the recording lives.
-    let plus_one = unsafe { (map.chunk(slot).add(C_EVENTS_PLUS_ONE) as *const u32).read() };
+    // SAFETY: the slot is below the ready slots, so its header is mapped
+    // (4-aligned at 0x20 of a 64-aligned header). Atomic: a ring may hand
+    // the slot to a new claim meanwhile (a thread still running as the
+    // recording finishes), which zeroes the count first; the summary then
+    // walks what it finds, as for a chunk still held.
+    let plus_one = unsafe {
+        (*(map.chunk(slot).add(C_EVENTS_PLUS_ONE) as *const AtomicU32)).load(Ordering::Relaxed)
+    };
     u32::from_le(plus_one).checked_sub(1).map(u64::from)
 }
 
