@@ -245,9 +245,7 @@ pub(crate) fn install_all(_py: Python<'_>, builtins: bool) -> PyResult<()> {
     // SAFETY: attached (a Python token), so the thread list is stable.
     unsafe {
         set_all(Some(profile));
-        let tstate = ffi::PyThreadState_Get();
-        PROFILE_FIELD_READS.store(true, Ordering::Relaxed);
-        let reads = runs_profile(tstate);
+        let reads = profile_field(ffi::PyThreadState_Get()) == profile as *const ();
         PROFILE_FIELD_READS.store(reads, Ordering::Relaxed);
         hook_frames();
     }
@@ -314,17 +312,21 @@ static PROFILE_FIELD_READS: AtomicBool = AtomicBool::new(false);
 /// is, if the field's offset did not check out).
 #[inline(always)]
 unsafe fn runs_profile(tstate: *mut ffi::PyThreadState) -> bool {
-    if !PROFILE_FIELD_READS.load(Ordering::Relaxed) {
-        return false;
-    }
-    // SAFETY: the thread state is live (its frame is about to run) and
-    // larger than the offset; a function pointer or null is stored there.
-    let field = tstate
+    PROFILE_FIELD_READS.load(Ordering::Relaxed) && profile_field(tstate) == profile as *const ()
+}
+
+/// What [`C_PROFILEFUNC_OFFSET`] holds in `tstate`.
+///
+/// # Safety
+/// `tstate` is a live thread state (larger than the offset, where a
+/// function pointer or null is stored).
+#[inline(always)]
+unsafe fn profile_field(tstate: *mut ffi::PyThreadState) -> *const () {
+    tstate
         .cast::<u8>()
         .add(C_PROFILEFUNC_OFFSET)
         .cast::<*const ()>()
-        .read();
-    field == profile as *const ()
+        .read()
 }
 
 /// The evaluator [`evaluate`] hands each frame to: the one the interpreter

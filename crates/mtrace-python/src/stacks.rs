@@ -355,18 +355,13 @@ impl Thread {
     /// [`Thread::entry`] through the map, keeping the entry in `recent`.
     #[inline(never)]
     unsafe fn entry_not_recent(&mut self, code: *mut ffi::PyObject) -> Entry {
-        let e = match self.codes.get_mut(&(code as usize)) {
-            Some((e, named)) => {
-                name_once(named, self.session, e.id);
-                *e
-            }
-            None => {
-                let e = registry::code_entry(code);
-                name_on_use(e.id);
-                self.codes.insert(code as usize, (e, self.session));
-                e
-            }
-        };
+        let e = named_in_session(
+            &mut self.codes,
+            code as usize,
+            self.session,
+            |e| e.id,
+            || registry::code_entry(code),
+        );
         self.recent_codes.put(code as usize, e);
         e
     }
@@ -394,18 +389,13 @@ impl Thread {
         callable: *mut ffi::PyObject,
         self_arg: *mut ffi::PyObject,
     ) -> u32 {
-        let id = match self.cfuncs.get_mut(&def) {
-            Some((id, named)) => {
-                name_once(named, self.session, *id);
-                *id
-            }
-            None => {
-                let id = registry::cfunction_id(def, callable, self_arg);
-                name_on_use(id);
-                self.cfuncs.insert(def, (id, self.session));
-                id
-            }
-        };
+        let id = named_in_session(
+            &mut self.cfuncs,
+            def,
+            self.session,
+            |&id| id,
+            || registry::cfunction_id(def, callable, self_arg),
+        );
         self.recent_cfuncs.put(def, id);
         id
     }
@@ -1388,6 +1378,31 @@ pub(crate) fn start_session(tasks: bool, open_frames: bool, names_on_use: bool) 
     OPEN_FRAMES.store(open_frames, Ordering::Relaxed);
     NAMES_ON_USE.store(names_on_use, Ordering::Relaxed);
     SESSION.fetch_add(1, Ordering::Relaxed);
+}
+
+/// `map`'s value for `key` (`register` makes it the first time the thread
+/// meets the key), its function (`id_of`) named in the recording of
+/// `session` if it names functions on use and this thread has not named it
+/// in that session yet.
+fn named_in_session<V: Copy>(
+    map: &mut PtrMap<(V, u64)>,
+    key: usize,
+    session: u64,
+    id_of: impl Fn(&V) -> u32,
+    register: impl FnOnce() -> V,
+) -> V {
+    match map.get_mut(&key) {
+        Some((value, named)) => {
+            name_once(named, session, id_of(value));
+            *value
+        }
+        None => {
+            let value = register();
+            name_on_use(id_of(&value));
+            map.insert(key, (value, session));
+            value
+        }
+    }
 }
 
 /// Names function `id` if the cache entry stamped `named` was last named
