@@ -664,21 +664,101 @@ impl<'a> CompactEvents<'a> {
     /// hands each to `at` as it walks, then returns how many events the
     /// walk yielded (as [`CompactEvents::next_raw`] would: up to a `lost`
     /// or damage, which [`CompactEvents::problem`] then reports).
+    ///
+    /// A count needs no function of an exit, so the walk keeps the depth
+    /// of the named frames, not the frames: an exit of a named frame at
+    /// depth 0 and an enter of id 0 are the damage a short form can be,
+    /// one check for both as in [`CompactEvents::for_each_raw`], and
+    /// nothing is stored an event. The named frames left for the slow
+    /// path (the body's last bytes, a `lost`, damage) are as many as the
+    /// walk's, with ids no count reads: after this walk, only
+    /// [`CompactEvents::problem`] and [`CompactEvents::offset`] are to be
+    /// read.
     pub fn count_with_switches(&mut self, mut at: impl FnMut(SwitchPoint)) -> usize {
         let mut events = 0usize;
-        let mut prev_tick = self.tick;
-        self.for_each_raw_at(|offset, (kind, tick, _)| {
-            if kind == KIND_SWITCH {
-                at(SwitchPoint {
-                    event: events,
-                    offset,
-                    prev_tick,
-                });
+        loop {
+            let mut depth = self.named.len();
+            let mut tick = self.tick;
+            // After a `lost` or damage nothing is walked (the slow path
+            // says so).
+            let start = if self.done { &[][..] } else { self.rest };
+            let mut at_event = 0usize;
+            // An event starting at or before `last` has a worst case's
+            // bytes in the body: one compare a turn.
+            let last = start.len().checked_sub(COMPACT_MAX_EVENT_SIZE);
+            while last.is_some_and(|last| at_event <= last) {
+                // SAFETY: `at_event <= last`, so the event's worst case is
+                // in the body.
+                let room = unsafe { &*start.as_ptr().add(at_event).cast::<Room>() };
+                let tag = room[0];
+                let short = &SHORT_BY_TAG[tag as usize];
+                let high = u64::from_le_bytes(word_at(room, 1)) & short.high_mask;
+                let next = tick + (high << 4 | (tag & TAG_DELTA_LOW_MASK) as u64);
+                if next > MAX_TICK {
+                    break;
+                }
+                let len = if tag >> TAG_FORM_SHIFT == FORM_LONG {
+                    let from = 1 + tick_bytes((tag >> TAG_CLASS_SHIFT) as usize & 3);
+                    match long_event(room, COMPACT_MAX_EVENT_SIZE, from, next) {
+                        Ok((len, event)) if event.0 != KIND_LOST => {
+                            match event.0 {
+                                KIND_ENTER => depth += 1,
+                                KIND_EXIT => depth = 0,
+                                KIND_SWITCH => {
+                                    at(SwitchPoint {
+                                        event: events,
+                                        offset: self.offset + at_event as u64,
+                                        prev_tick: tick,
+                                    });
+                                    depth = 0;
+                                }
+                                _ => {}
+                            }
+                            len
+                        }
+                        // A `lost` and damage: the slow path's.
+                        _ => break,
+                    }
+                } else {
+                    let exit = short.kind == KIND_EXIT as u8;
+                    let id = u32::from_le_bytes(quad_at(room, 1 + (short.tick_bytes & 7) as usize))
+                        & short.id_mask;
+                    // The depth an exit needs above 0, the id an enter
+                    // needs above 0 (a chunk's depth fits in 32 bits: each
+                    // frame took a byte of it).
+                    if std::hint::select_unpredictable(exit, depth as u32, id) == 0 {
+                        break;
+                    }
+                    depth = depth.wrapping_add(short.step as usize);
+                    short.len as usize
+                };
+                events += 1;
+                at_event += len;
+                tick = next;
             }
-            prev_tick = tick;
-            events += 1;
-        });
-        events
+            if !self.done {
+                let rest = start.get(at_event..).unwrap_or_default();
+                self.offset += (start.len() - rest.len()) as u64;
+                self.rest = rest;
+                self.tick = tick;
+            }
+            self.named.clear();
+            self.named.resize(depth, u32::MAX);
+            let (offset, prev_tick) = (self.offset, self.tick);
+            match self.next_raw_slow() {
+                Some((kind, _, _)) => {
+                    if kind == KIND_SWITCH {
+                        at(SwitchPoint {
+                            event: events,
+                            offset,
+                            prev_tick,
+                        });
+                    }
+                    events += 1;
+                }
+                None => return events,
+            }
+        }
     }
 
     /// The events of a chunk body from a [`SwitchPoint`] on: `rest` is the
@@ -1656,6 +1736,38 @@ mod tests {
         }
     }
 
+    /// The count and the switch points of a walk, as
+    /// [`CompactEvents::count_with_switches`] gives them and as the
+    /// one-event decoder finds them, with each walk's damage.
+    fn counted_both_ways(
+        body: &[u8],
+        tick: u64,
+        named: &[u32],
+    ) -> [(usize, Vec<SwitchPoint>, Option<ChunkProblem>); 2] {
+        let mut walk = CompactEvents::from_parts(body, 3, 500, tick, named.to_vec());
+        let mut points = Vec::new();
+        let count = walk.count_with_switches(|p| points.push(p));
+        let skimmed = (count, points, walk.problem().cloned());
+        let mut walk = CompactEvents::from_parts(body, 3, 500, tick, named.to_vec());
+        let (mut count, mut points, mut prev_tick) = (0, Vec::new(), tick & MAX_TICK);
+        loop {
+            let offset = walk.offset();
+            let Some((kind, tick, _)) = walk.next_raw() else {
+                break;
+            };
+            if kind == KIND_SWITCH {
+                points.push(SwitchPoint {
+                    event: count,
+                    offset,
+                    prev_tick,
+                });
+            }
+            prev_tick = tick;
+            count += 1;
+        }
+        [skimmed, (count, points, walk.problem().cloned())]
+    }
+
     proptest! {
         #[test]
         fn random_threads_round_trip_with_clamped_ticks(
@@ -1715,6 +1827,9 @@ mod tests {
             let (clean, _) = encode(7, &[], &events);
             prop_assert_eq!(count_events(&clean), events.len());
             prop_assert!(count_events(&body) >= expected.len());
+            let [skimmed, decoded] = counted_both_ways(&body, 7, &[]);
+            prop_assert_eq!(skimmed.0, expected.len());
+            prop_assert_eq!(skimmed, decoded);
         }
 
         #[test]
@@ -1732,7 +1847,7 @@ mod tests {
                 by_next.push(e);
             }
             let problem = walk.problem().cloned();
-            let mut walk = CompactEvents::from_parts(&body, 3, 500, tick, named);
+            let mut walk = CompactEvents::from_parts(&body, 3, 500, tick, named.clone());
             let mut by_each = Vec::new();
             walk.for_each_raw(|e| by_each.push(e));
             prop_assert_eq!(&by_each, &by_next);
@@ -1740,6 +1855,10 @@ mod tests {
             // What sizes an expansion never counts fewer events than a
             // walk yields, whatever the bytes.
             prop_assert!(count_events(&body) >= by_each.len());
+            // The count keeps a depth, not the frames: the same events,
+            // switches and damage.
+            let [skimmed, decoded] = counted_both_ways(&body, tick, &named);
+            prop_assert_eq!(skimmed, decoded);
         }
 
         #[test]
