@@ -5,7 +5,7 @@
 //!
 //! | the trace and the options | engine | why |
 //! |---|---|---|
-//! | one trace: at least [`STREAM_FROM_STACKS`] named stacks, no call paths, no stack selection, no chunk lost, damaged or cut, a tally per lane fits | stream (`stream/`): cut and replay in steps of time | holds only the stacks alive at a time (a task-per-request trace names thousands) |
+//! | one trace: at least [`STREAM_FROM_STACKS`] named stacks or [`STREAM_FROM_EVENTS`] events, no call paths, no stack selection, no chunk lost, damaged or cut, a tally per lane fits | stream (`stream/`): cut and replay in steps of time | holds only the stacks alive at a time (a task-per-request trace names thousands) and a step's segments (the batch holds every segment of the trace) |
 //! | one trace, any other | batch ([`pipeline::batch`]): every segment cut (own stacks replayed on the way when the clock is not `gil`, there are no call paths and a tally per thread fits), grouped by stack, stacks replayed in parallel | faster on a few long-lived stacks, and it sees the whole trace before it judges a stack's end |
 //! | one of many traces (`many.rs`): at most [`SEQUENTIAL_BYTES`], and at least two traces per rayon thread | sequential ([`pipeline::sequential`]): one stage and one stack after the other on the worker's thread, into the worker's one tally; [`pipeline::numbered`] when the worker sums its traces and there are no call paths | the traces, not their stacks, run in parallel; a small trace costs no tables of its own |
 //! | one of many, bigger, or few traces | as one trace | one big trace among small ones does not end the run on one core |
@@ -47,6 +47,15 @@ use mtanalyze_model::sink::{NoSink, StackSink};
 /// trace has thousands.
 pub(crate) const STREAM_FROM_STACKS: usize = 1024;
 
+/// How many events a trace holds from which it is streamed, whatever its
+/// number of stacks: the batch way holds every segment of the trace until
+/// its stacks are replayed (a segment at every switch: on the synthetic
+/// fiber trace about 0.4 bytes an event, a few hundred bytes a chunk), the
+/// stream a step's, so a trace longer than this takes no more memory than
+/// one this long. Below it, the batch way's speed (see
+/// [`STREAM_FROM_STACKS`]) is worth what it holds.
+pub(crate) const STREAM_FROM_EVENTS: u64 = 300_000_000;
+
 /// Traces of many up to this size are analyzed sequentially by their
 /// worker; bigger ones as one trace (see the table). 32 MiB is some two
 /// million events: a fraction of a second on one core.
@@ -70,6 +79,8 @@ pub(crate) struct Knobs {
     pub(crate) step_events: u64,
     /// Named stacks from which a trace is streamed.
     pub(crate) stream_from_stacks: usize,
+    /// Events from which a trace is streamed.
+    pub(crate) stream_from_events: u64,
     /// Never stream.
     pub(crate) batch_only: bool,
 }
@@ -79,6 +90,7 @@ impl Knobs {
     pub(crate) const PLAN: Knobs = Knobs {
         step_events: STEP_EVENTS,
         stream_from_stacks: STREAM_FROM_STACKS,
+        stream_from_events: STREAM_FROM_EVENTS,
         batch_only: false,
     };
 }
@@ -94,7 +106,19 @@ pub(crate) fn choose(
     let plain = opts.paths == PathMode::Off && !opts.selects_stacks();
     let whole = decoded.lost == 0 && decoded.damaged.is_empty() && decoded.cut.is_empty();
     let many_stacks = decoded.stack_names.len() >= knobs.stream_from_stacks;
-    if !knobs.batch_only && plain && whole && many_stacks && tallies_fit(decoded, file_len) {
+    let events: u64 = decoded
+        .threads
+        .iter()
+        .flat_map(|t| &t.chunks)
+        .map(|c| u64::from(c.events))
+        .sum();
+    let long = events >= knobs.stream_from_events;
+    if !knobs.batch_only
+        && plain
+        && whole
+        && (many_stacks || long)
+        && tallies_fit(decoded, file_len)
+    {
         Engine::Stream
     } else {
         Engine::Batch
@@ -285,6 +309,7 @@ pub mod testing {
         let knobs = Knobs {
             step_events,
             stream_from_stacks: 0,
+            stream_from_events: 0,
             batch_only: false,
         };
         if choose(&decoding, &opts, trace.bytes().len(), &knobs) != Engine::Stream {
@@ -327,8 +352,75 @@ pub mod testing {
         let knobs = Knobs {
             step_events,
             stream_from_stacks: 0,
+            stream_from_events: 0,
             batch_only: false,
         };
         Ok(analyze_one(trace, opts, Some(sink), knobs, &mut |_| {})?.into_report())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::input::from_bytes;
+    use mtrace_format::{EventKind, StackId, ThreadId, TraceWriter, WriterOptions};
+
+    /// A trace of `n` calls of one function on one thread, each switching
+    /// to the same logical stack and back: two stacks, `6 n` events.
+    fn few_stacks(n: u64) -> LoadedTrace {
+        let mut w = TraceWriter::new(std::io::Cursor::new(Vec::new()), WriterOptions::default())
+            .expect("writer");
+        let f = w.function("f", "f.py", 1, "");
+        let task = w.stack("task");
+        let mut t = 0;
+        for _ in 0..n {
+            for kind in [
+                EventKind::Enter(f),
+                EventKind::Switch(task),
+                EventKind::Enter(f),
+                EventKind::Exit(f),
+                EventKind::Switch(StackId::OWN),
+                EventKind::Exit(f),
+            ] {
+                t += 10;
+                w.event(ThreadId(1), t, kind).expect("event");
+            }
+        }
+        let bytes = w.finish(Some(t + 10)).expect("finish").into_inner();
+        from_bytes("test", bytes).expect("loads")
+    }
+
+    fn engine(trace: &LoadedTrace, opts: &AnalyzeOptions, stream_from_events: u64) -> Engine {
+        let decoding = decode_for(trace, Some(opts), None).expect("decodes");
+        let knobs = Knobs {
+            stream_from_events,
+            ..Knobs::PLAN
+        };
+        choose(&decoding, opts, trace.bytes().len(), &knobs)
+    }
+
+    #[test]
+    fn a_long_trace_of_few_stacks_is_streamed() {
+        // What the batch way holds grows with the trace (a segment a
+        // switch); a trace of a few stacks is streamed once it is long.
+        let trace = few_stacks(100);
+        let opts = AnalyzeOptions::default();
+        assert_eq!(engine(&trace, &opts, 601), Engine::Batch);
+        assert_eq!(engine(&trace, &opts, 600), Engine::Stream);
+        // What the stream cannot do still goes the batch way.
+        let paths = AnalyzeOptions {
+            paths: PathMode::Merged,
+            ..AnalyzeOptions::default()
+        };
+        assert_eq!(engine(&trace, &paths, 600), Engine::Batch);
+        // The stream gives the batch's report.
+        let streamed = testing::analyze_streamed_with(&trace, &opts, 64)
+            .expect("analyzes")
+            .expect("streams");
+        assert_eq!(
+            serde_json::to_string(&streamed).expect("json"),
+            serde_json::to_string(&testing::analyze_batched(&trace, &opts).expect("analyzes"))
+                .expect("json")
+        );
     }
 }
