@@ -9,6 +9,7 @@ mod async_tasks;
 mod check;
 mod cli;
 mod convert;
+mod debug_plan;
 mod diff;
 mod docs;
 mod ends;

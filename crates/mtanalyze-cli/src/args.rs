@@ -321,6 +321,9 @@ pub(crate) struct ReportArgs {
     pub(crate) width: Option<usize>,
     #[command(flatten)]
     pub(crate) collapse: CollapseArgs,
+    /// Before the report, print on stderr how each trace is analyzed and why: the engine the planner picks (stream or batch) and what the choice looked at.
+    #[arg(long)]
+    pub(crate) debug_plan: bool,
 }
 
 #[derive(Args, Debug)]

@@ -141,6 +141,8 @@ pub(crate) struct ReportPlan {
     pub(crate) by_trace: bool,
     /// The HTML page's label of `--collapse-recursion`.
     pub(crate) collapse: Option<&'static str>,
+    /// `--debug-plan`: each trace's analysis plan on stderr first.
+    pub(crate) debug_plan: bool,
 }
 
 /// How a report gathers the stack rows of the traces it reads.
@@ -304,6 +306,7 @@ fn report(args: ReportArgs) -> Result<ReportPlan, String> {
         scheduled: args.scheduled,
         by_trace: args.by_trace,
         collapse: collapse_label(args.collapse.recursion),
+        debug_plan: args.debug_plan,
     })
 }
 

@@ -33,6 +33,9 @@ pub(crate) fn report(plan: &ReportPlan, out: &mut dyn Write) -> Result<(), Failu
         return Err(Failure::Message("no trace given (see --help)".into()));
     };
     let options = plan.options_for(traces.len(), series::rotated(&series));
+    if plan.debug_plan {
+        say_plans(&traces, &options)?;
+    }
     if plan.format == Format::Html {
         return crate::html::report(plan, &options, &traces, &series, out);
     }
@@ -364,4 +367,55 @@ fn by_trace_rows<'r>(
     rows.sort_by(|a, b| view.sort.order(a.1, b.1).then(a.0.cmp(&b.0)));
     rows.truncate(view.limit.unwrap_or(usize::MAX));
     rows
+}
+
+/// `--debug-plan`: how each trace is analyzed, on stderr.
+fn say_plans(traces: &[PathBuf], options: &mtanalyze::AnalyzeOptions) -> Result<(), Failure> {
+    let mut text = String::new();
+    if traces.len() > 1 {
+        text.push_str(&format!(
+            "{} traces: analyzed in parallel and summed; with enough of them, each small \
+             one on one worker, one stage after the other, the others as planned below\n",
+            traces.len()
+        ));
+    }
+    for path in traces {
+        let trace = crate::load(path)?;
+        let p = mtanalyze::plan::of(&trace, options).map_err(crate::output::message)?;
+        text.push_str(&plan_text(&path.display().to_string(), &p));
+    }
+    eprint!("{text}");
+    Ok(())
+}
+
+/// A plan as `--debug-plan` prints it: the engine, then each fact the
+/// choice looked at, with what the stream needs of it.
+pub(crate) fn plan_text(name: &str, p: &mtanalyze::plan::Plan) -> String {
+    use mtanalyze::plan::Engine;
+    let yes = |b: bool| if b { "yes" } else { "no" };
+    let engine = match p.engine {
+        Engine::Stream => format!(
+            "stream: cut and replay in steps of about {} events; if it meets what it cannot \
+             judge (a stack run after its end, a function the metadata does not name), the \
+             batch starts over from the decoded trace",
+            p.step_events
+        ),
+        Engine::Batch => {
+            "batch: every thread cut into segments, then the stacks replayed in parallel".into()
+        }
+    };
+    format!(
+        "plan for {name}\n  engine: {engine}\n  \
+         events: {} (streamed from {}) | named stacks: {} (streamed from {}) | threads: {}\n  \
+         the stream needs, each: no call paths nor stack selection: {}; no chunk lost, \
+         damaged or cut: {}; a running sum a thread fits: {}\n",
+        p.events,
+        p.stream_from_events,
+        p.named_stacks,
+        p.stream_from_stacks,
+        p.threads,
+        yes(p.plain),
+        yes(p.whole),
+        yes(p.tallies_fit),
+    )
 }

@@ -18,8 +18,8 @@ pub mod threads;
 pub use analysis::testing;
 pub use analysis::timeline::Timelines;
 pub use analysis::{
-    analyze, analyze_compact, analyze_many, analyze_with_sink, check, marks, AnalyzeError,
-    AnalyzeOptions, ManyTraces, PathMode, RecursionCollapse, TimeBound, TraceError,
+    analyze, analyze_compact, analyze_many, analyze_with_sink, check, marks, plan, AnalyzeError,
+    AnalyzeOptions, Engine, ManyTraces, PathMode, Plan, RecursionCollapse, TimeBound, TraceError,
 };
 pub use input::chrome::ImportError;
 pub use input::jsonl::{to_binary as jsonl_to_binary, JsonlError};

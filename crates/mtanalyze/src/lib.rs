@@ -112,6 +112,12 @@ pub mod significance {
     };
 }
 
+/// How a trace would be analyzed, and why: the engine the planner picks
+/// for it and what the choice looked at (`mtanalyze --debug-plan`).
+pub mod plan {
+    pub use mtanalyze_engine::{plan as of, Engine, Plan};
+}
+
 /// A trace replayed as time slices per stack, for the views that draw time
 /// (Chrome's trace, the HTML page's timeline) rather than sum it.
 pub mod timeline {

@@ -15,6 +15,7 @@ const MOST: usize = 45;
 const ROOT: &[&str] = &[
     // Modules.
     "diff",
+    "plan",
     "render",
     "report",
     "significance",

@@ -69,4 +69,4 @@ pub use options::{AnalyzeError, AnalyzeOptions, PathMode, TimeBound};
 pub use paths::RecursionCollapse;
 #[cfg(feature = "testing")]
 pub use plan::testing;
-pub use plan::{analyze, analyze_compact, analyze_with_sink};
+pub use plan::{analyze, analyze_compact, analyze_with_sink, plan, Engine, Plan};

@@ -61,13 +61,41 @@ pub(crate) const STREAM_FROM_EVENTS: u64 = 300_000_000;
 /// million events: a fraction of a second on one core.
 pub(crate) const SEQUENTIAL_BYTES: usize = 32 << 20;
 
-/// The engines for one trace.
+/// The engines for one trace (see the module's table).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Engine {
-    /// `stream/`.
+pub enum Engine {
+    /// `stream/`: cut and replay in steps of time.
     Stream,
-    /// [`pipeline::batch`].
+    /// [`pipeline::batch`]: every segment cut, then the stacks replayed.
     Batch,
+}
+
+/// How one trace is analyzed, decided once from its decoded chunks and
+/// the options: the planner's table (`analysis/plan.rs`) as a value, with
+/// what it looked at. `mtanalyze --debug-plan` prints it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Plan {
+    /// The engine chosen.
+    pub engine: Engine,
+    /// Events a stream step reads, all threads together.
+    pub step_events: u64,
+    /// Events in the trace's chunks.
+    pub events: u64,
+    /// Events from which a trace is streamed.
+    pub stream_from_events: u64,
+    /// Logical stacks the trace's metadata names.
+    pub named_stacks: usize,
+    /// Named stacks from which a trace is streamed.
+    pub stream_from_stacks: usize,
+    /// Threads that recorded events.
+    pub threads: usize,
+    /// No call paths and no stack selection (which the stream does not do).
+    pub plain: bool,
+    /// No chunk lost, damaged or cut (which only the batch judges).
+    pub whole: bool,
+    /// A running sum per thread fits the memory the trace allows (the
+    /// stream replays each thread's own stack into its own).
+    pub tallies_fit: bool,
 }
 
 /// What the tests that compare the engines change in the plan: the
@@ -95,6 +123,44 @@ impl Knobs {
     };
 }
 
+/// The plan for the decoded trace (see the module's table).
+fn plan_for(
+    decoding: &Decoding<'_>,
+    opts: &AnalyzeOptions,
+    file_len: usize,
+    knobs: &Knobs,
+) -> Plan {
+    let decoded = &decoding.decoded;
+    let plain = opts.paths == PathMode::Off && !opts.selects_stacks();
+    let whole = decoded.lost == 0 && decoded.damaged.is_empty() && decoded.cut.is_empty();
+    let events: u64 = decoded
+        .threads
+        .iter()
+        .flat_map(|t| &t.chunks)
+        .map(|c| u64::from(c.events))
+        .sum();
+    let named_stacks = decoded.stack_names.len();
+    let tallies_fit = tallies_fit(decoded, file_len);
+    let long = events >= knobs.stream_from_events || named_stacks >= knobs.stream_from_stacks;
+    let engine = if !knobs.batch_only && plain && whole && long && tallies_fit {
+        Engine::Stream
+    } else {
+        Engine::Batch
+    };
+    Plan {
+        engine,
+        step_events: knobs.step_events,
+        events,
+        stream_from_events: knobs.stream_from_events,
+        named_stacks,
+        stream_from_stacks: knobs.stream_from_stacks,
+        threads: decoded.threads.len(),
+        plain,
+        whole,
+        tallies_fit,
+    }
+}
+
 /// The engine for the decoded trace (see the module's table).
 pub(crate) fn choose(
     decoding: &Decoding<'_>,
@@ -102,27 +168,20 @@ pub(crate) fn choose(
     file_len: usize,
     knobs: &Knobs,
 ) -> Engine {
-    let decoded = &decoding.decoded;
-    let plain = opts.paths == PathMode::Off && !opts.selects_stacks();
-    let whole = decoded.lost == 0 && decoded.damaged.is_empty() && decoded.cut.is_empty();
-    let many_stacks = decoded.stack_names.len() >= knobs.stream_from_stacks;
-    let events: u64 = decoded
-        .threads
-        .iter()
-        .flat_map(|t| &t.chunks)
-        .map(|c| u64::from(c.events))
-        .sum();
-    let long = events >= knobs.stream_from_events;
-    if !knobs.batch_only
-        && plain
-        && whole
-        && (many_stacks || long)
-        && tallies_fit(decoded, file_len)
-    {
-        Engine::Stream
-    } else {
-        Engine::Batch
-    }
+    plan_for(decoding, opts, file_len, knobs).engine
+}
+
+/// How [`analyze`] would run `trace` with `opts`: decodes its chunks and
+/// plans, analyzing nothing.
+pub fn plan(trace: &LoadedTrace, opts: &AnalyzeOptions) -> Result<Plan, AnalyzeError> {
+    let opts = rows_for(opts, false);
+    let decoding = decode_for(trace, Some(&opts), None)?;
+    Ok(plan_for(
+        &decoding,
+        &opts,
+        trace.bytes().len(),
+        &Knobs::PLAN,
+    ))
 }
 
 /// Analyzes one trace: decodes it, chooses the engine and runs it (see the

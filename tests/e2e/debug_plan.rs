@@ -1,0 +1,111 @@
+//! `--debug-plan` (issue 51): how each trace is analyzed and why, on
+//! stderr before the report, for each kind of input; the report itself is
+//! the same as without it.
+
+use crate::util::{mtanalyze, repo_file, vector, TempDir};
+
+/// The plan lines `mtanalyze --debug-plan ARGS` printed, and its stdout.
+fn plan(args: &[&str]) -> (String, String) {
+    let mut all = vec!["--debug-plan"];
+    all.extend(args);
+    let run = mtanalyze(&all).success();
+    let without = mtanalyze(args).success();
+    assert_eq!(
+        run.stdout, without.stdout,
+        "--debug-plan changes only stderr"
+    );
+    (run.stderr, run.stdout)
+}
+
+/// A JSON lines trace whose thread runs `n` tasks, each one call.
+fn tasks(dir: &TempDir, n: usize) -> String {
+    let mut text = String::new();
+    for i in 0..n {
+        let ts = 10 * i;
+        text.push_str(&format!(
+            "{{\"ts\": {ts}, \"tid\": 1, \"ev\": \"switch\", \"stack\": \"task-{i}\"}}\n\
+             {{\"ts\": {}, \"tid\": 1, \"ev\": \"enter\", \"fn\": \"handle\"}}\n\
+             {{\"ts\": {}, \"tid\": 1, \"ev\": \"exit\", \"fn\": \"handle\"}}\n\
+             {{\"ts\": {}, \"tid\": 1, \"ev\": \"switch\", \"stack\": null}}\n",
+            ts + 1,
+            ts + 5,
+            ts + 6
+        ));
+    }
+    dir.write("tasks.jsonl", text).display().to_string()
+}
+
+#[test]
+fn a_few_long_lived_stacks_go_the_batch_way() {
+    let trace = repo_file("sample-traces/workload.bin");
+    let (plan, _) = plan(&[trace.to_str().unwrap()]);
+    assert!(
+        plan.starts_with(&format!("plan for {}\n", trace.display())),
+        "{plan}"
+    );
+    assert!(plan.contains("  engine: batch: "), "{plan}");
+    assert!(
+        plan.contains("events: 214178 (streamed from 300000000) | named stacks: 151 (streamed from 1024) | threads: 7"),
+        "{plan}"
+    );
+    assert!(plan.contains("no call paths nor stack selection: yes; no chunk lost, damaged or cut: yes; a running sum a thread fits: yes"), "{plan}");
+    // The compact twin is planned alike.
+    let v4 = repo_file("sample-traces/workload-v4.bin");
+    let (twin, _) = self::plan(&[v4.to_str().unwrap()]);
+    assert_eq!(
+        twin.lines().skip(1).collect::<Vec<_>>(),
+        plan.lines().skip(1).collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn many_stacks_are_streamed_unless_the_options_need_the_batch() {
+    let dir = TempDir::new("debug-plan");
+    let trace = tasks(&dir, 1100);
+    let (plan, _) = plan(&[&trace]);
+    assert!(
+        plan.contains("  engine: stream: cut and replay in steps of about 65536 events;"),
+        "{plan}"
+    );
+    assert!(
+        plan.contains("named stacks: 1100 (streamed from 1024) | threads: 1"),
+        "{plan}"
+    );
+    // Call paths, a stack selection: the batch, saying why.
+    for args in [["--format", "folded"], ["--stack", "task-7"]] {
+        let mut all = vec![trace.as_str()];
+        all.extend(args);
+        let (plan, _) = self::plan(&all);
+        assert!(plan.contains("  engine: batch: "), "{args:?}: {plan}");
+        assert!(
+            plan.contains("no call paths nor stack selection: no;"),
+            "{args:?}: {plan}"
+        );
+    }
+}
+
+#[test]
+fn a_cut_trace_goes_the_batch_way_and_several_traces_say_how_they_are_summed() {
+    let dir = TempDir::new("debug-plan-cut");
+    let whole = std::fs::read(repo_file("sample-traces/workload.bin")).unwrap();
+    let cut = dir.write("cut.bin", &whole[..whole.len() * 2 / 3]);
+    let (plan, _) = plan(&[cut.to_str().unwrap()]);
+    assert!(plan.contains("  engine: batch: "), "{plan}");
+    assert!(
+        plan.contains("no chunk lost, damaged or cut: no;"),
+        "{plan}"
+    );
+    let a = vector("fibers.jsonl");
+    let b = vector("recursion-a.jsonl");
+    let (plan, _) = self::plan(&[a.to_str().unwrap(), b.to_str().unwrap()]);
+    let lines: Vec<&str> = plan.lines().collect();
+    assert!(
+        lines[0].starts_with("2 traces: analyzed in parallel and summed;"),
+        "{plan}"
+    );
+    assert_eq!(
+        lines.iter().filter(|l| l.starts_with("plan for ")).count(),
+        2,
+        "{plan}"
+    );
+}
