@@ -141,8 +141,9 @@ fn plan_for(
         .sum();
     let named_stacks = decoded.stack_names.len();
     let tallies_fit = tallies_fit(decoded, file_len);
-    let long = events >= knobs.stream_from_events || named_stacks >= knobs.stream_from_stacks;
-    let engine = if !knobs.batch_only && plain && whole && long && tallies_fit {
+    // Many stacks, or many events: what the batch way would hold grows.
+    let large = named_stacks >= knobs.stream_from_stacks || events >= knobs.stream_from_events;
+    let engine = if !knobs.batch_only && plain && whole && large && tallies_fit {
         Engine::Stream
     } else {
         Engine::Batch
