@@ -174,7 +174,7 @@ impl Batch<'_> {
 pub(crate) struct Batches<'a, 'd> {
     file: &'d TraceFile<'a>,
     chunks: &'d [ChunkRef],
-    switches: &'d [SwitchAt],
+    switches: &'d [Box<[SwitchAt]>],
     next: Pos,
     to: Pos,
     prev_tick: u64,
@@ -288,7 +288,7 @@ impl<'a, 'd> Batches<'a, 'd> {
             };
             let first = first.min(end);
             if r.compact {
-                let Some((expanded, lent)) = self.expand(r, first, end) else {
+                let Some((expanded, lent)) = self.expand(ci, r, first, end) else {
                     continue;
                 };
                 let events = expanded
@@ -327,14 +327,19 @@ impl<'a, 'd> Batches<'a, 'd> {
         }
     }
 
-    /// Events `[first, end)` of compact chunk `r`, expanded into the
+    /// Events `[first, end)` of compact chunk `r` (the thread's `ci`-th), expanded into the
     /// worker's buffer from the chunk's last `switch` at or before `first`
     /// (or its start): the buffer and the range of it that holds them.
     /// `None` if the chunk no longer decodes (the bytes changed under us).
-    fn expand(&self, r: &ChunkRef, first: u32, end: u32) -> Option<(Expanded, (usize, usize))> {
+    fn expand(
+        &self,
+        ci: u32,
+        r: &ChunkRef,
+        first: u32,
+        end: u32,
+    ) -> Option<(Expanded, (usize, usize))> {
         let chunk = self.file.chunk(r.slot).ok().flatten()?;
-        let (start, count) = (r.switches.0 as usize, r.switches.1 as usize);
-        let switches = self.switches.get(start..start + count).unwrap_or_default();
+        let switches = self.switches.get(ci as usize).map_or(&[][..], |s| &s[..]);
         // The last switch at or before `first`.
         let from = switches
             .partition_point(|s| s.event <= first)
@@ -412,9 +417,8 @@ mod tests {
                 events(&whole, i, Pos::default(), end)
             );
             for (ci, c) in a.chunks.iter().enumerate() {
-                let (s, n) = (c.switches.0 as usize, c.switches.1 as usize);
                 let mut firsts = vec![0, c.events / 3, c.events / 2, c.events.saturating_sub(1)];
-                for sw in &a.switches[s..s + n] {
+                for sw in a.switches[ci].iter() {
                     firsts.extend([sw.event, sw.event + 1, sw.event + 2]);
                 }
                 for first in firsts.into_iter().filter(|&f| f <= c.events) {
@@ -454,7 +458,12 @@ mod tests {
     fn a_compact_trace_reads_as_its_image_from_any_event() {
         let compact = sample("workload-v4.bin");
         let lazy = decode(&compact, None, false).expect("decodes");
-        let switches: usize = lazy.threads.iter().map(|t| t.switches.len()).sum();
+        let switches: usize = lazy
+            .threads
+            .iter()
+            .flat_map(|t| &t.switches)
+            .map(|s| s.len())
+            .sum();
         assert!(switches > 100, "the sample switches stacks inside chunks");
         reads_as_its_image(&compact);
     }
@@ -469,13 +478,13 @@ mod tests {
         // A switch in the middle of a chunk that holds many, made a long
         // form whose width code names no width (tag 0: the long form with
         // no tick bytes, then the kind byte).
-        let (thread, chunk) = lazy
+        let (chunk, switches) = lazy
             .threads
             .iter()
-            .flat_map(|t| t.chunks.iter().map(move |c| (t, c)))
-            .max_by_key(|(_, c)| c.switches.1)
+            .flat_map(|t| t.chunks.iter().zip(&t.switches))
+            .max_by_key(|(_, s)| s.len())
             .expect("chunks");
-        let sw = thread.switches[chunk.switches.0 as usize + chunk.switches.1 as usize / 2];
+        let sw = switches[switches.len() / 2];
         let at = (chunk.events_offset + sw.offset as u64) as usize;
         let last_slot = lazy
             .threads

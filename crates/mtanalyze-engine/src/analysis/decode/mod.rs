@@ -83,9 +83,6 @@ pub(crate) struct ChunkRef {
     /// Its events are compact (format version 4): a batch expands them
     /// (see `cursor.rs`), and `events` counts those a decode yields.
     pub compact: bool,
-    /// A compact chunk's `switch` events: the first's index in
-    /// [`ThreadChunks::switches`], and how many.
-    pub switches: (u32, u32),
 }
 
 /// Where a compact chunk's `switch` event is, so that a batch that starts
@@ -101,6 +98,9 @@ pub(crate) struct SwitchAt {
     pub prev_tick: u64,
 }
 
+/// A chunk and where its `switch` events are, as the decode finds them.
+type ChunkWithSwitches = (ChunkRef, Box<[SwitchAt]>);
+
 /// One thread's chunks, in order.
 #[derive(Clone, Debug)]
 pub(crate) struct ThreadChunks {
@@ -108,9 +108,11 @@ pub(crate) struct ThreadChunks {
     pub tid: ThreadId,
     /// Its chunks in order.
     pub chunks: Vec<ChunkRef>,
-    /// Its compact chunks' `switch` events, chunk after chunk
-    /// ([`ChunkRef::switches`] says which are a chunk's).
-    pub switches: Vec<SwitchAt>,
+    /// Each chunk's `switch` events (a compact chunk's; none for 16-byte
+    /// events), by the chunk's index in `chunks`. A list a chunk, as the
+    /// parallel decode of the chunks made them: joined into one, they
+    /// would be held twice while it was made.
+    pub switches: Vec<Box<[SwitchAt]>>,
 }
 
 /// A trace whose chunk headers and metadata have been read.
@@ -285,14 +287,13 @@ pub(crate) fn decode<'a>(
                     events_offset: c.events_offset(),
                     writing: c.writing,
                     compact: c.is_compact(),
-                    switches: (0, 0),
                 };
                 (c.thread, (r, switches), cut)
             })
         })
     });
 
-    let mut by_thread: FxHashMap<ThreadId, Vec<(ChunkRef, Vec<SwitchAt>)>> = FxHashMap::default();
+    let mut by_thread: FxHashMap<ThreadId, Vec<ChunkWithSwitches>> = FxHashMap::default();
     let mut damaged = Vec::new();
     let mut cut = Vec::new();
     let mut empty_slots = 0;
@@ -313,17 +314,8 @@ pub(crate) fn decode<'a>(
             // A slot rewritten with the same number (damage) keeps the newest.
             found.sort_by_key(|(c, _)| (c.thread_chunk_no, std::cmp::Reverse(c.seq)));
             found.dedup_by_key(|(c, _)| c.thread_chunk_no);
-            let mut switches = Vec::new();
-            let mut chunks: Vec<ChunkRef> = found
-                .into_iter()
-                .map(|(mut c, at)| {
-                    // A thread's switches are far fewer than its events,
-                    // which a chunk's count fits in.
-                    c.switches = (switches.len() as u32, at.len() as u32);
-                    switches.extend(at);
-                    c
-                })
-                .collect();
+            let (mut chunks, switches): (Vec<ChunkRef>, Vec<Box<[SwitchAt]>>) =
+                found.into_iter().unzip();
             let mut expected = 0;
             for c in &mut chunks {
                 if c.thread_chunk_no != expected {
@@ -368,9 +360,13 @@ pub(crate) fn decode<'a>(
 /// decode of the chunk headers: its events are counted by decoding them,
 /// so a chunk cut by damage counts the events before the damage, as the
 /// batches that expand it later find them.
-fn count_events(chunk: &Chunk<'_>) -> (u32, Option<ChunkProblem>, Vec<SwitchAt>) {
+fn count_events(chunk: &Chunk<'_>) -> (u32, Option<ChunkProblem>, Box<[SwitchAt]>) {
     let Some(mut walk) = chunk.compact_events(Vec::new()) else {
-        return (chunk.event_count() as u32, chunk.cut.clone(), Vec::new());
+        return (
+            chunk.event_count() as u32,
+            chunk.cut.clone(),
+            Box::default(),
+        );
     };
     let first = chunk.events_offset();
     let mut switches = Vec::new();
@@ -381,6 +377,8 @@ fn count_events(chunk: &Chunk<'_>) -> (u32, Option<ChunkProblem>, Vec<SwitchAt>)
             prev_tick: p.prev_tick,
         })
     });
+    // Held for the whole analysis: no room to spare.
+    let switches = switches.into_boxed_slice();
     // The walk's damage is where the chunk ends; without any, a chunk the
     // file's end cut is reported as cut there.
     let cut = walk.problem().cloned().or_else(|| chunk.cut.clone());
