@@ -669,7 +669,8 @@ impl<'a> CompactEvents<'a> {
     /// of the named frames, not the frames: an exit of a named frame at
     /// depth 0 and an enter of id 0 are the damage a short form can be,
     /// one check for both as in [`CompactEvents::for_each_raw`], and
-    /// nothing is stored an event. The named frames left for the slow
+    /// nothing is stored an event (a snapshot's frame of id 0, damage,
+    /// is the one depth at which an exit is damage). The named frames left for the slow
     /// path (the body's last bytes, a `lost`, damage) are as many as the
     /// walk's, with ids no count reads: after this walk, only
     /// [`CompactEvents::problem`] and [`CompactEvents::offset`] are to be
@@ -678,6 +679,15 @@ impl<'a> CompactEvents<'a> {
         let mut events = 0usize;
         loop {
             let mut depth = self.named.len();
+            // The depth at which an exit is damage: 0 (no named frame), or
+            // that of the innermost named frame of id 0 (a snapshot's, as
+            // the walk's own enters of id 0 are damage): the exits above
+            // it reach it before any frame below.
+            let mut dead = self
+                .named
+                .iter()
+                .rposition(|&f| f == 0)
+                .map_or(0, |i| i + 1);
             let mut tick = self.tick;
             // After a `lost` or damage nothing is walked (the slow path
             // says so).
@@ -703,14 +713,14 @@ impl<'a> CompactEvents<'a> {
                         Ok((len, event)) if event.0 != KIND_LOST => {
                             match event.0 {
                                 KIND_ENTER => depth += 1,
-                                KIND_EXIT => depth = 0,
+                                KIND_EXIT => (depth, dead) = (0, 0),
                                 KIND_SWITCH => {
                                     at(SwitchPoint {
                                         event: events,
                                         offset: self.offset + at_event as u64,
                                         prev_tick: tick,
                                     });
-                                    depth = 0;
+                                    (depth, dead) = (0, 0);
                                 }
                                 _ => {}
                             }
@@ -723,10 +733,11 @@ impl<'a> CompactEvents<'a> {
                     let exit = short.kind == KIND_EXIT as u8;
                     let id = u32::from_le_bytes(quad_at(room, 1 + (short.tick_bytes & 7) as usize))
                         & short.id_mask;
-                    // The depth an exit needs above 0, the id an enter
-                    // needs above 0 (a chunk's depth fits in 32 bits: each
+                    // An exit's depth must not be the dead one, an enter's
+                    // id not 0 (a chunk's depth fits in 32 bits: each
                     // frame took a byte of it).
-                    if std::hint::select_unpredictable(exit, depth as u32, id) == 0 {
+                    let live = (depth ^ dead) as u32;
+                    if std::hint::select_unpredictable(exit, live, id) == 0 {
                         break;
                     }
                     depth = depth.wrapping_add(short.step as usize);
@@ -742,8 +753,13 @@ impl<'a> CompactEvents<'a> {
                 self.rest = rest;
                 self.tick = tick;
             }
+            // Frames no count reads, but for the dead one, which the slow
+            // path must see as 0.
             self.named.clear();
             self.named.resize(depth, u32::MAX);
+            if let Some(f) = dead.checked_sub(1).and_then(|i| self.named.get_mut(i)) {
+                *f = 0;
+            }
             let (offset, prev_tick) = (self.offset, self.tick);
             match self.next_raw_slow() {
                 Some((kind, _, _)) => {
@@ -964,8 +980,17 @@ fn decode(
         return Err(CompactFault::TickOverflow);
     }
     if form == FORM_EXIT_TOP {
-        let f = named.pop().ok_or(CompactFault::ExitWithoutNamedFrame)?;
-        return Ok((len, (KIND_EXIT, tick, f as u64)));
+        // A snapshot's frame of id 0 (damage) is the exit's function: an
+        // exit of id 0 is damage, as it is as a 16-byte event. Nothing
+        // is popped unless the exit decodes.
+        return match named.last() {
+            None => Err(CompactFault::ExitWithoutNamedFrame),
+            Some(0) => Err(CompactFault::Event(BadEvent::BadFunctionId(0))),
+            Some(&f) => {
+                named.pop();
+                Ok((len, (KIND_EXIT, tick, f as u64)))
+            }
+        };
     }
     let id = u16::from_le_bytes([room[at], room[at + 1]]) as u32;
     let f = id & if form == FORM_ENTER_1 { 0xFF } else { 0xFFFF };
@@ -1766,6 +1791,31 @@ mod tests {
             count += 1;
         }
         [skimmed, (count, points, walk.problem().cloned())]
+    }
+
+    /// A snapshot's frame of id 0 (damage) ends the chunk at the exit that
+    /// would name it, as an exit of id 0 ends a 16-byte chunk; every walk
+    /// and the count stop there.
+    #[test]
+    fn an_exit_of_a_named_frame_of_id_0_is_damage() {
+        let exit_top = (FORM_EXIT_TOP << TAG_FORM_SHIFT) | 1;
+        let body = [exit_top; 40];
+        let mut walk = CompactEvents::from_parts(&body, 0, 100, 0, vec![0, 7]);
+        assert_eq!(walk.next_raw(), Some((KIND_EXIT, 1, 7)));
+        assert_eq!(walk.next_raw(), None);
+        let problem = walk.problem().expect("damage");
+        assert_eq!(problem.offset, 101);
+        assert_eq!(
+            problem.kind,
+            ChunkProblemKind::BadCompactEvent(CompactFault::Event(BadEvent::BadFunctionId(0)))
+        );
+        let [skimmed, decoded] = counted_both_ways(&body, 0, &[0, 7]);
+        assert_eq!(skimmed.0, 1);
+        assert_eq!(skimmed, decoded);
+        let mut out = vec![[0u8; EVENT_SIZE]; 40];
+        let mut walk = CompactEvents::from_parts(&body, 0, 100, 0, vec![0, 7]);
+        assert_eq!(walk.write_events(&mut out), 1);
+        assert_eq!(walk.problem(), Some(problem));
     }
 
     proptest! {

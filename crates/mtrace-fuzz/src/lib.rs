@@ -468,4 +468,13 @@ mod tests {
             "../../mtanalyze/tests/regressions/tick-back-in-a-chunk.bin"
         ));
     }
+
+    /// A compact chunk whose snapshot names a frame of id 0, which an exit
+    /// then names: damage, where the chunk ends in both encodings.
+    #[test]
+    fn an_exit_of_a_snapshot_frame_of_id_0_ends_the_compact_chunk() {
+        let data = include_bytes!("../../mtanalyze/tests/regressions/exit-of-frame-0.bin");
+        format(data);
+        analyzer(data);
+    }
 }
