@@ -589,8 +589,15 @@ pub(crate) unsafe fn c_enter(
 #[inline(always)]
 pub(crate) unsafe fn c_leave(def: usize) {
     with_thread(|t| {
-        let Some(&(id, _)) = t.cfuncs.get(&def) else {
-            return;
+        // The id its call found (the same as the map's: a def's id never
+        // changes), or the map's when the call was in an older session or
+        // its slot was taken since.
+        let id = match t.recent_cfuncs.get(def) {
+            Some(id) => id,
+            None => match t.cfuncs.get(&def) {
+                Some(&(id, _)) => id,
+                None => return,
+            },
         };
         if id == registry::OWN {
             return;
@@ -863,7 +870,15 @@ unsafe fn task_name(task: *mut ffi::PyObject) -> String {
     let qualname = get_attr(coro, &QUALNAME);
     ffi::Py_DECREF(coro);
     match text_of(qualname) {
-        Some(coroutine) => format!("{name} ({coroutine})"),
+        Some(coroutine) => {
+            // Not `format!`, whose machinery costs more than the copies.
+            let mut named = name;
+            named.reserve_exact(coroutine.len() + 3);
+            named.push_str(" (");
+            named.push_str(&coroutine);
+            named.push(')');
+            named
+        }
         None => name,
     }
 }
