@@ -855,32 +855,33 @@ unsafe fn task_name(task: *mut ffi::PyObject) -> String {
     // method-call protocol, not `PyObject_CallMethod`'s C strings (each
     // made into a str and hashed again per call, and a bound method made).
     let name = call_method0(task, &GET_NAME);
-    let name = text_of(name).unwrap_or_else(|| "task".to_owned());
-    let numbered = name
-        .strip_prefix("Task-")
-        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
-    if !numbered {
-        return name;
-    }
-    let coro = call_method0(task, &GET_CORO);
-    if coro.is_null() {
-        ffi::PyErr_Clear();
-        return name;
-    }
-    let qualname = get_attr(coro, &QUALNAME);
-    ffi::Py_DECREF(coro);
-    match text_of(qualname) {
-        Some(coroutine) => {
-            // Not `format!`, whose machinery costs more than the copies.
-            let mut named = name;
-            named.reserve_exact(coroutine.len() + 3);
+    with_text(name, |name| {
+        let numbered = name
+            .strip_prefix("Task-")
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+        if !numbered {
+            return name.to_owned();
+        }
+        let coro = call_method0(task, &GET_CORO);
+        if coro.is_null() {
+            ffi::PyErr_Clear();
+            return name.to_owned();
+        }
+        let qualname = get_attr(coro, &QUALNAME);
+        ffi::Py_DECREF(coro);
+        // One string, made once: not `format!`, whose machinery costs
+        // more than the copies.
+        with_text(qualname, |coroutine| {
+            let mut named = String::with_capacity(name.len() + coroutine.len() + 3);
+            named.push_str(name);
             named.push_str(" (");
-            named.push_str(&coroutine);
+            named.push_str(coroutine);
             named.push(')');
             named
-        }
-        None => name,
-    }
+        })
+        .unwrap_or_else(|| name.to_owned())
+    })
+    .unwrap_or_else(|| "task".to_owned())
 }
 
 /// An attribute's name as an interned str, made on its first use and kept
@@ -935,18 +936,24 @@ unsafe fn get_attr(obj: *mut ffi::PyObject, name: &Name) -> *mut ffi::PyObject {
     ffi::PyObject_GetAttr(obj, name)
 }
 
-/// The str of a new reference (consumed), or None (error cleared).
-pub(crate) unsafe fn text_of(obj: *mut ffi::PyObject) -> Option<String> {
+/// `f` of the str of a new reference (consumed; a str is its own str),
+/// or None (error cleared).
+unsafe fn with_text<R>(obj: *mut ffi::PyObject, f: impl FnOnce(&str) -> R) -> Option<R> {
     if obj.is_null() {
         ffi::PyErr_Clear();
         return None;
     }
-    let s = ffi::PyObject_Str(obj);
-    ffi::Py_DECREF(obj);
-    if s.is_null() {
-        ffi::PyErr_Clear();
-        return None;
-    }
+    let s = if ffi::PyUnicode_CheckExact(obj) != 0 {
+        obj
+    } else {
+        let s = ffi::PyObject_Str(obj);
+        ffi::Py_DECREF(obj);
+        if s.is_null() {
+            ffi::PyErr_Clear();
+            return None;
+        }
+        s
+    };
     let mut size: ffi::Py_ssize_t = 0;
     let data = ffi::PyUnicode_AsUTF8AndSize(s, &mut size);
     let out = if data.is_null() {
@@ -954,7 +961,7 @@ pub(crate) unsafe fn text_of(obj: *mut ffi::PyObject) -> Option<String> {
         None
     } else {
         let bytes = std::slice::from_raw_parts(data.cast::<u8>(), size.max(0) as usize);
-        Some(String::from_utf8_lossy(bytes).into_owned())
+        Some(f(&String::from_utf8_lossy(bytes)))
     };
     ffi::Py_DECREF(s);
     out
