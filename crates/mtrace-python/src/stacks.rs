@@ -1029,10 +1029,7 @@ unsafe fn bound_self(callback: *mut ffi::PyObject) -> *mut ffi::PyObject {
         PyMethod_Self(callback)
     } else if ffi::PyCFunction_Check(callback) != 0 {
         ffi::PyCFunction_GET_SELF(callback)
-    } else if std::ffi::CStr::from_ptr((*ty).tp_name)
-        .to_bytes()
-        .ends_with(b"TaskStepMethWrapper")
-    {
+    } else if is_step_wrapper(ty) {
         let owner = get_attr(callback, &SELF_NAME);
         if owner.is_null() {
             ffi::PyErr_Clear();
@@ -1045,6 +1042,31 @@ unsafe fn bound_self(callback: *mut ffi::PyObject) -> *mut ffi::PyObject {
         ffi::Py_INCREF(owner);
     }
     owner
+}
+
+/// The C task's step wrapper type, once seen (a strong reference, kept
+/// for the process, so the address stays its).
+static STEP_WRAPPER: AtomicPtr<ffi::PyTypeObject> = AtomicPtr::new(std::ptr::null_mut());
+
+/// `ty` is `_asyncio`'s `TaskStepMethWrapper`: the type seen last, or one
+/// of that name (its name read and compared only until one is seen).
+#[inline(always)]
+unsafe fn is_step_wrapper(ty: *mut ffi::PyTypeObject) -> bool {
+    ty == STEP_WRAPPER.load(Ordering::Relaxed) || is_step_wrapper_by_name(ty)
+}
+
+#[cold]
+unsafe fn is_step_wrapper_by_name(ty: *mut ffi::PyTypeObject) -> bool {
+    let named = std::ffi::CStr::from_ptr((*ty).tp_name)
+        .to_bytes()
+        .ends_with(b"TaskStepMethWrapper");
+    if named {
+        ffi::Py_INCREF(ty.cast());
+        // Another thread's (or an older one, in another interpreter's
+        // `_asyncio`) stays alive, referenced.
+        STEP_WRAPPER.store(ty, Ordering::Relaxed);
+    }
+    named
 }
 
 // ---------------------------------------------------------------- the table
