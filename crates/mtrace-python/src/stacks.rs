@@ -589,8 +589,15 @@ pub(crate) unsafe fn c_enter(
 #[inline(always)]
 pub(crate) unsafe fn c_leave(def: usize) {
     with_thread(|t| {
-        let Some(&(id, _)) = t.cfuncs.get(&def) else {
-            return;
+        // The id its call found (the same as the map's: a def's id never
+        // changes), or the map's when the call was in an older session or
+        // its slot was taken since.
+        let id = match t.recent_cfuncs.get(def) {
+            Some(id) => id,
+            None => match t.cfuncs.get(&def) {
+                Some(&(id, _)) => id,
+                None => return,
+            },
         };
         if id == registry::OWN {
             return;
@@ -712,21 +719,34 @@ unsafe fn leave_task(t: &mut Thread, finished: bool) {
     }
 }
 
-/// The asyncio functions `_get_running_loop` and `current_task`, once
-/// asyncio is imported (strong references, kept for the process).
-static ASYNCIO: AtomicPtr<[*mut ffi::PyObject; 2]> = AtomicPtr::new(std::ptr::null_mut());
+/// What the current task is read from, once asyncio is imported (strong
+/// references, kept for the process): asyncio's `_get_running_loop` and
+/// `current_task`, and the dict of running tasks by loop that
+/// `current_task` reads, where one exists.
+struct Asyncio {
+    get_loop: *mut ffi::PyObject,
+    current: *mut ffi::PyObject,
+    /// `_asyncio._current_tasks` when `current_task` is `_asyncio`'s
+    /// (3.12 and 3.13, where it is `current_tasks.get(loop)`), or null
+    /// (3.14 keeps the current task in the thread's state): looked up
+    /// directly, a call into asyncio fewer per coroutine start or resume
+    /// where a task may switch.
+    current_tasks: *mut ffi::PyObject,
+}
+
+static ASYNCIO: AtomicPtr<Asyncio> = AtomicPtr::new(std::ptr::null_mut());
 
 /// The task whose step runs on this thread (a new reference), or null.
 unsafe fn current_task() -> *mut ffi::PyObject {
-    let mut funcs = ASYNCIO.load(Ordering::Acquire);
-    if funcs.is_null() {
-        funcs = find_asyncio();
-        if funcs.is_null() {
+    let mut asyncio = ASYNCIO.load(Ordering::Acquire);
+    if asyncio.is_null() {
+        asyncio = find_asyncio();
+        if asyncio.is_null() {
             return std::ptr::null_mut();
         }
     }
-    let [get_loop, current] = *funcs;
-    let lp = ffi::PyObject_CallNoArgs(get_loop);
+    let asyncio = &*asyncio;
+    let lp = ffi::PyObject_CallNoArgs(asyncio.get_loop);
     if lp.is_null() {
         ffi::PyErr_Clear();
         return std::ptr::null_mut();
@@ -735,10 +755,17 @@ unsafe fn current_task() -> *mut ffi::PyObject {
         ffi::Py_DECREF(lp);
         return std::ptr::null_mut();
     }
-    let task = ffi::PyObject_CallOneArg(current, lp);
+    let task = if asyncio.current_tasks.is_null() {
+        ffi::PyObject_CallOneArg(asyncio.current, lp)
+    } else {
+        // As `current_task(loop)` reads it (null: no task, or an error).
+        let mut task = std::ptr::null_mut();
+        ffi::compat::PyDict_GetItemRef(asyncio.current_tasks, lp, &mut task);
+        task
+    };
     ffi::Py_DECREF(lp);
     if task.is_null() {
-        ffi::PyErr_Clear();
+        registry::clear_error();
         return std::ptr::null_mut();
     }
     if task == ffi::Py_None() {
@@ -749,16 +776,9 @@ unsafe fn current_task() -> *mut ffi::PyObject {
 }
 
 #[cold]
-unsafe fn find_asyncio() -> *mut [*mut ffi::PyObject; 2] {
-    let name = ffi::PyUnicode_FromString(c"asyncio".as_ptr());
-    if name.is_null() {
-        ffi::PyErr_Clear();
-        return std::ptr::null_mut();
-    }
-    let module = ffi::PyImport_GetModule(name);
-    ffi::Py_DECREF(name);
+unsafe fn find_asyncio() -> *mut Asyncio {
+    let module = import_loaded(c"asyncio");
     if module.is_null() {
-        ffi::PyErr_Clear();
         return std::ptr::null_mut();
     }
     let get_loop = ffi::PyObject_GetAttrString(module, c"_get_running_loop".as_ptr());
@@ -770,14 +790,18 @@ unsafe fn find_asyncio() -> *mut [*mut ffi::PyObject; 2] {
         ffi::Py_XDECREF(current);
         return std::ptr::null_mut();
     }
-    let funcs = Box::into_raw(Box::new([get_loop, current]));
+    let asyncio = Box::into_raw(Box::new(Asyncio {
+        get_loop,
+        current,
+        current_tasks: current_tasks_of(current),
+    }));
     match ASYNCIO.compare_exchange(
         std::ptr::null_mut(),
-        funcs,
+        asyncio,
         Ordering::AcqRel,
         Ordering::Acquire,
     ) {
-        Ok(_) => funcs,
+        Ok(_) => asyncio,
         Err(theirs) => {
             // Another thread found them first; ours are leaked (twice at most).
             theirs
@@ -785,43 +809,151 @@ unsafe fn find_asyncio() -> *mut [*mut ffi::PyObject; 2] {
     }
 }
 
+/// `_asyncio._current_tasks` (a new reference) if `current` is
+/// `_asyncio.current_task` and that dict exists, else null.
+#[cold]
+unsafe fn current_tasks_of(current: *mut ffi::PyObject) -> *mut ffi::PyObject {
+    let module = import_loaded(c"_asyncio");
+    if module.is_null() {
+        return std::ptr::null_mut();
+    }
+    let theirs = ffi::PyObject_GetAttrString(module, c"current_task".as_ptr());
+    let tasks = ffi::PyObject_GetAttrString(module, c"_current_tasks".as_ptr());
+    ffi::Py_DECREF(module);
+    registry::clear_error();
+    let usable = theirs == current && !tasks.is_null() && ffi::PyDict_CheckExact(tasks) != 0;
+    ffi::Py_XDECREF(theirs);
+    if usable {
+        tasks
+    } else {
+        ffi::Py_XDECREF(tasks);
+        std::ptr::null_mut()
+    }
+}
+
+/// The module `name` if it is imported already (a new reference), else
+/// null (no error set).
+unsafe fn import_loaded(name: &std::ffi::CStr) -> *mut ffi::PyObject {
+    let name = ffi::PyUnicode_FromString(name.as_ptr());
+    if name.is_null() {
+        ffi::PyErr_Clear();
+        return std::ptr::null_mut();
+    }
+    let module = ffi::PyImport_GetModule(name);
+    ffi::Py_DECREF(name);
+    if module.is_null() {
+        ffi::PyErr_Clear();
+    }
+    module
+}
+
 /// `task.get_name()`, or "task"; asyncio's own names (`Task-N`, which say
 /// nothing of the work) with the coroutine's qualified name after them, as
 /// asyncio's repr of a task shows it: `Task-3 (fetch_page)`.
 unsafe fn task_name(task: *mut ffi::PyObject) -> String {
-    let name = ffi::PyObject_CallMethod(task, c"get_name".as_ptr(), std::ptr::null());
-    let name = text_of(name).unwrap_or_else(|| "task".to_owned());
-    let numbered = name
-        .strip_prefix("Task-")
-        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
-    if !numbered {
-        return name;
+    // Every new task is named once: through interned names and the
+    // method-call protocol, not `PyObject_CallMethod`'s C strings (each
+    // made into a str and hashed again per call, and a bound method made).
+    let name = call_method0(task, &GET_NAME);
+    with_text(name, |name| {
+        let numbered = name
+            .strip_prefix("Task-")
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+        if !numbered {
+            return name.to_owned();
+        }
+        let coro = call_method0(task, &GET_CORO);
+        if coro.is_null() {
+            ffi::PyErr_Clear();
+            return name.to_owned();
+        }
+        let qualname = get_attr(coro, &QUALNAME);
+        ffi::Py_DECREF(coro);
+        // One string, made once: not `format!`, whose machinery costs
+        // more than the copies.
+        with_text(qualname, |coroutine| {
+            let mut named = String::with_capacity(name.len() + coroutine.len() + 3);
+            named.push_str(name);
+            named.push_str(" (");
+            named.push_str(coroutine);
+            named.push(')');
+            named
+        })
+        .unwrap_or_else(|| name.to_owned())
+    })
+    .unwrap_or_else(|| "task".to_owned())
+}
+
+/// An attribute's name as an interned str, made on its first use and kept
+/// for the process.
+struct Name {
+    text: &'static std::ffi::CStr,
+    str: AtomicPtr<ffi::PyObject>,
+}
+
+impl Name {
+    const fn new(text: &'static std::ffi::CStr) -> Name {
+        Name {
+            text,
+            str: AtomicPtr::new(std::ptr::null_mut()),
+        }
     }
-    let coro = ffi::PyObject_CallMethod(task, c"get_coro".as_ptr(), std::ptr::null());
-    if coro.is_null() {
-        ffi::PyErr_Clear();
-        return name;
-    }
-    let qualname = ffi::PyObject_GetAttrString(coro, c"__qualname__".as_ptr());
-    ffi::Py_DECREF(coro);
-    match text_of(qualname) {
-        Some(coroutine) => format!("{name} ({coroutine})"),
-        None => name,
+
+    /// The str, or null (error set) if it could not be made.
+    unsafe fn get(&self) -> *mut ffi::PyObject {
+        let mut name = self.str.load(Ordering::Relaxed);
+        if name.is_null() {
+            name = ffi::PyUnicode_InternFromString(self.text.as_ptr());
+            // Two threads may both make it (the loser's is kept alive too).
+            if !name.is_null() {
+                self.str.store(name, Ordering::Relaxed);
+            }
+        }
+        name
     }
 }
 
-/// The str of a new reference (consumed), or None (error cleared).
-pub(crate) unsafe fn text_of(obj: *mut ffi::PyObject) -> Option<String> {
+static GET_NAME: Name = Name::new(c"get_name");
+static GET_CORO: Name = Name::new(c"get_coro");
+static QUALNAME: Name = Name::new(c"__qualname__");
+static SELF_NAME: Name = Name::new(c"__self__");
+
+/// `obj.<name>()` (a new reference), or null (error set).
+unsafe fn call_method0(obj: *mut ffi::PyObject, name: &Name) -> *mut ffi::PyObject {
+    let name = name.get();
+    if name.is_null() {
+        return name;
+    }
+    ffi::PyObject_CallMethodNoArgs(obj, name)
+}
+
+/// `obj.<name>` (a new reference), or null (error set).
+unsafe fn get_attr(obj: *mut ffi::PyObject, name: &Name) -> *mut ffi::PyObject {
+    let name = name.get();
+    if name.is_null() {
+        return name;
+    }
+    ffi::PyObject_GetAttr(obj, name)
+}
+
+/// `f` of the str of a new reference (consumed; a str is its own str),
+/// or None (error cleared).
+unsafe fn with_text<R>(obj: *mut ffi::PyObject, f: impl FnOnce(&str) -> R) -> Option<R> {
     if obj.is_null() {
         ffi::PyErr_Clear();
         return None;
     }
-    let s = ffi::PyObject_Str(obj);
-    ffi::Py_DECREF(obj);
-    if s.is_null() {
-        ffi::PyErr_Clear();
-        return None;
-    }
+    let s = if ffi::PyUnicode_CheckExact(obj) != 0 {
+        obj
+    } else {
+        let s = ffi::PyObject_Str(obj);
+        ffi::Py_DECREF(obj);
+        if s.is_null() {
+            ffi::PyErr_Clear();
+            return None;
+        }
+        s
+    };
     let mut size: ffi::Py_ssize_t = 0;
     let data = ffi::PyUnicode_AsUTF8AndSize(s, &mut size);
     let out = if data.is_null() {
@@ -829,7 +961,7 @@ pub(crate) unsafe fn text_of(obj: *mut ffi::PyObject) -> Option<String> {
         None
     } else {
         let bytes = std::slice::from_raw_parts(data.cast::<u8>(), size.max(0) as usize);
-        Some(String::from_utf8_lossy(bytes).into_owned())
+        Some(f(&String::from_utf8_lossy(bytes)))
     };
     ffi::Py_DECREF(s);
     out
@@ -875,19 +1007,6 @@ pub(crate) unsafe fn wake_task_of(callback: *mut ffi::PyObject) {
     }
 }
 
-/// The interned name `__self__` (a reference kept for the process).
-static SELF_NAME: AtomicPtr<ffi::PyObject> = AtomicPtr::new(std::ptr::null_mut());
-
-unsafe fn self_name() -> *mut ffi::PyObject {
-    let mut name = SELF_NAME.load(Ordering::Relaxed);
-    if name.is_null() {
-        name = ffi::PyUnicode_InternFromString(c"__self__".as_ptr());
-        // Two threads may both make it (the loser's is kept alive too).
-        SELF_NAME.store(name, Ordering::Relaxed);
-    }
-    name
-}
-
 extern "C" {
     // CPython's bound methods (`Include/cpython/classobject.h`), which
     // pyo3-ffi does not declare.
@@ -910,11 +1029,8 @@ unsafe fn bound_self(callback: *mut ffi::PyObject) -> *mut ffi::PyObject {
         PyMethod_Self(callback)
     } else if ffi::PyCFunction_Check(callback) != 0 {
         ffi::PyCFunction_GET_SELF(callback)
-    } else if std::ffi::CStr::from_ptr((*ty).tp_name)
-        .to_bytes()
-        .ends_with(b"TaskStepMethWrapper")
-    {
-        let owner = ffi::PyObject_GetAttr(callback, self_name());
+    } else if is_step_wrapper(ty) {
+        let owner = get_attr(callback, &SELF_NAME);
         if owner.is_null() {
             ffi::PyErr_Clear();
         }
@@ -926,6 +1042,31 @@ unsafe fn bound_self(callback: *mut ffi::PyObject) -> *mut ffi::PyObject {
         ffi::Py_INCREF(owner);
     }
     owner
+}
+
+/// The C task's step wrapper type, once seen (a strong reference, kept
+/// for the process, so the address stays its).
+static STEP_WRAPPER: AtomicPtr<ffi::PyTypeObject> = AtomicPtr::new(std::ptr::null_mut());
+
+/// `ty` is `_asyncio`'s `TaskStepMethWrapper`: the type seen last, or one
+/// of that name (its name read and compared only until one is seen).
+#[inline(always)]
+unsafe fn is_step_wrapper(ty: *mut ffi::PyTypeObject) -> bool {
+    ty == STEP_WRAPPER.load(Ordering::Relaxed) || is_step_wrapper_by_name(ty)
+}
+
+#[cold]
+unsafe fn is_step_wrapper_by_name(ty: *mut ffi::PyTypeObject) -> bool {
+    let named = std::ffi::CStr::from_ptr((*ty).tp_name)
+        .to_bytes()
+        .ends_with(b"TaskStepMethWrapper");
+    if named {
+        ffi::Py_INCREF(ty.cast());
+        // Another thread's (or an older one, in another interpreter's
+        // `_asyncio`) stays alive, referenced.
+        STEP_WRAPPER.store(ty, Ordering::Relaxed);
+    }
+    named
 }
 
 // ---------------------------------------------------------------- the table
