@@ -422,33 +422,7 @@ pub mod testing {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::input::from_bytes;
-    use mtrace_format::{EventKind, StackId, ThreadId, TraceWriter, WriterOptions};
-
-    /// A trace of `n` calls of one function on one thread, each switching
-    /// to the same logical stack and back: two stacks, `6 n` events.
-    fn few_stacks(n: u64) -> LoadedTrace {
-        let mut w = TraceWriter::new(std::io::Cursor::new(Vec::new()), WriterOptions::default())
-            .expect("writer");
-        let f = w.function("f", "f.py", 1, "");
-        let task = w.stack("task");
-        let mut t = 0;
-        for _ in 0..n {
-            for kind in [
-                EventKind::Enter(f),
-                EventKind::Switch(task),
-                EventKind::Enter(f),
-                EventKind::Exit(f),
-                EventKind::Switch(StackId::OWN),
-                EventKind::Exit(f),
-            ] {
-                t += 10;
-                w.event(ThreadId(1), t, kind).expect("event");
-            }
-        }
-        let bytes = w.finish(Some(t + 10)).expect("finish").into_inner();
-        from_bytes("test", bytes).expect("loads")
-    }
+    use crate::analysis::prepare::tests::rounds;
 
     fn engine(trace: &LoadedTrace, opts: &AnalyzeOptions, stream_from_events: u64) -> Engine {
         let decoding = decode_for(trace, Some(opts), None).expect("decodes");
@@ -463,7 +437,7 @@ mod tests {
     fn a_long_trace_of_few_stacks_is_streamed() {
         // What the batch way holds grows with the trace (a segment a
         // switch); a trace of a few stacks is streamed once it is long.
-        let trace = few_stacks(100);
+        let trace = rounds(&[1], 100);
         let opts = AnalyzeOptions::default();
         assert_eq!(engine(&trace, &opts, 601), Engine::Batch);
         assert_eq!(engine(&trace, &opts, 600), Engine::Stream);

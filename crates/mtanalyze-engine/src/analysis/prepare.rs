@@ -479,7 +479,7 @@ impl Prepared<'_> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::input::from_bytes;
     use mtrace_format::{EventKind, StackId, ThreadId, TraceWriter, WriterOptions};
@@ -487,22 +487,30 @@ mod tests {
     /// A trace whose threads `tids` each call `f` twice, with a switch to
     /// a logical stack and back on the first.
     fn trace(tids: &[u64]) -> LoadedTrace {
+        rounds(tids, 1)
+    }
+
+    /// [`trace`] `n` times over on each thread: two stacks, `6 n` events
+    /// a thread.
+    pub(crate) fn rounds(tids: &[u64], n: u64) -> LoadedTrace {
         let mut w = TraceWriter::new(std::io::Cursor::new(Vec::new()), WriterOptions::default())
             .expect("writer");
         let f = w.function("f", "f.py", 1, "");
         let task = w.stack("task");
         let mut t = 0;
         for &tid in tids {
-            for kind in [
-                EventKind::Enter(f),
-                EventKind::Switch(task),
-                EventKind::Enter(f),
-                EventKind::Exit(f),
-                EventKind::Switch(StackId::OWN),
-                EventKind::Exit(f),
-            ] {
-                t += 10;
-                w.event(ThreadId(tid), t, kind).expect("event");
+            for _ in 0..n {
+                for kind in [
+                    EventKind::Enter(f),
+                    EventKind::Switch(task),
+                    EventKind::Enter(f),
+                    EventKind::Exit(f),
+                    EventKind::Switch(StackId::OWN),
+                    EventKind::Exit(f),
+                ] {
+                    t += 10;
+                    w.event(ThreadId(tid), t, kind).expect("event");
+                }
             }
         }
         let bytes = w.finish(Some(t + 10)).expect("finish").into_inner();
