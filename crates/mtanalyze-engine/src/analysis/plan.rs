@@ -66,7 +66,7 @@ pub(crate) const SEQUENTIAL_BYTES: usize = 32 << 20;
 pub enum Engine {
     /// `stream/`: cut and replay in steps of time.
     Stream,
-    /// [`pipeline::batch`]: every segment cut, then the stacks replayed.
+    /// `pipeline.rs`: every segment cut, then the stacks replayed.
     Batch,
 }
 
