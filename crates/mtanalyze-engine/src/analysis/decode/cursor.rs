@@ -327,10 +327,11 @@ impl<'a, 'd> Batches<'a, 'd> {
         }
     }
 
-    /// Events `[first, end)` of compact chunk `r` (the thread's `ci`-th), expanded into the
-    /// worker's buffer from the chunk's last `switch` at or before `first`
-    /// (or its start): the buffer and the range of it that holds them.
-    /// `None` if the chunk no longer decodes (the bytes changed under us).
+    /// Events `[first, end)` of compact chunk `r` (the thread's `ci`-th),
+    /// expanded into the worker's buffer from the chunk's last `switch` at
+    /// or before `first` (or its start): the buffer and the range of it
+    /// that holds them. `None` if the chunk no longer decodes (the bytes
+    /// changed under us).
     fn expand(
         &self,
         ci: u32,
