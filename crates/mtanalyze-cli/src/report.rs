@@ -390,7 +390,7 @@ fn say_plans(traces: &[PathBuf], options: &mtanalyze::AnalyzeOptions) -> Result<
 
 /// A plan as `--debug-plan` prints it: the engine, then each fact the
 /// choice looked at, with what the stream needs of it.
-pub(crate) fn plan_text(name: &str, p: &mtanalyze::plan::Plan) -> String {
+fn plan_text(name: &str, p: &mtanalyze::plan::Plan) -> String {
     use mtanalyze::plan::Engine;
     let yes = |b: bool| if b { "yes" } else { "no" };
     let engine = match p.engine {
