@@ -553,10 +553,7 @@ impl<'a> CompactEvents<'a> {
                 else {
                     break;
                 };
-                let tag = room[0];
-                let short = SHORT_BY_TAG[tag as usize];
-                let high = u64::from_le_bytes(word_at(room, 1)) & short.high_mask;
-                let next = tick + (high << 4 | (tag & TAG_DELTA_LOW_MASK) as u64);
+                let (tag, short, next) = short_step(room, tick);
                 if next > MAX_TICK {
                     break;
                 }
@@ -700,10 +697,7 @@ impl<'a> CompactEvents<'a> {
                 // SAFETY: `at_event <= last`, so the event's worst case is
                 // in the body.
                 let room = unsafe { &*start.as_ptr().add(at_event).cast::<Room>() };
-                let tag = room[0];
-                let short = &SHORT_BY_TAG[tag as usize];
-                let high = u64::from_le_bytes(word_at(room, 1)) & short.high_mask;
-                let next = tick + (high << 4 | (tag & TAG_DELTA_LOW_MASK) as u64);
+                let (tag, short, next) = short_step(room, tick);
                 if next > MAX_TICK {
                     break;
                 }
@@ -820,10 +814,7 @@ impl<'a> CompactEvents<'a> {
                     // SAFETY: `at <= last`, so the event's worst case is in
                     // the body.
                     let room = unsafe { &*start.as_ptr().add(at).cast::<Room>() };
-                    let tag = room[0];
-                    let short = &SHORT_BY_TAG[tag as usize];
-                    let high = u64::from_le_bytes(word_at(room, 1)) & short.high_mask;
-                    let next = tick + (high << 4 | (tag & TAG_DELTA_LOW_MASK) as u64);
+                    let (tag, short, next) = short_step(room, tick);
                     if next > MAX_TICK {
                         break 'batches;
                     }
@@ -1104,6 +1095,24 @@ struct ShortForm {
 }
 
 const SHORT_BY_TAG: [ShortForm; 256] = short_table();
+
+/// The first step of the fast walks (`for_each_raw`, `write_events`,
+/// `count_with_switches`) at the event at the front of `room`: its tag,
+/// what the tag says of a short form, and its tick from the previous
+/// event's `tick` (the delta's low bits are the tag's, its high bits
+/// follow it, masked to the tick class's bytes). The caller checks the
+/// tick against [`MAX_TICK`].
+#[inline(always)]
+fn short_step(room: &Room, tick: u64) -> (u8, &'static ShortForm, u64) {
+    let tag = room[0];
+    let short = &SHORT_BY_TAG[tag as usize];
+    let high = u64::from_le_bytes(word_at(room, 1)) & short.high_mask;
+    (
+        tag,
+        short,
+        tick + (high << 4 | (tag & TAG_DELTA_LOW_MASK) as u64),
+    )
+}
 
 const fn short_table() -> [ShortForm; 256] {
     let mut table = [ShortForm {
