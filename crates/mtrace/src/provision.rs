@@ -251,16 +251,6 @@ fn run(
     let next_seq = map.counter(H_NEXT_SEQ);
     let mut next = p.prepared_to.load(Ordering::Relaxed);
     loop {
-        // Finish may have stopped it already, its unpark spent: the
-        // channel's `recv` parks the thread too, and the token that woke
-        // it there may have been finish's. Parking then would be for ever
-        // (a thread and its stack lost per short recording).
-        if p.stopped.load(Ordering::Acquire) {
-            return;
-        }
-        // Parked until the first claim (or finish): a recording that never
-        // claims a second slot costs no work here.
-        std::thread::park();
         if p.stopped.load(Ordering::Acquire) {
             return;
         }
@@ -268,9 +258,29 @@ fn run(
         // Slots claimed while the provisioner was behind were mapped by
         // their claimers.
         next = next.max(claimed);
-        let target = claimed
-            .saturating_add(lead(p.ahead, claimed))
-            .min(map.chunk_count);
+        if next >= map.chunk_count {
+            // Every slot of the file is prepared (a ring's first pass done).
+            p.stopped.store(true, Ordering::Release);
+            return;
+        }
+        // Until a second slot is claimed there is nothing to prepare: a
+        // recording that never claims one costs no work here.
+        let target = if claimed < 2 {
+            next
+        } else {
+            claimed
+                .saturating_add(lead(p.ahead, claimed))
+                .min(map.chunk_count)
+        };
+        if next >= target {
+            // Parks only once the work is done, never before looking: the
+            // claims that wanted it may all have come already, their wake
+            // token spent (the channel's `recv` parks this thread too, and
+            // so may whatever woke it there). A claim after the look leaves
+            // its token, so this returns at once; so does finish's.
+            std::thread::park();
+            continue;
+        }
         while next < target {
             if p.stopped.load(Ordering::Acquire) {
                 return;
@@ -292,11 +302,6 @@ fn run(
             next += 1;
             p.prepared_to.fetch_max(next, Ordering::Relaxed);
             p.prepared_count.fetch_add(1, Ordering::Relaxed);
-        }
-        if next >= map.chunk_count {
-            // Every slot of the file is prepared (a ring's first pass done).
-            p.stopped.store(true, Ordering::Release);
-            return;
         }
     }
 }
@@ -379,6 +384,47 @@ mod tests {
             .ok()?;
         pagemap.read_exact(&mut entry).ok()?;
         Some(u64::from_le_bytes(entry) >> 63 == 1)
+    }
+
+    /// Claims that all came before the thread got its recording (a busy
+    /// machine can leave a new thread unscheduled that long) left no wake
+    /// token for it: the provisioner prepares their lead all the same,
+    /// without another claim to wake it.
+    #[test]
+    fn claims_made_before_the_thread_looks_are_prepared_for_without_a_wake() {
+        let path = temp_path("early-claims");
+        const CHUNK: usize = 16 << 10;
+        let config = Config::new(&path).chunk_size(CHUNK).capacity(64 << 20);
+        let map: &'static TraceMap = Box::leak(Box::new(TraceMap::create(&config).unwrap()));
+        let state: &'static Provisioner = Box::leak(Box::new(Provisioner::new(map)));
+        // The claims' own work (each mapped its slot) without their wakes.
+        let claimed = 50;
+        map.counter(H_NEXT_SEQ).store(claimed, Ordering::Relaxed);
+        let spawned = spawn().expect("a thread");
+        start(
+            Job {
+                map,
+                mode: Mode::StopWhenFull,
+                state,
+            },
+            Some(spawned),
+        );
+        let low_water = claimed + lead(state.ahead, claimed).div_ceil(2);
+        // A liveness bound, not a timing measurement.
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while state.prepared_to() < low_water && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        // Read once the thread has ended (`stop` joins it): it may still be
+        // between its two counters.
+        state.stop();
+        let prepared_to = state.prepared_to();
+        let _ = std::fs::remove_file(&path);
+        assert!(
+            prepared_to >= low_water,
+            "prepared up to slot {prepared_to} of {low_water} (claims at {claimed})"
+        );
+        assert_eq!(state.prepared_count(), prepared_to - claimed);
     }
 
     /// After a short run, the slots ahead of the last claim, which nobody
