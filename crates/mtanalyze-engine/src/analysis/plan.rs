@@ -133,12 +133,7 @@ fn plan_for(
     let decoded = &decoding.decoded;
     let plain = opts.paths == PathMode::Off && !opts.selects_stacks();
     let whole = decoded.lost == 0 && decoded.damaged.is_empty() && decoded.cut.is_empty();
-    let events: u64 = decoded
-        .threads
-        .iter()
-        .flat_map(|t| &t.chunks)
-        .map(|c| u64::from(c.events))
-        .sum();
+    let events = decoded.events();
     let named_stacks = decoded.stack_names.len();
     let tallies_fit = tallies_fit(decoded, file_len);
     // Many stacks, or many events: what the batch way would hold grows.

@@ -165,6 +165,15 @@ impl Decoded<'_> {
     pub(crate) fn warnings(&self) -> Warnings {
         Warnings::new(self.warning_details)
     }
+
+    /// Events in the trace's chunks, every thread's.
+    pub(crate) fn events(&self) -> u64 {
+        self.threads
+            .iter()
+            .flat_map(|t| &t.chunks)
+            .map(|c| u64::from(c.events))
+            .sum()
+    }
 }
 
 /// Decodes chunk headers (in parallel) and metadata, numbering the

@@ -178,12 +178,7 @@ fn stream<'a>(
     // runs from an event on): rows gathered per lane and joined at the end
     // would be held twice. (None if the rows are only counted: each
     // step's are dropped.)
-    let events: u64 = decoded
-        .threads
-        .iter()
-        .flat_map(|t| &t.chunks)
-        .map(|c| c.events as u64)
-        .sum();
+    let events = decoded.events();
     let named = (decoded.stack_names.len() as u64).min(events) as usize;
     let room = if keep {
         named + decoded.threads.len()
