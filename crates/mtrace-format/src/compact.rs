@@ -513,13 +513,6 @@ impl<'a> CompactEvents<'a> {
     /// one event at a time through the slow path.
     #[inline]
     pub fn for_each_raw(&mut self, mut f: impl FnMut(RawEvent)) {
-        self.for_each_raw_at(|_, event| f(event));
-    }
-
-    /// [`CompactEvents::for_each_raw`], handing `f` each event's file
-    /// offset too (unused, it costs nothing: the walk keeps it anyway).
-    #[inline(always)]
-    fn for_each_raw_at(&mut self, mut f: impl FnMut(u64, RawEvent)) {
         loop {
             let mut named = std::mem::take(&mut self.named);
             let mut depth = named.len();
@@ -605,7 +598,7 @@ impl<'a> CompactEvents<'a> {
                         (short.kind as u64, next, function as u64),
                     )
                 };
-                f(self.offset + at_event as u64, event);
+                f(event);
                 at_event += len;
                 tick = next;
             }
@@ -618,9 +611,8 @@ impl<'a> CompactEvents<'a> {
                 self.tick = tick;
             }
             self.named = named;
-            let at = self.offset;
             match self.next_raw_slow() {
-                Some(event) => f(at, event),
+                Some(event) => f(event),
                 None => return,
             }
         }
