@@ -33,7 +33,8 @@
 //! [`CompactEvents::fill_events`], which stops when the buffer is full);
 //! it reports the byte offset of the first event it cannot decode. A
 //! `switch` forgets the named frames, so a reader can decode a chunk
-//! again from one ([`CompactEvents::count_with_switches`] finds them,
+//! again from one ([`CompactEvents::count_with_switches`] finds them, as
+//! does [`CompactEvents::fill_events_noting_switches`] while it expands;
 //! [`CompactEvents::resume`] starts there) without the events before it. [`crate::Chunk::events`] and
 //! [`crate::Chunk::compact_events`] walk a version-4 chunk through it.
 
@@ -403,7 +404,8 @@ pub type RawEvent = (u64, u64, u64);
 /// ([`CompactEvents::count_with_switches`], [`CompactEvents::resume`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SwitchPoint {
-    /// Its index among the chunk's events.
+    /// Its index among the events of the walk that found it (the chunk's,
+    /// for a walk from the chunk's start).
     pub event: usize,
     /// Its file offset.
     pub offset: u64,
@@ -638,14 +640,28 @@ impl<'a> CompactEvents<'a> {
     /// (the arms alternate as a program calls and returns, and the jump
     /// mispredicts; see `docs/BENCHMARKS.md`).
     pub fn write_events(&mut self, out: &mut [[u8; EVENT_SIZE]]) -> usize {
-        self.write_events_until::<false>(out)
+        self.write_events_until::<false, _>(out, &mut |_| {})
     }
 
     /// [`CompactEvents::write_events`] that stops when `out` is full: the
     /// events after those are left for the next call (a reader that
     /// expands only the events it needs, from a [`SwitchPoint`]).
     pub fn fill_events(&mut self, out: &mut [[u8; EVENT_SIZE]]) -> usize {
-        self.write_events_until::<true>(out)
+        self.write_events_until::<true, _>(out, &mut |_| {})
+    }
+
+    /// [`CompactEvents::fill_events`] that hands each `switch` it writes to
+    /// `at`, as [`CompactEvents::count_with_switches`] would (its `event`:
+    /// its index in `out`): a reader that cuts the events at their
+    /// switches learns there where it may [`CompactEvents::resume`] later,
+    /// with no walk of its own. Only the long form, which a `switch`
+    /// always takes, looks at the kind, so the short forms cost nothing more.
+    pub fn fill_events_noting_switches(
+        &mut self,
+        out: &mut [[u8; EVENT_SIZE]],
+        mut at: impl FnMut(SwitchPoint),
+    ) -> usize {
+        self.write_events_until::<true, _>(out, &mut at)
     }
 
     /// Where the remaining events' `switch` events are, for a reader that
@@ -779,7 +795,11 @@ impl<'a> CompactEvents<'a> {
         CompactEvents::from_parts(rest, index, offset, prev_tick, named)
     }
 
-    fn write_events_until<const STOP: bool>(&mut self, out: &mut [[u8; EVENT_SIZE]]) -> usize {
+    fn write_events_until<const STOP: bool, F: FnMut(SwitchPoint)>(
+        &mut self,
+        out: &mut [[u8; EVENT_SIZE]],
+        switch_at: &mut F,
+    ) -> usize {
         let mut written = 0usize;
         loop {
             let mut named = std::mem::take(&mut self.named);
@@ -811,8 +831,8 @@ impl<'a> CompactEvents<'a> {
                         break 'batches;
                     }
                     let (len, head, payload) = if tag >> TAG_FORM_SHIFT == FORM_LONG {
-                        let at = 1 + tick_bytes((tag >> TAG_CLASS_SHIFT) as usize & 3);
-                        match long_event(room, COMPACT_MAX_EVENT_SIZE, at, next) {
+                        let kind_at = 1 + tick_bytes((tag >> TAG_CLASS_SHIFT) as usize & 3);
+                        match long_event(room, COMPACT_MAX_EVENT_SIZE, kind_at, next) {
                             Ok((len, event)) if event.0 != KIND_LOST => {
                                 match event.0 {
                                     KIND_ENTER => {
@@ -823,7 +843,15 @@ impl<'a> CompactEvents<'a> {
                                         };
                                         depth += 1;
                                     }
-                                    KIND_EXIT | KIND_SWITCH => depth = 0,
+                                    KIND_EXIT => depth = 0,
+                                    KIND_SWITCH => {
+                                        depth = 0;
+                                        switch_at(SwitchPoint {
+                                            event: written,
+                                            offset: self.offset + at as u64,
+                                            prev_tick: tick,
+                                        });
+                                    }
                                     _ => {}
                                 }
                                 (len, event.0 << 60 | next, event.2)
@@ -876,9 +904,17 @@ impl<'a> CompactEvents<'a> {
             if STOP && written == out.len() {
                 return written;
             }
+            let (offset, prev_tick) = (self.offset, self.tick);
             match self.next_raw_slow() {
                 Some((kind, tick, payload)) => {
                     if let Some(slot) = out.get_mut(written) {
+                        if kind == KIND_SWITCH {
+                            switch_at(SwitchPoint {
+                                event: written,
+                                offset,
+                                prev_tick,
+                            });
+                        }
                         *slot = encode_raw(kind, tick, payload);
                         written += 1;
                     }
@@ -1763,17 +1799,38 @@ mod tests {
     }
 
     /// The count and the switch points of a walk, as
-    /// [`CompactEvents::count_with_switches`] gives them and as the
-    /// one-event decoder finds them, with each walk's damage.
+    /// [`CompactEvents::count_with_switches`] gives them, as the one-event
+    /// decoder finds them and as [`CompactEvents::fill_events_noting_switches`]
+    /// notes them (into room for every event, and into room for three at
+    /// a time, its points counted from the walk's start), with each walk's
+    /// damage.
     fn counted_both_ways(
         body: &[u8],
         tick: u64,
         named: &[u32],
-    ) -> [(usize, Vec<SwitchPoint>, Option<ChunkProblem>); 2] {
+    ) -> [(usize, Vec<SwitchPoint>, Option<ChunkProblem>); 4] {
         let mut walk = CompactEvents::from_parts(body, 3, 500, tick, named.to_vec());
         let mut points = Vec::new();
         let count = walk.count_with_switches(|p| points.push(p));
         let skimmed = (count, points, walk.problem().cloned());
+        let mut filled = Vec::new();
+        for room in [body.len() + 1, 3] {
+            let mut walk = CompactEvents::from_parts(body, 3, 500, tick, named.to_vec());
+            let mut out = vec![[0u8; EVENT_SIZE]; room];
+            let (mut count, mut points) = (0, Vec::new());
+            loop {
+                let n = walk.fill_events_noting_switches(&mut out, |mut p| {
+                    p.event += count;
+                    points.push(p);
+                });
+                count += n;
+                if n < room {
+                    break;
+                }
+            }
+            filled.push((count, points, walk.problem().cloned()));
+        }
+        let [all_at_once, three_at_a_time] = <[_; 2]>::try_from(filled).expect("two walks");
         let mut walk = CompactEvents::from_parts(body, 3, 500, tick, named.to_vec());
         let (mut count, mut points, mut prev_tick) = (0, Vec::new(), tick & MAX_TICK);
         loop {
@@ -1791,7 +1848,12 @@ mod tests {
             prev_tick = tick;
             count += 1;
         }
-        [skimmed, (count, points, walk.problem().cloned())]
+        [
+            skimmed,
+            (count, points, walk.problem().cloned()),
+            all_at_once,
+            three_at_a_time,
+        ]
     }
 
     /// A snapshot's frame of id 0 (damage) ends the chunk at the exit that
@@ -1810,8 +1872,10 @@ mod tests {
             problem.kind,
             ChunkProblemKind::BadCompactEvent(CompactFault::Event(BadEvent::BadFunctionId(0)))
         );
-        let [skimmed, decoded] = counted_both_ways(&body, 0, &[0, 7]);
+        let [skimmed, decoded, filled, by_three] = counted_both_ways(&body, 0, &[0, 7]);
         assert_eq!(skimmed.0, 1);
+        assert_eq!(filled, decoded);
+        assert_eq!(by_three, decoded);
         assert_eq!(skimmed, decoded);
         let mut out = vec![[0u8; EVENT_SIZE]; 40];
         let mut walk = CompactEvents::from_parts(&body, 0, 100, 0, vec![0, 7]);
@@ -1878,8 +1942,11 @@ mod tests {
             let (clean, _) = encode(7, &[], &events);
             prop_assert_eq!(count_events(&clean), events.len());
             prop_assert!(count_events(&body) >= expected.len());
-            let [skimmed, decoded] = counted_both_ways(&body, 7, &[]);
+            let [skimmed, decoded, filled, by_three] = counted_both_ways(&body, 7, &[]);
             prop_assert_eq!(skimmed.0, expected.len());
+            prop_assert!(!skimmed.1.is_empty() || !events.iter().any(|e| matches!(e.kind, EventKind::Switch(_))));
+            prop_assert_eq!(&filled, &decoded);
+            prop_assert_eq!(&by_three, &decoded);
             prop_assert_eq!(skimmed, decoded);
         }
 
@@ -1908,7 +1975,9 @@ mod tests {
             prop_assert!(count_events(&body) >= by_each.len());
             // The count keeps a depth, not the frames: the same events,
             // switches and damage.
-            let [skimmed, decoded] = counted_both_ways(&body, tick, &named);
+            let [skimmed, decoded, filled, by_three] = counted_both_ways(&body, tick, &named);
+            prop_assert_eq!(&filled, &decoded);
+            prop_assert_eq!(&by_three, &decoded);
             prop_assert_eq!(skimmed, decoded);
         }
 
