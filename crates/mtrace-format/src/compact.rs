@@ -1178,6 +1178,23 @@ const fn short_table() -> [ShortForm; 256] {
     table
 }
 
+/// The tick of the event before the one at the front of `event` (a
+/// version-4 body from an event's first byte), given that event's own
+/// decoded tick: ticks are deltas, so the event's bytes say how far back
+/// the one before it was. With it, [`CompactEvents::resume`] can start at
+/// a `switch` whose tick a reader kept, and no other word of the walk's
+/// state. `None` if the bytes cannot hold such an event (too few for its
+/// tick, or a delta larger than `tick`).
+pub fn tick_before(event: &[u8], tick: u64) -> Option<u64> {
+    let (&tag, rest) = event.split_first()?;
+    let class = (tag >> TAG_CLASS_SHIFT) as usize & 3;
+    let mut high = [0u8; 8];
+    let high_bytes = rest.get(..TICK_CLASS_BYTES[class])?;
+    high[..high_bytes.len()].copy_from_slice(high_bytes);
+    let delta = u64::from_le_bytes(high) << 4 | (tag & TAG_DELTA_LOW_MASK) as u64;
+    tick.checked_sub(delta)
+}
+
 /// An upper bound on the events a walk of `events` (a version-4 chunk's
 /// committed body) yields, found from their lengths alone: every event
 /// whose bytes lie wholly in the body is counted, up to the first whose
@@ -1948,6 +1965,15 @@ mod tests {
             prop_assert_eq!(&filled, &decoded);
             prop_assert_eq!(&by_three, &decoded);
             prop_assert_eq!(skimmed, decoded);
+            // Every event's bytes and tick give the tick before it.
+            let mut walk = CompactEvents::from_parts(&body, 7, 1000, 7, Vec::new());
+            let mut prev = 7;
+            loop {
+                let at = (walk.offset() - 1000) as usize;
+                let Some((_, tick, _)) = walk.next_raw() else { break };
+                prop_assert_eq!(tick_before(&body[at..], tick), Some(prev));
+                prev = tick;
+            }
         }
 
         #[test]

@@ -20,7 +20,7 @@ use crate::analysis::frames::{NoObserver, Tally};
 use crate::analysis::paths::ROOT;
 use crate::analysis::replay::{seed_snapshot, StackReplay, Suspended};
 use crate::analysis::segment::{
-    segment_stack, stack_after_switch, Seed, Segment, SegmentList, StackKey, RUNS_TO_END,
+    segment_stack, stack_after_switch, Seed, Segment, SegmentList, StackKey,
 };
 use crate::analysis::window::{Span, WholeTrace, Window};
 use mtanalyze_model::report::Clock;
@@ -112,17 +112,8 @@ struct Cutter<'d, 'a, 't> {
 
 impl Cutter<'_, '_, '_> {
     fn new_segment(&self, start: Pos, start_tick: u64, switched_in: bool, seed: Seed) -> Segment {
-        Segment {
-            stack: segment_stack(self.stack),
-            thread: self.index,
-            start,
-            end: start,
-            start_tick,
-            end_tick: RUNS_TO_END,
-            switched_in,
-            seed,
-            ends_at_lost: false,
-        }
+        let stack = segment_stack(self.stack);
+        Segment::new(stack, self.index, start, start_tick, switched_in, seed)
     }
 
     /// The thread is now in `seg`.
@@ -138,7 +129,7 @@ impl Cutter<'_, '_, '_> {
         let Some(f) = &mut self.own else { return };
         // The fused replay knows only the metadata's functions; a seed
         // naming another leaves the stack to the replay pass.
-        if seg.seed != Seed::None
+        if seg.seed() != Seed::None
             && seed_snapshot(decoded, seg)
                 .is_some_and(|mut ids| ids.any(|id| decoded.functions.get(id.0).is_none()))
         {
@@ -163,7 +154,7 @@ impl Cutter<'_, '_, '_> {
                 let end_ns = self.decoded.scale.ns(end_tick);
                 f.replay.end_linear(f.clock, start_ns, end_ns);
                 f.running = None;
-                f.ends_at_ns = s.ends_at_lost.then_some(end_ns);
+                f.ends_at_ns = s.ends_at_lost().then_some(end_ns);
             }
         }
         s.end = end;
@@ -272,14 +263,14 @@ impl Cutter<'_, '_, '_> {
             self.open_segment(seg);
         }
         if let Some(s) = &mut self.open {
-            s.ends_at_lost = true;
+            s.set_ends_at_lost();
         }
         self.close_segment(pos, tick);
         if self.stack != StackKey::Own(tid) {
             // The own stack, paused below, ends with a stretch that does not run.
             self.stack = StackKey::Own(tid);
             let mut own = self.new_segment(pos, tick, false, Seed::None);
-            own.ends_at_lost = true;
+            own.set_ends_at_lost();
             self.open_segment(own);
             self.close_segment(pos, tick);
         }
@@ -451,7 +442,8 @@ impl Cutter<'_, '_, '_> {
             }
             self.close_segment(pos, tick);
             self.stack = stack_after_switch(tid, StackId(payload));
-            let seg = self.new_segment(pos, tick, true, Seed::None);
+            let mut seg = self.new_segment(pos, tick, true, Seed::None);
+            seg.resume_at(batch.resume_point(i));
             self.open_segment(seg);
             return true;
         }
@@ -739,7 +731,8 @@ impl ThreadStream {
             chunk: thread.chunks.len() as u32,
             event: 0,
         };
-        let mut batches = Batches::new(&decoded.file, thread, self.next, end, self.floor);
+        // Whole chunks: `next` is a chunk's start.
+        let mut batches = Batches::new(&decoded.file, thread, self.next, end, self.floor, None);
         let mut problem = None;
         loop {
             let Some(batch) = batches.next_batch() else {
@@ -797,5 +790,49 @@ impl ThreadStream {
             *state = Some(f.replay.suspend(running_since));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::decode::{decode, switch_points};
+
+    /// A segment that a `switch` inside a compact chunk opens carries
+    /// that switch as its resume point, as the format crate's count walk
+    /// finds it, so its replay expands the chunk from there; any other
+    /// segment (a chunk's start, a 16-byte chunk) replays from the
+    /// chunk's start.
+    #[test]
+    fn a_segment_opened_by_a_compact_switch_resumes_there() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../sample-traces");
+        let (mut resumed, mut from_start) = (0, 0);
+        for (name, compact) in [("workload-v4.bin", true), ("workload.bin", false)] {
+            let bytes = std::fs::read(root.join(name)).expect("sample trace");
+            let decoded = decode(&bytes, None, false).expect("decodes");
+            for index in 0..decoded.threads.len() {
+                let points = switch_points(&decoded, index);
+                let pass = cut_thread(&decoded, index as u32, None, None);
+                for seg in pass.segments.iter() {
+                    let at_switch = points
+                        .get(seg.start.chunk as usize)
+                        .and_then(|p| p.iter().find(|p| p.at == seg.start))
+                        .filter(|p| p.offset > 0);
+                    assert_eq!(seg.resume_point(), at_switch.copied(), "{name}: {seg:?}");
+                    assert_eq!(
+                        at_switch.is_some(),
+                        compact && seg.start.event > 0 && seg.switched_in(),
+                        "{name}: {seg:?}"
+                    );
+                    if at_switch.is_some() {
+                        resumed += 1;
+                    } else {
+                        from_start += 1;
+                    }
+                }
+            }
+        }
+        assert!(resumed > 100, "{resumed} segments resume at a switch");
+        assert!(from_start > 0);
     }
 }

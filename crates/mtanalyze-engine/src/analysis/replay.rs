@@ -117,7 +117,7 @@ pub(super) fn replay_stack<'s, O: Observer>(
         }
         let seg_end_ns = seg.switched_away().map_or(end_ns, |t| ctx.ns(t));
         last_end = match seg.switched_away() {
-            _ if seg.ends_at_lost => LastEnd::Lost(seg_end_ns),
+            _ if seg.ends_at_lost() => LastEnd::Lost(seg_end_ns),
             Some(_) => LastEnd::SwitchedAway,
             None => LastEnd::Running,
         };
@@ -166,7 +166,14 @@ pub(super) fn replay_one_segment<O: Observer>(
     let start_ns = stack.begin(ctx.decoded, ctx.functions, ctx.clock, seg, warnings);
     let thread = &ctx.decoded.threads[seg.thread as usize];
     let tid = thread.tid.0;
-    let mut batches = Batches::new(ctx.file(), thread, seg.start, seg.end, seg.start_tick);
+    let mut batches = Batches::new(
+        ctx.file(),
+        thread,
+        seg.start,
+        seg.end,
+        seg.start_tick,
+        seg.resume_point(),
+    );
     // The whole trace (nearly every run) or a time window: each has
     // its own per-event code.
     let window = stack.frames.window();
@@ -449,7 +456,7 @@ impl<'a, O: Observer> StackReplay<'a, O> {
     ) -> u64 {
         let start_ns = decoded.scale.ns(seg.start_tick);
         let window = self.frames.window();
-        if self.so_far.first_start_ns.is_none() && !seg.is_own() && seg.seed == Seed::None {
+        if self.so_far.first_start_ns.is_none() && !seg.is_own() && seg.seed() == Seed::None {
             self.continue_from_record(decoded, functions, clock, seg.stack);
         }
         // The pause that ends here: its scheduled part (nothing under
@@ -469,12 +476,12 @@ impl<'a, O: Observer> StackReplay<'a, O> {
         }
         self.so_far.first_start_ns.get_or_insert(start_ns);
         self.so_far.current = Some((tid, start_ns));
-        self.so_far.switches_in += (seg.switched_in & window.contains(start_ns)) as u64;
+        self.so_far.switches_in += (seg.switched_in() & window.contains(start_ns)) as u64;
         let r = match clock {
             Clock::Wall => window.clamp(start_ns),
             _ => self.so_far.r,
         };
-        if seg.seed != Seed::None {
+        if seg.seed() != Seed::None {
             seed_frames(
                 decoded,
                 functions,
@@ -890,7 +897,7 @@ pub(super) fn seed_snapshot(
         .chunks
         .get(seg.start.chunk as usize)
         .and_then(|c| decoded.file.chunk(c.slot).ok().flatten())?;
-    let ids: Vec<_> = match seg.seed {
+    let ids: Vec<_> = match seg.seed() {
         Seed::None => Vec::new(),
         Seed::Own => chunk.snapshot.own_frames().collect(),
         Seed::Logical => chunk.snapshot.stack_frames().collect(),

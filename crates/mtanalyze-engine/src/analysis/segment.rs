@@ -13,7 +13,7 @@
 
 use mtrace_format::StackId;
 
-use crate::analysis::decode::{ChunkRef, Pos, ThreadChunks};
+use crate::analysis::decode::{ChunkRef, Pos, ResumePoint, ThreadChunks};
 pub(crate) use mtanalyze_model::report::StackKey;
 
 /// [`Segment::stack`] of a segment on `key`.
@@ -50,7 +50,8 @@ pub(crate) enum Seed {
 
 /// One stretch of one thread running one stack. Kept small (48 bytes):
 /// segments are most of the analyzer's heap, so what the thread's index
-/// gives (its id, the key of its own stack) is not stored.
+/// gives (its id, the key of its own stack) is not stored, and four small
+/// values share a word ([`SegmentBits`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Segment {
     /// The stack: a logical stack's id, or `StackId::OWN` for the thread's
@@ -58,6 +59,7 @@ pub(crate) struct Segment {
     pub stack: u64,
     /// Index of the thread in [`Decoded::threads`](crate::analysis::decode::Decoded::threads).
     pub thread: u32,
+    bits: SegmentBits,
     /// First event (inclusive).
     pub start: Pos,
     /// End (exclusive): the switch away, or the end of the thread's stream.
@@ -68,21 +70,108 @@ pub(crate) struct Segment {
     pub start_tick: u64,
     /// When the thread switched away; [`RUNS_TO_END`]: it ran until the end of the trace.
     pub end_tick: u64,
-    /// It began with a switch onto the stack (or the thread's first event).
-    pub switched_in: bool,
-    /// Frames to open first if the stack is empty.
-    pub seed: Seed,
-    /// It ended at a `lost` mark of its thread: if it is the stack's last
-    /// segment, the stack ends there (see "Lost events" in `semantics.md`).
-    pub ends_at_lost: bool,
 }
 
 const _: () = assert!(std::mem::size_of::<Segment>() <= 48);
+
+/// A segment's flags and resume offset in one word: bit 0 `switched_in`,
+/// bits 1-2 the seed, bit 3 `ends_at_lost`, bits 8-31 the resume offset
+/// (see [`Segment::resume_point`]; 0: none). A compact chunk is at most
+/// `COMPACT_MAX_CHUNK_SIZE` bytes, so every offset in one fits.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct SegmentBits(u32);
+
+const SWITCHED_IN: u32 = 1;
+const SEED_SHIFT: u32 = 1;
+const ENDS_AT_LOST: u32 = 1 << 3;
+const OFFSET_SHIFT: u32 = 8;
+const _: () =
+    assert!((mtrace_format::layout::COMPACT_MAX_CHUNK_SIZE as u64) < 1 << (32 - OFFSET_SHIFT));
 
 /// `Segment::end_tick` of a stretch that lasted until the end of the trace.
 pub(crate) const RUNS_TO_END: u64 = u64::MAX;
 
 impl Segment {
+    /// A stretch of `thread` on `stack` from `start` at `start_tick`, not
+    /// ended yet; `switched_in`: it begins with a switch onto the stack (or
+    /// the thread's first event); `seed`: the frames to open first if the
+    /// stack is empty. Its replay expands its first chunk from the chunk's
+    /// start until [`Segment::resume_at`] says otherwise.
+    pub(crate) fn new(
+        stack: u64,
+        thread: u32,
+        start: Pos,
+        start_tick: u64,
+        switched_in: bool,
+        seed: Seed,
+    ) -> Segment {
+        let seed = match seed {
+            Seed::None => 0,
+            Seed::Own => 1,
+            Seed::Logical => 2,
+        };
+        Segment {
+            stack,
+            thread,
+            bits: SegmentBits(switched_in as u32 | seed << SEED_SHIFT),
+            start,
+            end: start,
+            start_tick,
+            end_tick: RUNS_TO_END,
+        }
+    }
+
+    /// It began with a switch onto the stack (or the thread's first event).
+    pub(crate) fn switched_in(&self) -> bool {
+        self.bits.0 & SWITCHED_IN != 0
+    }
+
+    /// Frames to open first if the stack is empty.
+    pub(crate) fn seed(&self) -> Seed {
+        match (self.bits.0 >> SEED_SHIFT) & 3 {
+            1 => Seed::Own,
+            2 => Seed::Logical,
+            _ => Seed::None,
+        }
+    }
+
+    /// It ended at a `lost` mark of its thread: if it is the stack's last
+    /// segment, the stack ends there (see "Lost events" in `semantics.md`).
+    pub(crate) fn ends_at_lost(&self) -> bool {
+        self.bits.0 & ENDS_AT_LOST != 0
+    }
+
+    /// Marks it as ending at a `lost` mark.
+    pub(crate) fn set_ends_at_lost(&mut self) {
+        self.bits.0 |= ENDS_AT_LOST;
+    }
+
+    /// The segment starts with the `switch` at `point` (a compact chunk's,
+    /// as the segment pass expanding the chunk noted it): its replay
+    /// expands the chunk from there, not from the chunk's start. Kept only
+    /// if the switch's tick is the segment's start tick (not clamped),
+    /// which then stands for it; otherwise the replay starts at the
+    /// chunk's start, which is always right, only slower.
+    pub(crate) fn resume_at(&mut self, point: Option<ResumePoint>) {
+        let Some(p) = point.filter(|p| p.at == self.start && p.tick == self.start_tick) else {
+            return;
+        };
+        if p.offset > 0 && p.offset < 1 << (32 - OFFSET_SHIFT) {
+            self.bits.0 = (self.bits.0 & ((1 << OFFSET_SHIFT) - 1)) | p.offset << OFFSET_SHIFT;
+        }
+    }
+
+    /// Where its replay may expand its first chunk from, if not from the
+    /// chunk's start (see [`Segment::resume_at`]).
+    pub(crate) fn resume_point(&self) -> Option<ResumePoint> {
+        let offset = self.bits.0 >> OFFSET_SHIFT;
+        (offset != 0).then_some(ResumePoint {
+            at: self.start,
+            offset,
+            tick: self.start_tick,
+        })
+    }
+
     /// The segment is on its thread's own stack.
     pub(crate) fn is_own(&self) -> bool {
         self.stack == StackId::OWN.0
@@ -192,5 +281,61 @@ impl IntoIterator for SegmentList {
 
     fn into_iter(self) -> Self::IntoIter {
         self.blocks.into_iter().flatten()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The four values sharing a word read back as written, whatever the
+    /// others hold; a resume point is kept only at the segment's start, at
+    /// its start tick, at an offset the word holds.
+    #[test]
+    fn a_segment_keeps_its_flags_and_resume_point_apart() {
+        let start = Pos { chunk: 3, event: 9 };
+        let point = |offset, tick| {
+            Some(ResumePoint {
+                at: start,
+                offset,
+                tick,
+            })
+        };
+        for switched_in in [false, true] {
+            for seed in [Seed::None, Seed::Own, Seed::Logical] {
+                for lost in [false, true] {
+                    let mut s = Segment::new(7, 2, start, 100, switched_in, seed);
+                    let max = (1 << (32 - OFFSET_SHIFT)) - 1;
+                    s.resume_at(point(max, 100));
+                    if lost {
+                        s.set_ends_at_lost();
+                    }
+                    assert_eq!(s.switched_in(), switched_in);
+                    assert_eq!(s.seed(), seed);
+                    assert_eq!(s.ends_at_lost(), lost);
+                    assert_eq!(s.resume_point(), point(max, 100));
+                    assert_eq!((s.end, s.end_tick), (start, RUNS_TO_END));
+                }
+            }
+        }
+        let fresh = || Segment::new(7, 2, start, 100, true, Seed::Own);
+        let refused = [
+            point(1 << (32 - OFFSET_SHIFT), 100),
+            point(0, 100),
+            // A clamped switch: its own tick is not the start tick.
+            point(40, 99),
+            Some(ResumePoint {
+                at: Pos { chunk: 3, event: 8 },
+                offset: 40,
+                tick: 100,
+            }),
+            None,
+        ];
+        for p in refused {
+            let mut s = fresh();
+            s.resume_at(p);
+            assert_eq!(s.resume_point(), None, "{p:?}");
+            assert!(s.switched_in() && s.seed() == Seed::Own && !s.ends_at_lost());
+        }
     }
 }

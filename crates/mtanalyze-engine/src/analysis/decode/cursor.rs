@@ -7,25 +7,28 @@
 //! reaches them, into a buffer the worker reuses (one chunk's events at
 //! most), so no image of the whole file is made and the expansion's
 //! writes stay in cache. A batch that starts inside a compact chunk
-//! expands from the chunk's last `switch` event at or before its first
-//! event ([`super::SwitchAt`]: a stack's stretch starts at one), and up
-//! to its last event only, so a stack replayed stretch by stretch decodes
-//! each of its events once more, not its chunks' every event.
+//! expands from the `switch` event the caller names at or before its first
+//! event ([`ResumePoint`]: a stack's stretch starts at one, and its segment
+//! carries it), or else from the chunk's start, and up to its last event
+//! only, so a stack replayed stretch by stretch decodes each of its events
+//! once more, not its chunks' every event. Where the switches are is
+//! learnt as the segment pass expands each chunk ([`Batch::resume_point`]),
+//! so no table of them is kept.
 //!
 //! ```text
 //! compact chunk:  snapshot | e0 e1 e2 [switch] e4 e5 e6 [switch] e8 ...
-//! batch [5, 7):                          ^ decoded from here, e4..e6 written, e5..e6 lent
+//! batch [3, 6), resuming at the switch:  ^ decoded from here, e3..e5 written and lent
 //! ```
 
 use std::cell::Cell;
 use std::marker::PhantomData;
 
-use mtrace_format::compact::CompactEvents;
+use mtrace_format::compact::{tick_before, CompactEvents, SwitchPoint};
 use mtrace_format::event::raw_parts;
 use mtrace_format::layout::EVENT_SIZE;
 use mtrace_format::{BadEvent, ChunkProblem, ChunkProblemKind, Event, StackId, TraceFile};
 
-use super::{ChunkRef, SwitchAt, ThreadChunks};
+use super::{ChunkRef, ThreadChunks};
 
 /// Asks the CPU to start loading the cache line at `p`. The replay reads
 /// short runs of events scattered over the file (a fiber's stretch is a few
@@ -62,6 +65,21 @@ pub(crate) struct Restart {
     pub current_stack: StackId,
 }
 
+/// A `switch` event of a compact chunk, from which the chunk's events
+/// expand without those before it (a `switch` forgets the named frames:
+/// see `mtrace_format::compact`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct ResumePoint {
+    /// The switch.
+    pub at: Pos,
+    /// Its byte offset from the chunk's first event.
+    pub offset: u32,
+    /// Its tick, unclamped: with its bytes, it gives the tick of the event
+    /// before it, from which its own is a delta
+    /// (`mtrace_format::compact::tick_before`).
+    pub tick: u64,
+}
+
 /// The events of one chunk that fall in the requested range, as raw
 /// 16-byte slots: the hot loops split them with `event::raw_parts` and
 /// branch on the kind themselves (an `Event` enum match compiles to an
@@ -82,19 +100,33 @@ pub(crate) struct Batch<'a> {
     len: usize,
     file: PhantomData<&'a [u8]>,
     /// A compact chunk's events, expanded (the batch's are some of them).
-    expanded: Option<Expanded>,
+    expanded: Option<Expansion>,
     slot: u64,
     offset: u64,
 }
 
-/// A compact chunk's events, 16 bytes each.
-type Expanded = Vec<[u8; EVENT_SIZE]>;
+/// A compact chunk's events, 16 bytes each, and the `switch` events among
+/// them (`event`: the index in `events`). One value, so that a batch of
+/// 16-byte events, which has none, drops nothing but a `None`.
+#[derive(Default)]
+struct Expansion {
+    events: Vec<[u8; EVENT_SIZE]>,
+    switches: Vec<SwitchPoint>,
+    /// The index in `events` of the batch's first event.
+    lent_from: u32,
+}
 
 thread_local! {
     /// The buffer a worker's compact chunks are expanded into: taken by a
     /// batch, handed back when it is dropped. A worker holding two batches
     /// at once (the `gil` clock's merge) gives the second a buffer of its own.
-    static EXPANDED: Cell<Expanded> = const { Cell::new(Vec::new()) };
+    static EXPANDED: Cell<Expansion> = const {
+        Cell::new(Expansion {
+            events: Vec::new(),
+            switches: Vec::new(),
+            lent_from: 0,
+        })
+    };
     /// The named frames of the worker's compact walks, reused likewise.
     static NAMED: Cell<Vec<u32>> = const { Cell::new(Vec::new()) };
 }
@@ -147,6 +179,24 @@ impl Batch<'_> {
             .map_or((u64::MAX, 0, 0), raw_parts)
     }
 
+    /// Where a later walk may expand this compact chunk from, at the
+    /// batch's `i`-th event, a `switch` (the one a segment starts with);
+    /// `None` for a 16-byte chunk, which needs no point.
+    pub(crate) fn resume_point(&self, i: usize) -> Option<ResumePoint> {
+        let x = self.expanded.as_ref()?;
+        let index = x.lent_from as usize + i;
+        let k = x.switches.binary_search_by_key(&index, |p| p.event).ok()?;
+        let point = x.switches.get(k)?;
+        Some(ResumePoint {
+            at: Pos {
+                chunk: self.chunk,
+                event: self.first_event + i as u32,
+            },
+            offset: u32::try_from(point.offset.checked_sub(self.offset)?).ok()?,
+            tick: self.parts(i).1,
+        })
+    }
+
     /// What is wrong with the `i`-th event of the batch, which the caller
     /// found invalid (`event::raw_is_valid`). A compact chunk's expansion
     /// ends at its first damaged event, which `decode` reported with its
@@ -174,7 +224,8 @@ impl Batch<'_> {
 pub(crate) struct Batches<'a, 'd> {
     file: &'d TraceFile<'a>,
     chunks: &'d [ChunkRef],
-    switches: &'d [Box<[SwitchAt]>],
+    /// Where the first chunk's expansion may start, if not at its start.
+    resume: Option<ResumePoint>,
     next: Pos,
     to: Pos,
     prev_tick: u64,
@@ -182,18 +233,22 @@ pub(crate) struct Batches<'a, 'd> {
 }
 
 impl<'a, 'd> Batches<'a, 'd> {
-    /// Events of `thread`'s chunks in `[from, to)`, clamping from `floor_tick`.
+    /// Events of `thread`'s chunks in `[from, to)`, clamping from
+    /// `floor_tick`; a compact chunk `from` is inside expands from
+    /// `resume` (a switch at or before `from` in that chunk) if given, else
+    /// from its start.
     pub(crate) fn new(
         file: &'d TraceFile<'a>,
         thread: &'d ThreadChunks,
         from: Pos,
         to: Pos,
         floor_tick: u64,
+        resume: Option<ResumePoint>,
     ) -> Self {
         Batches {
             file,
             chunks: &thread.chunks,
-            switches: &thread.switches,
+            resume,
             next: from,
             to,
             prev_tick: floor_tick,
@@ -207,7 +262,7 @@ impl<'a, 'd> Batches<'a, 'd> {
             chunk: thread.chunks.len() as u32,
             event: 0,
         };
-        Self::new(file, thread, Pos::default(), end, 0)
+        Self::new(file, thread, Pos::default(), end, 0, None)
     }
 
     /// Clamps a tick so the thread's ticks never go backwards; returns the
@@ -292,6 +347,7 @@ impl<'a, 'd> Batches<'a, 'd> {
                     continue;
                 };
                 let events = expanded
+                    .events
                     .get(lent.0..lent.1)
                     .unwrap_or_default()
                     .as_flattened();
@@ -328,46 +384,87 @@ impl<'a, 'd> Batches<'a, 'd> {
     }
 
     /// Events `[first, end)` of compact chunk `r` (the thread's `ci`-th),
-    /// expanded into the worker's buffer from the chunk's last `switch` at
-    /// or before `first` (or its start): the buffer and the range of it
-    /// that holds them. `None` if the chunk no longer decodes (the bytes
-    /// changed under us).
+    /// expanded into the worker's buffer from the resume point if it is in
+    /// this chunk at or before `first` (else from the chunk's start): the
+    /// buffer, the `switch` events written (see [`Batch::resume_point`]),
+    /// and the range of the buffer that holds the events. `None` if the
+    /// chunk no longer decodes (the bytes changed under us).
     fn expand(
         &self,
         ci: u32,
         r: &ChunkRef,
         first: u32,
         end: u32,
-    ) -> Option<(Expanded, (usize, usize))> {
+    ) -> Option<(Expansion, (usize, usize))> {
         let chunk = self.file.chunk(r.slot).ok().flatten()?;
-        let switches = self.switches.get(ci as usize).map_or(&[][..], |s| &s[..]);
-        // The last switch at or before `first`.
-        let from = switches
-            .partition_point(|s| s.event <= first)
-            .checked_sub(1)
-            .and_then(|i| switches.get(i));
+        let resume = self
+            .resume
+            .filter(|p| p.at.chunk == ci && p.at.event <= first)
+            .and_then(|p| {
+                let rest = chunk.event_bytes().get(p.offset as usize..)?;
+                Some((p, rest, tick_before(rest, p.tick)?))
+            });
         let named = NAMED.with(Cell::take);
-        let (mut walk, skipped) = match from {
-            Some(s) => {
-                let rest = chunk.event_bytes().get(s.offset as usize..)?;
-                let offset = r.events_offset + s.offset as u64;
-                let walk = CompactEvents::resume(rest, r.slot, offset, s.prev_tick, named);
-                (walk, s.event)
+        let (mut walk, skipped) = match resume {
+            Some((p, rest, prev_tick)) => {
+                let offset = r.events_offset + p.offset as u64;
+                let walk = CompactEvents::resume(rest, r.slot, offset, prev_tick, named);
+                (walk, p.at.event)
             }
             None => (chunk.compact_events(named)?, 0),
         };
-        let mut buffer = EXPANDED.with(Cell::take);
+        let mut x = EXPANDED.with(Cell::take);
+        x.switches.clear();
         let wanted = (end - skipped) as usize;
         // Grown, never shrunk: the slots past what a batch writes keep old
         // events, which no batch lends.
-        if buffer.len() < wanted {
-            buffer.resize(wanted, [0; EVENT_SIZE]);
+        if x.events.len() < wanted {
+            x.events.resize(wanted, [0; EVENT_SIZE]);
         }
-        let written = walk.fill_events(&mut buffer[..wanted]);
+        let switches = &mut x.switches;
+        let written =
+            walk.fill_events_noting_switches(&mut x.events[..wanted], |p| switches.push(p));
         NAMED.with(|n| n.set(walk.into_named()));
         let lent = ((first - skipped) as usize).min(written);
-        Some((buffer, (lent, written)))
+        x.lent_from = lent as u32;
+        Some((x, (lent, written)))
     }
+}
+
+#[cfg(test)]
+/// Each chunk's `switch` events of a thread, as the format crate's
+/// one-event decoder finds them from the chunk's start (for tests).
+pub(crate) fn switch_points(decoded: &super::Decoded<'_>, thread: usize) -> Vec<Vec<ResumePoint>> {
+    let t = &decoded.threads[thread];
+    t.chunks
+        .iter()
+        .enumerate()
+        .map(|(ci, r)| {
+            let chunk = decoded.file.chunk(r.slot).ok().flatten();
+            let mut points = Vec::new();
+            if let Some(mut walk) = chunk.and_then(|c| c.compact_events(Vec::new())) {
+                let mut event = 0;
+                loop {
+                    let offset = walk.offset();
+                    let Some((kind, tick, _)) = walk.next_raw() else {
+                        break;
+                    };
+                    if kind == mtrace_format::event::KIND_SWITCH {
+                        points.push(ResumePoint {
+                            at: Pos {
+                                chunk: ci as u32,
+                                event,
+                            },
+                            offset: (offset - r.events_offset) as u32,
+                            tick,
+                        });
+                    }
+                    event += 1;
+                }
+            }
+            points
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -380,10 +477,17 @@ mod tests {
         std::fs::read(root.join(name)).expect("sample trace")
     }
 
-    /// The events of `[from, to)` of a thread, batch after batch.
-    fn events(decoded: &Decoded<'_>, thread: usize, from: Pos, to: Pos) -> Vec<u8> {
+    /// The events of `[from, to)` of a thread, batch after batch, the
+    /// first chunk expanded from `resume` if given.
+    fn events(
+        decoded: &Decoded<'_>,
+        thread: usize,
+        from: Pos,
+        to: Pos,
+        resume: Option<ResumePoint>,
+    ) -> Vec<u8> {
         let t = &decoded.threads[thread];
-        let mut batches = Batches::new(&decoded.file, t, from, to, 0);
+        let mut batches = Batches::new(&decoded.file, t, from, to, 0, resume);
         let mut out = Vec::new();
         while let Some(b) = batches.next_batch() {
             out.extend_from_slice(b.raw());
@@ -391,11 +495,31 @@ mod tests {
         out
     }
 
+    /// The points the batches of a whole-thread walk give at its `switch`
+    /// events ([`Batch::resume_point`]), which the segment pass stores.
+    fn noted_points(decoded: &Decoded<'_>, thread: usize) -> Vec<Vec<ResumePoint>> {
+        let t = &decoded.threads[thread];
+        let mut noted = vec![Vec::new(); t.chunks.len()];
+        let mut batches = Batches::all(&decoded.file, t);
+        while let Some(b) = batches.next_batch() {
+            for i in 0..b.len() {
+                if b.parts(i).0 == mtrace_format::event::KIND_SWITCH {
+                    let point = b.resume_point(i).expect("a compact switch has a point");
+                    noted[b.chunk as usize].push(point);
+                }
+            }
+        }
+        noted
+    }
+
     /// Every range of a compact trace's events, from a chunk's start, from
     /// a `switch`, from just after one, from anywhere between, to anywhere
     /// after (in the chunk or a later one), holds the events its 16-byte
-    /// image holds (the format crate's expansion of the whole file), and
-    /// the chunks the damage cut are the image's, at the same offsets.
+    /// image holds (the format crate's expansion of the whole file),
+    /// whether its first chunk expands from the last switch at or before
+    /// its start or from the chunk's start; the switch points the batches
+    /// note are those the format crate's count walk finds; and the chunks
+    /// the damage cut are the image's, at the same offsets.
     fn reads_as_its_image(compact: &[u8]) {
         let file = TraceFile::parse(compact).expect("parses");
         assert!(file.is_compact());
@@ -405,7 +529,7 @@ mod tests {
         assert_eq!(lazy.cut, image.cut);
         assert_eq!(lazy.damaged, image.damaged);
         assert_eq!(lazy.threads.len(), whole.threads.len());
-        let mut mid_chunk = 0;
+        let (mut mid_chunk, mut resumed) = (0, 0);
         for (i, (a, b)) in lazy.threads.iter().zip(&whole.threads).enumerate() {
             let counts = |t: &ThreadChunks| t.chunks.iter().map(|c| c.events).collect::<Vec<_>>();
             assert_eq!(counts(a), counts(b), "thread {i}");
@@ -414,13 +538,15 @@ mod tests {
                 event: 0,
             };
             assert_eq!(
-                events(&lazy, i, Pos::default(), end),
-                events(&whole, i, Pos::default(), end)
+                events(&lazy, i, Pos::default(), end, None),
+                events(&whole, i, Pos::default(), end, None)
             );
+            let points = switch_points(&lazy, i);
+            assert_eq!(noted_points(&lazy, i), points, "thread {i}");
             for (ci, c) in a.chunks.iter().enumerate() {
                 let mut firsts = vec![0, c.events / 3, c.events / 2, c.events.saturating_sub(1)];
-                for sw in a.switches[ci].iter() {
-                    firsts.extend([sw.event, sw.event + 1, sw.event + 2]);
+                for sw in &points[ci] {
+                    firsts.extend([sw.at.event, sw.at.event + 1, sw.at.event + 2]);
                 }
                 for first in firsts.into_iter().filter(|&f| f <= c.events) {
                     mid_chunk += (first > 0) as usize;
@@ -428,6 +554,12 @@ mod tests {
                         chunk: ci as u32,
                         event: first,
                     };
+                    let last_switch = points[ci]
+                        .iter()
+                        .rev()
+                        .find(|p| p.at.event <= first)
+                        .copied();
+                    resumed += last_switch.is_some() as usize;
                     let ends = [
                         Pos {
                             chunk: ci as u32,
@@ -443,26 +575,28 @@ mod tests {
                         },
                     ];
                     for to in ends {
-                        assert_eq!(
-                            events(&lazy, i, from, to),
-                            events(&whole, i, from, to),
-                            "thread {i}, {from:?} to {to:?}"
-                        );
+                        let image = events(&whole, i, from, to, None);
+                        for resume in [None, last_switch] {
+                            assert_eq!(
+                                events(&lazy, i, from, to, resume),
+                                image,
+                                "thread {i}, {from:?} to {to:?}, from {resume:?}"
+                            );
+                        }
                     }
                 }
             }
         }
         assert!(mid_chunk > 0, "some batches start inside a chunk");
+        assert!(resumed > 0, "some batches resume at a switch");
     }
 
     #[test]
     fn a_compact_trace_reads_as_its_image_from_any_event() {
         let compact = sample("workload-v4.bin");
         let lazy = decode(&compact, None, false).expect("decodes");
-        let switches: usize = lazy
-            .threads
-            .iter()
-            .flat_map(|t| &t.switches)
+        let switches: usize = (0..lazy.threads.len())
+            .flat_map(|i| switch_points(&lazy, i))
             .map(|s| s.len())
             .sum();
         assert!(switches > 100, "the sample switches stacks inside chunks");
@@ -479,10 +613,8 @@ mod tests {
         // A switch in the middle of a chunk that holds many, made a long
         // form whose width code names no width (tag 0: the long form with
         // no tick bytes, then the kind byte).
-        let (chunk, switches) = lazy
-            .threads
-            .iter()
-            .flat_map(|t| t.chunks.iter().zip(&t.switches))
+        let (chunk, switches) = (0..lazy.threads.len())
+            .flat_map(|i| lazy.threads[i].chunks.iter().zip(switch_points(&lazy, i)))
             .max_by_key(|(_, s)| s.len())
             .expect("chunks");
         let sw = switches[switches.len() / 2];

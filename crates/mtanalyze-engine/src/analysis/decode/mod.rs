@@ -27,7 +27,9 @@ mod functions;
 mod kinds;
 mod names;
 
-pub(crate) use cursor::{prefetch, Batch, Batches, Pos, Restart};
+#[cfg(test)]
+pub(crate) use cursor::switch_points;
+pub(crate) use cursor::{prefetch, Batch, Batches, Pos, Restart, ResumePoint};
 pub(crate) use functions::{FunctionIds, FunctionTable, Numbering};
 pub(crate) use kinds::StackKinds;
 pub(crate) use names::StackNames;
@@ -85,22 +87,6 @@ pub(crate) struct ChunkRef {
     pub compact: bool,
 }
 
-/// Where a compact chunk's `switch` event is, so that a batch that starts
-/// at it (a stack's stretch after a switch) decodes the chunk from there,
-/// not from its start.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct SwitchAt {
-    /// Its index among the chunk's events.
-    pub event: u32,
-    /// Its offset from the chunk's first event.
-    pub offset: u32,
-    /// The tick of the event before it.
-    pub prev_tick: u64,
-}
-
-/// A chunk and where its `switch` events are, as the decode finds them.
-type ChunkWithSwitches = (ChunkRef, Box<[SwitchAt]>);
-
 /// One thread's chunks, in order.
 #[derive(Clone, Debug)]
 pub(crate) struct ThreadChunks {
@@ -108,11 +94,6 @@ pub(crate) struct ThreadChunks {
     pub tid: ThreadId,
     /// Its chunks in order.
     pub chunks: Vec<ChunkRef>,
-    /// Each chunk's `switch` events (a compact chunk's; none for 16-byte
-    /// events), by the chunk's index in `chunks`. A list a chunk, as the
-    /// parallel decode of the chunks made them: joined into one, they
-    /// would be held twice while it was made.
-    pub switches: Vec<Box<[SwitchAt]>>,
 }
 
 /// A trace whose chunk headers and metadata have been read.
@@ -285,7 +266,7 @@ pub(crate) fn decode<'a>(
     let decoded: Vec<_> = crate::threads::map_collect(0..slots, |i| {
         file.chunk(i).map(|c| {
             c.map(|c| {
-                let (events, cut, switches) = count_events(&c);
+                let (events, cut) = count_events(&c);
                 let r = ChunkRef {
                     slot: c.index,
                     thread_chunk_no: c.thread_chunk_no,
@@ -297,12 +278,12 @@ pub(crate) fn decode<'a>(
                     writing: c.writing,
                     compact: c.is_compact(),
                 };
-                (c.thread, (r, switches), cut)
+                (c.thread, r, cut)
             })
         })
     });
 
-    let mut by_thread: FxHashMap<ThreadId, Vec<ChunkWithSwitches>> = FxHashMap::default();
+    let mut by_thread: FxHashMap<ThreadId, Vec<ChunkRef>> = FxHashMap::default();
     let mut damaged = Vec::new();
     let mut cut = Vec::new();
     let mut empty_slots = 0;
@@ -319,12 +300,10 @@ pub(crate) fn decode<'a>(
     let mut lost = 0u64;
     let mut threads: Vec<ThreadChunks> = by_thread
         .into_iter()
-        .map(|(tid, mut found)| {
+        .map(|(tid, mut chunks)| {
             // A slot rewritten with the same number (damage) keeps the newest.
-            found.sort_by_key(|(c, _)| (c.thread_chunk_no, std::cmp::Reverse(c.seq)));
-            found.dedup_by_key(|(c, _)| c.thread_chunk_no);
-            let (mut chunks, switches): (Vec<ChunkRef>, Vec<Box<[SwitchAt]>>) =
-                found.into_iter().unzip();
+            chunks.sort_by_key(|c| (c.thread_chunk_no, std::cmp::Reverse(c.seq)));
+            chunks.dedup_by_key(|c| c.thread_chunk_no);
             let mut expected = 0;
             for c in &mut chunks {
                 if c.thread_chunk_no != expected {
@@ -334,11 +313,7 @@ pub(crate) fn decode<'a>(
                 }
                 expected = c.thread_chunk_no.saturating_add(1);
             }
-            ThreadChunks {
-                tid,
-                chunks,
-                switches,
-            }
+            ThreadChunks { tid, chunks }
         })
         .collect();
     threads.sort_by_key(|t| t.tid);
@@ -363,33 +338,21 @@ pub(crate) fn decode<'a>(
     })
 }
 
-/// A chunk's events as the passes see them: their number, the damage
-/// that cut the chunk short, and (compact chunks) where its `switch`
-/// events are. A compact chunk is walked once here, in the parallel
-/// decode of the chunk headers: its events are counted by decoding them,
-/// so a chunk cut by damage counts the events before the damage, as the
-/// batches that expand it later find them.
-fn count_events(chunk: &Chunk<'_>) -> (u32, Option<ChunkProblem>, Box<[SwitchAt]>) {
+/// A chunk's events as the passes see them: their number, and the damage
+/// that cut the chunk short. A compact chunk is walked once here, in the
+/// parallel decode of the chunk headers: its events are counted by
+/// decoding them, so a chunk cut by damage counts the events before the
+/// damage, as the batches that expand it later find them. Where its
+/// `switch` events are is not kept: the segment pass notes each as it
+/// expands the chunk, in the segment the switch opens
+/// ([`crate::analysis::segment::Resume`]).
+fn count_events(chunk: &Chunk<'_>) -> (u32, Option<ChunkProblem>) {
     let Some(mut walk) = chunk.compact_events(Vec::new()) else {
-        return (
-            chunk.event_count() as u32,
-            chunk.cut.clone(),
-            Box::default(),
-        );
+        return (chunk.event_count() as u32, chunk.cut.clone());
     };
-    let first = chunk.events_offset();
-    let mut switches = Vec::new();
-    let events = walk.count_with_switches(|p| {
-        switches.push(SwitchAt {
-            event: p.event as u32,
-            offset: (p.offset - first) as u32,
-            prev_tick: p.prev_tick,
-        })
-    });
-    // Held for the whole analysis: no room to spare.
-    let switches = switches.into_boxed_slice();
+    let events = walk.count_with_switches(|_| {});
     // The walk's damage is where the chunk ends; without any, a chunk the
     // file's end cut is reported as cut there.
     let cut = walk.problem().cloned().or_else(|| chunk.cut.clone());
-    (events as u32, cut, switches)
+    (events as u32, cut)
 }
