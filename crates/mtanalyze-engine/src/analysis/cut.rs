@@ -799,8 +799,8 @@ mod tests {
     use crate::analysis::decode::{decode, switch_points};
 
     /// A segment that a `switch` inside a compact chunk opens carries
-    /// that switch as its resume point, as the format crate's count walk
-    /// finds it, so its replay expands the chunk from there; any other
+    /// that switch as its resume point, as the format crate's one-event
+    /// decoder finds it, so its replay expands the chunk from there; any other
     /// segment (a chunk's start, a 16-byte chunk) replays from the
     /// chunk's start.
     #[test]

@@ -17,7 +17,7 @@
 //!
 //! ```text
 //! compact chunk:  snapshot | e0 e1 e2 [switch] e4 e5 e6 [switch] e8 ...
-//! batch [3, 6), resuming at the switch:  ^ decoded from here, e3..e5 written and lent
+//! batch [4, 6), resuming at event 3:     ^ decoded from here; 3..5 written, e4 e5 lent
 //! ```
 
 use std::cell::Cell;
