@@ -962,10 +962,27 @@ fn decode_tail(
     prev_tick: u64,
     named: &mut Vec<u32>,
 ) -> Result<(usize, RawEvent), CompactFault> {
+    let (room, avail) = padded(rest);
+    decode(&room, avail, prev_tick, named)
+}
+
+/// The first bytes of `rest` (an event's worst case at most) in a room
+/// padded with zeros, and how many of them are `rest`'s.
+fn padded(rest: &[u8]) -> (Room, usize) {
     let mut room = [0u8; COMPACT_MAX_EVENT_SIZE];
     let avail = rest.len().min(COMPACT_MAX_EVENT_SIZE);
     room[..avail].copy_from_slice(&rest[..avail]);
-    decode(&room, avail, prev_tick, named)
+    (room, avail)
+}
+
+/// The tick delta of the event at the front of `room`: its tag's low bits
+/// under the high bits its tick class gives.
+#[inline(always)]
+fn tick_delta(room: &Room) -> u64 {
+    let tag = room[0];
+    let class = (tag >> TAG_CLASS_SHIFT) as usize & 3;
+    let high = u64::from_le_bytes(word_at(room, 1)) & (TICK_CLASS_MAX[class] >> 4);
+    high << 4 | (tag & TAG_DELTA_LOW_MASK) as u64
 }
 
 /// Decodes the event at the front of `room`, of whose bytes the first
@@ -985,8 +1002,7 @@ fn decode(
     let form = tag >> TAG_FORM_SHIFT;
     let class = (tag >> TAG_CLASS_SHIFT) as usize & 3;
     let at = 1 + tick_bytes(class);
-    let high = u64::from_le_bytes(word_at(room, 1)) & (TICK_CLASS_MAX[class] >> 4);
-    let tick = prev_tick + (high << 4 | (tag & TAG_DELTA_LOW_MASK) as u64);
+    let tick = prev_tick + tick_delta(room);
     if form == FORM_LONG {
         return decode_long(room, avail, at, tick, named);
     }
@@ -1186,13 +1202,10 @@ const fn short_table() -> [ShortForm; 256] {
 /// state. `None` if the bytes cannot hold such an event (too few for its
 /// tick, or a delta larger than `tick`).
 pub fn tick_before(event: &[u8], tick: u64) -> Option<u64> {
-    let (&tag, rest) = event.split_first()?;
-    let class = (tag >> TAG_CLASS_SHIFT) as usize & 3;
-    let mut high = [0u8; 8];
-    let high_bytes = rest.get(..TICK_CLASS_BYTES[class])?;
-    high[..high_bytes.len()].copy_from_slice(high_bytes);
-    let delta = u64::from_le_bytes(high) << 4 | (tag & TAG_DELTA_LOW_MASK) as u64;
-    tick.checked_sub(delta)
+    let &tag = event.first()?;
+    // The tick's bytes must be the body's, not the room's padding.
+    event.get(..1 + tick_bytes((tag >> TAG_CLASS_SHIFT) as usize & 3))?;
+    tick.checked_sub(tick_delta(&padded(event).0))
 }
 
 /// An upper bound on the events a walk of `events` (a version-4 chunk's
@@ -1821,7 +1834,7 @@ mod tests {
     /// notes them (into room for every event, and into room for three at
     /// a time, its points counted from the walk's start), with each walk's
     /// damage.
-    fn counted_both_ways(
+    fn counted_every_way(
         body: &[u8],
         tick: u64,
         named: &[u32],
@@ -1873,6 +1886,21 @@ mod tests {
         ]
     }
 
+    /// The tick before an event comes from the event's own bytes, all of
+    /// its tick's, which the body must hold.
+    #[test]
+    fn the_tick_before_an_event_needs_its_tick_bytes() {
+        // Tick class 3: seven bytes of the delta's high bits.
+        let tag = (FORM_EXIT_TOP << TAG_FORM_SHIFT) | (3 << TAG_CLASS_SHIFT) | 5;
+        let mut event = vec![tag, 1, 0, 0, 0, 0, 0, 0];
+        assert_eq!(tick_before(&event, 1000), Some(1000 - (1 << 4 | 5)));
+        event.pop();
+        assert_eq!(tick_before(&event, 1000), None);
+        assert_eq!(tick_before(&[], 1000), None);
+        // A delta larger than the tick.
+        assert_eq!(tick_before(&[5], 4), None);
+    }
+
     /// A snapshot's frame of id 0 (damage) ends the chunk at the exit that
     /// would name it, as an exit of id 0 ends a 16-byte chunk; every walk
     /// and the count stop there.
@@ -1889,7 +1917,7 @@ mod tests {
             problem.kind,
             ChunkProblemKind::BadCompactEvent(CompactFault::Event(BadEvent::BadFunctionId(0)))
         );
-        let [skimmed, decoded, filled, by_three] = counted_both_ways(&body, 0, &[0, 7]);
+        let [skimmed, decoded, filled, by_three] = counted_every_way(&body, 0, &[0, 7]);
         assert_eq!(skimmed.0, 1);
         assert_eq!(filled, decoded);
         assert_eq!(by_three, decoded);
@@ -1959,7 +1987,7 @@ mod tests {
             let (clean, _) = encode(7, &[], &events);
             prop_assert_eq!(count_events(&clean), events.len());
             prop_assert!(count_events(&body) >= expected.len());
-            let [skimmed, decoded, filled, by_three] = counted_both_ways(&body, 7, &[]);
+            let [skimmed, decoded, filled, by_three] = counted_every_way(&body, 7, &[]);
             prop_assert_eq!(skimmed.0, expected.len());
             prop_assert!(!skimmed.1.is_empty() || !events.iter().any(|e| matches!(e.kind, EventKind::Switch(_))));
             prop_assert_eq!(&filled, &decoded);
@@ -2001,7 +2029,7 @@ mod tests {
             prop_assert!(count_events(&body) >= by_each.len());
             // The count keeps a depth, not the frames: the same events,
             // switches and damage.
-            let [skimmed, decoded, filled, by_three] = counted_both_ways(&body, tick, &named);
+            let [skimmed, decoded, filled, by_three] = counted_every_way(&body, tick, &named);
             prop_assert_eq!(&filled, &decoded);
             prop_assert_eq!(&by_three, &decoded);
             prop_assert_eq!(skimmed, decoded);
