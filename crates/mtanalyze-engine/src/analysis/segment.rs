@@ -51,7 +51,7 @@ pub(crate) enum Seed {
 /// One stretch of one thread running one stack. Kept small (48 bytes):
 /// segments are most of the analyzer's heap, so what the thread's index
 /// gives (its id, the key of its own stack) is not stored, and four small
-/// values share a word ([`SegmentBits`]).
+/// values share a word (`bits`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Segment {
     /// The stack: a logical stack's id, or `StackId::OWN` for the thread's
@@ -59,7 +59,11 @@ pub(crate) struct Segment {
     pub stack: u64,
     /// Index of the thread in [`Decoded::threads`](crate::analysis::decode::Decoded::threads).
     pub thread: u32,
-    bits: SegmentBits,
+    /// Its flags and resume offset: bit 0 `switched_in`, bits 1-2 the
+    /// seed, bit 3 `ends_at_lost`, bits 8-31 the resume offset (see
+    /// [`Segment::resume_point`]; 0: none). A compact chunk is at most
+    /// `COMPACT_MAX_CHUNK_SIZE` bytes, so every offset in one fits.
+    bits: u32,
     /// First event (inclusive).
     pub start: Pos,
     /// End (exclusive): the switch away, or the end of the thread's stream.
@@ -74,13 +78,7 @@ pub(crate) struct Segment {
 
 const _: () = assert!(std::mem::size_of::<Segment>() <= 48);
 
-/// A segment's flags and resume offset in one word: bit 0 `switched_in`,
-/// bits 1-2 the seed, bit 3 `ends_at_lost`, bits 8-31 the resume offset
-/// (see [`Segment::resume_point`]; 0: none). A compact chunk is at most
-/// `COMPACT_MAX_CHUNK_SIZE` bytes, so every offset in one fits.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct SegmentBits(u32);
-
+// The parts of `Segment::bits`.
 const SWITCHED_IN: u32 = 1;
 const SEED_SHIFT: u32 = 1;
 const ENDS_AT_LOST: u32 = 1 << 3;
@@ -113,7 +111,7 @@ impl Segment {
         Segment {
             stack,
             thread,
-            bits: SegmentBits(switched_in as u32 | seed << SEED_SHIFT),
+            bits: switched_in as u32 | seed << SEED_SHIFT,
             start,
             end: start,
             start_tick,
@@ -123,12 +121,12 @@ impl Segment {
 
     /// It began with a switch onto the stack (or the thread's first event).
     pub(crate) fn switched_in(&self) -> bool {
-        self.bits.0 & SWITCHED_IN != 0
+        self.bits & SWITCHED_IN != 0
     }
 
     /// Frames to open first if the stack is empty.
     pub(crate) fn seed(&self) -> Seed {
-        match (self.bits.0 >> SEED_SHIFT) & 3 {
+        match (self.bits >> SEED_SHIFT) & 3 {
             1 => Seed::Own,
             2 => Seed::Logical,
             _ => Seed::None,
@@ -138,12 +136,12 @@ impl Segment {
     /// It ended at a `lost` mark of its thread: if it is the stack's last
     /// segment, the stack ends there (see "Lost events" in `semantics.md`).
     pub(crate) fn ends_at_lost(&self) -> bool {
-        self.bits.0 & ENDS_AT_LOST != 0
+        self.bits & ENDS_AT_LOST != 0
     }
 
     /// Marks it as ending at a `lost` mark.
     pub(crate) fn set_ends_at_lost(&mut self) {
-        self.bits.0 |= ENDS_AT_LOST;
+        self.bits |= ENDS_AT_LOST;
     }
 
     /// The segment starts with the `switch` at `point` (a compact chunk's,
@@ -157,14 +155,14 @@ impl Segment {
             return;
         };
         if p.offset > 0 && p.offset < 1 << (32 - OFFSET_SHIFT) {
-            self.bits.0 = (self.bits.0 & ((1 << OFFSET_SHIFT) - 1)) | p.offset << OFFSET_SHIFT;
+            self.bits = (self.bits & ((1 << OFFSET_SHIFT) - 1)) | p.offset << OFFSET_SHIFT;
         }
     }
 
     /// Where its replay may expand its first chunk from, if not from the
     /// chunk's start (see [`Segment::resume_at`]).
     pub(crate) fn resume_point(&self) -> Option<ResumePoint> {
-        let offset = self.bits.0 >> OFFSET_SHIFT;
+        let offset = self.bits >> OFFSET_SHIFT;
         (offset != 0).then_some(ResumePoint {
             at: self.start,
             offset,

@@ -345,7 +345,7 @@ pub(crate) fn decode<'a>(
 /// damage, as the batches that expand it later find them. Where its
 /// `switch` events are is not kept: the segment pass notes each as it
 /// expands the chunk, in the segment the switch opens
-/// ([`crate::analysis::segment::Resume`]).
+/// ([`crate::analysis::segment::Segment::resume_at`]).
 fn count_events(chunk: &Chunk<'_>) -> (u32, Option<ChunkProblem>) {
     let Some(mut walk) = chunk.compact_events(Vec::new()) else {
         return (chunk.event_count() as u32, chunk.cut.clone());
