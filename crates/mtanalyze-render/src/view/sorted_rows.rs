@@ -108,8 +108,13 @@ impl SortedRows {
     fn spill(&mut self) -> io::Result<()> {
         // Nothing is let go before it is on disk: a run that cannot be
         // written leaves the rows held, a merge that fails leaves its runs.
-        sort_by_id(&mut self.held);
-        let run = write_run(self.held.iter().map(Ok))?;
+        // Written in order where they lie: they are dropped next.
+        let held = &self.held;
+        let run = write_run(
+            id_order(held)
+                .into_iter()
+                .map(|(_, i)| Ok(&held[i as usize])),
+        )?;
         self.held.clear();
         self.held_bytes = 0;
         self.runs.push(Run { file: run, tier: 0 });
@@ -185,9 +190,36 @@ fn row_bytes(row: &StackStats) -> usize {
     std::mem::size_of::<StackStats>() + row.name.len() + 8 * row.threads.len()
 }
 
-/// Sorted by id, stably (rows of one id keep the order they came in).
+/// The places of `rows` in the order of their ids, stably (rows of one id
+/// keep the order they came in), with each row's id: a few bytes a row,
+/// where a sort of the rows themselves takes a scratch as large as they.
+fn id_order(rows: &[StackStats]) -> Vec<(StackKey, u32)> {
+    let mut order: Vec<(StackKey, u32)> = (0..rows.len() as u32)
+        .map(|i| (rows[i as usize].id, i))
+        .collect();
+    // The places break ties, so any sort is stable here; this one finds
+    // the runs rows come in (stacks mostly finish in the order they began).
+    order.sort();
+    order
+}
+
+/// Sorts `rows` by id, stably, in place ([`id_order`], then each row
+/// moved to its place: each cycle of that permutation followed once, a
+/// swap a place).
 fn sort_by_id(rows: &mut [StackStats]) {
-    rows.sort_by_key(|r| r.id);
+    let mut order = id_order(rows);
+    for start in 0..order.len() {
+        let mut place = start;
+        loop {
+            let from = order[place].1 as usize;
+            order[place].1 = place as u32;
+            if from == start {
+                break;
+            }
+            rows.swap(place, from);
+            place = from;
+        }
+    }
 }
 
 /// Writes `rows` (ascending by id) to a new temporary file, rewound.
@@ -437,6 +469,34 @@ mod tests {
                     .expect("reads back");
                 assert_eq!(got, want, "{n} rows, budget {budget}, {max_runs} runs");
             }
+        }
+    }
+
+    #[test]
+    fn rows_of_one_id_keep_the_order_they_came_in() {
+        // Ids repeat (a few values), so the sort's ties show.
+        let rows: Vec<StackStats> = (0..500u64)
+            .map(|n| {
+                let k = (n * 7919) % 13;
+                row(
+                    if k % 5 == 0 {
+                        StackKey::Own(k)
+                    } else {
+                        StackKey::Logical(k)
+                    },
+                    n,
+                )
+            })
+            .collect();
+        let mut want = rows.clone();
+        want.sort_by_key(|r| r.id);
+        for budget in [usize::MAX, 3000] {
+            let mut sorted = SortedRows::new(budget);
+            for r in rows.iter().cloned() {
+                sorted.row(r);
+            }
+            let got: Vec<StackStats> = sorted.into_sorted().unwrap().map(Result::unwrap).collect();
+            assert_eq!(got, want, "budget {budget}");
         }
     }
 

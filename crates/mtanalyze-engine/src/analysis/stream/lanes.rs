@@ -61,8 +61,8 @@ pub(super) fn route_parts(
 /// come thread after thread, each thread's in time order: a stable sort
 /// by stack id ([`by_id`]) leaves every stack's as a run per thread,
 /// which a short sort orders (most tasks have one to three).
-pub(super) fn by_stack(segments: &mut Vec<Segment>, scratch: &mut Vec<Segment>) {
-    if !by_id(segments, scratch, |s| s.stack) {
+pub(super) fn by_stack(segments: &mut [Segment], order: &mut Vec<u32>) {
+    if !by_id(segments, order, |s| s.stack) {
         segments.sort_unstable_by_key(|s| (s.stack, key(s)));
         return;
     }
@@ -78,12 +78,14 @@ pub(super) fn by_stack(segments: &mut Vec<Segment>, scratch: &mut Vec<Segment>) 
     }
 }
 
-/// Sorts `items` by `id`, stably, with a counting sort (`scratch`: room
-/// for it): the ids of a step's stacks are dense. Returns false, leaving
+/// Sorts `items` by `id`, stably, with a counting sort: the ids of a
+/// step's stacks are dense. The sort finds each item's place (`order`:
+/// room for it, four bytes an item) and moves the items there in place,
+/// so a step's segments are not held twice. Returns false, leaving
 /// `items` as they were, if the ids are too sparse for one.
 pub(super) fn by_id<T: Clone>(
-    items: &mut Vec<T>,
-    scratch: &mut Vec<T>,
+    items: &mut [T],
+    order: &mut Vec<u32>,
     id: impl Fn(&T) -> u64,
 ) -> bool {
     let (Some(lo), Some(hi)) = (items.iter().map(&id).min(), items.iter().map(&id).max()) else {
@@ -100,15 +102,41 @@ pub(super) fn by_id<T: Clone>(
     for i in 1..starts.len() {
         starts[i] += starts[i - 1];
     }
-    scratch.clear();
-    scratch.extend_from_slice(items);
-    for s in items.iter() {
+    // `order[k]`: the item that goes to place `k`.
+    order.clear();
+    order.resize(items.len(), 0);
+    for (i, s) in items.iter().enumerate() {
         let slot = &mut starts[(id(s) - lo) as usize];
-        scratch[*slot as usize] = s.clone();
+        order[*slot as usize] = i as u32;
         *slot += 1;
     }
-    std::mem::swap(items, scratch);
+    apply_order(items, order);
     true
+}
+
+/// Moves `items[order[k]]` to place `k`, for every `k`, in place (`order`
+/// is a permutation of the places; it is left as the identity): each of
+/// its cycles is followed once, the item at its start held aside and every
+/// other moved once (`T`'s clone is a copy here: segments and ends).
+fn apply_order<T: Clone>(items: &mut [T], order: &mut [u32]) {
+    for start in 0..order.len() {
+        let mut from = order[start] as usize;
+        if from == start {
+            continue;
+        }
+        let first = items[start].clone();
+        let mut place = start;
+        loop {
+            order[place] = place as u32;
+            if from == start {
+                items[place] = first;
+                break;
+            }
+            items[place] = items[from].clone();
+            place = from;
+            from = order[place] as usize;
+        }
+    }
 }
 
 /// An `end` event: when, and which thread recorded it (threads ascend
@@ -165,9 +193,8 @@ pub(super) struct Lane {
     /// Stacks with segments not replayed or an end not judged.
     waiting: Vec<u64>,
     inbox: Inbox,
-    /// Room for sorting the inbox.
-    scratch: Vec<Segment>,
-    end_scratch: Vec<(u64, End)>,
+    /// Room for sorting the inbox ([`by_id`]'s order).
+    order: Vec<u32>,
     pub(super) work: LaneWork,
 }
 
@@ -206,8 +233,7 @@ impl Lane {
             own: FxHashMap::default(),
             waiting: Vec::new(),
             inbox: Inbox::default(),
-            scratch: Vec::new(),
-            end_scratch: Vec::new(),
+            order: Vec::new(),
             work: LaneWork {
                 tally,
                 finished: IdSet::default(),
@@ -253,9 +279,9 @@ impl Lane {
                 live.wakes.push(scale.ns(tick));
             }
         }
-        by_stack(&mut inbox.segments, &mut self.scratch);
+        by_stack(&mut inbox.segments, &mut self.order);
         // Stable: each stack's ends stay in thread order.
-        if !by_id(&mut inbox.ends, &mut self.end_scratch, |e| e.0) {
+        if !by_id(&mut inbox.ends, &mut self.order, |e| e.0) {
             inbox.ends.sort_by_key(|&(id, _)| id);
         }
         let (mut segs, mut ends) = (&inbox.segments[..], &inbox.ends[..]);
@@ -585,6 +611,36 @@ impl IdSet {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn by_id_sorts_stably_in_place() {
+        let mut order = Vec::new();
+        // (id, its place among the items of that id) from a small generator.
+        let mut x = 12345u64;
+        for n in [0usize, 1, 2, 3, 10, 257, 2000] {
+            for ids in [3u64, 50, 1000] {
+                let mut items: Vec<(u64, usize)> = (0..n)
+                    .map(|i| {
+                        x = x
+                            .wrapping_mul(6364136223846793005)
+                            .wrapping_add(1442695040888963407);
+                        ((x >> 33) % ids + 1000, i)
+                    })
+                    .collect();
+                let mut want = items.clone();
+                want.sort_by_key(|&(id, _)| id);
+                let sorted = by_id(&mut items, &mut order, |&(id, _)| id);
+                assert!(sorted, "{n} items of {ids} ids are dense enough");
+                assert_eq!(items, want, "{n} items of {ids} ids");
+                assert!(order.iter().enumerate().all(|(k, &o)| o as usize == k));
+            }
+        }
+        // Too sparse: left as they were.
+        let mut sparse = vec![(1u64 << 40, 0), (1, 1), (7, 2)];
+        let before = sparse.clone();
+        assert!(!by_id(&mut sparse, &mut order, |&(id, _)| id));
+        assert_eq!(sparse, before);
+    }
 
     #[test]
     pub(super) fn id_set_holds_what_was_inserted() {
