@@ -27,7 +27,7 @@
 //!   for futures that move between the worker threads of an executor;
 //! * [`wake`] for a binding's tasks that are not Rust futures (their wake
 //!   events split waiting from scheduled time);
-//! * [`mark`]`("warm-up done")` for a named instant of the run.
+//! * [`mark()`]`("warm-up done")` for a named instant of the run.
 //!
 //! # On demand
 //!

@@ -664,7 +664,8 @@ impl<'a, O: Observer> FrameStack<'a, O> {
     }
 
     /// Removes the open frames without accounting them, undoing their
-    /// counts (see [`StackReplay::suspend`]).
+    /// counts (see
+    /// [`StackReplay::suspend`](crate::analysis::replay::StackReplay::suspend)).
     pub(crate) fn take_all(&mut self) -> Vec<Frame> {
         // Copied out, not taken: the tally keeps its buffer for the next
         // stack (a streamed analysis sets stacks aside all the time), and

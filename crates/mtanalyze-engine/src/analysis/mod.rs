@@ -1,4 +1,5 @@
-//! The analysis: from a loaded trace to a [`Report`]. The planner
+//! The analysis: from a loaded trace to a
+//! [`Report`](mtanalyze_model::report::Report). The planner
 //! (`plan.rs`) decodes the trace once and picks the engine; its module doc
 //! has the table of which trace goes where.
 //!

@@ -60,7 +60,7 @@ impl std::str::FromStr for TimeBound {
     }
 }
 
-/// `5.5s` -> 5_500_000_000 (see [`TimeBound::from_str`]).
+/// `5.5s` -> 5_500_000_000 (see [`TimeBound`]'s `FromStr`).
 fn parse_duration_ns(s: &str) -> Result<u64, String> {
     let bad = || {
         format!("bad time `{s}`: give a duration from the start with a unit (2s, 5.5s, 150ms, 20us, 500ns) or mark:NAME")

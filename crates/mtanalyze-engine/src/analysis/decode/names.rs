@@ -192,7 +192,7 @@ impl<'a> StackNames<'a> {
 }
 
 /// The stack name in the record at `at` of `region` (`None` for
-/// [`UNNAMED`]; every other offset is one [`decode`] read a stack record at).
+/// [`UNNAMED`]; every other offset is one [`decode`](super::decode) read a stack record at).
 fn read_name(region: &[u8], at: u32) -> Option<Cow<'_, str>> {
     if at == UNNAMED {
         return None;
