@@ -194,9 +194,7 @@ fn row_bytes(row: &StackStats) -> usize {
 /// keep the order they came in), with each row's id: a few bytes a row,
 /// where a sort of the rows themselves takes a scratch as large as they.
 fn id_order(rows: &[StackStats]) -> Vec<(StackKey, u32)> {
-    let mut order: Vec<(StackKey, u32)> = (0..rows.len() as u32)
-        .map(|i| (rows[i as usize].id, i))
-        .collect();
+    let mut order: Vec<(StackKey, u32)> = rows.iter().zip(0..).map(|(r, i)| (r.id, i)).collect();
     // The places break ties, so any sort is stable here; this one finds
     // the runs rows come in (stacks mostly finish in the order they began).
     order.sort();

@@ -92,7 +92,8 @@ pub(super) fn by_id<T: Clone>(
         return true;
     };
     let span = hi - lo;
-    if span > 4 * items.len() as u64 + 1024 {
+    // The places are `u32`s (as are the counts).
+    if span > 4 * items.len() as u64 + 1024 || u32::try_from(items.len()).is_err() {
         return false;
     }
     let mut starts = vec![0u32; span as usize + 2];
@@ -615,7 +616,7 @@ mod tests {
     #[test]
     fn by_id_sorts_stably_in_place() {
         let mut order = Vec::new();
-        // (id, its place among the items of that id) from a small generator.
+        // (id, the item's place before the sort), ids from a small generator.
         let mut x = 12345u64;
         for n in [0usize, 1, 2, 3, 10, 257, 2000] {
             for ids in [3u64, 50, 1000] {
