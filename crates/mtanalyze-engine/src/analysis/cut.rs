@@ -742,8 +742,11 @@ impl ThreadStream {
             if let Some(restart) = batch.restart {
                 // A later file of a rotating series (or an attached
                 // recording) starts its threads from their `continued`
-                // first chunks: the stream cuts those as the batch does. Any other restart follows a loss or a
-                // pause, which the batch judges.
+                // first chunks: the stream cuts those as the batch does.
+                // Any other restart follows a loss or a pause, which the
+                // batch judges: the planner sends such traces there
+                // (`ThreadChunks::restarts`), so only damage found in the
+                // events leads here.
                 let first = thread.chunks.first();
                 if batch.chunk != 0 || !first.is_some_and(|c| c.continued && c.thread_chunk_no == 0)
                 {

@@ -5,7 +5,7 @@
 //!
 //! | the trace and the options | engine | why |
 //! |---|---|---|
-//! | one trace: at least [`STREAM_FROM_STACKS`] named stacks or [`STREAM_FROM_EVENTS`] events, no call paths, no stack selection, no chunk lost, damaged or cut, a tally per lane fits | stream (`stream/`): cut and replay in steps of time | holds only the stacks alive at a time (a task-per-request trace names thousands) and a step's segments (the batch holds every segment of the trace) |
+//! | one trace: at least [`STREAM_FROM_STACKS`] named stacks or [`STREAM_FROM_EVENTS`] events, no call paths, no stack selection, no chunk lost, damaged or cut, no thread restarting from a snapshot (a loss or a pause), a tally per lane fits | stream (`stream/`): cut and replay in steps of time | holds only the stacks alive at a time (a task-per-request trace names thousands) and a step's segments (the batch holds every segment of the trace) |
 //! | one trace, any other | batch ([`pipeline::batch`]): every segment cut (own stacks replayed on the way when the clock is not `gil`, there are no call paths and a tally per thread fits), grouped by stack, stacks replayed in parallel | faster on a few long-lived stacks, and it sees the whole trace before it judges a stack's end |
 //! | one of many traces (`many.rs`): at most [`SEQUENTIAL_BYTES`], and at least two traces per rayon thread | sequential ([`pipeline::sequential`]): one stage and one stack after the other on the worker's thread, into the worker's one tally; [`pipeline::numbered`] when the worker sums its traces and there are no call paths | the traces, not their stacks, run in parallel; a small trace costs no tables of its own |
 //! | one of many, bigger, or few traces | as one trace | one big trace among small ones does not end the run on one core |
@@ -27,6 +27,7 @@
 //! damaged files only) cannot take those counts back: that trace is
 //! analyzed again as one trace, the only second decode left.
 
+use crate::analysis::decode::ThreadChunks;
 use crate::analysis::options::{AnalyzeError, AnalyzeOptions, PathMode};
 use crate::analysis::pipeline::{self, Scratch};
 use crate::analysis::prepare::{decode_for, tallies_fit, Decoding};
@@ -91,7 +92,8 @@ pub struct Plan {
     pub threads: usize,
     /// No call paths and no stack selection (which the stream does not do).
     pub plain: bool,
-    /// No chunk lost, damaged or cut (which only the batch judges).
+    /// No chunk lost, damaged or cut, and no thread restarting from a
+    /// snapshot after a loss or a pause (which only the batch judges).
     pub whole: bool,
     /// A running sum per thread fits the memory the trace allows (the
     /// stream replays each thread's own stack into its own).
@@ -132,7 +134,10 @@ fn plan_for(
 ) -> Plan {
     let decoded = &decoding.decoded;
     let plain = opts.paths == PathMode::Off && !opts.selects_stacks();
-    let whole = decoded.lost == 0 && decoded.damaged.is_empty() && decoded.cut.is_empty();
+    let whole = decoded.lost == 0
+        && decoded.damaged.is_empty()
+        && decoded.cut.is_empty()
+        && !decoded.threads.iter().any(ThreadChunks::restarts);
     let events = decoded.events();
     let named_stacks = decoded.stack_names.len();
     let tallies_fit = tallies_fit(decoded, file_len);
@@ -418,6 +423,8 @@ pub mod testing {
 mod tests {
     use super::*;
     use crate::analysis::prepare::tests::rounds;
+    use crate::input::from_bytes;
+    use mtrace_format::{EventKind, StackId, ThreadId, TraceWriter, WriterOptions};
 
     fn engine(trace: &LoadedTrace, opts: &AnalyzeOptions, stream_from_events: u64) -> Engine {
         let decoding = decode_for(trace, Some(opts), None).expect("decodes");
@@ -451,5 +458,71 @@ mod tests {
             serde_json::to_string(&testing::analyze_batched(&trace, &opts).expect("analyzes"))
                 .expect("json")
         );
+    }
+
+    /// `tasks` tasks on one thread, each switched to, run and ended; with
+    /// `paused`, the thread's second chunk flagged as a restart from its
+    /// snapshot, as the recorder flags the first chunk after a pause (no
+    /// chunk is missing).
+    fn tasks(tasks: u64, paused: bool) -> LoadedTrace {
+        let mut w = TraceWriter::new(std::io::Cursor::new(Vec::new()), WriterOptions::default())
+            .expect("writer");
+        let f = w.function("f", "f.py", 1, "");
+        let mut t = 0;
+        for i in 0..tasks {
+            let task = w.stack(&format!("task-{i}"));
+            for kind in [
+                EventKind::Switch(task),
+                EventKind::Enter(f),
+                EventKind::Exit(f),
+                EventKind::Switch(StackId::OWN),
+                EventKind::End(task),
+            ] {
+                t += 10;
+                w.event(ThreadId(1), t, kind).expect("event");
+            }
+        }
+        let mut bytes = w.finish(Some(t + 10)).expect("finish").into_inner();
+        if paused {
+            let file = mtrace_format::TraceFile::parse(&bytes).expect("parses");
+            let second = (0..file.chunk_slots())
+                .filter_map(|i| file.chunk(i).ok().flatten())
+                .find(|c| c.thread_chunk_no == 1)
+                .expect("a second chunk");
+            let at = second.offset as usize + mtrace_format::layout::C_FLAGS;
+            bytes[at] |= mtrace_format::layout::CHUNK_FLAG_RESTART as u8;
+        }
+        from_bytes("test", bytes).expect("loads")
+    }
+
+    #[test]
+    fn a_thread_that_restarts_from_a_snapshot_is_planned_for_the_batch() {
+        // The stream would meet the restart mid-way and give up: the
+        // planner sees it in the chunks and never streams such a trace.
+        let opts = AnalyzeOptions::default();
+        let plan = |trace: &LoadedTrace| {
+            let decoding = decode_for(trace, Some(&opts), None).expect("decodes");
+            plan_for(&decoding, &opts, trace.bytes().len(), &Knobs::PLAN)
+        };
+        let whole = plan(&tasks(2000, false));
+        assert!(whole.whole && whole.named_stacks >= STREAM_FROM_STACKS);
+        assert_eq!(whole.engine, Engine::Stream);
+        let paused = tasks(2000, true);
+        let p = plan(&paused);
+        assert_eq!((p.whole, p.engine), (false, Engine::Batch), "{p:?}");
+        // No chunk is missing: the restart alone sends it there.
+        let decoding = decode_for(&paused, Some(&opts), None).expect("decodes");
+        assert_eq!(decoding.decoded.lost, 0);
+        assert!(decoding.decoded.threads[0].restarts());
+        // The stream, made to run it anyway, would have given up.
+        let streamed = analyze_streamed(
+            &paused,
+            decoding,
+            &opts,
+            STEP_EVENTS,
+            &mut |_| {},
+            &mut NoSink,
+        );
+        assert!(matches!(streamed, Streamed::GaveUp(_)));
     }
 }

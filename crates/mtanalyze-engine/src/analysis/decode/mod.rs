@@ -96,6 +96,22 @@ pub(crate) struct ThreadChunks {
     pub chunks: Vec<ChunkRef>,
 }
 
+impl ThreadChunks {
+    /// Whether the thread's events restart from a chunk's snapshot after
+    /// they began: past a loss (chunks missing, or a `lost` mark that ended
+    /// a chunk) or a pause. A rotating series' file whose thread carries
+    /// on from an earlier file starts from its first chunk's snapshot, and
+    /// that alone is not a restart here. The batches restart at the same
+    /// chunks (`cursor.rs`), barring damage found in the events.
+    pub(crate) fn restarts(&self) -> bool {
+        self.chunks.iter().enumerate().any(|(i, c)| {
+            let first = i == 0;
+            let restart = c.gap_before || (first && c.thread_chunk_no > 0);
+            restart && !(first && c.continued && c.thread_chunk_no == 0)
+        })
+    }
+}
+
 /// A trace whose chunk headers and metadata have been read.
 pub(crate) struct Decoded<'a> {
     /// The file.

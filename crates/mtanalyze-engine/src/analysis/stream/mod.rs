@@ -63,9 +63,10 @@ pub(crate) const STEP_EVENTS: u64 = 1 << 16;
 /// Analyzes the decoded `trace` as a stream (see the module doc), reading
 /// about `step_events` events a step. The planner (`plan.rs`) sends only
 /// what a stream can take (no call paths, no stack selection, every chunk
-/// whole, tallies that fit); a stream that still meets what it cannot judge
-/// (a stack run after its end, an unnamed function, a restart from a
-/// snapshot after a loss or a pause) gives the decoded trace back ([`Streamed::GaveUp`]).
+/// whole, no restart from a snapshot, tallies that fit); a stream that
+/// still meets what it cannot judge (a stack run after its end, an unnamed
+/// function, a damaged event) gives the decoded trace back
+/// ([`Streamed::GaveUp`]).
 /// `stage_done` is called with `replay` once every step is done (the
 /// stream has no other stage before `assemble`). With
 /// `StackRows::Handed`, `sink` gets each stack's row, named, as its stack
