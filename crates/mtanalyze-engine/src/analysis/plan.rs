@@ -5,7 +5,7 @@
 //!
 //! | the trace and the options | engine | why |
 //! |---|---|---|
-//! | one trace: at least [`STREAM_FROM_STACKS`] named stacks or [`STREAM_FROM_EVENTS`] events, no call paths, no stack selection, no chunk lost, damaged or cut, no thread restarting from a snapshot (a loss or a pause), a tally per lane fits | stream (`stream/`): cut and replay in steps of time | holds only the stacks alive at a time (a task-per-request trace names thousands) and a step's segments (the batch holds every segment of the trace) |
+//! | one trace: at least [`STREAM_FROM_STACKS`] named stacks or [`STREAM_FROM_EVENTS`] events, no call paths, no stack selection, no event or chunk lost (missing, or dropped as the header counts), damaged or cut, no thread restarting from a snapshot (a loss or a pause), a tally per lane fits | stream (`stream/`): cut and replay in steps of time | holds only the stacks alive at a time (a task-per-request trace names thousands) and a step's segments (the batch holds every segment of the trace) |
 //! | one trace, any other | batch ([`pipeline::batch`]): every segment cut (own stacks replayed on the way when the clock is not `gil`, there are no call paths and a tally per thread fits), grouped by stack, stacks replayed in parallel | faster on a few long-lived stacks, and it sees the whole trace before it judges a stack's end |
 //! | one of many traces (`many.rs`): at most [`SEQUENTIAL_BYTES`], and at least two traces per rayon thread | sequential ([`pipeline::sequential`]): one stage and one stack after the other on the worker's thread, into the worker's one tally; [`pipeline::numbered`] when the worker sums its traces and there are no call paths | the traces, not their stacks, run in parallel; a small trace costs no tables of its own |
 //! | one of many, bigger, or few traces | as one trace | one big trace among small ones does not end the run on one core |
@@ -92,8 +92,9 @@ pub struct Plan {
     pub threads: usize,
     /// No call paths and no stack selection (which the stream does not do).
     pub plain: bool,
-    /// No chunk lost, damaged or cut, and no thread restarting from a
-    /// snapshot after a loss or a pause (which only the batch judges).
+    /// No event or chunk lost (missing, or dropped as the header counts),
+    /// damaged or cut, and no thread restarting from a snapshot after a
+    /// loss or a pause (which only the batch judges).
     pub whole: bool,
     /// A running sum per thread fits the memory the trace allows (the
     /// stream replays each thread's own stack into its own).
@@ -134,9 +135,16 @@ fn plan_for(
 ) -> Plan {
     let decoded = &decoding.decoded;
     let plain = opts.paths == PathMode::Off && !opts.selects_stacks();
+    // Events the recorder dropped end their chunks with a `lost` mark,
+    // which the stream cannot judge: the header counts them as they are
+    // dropped (a recording that filled its file drops them at the end of
+    // every thread, where a stream would meet them last).
+    let header = decoded.file.header();
     let whole = decoded.lost == 0
         && decoded.damaged.is_empty()
         && decoded.cut.is_empty()
+        && header.dropped_events == 0
+        && header.dropped_chunks == 0
         && !decoded.threads.iter().any(ThreadChunks::restarts);
     let events = decoded.events();
     let named_stacks = decoded.stack_names.len();
@@ -524,5 +532,24 @@ mod tests {
             &mut NoSink,
         );
         assert!(matches!(streamed, Streamed::GaveUp(_)));
+    }
+
+    #[test]
+    fn a_trace_whose_recorder_dropped_events_is_planned_for_the_batch() {
+        // Dropped events end chunks with `lost` marks, which the stream
+        // gives up on; the header counts them (here: no mark written, the
+        // count alone decides).
+        let opts = AnalyzeOptions::default();
+        for at in [
+            mtrace_format::layout::H_DROPPED_EVENTS,
+            mtrace_format::layout::H_DROPPED_CHUNKS,
+        ] {
+            let mut bytes = tasks(2000, false).bytes().to_vec();
+            bytes[at] = 1;
+            let trace = from_bytes("dropped", bytes).expect("loads");
+            let decoding = decode_for(&trace, Some(&opts), None).expect("decodes");
+            let p = plan_for(&decoding, &opts, trace.bytes().len(), &Knobs::PLAN);
+            assert_eq!((p.whole, p.engine), (false, Engine::Batch), "{p:?}");
+        }
     }
 }
