@@ -19,8 +19,10 @@
 //! the stream hands each as its stack finishes, the batch after the replay.
 //!
 //! When an engine cannot go on: a stream that meets mid-way what it cannot
-//! judge (a stack run again after its end, a function the metadata does
-//! not name) gives the decoded trace back and the batch goes on from it;
+//! judge and the chunk headers did not say (a stack run again after its
+//! end, a function the metadata does not name; from damaged files or other
+//! writers, a damaged event or a `lost` mark the header does not count)
+//! gives the decoded trace back and the batch goes on from it;
 //! rows already handed to a sink stay handed, and the sink is told to start
 //! again. A sequential analysis whose one tally took in part of an own
 //! stack it then had to give up (a function the metadata does not name:
