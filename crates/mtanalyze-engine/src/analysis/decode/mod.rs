@@ -98,11 +98,12 @@ pub(crate) struct ThreadChunks {
 
 impl ThreadChunks {
     /// Whether the thread's events restart from a chunk's snapshot after
-    /// they began: past a loss (chunks missing, or a `lost` mark that ended
-    /// a chunk) or a pause. A rotating series' file whose thread carries
-    /// on from an earlier file starts from its first chunk's snapshot, and
-    /// that alone is not a restart here. The batches restart at the same
-    /// chunks (`cursor.rs`), barring damage found in the events.
+    /// they began: past chunks missing, or after a pause (the recorder
+    /// flags the thread's first chunk after it `restart` when frames were
+    /// open). A rotating series' file whose thread carries on from an
+    /// earlier file starts from its first chunk's snapshot, and that alone
+    /// is not a restart here. The batches restart at the same chunks
+    /// (`cursor.rs`), and after damage found in the events.
     pub(crate) fn restarts(&self) -> bool {
         self.chunks.iter().enumerate().any(|(i, c)| {
             let first = i == 0;
