@@ -747,9 +747,8 @@ impl ThreadStream {
                 // batch judges: the planner sends such traces there
                 // (`ThreadChunks::restarts`), so only damage found in the
                 // events leads here.
-                let first = thread.chunks.first();
-                if batch.chunk != 0 || !first.is_some_and(|c| c.continued && c.thread_chunk_no == 0)
-                {
+                let at = batch.chunk as usize;
+                if !thread.chunks.get(at).is_some_and(|c| c.carries_on(at)) {
                     problem = Some(NotStreamable("a chunk starts from a snapshot"));
                     break;
                 }

@@ -317,9 +317,7 @@ impl<'a, 'd> Batches<'a, 'd> {
                 event: 0,
             };
             let restart_here = first == 0
-                && (std::mem::take(&mut self.restart_pending)
-                    || r.gap_before
-                    || (ci == 0 && r.thread_chunk_no > 0));
+                && (std::mem::take(&mut self.restart_pending) || r.restarts(ci as usize));
             let restart = if restart_here {
                 // Only a restart needs the snapshot. The header decoded in
                 // `decode`, so it decodes again; a `None` here would mean

@@ -96,20 +96,36 @@ pub(crate) struct ThreadChunks {
     pub chunks: Vec<ChunkRef>,
 }
 
+impl ChunkRef {
+    /// The thread's events restart from this chunk's snapshot (the
+    /// thread's `index`-th chunk), as the headers say: chunks before it
+    /// are missing, or it is flagged `restart` (after a pause, or a
+    /// thread carrying on from an earlier file). The batches restart here
+    /// (`cursor.rs`), and after damage found in the events.
+    pub(crate) fn restarts(&self, index: usize) -> bool {
+        self.gap_before || (index == 0 && self.thread_chunk_no > 0)
+    }
+
+    /// Its restart only carries the thread on from an earlier file (a
+    /// rotating series' next file, or an attached recording): the thread's
+    /// first chunk, `continued`, numbered 0. The stream cuts those as the
+    /// batch does.
+    pub(crate) fn carries_on(&self, index: usize) -> bool {
+        index == 0 && self.continued && self.thread_chunk_no == 0
+    }
+}
+
 impl ThreadChunks {
     /// Whether the thread's events restart from a chunk's snapshot after
-    /// they began: past chunks missing, or after a pause (the recorder
-    /// flags the thread's first chunk after it `restart` when frames were
-    /// open). A rotating series' file whose thread carries on from an
-    /// earlier file starts from its first chunk's snapshot, and that alone
-    /// is not a restart here. The batches restart at the same chunks
-    /// (`cursor.rs`), and after damage found in the events.
+    /// they began ([`ChunkRef::restarts`], but where the chunk only
+    /// [`ChunkRef::carries_on`]): past chunks missing, or after a pause
+    /// (the recorder flags the thread's first chunk after it `restart`
+    /// when frames were open).
     pub(crate) fn restarts(&self) -> bool {
-        self.chunks.iter().enumerate().any(|(i, c)| {
-            let first = i == 0;
-            let restart = c.gap_before || (first && c.thread_chunk_no > 0);
-            restart && !(first && c.continued && c.thread_chunk_no == 0)
-        })
+        self.chunks
+            .iter()
+            .enumerate()
+            .any(|(i, c)| c.restarts(i) && !c.carries_on(i))
     }
 }
 
