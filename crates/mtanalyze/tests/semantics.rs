@@ -2129,6 +2129,22 @@ fn streamed_equals_batched(bytes: &[u8], opts: &AnalyzeOptions) -> Result<bool, 
     Ok(streamed)
 }
 
+/// Flags chunk slot `i` of `bytes` `restart` where bit `i % 64` of `mask`
+/// is set; returns how many it flagged.
+fn flag_restarts(bytes: &mut [u8], mask: u64) -> usize {
+    let file = mtrace_format::TraceFile::parse(bytes).expect("parses");
+    let offsets: Vec<usize> = (0..file.chunk_slots())
+        .filter(|i| mask >> (i % 64) & 1 == 1)
+        .filter_map(|i| file.chunk(i).ok().flatten())
+        .map(|c| c.offset as usize)
+        .collect();
+    for at in &offsets {
+        bytes[at + mtrace_format::layout::C_FLAGS] |=
+            mtrace_format::layout::CHUNK_FLAG_RESTART as u8;
+    }
+    offsets.len()
+}
+
 /// A sink that keeps every row handed to it.
 struct Collect(Vec<mtanalyze::StackStats>);
 
@@ -2185,6 +2201,28 @@ proptest! {
                 let streamed = streamed_equals_batched(&bytes, &stream_options(clock, window))?;
                 prop_assert!(streamed, "a recorder's trace streams (clock {})", clock);
             }
+        }
+    }
+
+    /// The same traces with chunks flagged `restart`, as the recorder
+    /// flags a thread's first chunk after a pause (none missing; a
+    /// thread's first chunk too, as after an armed start): the stream
+    /// restarts the thread from the snapshot as the batch does, to the
+    /// batch's report, and never gives the trace back for it.
+    #[test]
+    fn restarts_after_pauses_streamed_equal_batched(
+        threads in 2u64..=4, tasks in 10u64..300, functions in 1u8..5, steps in many_steps(),
+        window in (any::<u8>(), any::<u8>()), flagged in any::<u64>(),
+    ) {
+        let lines = generate_many(threads, tasks, functions, &steps, true).lines;
+        prop_assume!(!lines.is_empty());
+        let mut lines = lines;
+        lines.sort_by_key(|l| (l.ts, l.tid));
+        let mut bytes = to_binary_in_chunks(&lines, mtrace_format::layout::MIN_CHUNK_SIZE);
+        prop_assume!(flag_restarts(&mut bytes, flagged) > 0);
+        for clock in [Clock::Stack, Clock::Gil, Clock::Wall] {
+            let streamed = streamed_equals_batched(&bytes, &stream_options(clock, window))?;
+            prop_assert!(streamed, "a paused recording's trace streams (clock {})", clock);
         }
     }
 }

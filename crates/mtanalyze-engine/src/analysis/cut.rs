@@ -674,9 +674,8 @@ impl ThreadStream {
     /// Reads whole chunks until the thread's clock reaches `until` (the
     /// last event read is at or after it) or its events end. Whatever
     /// the batch analysis handles and a stream does not (a lost or damaged
-    /// chunk, a restart from a snapshot other than a rotating series'
-    /// continued first chunk, a `lost` mark, a function the metadata does
-    /// not name) stops the stream with [`NotStreamable`].
+    /// chunk, a `lost` mark, a function the metadata does not name) stops
+    /// the stream with [`NotStreamable`].
     pub(crate) fn cut_until(
         &mut self,
         decoded: &Decoded<'_>,
@@ -740,16 +739,15 @@ impl ThreadStream {
                 break;
             };
             if let Some(restart) = batch.restart {
-                // A later file of a rotating series (or an attached
-                // recording) starts its threads from their `continued`
-                // first chunks: the stream cuts those as the batch does.
-                // Any other restart follows a loss or a pause, which the
-                // batch judges: the planner sends such traces there
-                // (`ThreadChunks::restarts`), so only damage found in the
-                // events leads here.
-                let at = batch.chunk as usize;
-                if !thread.chunks.get(at).is_some_and(|c| c.carries_on(at)) {
-                    problem = Some(NotStreamable("a chunk starts from a snapshot"));
+                // A restart with no chunk missing before it (a paused
+                // recording resumed, a thread's first chunk in a later
+                // file of a series) loses nothing: the stream cuts it as
+                // the batch does. One after missing chunks follows a
+                // loss, which the batch judges (the planner sends such
+                // traces there); after damage found in the events, the
+                // damage stops the stream below.
+                if thread.follows_missing(batch.chunk as usize) {
+                    problem = Some(NotStreamable("a chunk restarts after missing chunks"));
                     break;
                 }
                 cut.restart(batch.chunk, restart);

@@ -5,7 +5,7 @@
 //!
 //! | the trace and the options | engine | why |
 //! |---|---|---|
-//! | one trace: at least [`STREAM_FROM_STACKS`] named stacks or [`STREAM_FROM_EVENTS`] events, no call paths, no stack selection, no event or chunk lost (missing, or dropped as the header counts), damaged or cut, no thread restarting from a snapshot (a loss or a pause), a tally per lane fits | stream (`stream/`): cut and replay in steps of time | holds only the stacks alive at a time (a task-per-request trace names thousands) and a step's segments (the batch holds every segment of the trace) |
+//! | one trace: at least [`STREAM_FROM_STACKS`] named stacks or [`STREAM_FROM_EVENTS`] events, no call paths, no stack selection, no event or chunk lost (missing, or dropped as the header counts), damaged or cut, a tally per lane fits | stream (`stream/`): cut and replay in steps of time | holds only the stacks alive at a time (a task-per-request trace names thousands) and a step's segments (the batch holds every segment of the trace) |
 //! | one trace, any other | batch ([`pipeline::batch`]): every segment cut (own stacks replayed on the way when the clock is not `gil`, there are no call paths and a tally per thread fits), grouped by stack, stacks replayed in parallel | faster on a few long-lived stacks, and it sees the whole trace before it judges a stack's end |
 //! | one of many traces (`many.rs`): at most [`SEQUENTIAL_BYTES`], and at least two traces per rayon thread | sequential ([`pipeline::sequential`]): one stage and one stack after the other on the worker's thread, into the worker's one tally; [`pipeline::numbered`] when the worker sums its traces and there are no call paths | the traces, not their stacks, run in parallel; a small trace costs no tables of its own |
 //! | one of many, bigger, or few traces | as one trace | one big trace among small ones does not end the run on one core |
@@ -29,7 +29,6 @@
 //! damaged files only) cannot take those counts back: that trace is
 //! analyzed again as one trace, the only second decode left.
 
-use crate::analysis::decode::ThreadChunks;
 use crate::analysis::options::{AnalyzeError, AnalyzeOptions, PathMode};
 use crate::analysis::pipeline::{self, Scratch};
 use crate::analysis::prepare::{decode_for, tallies_fit, Decoding};
@@ -95,8 +94,9 @@ pub struct Plan {
     /// No call paths and no stack selection (which the stream does not do).
     pub plain: bool,
     /// No event or chunk lost (missing, or dropped as the header counts),
-    /// damaged or cut, and no thread restarting from a snapshot after a
-    /// loss or a pause (which only the batch judges).
+    /// damaged or cut (which only the batch judges). A thread that
+    /// restarts from a snapshot after a pause (an armed recording resumed,
+    /// a paused one resumed) loses nothing, and is streamed.
     pub whole: bool,
     /// A running sum per thread fits the memory the trace allows (the
     /// stream replays each thread's own stack into its own).
@@ -146,8 +146,7 @@ fn plan_for(
         && decoded.damaged.is_empty()
         && decoded.cut.is_empty()
         && header.dropped_events == 0
-        && header.dropped_chunks == 0
-        && !decoded.threads.iter().any(ThreadChunks::restarts);
+        && header.dropped_chunks == 0;
     let events = decoded.events();
     let named_stacks = decoded.stack_names.len();
     let tallies_fit = tallies_fit(decoded, file_len);
@@ -506,27 +505,68 @@ mod tests {
     }
 
     #[test]
-    fn a_thread_that_restarts_from_a_snapshot_is_planned_for_the_batch() {
-        // The stream would meet the restart mid-way and give up: the
-        // planner sees it in the chunks and never streams such a trace.
+    fn a_thread_that_restarts_after_a_pause_is_streamed() {
+        // A restart with no chunk missing (a paused recording resumed)
+        // loses nothing: the stream cuts it as the batch does, to the
+        // batch's report, where it used to give the trace back.
         let opts = AnalyzeOptions::default();
-        let plan = |trace: &LoadedTrace| {
-            let decoding = decode_for(trace, Some(&opts), None).expect("decodes");
-            plan_for(&decoding, &opts, trace.bytes().len(), &Knobs::PLAN)
-        };
-        let whole = plan(&tasks(2000, false));
-        assert!(whole.whole && whole.named_stacks >= STREAM_FROM_STACKS);
-        assert_eq!(whole.engine, Engine::Stream);
         let paused = tasks(2000, true);
-        let p = plan(&paused);
-        assert_eq!((p.whole, p.engine), (false, Engine::Batch), "{p:?}");
-        // No chunk is missing: the restart alone sends it there.
         let decoding = decode_for(&paused, Some(&opts), None).expect("decodes");
         assert_eq!(decoding.decoded.lost, 0);
-        assert!(decoding.decoded.threads[0].restarts());
-        // The stream, made to run it anyway, would have given up.
+        let restarts = |d: &Decoding<'_>| {
+            d.decoded.threads[0]
+                .chunks
+                .iter()
+                .enumerate()
+                .filter(|(i, c)| c.restarts(*i))
+                .count()
+        };
+        assert_eq!(restarts(&decoding), 1);
+        let p = plan_for(&decoding, &opts, paused.bytes().len(), &Knobs::PLAN);
+        assert!(p.whole && p.named_stacks >= STREAM_FROM_STACKS, "{p:?}");
+        assert_eq!(p.engine, Engine::Stream);
+        let batched = testing::analyze_batched(&paused, &opts).expect("analyzes");
+        for step in [1, 64, STEP_EVENTS] {
+            let streamed = testing::analyze_streamed_with(&paused, &opts, step)
+                .expect("analyzes")
+                .expect("streams to the end");
+            assert_eq!(streamed, batched, "step {step}");
+        }
+    }
+
+    #[test]
+    fn a_thread_that_restarts_after_missing_chunks_is_planned_for_the_batch() {
+        // The second chunk's number says the one before it is missing:
+        // a loss, which only the batch judges.
+        let mut bytes = tasks(2000, false).bytes().to_vec();
+        let file = mtrace_format::TraceFile::parse(&bytes).expect("parses");
+        let second = (0..file.chunk_slots())
+            .filter_map(|i| file.chunk(i).ok().flatten())
+            .find(|c| c.thread_chunk_no == 1)
+            .expect("a second chunk")
+            .offset as usize;
+        // Every later chunk is renumbered one up, as if one were lost.
+        let later: Vec<usize> = (0..file.chunk_slots())
+            .filter_map(|i| file.chunk(i).ok().flatten())
+            .filter(|c| c.thread_chunk_no >= 1)
+            .map(|c| c.offset as usize)
+            .collect();
+        assert!(later.contains(&second));
+        for at in later {
+            let no = at + mtrace_format::layout::C_THREAD_CHUNK_NO;
+            let n = u64::from_le_bytes(bytes[no..no + 8].try_into().expect("8 bytes")) + 1;
+            bytes[no..no + 8].copy_from_slice(&n.to_le_bytes());
+        }
+        let trace = from_bytes("gap", bytes).expect("loads");
+        let opts = AnalyzeOptions::default();
+        let decoding = decode_for(&trace, Some(&opts), None).expect("decodes");
+        assert_eq!(decoding.decoded.lost, 1);
+        assert!(decoding.decoded.threads[0].follows_missing(1));
+        let p = plan_for(&decoding, &opts, trace.bytes().len(), &Knobs::PLAN);
+        assert_eq!((p.whole, p.engine), (false, Engine::Batch), "{p:?}");
+        // The stream, made to run it anyway, gives up at the restart.
         let streamed = analyze_streamed(
-            &paused,
+            &trace,
             decoding,
             &opts,
             STEP_EVENTS,

@@ -105,27 +105,23 @@ impl ChunkRef {
     pub(crate) fn restarts(&self, index: usize) -> bool {
         self.gap_before || (index == 0 && self.thread_chunk_no > 0)
     }
-
-    /// Its restart only carries the thread on from an earlier file (a
-    /// rotating series' next file, or an attached recording): the thread's
-    /// first chunk, `continued`, numbered 0. The stream cuts those as the
-    /// batch does.
-    pub(crate) fn carries_on(&self, index: usize) -> bool {
-        index == 0 && self.continued && self.thread_chunk_no == 0
-    }
 }
 
 impl ThreadChunks {
-    /// Whether the thread's events restart from a chunk's snapshot after
-    /// they began ([`ChunkRef::restarts`], but where the chunk only
-    /// [`ChunkRef::carries_on`]): past chunks missing, or after a pause
-    /// (the recorder flags the thread's first chunk after it `restart`
-    /// when frames were open).
-    pub(crate) fn restarts(&self) -> bool {
-        self.chunks
-            .iter()
-            .enumerate()
-            .any(|(i, c)| c.restarts(i) && !c.carries_on(i))
+    /// Chunks of the thread are missing just before its `index`-th (a
+    /// ring overwrote them, or damage took them): its restart there
+    /// follows a loss, which only the batch judges. A restart with none
+    /// missing (after a pause, or the first chunk of a thread carrying on
+    /// from an earlier file) loses nothing.
+    pub(crate) fn follows_missing(&self, index: usize) -> bool {
+        let Some(c) = self.chunks.get(index) else {
+            return true;
+        };
+        let expected = match index.checked_sub(1).and_then(|i| self.chunks.get(i)) {
+            Some(before) => before.thread_chunk_no.saturating_add(1),
+            None => 0,
+        };
+        c.thread_chunk_no != expected
     }
 }
 

@@ -63,7 +63,7 @@ pub(crate) const STEP_EVENTS: u64 = 1 << 16;
 /// Analyzes the decoded `trace` as a stream (see the module doc), reading
 /// about `step_events` events a step. The planner (`plan.rs`) sends only
 /// what a stream can take (no call paths, no stack selection, every chunk
-/// whole, no restart from a snapshot, tallies that fit); a stream that
+/// whole, tallies that fit); a stream that
 /// still meets what it cannot judge (a stack run after its end, an unnamed
 /// function, a damaged event) gives the decoded trace back
 /// ([`Streamed::GaveUp`]).
