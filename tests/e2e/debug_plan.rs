@@ -48,7 +48,7 @@ fn a_few_long_lived_stacks_go_the_batch_way() {
         plan.contains("events: 214178 (streamed from 300000000) | named stacks: 151 (streamed from 1024) | threads: 7"),
         "{plan}"
     );
-    assert!(plan.contains("no call paths nor stack selection: yes; no event or chunk lost, damaged or cut: yes; a running sum a thread fits: yes"), "{plan}");
+    assert!(plan.contains("no call paths nor stack selection: yes; no event or chunk lost, no chunk header damaged, none cut short: yes; a running sum a thread fits: yes"), "{plan}");
     // The compact twin is planned alike.
     let v4 = repo_file("sample-traces/workload-v4.bin");
     let (twin, _) = self::plan(&[v4.to_str().unwrap()]);
@@ -92,7 +92,7 @@ fn a_cut_trace_goes_the_batch_way_and_several_traces_say_how_they_are_summed() {
     let (plan, _) = plan(&[cut.to_str().unwrap()]);
     assert!(plan.contains("  engine: batch: "), "{plan}");
     assert!(
-        plan.contains("no event or chunk lost, damaged or cut: no;"),
+        plan.contains("no event or chunk lost, no chunk header damaged, none cut short: no;"),
         "{plan}"
     );
     let a = vector("fibers.jsonl");

@@ -408,7 +408,7 @@ fn plan_text(name: &str, p: &mtanalyze::plan::Plan) -> String {
         "plan for {name}\n  engine: {engine}\n  \
          events: {} (streamed from {}) | named stacks: {} (streamed from {}) | threads: {}\n  \
          the stream needs, each: no call paths nor stack selection: {}; no event or chunk \
-         lost, damaged or cut: {}; a running sum a thread fits: {}\n",
+         lost, no chunk header damaged, none cut short: {}; a running sum a thread fits: {}\n",
         p.events,
         p.stream_from_events,
         p.named_stacks,

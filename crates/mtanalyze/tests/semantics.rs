@@ -2129,6 +2129,57 @@ fn streamed_equals_batched(bytes: &[u8], opts: &AnalyzeOptions) -> Result<bool, 
     Ok(streamed)
 }
 
+/// Damages the events of `bytes` that `picks` choose (a chunk slot with
+/// events, then an event in it); returns how many it damaged. A 16-byte
+/// event gets the kind 0, which no event has; a compact one the tag 0 and
+/// the kind byte 0, which is damage at an event's start.
+fn damage_events(bytes: &mut [u8], picks: &[(u16, u16)]) -> usize {
+    let file = mtrace_format::TraceFile::parse(bytes).expect("parses");
+    // Each chunk's events' file offsets.
+    let chunks: Vec<Vec<usize>> = (0..file.chunk_slots())
+        .filter_map(|i| file.chunk(i).ok().flatten())
+        .map(|c| match c.compact_events(Vec::new()) {
+            Some(mut walk) => {
+                let mut at = Vec::new();
+                loop {
+                    let offset = walk.offset() as usize;
+                    if walk.next_raw().is_none() {
+                        break at;
+                    }
+                    at.push(offset);
+                }
+            }
+            None => (0..c.event_count())
+                .map(|e| c.events_offset() as usize + e * 16)
+                .collect(),
+        })
+        .filter(|events| !events.is_empty())
+        .collect();
+    let compact = file.header().version >= 4;
+    if chunks.is_empty() {
+        return 0;
+    }
+    let mut at: Vec<usize> = picks
+        .iter()
+        .map(|&(c, e)| {
+            let events = &chunks[c as usize % chunks.len()];
+            events[e as usize % events.len()]
+        })
+        .collect();
+    at.sort_unstable();
+    at.dedup();
+    for &a in &at {
+        if compact {
+            bytes[a] = 0;
+            bytes[a + 1] = 0;
+        } else {
+            // The kind is the high nibble of the little-endian head's last byte.
+            bytes[a + 7] &= 0x0F;
+        }
+    }
+    at.len()
+}
+
 /// Flags chunk slot `i` of `bytes` `restart` where bit `i % 64` of `mask`
 /// is set; returns how many it flagged.
 fn flag_restarts(bytes: &mut [u8], mask: u64) -> usize {
@@ -2200,6 +2251,33 @@ proptest! {
             for clock in [Clock::Stack, Clock::Gil, Clock::Wall] {
                 let streamed = streamed_equals_batched(&bytes, &stream_options(clock, window))?;
                 prop_assert!(streamed, "a recorder's trace streams (clock {})", clock);
+            }
+        }
+    }
+
+    /// The same traces with damaged events, 16-byte and compact: each
+    /// damaged event ends its chunk (a 16-byte one where the segment pass
+    /// meets it, a compact one where the decode counting the chunk's events
+    /// does). The stream goes on past the damage as the batch does, to the
+    /// batch's report.
+    #[test]
+    fn damaged_traces_streamed_equal_batched(
+        threads in 2u64..=4, tasks in 10u64..300, functions in 1u8..5, steps in many_steps(),
+        window in (any::<u8>(), any::<u8>()),
+        picks in proptest::collection::vec((any::<u16>(), any::<u16>()), 1..4),
+    ) {
+        let lines = generate_many(threads, tasks, functions, &steps, true).lines;
+        prop_assume!(!lines.is_empty());
+        let mut lines = lines;
+        lines.sort_by_key(|l| (l.ts, l.tid));
+        let whole = to_binary_in_chunks(&lines, mtrace_format::layout::MIN_CHUNK_SIZE);
+        let file = mtrace_format::TraceFile::parse(&whole).expect("parses");
+        let compact = mtrace_format::convert::compact(&file).expect("converts").bytes;
+        for mut bytes in [whole.clone(), compact] {
+            prop_assert!(damage_events(&mut bytes, &picks) > 0);
+            for clock in [Clock::Stack, Clock::Gil, Clock::Wall] {
+                let streamed = streamed_equals_batched(&bytes, &stream_options(clock, window))?;
+                prop_assert!(streamed, "a damaged trace streams (clock {})", clock);
             }
         }
     }

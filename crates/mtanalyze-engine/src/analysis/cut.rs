@@ -585,6 +585,10 @@ pub(crate) struct ThreadStream {
     /// not go below.
     next: Pos,
     floor: u64,
+    /// The last chunk read ended at a damaged event (or a `lost` mark):
+    /// the next restarts from its snapshot (a step may end between the
+    /// two).
+    restart_next: bool,
     done: bool,
 }
 
@@ -628,6 +632,7 @@ impl ThreadStream {
             }),
             next: Pos::default(),
             floor: 0,
+            restart_next: false,
             done: false,
         }
     }
@@ -673,9 +678,10 @@ impl ThreadStream {
 
     /// Reads whole chunks until the thread's clock reaches `until` (the
     /// last event read is at or after it) or its events end. Whatever
-    /// the batch analysis handles and a stream does not (a lost or damaged
-    /// chunk, a `lost` mark, a function the metadata does not name) stops
-    /// the stream with [`NotStreamable`].
+    /// the batch analysis handles and a stream does not (a restart after
+    /// lost chunks, a `lost` mark, a function the metadata does not name)
+    /// stops the stream with [`NotStreamable`]; a damaged event ends its
+    /// chunk, as in the batch.
     pub(crate) fn cut_until(
         &mut self,
         decoded: &Decoded<'_>,
@@ -732,6 +738,9 @@ impl ThreadStream {
         };
         // Whole chunks: `next` is a chunk's start.
         let mut batches = Batches::new(&decoded.file, thread, self.next, end, self.floor, None);
+        if self.restart_next {
+            batches.damaged();
+        }
         let mut problem = None;
         loop {
             let Some(batch) = batches.next_batch() else {
@@ -759,14 +768,13 @@ impl ThreadStream {
         }
         self.next = batches.position();
         self.floor = batches.floor();
+        self.restart_next = batches.restart_pending();
         let pass = &cut.pass;
         let gave_up = fused && cut.own.is_none();
         problem = problem.or(if gave_up || !pass.unknown_functions.is_empty() {
             Some(NotStreamable("a function the metadata does not name"))
         } else if pass.warnings.count(WarningKind::EventsLost) > 0 {
             Some(NotStreamable("a `lost` mark"))
-        } else if pass.warnings.count(WarningKind::DamagedEvent) > 0 {
-            Some(NotStreamable("a damaged event"))
         } else {
             None
         });

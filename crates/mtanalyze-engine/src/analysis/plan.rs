@@ -5,7 +5,7 @@
 //!
 //! | the trace and the options | engine | why |
 //! |---|---|---|
-//! | one trace: at least [`STREAM_FROM_STACKS`] named stacks or [`STREAM_FROM_EVENTS`] events, no call paths, no stack selection, no event or chunk lost (missing, or dropped as the header counts), damaged or cut, a tally per lane fits | stream (`stream/`): cut and replay in steps of time | holds only the stacks alive at a time (a task-per-request trace names thousands) and a step's segments (the batch holds every segment of the trace) |
+//! | one trace: at least [`STREAM_FROM_STACKS`] named stacks or [`STREAM_FROM_EVENTS`] events, no call paths, no stack selection, no event or chunk lost (missing, or dropped as the header counts), no chunk whose header is damaged, none cut short by the file's end, a tally per lane fits | stream (`stream/`): cut and replay in steps of time | holds only the stacks alive at a time (a task-per-request trace names thousands) and a step's segments (the batch holds every segment of the trace) |
 //! | one trace, any other | batch ([`pipeline::batch`]): every segment cut (own stacks replayed on the way when the clock is not `gil`, there are no call paths and a tally per thread fits), grouped by stack, stacks replayed in parallel | faster on a few long-lived stacks, and it sees the whole trace before it judges a stack's end |
 //! | one of many traces (`many.rs`): at most [`SEQUENTIAL_BYTES`], and at least two traces per rayon thread | sequential ([`pipeline::sequential`]): one stage and one stack after the other on the worker's thread, into the worker's one tally; [`pipeline::numbered`] when the worker sums its traces and there are no call paths | the traces, not their stacks, run in parallel; a small trace costs no tables of its own |
 //! | one of many, bigger, or few traces | as one trace | one big trace among small ones does not end the run on one core |
@@ -20,8 +20,8 @@
 //!
 //! When an engine cannot go on: a stream that meets mid-way what it cannot
 //! judge and the chunk headers did not say (a stack run again after its
-//! end, a function the metadata does not name; from damaged files or other
-//! writers, a damaged event or a `lost` mark the header does not count)
+//! end, a function the metadata does not name; from other writers, a
+//! `lost` mark the header does not count)
 //! gives the decoded trace back and the batch goes on from it;
 //! rows already handed to a sink stay handed, and the sink is told to start
 //! again. A sequential analysis whose one tally took in part of an own
@@ -38,6 +38,7 @@ use mtanalyze_model::compact::CompactReport;
 use mtanalyze_model::merge::Sums;
 use mtanalyze_model::report::{Report, StackRows};
 use mtanalyze_model::sink::{NoSink, StackSink};
+use mtrace_format::ChunkProblemKind;
 
 /// How many logical stacks a trace's metadata names before it is streamed.
 /// A stream holds less but runs slower on a trace of a few long-lived
@@ -94,9 +95,11 @@ pub struct Plan {
     /// No call paths and no stack selection (which the stream does not do).
     pub plain: bool,
     /// No event or chunk lost (missing, or dropped as the header counts),
-    /// damaged or cut (which only the batch judges). A thread that
-    /// restarts from a snapshot after a pause (an armed recording resumed,
-    /// a paused one resumed) loses nothing, and is streamed.
+    /// no chunk whose header is damaged, and none cut short by the file's
+    /// end (which only the batch judges). A thread that restarts from a
+    /// snapshot after a pause (an armed recording resumed, a paused one
+    /// resumed), or after a damaged event, loses nothing the stream must
+    /// judge, and is streamed.
     pub whole: bool,
     /// A running sum per thread fits the memory the trace allows (the
     /// stream replays each thread's own stack into its own).
@@ -141,10 +144,18 @@ fn plan_for(
     // which the stream cannot judge: the header counts them as they are
     // dropped (a recording that filled its file drops them at the end of
     // every thread, where a stream would meet them last).
+    // A file cut short has usually lost the names of the functions its
+    // last chunks held (the stream stops at an unnamed one); a damaged
+    // event only ends its chunk, and the thread restarts from the next
+    // chunk's snapshot in either engine.
     let header = decoded.file.header();
+    let cut_short = decoded
+        .cut
+        .iter()
+        .any(|c| matches!(c.kind, ChunkProblemKind::Truncated));
     let whole = decoded.lost == 0
         && decoded.damaged.is_empty()
-        && decoded.cut.is_empty()
+        && !cut_short
         && header.dropped_events == 0
         && header.dropped_chunks == 0;
     let events = decoded.events();

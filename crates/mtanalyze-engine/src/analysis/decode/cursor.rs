@@ -301,6 +301,13 @@ impl<'a, 'd> Batches<'a, 'd> {
         self.restart_pending = true;
     }
 
+    /// Whether the next chunk restarts from its snapshot after damage in
+    /// the last one (a walk that goes on in other `Batches` tells them
+    /// with [`Batches::damaged`]).
+    pub(crate) fn restart_pending(&self) -> bool {
+        self.restart_pending
+    }
+
     /// The next chunk's batch.
     pub(crate) fn next_batch(&mut self) -> Option<Batch<'a>> {
         loop {

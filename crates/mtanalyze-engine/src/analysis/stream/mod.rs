@@ -25,8 +25,10 @@
 //! it again (a correct recorder never does); if something does, the
 //! stream stops and [`crate::analyze`] starts over the batch way, whose
 //! judgment sees everything. So does whatever the stream does not handle:
-//! call paths, stack selection, lost or damaged chunks, `lost` marks,
-//! functions the metadata does not name. Reports are identical either way
+//! call paths, stack selection, lost chunks, chunks cut by the file's
+//! end, `lost` marks, functions the metadata does not name. (A damaged
+//! event ends its chunk and the thread restarts from the next one's
+//! snapshot, as after a pause: the stream does that as the batch does.) Reports are identical either way
 //! (`tests/semantics.rs` compares them).
 //!
 //! This file drives the steps (cut, route, settle, finish); `lanes.rs`
@@ -65,7 +67,8 @@ pub(crate) const STEP_EVENTS: u64 = 1 << 16;
 /// what a stream can take (no call paths, no stack selection, every chunk
 /// whole, tallies that fit); a stream that
 /// still meets what it cannot judge (a stack run after its end, an unnamed
-/// function, a damaged event) gives the decoded trace back
+/// function, a `lost` mark the header did not count) gives the decoded
+/// trace back
 /// ([`Streamed::GaveUp`]).
 /// `stage_done` is called with `replay` once every step is done (the
 /// stream has no other stage before `assemble`). With
