@@ -2258,8 +2258,10 @@ proptest! {
     /// The same traces with damaged events, 16-byte and compact: each
     /// damaged event ends its chunk (a 16-byte one where the segment pass
     /// meets it, a compact one where the decode counting the chunk's events
-    /// does). The stream goes on past the damage as the batch does, to the
-    /// batch's report.
+    /// does), and the thread restarts from its next chunk's snapshot. The
+    /// stream goes on past the damage as the batch does, to the batch's
+    /// report; and the compact file damaged at the same events gives the
+    /// 16-byte one's report (but for the damage's byte offsets).
     #[test]
     fn damaged_traces_streamed_equal_batched(
         threads in 2u64..=4, tasks in 10u64..300, functions in 1u8..5, steps in many_steps(),
@@ -2273,12 +2275,29 @@ proptest! {
         let whole = to_binary_in_chunks(&lines, mtrace_format::layout::MIN_CHUNK_SIZE);
         let file = mtrace_format::TraceFile::parse(&whole).expect("parses");
         let compact = mtrace_format::convert::compact(&file).expect("converts").bytes;
+        let mut damaged = Vec::new();
         for mut bytes in [whole.clone(), compact] {
-            prop_assert!(damage_events(&mut bytes, &picks) > 0);
+            let n = damage_events(&mut bytes, &picks);
+            prop_assert!(n > 0);
             for clock in [Clock::Stack, Clock::Gil, Clock::Wall] {
                 let streamed = streamed_equals_batched(&bytes, &stream_options(clock, window))?;
                 prop_assert!(streamed, "a damaged trace streams (clock {})", clock);
             }
+            damaged.push((n, bytes));
+        }
+        prop_assert_eq!(damaged[0].0, damaged[1].0, "the same events damaged");
+        for clock in [Clock::Stack, Clock::Gil, Clock::Wall] {
+            let opts = stream_options(clock, window);
+            let [fixed, compact] = [&damaged[0].1, &damaged[1].1].map(|b| {
+                analyze(&from_bytes("test", b.clone()).expect("loads"), &opts).expect("analyzes")
+            });
+            prop_assert_eq!(&fixed.functions, &compact.functions, "clock {}", clock);
+            prop_assert_eq!(&fixed.edges, &compact.edges, "clock {}", clock);
+            prop_assert_eq!(&fixed.stacks, &compact.stacks, "clock {}", clock);
+            let kinds = |r: &Report| -> Vec<(String, u64)> {
+                r.warnings.iter().map(|w| (w.kind.clone(), w.count)).collect()
+            };
+            prop_assert_eq!(kinds(&fixed), kinds(&compact), "clock {}", clock);
         }
     }
 

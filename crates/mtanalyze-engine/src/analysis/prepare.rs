@@ -18,6 +18,7 @@ use mtanalyze_model::report::{
     Clock, ThreadSummary, TraceSummary, PRODUCER_PYTHON, PRODUCER_UNSPECIFIED,
 };
 use mtanalyze_model::warnings::{Location, WarningKind, Warnings};
+use mtrace_format::ChunkProblemKind;
 
 /// The stages every command shares: decoded chunks, the per-thread passes,
 /// the complete function table and the end of the trace.
@@ -371,7 +372,14 @@ fn trace_warnings(decoded: &Decoded<'_>, passes: &[ThreadPass], unknown: u64) ->
         warnings.add(WarningKind::DamagedChunk, Location::Byte(d.offset));
     }
     for c in &decoded.cut {
-        warnings.add(WarningKind::TruncatedChunk, Location::Byte(c.offset));
+        // A compact chunk's damaged event is found by the decode that
+        // counts its events, a 16-byte one's by the segment pass: the
+        // same warning either way.
+        let kind = match c.kind {
+            ChunkProblemKind::BadCompactEvent(_) => WarningKind::DamagedEvent,
+            _ => WarningKind::TruncatedChunk,
+        };
+        warnings.add(kind, Location::Byte(c.offset));
     }
     warnings.add_n(WarningKind::LostChunks, decoded.lost, Location::Trace);
     if let Some(m) = &decoded.meta_problem {

@@ -36,12 +36,12 @@ pub(crate) use names::StackNames;
 
 use std::borrow::Cow;
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use mtrace_format::meta::MetaProblem;
 use mtrace_format::{
-    Chunk, ChunkProblem, FormatError, FunctionId, MetaRecord, MetaRecordRef, StackId, ThreadId,
-    TickScale, TraceFile,
+    Chunk, ChunkProblem, ChunkProblemKind, FormatError, FunctionId, MetaRecord, MetaRecordRef,
+    StackId, ThreadId, TickScale, TraceFile,
 };
 
 use mtanalyze_model::functions::FunctionEntry;
@@ -326,6 +326,14 @@ pub(crate) fn decode<'a>(
             Err(p) => damaged.push(p),
         }
     }
+    // A compact chunk whose events end at damage lost its tail: the
+    // thread's next chunk restarts from its snapshot, as after a damaged
+    // 16-byte event (which the segment pass finds: `Batches::damaged`).
+    let ends_at_damage: FxHashSet<u64> = cut
+        .iter()
+        .filter(|p| matches!(p.kind, ChunkProblemKind::BadCompactEvent(_)))
+        .map(|p| p.index)
+        .collect();
     let mut lost = 0u64;
     let mut threads: Vec<ThreadChunks> = by_thread
         .into_iter()
@@ -334,12 +342,15 @@ pub(crate) fn decode<'a>(
             chunks.sort_by_key(|c| (c.thread_chunk_no, std::cmp::Reverse(c.seq)));
             chunks.dedup_by_key(|c| c.thread_chunk_no);
             let mut expected = 0;
+            let mut after_damage = false;
             for c in &mut chunks {
                 if c.thread_chunk_no != expected {
                     c.gap_before = true;
                     // Chunk numbers are the file's claims: saturate.
                     lost = lost.saturating_add(c.thread_chunk_no.saturating_sub(expected));
                 }
+                c.gap_before |= after_damage;
+                after_damage = ends_at_damage.contains(&c.slot);
                 expected = c.thread_chunk_no.saturating_add(1);
             }
             ThreadChunks { tid, chunks }
