@@ -2,7 +2,7 @@
 //! of `schemas/semantics.md`, and random traces checked against the literal
 //! reference implementation in `mtanalyze-testkit` (`crates/mtanalyze-testkit/src/reference.rs`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Cursor;
 use std::path::PathBuf;
 
@@ -2180,6 +2180,43 @@ fn damage_events(bytes: &mut [u8], picks: &[(u16, u16)]) -> usize {
     at.len()
 }
 
+/// `lines` with a `lost` mark before the lines `at` choose (modulo their
+/// number): the thread's events go on after it, as when a ring-mode
+/// recorder got a chunk again.
+fn with_mid_marks(lines: &[reference::Line], at: &[u16]) -> Vec<reference::Line> {
+    if lines.is_empty() {
+        return Vec::new();
+    }
+    let marked: BTreeSet<usize> = at.iter().map(|&a| a as usize % lines.len()).collect();
+    let mut out = Vec::with_capacity(lines.len() + marked.len());
+    for (i, l) in lines.iter().enumerate() {
+        if marked.contains(&i) {
+            out.push(reference::Line {
+                tid: l.tid,
+                ts: l.ts,
+                ev: reference::Ev::Lost,
+            });
+        }
+        out.push(l.clone());
+    }
+    out
+}
+
+/// Empties the chunk slots of `bytes` whose bit `i % 64` of `mask` is set,
+/// as a ring that wrapped over them would: their events are lost.
+fn drop_chunks(bytes: &mut [u8], mask: u64) {
+    let file = mtrace_format::TraceFile::parse(bytes).expect("parses");
+    let offsets: Vec<usize> = (0..file.chunk_slots())
+        .filter(|i| mask >> (i % 64) & 1 == 1)
+        .filter_map(|i| file.chunk(i).ok().flatten())
+        .map(|c| c.offset as usize)
+        .collect();
+    for at in offsets {
+        let state = at + mtrace_format::layout::C_STATE;
+        bytes[state..state + 8].fill(0);
+    }
+}
+
 /// Flags chunk slot `i` of `bytes` `restart` where bit `i % 64` of `mask`
 /// is set; returns how many it flagged.
 fn flag_restarts(bytes: &mut [u8], mask: u64) -> usize {
@@ -2301,6 +2338,34 @@ proptest! {
         }
     }
 
+    /// The same traces with `lost` marks (threads whose events end at one,
+    /// and marks followed by more events, as a ring-mode recorder writes
+    /// them) and with chunks lost: the stream judges them as the batch does
+    /// (a stack paused when a thread's events ended at a mark ends at the
+    /// mark, whether its `end` is judged during a step or at the end), to
+    /// the batch's report, and never gives the trace back for them.
+    #[test]
+    fn lost_marks_and_chunks_streamed_equal_batched(
+        threads in 2u64..=4, tasks in 10u64..300, functions in 1u8..5, steps in many_steps(),
+        window in (any::<u8>(), any::<u8>()),
+        cuts in proptest::collection::vec(0u8..130, 4),
+        marks in proptest::collection::vec(any::<u16>(), 0..4),
+        dropped in any::<u64>(),
+    ) {
+        let lines = generate_many(threads, tasks, functions, &steps, true).lines;
+        prop_assume!(!lines.is_empty());
+        let mut lines = lines;
+        lines.sort_by_key(|l| (l.ts, l.tid));
+        let lines = with_mid_marks(&with_marks(&lines, &cuts), &marks);
+        let mut bytes = to_binary_in_chunks(&lines, mtrace_format::layout::MIN_CHUNK_SIZE);
+        // About one chunk in eight.
+        drop_chunks(&mut bytes, dropped & dropped >> 1 & dropped >> 2);
+        for clock in [Clock::Stack, Clock::Gil, Clock::Wall] {
+            let streamed = streamed_equals_batched(&bytes, &stream_options(clock, window))?;
+            prop_assert!(streamed, "a trace with losses streams (clock {})", clock);
+        }
+    }
+
     /// The same traces with chunks flagged `restart`, as the recorder
     /// flags a thread's first chunk after a pause (none missing; a
     /// thread's first chunk too, as after an armed start): the stream
@@ -2343,6 +2408,30 @@ proptest! {
         let lines = with_ends(&lines, &stack_names(stacks), &finals, &picks);
         let mut lines = with_wakes(&lines, &wakes);
         lines.sort_by_key(|l| (l.ts, l.tid));
+        let bytes = to_binary_in_chunks(&lines, mtrace_format::layout::MIN_CHUNK_SIZE);
+        for clock in [Clock::Stack, Clock::Gil, Clock::Wall] {
+            streamed_equals_batched(&bytes, &stream_options(clock, window))?;
+        }
+    }
+
+    /// The same with `lost` marks, ending threads' events or followed by
+    /// more: ends judged against stretches a mark ended, and stacks paused
+    /// when a thread's events ended, streamed or not.
+    #[test]
+    fn odd_ends_and_lost_marks_streamed_equal_batched(
+        threads in 1u64..4, stacks in prop_oneof![1u64..4, 20u64..40], functions in 1u8..5,
+        steps in steps(),
+        finals in finals(), picks in end_picks(), wakes in end_picks(),
+        window in (any::<u8>(), any::<u8>()),
+        cuts in proptest::collection::vec(0u8..130, 3),
+        marks in proptest::collection::vec(any::<u16>(), 0..3),
+    ) {
+        let lines = ordered_lines(threads, stacks, functions, &steps);
+        prop_assume!(!lines.is_empty());
+        let lines = with_ends(&lines, &stack_names(stacks), &finals, &picks);
+        let mut lines = with_wakes(&lines, &wakes);
+        lines.sort_by_key(|l| (l.ts, l.tid));
+        let lines = with_mid_marks(&with_marks(&lines, &cuts), &marks);
         let bytes = to_binary_in_chunks(&lines, mtrace_format::layout::MIN_CHUNK_SIZE);
         for clock in [Clock::Stack, Clock::Gil, Clock::Wall] {
             streamed_equals_batched(&bytes, &stream_options(clock, window))?;

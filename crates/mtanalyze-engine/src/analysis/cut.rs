@@ -677,11 +677,11 @@ impl ThreadStream {
     }
 
     /// Reads whole chunks until the thread's clock reaches `until` (the
-    /// last event read is at or after it) or its events end. Whatever
-    /// the batch analysis handles and a stream does not (a restart after
-    /// lost chunks, a `lost` mark, a function the metadata does not name)
-    /// stops the stream with [`NotStreamable`]; a damaged event ends its
-    /// chunk, as in the batch.
+    /// last event read is at or after it) or its events end, as
+    /// [`cut_thread`] reads them (restarts from snapshots, `lost` marks and
+    /// damaged events included). A function the metadata does not name,
+    /// which only the batch analysis numbers, stops the stream with
+    /// [`NotStreamable`].
     pub(crate) fn cut_until(
         &mut self,
         decoded: &Decoded<'_>,
@@ -748,17 +748,10 @@ impl ThreadStream {
                 break;
             };
             if let Some(restart) = batch.restart {
-                // A restart with no chunk missing before it (a paused
-                // recording resumed, a thread's first chunk in a later
-                // file of a series) loses nothing: the stream cuts it as
-                // the batch does. One after missing chunks follows a
-                // loss, which the batch judges (the planner sends such
-                // traces there); after damage found in the events, the
-                // damage stops the stream below.
-                if thread.follows_missing(batch.chunk as usize) {
-                    problem = Some(NotStreamable("a chunk restarts after missing chunks"));
-                    break;
-                }
+                // After lost chunks, a pause, a `lost` mark or a damaged
+                // event, or at a thread's first chunk in a later file of a
+                // series: the cutter restarts the thread from the
+                // snapshot in either engine.
                 cut.restart(batch.chunk, restart);
             }
             cut.batch(&batch, &mut batches);
@@ -773,8 +766,6 @@ impl ThreadStream {
         let gave_up = fused && cut.own.is_none();
         problem = problem.or(if gave_up || !pass.unknown_functions.is_empty() {
             Some(NotStreamable("a function the metadata does not name"))
-        } else if pass.warnings.count(WarningKind::EventsLost) > 0 {
-            Some(NotStreamable("a `lost` mark"))
         } else {
             None
         });

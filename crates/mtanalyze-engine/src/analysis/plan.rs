@@ -5,7 +5,7 @@
 //!
 //! | the trace and the options | engine | why |
 //! |---|---|---|
-//! | one trace: at least [`STREAM_FROM_STACKS`] named stacks or [`STREAM_FROM_EVENTS`] events, no call paths, no stack selection, no event or chunk lost (missing, or dropped as the header counts), no chunk whose header is damaged, none cut short by the file's end, a tally per lane fits | stream (`stream/`): cut and replay in steps of time | holds only the stacks alive at a time (a task-per-request trace names thousands) and a step's segments (the batch holds every segment of the trace) |
+//! | one trace: at least [`STREAM_FROM_STACKS`] named stacks or [`STREAM_FROM_EVENTS`] events, no call paths, no stack selection, every function name kept (the metadata whole, no chunk header damaged), a tally per lane fits | stream (`stream/`): cut and replay in steps of time | holds only the stacks alive at a time (a task-per-request trace names thousands) and a step's segments (the batch holds every segment of the trace) |
 //! | one trace, any other | batch ([`pipeline::batch`]): every segment cut (own stacks replayed on the way when the clock is not `gil`, there are no call paths and a tally per thread fits), grouped by stack, stacks replayed in parallel | faster on a few long-lived stacks, and it sees the whole trace before it judges a stack's end |
 //! | one of many traces (`many.rs`): at most [`SEQUENTIAL_BYTES`], and at least two traces per rayon thread | sequential ([`pipeline::sequential`]): one stage and one stack after the other on the worker's thread, into the worker's one tally; [`pipeline::numbered`] when the worker sums its traces and there are no call paths | the traces, not their stacks, run in parallel; a small trace costs no tables of its own |
 //! | one of many, bigger, or few traces | as one trace | one big trace among small ones does not end the run on one core |
@@ -19,10 +19,10 @@
 //! the stream hands each as its stack finishes, the batch after the replay.
 //!
 //! When an engine cannot go on: a stream that meets mid-way what it cannot
-//! judge and the chunk headers did not say (a stack run again after its
-//! end, a function the metadata does not name; from other writers, a
-//! `lost` mark the header does not count)
-//! gives the decoded trace back and the batch goes on from it;
+//! judge and the headers did not say (a stack run again after its end,
+//! from a writer that breaks the format's rules; a function the metadata
+//! does not name although no name was lost, from a damaged file) gives the
+//! decoded trace back and the batch goes on from it;
 //! rows already handed to a sink stay handed, and the sink is told to start
 //! again. A sequential analysis whose one tally took in part of an own
 //! stack it then had to give up (a function the metadata does not name:
@@ -38,7 +38,6 @@ use mtanalyze_model::compact::CompactReport;
 use mtanalyze_model::merge::Sums;
 use mtanalyze_model::report::{Report, StackRows};
 use mtanalyze_model::sink::{NoSink, StackSink};
-use mtrace_format::ChunkProblemKind;
 
 /// How many logical stacks a trace's metadata names before it is streamed.
 /// A stream holds less but runs slower on a trace of a few long-lived
@@ -94,13 +93,14 @@ pub struct Plan {
     pub threads: usize,
     /// No call paths and no stack selection (which the stream does not do).
     pub plain: bool,
-    /// No event or chunk lost (missing, or dropped as the header counts),
-    /// no chunk whose header is damaged, and none cut short by the file's
-    /// end (which only the batch judges). A thread that restarts from a
-    /// snapshot after a pause (an armed recording resumed, a paused one
-    /// resumed), or after a damaged event, loses nothing the stream must
-    /// judge, and is streamed.
-    pub whole: bool,
+    /// Every function name kept, as far as the headers tell: the
+    /// metadata is whole (not damaged, not cut with the file) and no chunk
+    /// header is damaged (a chunk may hold names). Where one is lost, the
+    /// stream would stop mid-way at an unnamed function. Lost chunks and
+    /// events, damaged events, a chunk the file's end cuts and restarts
+    /// from a snapshot (after a pause or a loss) the stream judges as the
+    /// batch does.
+    pub names_kept: bool,
     /// A running sum per thread fits the memory the trace allows (the
     /// stream replays each thread's own stack into its own).
     pub tallies_fit: bool,
@@ -140,30 +140,21 @@ fn plan_for(
 ) -> Plan {
     let decoded = &decoding.decoded;
     let plain = opts.paths == PathMode::Off && !opts.selects_stacks();
-    // Events the recorder dropped end their chunks with a `lost` mark,
-    // which the stream cannot judge: the header counts them as they are
-    // dropped (a recording that filled its file drops them at the end of
-    // every thread, where a stream would meet them last).
-    // A file cut short has usually lost the names of the functions its
-    // last chunks held (the stream stops at an unnamed one); a damaged
-    // event only ends its chunk, and the thread restarts from the next
-    // chunk's snapshot in either engine.
-    let header = decoded.file.header();
-    let cut_short = decoded
-        .cut
-        .iter()
-        .any(|c| matches!(c.kind, ChunkProblemKind::Truncated));
-    let whole = decoded.lost == 0
-        && decoded.damaged.is_empty()
-        && !cut_short
-        && header.dropped_events == 0
-        && header.dropped_chunks == 0;
+    // Names the metadata lost (damaged, or cut short with the file), or
+    // held in a chunk whose header is damaged, leave functions unnamed, at
+    // which the stream would stop mid-way. Lost chunks, dropped events
+    // (`lost` marks), damaged events and chunks the file's end cuts the
+    // stream judges as the batch does. (Names a recorder dropped when its
+    // file was full are mostly of stacks, which the stream shows by id as
+    // the batch does: a function first called then has its events dropped
+    // too.)
+    let names_kept = decoded.damaged.is_empty() && decoded.meta_problem.is_none();
     let events = decoded.events();
     let named_stacks = decoded.stack_names.len();
     let tallies_fit = tallies_fit(decoded, file_len);
     // Many stacks, or many events: what the batch way would hold grows.
     let large = named_stacks >= knobs.stream_from_stacks || events >= knobs.stream_from_events;
-    let engine = if !knobs.batch_only && plain && whole && large && tallies_fit {
+    let engine = if !knobs.batch_only && plain && names_kept && large && tallies_fit {
         Engine::Stream
     } else {
         Engine::Batch
@@ -177,7 +168,7 @@ fn plan_for(
         stream_from_stacks: knobs.stream_from_stacks,
         threads: decoded.threads.len(),
         plain,
-        whole,
+        names_kept,
         tallies_fit,
     }
 }
@@ -534,7 +525,10 @@ mod tests {
         };
         assert_eq!(restarts(&decoding), 1);
         let p = plan_for(&decoding, &opts, paused.bytes().len(), &Knobs::PLAN);
-        assert!(p.whole && p.named_stacks >= STREAM_FROM_STACKS, "{p:?}");
+        assert!(
+            p.names_kept && p.named_stacks >= STREAM_FROM_STACKS,
+            "{p:?}"
+        );
         assert_eq!(p.engine, Engine::Stream);
         let batched = testing::analyze_batched(&paused, &opts).expect("analyzes");
         for step in [1, 64, STEP_EVENTS] {
@@ -545,64 +539,65 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_thread_that_restarts_after_missing_chunks_is_planned_for_the_batch() {
-        // The second chunk's number says the one before it is missing:
-        // a loss, which only the batch judges.
+    /// `tasks(2000, false)` with its thread's second chunk missing, as a
+    /// ring that wrapped leaves it (every later chunk is renumbered one up).
+    fn tasks_with_a_chunk_missing() -> LoadedTrace {
         let mut bytes = tasks(2000, false).bytes().to_vec();
         let file = mtrace_format::TraceFile::parse(&bytes).expect("parses");
-        let second = (0..file.chunk_slots())
-            .filter_map(|i| file.chunk(i).ok().flatten())
-            .find(|c| c.thread_chunk_no == 1)
-            .expect("a second chunk")
-            .offset as usize;
-        // Every later chunk is renumbered one up, as if one were lost.
         let later: Vec<usize> = (0..file.chunk_slots())
             .filter_map(|i| file.chunk(i).ok().flatten())
             .filter(|c| c.thread_chunk_no >= 1)
             .map(|c| c.offset as usize)
             .collect();
-        assert!(later.contains(&second));
+        assert!(!later.is_empty());
         for at in later {
             let no = at + mtrace_format::layout::C_THREAD_CHUNK_NO;
             let n = u64::from_le_bytes(bytes[no..no + 8].try_into().expect("8 bytes")) + 1;
             bytes[no..no + 8].copy_from_slice(&n.to_le_bytes());
         }
-        let trace = from_bytes("gap", bytes).expect("loads");
-        let opts = AnalyzeOptions::default();
-        let decoding = decode_for(&trace, Some(&opts), None).expect("decodes");
-        assert_eq!(decoding.decoded.lost, 1);
-        assert!(decoding.decoded.threads[0].follows_missing(1));
-        let p = plan_for(&decoding, &opts, trace.bytes().len(), &Knobs::PLAN);
-        assert_eq!((p.whole, p.engine), (false, Engine::Batch), "{p:?}");
-        // The stream, made to run it anyway, gives up at the restart.
-        let streamed = analyze_streamed(
-            &trace,
-            decoding,
-            &opts,
-            STEP_EVENTS,
-            &mut |_| {},
-            &mut NoSink,
-        );
-        assert!(matches!(streamed, Streamed::GaveUp(_)));
+        from_bytes("gap", bytes).expect("loads")
     }
 
     #[test]
-    fn a_trace_whose_recorder_dropped_events_is_planned_for_the_batch() {
-        // Dropped events end chunks with `lost` marks, which the stream
-        // gives up on; the header counts them (here: no mark written, the
-        // count alone decides).
+    fn lost_chunks_and_dropped_events_are_streamed_to_the_batch_report() {
+        // The stream restarts a thread after missing chunks and judges
+        // `lost` marks as the batch does: neither sends a trace there.
         let opts = AnalyzeOptions::default();
-        for at in [
-            mtrace_format::layout::H_DROPPED_EVENTS,
-            mtrace_format::layout::H_DROPPED_CHUNKS,
-        ] {
-            let mut bytes = tasks(2000, false).bytes().to_vec();
-            bytes[at] = 1;
-            let trace = from_bytes("dropped", bytes).expect("loads");
-            let decoding = decode_for(&trace, Some(&opts), None).expect("decodes");
+        let gap = tasks_with_a_chunk_missing();
+        let mut dropped = tasks(2000, false).bytes().to_vec();
+        dropped[mtrace_format::layout::H_DROPPED_EVENTS] = 1;
+        dropped[mtrace_format::layout::H_DROPPED_CHUNKS] = 1;
+        let dropped = from_bytes("dropped", dropped).expect("loads");
+        for (trace, lost) in [(&gap, 1), (&dropped, 0)] {
+            let decoding = decode_for(trace, Some(&opts), None).expect("decodes");
+            assert_eq!(decoding.decoded.lost, lost);
             let p = plan_for(&decoding, &opts, trace.bytes().len(), &Knobs::PLAN);
-            assert_eq!((p.whole, p.engine), (false, Engine::Batch), "{p:?}");
+            assert_eq!((p.names_kept, p.engine), (true, Engine::Stream), "{p:?}");
+            let batched = testing::analyze_batched(trace, &opts).expect("analyzes");
+            assert!(
+                batched
+                    .warnings
+                    .iter()
+                    .any(|w| w.kind == "lost_chunks" || w.kind == "dropped_events"),
+                "{:?}",
+                batched.warnings
+            );
+            let streamed = testing::analyze_streamed_with(trace, &opts, 64)
+                .expect("analyzes")
+                .expect("streams to the end");
+            assert_eq!(streamed, batched);
         }
+    }
+
+    #[test]
+    fn a_trace_cut_short_is_planned_for_the_batch() {
+        // Its metadata is cut with it (the function names the writer wrote
+        // last): the stream would stop at the first event of an unnamed one.
+        let whole = tasks(2000, false).bytes().to_vec();
+        let cut = from_bytes("cut", whole[..whole.len() * 2 / 3].to_vec()).expect("loads");
+        let opts = AnalyzeOptions::default();
+        let decoding = decode_for(&cut, Some(&opts), None).expect("decodes");
+        let p = plan_for(&decoding, &opts, cut.bytes().len(), &Knobs::PLAN);
+        assert_eq!((p.names_kept, p.engine), (false, Engine::Batch), "{p:?}");
     }
 }

@@ -85,8 +85,6 @@ pub(super) fn replay_stack<'s, O: Observer>(
     paths_root: u32,
     observer: &mut O,
 ) -> StackTotals {
-    let end_ns = ctx.ns(ctx.end_tick);
-    let ended_ns = ended.map(|e| e.ns);
     let mut stack = StackReplay::new(tally, paths_root, observer);
     stack.wakes(wakes);
     // Where the stack's last stretch left the gil timeline.
@@ -115,38 +113,11 @@ pub(super) fn replay_stack<'s, O: Observer>(
                 prefetch(ctx.file().bytes().as_ptr().wrapping_add(at));
             }
         }
-        let seg_end_ns = seg.switched_away().map_or(end_ns, |t| ctx.ns(t));
-        last_end = match seg.switched_away() {
-            _ if seg.ends_at_lost() => LastEnd::Lost(seg_end_ns),
-            Some(_) => LastEnd::SwitchedAway,
-            None => LastEnd::Running,
-        };
+        last_end = LastEnd::of(ctx, seg);
         gil_hint = replay_one_segment(ctx, &mut stack, seg, gil_hint, warnings);
         i += 1;
     }
-    let cut_at = match (last_end, logical, ctx.first_mark_ns) {
-        (LastEnd::Lost(ns), _, _) => Some(ns),
-        // Paused when a thread lost its events: whether it ran after that
-        // is unknown, so it ends where the trace stopped being complete.
-        (LastEnd::SwitchedAway, Some(_), Some(mark)) => Some(mark.max(stack.so_far.prev_end_ns)),
-        _ => None,
-    };
-    // Frames still open on a logical stack at its end were left open by
-    // the program; cut by a loss first, they were not.
-    let leftover = match (logical, ended, cut_at) {
-        (Some(stack), Some(end), lost) if lost.is_none_or(|l| end.ns <= l) => {
-            Leftover::AtStackEnd {
-                stack,
-                thread: end.thread,
-            }
-        }
-        _ => Leftover::NotCounted,
-    };
-    // An end never makes a life longer: the earlier of the two.
-    let cut_at = cut_at.into_iter().chain(ended_ns).min();
-    let mut totals = stack.finish(ctx.clock, end_ns, cut_at, leftover);
-    totals.ended = ended_ns.is_some();
-    totals
+    stack.finish_stack(ctx, ctx.ns(ctx.end_tick), last_end, logical, ended)
 }
 
 /// Replays segment `seg` onto `stack` (begun here, its events, its end);
@@ -278,14 +249,27 @@ fn replay_segment<O: Observer, W: Span>(
 }
 
 /// How a stack's last segment ended.
-#[derive(Clone, Copy, Debug)]
-enum LastEnd {
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) enum LastEnd {
     /// At its thread's `lost` mark, at this ns.
     Lost(u64),
     /// The thread switched away.
     SwitchedAway,
     /// It ran until the end of the trace.
+    #[default]
     Running,
+}
+
+impl LastEnd {
+    /// How segment `seg` left its stack.
+    pub(super) fn of(ctx: &ReplayContext<'_, '_>, seg: &Segment) -> LastEnd {
+        match seg.switched_away() {
+            Some(t) if seg.ends_at_lost() => LastEnd::Lost(ctx.ns(t)),
+            None if seg.ends_at_lost() => LastEnd::Lost(ctx.ns(ctx.end_tick)),
+            Some(_) => LastEnd::SwitchedAway,
+            None => LastEnd::Running,
+        }
+    }
 }
 
 /// What the replay of one stack found: its row of the report but for the
@@ -596,6 +580,46 @@ impl<'a, O: Observer> StackReplay<'a, O> {
     /// The window the replay counts.
     pub(super) fn window(&self) -> Window {
         self.frames.window()
+    }
+
+    /// Finishes the stack after its last segment, which left it as
+    /// `last_end` says, at the end of the trace (`end_ns`) or at `ended`
+    /// (an `end` that counts, `ends.rs`), by the rules of lost events
+    /// ("Lost events" in `schemas/semantics.md`); `logical`: its id, none
+    /// for a thread's own stack. Both engines finish every stack here.
+    pub(super) fn finish_stack(
+        self,
+        ctx: &ReplayContext<'_, '_>,
+        end_ns: u64,
+        last_end: LastEnd,
+        logical: Option<u64>,
+        ended: Option<StackEnd>,
+    ) -> StackTotals {
+        let cut_at = match (last_end, logical, ctx.first_mark_ns) {
+            (LastEnd::Lost(ns), _, _) => Some(ns),
+            // Paused when a thread lost its events: whether it ran after
+            // that is unknown, so it ends where the trace stopped being
+            // complete.
+            (LastEnd::SwitchedAway, Some(_), Some(mark)) => Some(mark.max(self.so_far.prev_end_ns)),
+            _ => None,
+        };
+        // Frames still open on a logical stack at its end were left open
+        // by the program; cut by a loss first, they were not.
+        let leftover = match (logical, ended, cut_at) {
+            (Some(stack), Some(end), lost) if lost.is_none_or(|l| end.ns <= l) => {
+                Leftover::AtStackEnd {
+                    stack,
+                    thread: end.thread,
+                }
+            }
+            _ => Leftover::NotCounted,
+        };
+        // An end never makes a life longer: the earlier of the two.
+        let ended_ns = ended.map(|e| e.ns);
+        let cut_at = cut_at.into_iter().chain(ended_ns).min();
+        let mut totals = self.finish(ctx.clock, end_ns, cut_at, leftover);
+        totals.ended = ended_ns.is_some();
+        totals
     }
 
     /// Closes the frames still open at the end of the trace (`end_ns`), or

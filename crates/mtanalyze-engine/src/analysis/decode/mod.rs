@@ -107,24 +107,6 @@ impl ChunkRef {
     }
 }
 
-impl ThreadChunks {
-    /// Chunks of the thread are missing just before its `index`-th (a
-    /// ring overwrote them, or damage took them): its restart there
-    /// follows a loss, which only the batch judges. A restart with none
-    /// missing (after a pause, or the first chunk of a thread carrying on
-    /// from an earlier file) loses nothing.
-    pub(crate) fn follows_missing(&self, index: usize) -> bool {
-        let Some(c) = self.chunks.get(index) else {
-            return true;
-        };
-        let expected = match index.checked_sub(1).and_then(|i| self.chunks.get(i)) {
-            Some(before) => before.thread_chunk_no.saturating_add(1),
-            None => 0,
-        };
-        c.thread_chunk_no != expected
-    }
-}
-
 /// A trace whose chunk headers and metadata have been read.
 pub(crate) struct Decoded<'a> {
     /// The file.

@@ -11,11 +11,12 @@ use rustc_hash::FxHashMap;
 
 use crate::analysis::cut::{NotStreamable, ThreadPass, ThreadStream};
 use crate::analysis::decode::Decoded;
+use crate::analysis::ends::StackEnd;
 use crate::analysis::ends::{fits_end, ignore_end, replaces};
-use crate::analysis::frames::{Leftover, NoObserver, Tally};
+use crate::analysis::frames::{NoObserver, Tally};
 use crate::analysis::paths::ROOT;
 use crate::analysis::replay::{
-    replay_one_segment, stack_kind, ReplayContext, StackReplay, StackTotals, Suspended,
+    replay_one_segment, stack_kind, LastEnd, ReplayContext, StackReplay, StackTotals, Suspended,
 };
 use crate::analysis::segment::{Segment, StackKey};
 use mtanalyze_model::report::{Clock, StackName, StackRows, StackStats};
@@ -176,6 +177,8 @@ pub(super) struct LiveStack {
     waiting: bool,
     /// Where its last segment left the `gil` clock's runs.
     gil_hint: usize,
+    /// How its last replayed segment left it (at a `lost` mark, ...).
+    last_end: LastEnd,
 }
 
 impl LiveStack {
@@ -413,7 +416,14 @@ impl Lane {
             });
         for (key, mut live) in logical.chain(own) {
             if live.replay.is_some() {
-                let finish = Some((None, Leftover::NotCounted));
+                let logical = match key {
+                    StackKey::Logical(id) => Some(id),
+                    StackKey::Own(_) => None,
+                };
+                let finish = Some(Finish {
+                    logical,
+                    ended: None,
+                });
                 if let Some(totals) = self.work.replay(ctx, &mut live, &[], finish, end_ns) {
                     let kind = stack_kind(ctx.decoded, key);
                     let row = totals.into_row(key, self.work.name(ctx, key), kind);
@@ -480,16 +490,17 @@ impl LaneWork {
         let segments = if carried { &merged[..] } else { group };
         if let Some((t, end)) = live.end.filter(|(t, _)| h_ns.is_none_or(|h| *t < h)) {
             if counts(live, segments, t, open.is_some(), scale) {
-                let leftover = Leftover::AtStackEnd {
-                    stack: id,
-                    thread: end.tid,
-                };
-                let finish = Some((Some(t), leftover));
+                let finish = Some(Finish {
+                    logical: Some(id),
+                    ended: Some(StackEnd {
+                        ns: t,
+                        thread: end.tid,
+                    }),
+                });
                 if let Some(totals) = self.replay(ctx, live, segments, finish, u64::MAX) {
                     let key = StackKey::Logical(id);
                     let kind = stack_kind(ctx.decoded, key);
-                    let mut row = totals.into_row(key, self.name(ctx, key), kind);
-                    row.ended = true;
+                    let row = totals.into_row(key, self.name(ctx, key), kind);
                     self.rows.push(row);
                 }
                 self.finished.insert(id);
@@ -524,15 +535,14 @@ impl LaneWork {
     }
 
     /// Replays `segments` (in time order) onto `live`'s replay; then
-    /// finishes it with `finish` (`Some((cut_at, leftover))`: at its end,
-    /// if it has one that counts; `end_ns`: the end of the trace; and
-    /// whether frames open then were left open) or suspends it.
+    /// finishes it as `finish` says (`end_ns`: the end of the trace) or
+    /// suspends it.
     pub(super) fn replay(
         &mut self,
         ctx: &ReplayContext<'_, '_>,
         live: &mut LiveStack,
         segments: &[Segment],
-        finish: Option<(Option<u64>, Leftover)>,
+        finish: Option<Finish>,
         end_ns: u64,
     ) -> Option<StackTotals> {
         let mut observer = NoObserver;
@@ -560,15 +570,26 @@ impl LaneWork {
             }
             live.gil_hint =
                 replay_one_segment(ctx, &mut stack, s, live.gil_hint, &mut self.warnings);
+            live.last_end = LastEnd::of(ctx, s);
         }
         match finish {
-            Some((cut_at, leftover)) => Some(stack.finish(ctx.clock, end_ns, cut_at, leftover)),
+            Some(Finish { logical, ended }) => {
+                Some(stack.finish_stack(ctx, end_ns, live.last_end, logical, ended))
+            }
             None => {
                 live.replay = Some(stack.suspend(None));
                 None
             }
         }
     }
+}
+
+/// How [`LaneWork::replay`] finishes a stack.
+pub(super) struct Finish {
+    /// Its id, if it is a logical stack.
+    logical: Option<u64>,
+    /// Its `end` that counts, if it has one.
+    ended: Option<StackEnd>,
 }
 
 /// Whether `live`'s latest end, at `t` ns, counts (see `ends.rs`), given

@@ -25,10 +25,12 @@
 //! it again (a correct recorder never does); if something does, the
 //! stream stops and [`crate::analyze`] starts over the batch way, whose
 //! judgment sees everything. So does whatever the stream does not handle:
-//! call paths, stack selection, lost chunks, chunks cut by the file's
-//! end, `lost` marks, functions the metadata does not name. (A damaged
-//! event ends its chunk and the thread restarts from the next one's
-//! snapshot, as after a pause: the stream does that as the batch does.) Reports are identical either way
+//! call paths, stack selection, functions the metadata does not name.
+//! Losses it judges as the batch does: a thread restarts from a chunk's
+//! snapshot after lost chunks, a pause, a `lost` mark or a damaged event,
+//! and a stack paused when a thread's events ended at a mark ends at the
+//! mark, which every thread read to its end tells before the horizon
+//! passes it ([`first_final_mark`]). Reports are identical either way
 //! (`tests/semantics.rs` compares them).
 //!
 //! This file drives the steps (cut, route, settle, finish); `lanes.rs`
@@ -64,12 +66,10 @@ pub(crate) const STEP_EVENTS: u64 = 1 << 16;
 
 /// Analyzes the decoded `trace` as a stream (see the module doc), reading
 /// about `step_events` events a step. The planner (`plan.rs`) sends only
-/// what a stream can take (no call paths, no stack selection, every chunk
-/// whole, tallies that fit); a stream that
-/// still meets what it cannot judge (a stack run after its end, an unnamed
-/// function, a `lost` mark the header did not count) gives the decoded
-/// trace back
-/// ([`Streamed::GaveUp`]).
+/// what a stream can take (no call paths, no stack selection, every
+/// function name kept, tallies that fit); a stream that still meets what
+/// it cannot judge (a stack run after its end, an unnamed function) gives
+/// the decoded trace back ([`Streamed::GaveUp`]).
 /// `stage_done` is called with `replay` once every step is done (the
 /// stream has no other stage before `assemble`). With
 /// `StackRows::Handed`, `sink` gets each stack's row, named, as its stack
@@ -194,6 +194,7 @@ fn stream<'a>(
     let mut horizon = 0u64;
     let mut read = 0u64;
     let mut opens = FxHashMap::default();
+    let mut first_mark_ns = None;
     // The `gil` clock's runs, merged up to the horizon before each replay,
     // and dropped once no stack can need them (`earliest`: the earliest
     // start of a segment not replayed yet).
@@ -216,7 +217,10 @@ fn stream<'a>(
                     timeline.extend(merge, horizon);
                     &*timeline
                 });
-                let ctx = context(&decoded, &decoded.functions, clock, timeline, u64::MAX);
+                let ctx = ReplayContext {
+                    first_mark_ns,
+                    ..context(&decoded, &decoded.functions, clock, timeline, u64::MAX)
+                };
                 crate::threads::try_for_each(&mut lanes, |lane| {
                     lane.step(&ctx, Some(horizon), &opens)
                 })
@@ -235,6 +239,7 @@ fn stream<'a>(
         let Some(h) = next else { break };
         horizon = h;
         opens = open_segments(&threads);
+        first_mark_ns = first_final_mark(&threads).map(|t| decoded.scale.ns(t));
         route(&mut threads, &decoded, &mut lanes);
         if gil.is_some() {
             earliest = threads
@@ -269,13 +274,16 @@ fn stream<'a>(
     if let Some(t) = &mut timeline {
         t.set_end(end_ns);
     }
-    let ctx = context(
-        &prep.decoded,
-        &prep.functions,
-        clock,
-        timeline.as_ref(),
-        prep.end_tick,
-    );
+    let ctx = ReplayContext {
+        first_mark_ns: prep.first_mark_ns(),
+        ..context(
+            &prep.decoded,
+            &prep.functions,
+            clock,
+            timeline.as_ref(),
+            prep.end_tick,
+        )
+    };
     let last = crate::threads::try_for_each(&mut lanes, |lane| lane.last_step(&ctx, end_ns));
     if last.is_err() {
         return Err(GaveUpLate(Box::new(prep)));
@@ -383,7 +391,7 @@ pub(super) fn row_name(stack_rows: StackRows, decoded: &Decoded<'_>, key: StackK
 
 /// A replay context for the stream (`gil`: the `gil` clock's runs so far;
 /// `end_tick`: the end of the trace once known; before, no segment that
-/// runs to it is replayed).
+/// runs to it is replayed), with no `lost` mark known yet.
 fn context<'d, 'a>(
     decoded: &'d Decoded<'a>,
     functions: &'d FunctionTable<'a>,
@@ -445,6 +453,20 @@ pub(super) fn key(s: &Segment) -> SegmentKey {
 }
 
 /// The logical stacks some thread is on now, with the key of that segment.
+/// The earliest `lost` mark that ends a thread's events (ticks), among the
+/// threads read to their end. A mark a thread read earlier may still be
+/// followed by a restart, but that thread's floor is at the mark, so the
+/// horizon is too: every mark before the horizon that ends a thread's
+/// events is known, which is all a stack finished before it needs
+/// ("Lost events", rule 3, in `schemas/semantics.md`).
+fn first_final_mark(threads: &[ThreadStream]) -> Option<u64> {
+    threads
+        .iter()
+        .filter(|t| t.floor().is_none())
+        .filter_map(|t| t.pass.lost_at)
+        .min()
+}
+
 fn open_segments(threads: &[ThreadStream]) -> FxHashMap<u64, SegmentKey> {
     let mut opens: FxHashMap<u64, SegmentKey> = FxHashMap::default();
     for s in threads.iter().filter_map(ThreadStream::open_segment) {
