@@ -262,6 +262,7 @@ pub(super) enum LastEnd {
 
 impl LastEnd {
     /// How segment `seg` left its stack.
+    #[inline(always)]
     pub(super) fn of(ctx: &ReplayContext<'_, '_>, seg: &Segment) -> LastEnd {
         match seg.switched_away() {
             Some(t) if seg.ends_at_lost() => LastEnd::Lost(ctx.ns(t)),
@@ -587,6 +588,8 @@ impl<'a, O: Observer> StackReplay<'a, O> {
     /// (an `end` that counts, `ends.rs`), by the rules of lost events
     /// ("Lost events" in `schemas/semantics.md`); `logical`: its id, none
     /// for a thread's own stack. Both engines finish every stack here.
+    /// (Inlined: a call moved the replay, a few hundred bytes, twice.)
+    #[inline(always)]
     pub(super) fn finish_stack(
         self,
         ctx: &ReplayContext<'_, '_>,

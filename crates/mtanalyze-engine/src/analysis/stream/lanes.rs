@@ -570,7 +570,9 @@ impl LaneWork {
             }
             live.gil_hint =
                 replay_one_segment(ctx, &mut stack, s, live.gil_hint, &mut self.warnings);
-            live.last_end = LastEnd::of(ctx, s);
+        }
+        if let Some(last) = segments.last() {
+            live.last_end = LastEnd::of(ctx, last);
         }
         match finish {
             Some(Finish { logical, ended }) => {
