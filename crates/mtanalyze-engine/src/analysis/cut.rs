@@ -741,7 +741,6 @@ impl ThreadStream {
         if self.restart_next {
             batches.damaged();
         }
-        let mut problem = None;
         loop {
             let Some(batch) = batches.next_batch() else {
                 self.done = true;
@@ -764,13 +763,8 @@ impl ThreadStream {
         self.restart_next = batches.restart_pending();
         let pass = &cut.pass;
         let gave_up = fused && cut.own.is_none();
-        problem = problem.or(if gave_up || !pass.unknown_functions.is_empty() {
-            Some(NotStreamable("a function the metadata does not name"))
-        } else {
-            None
-        });
-        if let Some(p) = problem {
-            return Err(p);
+        if gave_up || !pass.unknown_functions.is_empty() {
+            return Err(NotStreamable("a function the metadata does not name"));
         }
         // Own segments were set aside only in case the fused replay gave
         // up, which stops the stream anyway: `own_segments` is dropped.

@@ -67,9 +67,10 @@ pub(crate) struct ChunkRef {
     pub thread_chunk_no: u64,
     /// Global claim order.
     pub seq: u64,
-    /// Start from its snapshot: chunks before this one are missing, or
-    /// the recorder restarted the thread here (a `restart` chunk: it was
-    /// paused, or the thread moved to this file of a rotating series).
+    /// Start from its snapshot: chunks before this one are missing, the
+    /// recorder restarted the thread here (a `restart` chunk: it was
+    /// paused, or the thread moved to this file of a rotating series), or
+    /// the chunk before it ended at a damaged compact event.
     pub gap_before: bool,
     /// The thread's first chunk in a later file of a rotating series: its
     /// snapshot's frames were opened in an earlier file (and the stream
@@ -98,10 +99,11 @@ pub(crate) struct ThreadChunks {
 
 impl ChunkRef {
     /// The thread's events restart from this chunk's snapshot (the
-    /// thread's `index`-th chunk), as the headers say: chunks before it
-    /// are missing, or it is flagged `restart` (after a pause, or a
-    /// thread carrying on from an earlier file). The batches restart here
-    /// (`cursor.rs`), and after damage found in the events.
+    /// thread's `index`-th chunk), as the decode found: chunks before it
+    /// are missing, it is flagged `restart` (after a pause, or a thread
+    /// carrying on from an earlier file), or the compact chunk before it
+    /// ended at damage. The batches restart here (`cursor.rs`), and after
+    /// a damaged 16-byte event or a `lost` mark.
     pub(crate) fn restarts(&self, index: usize) -> bool {
         self.gap_before || (index == 0 && self.thread_chunk_no > 0)
     }
