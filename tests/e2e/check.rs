@@ -1,21 +1,6 @@
 //! `mtanalyze check`: a good trace, a truncated one, a damaged chunk, garbage.
 
-use std::path::PathBuf;
-
-use crate::util::{mtanalyze, vector, TempDir};
-
-/// `fibers.jsonl` converted to a binary trace in `dir`, with its bytes.
-fn fibers_bin(dir: &TempDir) -> (PathBuf, Vec<u8>) {
-    let bin = dir.join("fibers.bin");
-    mtanalyze([
-        "convert".as_ref(),
-        vector("fibers.jsonl").as_os_str(),
-        bin.as_os_str(),
-    ])
-    .success();
-    let bytes = std::fs::read(&bin).expect("converted trace");
-    (bin, bytes)
-}
+use crate::util::{converted_vector, mtanalyze, vector, TempDir};
 
 fn u64_at(bytes: &[u8], at: usize) -> u64 {
     let mut b = [0u8; 8];
@@ -42,7 +27,7 @@ fn field<'a>(stdout: &'a str, label: &str) -> &'a str {
 #[test]
 fn check_describes_a_good_trace() {
     let dir = TempDir::new("check-good");
-    let (bin, _) = fibers_bin(&dir);
+    let (bin, _) = converted_vector(&dir, "fibers.jsonl");
     let run = mtanalyze(["check".as_ref(), bin.as_os_str()]).success();
     let out = &run.stdout;
     assert_eq!(field(out, "file"), format!("{} (binary)", bin.display()));
@@ -94,7 +79,7 @@ fn check_describes_a_good_trace() {
 #[test]
 fn check_lists_the_cut_chunk_of_a_truncated_trace_and_exits_0() {
     let dir = TempDir::new("check-cut");
-    let (_, bytes) = fibers_bin(&dir);
+    let (_, bytes) = converted_vector(&dir, "fibers.jsonl");
     let (chunks_offset, chunk_size) = chunk_layout(&bytes);
     // Cut inside the second chunk, a little after its header and snapshot.
     let cut_at = chunks_offset + chunk_size + 368;
@@ -140,7 +125,7 @@ fn check_lists_the_cut_chunk_of_a_truncated_trace_and_exits_0() {
 #[test]
 fn check_lists_a_damaged_chunk_by_offset_and_exits_0() {
     let dir = TempDir::new("check-damaged");
-    let (_, mut bytes) = fibers_bin(&dir);
+    let (_, mut bytes) = converted_vector(&dir, "fibers.jsonl");
     let (chunks_offset, _) = chunk_layout(&bytes);
     // Chunk 0's body starts after its 64-byte header with the "SNAP" marker.
     let snap = chunks_offset + 64;
@@ -166,7 +151,7 @@ fn check_of_garbage_exits_2_with_one_line() {
     let line = mtanalyze(["check".as_ref(), missing.as_os_str()]).fails_with_one_line();
     assert!(line.contains("missing.bin"), "{line}");
     // A binary header cut short is unreadable too.
-    let (_, bytes) = fibers_bin(&dir);
+    let (_, bytes) = converted_vector(&dir, "fibers.jsonl");
     let stub = dir.write("stub.bin", &bytes[..100]);
     let line = mtanalyze(["check".as_ref(), stub.as_os_str()]).fails_with_one_line();
     assert!(

@@ -2,7 +2,7 @@
 //! stderr before the report, for each kind of input; the report itself is
 //! the same as without it.
 
-use crate::util::{mtanalyze, repo_file, vector, TempDir};
+use crate::util::{converted_vector, mtanalyze, repo_file, vector, TempDir};
 
 /// The plan lines `mtanalyze --debug-plan ARGS` printed, and its stdout.
 fn plan(args: &[&str]) -> (String, String) {
@@ -100,14 +100,7 @@ fn lost_names_send_a_trace_the_batch_way_and_several_traces_say_how_they_are_sum
     );
     // Names lost with the metadata are: a converted trace keeps it after
     // its chunks, which a cut takes with it.
-    let converted = dir.join("fibers.bin");
-    mtanalyze([
-        "convert".as_ref(),
-        vector("fibers.jsonl").as_os_str(),
-        converted.as_os_str(),
-    ])
-    .success();
-    let bytes = std::fs::read(&converted).unwrap();
+    let (_, bytes) = converted_vector(&dir, "fibers.jsonl");
     let cut = dir.write("fibers-cut.bin", &bytes[..bytes.len() * 2 / 3]);
     let (plan, _) = self::plan(&[cut.to_str().unwrap()]);
     assert!(plan.contains("  engine: batch: "), "{plan}");

@@ -201,6 +201,21 @@ pub fn vector(name: &str) -> PathBuf {
         .join(name)
 }
 
+/// Test vector `name` converted to a binary trace in `dir` (named after
+/// it, `.bin`), with its bytes.
+pub fn converted_vector(dir: &TempDir, name: &str) -> (PathBuf, Vec<u8>) {
+    let stem = name.split('.').next().unwrap_or(name);
+    let bin = dir.join(&format!("{stem}.bin"));
+    mtanalyze([
+        "convert".as_ref(),
+        vector(name).as_os_str(),
+        bin.as_os_str(),
+    ])
+    .success();
+    let bytes = std::fs::read(&bin).expect("converted trace");
+    (bin, bytes)
+}
+
 /// A file of the repository, from its root.
 pub fn repo_file(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

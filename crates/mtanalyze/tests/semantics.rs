@@ -2205,27 +2205,55 @@ fn with_mid_marks(lines: &[reference::Line], at: &[u16]) -> Vec<reference::Line>
 /// Empties the chunk slots of `bytes` whose bit `i % 64` of `mask` is set,
 /// as a ring that wrapped over them would: their events are lost.
 fn drop_chunks(bytes: &mut [u8], mask: u64) {
-    let file = mtrace_format::TraceFile::parse(bytes).expect("parses");
-    let offsets: Vec<usize> = (0..file.chunk_slots())
-        .filter(|i| mask >> (i % 64) & 1 == 1)
-        .filter_map(|i| file.chunk(i).ok().flatten())
-        .map(|c| c.offset as usize)
-        .collect();
-    for at in offsets {
+    for at in chunks_in_mask(bytes, mask) {
         let state = at + mtrace_format::layout::C_STATE;
         bytes[state..state + 8].fill(0);
     }
 }
 
-/// Flags chunk slot `i` of `bytes` `restart` where bit `i % 64` of `mask`
-/// is set; returns how many it flagged.
-fn flag_restarts(bytes: &mut [u8], mask: u64) -> usize {
+/// [`generate_many`]'s tasks (with their ends) in (ts, tid) order: the
+/// order a binary trace gives equal timestamps of different threads.
+fn tasks_in_binary_order(
+    threads: u64,
+    tasks: u64,
+    functions: u8,
+    steps: &[(u8, u8, u8)],
+) -> Vec<reference::Line> {
+    let mut lines = generate_many(threads, tasks, functions, steps, true).lines;
+    lines.sort_by_key(|l| (l.ts, l.tid));
+    lines
+}
+
+/// Under every clock, `bytes` streams ([`streamed_equals_batched`]: to the
+/// batch analysis's report) with `window`; `what` names the trace in the
+/// failure.
+fn streams_to_the_batch_report(
+    bytes: &[u8],
+    window: (u8, u8),
+    what: &str,
+) -> Result<(), TestCaseError> {
+    for clock in [Clock::Stack, Clock::Gil, Clock::Wall] {
+        let streamed = streamed_equals_batched(bytes, &stream_options(clock, window))?;
+        prop_assert!(streamed, "{} streams (clock {})", what, clock);
+    }
+    Ok(())
+}
+
+/// The file offsets of the chunks of `bytes` in the slots whose bit
+/// `i % 64` of `mask` is set.
+fn chunks_in_mask(bytes: &[u8], mask: u64) -> Vec<usize> {
     let file = mtrace_format::TraceFile::parse(bytes).expect("parses");
-    let offsets: Vec<usize> = (0..file.chunk_slots())
+    (0..file.chunk_slots())
         .filter(|i| mask >> (i % 64) & 1 == 1)
         .filter_map(|i| file.chunk(i).ok().flatten())
         .map(|c| c.offset as usize)
-        .collect();
+        .collect()
+}
+
+/// Flags chunk slot `i` of `bytes` `restart` where bit `i % 64` of `mask`
+/// is set; returns how many it flagged.
+fn flag_restarts(bytes: &mut [u8], mask: u64) -> usize {
+    let offsets = chunks_in_mask(bytes, mask);
     for at in &offsets {
         bytes[at + mtrace_format::layout::C_FLAGS] |=
             mtrace_format::layout::CHUNK_FLAG_RESTART as u8;
@@ -2277,18 +2305,13 @@ proptest! {
         threads in 2u64..=4, tasks in 10u64..300, functions in 1u8..5, steps in many_steps(),
         window in (any::<u8>(), any::<u8>()),
     ) {
-        let lines = generate_many(threads, tasks, functions, &steps, true).lines;
+        let lines = tasks_in_binary_order(threads, tasks, functions, &steps);
         prop_assume!(!lines.is_empty());
-        let mut lines = lines;
-        lines.sort_by_key(|l| (l.ts, l.tid));
         for bytes in [
             to_binary_in_chunks(&lines, mtrace_format::layout::MIN_CHUNK_SIZE),
             to_binary_direct(&lines),
         ] {
-            for clock in [Clock::Stack, Clock::Gil, Clock::Wall] {
-                let streamed = streamed_equals_batched(&bytes, &stream_options(clock, window))?;
-                prop_assert!(streamed, "a recorder's trace streams (clock {})", clock);
-            }
+            streams_to_the_batch_report(&bytes, window, "a recorder's trace")?;
         }
     }
 
@@ -2305,21 +2328,16 @@ proptest! {
         window in (any::<u8>(), any::<u8>()),
         picks in proptest::collection::vec((any::<u16>(), any::<u16>()), 1..4),
     ) {
-        let lines = generate_many(threads, tasks, functions, &steps, true).lines;
+        let lines = tasks_in_binary_order(threads, tasks, functions, &steps);
         prop_assume!(!lines.is_empty());
-        let mut lines = lines;
-        lines.sort_by_key(|l| (l.ts, l.tid));
         let whole = to_binary_in_chunks(&lines, mtrace_format::layout::MIN_CHUNK_SIZE);
         let file = mtrace_format::TraceFile::parse(&whole).expect("parses");
         let compact = mtrace_format::convert::compact(&file).expect("converts").bytes;
         let mut damaged = Vec::new();
-        for mut bytes in [whole.clone(), compact] {
+        for mut bytes in [whole, compact] {
             let n = damage_events(&mut bytes, &picks);
             prop_assert!(n > 0);
-            for clock in [Clock::Stack, Clock::Gil, Clock::Wall] {
-                let streamed = streamed_equals_batched(&bytes, &stream_options(clock, window))?;
-                prop_assert!(streamed, "a damaged trace streams (clock {})", clock);
-            }
+            streams_to_the_batch_report(&bytes, window, "a damaged trace")?;
             damaged.push((n, bytes));
         }
         prop_assert_eq!(damaged[0].0, damaged[1].0, "the same events damaged");
@@ -2352,18 +2370,13 @@ proptest! {
         marks in proptest::collection::vec(any::<u16>(), 0..4),
         dropped in any::<u64>(),
     ) {
-        let lines = generate_many(threads, tasks, functions, &steps, true).lines;
+        let lines = tasks_in_binary_order(threads, tasks, functions, &steps);
         prop_assume!(!lines.is_empty());
-        let mut lines = lines;
-        lines.sort_by_key(|l| (l.ts, l.tid));
         let lines = with_mid_marks(&with_marks(&lines, &cuts), &marks);
         let mut bytes = to_binary_in_chunks(&lines, mtrace_format::layout::MIN_CHUNK_SIZE);
         // About one chunk in eight.
         drop_chunks(&mut bytes, dropped & dropped >> 1 & dropped >> 2);
-        for clock in [Clock::Stack, Clock::Gil, Clock::Wall] {
-            let streamed = streamed_equals_batched(&bytes, &stream_options(clock, window))?;
-            prop_assert!(streamed, "a trace with losses streams (clock {})", clock);
-        }
+        streams_to_the_batch_report(&bytes, window, "a trace with losses")?;
     }
 
     /// The same traces with chunks flagged `restart`, as the recorder
@@ -2376,16 +2389,11 @@ proptest! {
         threads in 2u64..=4, tasks in 10u64..300, functions in 1u8..5, steps in many_steps(),
         window in (any::<u8>(), any::<u8>()), flagged in any::<u64>(),
     ) {
-        let lines = generate_many(threads, tasks, functions, &steps, true).lines;
+        let lines = tasks_in_binary_order(threads, tasks, functions, &steps);
         prop_assume!(!lines.is_empty());
-        let mut lines = lines;
-        lines.sort_by_key(|l| (l.ts, l.tid));
         let mut bytes = to_binary_in_chunks(&lines, mtrace_format::layout::MIN_CHUNK_SIZE);
         prop_assume!(flag_restarts(&mut bytes, flagged) > 0);
-        for clock in [Clock::Stack, Clock::Gil, Clock::Wall] {
-            let streamed = streamed_equals_batched(&bytes, &stream_options(clock, window))?;
-            prop_assert!(streamed, "a paused recording's trace streams (clock {})", clock);
-        }
+        streams_to_the_batch_report(&bytes, window, "a paused recording's trace")?;
     }
 }
 
