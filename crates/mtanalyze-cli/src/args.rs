@@ -376,7 +376,7 @@ pub(crate) struct DiffArgs {
     /// Several runs of NEW (`--new after/*.bin`), likewise.
     #[arg(long = "new", value_name = "TRACE", num_args = 1.., conflicts_with = "new")]
     pub(crate) new_runs: Vec<PathBuf>,
-    /// A function's self time changed only when the change is significant at this level (Mann-Whitney on its calls' self times, Welch's t-test on the sums for reports without them, or on the runs' totals with two runs or more a side); 0 turns the test off.
+    /// A function's self time changed only when the change is significant at this level (Mann-Whitney on its calls' self times, Welch's t-test on the sums for reports without them, or on the runs' self times with two runs or more a side); 0 turns the test off.
     #[arg(long, value_name = "LEVEL", default_value_t = 0.999, value_parser = parse_confidence)]
     pub(crate) confidence: f64,
     /// ... and at least PCT percent of its base self time (frames of one run share the machine's noise).

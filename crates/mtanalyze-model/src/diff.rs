@@ -103,7 +103,9 @@ pub struct FunctionDiff {
     /// By [`crate::significance::Method::CallMedians`]: the self times
     /// the test compared, each side's frames times its median frame (the
     /// base's times the drift): what time gates read, since on a busy
-    /// machine a few preempted frames can hold most of a sum.
+    /// machine a few preempted frames can hold most of a sum. By
+    /// [`crate::significance::Method::Runs`]: the means of the runs' self
+    /// times the test compared (see [`crate::runs::attach_runs`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compared: Option<ComparedTimes>,
     /// With several runs of BASE: the smallest and largest self time of a

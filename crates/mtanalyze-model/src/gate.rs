@@ -23,8 +23,9 @@
 //! ([`crate::significance::Verdict`]): noise fails no build. Counts are exact and need
 //! no test. Base times are compared as the test compared them, multiplied
 //! by the machine's drift ([`crate::significance::Significance::drift`]), and shown so;
-//! a `tottime` rule on a diff tested by ranks reads the self times the test
-//! compared, frames times median frame ([`crate::diff::FunctionDiff::compared`]).
+//! a `tottime` rule on a diff tested by ranks or by runs reads the self
+//! times the test compared, frames times median frame
+//! ([`crate::diff::FunctionDiff::compared`]).
 
 use std::str::FromStr;
 
@@ -296,7 +297,7 @@ pub fn gate(diff: &DiffReport, rules: &[GateRule], min_ns: u64) -> Vec<GateBreac
                 _ => diff.significance.drift,
             };
             let (b, n) = match (rule.field, f.compared) {
-                // Self time as the rank test compared it (drift included).
+                // Self time as the test compared it (drift included).
                 (GateField::Tottime, Some(c)) => (Some(c.base_ns), Some(c.new_ns)),
                 _ => (
                     f.base.as_ref().map(|s| drifted(get(s), k)),

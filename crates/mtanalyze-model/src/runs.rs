@@ -7,10 +7,11 @@
 
 use std::collections::HashMap;
 
-use crate::diff::DiffReport;
+use crate::diff::{ComparedTimes, DiffReport};
+use crate::histogram::SelfTimeHistogram;
 use crate::merge::Merged;
-use crate::report::{FunctionKey, Report};
-use crate::significance::{Estimate, Method, Samples, MIN_FOR_DRIFT};
+use crate::report::{FunctionKey, FunctionStats, Report};
+use crate::significance::{Estimate, Method, Samples, MIN_FOR_DRIFT, MIN_FRAMES_FOR_RANKS};
 use crate::sums::{median, EdgeSums, FunctionSums};
 
 /// Several runs reduced to one report of medians.
@@ -23,6 +24,11 @@ pub struct Runs {
     pub tottime_runs: HashMap<FunctionKey, Vec<u64>>,
     /// The total self time of each run.
     pub total_runs: Vec<u64>,
+    /// Per function, its self time in each run as the runs' test takes it
+    /// ([`estimated_self_time`]; 0 where it did not run).
+    pub estimated_runs: HashMap<FunctionKey, Vec<f64>>,
+    /// The sum of each run's estimated self times.
+    pub estimated_total_runs: Vec<f64>,
     /// How many runs.
     pub runs: usize,
 }
@@ -35,8 +41,9 @@ pub fn runs(reports: Vec<Report>) -> Option<Runs> {
     }
     // Per function, per field, the value of each run (0 where absent).
     let mut per_fn: HashMap<FunctionKey, Vec<FunctionSums>> = HashMap::new();
-    let mut per_sq: HashMap<FunctionKey, Vec<u128>> = HashMap::new();
     let mut total_runs = vec![0u64; n];
+    let mut estimated_runs: HashMap<FunctionKey, Vec<f64>> = HashMap::new();
+    let mut estimated_total_runs = vec![0.0; n];
     let mut per_edge: HashMap<(FunctionKey, FunctionKey), Vec<EdgeSums>> = HashMap::new();
     let mut per_path: HashMap<(String, Vec<FunctionKey>), Vec<[u64; 2]>> = HashMap::new();
     for (run, r) in reports.iter().enumerate() {
@@ -45,8 +52,12 @@ pub fn runs(reports: Vec<Report>) -> Option<Runs> {
                 .entry(f.key())
                 .or_insert_with(|| vec![FunctionSums::default(); n]);
             v[run] = f.sums();
-            per_sq.entry(f.key()).or_insert_with(|| vec![0; n])[run] = f.tottime_sq;
             total_runs[run] = total_runs[run].saturating_add(f.tottime_ns);
+            let estimated = estimated_self_time(f);
+            estimated_runs
+                .entry(f.key())
+                .or_insert_with(|| vec![0.0; n])[run] = estimated;
+            estimated_total_runs[run] += estimated;
         }
         for e in &r.edges {
             let v = per_edge
@@ -70,6 +81,25 @@ pub fn runs(reports: Vec<Report>) -> Option<Runs> {
         .iter()
         .map(|(k, rows)| (k.clone(), rows.iter().map(|r| r.tottime_ns).collect()))
         .collect();
+    // The merge adds up the frames' spread (the histograms, the squares),
+    // which would make the side's frames several runs' against NEW's one:
+    // the median run's go with the medians (what a side of one run has).
+    let median_run: HashMap<&FunctionKey, usize> = estimated_runs
+        .iter()
+        .map(|(k, v)| {
+            let mut order: Vec<usize> = (0..v.len()).collect();
+            order.sort_by(|&a, &b| v[a].total_cmp(&v[b]).then(a.cmp(&b)));
+            (k, order[(order.len().max(1) - 1) / 2])
+        })
+        .collect();
+    let mut spread: HashMap<FunctionKey, (SelfTimeHistogram, u128)> = HashMap::new();
+    for (run, r) in reports.iter().enumerate() {
+        for f in &r.functions {
+            if median_run.get(&f.key()) == Some(&run) {
+                spread.insert(f.key(), (f.tottime_hist.clone(), f.tottime_sq));
+            }
+        }
+    }
     // The summary, stacks and warnings as a merge gives them; then every
     // number replaced by its median.
     let mut merged = Merged::new();
@@ -82,12 +112,8 @@ pub fn runs(reports: Vec<Report>) -> Option<Runs> {
         if let Some(rows) = per_fn.get(&f.key()) {
             f.set_sums(FunctionSums::median_of(rows));
         }
-        // The merge summed the squares; a median run's spread goes with
-        // the medians (what a side of one run would have).
-        if let Some(sq) = per_sq.get_mut(&f.key()) {
-            sq.sort_unstable();
-            f.tottime_sq = sq.get((sq.len().max(1) - 1) / 2).copied().unwrap_or(0);
-        }
+        // Absent from the median run: no frames there.
+        (f.tottime_hist, f.tottime_sq) = spread.remove(&f.key()).unwrap_or_default();
     }
     for e in &mut m.edges {
         if let Some(rows) = per_edge.get(&(e.caller_key(), e.callee_key())) {
@@ -110,8 +136,26 @@ pub fn runs(reports: Vec<Report>) -> Option<Runs> {
         median: m,
         tottime_runs,
         total_runs,
+        estimated_runs,
+        estimated_total_runs,
         runs: n,
     })
+}
+
+/// A function's self time in one run as the runs' test takes it: its
+/// frames times its median frame, as `call_medians` weighs a side; its
+/// sum below [`MIN_FRAMES_FOR_RANKS`] frames, or without a histogram (a
+/// report saved before they were kept). On a busy machine a few frames of
+/// a run lose whole time slices and move its sum by tens of percent, from
+/// run to run: with a few runs a side, a sum's spread then hides a real
+/// change, or, when the few runs of one side happen to agree, shows one
+/// where there is none.
+fn estimated_self_time(f: &FunctionStats) -> f64 {
+    let frames = f.tottime_hist.count();
+    match f.tottime_hist.median() {
+        Some(m) if frames >= MIN_FRAMES_FOR_RANKS => m * frames as f64,
+        _ => f.tottime_ns as f64,
+    }
 }
 
 /// Puts each side's self-time range on the diff's functions (see
@@ -138,55 +182,67 @@ pub fn attach_runs(diff: &mut DiffReport, base: &Runs, new: &Runs) {
         return;
     }
     let scale = diff.base_scale;
-    // The larger side's mean total, the unit the runs' means are in.
+    // The larger side's mean total of estimated self times, the unit the
+    // minimum share is of (as `call_medians` takes it).
     let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len().max(1) as f64;
-    let as_f64 = |v: &[u64], k: f64| v.iter().map(|&t| t as f64 * k).collect::<Vec<f64>>();
     let largest_total =
-        mean(&as_f64(&base.total_runs, scale)).max(mean(&as_f64(&new.total_runs, 1.0)));
-    let (base_speed, new_speed) = match opts.confidence > 0.0 {
-        true => run_speeds(base, new, scale, opts.min_share_pct / 100.0 * largest_total),
-        false => (vec![1.0; base.runs], vec![1.0; new.runs]),
+        (mean(&base.estimated_total_runs) * scale).max(mean(&new.estimated_total_runs));
+    let (base_speed, new_speed) =
+        run_speeds(base, new, scale, opts.min_share_pct / 100.0 * largest_total);
+    let divided = |v: &[f64], k: f64, speed: &[f64]| -> Vec<f64> {
+        v.iter().zip(speed).map(|(&t, s)| t * k / s).collect()
     };
-    let samples = |v: Option<&Vec<u64>>, k: f64, speed: &[f64]| match v {
-        Some(v) => Samples::of(v.iter().zip(speed).map(|(&t, s)| t as f64 * k / s)),
-        // Absent from every run: zero in each.
-        None => Samples::of(speed.iter().map(|_| 0.0)),
-    };
+    // Absent from every run of a side: zero in each.
+    let none = |speed: &[f64]| vec![0.0; speed.len()];
     for f in &mut diff.functions {
         let key = f.key();
-        let e = Estimate::of(
-            samples(base.tottime_runs.get(&key), scale, &base_speed),
-            samples(new.tottime_runs.get(&key), 1.0, &new_speed),
-            false,
-        );
+        let b = base
+            .estimated_runs
+            .get(&key)
+            .map_or_else(|| none(&base_speed), |v| divided(v, scale, &base_speed));
+        let n = new
+            .estimated_runs
+            .get(&key)
+            .map_or_else(|| none(&new_speed), |v| divided(v, 1.0, &new_speed));
+        // What a gate on time reads: the means the test compared.
+        f.compared = Some(ComparedTimes {
+            base_ns: mean(&b).round() as u64,
+            new_ns: mean(&n).round() as u64,
+        });
+        let e = Estimate::of(Samples::of(b), Samples::of(n), false);
         let t = e.test(opts, largest_total);
         (f.verdict, f.p_value) = (t.verdict, t.p_value);
     }
     diff.significance.method = Method::Runs;
     diff.significance.drift = mean(&new_speed) / mean(&base_speed);
+    // The total by the runs' sums, as `call_medians` tests it: a median
+    // frame says nothing of the time slices a busy machine adds to a sum.
+    let sums = |v: &[u64], k: f64, speed: &[f64]| {
+        Samples::of(v.iter().zip(speed).map(|(&t, s)| t as f64 * k / s))
+    };
     let e = Estimate::of(
-        samples(Some(&base.total_runs), scale, &base_speed),
-        samples(Some(&new.total_runs), 1.0, &new_speed),
+        sums(&base.total_runs, scale, &base_speed),
+        sums(&new.total_runs, 1.0, &new_speed),
         false,
     );
     diff.set_total(e.test(opts, 0.0));
 }
 
 /// Each run's machine speed: the median, over functions in both sides
-/// whose mean self time (over all runs, the base's scaled by `scale`) is
-/// at least `floor`, of the run's self time over that mean; 1 for every
-/// run with fewer than [`MIN_FOR_DRIFT`] such functions. A change of code moves a few
+/// whose mean estimated self time (over all runs, the base's scaled by
+/// `scale`) is at least `floor`, of the run's estimated self time over
+/// that mean; 1 for every run with fewer than [`MIN_FOR_DRIFT`] such
+/// functions. A change of code moves a few
 /// functions, a busy machine all of one run's: the median function is
 /// taken as unchanged ("Significance of a diff" in `semantics.md`).
 fn run_speeds(base: &Runs, new: &Runs, scale: f64, floor: f64) -> (Vec<f64>, Vec<f64>) {
     let runs = (base.runs + new.runs) as f64;
-    let means: Vec<(&Vec<u64>, &Vec<u64>, f64)> = base
-        .tottime_runs
+    let means: Vec<(&Vec<f64>, &Vec<f64>, f64)> = base
+        .estimated_runs
         .iter()
         .filter_map(|(k, b)| {
-            let n = new.tottime_runs.get(k)?;
-            let sum = b.iter().map(|&t| t as f64 * scale).sum::<f64>()
-                + n.iter().map(|&t| t as f64).sum::<f64>();
+            let n = new.estimated_runs.get(k)?;
+            let sum = b.iter().map(|&t| t * scale).sum::<f64>() + n.iter().sum::<f64>();
             let m = sum / runs;
             (m > 0.0 && m >= floor).then_some((b, n, m))
         })
@@ -198,7 +254,7 @@ fn run_speeds(base: &Runs, new: &Runs, scale: f64, floor: f64) -> (Vec<f64>, Vec
                     .iter()
                     .filter_map(|f| {
                         let side = if of_new { f.1 } else { f.0 };
-                        Some(*side.get(r)? as f64 * k / f.2)
+                        Some(*side.get(r)? * k / f.2)
                     })
                     .collect();
                 if ratios.len() < MIN_FOR_DRIFT {

@@ -15,8 +15,9 @@
 //! as the sum of squares ([`crate::report::FunctionStats::tottime_sq`]),
 //! and the difference of two sums is tested with Welch's t-test
 //! ([`Estimate`]). With several runs on both sides, the samples are the
-//! runs' totals instead: run-to-run noise (another process, a colder
-//! cache) then counts as noise, where frames of one run share it.
+//! runs' self times instead, each estimated as frames times median frame
+//! ([`crate::runs`]): run-to-run noise (another process, a colder cache)
+//! then counts as noise, where frames of one run share it.
 //!
 //! A change is called `slower` or `faster` only when the test rejects
 //! "no change" at the stated confidence *and* the change is at least a
@@ -74,7 +75,8 @@ pub enum Method {
     /// the machine's drift; the drift and the effect from per-call medians
     /// ([`MedianChange`]).
     CallMedians,
-    /// At least two runs on both sides: the runs' totals are the samples.
+    /// At least two runs on both sides: the runs' self times are the
+    /// samples (each frames times median frame), Welch's t-test.
     Runs,
 }
 

@@ -148,7 +148,7 @@ pub(crate) fn significance_items(diff: &DiffReport) -> Vec<String> {
     let test = match s.method {
         Method::Calls => "Welch's t-test on the calls",
         Method::CallMedians => "Mann-Whitney on the calls, medians",
-        Method::Runs => "Welch's t-test on the runs",
+        Method::Runs => "Welch's t-test on the runs, medians",
     };
     let mut items = vec![if s.options.confidence > 0.0 {
         format!(
