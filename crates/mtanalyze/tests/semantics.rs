@@ -2379,6 +2379,47 @@ proptest! {
         streams_to_the_batch_report(&bytes, window, "a trace with losses")?;
     }
 
+    /// The same traces with call paths, merged or per stack, recursion
+    /// collapsed or not, and with `lost` marks followed by more events
+    /// (threads restarting from a snapshot): the stream gives the batch's
+    /// paths. A stack set aside between steps keeps its own paths until it
+    /// finishes (its open frames point into them), own stacks are replayed
+    /// in the lanes (the segment pass's replay keeps no paths), and each
+    /// per-stack root is labelled with its stack.
+    #[test]
+    fn call_paths_streamed_equal_batched(
+        threads in 2u64..=4, tasks in 10u64..300, functions in 1u8..5, steps in many_steps(),
+        window in (any::<u8>(), any::<u8>()),
+        marks in proptest::collection::vec(any::<u16>(), 0..3),
+        per_stack in any::<bool>(),
+        collapse in prop_oneof![
+            Just(None),
+            Just(Some(mtanalyze::RecursionCollapse::Direct)),
+            Just(Some(mtanalyze::RecursionCollapse::All)),
+        ],
+    ) {
+        let lines = tasks_in_binary_order(threads, tasks, functions, &steps);
+        prop_assume!(!lines.is_empty());
+        let lines = with_mid_marks(&lines, &marks);
+        let bytes = to_binary_in_chunks(&lines, mtrace_format::layout::MIN_CHUNK_SIZE);
+        let paths = match per_stack {
+            true => mtanalyze::PathMode::PerStack,
+            false => mtanalyze::PathMode::Merged,
+        };
+        for clock in [Clock::Stack, Clock::Gil, Clock::Wall] {
+            let opts = AnalyzeOptions {
+                paths,
+                collapse_recursion: collapse,
+                ..stream_options(clock, window)
+            };
+            let streamed = streamed_equals_batched(&bytes, &opts)?;
+            prop_assert!(streamed, "call paths stream (clock {})", clock);
+            let report = analyze(&from_bytes("test", bytes.clone()).expect("loads"), &opts)
+                .expect("analyzes");
+            prop_assert!(!report.paths.is_empty() || report.functions.iter().all(|f| f.ncalls == 0));
+        }
+    }
+
     /// The same traces with chunks flagged `restart`, as the recorder
     /// flags a thread's first chunk after a pause (none missing; a
     /// thread's first chunk too, as after an armed start): the stream

@@ -246,15 +246,18 @@ fn path_labels(analysis: &Analysis<'_>) -> Vec<String> {
     analysis
         .stacks
         .iter()
-        .map(|(key, _)| {
-            let name = stack_name(&analysis.prep.decoded, *key);
-            if name.is_empty() {
-                key.to_string()
-            } else {
-                name.into_owned()
-            }
-        })
+        .map(|(key, _)| path_label(&analysis.prep.decoded, *key))
         .collect()
+}
+
+/// The root label of `key`'s call paths: its name, else its key.
+pub(super) fn path_label(decoded: &Decoded<'_>, key: StackKey) -> String {
+    let name = stack_name(decoded, key);
+    if name.is_empty() {
+        key.to_string()
+    } else {
+        name.into_owned()
+    }
 }
 
 /// The call paths of `acc`'s tree (recursion collapsed if asked), with

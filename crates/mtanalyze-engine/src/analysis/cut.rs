@@ -592,10 +592,20 @@ pub(crate) struct ThreadStream {
     done: bool,
 }
 
+/// How a stream's segment pass replays a thread's own stack on the way.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct FusedOwn {
+    /// The clock (`stack` or `wall`: `gil` needs every thread's events first).
+    pub(crate) clock: Clock,
+    /// With call paths: where the stack's hang ([`ROOT`], or its label).
+    pub(crate) paths_root: Option<u32>,
+}
+
 /// The own stack's fused replay between two steps.
 struct OwnBetweenSteps {
     tally: Tally,
     clock: Clock,
+    paths_root: u32,
     state: Option<Suspended>,
     warnings: Warnings,
     running: Option<(u64, u64)>,
@@ -608,10 +618,16 @@ struct OwnBetweenSteps {
 pub(crate) struct NotStreamable(pub &'static str);
 
 impl ThreadStream {
-    /// Thread `index` of `decoded`, not read yet; under `stack` or `wall`
-    /// (`clock`), its own stack replayed into a tally of its own, counting
-    /// what `window` holds.
-    pub(crate) fn new(decoded: &Decoded<'_>, index: u32, clock: Clock, window: Window) -> Self {
+    /// Thread `index` of `decoded`, not read yet; with `own`, its own
+    /// stack replayed on the way into a tally of its own, counting what
+    /// `window` holds; without, its own stack's segments are the caller's,
+    /// as logical ones are.
+    pub(crate) fn new(
+        decoded: &Decoded<'_>,
+        index: u32,
+        own: Option<FusedOwn>,
+        window: Window,
+    ) -> Self {
         let tid = decoded.threads[index as usize].tid.0;
         ThreadStream {
             index,
@@ -621,9 +637,14 @@ impl ThreadStream {
             },
             open: None,
             stack: StackKey::Own(tid),
-            own: (clock != Clock::Gil).then(|| OwnBetweenSteps {
-                tally: Tally::new(decoded.functions.dense_len(), false, window),
-                clock,
+            own: own.map(|o| OwnBetweenSteps {
+                tally: Tally::new(
+                    decoded.functions.dense_len(),
+                    o.paths_root.is_some(),
+                    window,
+                ),
+                clock: o.clock,
+                paths_root: o.paths_root.unwrap_or(ROOT),
                 state: None,
                 warnings: decoded.warnings(),
                 running: None,
@@ -696,6 +717,7 @@ impl ThreadStream {
             Some(OwnBetweenSteps {
                 tally,
                 clock,
+                paths_root,
                 state,
                 warnings,
                 running,
@@ -704,7 +726,7 @@ impl ThreadStream {
             }) => {
                 let replay = match state.take() {
                     Some(s) => StackReplay::reopen(s, tally, &mut observer, &[]),
-                    None => StackReplay::new(tally, ROOT, &mut observer),
+                    None => StackReplay::new(tally, *paths_root, &mut observer),
                 };
                 let fusion = OwnFusion {
                     replay,

@@ -369,6 +369,14 @@ pub(super) struct FrameStack<'a, O: Observer = NoObserver> {
     pub scheduled: u64,
 }
 
+/// A stack's call paths while its replay is set aside (boxed: most
+/// replays set aside have none).
+#[derive(Debug)]
+pub(crate) struct SetAsidePaths {
+    tree: PathTree,
+    root: u32,
+}
+
 /// What one replay worker accumulates, stack after stack: the statistics,
 /// and the scratch a stack's replay needs. Every replay ends with all its
 /// frames closed, which leaves the open-frame counters at zero for the next
@@ -551,6 +559,25 @@ impl<'a, O: Observer> FrameStack<'a, O> {
                 label => all.child(ROOT, label),
             };
             all.merge_from(&mine, root);
+        }
+    }
+
+    /// Takes this stack's call paths, not merged yet, to set its replay
+    /// aside: its open frames' nodes are in them, and its later frames
+    /// hang below those ([`FrameStack::put_back_paths`] puts them back).
+    pub(crate) fn take_paths(&mut self) -> Option<Box<SetAsidePaths>> {
+        let tree = self.paths.take()?;
+        Some(Box::new(SetAsidePaths {
+            tree,
+            root: self.paths_root,
+        }))
+    }
+
+    /// Puts back what [`FrameStack::take_paths`] took from this stack.
+    pub(crate) fn put_back_paths(&mut self, paths: Option<Box<SetAsidePaths>>) {
+        if let Some(p) = paths {
+            self.paths = Some(p.tree);
+            self.paths_root = p.root;
         }
     }
 

@@ -32,7 +32,9 @@ use mtrace_format::{StackKind, TraceFile};
 use crate::analysis::clock::{GilCursor, GilTimeline};
 use crate::analysis::decode::{prefetch, Batches, Decoded, FunctionTable};
 use crate::analysis::ends::StackEnd;
-use crate::analysis::frames::{Frame, FrameStack, Leftover, NoObserver, Observer, Opened, Tally};
+use crate::analysis::frames::{
+    Frame, FrameStack, Leftover, NoObserver, Observer, Opened, SetAsidePaths, Tally,
+};
 use crate::analysis::paths::ROOT;
 use crate::analysis::segment::{Seed, Segment, StackKey};
 use crate::analysis::window::{Span, WholeTrace, Window};
@@ -393,6 +395,8 @@ pub(super) struct Suspended {
     /// themselves stay with the caller, who may drop the used ones
     /// ([`Suspended::wakes_used`]).
     woken: (usize, u64, Option<u64>),
+    /// Its call paths, if kept: merged only when the stack finishes.
+    paths: Option<Box<SetAsidePaths>>,
 }
 
 impl Suspended {
@@ -694,8 +698,8 @@ impl<'a, O: Observer> StackReplay<'a, O> {
     /// the next stack needs them). `running_since_ns`: the start of the
     /// segment still running, if the thread ended on this stack.
     pub(super) fn suspend(mut self, running_since_ns: Option<u64>) -> Suspended {
-        self.frames.merge_paths();
         Suspended {
+            paths: self.frames.take_paths(),
             frames: self.frames.take_all(),
             so_far: std::mem::take(&mut self.so_far),
             max_depth: self.frames.max_depth,
@@ -707,8 +711,8 @@ impl<'a, O: Observer> StackReplay<'a, O> {
 
     /// Takes up a suspended replay on the tally it was replayed with, to
     /// go on with more segments (`wakes`: the stack's wakes, ns ascending,
-    /// less the used ones the caller dropped). Without call paths: a
-    /// suspended stack's paths are already merged.
+    /// less the used ones the caller dropped), its call paths where they
+    /// were.
     pub(super) fn reopen(
         s: Suspended,
         tally: &'a mut Tally,
@@ -717,6 +721,7 @@ impl<'a, O: Observer> StackReplay<'a, O> {
     ) -> Self {
         let mut stack = StackReplay::new(tally, ROOT, observer);
         stack.frames.put_back(s.frames);
+        stack.frames.put_back_paths(s.paths);
         stack.frames.max_depth = s.max_depth;
         stack.frames.scheduled = s.scheduled;
         stack.so_far = s.so_far;

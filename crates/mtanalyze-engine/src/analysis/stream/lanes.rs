@@ -14,7 +14,7 @@ use crate::analysis::decode::Decoded;
 use crate::analysis::ends::StackEnd;
 use crate::analysis::ends::{fits_end, ignore_end, replaces};
 use crate::analysis::frames::{NoObserver, Tally};
-use crate::analysis::paths::ROOT;
+use crate::analysis::paths::{ROOT, STACK_LABEL};
 use crate::analysis::replay::{
     replay_one_segment, stack_kind, LastEnd, ReplayContext, StackReplay, StackTotals, Suspended,
 };
@@ -23,6 +23,16 @@ use mtanalyze_model::report::{Clock, StackName, StackRows, StackStats};
 use mtanalyze_model::warnings::Warnings;
 
 use super::{key, row_name, SegmentKey};
+
+/// The key of thread `index`'s own stack.
+fn own_key(ctx: &ReplayContext<'_, '_>, index: u32) -> StackKey {
+    let tid = ctx
+        .decoded
+        .threads
+        .get(index as usize)
+        .map_or(0, |t| t.tid.0);
+    StackKey::Own(tid)
+}
 
 /// Hands what every thread's last step found to the lanes.
 pub(super) fn route(threads: &mut [ThreadStream], decoded: &Decoded<'_>, lanes: &mut [Lane]) {
@@ -216,6 +226,39 @@ pub(super) struct LaneWork {
     pub(super) warnings: Warnings,
     /// Stacks that ran.
     pub(super) seen: u64,
+    /// With call paths kept per stack: the labels of this lane's stacks.
+    pub(super) labels: Option<PathLabels>,
+}
+
+/// The roots of per-stack call paths a lane gave its stacks, numbered
+/// `first`, `first + step`, `first + 2 step`... (the stream gives each
+/// lane numbers of its own, so no lane waits on another), and the stack
+/// of each, which the report labels it by.
+#[derive(Debug)]
+pub(super) struct PathLabels {
+    next: u32,
+    step: u32,
+    /// The stack of each number given.
+    pub(super) given: Vec<(u32, StackKey)>,
+}
+
+impl PathLabels {
+    /// Numbers from `first`, `step` apart.
+    pub(super) fn new(first: u32, step: u32) -> PathLabels {
+        PathLabels {
+            next: first,
+            step,
+            given: Vec::new(),
+        }
+    }
+
+    /// The root of stack `key`'s paths (its first replay asks, once).
+    fn root(&mut self, key: StackKey) -> u32 {
+        let n = self.next;
+        self.next += self.step;
+        self.given.push((n, key));
+        STACK_LABEL | n
+    }
 }
 
 /// What became of a stack in a step.
@@ -231,7 +274,12 @@ pub(super) enum Settled {
 impl Lane {
     /// A lane counting into `tally`, keeping its problems in `warnings`
     /// (with their places if the analysis asked: `Decoded::warnings`).
-    pub(super) fn new(tally: Tally, stack_rows: StackRows, warnings: Warnings) -> Lane {
+    pub(super) fn new(
+        tally: Tally,
+        stack_rows: StackRows,
+        warnings: Warnings,
+        labels: Option<PathLabels>,
+    ) -> Lane {
         Lane {
             stacks: FxHashMap::default(),
             own: FxHashMap::default(),
@@ -245,6 +293,7 @@ impl Lane {
                 rows: Vec::new(),
                 warnings,
                 seen: 0,
+                labels,
             },
         }
     }
@@ -315,7 +364,8 @@ impl Lane {
             }
             let was_waiting = std::mem::take(&mut live.waiting);
             let open = opens.get(&id).copied();
-            match self.work.settle(ctx, id, &mut live, group, horizon, open) {
+            let key = StackKey::Logical(id);
+            match self.work.settle(ctx, key, &mut live, group, horizon, open) {
                 Settled::Finished => continue,
                 Settled::Waiting => {
                     live.waiting = true;
@@ -345,7 +395,8 @@ impl Lane {
                 continue;
             }
             let open = opens.get(&id).copied();
-            match self.work.settle(ctx, id, live, &[], horizon, open) {
+            let key = StackKey::Logical(id);
+            match self.work.settle(ctx, key, live, &[], horizon, open) {
                 Settled::Finished => {
                     self.stacks.remove(&id);
                 }
@@ -373,11 +424,13 @@ impl Lane {
             let live = self.own.entry(thread).or_default();
             self.work.seen += (!live.ran()) as u64;
             // No end, and no other thread runs it: only the horizon waits.
-            self.work.settle(ctx, u64::MAX, live, group, horizon, None);
+            let key = own_key(ctx, thread);
+            self.work.settle(ctx, key, live, group, horizon, None);
         }
-        for live in self.own.values_mut() {
+        for (&thread, live) in &mut self.own {
             if !live.pending.is_empty() {
-                self.work.settle(ctx, u64::MAX, live, &[], horizon, None);
+                let key = own_key(ctx, thread);
+                self.work.settle(ctx, key, live, &[], horizon, None);
             }
         }
     }
@@ -406,14 +459,7 @@ impl Lane {
             .map(|(id, live)| (StackKey::Logical(id), live));
         let own = std::mem::take(&mut self.own)
             .into_iter()
-            .map(|(index, live)| {
-                let tid = ctx
-                    .decoded
-                    .threads
-                    .get(index as usize)
-                    .map_or(0, |t| t.tid.0);
-                (StackKey::Own(tid), live)
-            });
+            .map(|(index, live)| (own_key(ctx, index), live));
         for (key, mut live) in logical.chain(own) {
             if live.replay.is_some() {
                 let logical = match key {
@@ -424,7 +470,7 @@ impl Lane {
                     logical,
                     ended: None,
                 });
-                if let Some(totals) = self.work.replay(ctx, &mut live, &[], finish, end_ns) {
+                if let Some(totals) = self.work.replay(ctx, key, &mut live, &[], finish, end_ns) {
                     let kind = stack_kind(ctx.decoded, key);
                     let row = totals.into_row(key, self.work.name(ctx, key), kind);
                     self.work.rows.push(row);
@@ -463,13 +509,13 @@ impl LaneWork {
         }
     }
 
-    /// Replays what `horizon` allows of stack `id` (its pending segments
+    /// Replays what `horizon` allows of `stack` (its pending segments
     /// and `group`, this step's, in time order) and judges its end (see
     /// [`Lane::step`]; `open`: the segment of it a thread is in).
     pub(super) fn settle(
         &mut self,
         ctx: &ReplayContext<'_, '_>,
-        id: u64,
+        stack: StackKey,
         live: &mut LiveStack,
         group: &[Segment],
         horizon: Option<u64>,
@@ -488,7 +534,9 @@ impl LaneWork {
             Vec::new()
         };
         let segments = if carried { &merged[..] } else { group };
-        if let Some((t, end)) = live.end.filter(|(t, _)| h_ns.is_none_or(|h| *t < h)) {
+        // Only logical stacks have ends.
+        let ended = live.end.filter(|(t, _)| h_ns.is_none_or(|h| *t < h));
+        if let (Some((t, end)), StackKey::Logical(id)) = (ended, stack) {
             if counts(live, segments, t, open.is_some(), scale) {
                 let finish = Some(Finish {
                     logical: Some(id),
@@ -497,10 +545,9 @@ impl LaneWork {
                         thread: end.tid,
                     }),
                 });
-                if let Some(totals) = self.replay(ctx, live, segments, finish, u64::MAX) {
-                    let key = StackKey::Logical(id);
-                    let kind = stack_kind(ctx.decoded, key);
-                    let row = totals.into_row(key, self.name(ctx, key), kind);
+                if let Some(totals) = self.replay(ctx, stack, live, segments, finish, u64::MAX) {
+                    let kind = stack_kind(ctx.decoded, stack);
+                    let row = totals.into_row(stack, self.name(ctx, stack), kind);
                     self.rows.push(row);
                 }
                 self.finished.insert(id);
@@ -524,7 +571,7 @@ impl LaneWork {
             .take_while(|s| horizon.is_none_or(|h| before(s, h)) && open.is_none_or(|o| key(s) < o))
             .count();
         if ready > 0 {
-            self.replay(ctx, live, &segments[..ready], None, u64::MAX);
+            self.replay(ctx, stack, live, &segments[..ready], None, u64::MAX);
         }
         live.pending = segments[ready..].to_vec();
         if !live.pending.is_empty() || live.end.is_some() {
@@ -534,12 +581,14 @@ impl LaneWork {
         }
     }
 
-    /// Replays `segments` (in time order) onto `live`'s replay; then
+    /// Replays `segments` (in time order) onto `live`'s replay (of
+    /// `stack`); then
     /// finishes it as `finish` says (`end_ns`: the end of the trace) or
     /// suspends it.
     pub(super) fn replay(
         &mut self,
         ctx: &ReplayContext<'_, '_>,
+        stack: StackKey,
         live: &mut LiveStack,
         segments: &[Segment],
         finish: Option<Finish>,
@@ -556,7 +605,11 @@ impl LaneWork {
         let mut stack = match state {
             Some(s) => StackReplay::reopen(s, &mut self.tally, &mut observer, &live.wakes),
             None => {
-                let mut r = StackReplay::new(&mut self.tally, ROOT, &mut observer);
+                let root = match &mut self.labels {
+                    Some(labels) => labels.root(stack),
+                    None => ROOT,
+                };
+                let mut r = StackReplay::new(&mut self.tally, root, &mut observer);
                 r.wakes(&live.wakes);
                 r
             }

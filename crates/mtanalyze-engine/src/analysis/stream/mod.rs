@@ -25,7 +25,11 @@
 //! it again (a correct recorder never does); if something does, the
 //! stream stops and [`crate::analyze`] starts over the batch way, whose
 //! judgment sees everything. So does whatever the stream does not handle:
-//! call paths, stack selection, functions the metadata does not name.
+//! stack selection, functions the metadata does not name.
+//! Call paths it keeps as the batch does: each stack's replay grows its
+//! own tree, which stays with the stack while it is set aside between
+//! steps (its open frames point into it) and joins its tally's when the
+//! stack finishes.
 //! Losses it judges as the batch does: a thread restarts from a chunk's
 //! snapshot after lost chunks, a pause, a `lost` mark or a damaged event,
 //! and a stack paused when a thread's events ended at a mark ends at the
@@ -39,12 +43,13 @@
 
 use rustc_hash::FxHashMap;
 
-use crate::analysis::assemble::{assemble, lived_in_window, Rows, Source};
+use crate::analysis::assemble::{assemble, lived_in_window, path_label, Rows, Source};
 use crate::analysis::clock::{GilMerge, GilTimeline};
-use crate::analysis::cut::ThreadStream;
+use crate::analysis::cut::{FusedOwn, ThreadStream};
 use crate::analysis::decode::{Decoded, FunctionTable, Pos};
 use crate::analysis::frames::{Acc, NoObserver, Tally};
-use crate::analysis::options::AnalyzeOptions;
+use crate::analysis::options::{AnalyzeOptions, PathMode};
+use crate::analysis::paths::{ROOT, STACK_LABEL};
 use crate::analysis::prepare::{Clocks, Decoding, Prepared};
 use crate::analysis::replay::{stack_kind, stack_name, ReplayContext, StackReplay};
 use crate::analysis::segment::{Segment, StackKey};
@@ -57,7 +62,7 @@ use mtanalyze_model::warnings::Warnings;
 
 mod lanes;
 
-use lanes::{route, route_parts, Lane};
+use lanes::{route, route_parts, Lane, PathLabels};
 
 /// How many events a step reads, all threads together, by default: about
 /// a megabyte of events, still in cache when their stacks are replayed.
@@ -66,7 +71,7 @@ pub(crate) const STEP_EVENTS: u64 = 1 << 16;
 
 /// Analyzes the decoded `trace` as a stream (see the module doc), reading
 /// about `step_events` events a step. The planner (`plan.rs`) sends only
-/// what a stream can take (no call paths, no stack selection, every
+/// what a stream can take (no stack selection, every
 /// function name kept, tallies that fit); a stream that still meets what
 /// it cannot judge (a stack run after its end, an unnamed function) gives
 /// the decoded trace back ([`Streamed::GaveUp`]).
@@ -89,15 +94,8 @@ pub(crate) fn analyze_streamed<'a>(
         clock: asked,
     } = decoding;
     let clock = asked.unwrap_or(Clock::Stack);
-    let (prep, stacks, acc, warnings, all_stacks, rows_elsewhere) = match stream(
-        decoded,
-        clock,
-        window,
-        step_events.max(1),
-        opts.stack_rows,
-        sink,
-    ) {
-        Ok(done) => done,
+    let parts = match stream(decoded, clock, window, step_events.max(1), opts, sink) {
+        Ok(parts) => parts,
         Err(GaveUp(decoded)) => {
             return Streamed::GaveUp(Decoding {
                 decoded: *decoded,
@@ -110,21 +108,21 @@ pub(crate) fn analyze_streamed<'a>(
     stage_done("replay");
     // Rows only counted were never held (the tests check it here: the
     // report would be the same, `assemble` drops them).
-    debug_assert!(opts.stack_rows == StackRows::Kept || stacks.is_empty());
+    debug_assert!(opts.stack_rows == StackRows::Kept || parts.rows.is_empty());
     let source = Source {
-        prep,
+        prep: parts.prep,
         clock,
-        all_stacks,
-        labels: Vec::new(),
-        rows_elsewhere,
+        all_stacks: parts.all_stacks,
+        labels: parts.labels,
+        rows_elsewhere: parts.rows_elsewhere,
     };
     Streamed::Done(assemble(
         trace,
         source,
         opts,
-        acc,
-        stacks,
-        warnings,
+        parts.acc,
+        parts.rows,
+        parts.warnings,
         Rows::Made,
     ))
 }
@@ -145,11 +143,22 @@ enum Stop<'a> {
 }
 use Stop::{GaveUp, GaveUpLate};
 
-/// What a stream gives the report: the prepared trace, the stack rows
-/// (unnamed, in no order), the summed statistics, the replays' warnings,
-/// how many stacks the trace has and how many rows were counted or handed
-/// instead of kept.
-type StreamedParts<'a> = (Prepared<'a>, Vec<StackStats>, Acc, Warnings, u64, u64);
+/// What a stream gives the report.
+struct StreamedParts<'a> {
+    prep: Prepared<'a>,
+    /// The stack rows kept (unnamed, in no order).
+    rows: Vec<StackStats>,
+    /// The summed statistics.
+    acc: Acc,
+    /// The replays' warnings.
+    warnings: Warnings,
+    /// How many stacks the trace has.
+    all_stacks: u64,
+    /// Rows counted or handed instead of kept.
+    rows_elsewhere: u64,
+    /// The labels of per-stack call paths, by number.
+    labels: Vec<String>,
+}
 
 /// The steps (see the module doc).
 fn stream<'a>(
@@ -157,10 +166,30 @@ fn stream<'a>(
     clock: Clock,
     window: Window,
     step_events: u64,
-    stack_rows: StackRows,
+    opts: &AnalyzeOptions,
     sink: &mut dyn StackSink,
 ) -> Result<StreamedParts<'a>, Stop<'a>> {
+    let stack_rows = opts.stack_rows;
     let keep = stack_rows == StackRows::Kept;
+    let with_paths = opts.paths != PathMode::Off;
+    let n_lanes = crate::threads::current_num_threads().max(1) as u32;
+    // Per-stack call paths are labelled by number: lane `k` numbers its
+    // stacks `k`, `k + n + 1`... and own stacks take the numbers left
+    // (`n`, `2n + 1`..., by thread).
+    let own_label = |index: u32| n_lanes + (n_lanes + 1) * index;
+    // The segment pass replays own stacks on the way, but under `gil`,
+    // which needs every thread's events first: then the lanes do, as
+    // logical ones.
+    let fused = |index: u32| {
+        (clock != Clock::Gil).then(|| FusedOwn {
+            clock,
+            paths_root: match opts.paths {
+                PathMode::Off => None,
+                PathMode::Merged => Some(ROOT),
+                PathMode::PerStack => Some(STACK_LABEL | own_label(index)),
+            },
+        })
+    };
     let mut out = RowsOut {
         stack_rows,
         sink,
@@ -168,13 +197,15 @@ fn stream<'a>(
         elsewhere: 0,
     };
     let mut threads: Vec<ThreadStream> = (0..decoded.threads.len() as u32)
-        .map(|i| ThreadStream::new(&decoded, i, clock, window))
+        .map(|i| ThreadStream::new(&decoded, i, fused(i), window))
         .collect();
     let n_functions = decoded.functions.dense_len();
-    let mut lanes: Vec<Lane> = (0..crate::threads::current_num_threads().max(1))
-        .map(|_| {
-            let tally = Tally::new(n_functions, false, window);
-            Lane::new(tally, stack_rows, decoded.warnings())
+    let mut lanes: Vec<Lane> = (0..n_lanes)
+        .map(|lane| {
+            let tally = Tally::new(n_functions, with_paths, window);
+            let labels =
+                (opts.paths == PathMode::PerStack).then(|| PathLabels::new(lane, n_lanes + 1));
+            Lane::new(tally, stack_rows, decoded.warnings(), labels)
         })
         .collect();
     // One vector for every row, made for as many as the trace names (the
@@ -292,16 +323,27 @@ fn stream<'a>(
     let mut acc: Option<Acc> = None;
     let mut warnings = Warnings::default();
     let mut all_stacks = 0;
+    let mut labels = Vec::new();
+    let mut label = |n: u32, key: StackKey| {
+        let n = n as usize;
+        if labels.len() <= n {
+            labels.resize(n + 1, String::new());
+        }
+        labels[n] = path_label(&prep.decoded, key);
+    };
     for Lane { work, .. } in lanes {
         all_stacks += work.seen;
         warnings.merge(work.warnings);
+        for (n, key) in work.labels.map(|l| l.given).unwrap_or_default() {
+            label(n, key);
+        }
         let a = work.tally.into_acc();
         match &mut acc {
             Some(sum) => sum.merge(a),
             None => acc = Some(a),
         }
     }
-    let mut acc = acc.unwrap_or_else(|| Acc::new(n_functions, false));
+    let mut acc = acc.unwrap_or_else(|| Acc::new(n_functions, with_paths));
     // The own stacks, each on its thread's tally.
     let own: Vec<_> = prep
         .passes
@@ -309,11 +351,16 @@ fn stream<'a>(
         .zip(&prep.decoded.threads)
         .filter_map(|(p, t)| Some((t.tid.0, p.own_replay.take()?)))
         .collect();
+    if opts.paths == PathMode::PerStack {
+        for (index, t) in prep.decoded.threads.iter().enumerate() {
+            label(own_label(index as u32), StackKey::Own(t.tid.0));
+        }
+    }
     all_stacks += own.len() as u64;
     let finished: Vec<_> = crate::threads::map_collect(own, |(tid, own)| {
         let mut tally = own
             .tally
-            .unwrap_or_else(|| Tally::new(n_functions, false, window));
+            .unwrap_or_else(|| Tally::new(n_functions, with_paths, window));
         let stats = StackReplay::resume(
             own.state,
             &mut tally,
@@ -332,7 +379,15 @@ fn stream<'a>(
         out.row(row, &mut rows);
         warnings.merge(w);
     }
-    Ok((prep, rows, acc, warnings, all_stacks, out.elsewhere))
+    Ok(StreamedParts {
+        prep,
+        rows,
+        acc,
+        warnings,
+        all_stacks,
+        rows_elsewhere: out.elsewhere,
+        labels,
+    })
 }
 
 /// Where the rows go as their stacks finish (`AnalyzeOptions::stack_rows`).
@@ -452,7 +507,6 @@ pub(super) fn key(s: &Segment) -> SegmentKey {
     (s.start_tick, s.thread, s.start)
 }
 
-/// The logical stacks some thread is on now, with the key of that segment.
 /// The earliest `lost` mark that ends a thread's events (ticks), among the
 /// threads read to their end. A mark a thread read earlier may still be
 /// followed by a restart, but that thread's floor is at the mark, so the
@@ -467,6 +521,7 @@ fn first_final_mark(threads: &[ThreadStream]) -> Option<u64> {
         .min()
 }
 
+/// The logical stacks some thread is on now, with the key of that segment.
 fn open_segments(threads: &[ThreadStream]) -> FxHashMap<u64, SegmentKey> {
     let mut opens: FxHashMap<u64, SegmentKey> = FxHashMap::default();
     for s in threads.iter().filter_map(ThreadStream::open_segment) {
