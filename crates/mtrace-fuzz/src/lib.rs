@@ -234,19 +234,31 @@ pub fn analyzer(data: &[u8]) {
             "own stacks replayed by the segment pass differ"
         );
     }
-    // The streamed analysis (what `analyze` does without call paths) in
-    // steps of a chunk, where it streams at all, gives the batch
-    // analysis's report.
+    // The streamed analysis in steps of a chunk, where it streams at all,
+    // gives the batch analysis's report, with call paths (merged, or per
+    // stack with recursion collapsed) and without.
     for clock in [Clock::Stack, Clock::Gil, Clock::Wall] {
         let options = AnalyzeOptions {
             clock: Some(clock),
             ..AnalyzeOptions::default()
         };
-        if let (Ok(Some(streamed)), Ok(batch)) = (
-            mtanalyze::testing::analyze_streamed_with(&trace, &options, 1),
-            mtanalyze::testing::analyze_batched(&trace, &options),
-        ) {
-            assert!(streamed == batch, "the streamed analysis differs");
+        let with_paths = [
+            (PathMode::Off, None),
+            (PathMode::Merged, None),
+            (PathMode::PerStack, Some(RecursionCollapse::Direct)),
+        ];
+        for (paths, collapse_recursion) in with_paths {
+            let options = AnalyzeOptions {
+                paths,
+                collapse_recursion,
+                ..options.clone()
+            };
+            if let (Ok(Some(streamed)), Ok(batch)) = (
+                mtanalyze::testing::analyze_streamed_with(&trace, &options, 1),
+                mtanalyze::testing::analyze_batched(&trace, &options),
+            ) {
+                assert!(streamed == batch, "the streamed analysis differs");
+            }
         }
         // `--format json`: the rows handed as stacks finish, sorted on
         // disk a few at a time, give the batch report's JSON.
