@@ -302,30 +302,20 @@ fn a_a_pairs_flag_nothing_and_a_25_percent_slower_function_is_flagged_every_time
 /// then as many of `parse` taking 100 and 110 ns: exact times, so the
 /// test's decision is known.
 fn synthetic(calls: u64, base: u64) -> String {
-    let mut out = String::new();
-    let mut ts = 0;
-    for (name, first) in [("render", base), ("parse", 100)] {
-        for i in 0..calls {
-            let took = first + 10 * (i % 2);
-            out += &format!(
-                "{{\"ts\": {ts}, \"tid\": 1, \"ev\": \"enter\", \"fn\": \"{name}\"}}\n\
-                 {{\"ts\": {}, \"tid\": 1, \"ev\": \"exit\", \"fn\": \"{name}\"}}\n",
-                ts + took
-            );
-            ts += took;
-        }
-    }
-    out
+    frames_run(&["render", "parse"], calls, |name, i| {
+        let first = if name == "render" { base } else { 100 };
+        first + 10 * (i % 2)
+    })
 }
 
-/// A run of `render`, `parse` and `lex`, 100 frames each taking `took(name,
-/// i)` ns, each frame entered and left in turn on one thread: exact times,
-/// so the test's decision is known.
-fn frames_run(took: impl Fn(&str, u64) -> u64) -> String {
+/// `calls` frames of each function of `names` in turn, frame `i` of
+/// `name` taking `took(name, i)` ns, each entered and left in turn on one
+/// thread.
+fn frames_run(names: &[&str], calls: u64, took: impl Fn(&str, u64) -> u64) -> String {
     let mut out = String::new();
     let mut ts = 0;
-    for name in ["render", "parse", "lex"] {
-        for i in 0..100 {
+    for name in names {
+        for i in 0..calls {
             let t = took(name, i);
             out += &format!(
                 "{{\"ts\": {ts}, \"tid\": 1, \"ev\": \"enter\", \"fn\": \"{name}\"}}\n\
@@ -351,7 +341,7 @@ fn runs_compare_frames_times_median_frame_so_a_time_slice_is_not_a_change() {
     // each run `jitter` ns longer, and a slice added to one frame of one
     // function.
     let run = |name: &str, render: u64, jitter: u64, slice: Option<(&str, u64)>| {
-        let trace = frames_run(|f, i| {
+        let trace = frames_run(&["render", "parse", "lex"], 100, |f, i| {
             let base = if f == "render" { render } else { 100 };
             let preempted = match slice {
                 Some((g, ns)) if g == f && i == 7 => ns,
