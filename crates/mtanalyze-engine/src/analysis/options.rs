@@ -211,11 +211,17 @@ pub(crate) fn wanted<I: Iterator<Item = u64>>(
         return own_stack_wanted(*tid, opts);
     }
     let thread_ok = opts.threads.is_empty() || tids().any(|t| opts.threads.contains(&t));
-    let stack_ok = opts.stacks.is_empty() || opts.stacks.iter().any(|want| {
+    thread_ok && named(key, names, &opts.stacks)
+}
+
+/// Whether stack `key` is among `stacks` (`--stack`: a stack's key, or a
+/// logical stack's name; every stack if none is given): known when the
+/// stack first runs, which a selection by thread is not.
+pub(crate) fn named(key: &StackKey, names: &StackNames<'_>, stacks: &[String]) -> bool {
+    stacks.is_empty() || stacks.iter().any(|want| {
         *want == key.to_string()
             || matches!(key, StackKey::Logical(id) if names.get(*id).is_some_and(|n| *n == **want))
-    });
-    thread_ok && stack_ok
+    })
 }
 
 /// Whether `opts` select the own stack of thread `tid` (it runs on that

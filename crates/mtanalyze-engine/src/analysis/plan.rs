@@ -5,7 +5,7 @@
 //!
 //! | the trace and the options | engine | why |
 //! |---|---|---|
-//! | one trace: at least [`STREAM_FROM_STACKS`] named stacks or [`STREAM_FROM_EVENTS`] events, no stack selection, every function name kept (the metadata whole, no chunk header damaged), a tally per lane fits | stream (`stream/`): cut and replay in steps of time | holds only the stacks alive at a time (a task-per-request trace names thousands) and a step's segments (the batch holds every segment of the trace) |
+//! | one trace: at least [`STREAM_FROM_STACKS`] named stacks or [`STREAM_FROM_EVENTS`] events, no selection by thread, every function name kept (the metadata whole, no chunk header damaged), a tally per lane fits | stream (`stream/`): cut and replay in steps of time | holds only the stacks alive at a time (a task-per-request trace names thousands) and a step's segments (the batch holds every segment of the trace) |
 //! | one trace, any other | batch ([`pipeline::batch`]): every segment cut (own stacks replayed on the way when the clock is not `gil`, there are no call paths and a tally per thread fits), grouped by stack, stacks replayed in parallel | faster on a few long-lived stacks, and it sees the whole trace before it judges a stack's end |
 //! | one of many traces (`many.rs`): at most [`SEQUENTIAL_BYTES`], and at least two traces per rayon thread | sequential ([`pipeline::sequential`]): one stage and one stack after the other on the worker's thread, into the worker's one tally; [`pipeline::numbered`] when the worker sums its traces and there are no call paths | the traces, not their stacks, run in parallel; a small trace costs no tables of its own |
 //! | one of many, bigger, or few traces | as one trace | one big trace among small ones does not end the run on one core |
@@ -91,9 +91,11 @@ pub struct Plan {
     pub stream_from_stacks: usize,
     /// Threads that recorded events.
     pub threads: usize,
-    /// No stack selection (which the stream does not make: a stack
-    /// selected by thread is known only once every thread that ran it is).
-    pub all_stacks: bool,
+    /// No stack selection by thread (`--thread`), which the stream does
+    /// not make: a logical stack is selected if a thread that ran it is,
+    /// known only when the stack finishes. (A selection by stack,
+    /// `--stack`, it makes.)
+    pub no_thread_selection: bool,
     /// Every function name kept, as far as the headers tell: the
     /// metadata is whole (not damaged, not cut with the file) and no chunk
     /// header is damaged (a chunk may hold names). Where one is lost, the
@@ -140,7 +142,7 @@ fn plan_for(
     knobs: &Knobs,
 ) -> Plan {
     let decoded = &decoding.decoded;
-    let all_stacks = !opts.selects_stacks();
+    let no_thread_selection = opts.threads.is_empty();
     // Names the metadata lost (damaged, or cut short with the file), or
     // held in a chunk whose header is damaged, leave functions unnamed, at
     // which the stream would stop mid-way. Lost chunks, dropped events
@@ -155,7 +157,7 @@ fn plan_for(
     let tallies_fit = tallies_fit(decoded, file_len);
     // Many stacks, or many events: what the batch way would hold grows.
     let large = named_stacks >= knobs.stream_from_stacks || events >= knobs.stream_from_events;
-    let engine = if !knobs.batch_only && all_stacks && names_kept && large && tallies_fit {
+    let engine = if !knobs.batch_only && no_thread_selection && names_kept && large && tallies_fit {
         Engine::Stream
     } else {
         Engine::Batch
@@ -168,7 +170,7 @@ fn plan_for(
         named_stacks,
         stream_from_stacks: knobs.stream_from_stacks,
         threads: decoded.threads.len(),
-        all_stacks,
+        no_thread_selection,
         names_kept,
         tallies_fit,
     }
@@ -455,8 +457,8 @@ mod tests {
         let opts = AnalyzeOptions::default();
         assert_eq!(engine(&trace, &opts, 601), Engine::Batch);
         assert_eq!(engine(&trace, &opts, 600), Engine::Stream);
-        // Call paths stream too; a stack selection, which the stream does
-        // not make, still goes the batch way.
+        // Call paths stream too, and so does a selection by stack; one by
+        // thread, which the stream does not make, goes the batch way.
         let paths = AnalyzeOptions {
             paths: PathMode::Merged,
             ..AnalyzeOptions::default()
@@ -467,6 +469,11 @@ mod tests {
             ..AnalyzeOptions::default()
         };
         assert_eq!(engine(&trace, &selected, 600), Engine::Batch);
+        let by_stack = AnalyzeOptions {
+            stacks: vec!["thread:1".into()],
+            ..AnalyzeOptions::default()
+        };
+        assert_eq!(engine(&trace, &by_stack, 600), Engine::Stream);
         // The stream gives the batch's report.
         let streamed = testing::analyze_streamed_with(&trace, &opts, 64)
             .expect("analyzes")

@@ -72,6 +72,10 @@ pub(crate) struct ChunkRef {
     /// paused, or the thread moved to this file of a rotating series), or
     /// the chunk before it ended at a damaged compact event.
     pub gap_before: bool,
+    /// The chunk before it ended at a damaged compact event (`gap_before`
+    /// is set too): a restart as after a damaged 16-byte event, which the
+    /// decode does not see.
+    pub after_damage: bool,
     /// The thread's first chunk in a later file of a rotating series: its
     /// snapshot's frames were opened in an earlier file (and the stream
     /// restarts there without a gap: `gap_before` is set too).
@@ -285,6 +289,7 @@ pub(crate) fn decode<'a>(
                     thread_chunk_no: c.thread_chunk_no,
                     seq: c.seq,
                     gap_before: c.restart,
+                    after_damage: false,
                     continued: c.continued,
                     events,
                     events_offset: c.events_offset(),
@@ -334,6 +339,7 @@ pub(crate) fn decode<'a>(
                     lost = lost.saturating_add(c.thread_chunk_no.saturating_sub(expected));
                 }
                 c.gap_before |= after_damage;
+                c.after_damage = after_damage;
                 after_damage = ends_at_damage.contains(&c.slot);
                 expected = c.thread_chunk_no.saturating_add(1);
             }

@@ -14,6 +14,7 @@ use crate::analysis::decode::Decoded;
 use crate::analysis::ends::StackEnd;
 use crate::analysis::ends::{fits_end, ignore_end, replaces};
 use crate::analysis::frames::{NoObserver, Tally};
+use crate::analysis::options::named;
 use crate::analysis::paths::{ROOT, STACK_LABEL};
 use crate::analysis::replay::{
     replay_one_segment, stack_kind, LastEnd, ReplayContext, StackReplay, StackTotals, Suspended,
@@ -228,6 +229,10 @@ pub(super) struct LaneWork {
     pub(super) seen: u64,
     /// With call paths kept per stack: the labels of this lane's stacks.
     pub(super) labels: Option<PathLabels>,
+    /// The stacks the options select (`--stack`; all if empty).
+    selection: Vec<String>,
+    /// With a selection: what the stacks it leaves out are replayed into.
+    unselected: Option<Box<(Tally, Warnings)>>,
 }
 
 /// The roots of per-stack call paths a lane gave its stacks, numbered
@@ -273,12 +278,16 @@ pub(super) enum Settled {
 
 impl Lane {
     /// A lane counting into `tally`, keeping its problems in `warnings`
-    /// (with their places if the analysis asked: `Decoded::warnings`).
+    /// (with their places if the analysis asked: `Decoded::warnings`), of
+    /// the stacks `selection` names (all if empty: see [`named`]); the
+    /// others are replayed into `unselected`, which a selection needs.
     pub(super) fn new(
         tally: Tally,
         stack_rows: StackRows,
         warnings: Warnings,
         labels: Option<PathLabels>,
+        selection: Vec<String>,
+        unselected: Option<Box<(Tally, Warnings)>>,
     ) -> Lane {
         Lane {
             stacks: FxHashMap::default(),
@@ -294,6 +303,8 @@ impl Lane {
                 warnings,
                 seen: 0,
                 labels,
+                selection,
+                unselected,
             },
         }
     }
@@ -582,8 +593,8 @@ impl LaneWork {
     }
 
     /// Replays `segments` (in time order) onto `live`'s replay (of
-    /// `stack`); then
-    /// finishes it as `finish` says (`end_ns`: the end of the trace) or
+    /// `stack`); then finishes it as `finish` says (`end_ns`: the end of
+    /// the trace), with its statistics if the options select it, or
     /// suspends it.
     pub(super) fn replay(
         &mut self,
@@ -602,14 +613,27 @@ impl LaneWork {
             s.forget_used_wakes();
         }
         live.wakes.sort_unstable();
+        // A stack the options leave out is replayed all the same, for its
+        // `end` is judged against what it ran (and an ignored end is a
+        // warning, as in the batch), but into a tally the report never
+        // sees.
+        let selected =
+            self.selection.is_empty() || named(&stack, &ctx.decoded.stack_names, &self.selection);
+        let (tally, warnings) = match (selected, &mut self.unselected) {
+            (false, Some(aside)) => {
+                let (tally, warnings) = &mut **aside;
+                (tally, warnings)
+            }
+            _ => (&mut self.tally, &mut self.warnings),
+        };
         let mut stack = match state {
-            Some(s) => StackReplay::reopen(s, &mut self.tally, &mut observer, &live.wakes),
+            Some(s) => StackReplay::reopen(s, tally, &mut observer, &live.wakes),
             None => {
                 let root = match &mut self.labels {
-                    Some(labels) => labels.root(stack),
-                    None => ROOT,
+                    Some(labels) if selected => labels.root(stack),
+                    _ => ROOT,
                 };
-                let mut r = StackReplay::new(&mut self.tally, root, &mut observer);
+                let mut r = StackReplay::new(tally, root, &mut observer);
                 r.wakes(&live.wakes);
                 r
             }
@@ -621,15 +645,15 @@ impl LaneWork {
             if let Some(away) = s.switched_away() {
                 live.replayed_end_ns = live.replayed_end_ns.max(scale.ns(away));
             }
-            live.gil_hint =
-                replay_one_segment(ctx, &mut stack, s, live.gil_hint, &mut self.warnings);
+            live.gil_hint = replay_one_segment(ctx, &mut stack, s, live.gil_hint, warnings);
         }
         if let Some(last) = segments.last() {
             live.last_end = LastEnd::of(ctx, last);
         }
         match finish {
             Some(Finish { logical, ended }) => {
-                Some(stack.finish_stack(ctx, end_ns, live.last_end, logical, ended))
+                let totals = stack.finish_stack(ctx, end_ns, live.last_end, logical, ended);
+                selected.then_some(totals)
             }
             None => {
                 live.replay = Some(stack.suspend(None));

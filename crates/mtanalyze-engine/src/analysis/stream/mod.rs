@@ -25,7 +25,10 @@
 //! it again (a correct recorder never does); if something does, the
 //! stream stops and [`crate::analyze`] starts over the batch way, whose
 //! judgment sees everything. So does whatever the stream does not handle:
-//! stack selection, functions the metadata does not name.
+//! a selection by thread (a stack is selected if a thread that ran it is,
+//! known only when it finishes), functions the metadata does not name.
+//! A stack that `--stack` leaves out is replayed all the same (its end is
+//! judged against what it ran), into a tally the report never sees.
 //! Call paths it keeps as the batch does: each stack's replay grows its
 //! own tree, which stays with the stack while it is set aside between
 //! steps (its open frames point into it) and joins its tally's when the
@@ -48,9 +51,9 @@ use crate::analysis::clock::{GilMerge, GilTimeline};
 use crate::analysis::cut::{FusedOwn, ThreadStream};
 use crate::analysis::decode::{Decoded, FunctionTable, Pos};
 use crate::analysis::frames::{Acc, NoObserver, Tally};
-use crate::analysis::options::{AnalyzeOptions, PathMode};
+use crate::analysis::options::{named, AnalyzeOptions, PathMode};
 use crate::analysis::paths::{ROOT, STACK_LABEL};
-use crate::analysis::prepare::{Clocks, Decoding, Prepared};
+use crate::analysis::prepare::{replay_clock, Clocks, Decoding, Prepared};
 use crate::analysis::replay::{stack_kind, stack_name, ReplayContext, StackReplay};
 use crate::analysis::segment::{Segment, StackKey};
 use crate::analysis::window::Window;
@@ -71,7 +74,7 @@ pub(crate) const STEP_EVENTS: u64 = 1 << 16;
 
 /// Analyzes the decoded `trace` as a stream (see the module doc), reading
 /// about `step_events` events a step. The planner (`plan.rs`) sends only
-/// what a stream can take (no stack selection, every
+/// what a stream can take (no selection by thread, every
 /// function name kept, tallies that fit); a stream that still meets what
 /// it cannot judge (a stack run after its end, an unnamed function) gives
 /// the decoded trace back ([`Streamed::GaveUp`]).
@@ -94,7 +97,13 @@ pub(crate) fn analyze_streamed<'a>(
         clock: asked,
     } = decoding;
     let clock = asked.unwrap_or(Clock::Stack);
-    let parts = match stream(decoded, clock, window, step_events.max(1), opts, sink) {
+    // As the batch replays (a one-thread `gil` trace under `stack`), so
+    // that either engine gives one report.
+    let clocks = Clocks {
+        report: clock,
+        replay: replay_clock(clock, &decoded),
+    };
+    let parts = match stream(decoded, clocks, window, step_events.max(1), opts, sink) {
         Ok(parts) => parts,
         Err(GaveUp(decoded)) => {
             return Streamed::GaveUp(Decoding {
@@ -163,12 +172,13 @@ struct StreamedParts<'a> {
 /// The steps (see the module doc).
 fn stream<'a>(
     decoded: Decoded<'a>,
-    clock: Clock,
+    clocks: Clocks,
     window: Window,
     step_events: u64,
     opts: &AnalyzeOptions,
     sink: &mut dyn StackSink,
 ) -> Result<StreamedParts<'a>, Stop<'a>> {
+    let clock = clocks.replay;
     let stack_rows = opts.stack_rows;
     let keep = stack_rows == StackRows::Kept;
     let with_paths = opts.paths != PathMode::Off;
@@ -178,10 +188,12 @@ fn stream<'a>(
     // (`n`, `2n + 1`..., by thread).
     let own_label = |index: u32| n_lanes + (n_lanes + 1) * index;
     // The segment pass replays own stacks on the way, but under `gil`,
-    // which needs every thread's events first: then the lanes do, as
-    // logical ones.
+    // which needs every thread's events first, and those the options
+    // leave out: then the lanes do, as logical ones.
     let fused = |index: u32| {
-        (clock != Clock::Gil).then(|| FusedOwn {
+        let tid = decoded.threads[index as usize].tid.0;
+        let selected = named(&StackKey::Own(tid), &decoded.stack_names, &opts.stacks);
+        (clock != Clock::Gil && selected).then(|| FusedOwn {
             clock,
             paths_root: match opts.paths {
                 PathMode::Off => None,
@@ -205,7 +217,16 @@ fn stream<'a>(
             let tally = Tally::new(n_functions, with_paths, window);
             let labels =
                 (opts.paths == PathMode::PerStack).then(|| PathLabels::new(lane, n_lanes + 1));
-            Lane::new(tally, stack_rows, decoded.warnings(), labels)
+            let unselected = (!opts.stacks.is_empty())
+                .then(|| Box::new((Tally::new(n_functions, false, window), decoded.warnings())));
+            Lane::new(
+                tally,
+                stack_rows,
+                decoded.warnings(),
+                labels,
+                opts.stacks.clone(),
+                unselected,
+            )
         })
         .collect();
     // One vector for every row, made for as many as the trace names (the
@@ -289,18 +310,7 @@ fn stream<'a>(
         timeline.extend(&mut merge, u64::MAX);
         timeline
     });
-    let mut prep = Prepared::new(
-        decoded,
-        passes,
-        Some(Clocks {
-            report: clock,
-            replay: clock,
-        }),
-        None,
-        window,
-        None,
-        None,
-    );
+    let mut prep = Prepared::new(decoded, passes, Some(clocks), None, window, None, None);
     let end_ns = prep.ns(prep.end_tick);
     if let Some(t) = &mut timeline {
         t.set_end(end_ns);
