@@ -236,21 +236,25 @@ pub fn analyzer(data: &[u8]) {
     }
     // The streamed analysis in steps of a chunk, where it streams at all,
     // gives the batch analysis's report, with call paths (merged, or per
-    // stack with recursion collapsed) and without.
+    // stack with recursion collapsed) and without, and with a selection
+    // by stack.
     for clock in [Clock::Stack, Clock::Gil, Clock::Wall] {
         let options = AnalyzeOptions {
             clock: Some(clock),
             ..AnalyzeOptions::default()
         };
-        let with_paths = [
-            (PathMode::Off, None),
-            (PathMode::Merged, None),
-            (PathMode::PerStack, Some(RecursionCollapse::Direct)),
+        let selection = vec!["thread:1".to_owned(), "stack:2".to_owned()];
+        let variants = [
+            (PathMode::Off, None, Vec::new()),
+            (PathMode::Merged, None, Vec::new()),
+            (PathMode::PerStack, Some(RecursionCollapse::Direct), Vec::new()),
+            (PathMode::Off, None, selection),
         ];
-        for (paths, collapse_recursion) in with_paths {
+        for (paths, collapse_recursion, stacks) in variants {
             let options = AnalyzeOptions {
                 paths,
                 collapse_recursion,
+                stacks,
                 ..options.clone()
             };
             if let (Ok(Some(streamed)), Ok(batch)) = (
