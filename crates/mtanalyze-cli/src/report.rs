@@ -407,14 +407,13 @@ fn plan_text(name: &str, p: &mtanalyze::plan::Plan) -> String {
     format!(
         "plan for {name}\n  engine: {engine}\n  \
          events: {} (streamed from {}) | named stacks: {} (streamed from {}) | threads: {}\n  \
-         the stream needs, each: no selection by thread: {}; every function name kept \
+         the stream needs, each: every function name kept \
          (the metadata whole, no chunk header damaged): {}; a running sum a thread fits: {}\n",
         p.events,
         p.stream_from_events,
         p.named_stacks,
         p.stream_from_stacks,
         p.threads,
-        yes(p.no_thread_selection),
         yes(p.names_kept),
         yes(p.tallies_fit),
     )

@@ -2433,14 +2433,16 @@ proptest! {
         }
     }
 
-    /// The same traces with a selection by stack: they still stream, to
-    /// the batch's report.
+    /// The same traces with a selection of stacks, by stack or by
+    /// thread: they still stream, to the batch's report.
     #[test]
     fn many_stacks_selected_streamed_equal_batched(
         threads in 2u64..=4, tasks in 10u64..300, functions in 1u8..5, steps in many_steps(),
         window in (any::<u8>(), any::<u8>()),
-        chosen in proptest::collection::vec(any::<u8>(), 1..4),
+        chosen in proptest::collection::vec(any::<u8>(), 0..4),
+        by_thread in proptest::collection::vec(1u64..5, 0..3),
     ) {
+        prop_assume!(!chosen.is_empty() || !by_thread.is_empty());
         let lines = tasks_in_binary_order(threads, tasks, functions, &steps);
         prop_assume!(!lines.is_empty());
         let bytes = to_binary_in_chunks(&lines, mtrace_format::layout::MIN_CHUNK_SIZE);
@@ -2449,10 +2451,11 @@ proptest! {
         for clock in [Clock::Stack, Clock::Gil, Clock::Wall] {
             let opts = AnalyzeOptions {
                 stacks: selection.clone(),
+                threads: by_thread.clone(),
                 ..stream_options(clock, window)
             };
             let streamed = streamed_equals_batched(&bytes, &opts)?;
-            prop_assert!(streamed, "a selection by stack streams (clock {})", clock);
+            prop_assert!(streamed, "a selection streams (clock {})", clock);
         }
     }
 
@@ -2499,20 +2502,24 @@ proptest! {
         }
     }
 
-    /// The same with a selection by stack (`--stack`: stack names, stack
-    /// and thread keys), with and without per-stack call paths: the
-    /// stream replays the stacks it leaves out into a tally the report
-    /// never sees, judging their ends as the batch does (an ignored end
-    /// is a warning either way), to the batch's report.
+    /// The same with a selection of stacks, by stack (`--stack`: stack
+    /// names, stack and thread keys) and by thread (`--thread`: the
+    /// stacks a selected thread ran), with and without per-stack call
+    /// paths: the stream does not replay the stacks it leaves out, holds
+    /// those no selected thread ran yet, and judges their ends as the
+    /// batch does (an ignored end is a warning either way), to the
+    /// batch's report.
     #[test]
     fn stacks_selected_streamed_equal_batched(
         threads in 1u64..4, stacks in prop_oneof![1u64..4, 20u64..40], functions in 1u8..5,
         steps in steps(),
         finals in finals(), picks in end_picks(), wakes in end_picks(),
         window in (any::<u8>(), any::<u8>()),
-        chosen in proptest::collection::vec(any::<u8>(), 1..4),
+        chosen in proptest::collection::vec(any::<u8>(), 0..4),
+        by_thread in proptest::collection::vec(1u64..5, 0..3),
         per_stack in any::<bool>(),
     ) {
+        prop_assume!(!chosen.is_empty() || !by_thread.is_empty());
         let lines = ordered_lines(threads, stacks, functions, &steps);
         prop_assume!(!lines.is_empty());
         let names = stack_names(stacks);
@@ -2528,6 +2535,7 @@ proptest! {
         for clock in [Clock::Stack, Clock::Gil, Clock::Wall] {
             let opts = AnalyzeOptions {
                 stacks: selection.clone(),
+                threads: by_thread.clone(),
                 paths,
                 ..stream_options(clock, window)
             };

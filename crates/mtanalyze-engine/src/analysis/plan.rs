@@ -1,11 +1,13 @@
 //! The planner: the one place that decides how a trace is analyzed. The
-//! trace is decoded once; [`choose`] looks at the decoded trace and the
-//! options and picks the engine; the engines (`stream/`, `pipeline.rs`)
-//! run what they are given and decide nothing of it.
+//! trace is decoded once (as the options ask); [`choose`] looks at the
+//! decoded trace and picks the engine, either of which does whatever the
+//! options ask (call paths, a selection of stacks, windows, clocks); the
+//! engines (`stream/`, `pipeline.rs`) run what they are given and decide
+//! nothing of it.
 //!
 //! | the trace and the options | engine | why |
 //! |---|---|---|
-//! | one trace: at least [`STREAM_FROM_STACKS`] named stacks or [`STREAM_FROM_EVENTS`] events, no selection by thread, every function name kept (the metadata whole, no chunk header damaged), a tally per lane fits | stream (`stream/`): cut and replay in steps of time | holds only the stacks alive at a time (a task-per-request trace names thousands) and a step's segments (the batch holds every segment of the trace) |
+//! | one trace: at least [`STREAM_FROM_STACKS`] named stacks or [`STREAM_FROM_EVENTS`] events, every function name kept (the metadata whole, no chunk header damaged), a tally per lane fits | stream (`stream/`): cut and replay in steps of time | holds only the stacks alive at a time (a task-per-request trace names thousands) and a step's segments (the batch holds every segment of the trace) |
 //! | one trace, any other | batch ([`pipeline::batch`]): every segment cut (own stacks replayed on the way when the clock is not `gil`, there are no call paths and a tally per thread fits), grouped by stack, stacks replayed in parallel | faster on a few long-lived stacks, and it sees the whole trace before it judges a stack's end |
 //! | one of many traces (`many.rs`): at most [`SEQUENTIAL_BYTES`], and at least two traces per rayon thread | sequential ([`pipeline::sequential`]): one stage and one stack after the other on the worker's thread, into the worker's one tally; [`pipeline::numbered`] when the worker sums its traces and there are no call paths | the traces, not their stacks, run in parallel; a small trace costs no tables of its own |
 //! | one of many, bigger, or few traces | as one trace | one big trace among small ones does not end the run on one core |
@@ -91,11 +93,6 @@ pub struct Plan {
     pub stream_from_stacks: usize,
     /// Threads that recorded events.
     pub threads: usize,
-    /// No stack selection by thread (`--thread`), which the stream does
-    /// not make: a logical stack is selected if a thread that ran it is,
-    /// known only when the stack finishes. (A selection by stack,
-    /// `--stack`, it makes.)
-    pub no_thread_selection: bool,
     /// Every function name kept, as far as the headers tell: the
     /// metadata is whole (not damaged, not cut with the file) and no chunk
     /// header is damaged (a chunk may hold names). Where one is lost, the
@@ -134,15 +131,10 @@ impl Knobs {
     };
 }
 
-/// The plan for the decoded trace (see the module's table).
-fn plan_for(
-    decoding: &Decoding<'_>,
-    opts: &AnalyzeOptions,
-    file_len: usize,
-    knobs: &Knobs,
-) -> Plan {
+/// The plan for the decoded trace (see the module's table): the options
+/// shaped the decode, and either engine does whatever they ask.
+fn plan_for(decoding: &Decoding<'_>, file_len: usize, knobs: &Knobs) -> Plan {
     let decoded = &decoding.decoded;
-    let no_thread_selection = opts.threads.is_empty();
     // Names the metadata lost (damaged, or cut short with the file), or
     // held in a chunk whose header is damaged, leave functions unnamed, at
     // which the stream would stop mid-way. Lost chunks, dropped events
@@ -157,7 +149,7 @@ fn plan_for(
     let tallies_fit = tallies_fit(decoded, file_len);
     // Many stacks, or many events: what the batch way would hold grows.
     let large = named_stacks >= knobs.stream_from_stacks || events >= knobs.stream_from_events;
-    let engine = if !knobs.batch_only && no_thread_selection && names_kept && large && tallies_fit {
+    let engine = if !knobs.batch_only && names_kept && large && tallies_fit {
         Engine::Stream
     } else {
         Engine::Batch
@@ -170,20 +162,14 @@ fn plan_for(
         named_stacks,
         stream_from_stacks: knobs.stream_from_stacks,
         threads: decoded.threads.len(),
-        no_thread_selection,
         names_kept,
         tallies_fit,
     }
 }
 
 /// The engine for the decoded trace (see the module's table).
-pub(crate) fn choose(
-    decoding: &Decoding<'_>,
-    opts: &AnalyzeOptions,
-    file_len: usize,
-    knobs: &Knobs,
-) -> Engine {
-    plan_for(decoding, opts, file_len, knobs).engine
+pub(crate) fn choose(decoding: &Decoding<'_>, file_len: usize, knobs: &Knobs) -> Engine {
+    plan_for(decoding, file_len, knobs).engine
 }
 
 /// How [`analyze`] would run `trace` with `opts`: decodes its chunks and
@@ -191,12 +177,7 @@ pub(crate) fn choose(
 pub fn plan(trace: &LoadedTrace, opts: &AnalyzeOptions) -> Result<Plan, AnalyzeError> {
     let opts = rows_for(opts, false);
     let decoding = decode_for(trace, Some(&opts), None)?;
-    Ok(plan_for(
-        &decoding,
-        &opts,
-        trace.bytes().len(),
-        &Knobs::PLAN,
-    ))
+    Ok(plan_for(&decoding, trace.bytes().len(), &Knobs::PLAN))
 }
 
 /// Analyzes one trace: decodes it, chooses the engine and runs it (see the
@@ -222,7 +203,7 @@ pub(crate) fn analyze_one(
     };
     let decoding = decode_for(trace, Some(&opts), None)?;
     stage_done("decode");
-    let decoding = match choose(&decoding, &opts, trace.bytes().len(), &knobs) {
+    let decoding = match choose(&decoding, trace.bytes().len(), &knobs) {
         Engine::Stream => {
             match analyze_streamed(trace, decoding, &opts, knobs.step_events, stage_done, sink) {
                 Streamed::Done(report) => return Ok(report),
@@ -386,7 +367,7 @@ pub mod testing {
             stream_from_events: 0,
             batch_only: false,
         };
-        if choose(&decoding, &opts, trace.bytes().len(), &knobs) != Engine::Stream {
+        if choose(&decoding, trace.bytes().len(), &knobs) != Engine::Stream {
             return Ok(None);
         }
         let streamed = analyze_streamed(
@@ -446,7 +427,7 @@ mod tests {
             stream_from_events,
             ..Knobs::PLAN
         };
-        choose(&decoding, opts, trace.bytes().len(), &knobs)
+        choose(&decoding, trace.bytes().len(), &knobs)
     }
 
     #[test]
@@ -457,8 +438,8 @@ mod tests {
         let opts = AnalyzeOptions::default();
         assert_eq!(engine(&trace, &opts, 601), Engine::Batch);
         assert_eq!(engine(&trace, &opts, 600), Engine::Stream);
-        // Call paths stream too, and so does a selection by stack; one by
-        // thread, which the stream does not make, goes the batch way.
+        // Call paths stream too, and so does a selection of stacks, by
+        // stack or by thread.
         let paths = AnalyzeOptions {
             paths: PathMode::Merged,
             ..AnalyzeOptions::default()
@@ -468,7 +449,7 @@ mod tests {
             threads: vec![1],
             ..AnalyzeOptions::default()
         };
-        assert_eq!(engine(&trace, &selected, 600), Engine::Batch);
+        assert_eq!(engine(&trace, &selected, 600), Engine::Stream);
         let by_stack = AnalyzeOptions {
             stacks: vec!["thread:1".into()],
             ..AnalyzeOptions::default()
@@ -538,7 +519,7 @@ mod tests {
                 .count()
         };
         assert_eq!(restarts(&decoding), 1);
-        let p = plan_for(&decoding, &opts, paused.bytes().len(), &Knobs::PLAN);
+        let p = plan_for(&decoding, paused.bytes().len(), &Knobs::PLAN);
         assert!(
             p.names_kept && p.named_stacks >= STREAM_FROM_STACKS,
             "{p:?}"
@@ -585,7 +566,7 @@ mod tests {
         for (trace, lost) in [(&gap, 1), (&dropped, 0)] {
             let decoding = decode_for(trace, Some(&opts), None).expect("decodes");
             assert_eq!(decoding.decoded.lost, lost);
-            let p = plan_for(&decoding, &opts, trace.bytes().len(), &Knobs::PLAN);
+            let p = plan_for(&decoding, trace.bytes().len(), &Knobs::PLAN);
             assert_eq!((p.names_kept, p.engine), (true, Engine::Stream), "{p:?}");
             let batched = testing::analyze_batched(trace, &opts).expect("analyzes");
             assert!(
@@ -611,7 +592,7 @@ mod tests {
         let cut = from_bytes("cut", whole[..whole.len() * 2 / 3].to_vec()).expect("loads");
         let opts = AnalyzeOptions::default();
         let decoding = decode_for(&cut, Some(&opts), None).expect("decodes");
-        let p = plan_for(&decoding, &opts, cut.bytes().len(), &Knobs::PLAN);
+        let p = plan_for(&decoding, cut.bytes().len(), &Knobs::PLAN);
         assert_eq!((p.names_kept, p.engine), (false, Engine::Batch), "{p:?}");
     }
 }

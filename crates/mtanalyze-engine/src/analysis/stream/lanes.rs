@@ -190,12 +190,51 @@ pub(super) struct LiveStack {
     gil_hint: usize,
     /// How its last replayed segment left it (at a `lost` mark, ...).
     last_end: LastEnd,
+    /// Whether the options select it.
+    choice: Choice,
+    /// Left out, it had segments (which were not replayed).
+    skipped: bool,
 }
 
 impl LiveStack {
     pub(super) fn ran(&self) -> bool {
-        self.replay.is_some() || !self.pending.is_empty()
+        self.replay.is_some() || self.skipped || !self.pending.is_empty()
     }
+}
+
+/// Keeps the times of a stack's segment `s`, replayed or (left out)
+/// skipped, that its `end` is judged against: the latest start
+/// (`start_ns`) and switch away (`end_ns`).
+fn keep_times(
+    start_ns: &mut Option<u64>,
+    end_ns: &mut u64,
+    s: &Segment,
+    scale: mtrace_format::TickScale,
+) {
+    let start = scale.ns(s.start_tick);
+    *start_ns = Some(start_ns.map_or(start, |l| l.max(start)));
+    if let Some(away) = s.switched_away() {
+        *end_ns = (*end_ns).max(scale.ns(away));
+    }
+}
+
+/// Whether the options select a stack (`--stack`, `--thread`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Choice {
+    /// No thread it ran on so far is selected: it is held (its segments
+    /// not replayed) until one is, or it finishes left out.
+    #[default]
+    Undecided,
+    Selected,
+    LeftOut,
+}
+
+/// The stacks the options select: by key or name (`--stack`) and by a
+/// thread that ran them (`--thread`); all where both are empty.
+#[derive(Debug, Default)]
+pub(super) struct Selection {
+    pub(super) stacks: Vec<String>,
+    pub(super) threads: Vec<u64>,
 }
 
 /// The logical stacks whose ids fall in one lane: each replayed on the
@@ -229,10 +268,8 @@ pub(super) struct LaneWork {
     pub(super) seen: u64,
     /// With call paths kept per stack: the labels of this lane's stacks.
     pub(super) labels: Option<PathLabels>,
-    /// The stacks the options select (`--stack`; all if empty).
-    selection: Vec<String>,
-    /// With a selection: what the stacks it leaves out are replayed into.
-    unselected: Option<Box<(Tally, Warnings)>>,
+    /// The stacks the options select.
+    selection: Selection,
 }
 
 /// The roots of per-stack call paths a lane gave its stacks, numbered
@@ -279,15 +316,13 @@ pub(super) enum Settled {
 impl Lane {
     /// A lane counting into `tally`, keeping its problems in `warnings`
     /// (with their places if the analysis asked: `Decoded::warnings`), of
-    /// the stacks `selection` names (all if empty: see [`named`]); the
-    /// others are replayed into `unselected`, which a selection needs.
+    /// the stacks `selection` selects.
     pub(super) fn new(
         tally: Tally,
         stack_rows: StackRows,
         warnings: Warnings,
         labels: Option<PathLabels>,
-        selection: Vec<String>,
-        unselected: Option<Box<(Tally, Warnings)>>,
+        selection: Selection,
     ) -> Lane {
         Lane {
             stacks: FxHashMap::default(),
@@ -304,7 +339,6 @@ impl Lane {
                 seen: 0,
                 labels,
                 selection,
-                unselected,
             },
         }
     }
@@ -386,7 +420,7 @@ impl Lane {
                 }
                 Settled::Idle => {}
             }
-            if live.replay.is_some() || live.waiting || !live.wakes.is_empty() {
+            if live.replay.is_some() || live.skipped || live.waiting || !live.wakes.is_empty() {
                 self.stacks.insert(id, live);
             }
         }
@@ -545,10 +579,15 @@ impl LaneWork {
             Vec::new()
         };
         let segments = if carried { &merged[..] } else { group };
+        self.choose(ctx, stack, live, segments);
         // Only logical stacks have ends.
         let ended = live.end.filter(|(t, _)| h_ns.is_none_or(|h| *t < h));
         if let (Some((t, end)), StackKey::Logical(id)) = (ended, stack) {
             if counts(live, segments, t, open.is_some(), scale) {
+                // It finished, and no thread that ran it was selected.
+                if live.choice == Choice::Undecided {
+                    live.choice = Choice::LeftOut;
+                }
                 let finish = Some(Finish {
                     logical: Some(id),
                     ended: Some(StackEnd {
@@ -577,10 +616,16 @@ impl LaneWork {
             Some(_) => s.start_tick < h,
             None => false,
         };
-        let ready = segments
-            .iter()
-            .take_while(|s| horizon.is_none_or(|h| before(s, h)) && open.is_none_or(|o| key(s) < o))
-            .count();
+        let ready = match live.choice {
+            // Held until a selected thread runs it, or it finishes.
+            Choice::Undecided => 0,
+            Choice::Selected | Choice::LeftOut => segments
+                .iter()
+                .take_while(|s| {
+                    horizon.is_none_or(|h| before(s, h)) && open.is_none_or(|o| key(s) < o)
+                })
+                .count(),
+        };
         if ready > 0 {
             self.replay(ctx, stack, live, &segments[..ready], None, u64::MAX);
         }
@@ -592,10 +637,43 @@ impl LaneWork {
         }
     }
 
+    /// Decides whether the options select `stack` (`live`), given its
+    /// `segments` not replayed yet, as the batch does (`options::wanted`):
+    /// by key or name at once, by thread once a selected thread ran it.
+    fn choose(
+        &self,
+        ctx: &ReplayContext<'_, '_>,
+        stack: StackKey,
+        live: &mut LiveStack,
+        segments: &[Segment],
+    ) {
+        if live.choice != Choice::Undecided {
+            return;
+        }
+        let sel = &self.selection;
+        let threads = &ctx.decoded.threads;
+        live.choice = if !named(&stack, &ctx.decoded.stack_names, &sel.stacks) {
+            Choice::LeftOut
+        } else if sel.threads.is_empty() {
+            Choice::Selected
+        } else {
+            let ran_on = |tid: u64| sel.threads.contains(&tid);
+            match stack {
+                StackKey::Own(tid) if ran_on(tid) => Choice::Selected,
+                StackKey::Own(_) => Choice::LeftOut,
+                StackKey::Logical(_) if segments.iter().any(|s| ran_on(s.tid(threads))) => {
+                    Choice::Selected
+                }
+                StackKey::Logical(_) => Choice::Undecided,
+            }
+        };
+    }
+
     /// Replays `segments` (in time order) onto `live`'s replay (of
     /// `stack`); then finishes it as `finish` says (`end_ns`: the end of
-    /// the trace), with its statistics if the options select it, or
-    /// suspends it.
+    /// the trace) or suspends it. A stack the options leave out is not
+    /// replayed (and has no statistics): only the times its `end` is
+    /// judged against are kept.
     pub(super) fn replay(
         &mut self,
         ctx: &ReplayContext<'_, '_>,
@@ -613,47 +691,48 @@ impl LaneWork {
             s.forget_used_wakes();
         }
         live.wakes.sort_unstable();
-        // A stack the options leave out is replayed all the same, for its
-        // `end` is judged against what it ran (and an ignored end is a
-        // warning, as in the batch), but into a tally the report never
-        // sees.
-        let selected =
-            self.selection.is_empty() || named(&stack, &ctx.decoded.stack_names, &self.selection);
-        let (tally, warnings) = match (selected, &mut self.unselected) {
-            (false, Some(aside)) => {
-                let (tally, warnings) = &mut **aside;
-                (tally, warnings)
+        let scale = ctx.decoded.scale;
+        if live.choice == Choice::LeftOut {
+            // Not replayed: what its `end` is judged against is kept.
+            for s in segments {
+                keep_times(
+                    &mut live.replayed_start_ns,
+                    &mut live.replayed_end_ns,
+                    s,
+                    scale,
+                );
+                live.skipped = true;
             }
-            _ => (&mut self.tally, &mut self.warnings),
-        };
+            return None;
+        }
         let mut stack = match state {
-            Some(s) => StackReplay::reopen(s, tally, &mut observer, &live.wakes),
+            Some(s) => StackReplay::reopen(s, &mut self.tally, &mut observer, &live.wakes),
             None => {
                 let root = match &mut self.labels {
-                    Some(labels) if selected => labels.root(stack),
-                    _ => ROOT,
+                    Some(labels) => labels.root(stack),
+                    None => ROOT,
                 };
-                let mut r = StackReplay::new(tally, root, &mut observer);
+                let mut r = StackReplay::new(&mut self.tally, root, &mut observer);
                 r.wakes(&live.wakes);
                 r
             }
         };
-        let scale = ctx.decoded.scale;
         for s in segments {
-            let start = scale.ns(s.start_tick);
-            live.replayed_start_ns = Some(live.replayed_start_ns.map_or(start, |l| l.max(start)));
-            if let Some(away) = s.switched_away() {
-                live.replayed_end_ns = live.replayed_end_ns.max(scale.ns(away));
-            }
-            live.gil_hint = replay_one_segment(ctx, &mut stack, s, live.gil_hint, warnings);
+            keep_times(
+                &mut live.replayed_start_ns,
+                &mut live.replayed_end_ns,
+                s,
+                scale,
+            );
+            live.gil_hint =
+                replay_one_segment(ctx, &mut stack, s, live.gil_hint, &mut self.warnings);
         }
         if let Some(last) = segments.last() {
             live.last_end = LastEnd::of(ctx, last);
         }
         match finish {
             Some(Finish { logical, ended }) => {
-                let totals = stack.finish_stack(ctx, end_ns, live.last_end, logical, ended);
-                selected.then_some(totals)
+                Some(stack.finish_stack(ctx, end_ns, live.last_end, logical, ended))
             }
             None => {
                 live.replay = Some(stack.suspend(None));
@@ -681,7 +760,7 @@ pub(super) fn counts(
     open: bool,
     scale: mtrace_format::TickScale,
 ) -> bool {
-    (live.replay.is_some() || !pending.is_empty())
+    (live.replay.is_some() || live.skipped || !pending.is_empty())
         && !open
         && live.replayed_start_ns.is_none_or(|s| s < t)
         && live.replayed_end_ns <= t

@@ -24,11 +24,13 @@
 //! whole trace is read assumes nothing later runs the stack again or ends
 //! it again (a correct recorder never does); if something does, the
 //! stream stops and [`crate::analyze`] starts over the batch way, whose
-//! judgment sees everything. So does whatever the stream does not handle:
-//! a selection by thread (a stack is selected if a thread that ran it is,
-//! known only when it finishes), functions the metadata does not name.
-//! A stack that `--stack` leaves out is replayed all the same (its end is
-//! judged against what it ran), into a tally the report never sees.
+//! judgment sees everything. So does a function the metadata does not
+//! name, which only the batch numbers.
+//! A selection of stacks it makes as the batch does: a stack left out is
+//! not replayed, but the times its end is judged against are kept; one
+//! selected by thread (`--thread`: a thread that ran it is) is held, its
+//! segments not replayed, until a selected thread runs it, or it finishes
+//! left out.
 //! Call paths it keeps as the batch does: each stack's replay grows its
 //! own tree, which stays with the stack while it is set aside between
 //! steps (its open frames point into it) and joins its tally's when the
@@ -51,7 +53,7 @@ use crate::analysis::clock::{GilMerge, GilTimeline};
 use crate::analysis::cut::{FusedOwn, ThreadStream};
 use crate::analysis::decode::{Decoded, FunctionTable, Pos};
 use crate::analysis::frames::{Acc, NoObserver, Tally};
-use crate::analysis::options::{named, AnalyzeOptions, PathMode};
+use crate::analysis::options::{own_stack_wanted, AnalyzeOptions, PathMode};
 use crate::analysis::paths::{ROOT, STACK_LABEL};
 use crate::analysis::prepare::{replay_clock, Clocks, Decoding, Prepared};
 use crate::analysis::replay::{stack_kind, stack_name, ReplayContext, StackReplay};
@@ -65,7 +67,7 @@ use mtanalyze_model::warnings::Warnings;
 
 mod lanes;
 
-use lanes::{route, route_parts, Lane, PathLabels};
+use lanes::{route, route_parts, Lane, PathLabels, Selection};
 
 /// How many events a step reads, all threads together, by default: about
 /// a megabyte of events, still in cache when their stacks are replayed.
@@ -74,10 +76,10 @@ pub(crate) const STEP_EVENTS: u64 = 1 << 16;
 
 /// Analyzes the decoded `trace` as a stream (see the module doc), reading
 /// about `step_events` events a step. The planner (`plan.rs`) sends only
-/// what a stream can take (no selection by thread, every
-/// function name kept, tallies that fit); a stream that still meets what
-/// it cannot judge (a stack run after its end, an unnamed function) gives
-/// the decoded trace back ([`Streamed::GaveUp`]).
+/// what a stream can take (every function name kept, tallies that fit);
+/// a stream that still meets what it cannot judge (a stack run after its
+/// end, an unnamed function) gives the decoded trace back
+/// ([`Streamed::GaveUp`]).
 /// `stage_done` is called with `replay` once every step is done (the
 /// stream has no other stage before `assemble`). With
 /// `StackRows::Handed`, `sink` gets each stack's row, named, as its stack
@@ -192,7 +194,7 @@ fn stream<'a>(
     // leave out: then the lanes do, as logical ones.
     let fused = |index: u32| {
         let tid = decoded.threads[index as usize].tid.0;
-        let selected = named(&StackKey::Own(tid), &decoded.stack_names, &opts.stacks);
+        let selected = own_stack_wanted(tid, opts);
         (clock != Clock::Gil && selected).then(|| FusedOwn {
             clock,
             paths_root: match opts.paths {
@@ -217,16 +219,11 @@ fn stream<'a>(
             let tally = Tally::new(n_functions, with_paths, window);
             let labels =
                 (opts.paths == PathMode::PerStack).then(|| PathLabels::new(lane, n_lanes + 1));
-            let unselected = (!opts.stacks.is_empty())
-                .then(|| Box::new((Tally::new(n_functions, false, window), decoded.warnings())));
-            Lane::new(
-                tally,
-                stack_rows,
-                decoded.warnings(),
-                labels,
-                opts.stacks.clone(),
-                unselected,
-            )
+            let selection = Selection {
+                stacks: opts.stacks.clone(),
+                threads: opts.threads.clone(),
+            };
+            Lane::new(tally, stack_rows, decoded.warnings(), labels, selection)
         })
         .collect();
     // One vector for every row, made for as many as the trace names (the
