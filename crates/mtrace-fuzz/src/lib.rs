@@ -237,7 +237,7 @@ pub fn analyzer(data: &[u8]) {
     // The streamed analysis in steps of a chunk, where it streams at all,
     // gives the batch analysis's report, with call paths (merged, or per
     // stack with recursion collapsed) and without, and with a selection
-    // by stack.
+    // of stacks, by stack and by thread.
     for clock in [Clock::Stack, Clock::Gil, Clock::Wall] {
         let options = AnalyzeOptions {
             clock: Some(clock),
@@ -245,16 +245,18 @@ pub fn analyzer(data: &[u8]) {
         };
         let selection = vec!["thread:1".to_owned(), "stack:2".to_owned()];
         let variants = [
-            (PathMode::Off, None, Vec::new()),
-            (PathMode::Merged, None, Vec::new()),
-            (PathMode::PerStack, Some(RecursionCollapse::Direct), Vec::new()),
-            (PathMode::Off, None, selection),
+            (PathMode::Off, None, Vec::new(), Vec::new()),
+            (PathMode::Merged, None, Vec::new(), Vec::new()),
+            (PathMode::PerStack, Some(RecursionCollapse::Direct), Vec::new(), Vec::new()),
+            (PathMode::Off, None, selection, Vec::new()),
+            (PathMode::Off, None, Vec::new(), vec![2]),
         ];
-        for (paths, collapse_recursion, stacks) in variants {
+        for (paths, collapse_recursion, stacks, threads) in variants {
             let options = AnalyzeOptions {
                 paths,
                 collapse_recursion,
                 stacks,
+                threads,
                 ..options.clone()
             };
             if let (Ok(Some(streamed)), Ok(batch)) = (
