@@ -205,6 +205,7 @@ impl LiveStack {
 /// Keeps the times of a stack's segment `s`, replayed or (left out)
 /// skipped, that its `end` is judged against: the latest start
 /// (`start_ns`) and switch away (`end_ns`).
+#[inline(always)]
 fn keep_times(
     start_ns: &mut Option<u64>,
     end_ns: &mut u64,
@@ -640,6 +641,7 @@ impl LaneWork {
     /// Decides whether the options select `stack` (`live`), given its
     /// `segments` not replayed yet, as the batch does (`options::wanted`):
     /// by key or name at once, by thread once a selected thread ran it.
+    #[inline]
     fn choose(
         &self,
         ctx: &ReplayContext<'_, '_>,
@@ -651,6 +653,10 @@ impl LaneWork {
             return;
         }
         let sel = &self.selection;
+        if sel.stacks.is_empty() && sel.threads.is_empty() {
+            live.choice = Choice::Selected;
+            return;
+        }
         let threads = &ctx.decoded.threads;
         live.choice = if !named(&stack, &ctx.decoded.stack_names, &sel.stacks) {
             Choice::LeftOut
