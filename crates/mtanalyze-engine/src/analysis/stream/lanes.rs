@@ -689,17 +689,10 @@ impl LaneWork {
         finish: Option<Finish>,
         end_ns: u64,
     ) -> Option<StackTotals> {
-        let mut observer = NoObserver;
-        let mut state = live.replay.take();
-        if let Some(s) = &mut state {
-            let used = s.wakes_used().min(live.wakes.len());
-            live.wakes.drain(..used);
-            s.forget_used_wakes();
-        }
-        live.wakes.sort_unstable();
         let scale = ctx.decoded.scale;
         if live.choice == Choice::LeftOut {
-            // Not replayed: what its `end` is judged against is kept.
+            // Not replayed: what its `end` is judged against is kept, and
+            // its wakes are of no use.
             for s in segments {
                 keep_times(
                     &mut live.replayed_start_ns,
@@ -709,8 +702,17 @@ impl LaneWork {
                 );
                 live.skipped = true;
             }
+            live.wakes.clear();
             return None;
         }
+        let mut observer = NoObserver;
+        let mut state = live.replay.take();
+        if let Some(s) = &mut state {
+            let used = s.wakes_used().min(live.wakes.len());
+            live.wakes.drain(..used);
+            s.forget_used_wakes();
+        }
+        live.wakes.sort_unstable();
         let mut stack = match state {
             Some(s) => StackReplay::reopen(s, &mut self.tally, &mut observer, &live.wakes),
             None => {
