@@ -24,8 +24,9 @@ pub struct Runs {
     pub tottime_runs: HashMap<FunctionKey, Vec<u64>>,
     /// The total self time of each run.
     pub total_runs: Vec<u64>,
-    /// Per function, its self time in each run as the runs' test takes it
-    /// ([`estimated_self_time`]; 0 where it did not run).
+    /// Per function, its self time in each run as the runs' test takes it:
+    /// frames times median frame, its sum below 8 frames or without a
+    /// histogram (0 where it did not run).
     pub estimated_runs: HashMap<FunctionKey, Vec<f64>>,
     /// The sum of each run's estimated self times.
     pub estimated_total_runs: Vec<f64>,
