@@ -469,9 +469,9 @@ pub fn diff(base: &Report, new: &Report, opts: DiffOptions) -> DiffReport {
     // weighs: frames times median frame, summed (a busy machine's time
     // slices, in the sums, would raise the floor by whatever they add).
     let estimated = |r: &Report| {
-        r.functions.iter().fold(0.0, |t, f| {
-            t + f.tottime_hist.median().unwrap_or(0.0) * f.tottime_hist.count() as f64
-        })
+        r.functions
+            .iter()
+            .fold(0.0, |t, f| t + f.tottime_hist.frames_times_median())
     };
     let share_total = match method {
         Method::CallMedians => (estimated(base) * s).max(estimated(new)),

@@ -162,6 +162,14 @@ impl SelfTimeHistogram {
         })
     }
 
+    /// The self time the frames add up to as a rank test weighs it: frames
+    /// times median frame (0 without frames). Preemption lands whole time
+    /// slices in a few frames, which move a sum by tens of percent and a
+    /// median hardly ("Significance of a diff" in `schemas/semantics.md`).
+    pub fn frames_times_median(&self) -> f64 {
+        self.median().unwrap_or(0.0) * self.count() as f64
+    }
+
     /// The `k`-th frame's value (from 0, ascending), as [`SelfTimeHistogram::median`] spreads them.
     fn value_at(&self, k: u64) -> f64 {
         let mut before = 0u64;

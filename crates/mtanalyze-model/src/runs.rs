@@ -152,10 +152,9 @@ pub fn runs(reports: Vec<Report>) -> Option<Runs> {
 /// change, or, when the few runs of one side happen to agree, shows one
 /// where there is none.
 fn estimated_self_time(f: &FunctionStats) -> f64 {
-    let frames = f.tottime_hist.count();
-    match f.tottime_hist.median() {
-        Some(m) if frames >= MIN_FRAMES_FOR_RANKS => m * frames as f64,
-        _ => f.tottime_ns as f64,
+    match f.tottime_hist.count() >= MIN_FRAMES_FOR_RANKS {
+        true => f.tottime_hist.frames_times_median(),
+        false => f.tottime_ns as f64,
     }
 }
 

@@ -411,15 +411,14 @@ impl MedianChange {
     /// NEW's frames against the base's multiplied by `scale`.
     pub fn of(base: &SelfTimeHistogram, new: &SelfTimeHistogram, scale: f64) -> MedianChange {
         let (nb, nn) = (base.count(), new.count());
-        let est = |h: &SelfTimeHistogram, n: u64| h.median().unwrap_or(0.0) * n as f64;
-        let b = scale * est(base, nb);
+        let b = scale * base.frames_times_median();
         let p_value = match nb.min(nn) >= MIN_FRAMES_FOR_RANKS {
             true => mann_whitney(base, scale * nb as f64 / nn as f64, new).map(|t| t.p),
             false => None,
         };
         MedianChange {
             base: b,
-            delta: est(new, nn) - b,
+            delta: new.frames_times_median() - b,
             p_value,
         }
     }
