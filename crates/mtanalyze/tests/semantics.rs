@@ -2340,10 +2340,14 @@ proptest! {
         threads in 1u64..=4, tasks in 10u64..300, functions in 1u8..5, steps in many_steps(),
         window in (any::<u8>(), any::<u8>()),
         picks in proptest::collection::vec((any::<u16>(), any::<u16>()), 1..4),
+        flagged in any::<u64>(),
     ) {
         let lines = tasks_in_binary_order(threads, tasks, functions, &steps);
         prop_assume!(!lines.is_empty());
-        let whole = to_binary_in_chunks(&lines, mtrace_format::layout::MIN_CHUNK_SIZE);
+        let mut whole = to_binary_in_chunks(&lines, mtrace_format::layout::MIN_CHUNK_SIZE);
+        // About one chunk in eight flagged `restart` (after a pause),
+        // which a damaged chunk before it must not hide.
+        flag_restarts(&mut whole, flagged & flagged >> 1 & flagged >> 2);
         let file = mtrace_format::TraceFile::parse(&whole).expect("parses");
         let compact = mtrace_format::convert::compact(&file).expect("converts").bytes;
         let mut damaged = Vec::new();

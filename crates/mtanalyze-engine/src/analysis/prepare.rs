@@ -104,7 +104,7 @@ pub(crate) fn replay_clock(clock: Clock, decoded: &Decoded<'_>) -> Clock {
         && decoded.threads[0]
             .chunks
             .iter()
-            .all(|c| (!c.gap_before || c.after_damage) && !c.continued);
+            .all(|c| !c.gap_before && !c.continued);
     if clock == Clock::Gil && whole_single_thread {
         Clock::Stack
     } else {

@@ -67,14 +67,13 @@ pub(crate) struct ChunkRef {
     pub thread_chunk_no: u64,
     /// Global claim order.
     pub seq: u64,
-    /// Start from its snapshot: chunks before this one are missing, the
-    /// recorder restarted the thread here (a `restart` chunk: it was
-    /// paused, or the thread moved to this file of a rotating series), or
-    /// the chunk before it ended at a damaged compact event.
+    /// Start from its snapshot: chunks before this one are missing, or
+    /// the recorder restarted the thread here (a `restart` chunk: it was
+    /// paused, or the thread moved to this file of a rotating series).
     pub gap_before: bool,
-    /// The chunk before it ended at a damaged compact event (`gap_before`
-    /// is set too): a restart as after a damaged 16-byte event, which the
-    /// decode does not see.
+    /// Start from its snapshot: the chunk before it ended at a damaged
+    /// compact event, a restart as after a damaged 16-byte event (which
+    /// the decode does not see, the segment pass does).
     pub after_damage: bool,
     /// The thread's first chunk in a later file of a rotating series: its
     /// snapshot's frames were opened in an earlier file (and the stream
@@ -109,7 +108,7 @@ impl ChunkRef {
     /// ended at damage. The batches restart here (`cursor.rs`), and after
     /// a damaged 16-byte event or a `lost` mark.
     pub(crate) fn restarts(&self, index: usize) -> bool {
-        self.gap_before || (index == 0 && self.thread_chunk_no > 0)
+        self.gap_before || self.after_damage || (index == 0 && self.thread_chunk_no > 0)
     }
 }
 
@@ -338,7 +337,6 @@ pub(crate) fn decode<'a>(
                     // Chunk numbers are the file's claims: saturate.
                     lost = lost.saturating_add(c.thread_chunk_no.saturating_sub(expected));
                 }
-                c.gap_before |= after_damage;
                 c.after_damage = after_damage;
                 after_damage = ends_at_damage.contains(&c.slot);
                 expected = c.thread_chunk_no.saturating_add(1);
