@@ -227,9 +227,15 @@ pub(crate) fn named(key: &StackKey, names: &StackNames<'_>, stacks: &[String]) -
 /// Whether `opts` select the own stack of thread `tid` (it runs on that
 /// thread only, so this is known before its segments are).
 pub(crate) fn own_stack_wanted(tid: u64, opts: &AnalyzeOptions) -> bool {
-    let thread_ok = opts.threads.is_empty() || opts.threads.contains(&tid);
+    own_stack_selected(tid, &opts.threads, &opts.stacks)
+}
+
+/// Whether the selection `threads` (`--thread`) and `stacks` (`--stack`)
+/// takes the own stack of thread `tid` (all if both are empty).
+pub(crate) fn own_stack_selected(tid: u64, threads: &[u64], stacks: &[String]) -> bool {
+    let thread_ok = threads.is_empty() || threads.contains(&tid);
     let id = StackKey::Own(tid).to_string();
-    thread_ok && (opts.stacks.is_empty() || opts.stacks.contains(&id))
+    thread_ok && (stacks.is_empty() || stacks.contains(&id))
 }
 
 #[cfg(test)]

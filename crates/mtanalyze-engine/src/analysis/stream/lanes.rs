@@ -14,7 +14,7 @@ use crate::analysis::decode::Decoded;
 use crate::analysis::ends::StackEnd;
 use crate::analysis::ends::{fits_end, ignore_end, replaces};
 use crate::analysis::frames::{NoObserver, Tally};
-use crate::analysis::options::named;
+use crate::analysis::options::{named, own_stack_selected};
 use crate::analysis::paths::{ROOT, STACK_LABEL};
 use crate::analysis::replay::{
     replay_one_segment, stack_kind, LastEnd, ReplayContext, StackReplay, StackTotals, Suspended,
@@ -658,20 +658,20 @@ impl LaneWork {
             return;
         }
         let threads = &ctx.decoded.threads;
-        live.choice = if !named(&stack, &ctx.decoded.stack_names, &sel.stacks) {
-            Choice::LeftOut
-        } else if sel.threads.is_empty() {
-            Choice::Selected
-        } else {
-            let ran_on = |tid: u64| sel.threads.contains(&tid);
-            match stack {
-                StackKey::Own(tid) if ran_on(tid) => Choice::Selected,
-                StackKey::Own(_) => Choice::LeftOut,
-                StackKey::Logical(_) if segments.iter().any(|s| ran_on(s.tid(threads))) => {
-                    Choice::Selected
-                }
-                StackKey::Logical(_) => Choice::Undecided,
+        let ran_on_a_selected_thread = || {
+            sel.threads.is_empty()
+                || segments
+                    .iter()
+                    .any(|s| sel.threads.contains(&s.tid(threads)))
+        };
+        live.choice = match stack {
+            StackKey::Own(tid) if own_stack_selected(tid, &sel.threads, &sel.stacks) => {
+                Choice::Selected
             }
+            StackKey::Own(_) => Choice::LeftOut,
+            _ if !named(&stack, &ctx.decoded.stack_names, &sel.stacks) => Choice::LeftOut,
+            StackKey::Logical(_) if ran_on_a_selected_thread() => Choice::Selected,
+            StackKey::Logical(_) => Choice::Undecided,
         };
     }
 
