@@ -396,8 +396,7 @@ fn plan_text(name: &str, p: &mtanalyze::plan::Plan) -> String {
     let engine = match p.engine {
         Engine::Stream => format!(
             "stream: cut and replay in steps of about {} events; if it meets what it cannot \
-             judge (a stack run after its end, a function the metadata does not name), the \
-             batch starts over from the decoded trace",
+             judge (a stack run after its end), the batch starts over from the decoded trace",
             p.step_events
         ),
         Engine::Batch => {
@@ -407,14 +406,12 @@ fn plan_text(name: &str, p: &mtanalyze::plan::Plan) -> String {
     format!(
         "plan for {name}\n  engine: {engine}\n  \
          events: {} (streamed from {}) | named stacks: {} (streamed from {}) | threads: {}\n  \
-         the stream needs, each: every function name kept \
-         (the metadata whole, no chunk header damaged): {}; a running sum a thread fits: {}\n",
+         the stream needs: a running sum a thread fits: {}\n",
         p.events,
         p.stream_from_events,
         p.named_stacks,
         p.stream_from_stacks,
         p.threads,
-        yes(p.names_kept),
         yes(p.tallies_fit),
     )
 }

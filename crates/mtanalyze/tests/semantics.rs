@@ -342,6 +342,44 @@ fn to_binary_in_chunks(lines: &[reference::Line], chunk_size: usize) -> Vec<u8> 
     w.finish(None).unwrap().into_inner()
 }
 
+/// [`to_binary_in_chunks`], but the functions whose bit is set in
+/// `unnamed` (by their index among "a".."e") are written by id with no
+/// name in the metadata: "a" and "c" with small ids, "b" and "d" with ids
+/// past the analyzer's table of small ids, and "e" with an id whose
+/// `fn#<id>`, the name the analyzer gives an unnamed function, the
+/// metadata gives another function. Events and chunk snapshots use them.
+fn to_binary_unnamed(lines: &[reference::Line], chunk_size: usize, unnamed: u8) -> Vec<u8> {
+    const IDS: [u32; 5] = [40_000, 3_000_001, 40_002, 3_000_003, 40_004];
+    let options = WriterOptions {
+        chunk_size,
+        ..Default::default()
+    };
+    let mut w = TraceWriter::new(Cursor::new(Vec::new()), options).unwrap();
+    if unnamed & 1 << 4 != 0 {
+        w.function("fn#40004", "", 0, "");
+    }
+    let id = |w: &mut TraceWriter<_>, f: &str| {
+        let index = ["a", "b", "c", "d", "e"].iter().position(|&n| n == f);
+        match index.filter(|&i| unnamed & 1 << i != 0) {
+            Some(i) => FunctionId(IDS[i]),
+            None => w.function(f, "", 0, ""),
+        }
+    };
+    for l in lines {
+        let kind = match &l.ev {
+            reference::Ev::Enter(f) => EventKind::Enter(id(&mut w, f)),
+            reference::Ev::Exit(f) => EventKind::Exit(id(&mut w, f)),
+            reference::Ev::Switch(None) => EventKind::Switch(StackId::OWN),
+            reference::Ev::Switch(Some(s)) => EventKind::Switch(w.stack(s)),
+            reference::Ev::Lost => EventKind::Lost,
+            reference::Ev::Wake(s) => EventKind::Wake(w.stack(s)),
+            reference::Ev::End(s) => EventKind::End(w.stack(s)),
+        };
+        w.event(ThreadId(l.tid), l.ts, kind).unwrap();
+    }
+    w.finish(None).unwrap().into_inner()
+}
+
 /// A generated trace's lines in (ts, tid) order: the order a binary trace
 /// gives equal timestamps of different threads.
 fn ordered_lines(
@@ -2370,6 +2408,33 @@ proptest! {
                 r.warnings.iter().map(|w| (w.kind.clone(), w.count)).collect()
             };
             prop_assert_eq!(kinds(&fixed), kinds(&compact), "clock {}", clock);
+        }
+    }
+
+    /// Functions the metadata does not name, used by events and by the
+    /// snapshots threads restart from (chunks flagged `restart`): the
+    /// stream numbers them as its steps meet them, to the batch's report
+    /// (the batch numbers them after its passes), and never gives the
+    /// trace back for them; both encodings.
+    #[test]
+    fn unnamed_functions_streamed_equal_batched(
+        threads in 1u64..=4, tasks in 10u64..300, functions in 1u8..5, steps in many_steps(),
+        window in (any::<u8>(), any::<u8>()), unnamed in 1u8..32, flagged in any::<u64>(),
+    ) {
+        let lines = tasks_in_binary_order(threads, tasks, functions, &steps);
+        prop_assume!(!lines.is_empty());
+        let mut whole = to_binary_unnamed(&lines, mtrace_format::layout::MIN_CHUNK_SIZE, unnamed);
+        // About one chunk in eight restarts from its snapshot.
+        flag_restarts(&mut whole, flagged & flagged >> 1 & flagged >> 2);
+        let file = mtrace_format::TraceFile::parse(&whole).expect("parses");
+        let compact = mtrace_format::convert::compact(&file).expect("converts").bytes;
+        let used = (0..functions.min(5)).any(|i| unnamed & 1 << i != 0);
+        for bytes in [whole, compact] {
+            streams_to_the_batch_report(&bytes, window, "a trace with unnamed functions")?;
+            let opts = stream_options(Clock::Stack, (0, 0));
+            let r = analyze(&from_bytes("test", bytes).expect("loads"), &opts).expect("analyzes");
+            let unknown = r.warnings.iter().any(|w| w.kind == "unknown_function");
+            prop_assert_eq!(unknown, used, "unknown functions warned of");
         }
     }
 

@@ -52,7 +52,6 @@ fn serve(first: u64, tasks: u64, pauses: bool) -> u64 {
 /// report under `stack`.
 fn streams_to_the_batch_report(loaded: &mtanalyze::LoadedTrace) -> mtanalyze::Report {
     let plan = mtanalyze::plan::of(loaded, &AnalyzeOptions::default()).expect("plans");
-    assert!(plan.names_kept, "{plan:?}");
     assert_eq!(plan.engine, Engine::Stream, "{plan:?}");
     let mut under_stack = None;
     for clock in [Clock::Stack, Clock::Wall, Clock::Gil] {

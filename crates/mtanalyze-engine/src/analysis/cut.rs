@@ -15,7 +15,10 @@ use mtrace_format::event::{
 };
 use mtrace_format::StackId;
 
-use crate::analysis::decode::{Batch, Batches, Decoded, FunctionIds, Pos, Restart};
+use crate::analysis::decode::{
+    Batch, Batches, Decoded, FreshFunctions, FunctionIds, FunctionTable, Pos, Restart,
+    StepFunctions,
+};
 use crate::analysis::frames::{NoObserver, Tally};
 use crate::analysis::paths::ROOT;
 use crate::analysis::replay::{seed_snapshot, StackReplay, Suspended};
@@ -97,6 +100,12 @@ struct OwnFusion<'t> {
 /// The state of one thread's pass.
 struct Cutter<'d, 'a, 't> {
     decoded: &'d Decoded<'a>,
+    /// The functions known when the pass (a stream: its step) began.
+    functions: &'d FunctionTable<'a>,
+    /// A stream's: the functions its passes met since the step began that
+    /// `functions` does not map, numbered as they are met (the batch
+    /// numbers them after every pass: `prepare.rs`).
+    fresh: Option<&'d FreshFunctions>,
     index: u32,
     tid: u64,
     pass: ThreadPass,
@@ -118,27 +127,70 @@ impl Cutter<'_, '_, '_> {
 
     /// The thread is now in `seg`.
     fn open_segment(&mut self, seg: Segment) {
+        if seg.seed() != Seed::None {
+            self.note_seed_functions(&seg);
+        }
         if seg.is_own() {
             self.begin_own(&seg);
         }
         self.open = Some(seg);
     }
 
+    /// The functions of `seg`'s seed that the metadata does not name are
+    /// unknown functions, as those of events are: the seed's frames are
+    /// opened whichever engine replays the stack.
+    fn note_seed_functions(&mut self, seg: &Segment) {
+        let Some(ids) = seed_snapshot(self.decoded, seg) else {
+            return;
+        };
+        for id in ids {
+            if self.functions.get(id.0).is_none() {
+                self.unknown_function(id.0);
+            }
+        }
+    }
+
+    /// Function id `f`, which `functions` does not map, is used: noted (the
+    /// batch numbers such ids after every pass), and in a stream given its
+    /// dense index now (the own stack's replay counts it at once, and
+    /// makes room for it).
+    fn unknown_function(&mut self, f: u32) -> Option<u32> {
+        self.pass.unknown_functions.insert(f);
+        let (dense, n) = self.fresh?.dense(self.functions, f);
+        if let Some(own) = &mut self.own {
+            own.replay.grow_functions(n);
+        }
+        Some(dense)
+    }
+
     fn begin_own(&mut self, seg: &Segment) {
-        let decoded = self.decoded;
-        let Some(f) = &mut self.own else { return };
-        // The fused replay knows only the metadata's functions; a seed
-        // naming another leaves the stack to the replay pass.
-        if seg.seed() != Seed::None
+        let (decoded, functions) = (self.decoded, self.functions);
+        // Without a stream's numbering, the fused replay knows only the
+        // table's functions: a seed naming another leaves the stack to
+        // the replay pass, which runs with every function numbered.
+        if self.fresh.is_none()
+            && seg.seed() != Seed::None
             && seed_snapshot(decoded, seg)
-                .is_some_and(|mut ids| ids.any(|id| decoded.functions.get(id.0).is_none()))
+                .is_some_and(|mut ids| ids.any(|id| functions.get(id.0).is_none()))
         {
             self.give_up_own();
             return;
         }
-        let start_ns = f
-            .replay
-            .begin(decoded, &decoded.functions, f.clock, seg, &mut f.warnings);
+        let fresh = self.fresh;
+        let Some(f) = &mut self.own else { return };
+        let start_ns = match fresh {
+            Some(fresh) => {
+                let step = StepFunctions {
+                    table: functions,
+                    fresh,
+                };
+                f.replay
+                    .begin(decoded, &step, f.clock, seg, &mut f.warnings)
+            }
+            None => f
+                .replay
+                .begin(decoded, functions, f.clock, seg, &mut f.warnings),
+        };
         f.running = Some((start_ns, f.replay.offset(f.clock, start_ns)));
         f.began = true;
         f.ends_at_ns = None;
@@ -307,7 +359,7 @@ impl Cutter<'_, '_, '_> {
         batches: &mut Batches<'_, '_>,
         start: usize,
     ) -> usize {
-        let functions = self.decoded.functions.ids();
+        let functions = self.functions.ids();
         let n = batch.len();
         let mut floor = batches.floor();
         if self.open.is_none() {
@@ -360,7 +412,7 @@ impl Cutter<'_, '_, '_> {
         mut floor: u64,
         span: W,
     ) -> (usize, u64) {
-        let functions = self.decoded.functions.ids();
+        let functions = self.functions.ids();
         let scale = self.decoded.scale;
         while i < batch.len() {
             let (kind, tick, payload) = batch.parts(i);
@@ -453,18 +505,20 @@ impl Cutter<'_, '_, '_> {
         }
         if kind == KIND_ENTER || kind == KIND_EXIT {
             let f = payload as u32;
-            match self.decoded.functions.get(f) {
-                Some(d) => {
-                    let window = self.own_window();
-                    self.own_event(kind == KIND_ENTER, d, scale.ns(tick), window);
-                }
+            let dense = match self.functions.get(f) {
+                Some(d) => Some(d),
                 None => {
-                    self.pass.unknown_functions.insert(f);
-                    if self.stack == StackKey::Own(tid) {
+                    let d = self.unknown_function(f);
+                    if d.is_none() && self.stack == StackKey::Own(tid) {
                         // Its dense index is settled after every pass.
                         self.give_up_own();
                     }
+                    d
                 }
+            };
+            if let Some(d) = dense {
+                let window = self.own_window();
+                self.own_event(kind == KIND_ENTER, d, scale.ns(tick), window);
             }
         }
         true
@@ -528,6 +582,8 @@ pub(crate) fn cut_thread(
     };
     let mut cut = Cutter {
         decoded,
+        functions: &decoded.functions,
+        fresh: None,
         index,
         tid,
         pass: ThreadPass {
@@ -619,13 +675,14 @@ pub(crate) struct NotStreamable(pub &'static str);
 
 impl ThreadStream {
     /// Thread `index` of `decoded`, not read yet; with `own`, its own
-    /// stack replayed on the way into a tally of its own, counting what
-    /// `window` holds; without, its own stack's segments are the caller's,
-    /// as logical ones are.
+    /// stack replayed on the way into a tally of its own for `n_functions`
+    /// functions, counting what `window` holds; without, its own stack's
+    /// segments are the caller's, as logical ones are.
     pub(crate) fn new(
         decoded: &Decoded<'_>,
         index: u32,
         own: Option<FusedOwn>,
+        n_functions: usize,
         window: Window,
     ) -> Self {
         let tid = decoded.threads[index as usize].tid.0;
@@ -638,11 +695,7 @@ impl ThreadStream {
             open: None,
             stack: StackKey::Own(tid),
             own: own.map(|o| OwnBetweenSteps {
-                tally: Tally::new(
-                    decoded.functions.dense_len(),
-                    o.paths_root.is_some(),
-                    window,
-                ),
+                tally: Tally::new(n_functions, o.paths_root.is_some(), window),
                 clock: o.clock,
                 paths_root: o.paths_root.unwrap_or(ROOT),
                 state: None,
@@ -700,16 +753,17 @@ impl ThreadStream {
     /// Reads whole chunks until the thread's clock reaches `until` (the
     /// last event read is at or after it) or its events end, as
     /// [`cut_thread`] reads them (restarts from snapshots, `lost` marks and
-    /// damaged events included). A function the metadata does not name,
-    /// which only the batch analysis numbers, stops the stream with
-    /// [`NotStreamable`].
+    /// damaged events included). `functions` is the step's table; a
+    /// function it does not map is numbered in `fresh`.
     pub(crate) fn cut_until(
         &mut self,
         decoded: &Decoded<'_>,
+        functions: &FunctionTable<'_>,
+        fresh: &FreshFunctions,
         until: u64,
-    ) -> Result<(), NotStreamable> {
+    ) {
         if self.done {
-            return Ok(());
+            return;
         }
         let thread = &decoded.threads[self.index as usize];
         let mut observer = NoObserver;
@@ -746,6 +800,8 @@ impl ThreadStream {
         let fused = own.is_some();
         let mut cut = Cutter {
             decoded,
+            functions,
+            fresh: Some(fresh),
             index: self.index,
             tid: thread.tid.0,
             pass: std::mem::take(&mut self.pass),
@@ -783,14 +839,14 @@ impl ThreadStream {
         self.next = batches.position();
         self.floor = batches.floor();
         self.restart_next = batches.restart_pending();
-        let pass = &cut.pass;
-        let gave_up = fused && cut.own.is_none();
-        if gave_up || !pass.unknown_functions.is_empty() {
-            return Err(NotStreamable("a function the metadata does not name"));
-        }
         // Own segments were set aside only in case the fused replay gave
-        // up, which stops the stream anyway: `own_segments` is dropped.
-        // (Without the fused replay, they are in the pass's segments.)
+        // up, which it never does in a stream (it numbers every function):
+        // `own_segments` is dropped. (Without the fused replay, they are in
+        // the pass's segments.)
+        debug_assert!(
+            !fused || cut.own.is_some(),
+            "a stream's fused replay gave up"
+        );
         self.pass = std::mem::take(&mut cut.pass);
         self.open = cut.open.take();
         self.stack = cut.stack;
@@ -804,7 +860,14 @@ impl ThreadStream {
             *ends_at_ns = f.ends_at_ns;
             *state = Some(f.replay.suspend(running_since));
         }
-        Ok(())
+    }
+
+    /// Makes room in the own stack's tally for `n` functions (the step's
+    /// table took in those another thread met).
+    pub(crate) fn grow_functions(&mut self, n: usize) {
+        if let Some(own) = &mut self.own {
+            own.tally.grow(n);
+        }
     }
 }
 

@@ -529,6 +529,11 @@ impl Tally {
 }
 
 impl<'a, O: Observer> FrameStack<'a, O> {
+    /// Makes room in the tally for `n` functions ([`Tally::grow`]).
+    pub(super) fn grow_functions(&mut self, n: usize) {
+        self.t.grow(n);
+    }
+
     /// An empty stack replayed with `tally`'s scratch, into its statistics
     /// (its call paths are added by [`FrameStack::merge_paths`]). `paths_root`: [`ROOT`] to
     /// merge call paths of all stacks, or a `STACK_LABEL` node to keep this

@@ -7,7 +7,7 @@
 //!
 //! | the trace and the options | engine | why |
 //! |---|---|---|
-//! | one trace: at least [`STREAM_FROM_STACKS`] named stacks or [`STREAM_FROM_EVENTS`] events, every function name kept (the metadata whole, no chunk header damaged), a tally per lane fits | stream (`stream/`): cut and replay in steps of time | holds only the stacks alive at a time (a task-per-request trace names thousands) and a step's segments (the batch holds every segment of the trace) |
+//! | one trace: at least [`STREAM_FROM_STACKS`] named stacks or [`STREAM_FROM_EVENTS`] events, a tally per lane fits | stream (`stream/`): cut and replay in steps of time | holds only the stacks alive at a time (a task-per-request trace names thousands) and a step's segments (the batch holds every segment of the trace) |
 //! | one trace, any other | batch ([`pipeline::batch`]): every segment cut (own stacks replayed on the way when the clock is not `gil`, there are no call paths and a tally per thread fits), grouped by stack, stacks replayed in parallel | faster on a few long-lived stacks, and it sees the whole trace before it judges a stack's end |
 //! | one of many traces (`many.rs`): at most [`SEQUENTIAL_BYTES`], and at least two traces per rayon thread | sequential ([`pipeline::sequential`]): one stage and one stack after the other on the worker's thread, into the worker's one tally; [`pipeline::numbered`] when the worker sums its traces and there are no call paths | the traces, not their stacks, run in parallel; a small trace costs no tables of its own |
 //! | one of many, bigger, or few traces | as one trace | one big trace among small ones does not end the run on one core |
@@ -20,11 +20,15 @@
 //! counted only (`Counted`), or handed to a sink ([`analyze_with_sink`]):
 //! the stream hands each as its stack finishes, the batch after the replay.
 //!
+//! Functions the metadata does not name (lost with a damaged or cut
+//! metadata region or chunk header, or named by a damaged event) are
+//! numbered by either engine: the batch after its passes, the stream as
+//! its steps meet them (`FreshFunctions`).
+//!
 //! When an engine cannot go on: a stream that meets mid-way what it cannot
 //! judge and the headers did not say (a stack run again after its end,
-//! from a writer that breaks the format's rules; a function the metadata
-//! does not name although no name was lost, from a damaged file) gives the
-//! decoded trace back and the batch goes on from it;
+//! from a writer that breaks the format's rules) gives the decoded trace
+//! back and the batch goes on from it;
 //! rows already handed to a sink stay handed, and the sink is told to start
 //! again. A sequential analysis whose one tally took in part of an own
 //! stack it then had to give up (a function the metadata does not name:
@@ -93,14 +97,6 @@ pub struct Plan {
     pub stream_from_stacks: usize,
     /// Threads that recorded events.
     pub threads: usize,
-    /// Every function name kept, as far as the headers tell: the
-    /// metadata is whole (not damaged, not cut with the file) and no chunk
-    /// header is damaged (a chunk may hold names). Where one is lost, the
-    /// stream would stop mid-way at an unnamed function. Lost chunks and
-    /// events, damaged events, a chunk the file's end cuts and restarts
-    /// from a snapshot (after a pause or a loss) the stream judges as the
-    /// batch does.
-    pub names_kept: bool,
     /// A running sum per thread fits the memory the trace allows (the
     /// stream replays each thread's own stack into its own).
     pub tallies_fit: bool,
@@ -135,21 +131,14 @@ impl Knobs {
 /// shaped the decode, and either engine does whatever they ask.
 fn plan_for(decoding: &Decoding<'_>, file_len: usize, knobs: &Knobs) -> Plan {
     let decoded = &decoding.decoded;
-    // Names the metadata lost (damaged, or cut short with the file), or
-    // held in a chunk whose header is damaged, leave functions unnamed, at
-    // which the stream would stop mid-way. Lost chunks, dropped events
-    // (`lost` marks), damaged events and chunks the file's end cuts the
-    // stream judges as the batch does. (Names a recorder dropped when its
-    // file was full are mostly of stacks, which the stream shows by id as
-    // the batch does: a function first called then has its events dropped
-    // too.)
-    let names_kept = decoded.damaged.is_empty() && decoded.meta_problem.is_none();
+    // Whatever the trace lost (names with a damaged metadata region or
+    // chunk header, chunks, events) either engine judges alike.
     let events = decoded.events();
     let named_stacks = decoded.stack_names.len();
     let tallies_fit = tallies_fit(decoded, file_len);
     // Many stacks, or many events: what the batch way would hold grows.
     let large = named_stacks >= knobs.stream_from_stacks || events >= knobs.stream_from_events;
-    let engine = if !knobs.batch_only && names_kept && large && tallies_fit {
+    let engine = if !knobs.batch_only && large && tallies_fit {
         Engine::Stream
     } else {
         Engine::Batch
@@ -162,7 +151,6 @@ fn plan_for(decoding: &Decoding<'_>, file_len: usize, knobs: &Knobs) -> Plan {
         named_stacks,
         stream_from_stacks: knobs.stream_from_stacks,
         threads: decoded.threads.len(),
-        names_kept,
         tallies_fit,
     }
 }
@@ -520,10 +508,7 @@ mod tests {
         };
         assert_eq!(restarts(&decoding), 1);
         let p = plan_for(&decoding, paused.bytes().len(), &Knobs::PLAN);
-        assert!(
-            p.names_kept && p.named_stacks >= STREAM_FROM_STACKS,
-            "{p:?}"
-        );
+        assert!(p.named_stacks >= STREAM_FROM_STACKS, "{p:?}");
         assert_eq!(p.engine, Engine::Stream);
         let batched = testing::analyze_batched(&paused, &opts).expect("analyzes");
         for step in [1, 64, STEP_EVENTS] {
@@ -567,7 +552,7 @@ mod tests {
             let decoding = decode_for(trace, Some(&opts), None).expect("decodes");
             assert_eq!(decoding.decoded.lost, lost);
             let p = plan_for(&decoding, trace.bytes().len(), &Knobs::PLAN);
-            assert_eq!((p.names_kept, p.engine), (true, Engine::Stream), "{p:?}");
+            assert_eq!(p.engine, Engine::Stream, "{p:?}");
             let batched = testing::analyze_batched(trace, &opts).expect("analyzes");
             assert!(
                 batched
@@ -585,14 +570,34 @@ mod tests {
     }
 
     #[test]
-    fn a_trace_cut_short_is_planned_for_the_batch() {
+    fn a_trace_that_lost_its_names_is_streamed_to_the_batch_report() {
         // Its metadata is cut with it (the function names the writer wrote
-        // last): the stream would stop at the first event of an unnamed one.
+        // last): the stream numbers the functions it meets unnamed, in
+        // steps of any size, as the batch does after its passes.
         let whole = tasks(2000, false).bytes().to_vec();
         let cut = from_bytes("cut", whole[..whole.len() * 2 / 3].to_vec()).expect("loads");
         let opts = AnalyzeOptions::default();
         let decoding = decode_for(&cut, Some(&opts), None).expect("decodes");
+        assert!(decoding.decoded.meta_problem.is_some());
+        // The stacks' names went with the functions': the planner sees
+        // no named stack, so only the stream's knobs below send it there.
         let p = plan_for(&decoding, cut.bytes().len(), &Knobs::PLAN);
-        assert_eq!((p.names_kept, p.engine), (false, Engine::Batch), "{p:?}");
+        assert_eq!((p.named_stacks, p.tallies_fit), (0, true), "{p:?}");
+        let batched = testing::analyze_batched(&cut, &opts).expect("analyzes");
+        let unknown = batched
+            .warnings
+            .iter()
+            .find(|w| w.kind == "unknown_function");
+        assert!(
+            unknown.is_some_and(|w| w.count > 0),
+            "{:?}",
+            batched.warnings
+        );
+        for step in [1, 64, STEP_EVENTS] {
+            let streamed = testing::analyze_streamed_with(&cut, &opts, step)
+                .expect("analyzes")
+                .expect("streams to the end");
+            assert_eq!(streamed, batched, "step {step}");
+        }
     }
 }

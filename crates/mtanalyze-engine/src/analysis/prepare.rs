@@ -283,8 +283,8 @@ impl<'a> Prepared<'a> {
     /// The decoded trace back from a prepared one, its function table put
     /// back: for an engine that gives up after its passes (the stream's
     /// last step), so that the next engine starts from the same decode.
-    /// Only for passes that met no function the metadata does not name
-    /// (the stream gives up on the first): their table is the decoded one.
+    /// (A stream numbered the functions the metadata does not name as it
+    /// met them: the table keeps them, which the batch takes as its own.)
     pub(crate) fn into_decoding(mut self, clock: Option<Clock>) -> Decoding<'a> {
         self.decoded.functions = self.functions;
         Decoding {
@@ -331,9 +331,11 @@ fn cut_threads_into(
 }
 
 /// The metadata's function table, taken from `decoded` (the segment pass
-/// was its last reader), with every id the passes met and the metadata
-/// does not name (their dense indices follow the named ones; numbered by
-/// `numbering` if the table is), and how many such ids there were.
+/// was its last reader), with every id the passes met (in events and
+/// snapshots) or a continued stack's record names and the metadata does
+/// not (their dense indices follow the named ones; numbered by `numbering`
+/// if the table is), and how many such ids there were. (A stream numbered
+/// them as it met them: its table has them already.)
 fn complete_functions<'a>(
     decoded: &mut Decoded<'a>,
     passes: &[ThreadPass],
@@ -343,6 +345,7 @@ fn complete_functions<'a>(
     let mut unknown: Vec<u32> = passes
         .iter()
         .flat_map(|p| p.unknown_functions.iter().copied())
+        .chain(decoded.unknown_in_records.iter().copied())
         .collect();
     unknown.sort_unstable();
     unknown.dedup();

@@ -30,7 +30,7 @@ use mtrace_format::layout::EVENT_SIZE;
 use mtrace_format::{StackKind, TraceFile};
 
 use crate::analysis::clock::{GilCursor, GilTimeline};
-use crate::analysis::decode::{prefetch, Batches, Decoded, FunctionTable};
+use crate::analysis::decode::{prefetch, Batches, Decoded, DenseOf, FunctionTable};
 use crate::analysis::ends::StackEnd;
 use crate::analysis::frames::{
     Frame, FrameStack, Leftover, NoObserver, Observer, Opened, SetAsidePaths, Tally,
@@ -423,6 +423,12 @@ impl<'a, O: Observer> StackReplay<'a, O> {
         }
     }
 
+    /// Makes room in the tally for `n` functions (a stream's pass met a
+    /// function the metadata does not name: see `FreshFunctions`).
+    pub(super) fn grow_functions(&mut self, n: usize) {
+        self.frames.grow_functions(n);
+    }
+
     /// The times the stack's task was woken (ns, ascending).
     pub(super) fn wakes(&mut self, wakes: &'a [u64]) {
         self.woken.wakes = wakes;
@@ -438,7 +444,7 @@ impl<'a, O: Observer> StackReplay<'a, O> {
     pub(super) fn begin(
         &mut self,
         decoded: &Decoded<'_>,
-        functions: &FunctionTable<'_>,
+        functions: &impl DenseOf,
         clock: Clock,
         seg: &Segment,
         warnings: &mut Warnings,
@@ -493,7 +499,7 @@ impl<'a, O: Observer> StackReplay<'a, O> {
     fn continue_from_record(
         &mut self,
         decoded: &Decoded<'_>,
-        functions: &FunctionTable<'_>,
+        functions: &impl DenseOf,
         clock: Clock,
         stack: u64,
     ) {
@@ -506,7 +512,10 @@ impl<'a, O: Observer> StackReplay<'a, O> {
             Clock::Wall => window.clamp(file_start_ns),
             _ => self.so_far.r,
         };
-        let truth: Vec<u32> = ids.iter().filter_map(|id| functions.get(id.0)).collect();
+        let truth: Vec<u32> = ids
+            .iter()
+            .filter_map(|id| functions.dense_of(id.0))
+            .collect();
         self.frames
             .reconcile(&truth, file_start_ns, r, Opened::BeforeTrace);
         self.so_far.first_start_ns = Some(file_start_ns);
@@ -879,7 +888,7 @@ pub(super) fn stack_name<'d>(decoded: &'d Decoded<'_>, key: StackKey) -> Cow<'d,
 
 fn seed_frames(
     decoded: &Decoded<'_>,
-    functions: &FunctionTable<'_>,
+    functions: &impl DenseOf,
     seg: &Segment,
     frames: &mut FrameStack<'_, impl Observer>,
     ns: u64,
@@ -889,7 +898,7 @@ fn seed_frames(
     let Some(snapshot) = seed_snapshot(decoded, seg) else {
         return;
     };
-    let truth: Vec<u32> = snapshot.filter_map(|id| functions.get(id.0)).collect();
+    let truth: Vec<u32> = snapshot.filter_map(|id| functions.dense_of(id.0)).collect();
     if seeds_before_trace(decoded, seg) {
         frames.reconcile(&truth, ns, r, Opened::BeforeTrace);
         return;

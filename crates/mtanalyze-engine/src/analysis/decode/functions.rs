@@ -57,6 +57,15 @@ pub(crate) struct Numbering<'s> {
     pub trace: u32,
 }
 
+/// The name of a function the metadata does not name.
+fn unknown_name(id: u32) -> String {
+    format!("fn#{id}")
+}
+
+fn unknown_entry(id: u32) -> FunctionEntry<'static> {
+    FunctionEntry::new(unknown_name(id).into(), "".into(), 0, "".into())
+}
+
 /// Ids below this are looked up in a vector (4 MiB at most).
 const SMALL_IDS: u32 = 1 << 20;
 const NONE: u32 = u32::MAX;
@@ -173,17 +182,27 @@ impl<'a> FunctionTable<'a> {
         }
     }
 
-    /// Registers an id that appears in events but not in the metadata
-    /// (numbered by `numbering` if the table is numbered).
+    /// Registers an id that the trace uses (an event, a snapshot, a
+    /// continued stack's record) but the metadata does not name, as
+    /// function `fn#<id>` (numbered by `numbering` if the table is
+    /// numbered).
     pub(crate) fn insert_unknown(&mut self, id: u32, numbering: Option<&mut Numbering<'_>>) -> u32 {
-        let name = format!("fn#{id}");
         match numbering {
             Some(to) => {
+                let name = unknown_name(id);
                 let key = (name.as_bytes(), &b""[..], 0);
                 self.insert_numbered(id, key, Cow::Borrowed(b""), to)
             }
-            None => self.insert(id, FunctionEntry::new(name.into(), "".into(), 0, "".into())),
+            None => self.insert(id, unknown_entry(id)),
         }
+    }
+
+    /// The dense index [`FunctionTable::insert_unknown`] would give `id`
+    /// if it gives one already (a function the metadata names `fn#<id>`,
+    /// with no file or line, is that one). Not for a numbered table.
+    fn unknown_dense(&self, id: u32) -> Option<u32> {
+        self.get(id)
+            .or_else(|| self.by_key.get(&unknown_entry(id).key).copied())
     }
 
     /// All functions, by dense index (not numbered: see
@@ -214,5 +233,114 @@ impl<'a> FunctionTable<'a> {
     /// Every function's key, by dense index (the table is not needed after).
     pub(crate) fn into_keys(self) -> Vec<FunctionKey> {
         self.entries().iter().map(|e| e.key.to_key()).collect()
+    }
+}
+
+/// The ids the metadata does not name that a stream's segment pass meets
+/// during a step, numbered as they are met (the threads' passes run in
+/// parallel, and a thread's own stack, replayed on the way, counts an
+/// unknown function at once): a step's function table is read by every
+/// pass and replay of the step, and takes these ids in between steps
+/// ([`FreshFunctions::fold_into`]). Rare (a damaged trace's), so a lock.
+///
+/// Dense indices follow the table's in the order the ids were met, not by
+/// id as the batch numbers them (`prepare.rs`): nothing in a report
+/// depends on dense indices, whose rows are sorted by name, file and line.
+#[derive(Debug, Default)]
+pub(crate) struct FreshFunctions {
+    fresh: std::sync::Mutex<Fresh>,
+}
+
+#[derive(Debug, Default)]
+struct Fresh {
+    /// The dense index the next new function takes.
+    next: u32,
+    /// The ids met this step, in the order they were met.
+    met: Vec<u32>,
+    /// Their dense indices.
+    by_id: FxHashMap<u32, u32>,
+}
+
+impl FreshFunctions {
+    /// None met yet; `table` is the first step's.
+    pub(crate) fn new(table: &FunctionTable<'_>) -> Self {
+        let fresh = Fresh {
+            next: table.dense_len() as u32,
+            ..Fresh::default()
+        };
+        FreshFunctions {
+            fresh: std::sync::Mutex::new(fresh),
+        }
+    }
+
+    /// The dense index of `id`, which `table` (the step's) does not map,
+    /// given a new one if no earlier call of the step gave it one, and how
+    /// many dense indices there now are (a tally that counts `id` needs
+    /// room for them).
+    pub(crate) fn dense(&self, table: &FunctionTable<'_>, id: u32) -> (u32, usize) {
+        let mut fresh = self.lock();
+        let fresh = &mut *fresh;
+        let dense = match fresh.by_id.get(&id) {
+            Some(&d) => d,
+            None => {
+                let d = table.unknown_dense(id).unwrap_or_else(|| {
+                    fresh.next += 1;
+                    fresh.next - 1
+                });
+                fresh.by_id.insert(id, d);
+                fresh.met.push(id);
+                d
+            }
+        };
+        (dense, fresh.next as usize)
+    }
+
+    /// The dense index [`FreshFunctions::dense`] gave `id` this step.
+    pub(crate) fn get(&self, id: u32) -> Option<u32> {
+        self.lock().by_id.get(&id).copied()
+    }
+
+    /// Gives `table` the ids met since the last fold, with the dense
+    /// indices they were given, for the next step.
+    pub(crate) fn fold_into(&mut self, table: &mut FunctionTable<'_>) {
+        let fresh = self.fresh.get_mut().unwrap_or_else(|e| e.into_inner());
+        for &id in &fresh.met {
+            let dense = table.insert_unknown(id, None);
+            debug_assert_eq!(dense, fresh.by_id[&id], "fn#{id} numbered twice");
+        }
+        fresh.met.clear();
+        fresh.by_id.clear();
+        fresh.next = table.dense_len() as u32;
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Fresh> {
+        // A pass that panicked is reported by the thread pool; the ids
+        // numbered so far are whole either way.
+        self.fresh.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Looks a function id up: its dense index, if it has one.
+pub(crate) trait DenseOf {
+    fn dense_of(&self, id: u32) -> Option<u32>;
+}
+
+impl DenseOf for FunctionTable<'_> {
+    fn dense_of(&self, id: u32) -> Option<u32> {
+        self.get(id)
+    }
+}
+
+/// A stream step's function table and the ids its passes met since the
+/// step began (see [`FreshFunctions`]).
+#[derive(Clone, Copy)]
+pub(crate) struct StepFunctions<'t, 'a> {
+    pub table: &'t FunctionTable<'a>,
+    pub fresh: &'t FreshFunctions,
+}
+
+impl DenseOf for StepFunctions<'_, '_> {
+    fn dense_of(&self, id: u32) -> Option<u32> {
+        self.table.get(id).or_else(|| self.fresh.get(id))
     }
 }

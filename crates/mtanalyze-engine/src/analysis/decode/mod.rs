@@ -30,7 +30,9 @@ mod names;
 #[cfg(test)]
 pub(crate) use cursor::switch_points;
 pub(crate) use cursor::{prefetch, Batch, Batches, Pos, Restart, ResumePoint};
-pub(crate) use functions::{FunctionIds, FunctionTable, Numbering};
+pub(crate) use functions::{
+    DenseOf, FreshFunctions, FunctionIds, FunctionTable, Numbering, StepFunctions,
+};
 pub(crate) use kinds::StackKinds;
 pub(crate) use names::StackNames;
 
@@ -136,6 +138,11 @@ pub(crate) struct Decoded<'a> {
     /// when the file first switched onto it, outermost first. The first
     /// record of a stack is kept.
     pub continued_stacks: FxHashMap<u64, Vec<FunctionId>>,
+    /// The function ids those records name and the metadata does not,
+    /// ascending: unknown functions, as ids that events and snapshots use
+    /// are (the records are read before any event, so either engine
+    /// numbers them from the start).
+    pub unknown_in_records: Vec<u32>,
     /// Threads ascending by id, each with its chunks in order.
     pub threads: Vec<ThreadChunks>,
     /// Chunks that could not be decoded at all.
@@ -345,6 +352,14 @@ pub(crate) fn decode<'a>(
         })
         .collect();
     threads.sort_by_key(|t| t.tid);
+    let mut unknown_in_records: Vec<u32> = continued_stacks
+        .values()
+        .flatten()
+        .map(|id| id.0)
+        .filter(|&id| functions.get(id).is_none())
+        .collect();
+    unknown_in_records.sort_unstable();
+    unknown_in_records.dedup();
     Ok(Decoded {
         warning_details: false,
         scale: file.header().clock.scale(),
@@ -356,6 +371,7 @@ pub(crate) fn decode<'a>(
         host,
         marks,
         continued_stacks,
+        unknown_in_records,
         threads,
         damaged,
         cut,

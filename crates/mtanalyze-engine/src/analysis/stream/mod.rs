@@ -51,7 +51,7 @@ use rustc_hash::FxHashMap;
 use crate::analysis::assemble::{assemble, lived_in_window, path_label, Rows, Source};
 use crate::analysis::clock::{GilMerge, GilTimeline};
 use crate::analysis::cut::{FusedOwn, ThreadStream};
-use crate::analysis::decode::{Decoded, FunctionTable, Pos};
+use crate::analysis::decode::{Decoded, FreshFunctions, FunctionTable, Pos};
 use crate::analysis::frames::{Acc, NoObserver, Tally};
 use crate::analysis::options::{own_stack_wanted, AnalyzeOptions, PathMode};
 use crate::analysis::paths::{ROOT, STACK_LABEL};
@@ -76,10 +76,9 @@ pub(crate) const STEP_EVENTS: u64 = 1 << 16;
 
 /// Analyzes the decoded `trace` as a stream (see the module doc), reading
 /// about `step_events` events a step. The planner (`plan.rs`) sends only
-/// what a stream can take (every function name kept, tallies that fit);
-/// a stream that still meets what it cannot judge (a stack run after its
-/// end, an unnamed function) gives the decoded trace back
-/// ([`Streamed::GaveUp`]).
+/// what a stream can take (tallies that fit); a stream that still meets
+/// what it cannot judge (a stack run after its end) gives the decoded
+/// trace back ([`Streamed::GaveUp`]).
 /// `stage_done` is called with `replay` once every step is done (the
 /// stream has no other stage before `assemble`). With
 /// `StackRows::Handed`, `sink` gets each stack's row, named, as its stack
@@ -173,7 +172,7 @@ struct StreamedParts<'a> {
 
 /// The steps (see the module doc).
 fn stream<'a>(
-    decoded: Decoded<'a>,
+    mut decoded: Decoded<'a>,
     clocks: Clocks,
     window: Window,
     step_events: u64,
@@ -181,6 +180,16 @@ fn stream<'a>(
     sink: &mut dyn StackSink,
 ) -> Result<StreamedParts<'a>, Stop<'a>> {
     let clock = clocks.replay;
+    // The function table, apart from the trace: every pass and replay of
+    // a step reads it, and between steps it takes in the ids the metadata
+    // does not name that the step's passes met (`FreshFunctions`); those
+    // of continued stacks' records from the start.
+    let mut functions = std::mem::take(&mut decoded.functions);
+    for &id in &decoded.unknown_in_records {
+        functions.insert_unknown(id, None);
+    }
+    let mut fresh = FreshFunctions::new(&functions);
+    let mut n_functions = functions.dense_len();
     let stack_rows = opts.stack_rows;
     let keep = stack_rows == StackRows::Kept;
     let with_paths = opts.paths != PathMode::Off;
@@ -211,9 +220,8 @@ fn stream<'a>(
         elsewhere: 0,
     };
     let mut threads: Vec<ThreadStream> = (0..decoded.threads.len() as u32)
-        .map(|i| ThreadStream::new(&decoded, i, fused(i), window))
+        .map(|i| ThreadStream::new(&decoded, i, fused(i), n_functions, window))
         .collect();
-    let n_functions = decoded.functions.dense_len();
     let mut lanes: Vec<Lane> = (0..n_lanes)
         .map(|lane| {
             let tally = Tally::new(n_functions, with_paths, window);
@@ -257,8 +265,12 @@ fn stream<'a>(
     // go on from there.
     loop {
         let until = horizon.saturating_add(step.ticks);
-        let (cut, replay) = crate::threads::join(
-            || crate::threads::try_for_each(&mut threads, |t| t.cut_until(&decoded, until)),
+        let ((), replay) = crate::threads::join(
+            || {
+                crate::threads::for_each(&mut threads, |t| {
+                    t.cut_until(&decoded, &functions, &fresh, until)
+                })
+            },
             || {
                 let opens = std::mem::take(&mut opens);
                 let timeline = gil.as_mut().map(|(timeline, merge)| {
@@ -268,17 +280,33 @@ fn stream<'a>(
                 });
                 let ctx = ReplayContext {
                     first_mark_ns,
-                    ..context(&decoded, &decoded.functions, clock, timeline, u64::MAX)
+                    ..context(&decoded, &functions, clock, timeline, u64::MAX)
                 };
                 crate::threads::try_for_each(&mut lanes, |lane| {
                     lane.step(&ctx, Some(horizon), &opens)
                 })
             },
         );
-        if cut.is_err() || replay.is_err() {
-            // What the steps replayed is dropped; the decode is not.
+        if replay.is_err() {
+            // What the steps replayed is dropped; the decode is not (its
+            // table keeps the functions numbered so far).
             drop(threads);
+            fresh.fold_into(&mut functions);
+            decoded.functions = functions;
             return Err(GaveUp(Box::new(decoded)));
+        }
+        // The ids the metadata does not name that the passes met: the
+        // next step's replays count them, and the own stacks' replays
+        // may meet them in the table.
+        fresh.fold_into(&mut functions);
+        if functions.dense_len() > n_functions {
+            n_functions = functions.dense_len();
+            lanes
+                .iter_mut()
+                .for_each(|l| l.work.tally.grow(n_functions));
+            threads
+                .iter_mut()
+                .for_each(|t| t.grow_functions(n_functions));
         }
         out.take(&mut lanes, &mut rows);
         let now_read: u64 = threads.iter().map(|t| t.pass.events).sum();
@@ -307,7 +335,13 @@ fn stream<'a>(
         timeline.extend(&mut merge, u64::MAX);
         timeline
     });
+    decoded.functions = functions;
     let mut prep = Prepared::new(decoded, passes, Some(clocks), None, window, None, None);
+    debug_assert_eq!(
+        prep.functions.dense_len(),
+        n_functions,
+        "a function numbered late"
+    );
     let end_ns = prep.ns(prep.end_tick);
     if let Some(t) = &mut timeline {
         t.set_end(end_ns);
