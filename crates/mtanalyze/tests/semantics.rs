@@ -984,10 +984,10 @@ fn an_unknown_function_leaves_the_own_stack_to_the_replay_pass() {
 }
 
 #[test]
-fn an_unknown_function_after_a_switch_brings_back_the_own_segments_set_aside() {
+fn an_unknown_function_after_a_switch_is_counted_with_the_own_stacks_earlier_segments() {
     // The own stack's first segment ends (switch to `co`) while the pass
-    // still replays it, so it is set aside; the stranger in its second
-    // segment hands the stack to the replay pass, which needs both.
+    // replays it; the stranger in its second segment is numbered as the
+    // pass meets it, and the replay goes on over both segments.
     let bytes = trace_with_a_stranger(|f, stranger, co| {
         vec![
             (10, EventKind::Enter(f)),
@@ -2690,6 +2690,41 @@ fn streamed_tests_stream_and_stop() {
     assert!(
         streamed >= 8 && stopped >= 8,
         "{streamed} streamed, {stopped} stopped"
+    );
+}
+
+/// The same traces with functions the metadata does not name: a stream
+/// that numbered some of them and then stops (an end it judged early does
+/// not count) hands the batch a table that has them, and the batch's
+/// report is still the batch's own (the `unknown_function` count too).
+#[test]
+fn a_stream_that_stops_after_numbering_unnamed_functions_leaves_the_batch_report() {
+    let (mut stopped, mut unknown) = (0, 0);
+    for k in 0..64u32 {
+        let steps = fixed_steps(k, 2000);
+        let lines = ordered_lines(2, 40, 3, &steps);
+        let finals = [(k as u8, k as u8, 0), (k as u8 + 1, 0, 1)];
+        let picks: Vec<(u16, u8, u8)> = (0..(k % 3))
+            .map(|j| (((k + 1) * (j + 3) * 97) as u16, j as u8, (k + j) as u8))
+            .collect();
+        let mut lines = with_ends(&lines, &stack_names(40), &finals, &picks);
+        lines.sort_by_key(|l| (l.ts, l.tid));
+        let bytes = to_binary_unnamed(&lines, mtrace_format::layout::MIN_CHUNK_SIZE, 0b101);
+        let trace = from_bytes("test", bytes.clone()).expect("loads");
+        let opts = stream_options(Clock::Stack, (0, 0));
+        if mtanalyze::testing::analyze_streamed_with(&trace, &opts, 1)
+            .expect("analyzes")
+            .is_none()
+        {
+            stopped += 1;
+        }
+        let batch = mtanalyze::testing::analyze_batched(&trace, &opts).expect("analyzes");
+        unknown += batch.warnings.iter().any(|w| w.kind == "unknown_function") as u32;
+        streamed_equals_batched(&bytes, &opts).expect("the batch's report");
+    }
+    assert!(
+        stopped >= 8 && unknown == 64,
+        "{stopped} stopped, {unknown} with unknown functions"
     );
 }
 

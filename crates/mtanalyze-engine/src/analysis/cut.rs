@@ -1,8 +1,10 @@
 //! The segment pass: each thread's events, read once in order, cut into
 //! [`Segment`]s at every stack switch (threads in parallel, one pass each).
 //!
-//! The pass also clamps ticks that go back, counts damage, and notes the
-//! function ids the metadata does not name. It can replay the thread's own
+//! The pass also clamps ticks that go back, counts damage, and numbers the
+//! function ids the metadata does not name as it meets them
+//! ([`FreshFunctions`]: in events and in the snapshots segments start
+//! from). It can replay the thread's own
 //! stack as it goes (see [`OwnReplay`]): the same replay `replay.rs` does,
 //! fed the events the pass reads anyway. The own stack's segments are then
 //! not kept: in a program that polls many tasks they are half of all
@@ -58,10 +60,6 @@ pub(super) struct ThreadPass {
     pub wakes_seen: u64,
     /// The ends of logical stacks this thread recorded: (stack id, tick).
     pub ends: Vec<(u64, u64)>,
-    /// The own stack's replay began and was given up (a function the
-    /// metadata does not name): what it added is still in its tally, so a
-    /// tally shared with other stacks no longer holds their sums alone.
-    pub own_given_up: bool,
 }
 
 /// A thread's own stack replayed by the segment pass, which reads its
@@ -98,14 +96,13 @@ struct OwnFusion<'t> {
 }
 
 /// The state of one thread's pass.
-struct Cutter<'d, 'a, 't> {
+struct Cutter<'d, 'a, 't, 'f> {
     decoded: &'d Decoded<'a>,
     /// The functions known when the pass (a stream: its step) began.
     functions: &'d FunctionTable<'a>,
-    /// A stream's: the functions its passes met since the step began that
-    /// `functions` does not map, numbered as they are met (the batch
-    /// numbers them after every pass: `prepare.rs`).
-    fresh: Option<&'d FreshFunctions>,
+    /// The functions the passes met since that `functions` does not map,
+    /// numbered as they are met.
+    fresh: &'d FreshFunctions<'f>,
     index: u32,
     tid: u64,
     pass: ThreadPass,
@@ -114,12 +111,9 @@ struct Cutter<'d, 'a, 't> {
     /// The stack the thread runs.
     stack: StackKey,
     own: Option<OwnFusion<'t>>,
-    /// Own-stack segments closed while `own` replayed them: dropped if the
-    /// replay lasts the pass, merged back into the segments if it stops.
-    own_segments: SegmentList,
 }
 
-impl Cutter<'_, '_, '_> {
+impl Cutter<'_, '_, '_, '_> {
     fn new_segment(&self, start: Pos, start_tick: u64, switched_in: bool, seed: Seed) -> Segment {
         let stack = segment_stack(self.stack);
         Segment::new(stack, self.index, start, start_tick, switched_in, seed)
@@ -150,47 +144,28 @@ impl Cutter<'_, '_, '_> {
         }
     }
 
-    /// Function id `f`, which `functions` does not map, is used: noted (the
-    /// batch numbers such ids after every pass), and in a stream given its
-    /// dense index now (the own stack's replay counts it at once, and
-    /// makes room for it).
-    fn unknown_function(&mut self, f: u32) -> Option<u32> {
+    /// Function id `f`, which `functions` does not map, is used: noted
+    /// (the trace's warning counts such ids) and given its dense index now
+    /// (the own stack's replay counts it at once, and makes room for it).
+    fn unknown_function(&mut self, f: u32) -> u32 {
         self.pass.unknown_functions.insert(f);
-        let (dense, n) = self.fresh?.dense(self.functions, f);
+        let (dense, n) = self.fresh.dense(self.functions, f);
         if let Some(own) = &mut self.own {
             own.replay.grow_functions(n);
         }
-        Some(dense)
+        dense
     }
 
     fn begin_own(&mut self, seg: &Segment) {
-        let (decoded, functions) = (self.decoded, self.functions);
-        // Without a stream's numbering, the fused replay knows only the
-        // table's functions: a seed naming another leaves the stack to
-        // the replay pass, which runs with every function numbered.
-        if self.fresh.is_none()
-            && seg.seed() != Seed::None
-            && seed_snapshot(decoded, seg)
-                .is_some_and(|mut ids| ids.any(|id| functions.get(id.0).is_none()))
-        {
-            self.give_up_own();
-            return;
-        }
-        let fresh = self.fresh;
-        let Some(f) = &mut self.own else { return };
-        let start_ns = match fresh {
-            Some(fresh) => {
-                let step = StepFunctions {
-                    table: functions,
-                    fresh,
-                };
-                f.replay
-                    .begin(decoded, &step, f.clock, seg, &mut f.warnings)
-            }
-            None => f
-                .replay
-                .begin(decoded, functions, f.clock, seg, &mut f.warnings),
+        let decoded = self.decoded;
+        let functions = StepFunctions {
+            table: self.functions,
+            fresh: self.fresh,
         };
+        let Some(f) = &mut self.own else { return };
+        let start_ns = f
+            .replay
+            .begin(decoded, &functions, f.clock, seg, &mut f.warnings);
         f.running = Some((start_ns, f.replay.offset(f.clock, start_ns)));
         f.began = true;
         f.ends_at_ns = None;
@@ -214,18 +189,10 @@ impl Cutter<'_, '_, '_> {
         self.keep(s);
     }
 
-    /// Stops replaying the own stack: the replay pass will.
-    fn give_up_own(&mut self) {
-        if self.own.take().is_some_and(|f| f.began) {
-            self.pass.own_given_up = true;
-        }
-    }
-
-    /// Stores a finished segment (see `own_segments`).
+    /// Stores a finished segment, but the own stack's if the pass
+    /// replays it.
     fn keep(&mut self, s: Segment) {
-        if self.own.is_some() && s.is_own() {
-            self.own_segments.push(s);
-        } else {
+        if self.own.is_none() || !s.is_own() {
             self.pass.segments.push(s);
         }
     }
@@ -246,11 +213,6 @@ impl Cutter<'_, '_, '_> {
             .own
             .filter(|f| f.began)
             .map(|f| (f.replay.suspend(running_since), f.warnings, f.ends_at_ns));
-        if own.is_none() && !self.own_segments.is_empty() {
-            let own_segments = std::mem::take(&mut self.own_segments);
-            let segments = std::mem::take(&mut self.pass.segments);
-            self.pass.segments = segments.merge(own_segments);
-        }
         (self.pass, own)
     }
 
@@ -505,21 +467,12 @@ impl Cutter<'_, '_, '_> {
         }
         if kind == KIND_ENTER || kind == KIND_EXIT {
             let f = payload as u32;
-            let dense = match self.functions.get(f) {
-                Some(d) => Some(d),
-                None => {
-                    let d = self.unknown_function(f);
-                    if d.is_none() && self.stack == StackKey::Own(tid) {
-                        // Its dense index is settled after every pass.
-                        self.give_up_own();
-                    }
-                    d
-                }
+            let d = match self.functions.get(f) {
+                Some(d) => d,
+                None => self.unknown_function(f),
             };
-            if let Some(d) = dense {
-                let window = self.own_window();
-                self.own_event(kind == KIND_ENTER, d, scale.ns(tick), window);
-            }
+            let window = self.own_window();
+            self.own_event(kind == KIND_ENTER, d, scale.ns(tick), window);
         }
         true
     }
@@ -546,17 +499,18 @@ fn ordinary(
     }
 }
 
-/// Cuts thread `index` of `decoded` into segments. With `fuse` (the `stack`
-/// or `wall` clock), also replays the thread's own stack on the way, unless
-/// it meets a function the metadata does not name (see [`OwnReplay`]):
-/// into `shared` if given (a tally for the metadata's functions and the
-/// window, which a sequential analysis uses for every stack of the trace),
-/// else into a tally of its own.
+/// Cuts thread `index` of `decoded` into segments, numbering in `fresh`
+/// the functions the metadata does not name. With `fuse` (the `stack` or
+/// `wall` clock), also replays the thread's own stack on the way (see
+/// [`OwnReplay`]): into `shared` if given (a tally for the metadata's
+/// functions and the window, which a sequential analysis uses for every
+/// stack of the trace), else into a tally of its own.
 pub(crate) fn cut_thread(
     decoded: &Decoded<'_>,
     index: u32,
     fuse: Option<(Clock, Window)>,
     shared: Option<&mut Tally>,
+    fresh: &FreshFunctions<'_>,
 ) -> ThreadPass {
     let thread = &decoded.threads[index as usize];
     let tid = thread.tid.0;
@@ -583,7 +537,7 @@ pub(crate) fn cut_thread(
     let mut cut = Cutter {
         decoded,
         functions: &decoded.functions,
-        fresh: None,
+        fresh,
         index,
         tid,
         pass: ThreadPass {
@@ -593,7 +547,6 @@ pub(crate) fn cut_thread(
         open: None,
         stack: StackKey::Own(tid),
         own,
-        own_segments: SegmentList::default(),
     };
     let mut batches = Batches::all(&decoded.file, thread);
     while let Some(batch) = batches.next_batch() {
@@ -759,7 +712,7 @@ impl ThreadStream {
         &mut self,
         decoded: &Decoded<'_>,
         functions: &FunctionTable<'_>,
-        fresh: &FreshFunctions,
+        fresh: &FreshFunctions<'_>,
         until: u64,
     ) {
         if self.done {
@@ -797,18 +750,16 @@ impl ThreadStream {
             }
             None => (None, None),
         };
-        let fused = own.is_some();
         let mut cut = Cutter {
             decoded,
             functions,
-            fresh: Some(fresh),
+            fresh,
             index: self.index,
             tid: thread.tid.0,
             pass: std::mem::take(&mut self.pass),
             open: self.open.take(),
             stack: self.stack,
             own: fusion,
-            own_segments: SegmentList::default(),
         };
         let end = Pos {
             chunk: thread.chunks.len() as u32,
@@ -839,14 +790,6 @@ impl ThreadStream {
         self.next = batches.position();
         self.floor = batches.floor();
         self.restart_next = batches.restart_pending();
-        // Own segments were set aside only in case the fused replay gave
-        // up, which it never does in a stream (it numbers every function):
-        // `own_segments` is dropped. (Without the fused replay, they are in
-        // the pass's segments.)
-        debug_assert!(
-            !fused || cut.own.is_some(),
-            "a stream's fused replay gave up"
-        );
         self.pass = std::mem::take(&mut cut.pass);
         self.open = cut.open.take();
         self.stack = cut.stack;
@@ -874,7 +817,7 @@ impl ThreadStream {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::decode::{decode, switch_points};
+    use crate::analysis::decode::{decode, switch_points, FreshFunctions};
 
     /// A segment that a `switch` inside a compact chunk opens carries
     /// that switch as its resume point, as the format crate's one-event
@@ -890,7 +833,8 @@ mod tests {
             let decoded = decode(&bytes, None, false).expect("decodes");
             for index in 0..decoded.threads.len() {
                 let points = switch_points(&decoded, index);
-                let pass = cut_thread(&decoded, index as u32, None, None);
+                let fresh = FreshFunctions::new(&decoded.functions, None);
+                let pass = cut_thread(&decoded, index as u32, None, None, &fresh);
                 for seg in pass.segments.iter() {
                     let at_switch = points
                         .get(seg.start.chunk as usize)

@@ -408,8 +408,7 @@ impl Tally {
 
     /// Makes this tally as [`Tally::new`] would, keeping its buffers: a
     /// worker that analyzes trace after trace makes its tables once.
-    /// Whatever an earlier trace left in it (even frames a replay that was
-    /// given up left open) is cleared.
+    /// Whatever an earlier trace left in it is cleared.
     pub(super) fn reset(&mut self, n: usize, paths: bool, window: Window) {
         self.acc.functions.clear();
         self.acc.functions.resize(n, FnAcc::default());

@@ -375,8 +375,8 @@ mod tests {
     /// get a row only in later traces), a module named only in some
     /// traces; its own stacks and a logical one migrating between its two
     /// threads. `unknown`: an id no record names, on thread 1's own stack
-    /// (`Some(true)`: its replay in the segment pass is given up) or on
-    /// the logical stack.
+    /// (`Some(true)`: the segment pass's replay of it numbers the id as it
+    /// meets it) or on the logical stack.
     fn worker_trace(i: usize, unknown: Option<bool>) -> LoadedTrace {
         use mtrace_format::{EventKind, FunctionId, StackId, ThreadId, TraceWriter, WriterOptions};
         let out = std::io::Cursor::new(Vec::new());
@@ -434,7 +434,8 @@ mod tests {
     }
 
     /// One worker summing trace after trace, its tally and numbering kept
-    /// throughout (a trace given up and analyzed again among them), adds
+    /// throughout (traces with functions the metadata does not name among
+    /// them, numbered as the segment pass meets them), adds
     /// up to the merge of the traces' reports, rows in the same order.
     #[test]
     fn one_worker_sums_its_traces_as_a_merge_of_their_reports() {

@@ -165,38 +165,23 @@ impl Scratch {
 /// other, every stack into `scratch`'s tally. The stages that split work
 /// with rayon still do, in whatever pool the caller runs this in (a
 /// worker of [`crate::analyze_many`]: a pool of one thread, so nothing
-/// leaves the worker). `None`: the segment pass gave up an own stack half
-/// replayed into the one tally (damaged files only), which cannot take
-/// those counts back: the trace must be analyzed another way.
+/// leaves the worker).
 pub(crate) fn sequential<'a>(
     trace: &'a LoadedTrace,
     decoding: Decoding<'a>,
     opts: &AnalyzeOptions,
     scratch: &mut Scratch,
-) -> Result<Option<CompactReport>, AnalyzeError> {
+) -> Result<CompactReport, AnalyzeError> {
     let tally = scratch
         .tally
         .take()
         .unwrap_or_else(|| Tally::new(0, false, Window::ALL));
     let fuse = Fuse::Shared(Box::new(tally));
-    let (mut analysis, mut tally) = match build_shared(trace, decoding, opts, fuse)? {
-        Ok(built) => built,
-        Err(tally) => {
-            scratch.tally = tally;
-            return Ok(None);
-        }
-    };
+    let (mut analysis, mut tally) = build_shared(trace, decoding, opts, fuse)?;
     let replayed = replay_in(&mut analysis, &mut tally, opts.paths);
     let acc = tally.take_acc();
     scratch.tally = Some(tally);
-    Ok(Some(report_of(
-        trace,
-        analysis,
-        opts,
-        acc,
-        replayed,
-        Rows::Made,
-    )))
+    Ok(report_of(trace, analysis, opts, acc, replayed, Rows::Made))
 }
 
 impl SummedScratch {
@@ -235,29 +220,20 @@ impl SummedScratch {
 /// The numbered engine (see the module doc), first half: the decoded
 /// `trace` (decoded with `numbering`, from [`SummedScratch::next_trace`],
 /// as is `tally`) cut and grouped as [`sequential`] does, its own stacks
-/// replayed into the worker's tally under the sums' numbers. `Err` as
-/// for [`build_shared`]: put the tally back in `scratch` and analyze the
-/// trace another way. Then [`numbered`].
+/// replayed into the worker's tally under the sums' numbers. Then
+/// [`numbered`].
 pub(crate) fn build_numbered<'a>(
     trace: &'a LoadedTrace,
     decoding: Decoding<'a>,
     opts: &AnalyzeOptions,
     (tally, numbering): (Tally, Numbering<'_>),
-) -> Result<Result<(Analysis<'a>, Tally), Option<Tally>>, AnalyzeError> {
+) -> Result<(Analysis<'a>, Tally), AnalyzeError> {
     build_shared(
         trace,
         decoding,
         opts,
         Fuse::Numbered(Box::new(tally), numbering),
     )
-}
-
-impl SummedScratch {
-    /// Keeps the tally of a trace [`build_numbered`] gave up: the next
-    /// trace clears the whole of it.
-    pub(crate) fn keep_tally(&mut self, tally: Option<Tally>) {
-        self.tally = tally;
-    }
 }
 
 /// The numbered engine, second half: the built `analysis` replayed into
@@ -305,24 +281,20 @@ pub(crate) fn numbered(
 
 /// [`Analysis::build`] with `fuse` (one tally every stack of the trace is
 /// replayed into: `Fuse::Shared` or `Fuse::Numbered`) and that tally.
-/// `Err(tally)`: the tally (if any) the caller's to keep, because a
-/// thread's own stack was given up half replayed into it (a function the
-/// metadata does not name; damaged files only).
 fn build_shared<'a>(
     trace: &'a LoadedTrace,
     decoding: Decoding<'a>,
     opts: &AnalyzeOptions,
     fuse: Fuse<'_>,
-) -> Result<Result<(Analysis<'a>, Tally), Option<Tally>>, AnalyzeError> {
+) -> Result<(Analysis<'a>, Tally), AnalyzeError> {
     let mut analysis = Analysis::build(trace, decoding, opts, fuse, &mut |_| {})?;
-    // Both fusions always leave their tally there.
-    let Some(tally) = analysis.prep.tally.take() else {
-        return Ok(Err(None));
-    };
-    if analysis.prep.passes.iter().any(|p| p.own_given_up) {
-        return Ok(Err(Some(tally)));
-    }
-    Ok(Ok((analysis, tally)))
+    // Both fusions leave their tally there (`prepare` keeps it).
+    let tally = analysis
+        .prep
+        .tally
+        .take()
+        .unwrap_or_else(|| Tally::new(0, false, Window::ALL));
+    Ok((analysis, tally))
 }
 
 /// What the replay of a trace's stacks gives: each selected stack's

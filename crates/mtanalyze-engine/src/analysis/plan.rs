@@ -30,10 +30,7 @@
 //! from a writer that breaks the format's rules) gives the decoded trace
 //! back and the batch goes on from it;
 //! rows already handed to a sink stay handed, and the sink is told to start
-//! again. A sequential analysis whose one tally took in part of an own
-//! stack it then had to give up (a function the metadata does not name:
-//! damaged files only) cannot take those counts back: that trace is
-//! analyzed again as one trace, the only second decode left.
+//! again. No other engine gives up.
 
 use crate::analysis::options::{AnalyzeError, AnalyzeOptions, PathMode};
 use crate::analysis::pipeline::{self, Scratch};
@@ -256,34 +253,24 @@ pub(crate) fn analyze_in_worker(
     // Summed under a worker's numbers, the trace's functions have no
     // labels of its own to name the frames of its warnings' details.
     let numbered = opts.paths == PathMode::Off && !opts.warning_details;
-    let done = match into.filter(|_| numbered) {
+    match into.filter(|_| numbered) {
         Some((sums, number)) => {
             let (tally, mut numbering) = scratch.summed.next_trace(sums);
             let decoding = decode_for(trace, Some(opts), Some(&mut numbering))?;
-            match pipeline::build_numbered(trace, decoding, opts, (tally, numbering))? {
-                Ok(built) => Some(pipeline::numbered(
-                    trace,
-                    built,
-                    opts,
-                    &mut scratch.summed,
-                    sums,
-                    number,
-                )),
-                Err(tally) => {
-                    scratch.summed.keep_tally(tally);
-                    None
-                }
-            }
+            let built = pipeline::build_numbered(trace, decoding, opts, (tally, numbering))?;
+            Ok(pipeline::numbered(
+                trace,
+                built,
+                opts,
+                &mut scratch.summed,
+                sums,
+                number,
+            ))
         }
         None => {
             let decoding = decode_for(trace, Some(opts), None)?;
-            pipeline::sequential(trace, decoding, opts, scratch)?
+            pipeline::sequential(trace, decoding, opts, scratch)
         }
-    };
-    match done {
-        Some(report) => Ok(report),
-        // Gave up half way (see the module doc).
-        None => one_trace(),
     }
 }
 

@@ -9,7 +9,7 @@
 
 use crate::analysis::clock::GilRuns;
 use crate::analysis::cut::{cut_thread, ThreadPass};
-use crate::analysis::decode::{decode, Decoded, FunctionTable, Numbering};
+use crate::analysis::decode::{decode, Decoded, FreshFunctions, FunctionTable, Numbering};
 use crate::analysis::frames::{FnAcc, Tally};
 use crate::analysis::options::{own_stack_wanted, AnalyzeError, AnalyzeOptions, PathMode};
 use crate::analysis::window::Window;
@@ -138,7 +138,7 @@ pub(crate) fn prepare<'a>(
         fuse => (fuse, None),
     };
     let Decoding {
-        decoded,
+        mut decoded,
         window,
         clock,
     } = decoding;
@@ -173,9 +173,12 @@ pub(crate) fn prepare<'a>(
             let can = clock != Clock::Gil && opts.paths == PathMode::Off && fits;
             can.then_some((clock, window, opts))
         });
+    // The functions the metadata does not name, numbered as the passes
+    // meet them: an own stack replayed on the way counts them at once.
+    let mut fresh = FreshFunctions::new(&decoded.functions, numbering.as_mut());
     let mut cut = || match shared.as_mut() {
-        Some(t) => cut_threads_into(&decoded, fuse, t),
-        None => cut_threads(&decoded, fuse),
+        Some(t) => cut_threads_into(&decoded, fuse, t, &fresh),
+        None => cut_threads(&decoded, fuse, &fresh),
     };
     let (passes, gil_runs) = if replay_clock == Some(Clock::Gil) {
         let (passes, runs) = crate::threads::join(cut, || GilRuns::build(&decoded));
@@ -183,6 +186,8 @@ pub(crate) fn prepare<'a>(
     } else {
         (cut(), None)
     };
+    fresh.fold_into(&mut decoded.functions);
+    drop(fresh);
     let clocks = clock
         .zip(replay_clock)
         .map(|(report, replay)| Clocks { report, replay });
@@ -306,11 +311,12 @@ pub(crate) fn tallies_fit(decoded: &Decoded<'_>, file_len: usize) -> bool {
 fn cut_threads(
     decoded: &Decoded<'_>,
     fuse: Option<(Clock, Window, &AnalyzeOptions)>,
+    fresh: &FreshFunctions<'_>,
 ) -> Vec<ThreadPass> {
     crate::threads::map_collect(0..decoded.threads.len() as u32, |i| {
         let tid = decoded.threads[i as usize].tid.0;
         let fuse = fuse.and_then(|(c, w, opts)| own_stack_wanted(tid, opts).then_some((c, w)));
-        cut_thread(decoded, i, fuse, None)
+        cut_thread(decoded, i, fuse, None, fresh)
     })
 }
 
@@ -320,12 +326,13 @@ fn cut_threads_into(
     decoded: &Decoded<'_>,
     fuse: Option<(Clock, Window, &AnalyzeOptions)>,
     tally: &mut Tally,
+    fresh: &FreshFunctions<'_>,
 ) -> Vec<ThreadPass> {
     (0..decoded.threads.len() as u32)
         .map(|i| {
             let tid = decoded.threads[i as usize].tid.0;
             let fuse = fuse.and_then(|(c, w, opts)| own_stack_wanted(tid, opts).then_some((c, w)));
-            cut_thread(decoded, i, fuse, Some(&mut *tally))
+            cut_thread(decoded, i, fuse, Some(&mut *tally), fresh)
         })
         .collect()
 }
@@ -335,7 +342,8 @@ fn cut_threads_into(
 /// snapshots) or a continued stack's record names and the metadata does
 /// not (their dense indices follow the named ones; numbered by `numbering`
 /// if the table is), and how many such ids there were. (A stream numbered
-/// them as it met them: its table has them already.)
+/// them as it met them: its table has them already, and so has the table
+/// a stream gave back, whose passes then no longer meet them as unknown.)
 fn complete_functions<'a>(
     decoded: &mut Decoded<'a>,
     passes: &[ThreadPass],
@@ -352,7 +360,8 @@ fn complete_functions<'a>(
     for &id in &unknown {
         functions.insert_unknown(id, numbering.as_deref_mut());
     }
-    (functions, unknown.len() as u64)
+    let count = functions.unknown_ids().len() as u64;
+    (functions, count)
 }
 
 /// The end of the trace: the end marker or the last event, whichever is later.

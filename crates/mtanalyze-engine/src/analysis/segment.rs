@@ -243,28 +243,6 @@ impl SegmentList {
     }
 }
 
-impl SegmentList {
-    /// The segments of `self` and `first` (each in thread order) in thread
-    /// order; at one position, `first`'s segment comes first (a thread's
-    /// own stack is entered before the stack it switches to there).
-    pub(crate) fn merge(self, first: SegmentList) -> SegmentList {
-        let mut out = SegmentList::default();
-        let mut a = self.into_iter().peekable();
-        let mut b = first.into_iter().peekable();
-        loop {
-            let take_b = match (a.peek(), b.peek()) {
-                (Some(x), Some(y)) => y.start <= x.start,
-                (None, Some(_)) => true,
-                (_, None) => false,
-            };
-            match if take_b { b.next() } else { a.next() } {
-                Some(s) => out.push(s),
-                None => return out,
-            }
-        }
-    }
-}
-
 impl std::ops::Index<usize> for SegmentList {
     type Output = Segment;
 

@@ -30,6 +30,9 @@ pub(crate) struct FunctionTable<'a> {
     by_id: FxHashMap<u32, u32>,
     /// Numbered: the functions.
     numbered: Option<Numbered<'a>>,
+    /// The ids numbered as functions the metadata does not name, each
+    /// once, in the order they were.
+    unknown: Vec<u32>,
 }
 
 /// The functions of a numbered [`FunctionTable`].
@@ -187,6 +190,9 @@ impl<'a> FunctionTable<'a> {
     /// function `fn#<id>` (numbered by `numbering` if the table is
     /// numbered).
     pub(crate) fn insert_unknown(&mut self, id: u32, numbering: Option<&mut Numbering<'_>>) -> u32 {
+        if self.get(id).is_none() {
+            self.unknown.push(id);
+        }
         match numbering {
             Some(to) => {
                 let name = unknown_name(id);
@@ -203,6 +209,11 @@ impl<'a> FunctionTable<'a> {
     fn unknown_dense(&self, id: u32) -> Option<u32> {
         self.get(id)
             .or_else(|| self.by_key.get(&unknown_entry(id).key).copied())
+    }
+
+    /// The ids [`FunctionTable::insert_unknown`] numbered, each once.
+    pub(crate) fn unknown_ids(&self) -> &[u32] {
+        &self.unknown
     }
 
     /// All functions, by dense index (not numbered: see
@@ -236,57 +247,68 @@ impl<'a> FunctionTable<'a> {
     }
 }
 
-/// The ids the metadata does not name that a stream's segment pass meets
-/// during a step, numbered as they are met (the threads' passes run in
-/// parallel, and a thread's own stack, replayed on the way, counts an
-/// unknown function at once): a step's function table is read by every
-/// pass and replay of the step, and takes these ids in between steps
-/// ([`FreshFunctions::fold_into`]). Rare (a damaged trace's), so a lock.
+/// The ids the metadata does not name that the segment pass meets,
+/// numbered as they are met: threads' passes run in parallel, and a
+/// thread's own stack, replayed on the way, counts such a function at
+/// once. The pass's function table is read by every pass (and, in a
+/// stream, by every replay of the step) and takes these ids after the
+/// passes (a stream: between steps) with [`FreshFunctions::fold_into`].
+/// Rare (a damaged trace's), so a lock.
 ///
-/// Dense indices follow the table's in the order the ids were met, not by
-/// id as the batch numbers them (`prepare.rs`): nothing in a report
-/// depends on dense indices, whose rows are sorted by name, file and line.
-#[derive(Debug, Default)]
-pub(crate) struct FreshFunctions {
-    fresh: std::sync::Mutex<Fresh>,
+/// Dense indices follow the table's in the order the ids were met, which
+/// varies from run to run: nothing in a report depends on dense indices,
+/// whose rows are sorted by name, file and line. A numbered table's
+/// functions take the worker's numbers (by name), as the metadata's do.
+pub(crate) struct FreshFunctions<'n> {
+    fresh: std::sync::Mutex<Fresh<'n>>,
 }
 
-#[derive(Debug, Default)]
-struct Fresh {
-    /// The dense index the next new function takes.
+struct Fresh<'n> {
+    /// How many dense indices there are: the next new function's, if the
+    /// table is not numbered.
     next: u32,
-    /// The ids met this step, in the order they were met.
+    /// The ids met since the last fold, in the order they were met.
     met: Vec<u32>,
     /// Their dense indices.
     by_id: FxHashMap<u32, u32>,
+    /// A numbered table's numbering.
+    numbering: Option<Numbering<'n>>,
 }
 
-impl FreshFunctions {
-    /// None met yet; `table` is the first step's.
-    pub(crate) fn new(table: &FunctionTable<'_>) -> Self {
+impl<'n> FreshFunctions<'n> {
+    /// None met yet, for `table` (numbered by `numbering` if it is).
+    pub(crate) fn new(table: &FunctionTable<'_>, numbering: Option<&'n mut Numbering<'_>>) -> Self {
+        let numbering = numbering.map(|to| Numbering {
+            sums: &mut *to.sums,
+            met: &mut *to.met,
+            trace: to.trace,
+        });
         let fresh = Fresh {
             next: table.dense_len() as u32,
-            ..Fresh::default()
+            met: Vec::new(),
+            by_id: FxHashMap::default(),
+            numbering,
         };
         FreshFunctions {
             fresh: std::sync::Mutex::new(fresh),
         }
     }
 
-    /// The dense index of `id`, which `table` (the step's) does not map,
-    /// given a new one if no earlier call of the step gave it one, and how
-    /// many dense indices there now are (a tally that counts `id` needs
-    /// room for them).
+    /// The dense index of `id`, which `table` (the pass's) does not map,
+    /// given a new one if no earlier call since the last fold gave it one,
+    /// and how many dense indices there now are (a tally that counts `id`
+    /// needs room for them).
     pub(crate) fn dense(&self, table: &FunctionTable<'_>, id: u32) -> (u32, usize) {
         let mut fresh = self.lock();
         let fresh = &mut *fresh;
         let dense = match fresh.by_id.get(&id) {
             Some(&d) => d,
             None => {
-                let d = table.unknown_dense(id).unwrap_or_else(|| {
-                    fresh.next += 1;
-                    fresh.next - 1
-                });
+                let d = match &mut fresh.numbering {
+                    Some(to) => to.sums.number_bytes(unknown_name(id).as_bytes(), b"", 0),
+                    None => table.unknown_dense(id).unwrap_or(fresh.next),
+                };
+                fresh.next = fresh.next.max(d + 1);
                 fresh.by_id.insert(id, d);
                 fresh.met.push(id);
                 d
@@ -295,17 +317,17 @@ impl FreshFunctions {
         (dense, fresh.next as usize)
     }
 
-    /// The dense index [`FreshFunctions::dense`] gave `id` this step.
+    /// The dense index [`FreshFunctions::dense`] gave `id` since the last fold.
     pub(crate) fn get(&self, id: u32) -> Option<u32> {
         self.lock().by_id.get(&id).copied()
     }
 
     /// Gives `table` the ids met since the last fold, with the dense
-    /// indices they were given, for the next step.
+    /// indices they were given.
     pub(crate) fn fold_into(&mut self, table: &mut FunctionTable<'_>) {
         let fresh = self.fresh.get_mut().unwrap_or_else(|e| e.into_inner());
         for &id in &fresh.met {
-            let dense = table.insert_unknown(id, None);
+            let dense = table.insert_unknown(id, fresh.numbering.as_mut());
             debug_assert_eq!(dense, fresh.by_id[&id], "fn#{id} numbered twice");
         }
         fresh.met.clear();
@@ -313,7 +335,7 @@ impl FreshFunctions {
         fresh.next = table.dense_len() as u32;
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Fresh> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Fresh<'n>> {
         // A pass that panicked is reported by the thread pool; the ids
         // numbered so far are whole either way.
         self.fresh.lock().unwrap_or_else(|e| e.into_inner())
@@ -331,15 +353,15 @@ impl DenseOf for FunctionTable<'_> {
     }
 }
 
-/// A stream step's function table and the ids its passes met since the
-/// step began (see [`FreshFunctions`]).
+/// The segment pass's function table and the ids it met since (see
+/// [`FreshFunctions`]).
 #[derive(Clone, Copy)]
-pub(crate) struct StepFunctions<'t, 'a> {
+pub(crate) struct StepFunctions<'t, 'a, 'n> {
     pub table: &'t FunctionTable<'a>,
-    pub fresh: &'t FreshFunctions,
+    pub fresh: &'t FreshFunctions<'n>,
 }
 
-impl DenseOf for StepFunctions<'_, '_> {
+impl DenseOf for StepFunctions<'_, '_, '_> {
     fn dense_of(&self, id: u32) -> Option<u32> {
         self.table.get(id).or_else(|| self.fresh.get(id))
     }

@@ -137,7 +137,8 @@ pub(crate) fn analyze_streamed<'a>(
     ))
 }
 
-/// How a stream ended.
+/// How a stream ended (one a trace, so neither variant is boxed).
+#[allow(clippy::large_enum_variant)]
 pub(crate) enum Streamed<'a> {
     /// The report.
     Done(CompactReport),
@@ -188,7 +189,7 @@ fn stream<'a>(
     for &id in &decoded.unknown_in_records {
         functions.insert_unknown(id, None);
     }
-    let mut fresh = FreshFunctions::new(&functions);
+    let mut fresh = FreshFunctions::new(&functions, None);
     let mut n_functions = functions.dense_len();
     let stack_rows = opts.stack_rows;
     let keep = stack_rows == StackRows::Kept;
