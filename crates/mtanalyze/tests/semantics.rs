@@ -322,24 +322,7 @@ fn to_binary_direct(lines: &[reference::Line]) -> Vec<u8> {
 /// The same, in chunks of `chunk_size` bytes (small ones: every few dozen
 /// events a chunk ends and the next starts with a snapshot of open frames).
 fn to_binary_in_chunks(lines: &[reference::Line], chunk_size: usize) -> Vec<u8> {
-    let options = WriterOptions {
-        chunk_size,
-        ..Default::default()
-    };
-    let mut w = TraceWriter::new(Cursor::new(Vec::new()), options).unwrap();
-    for l in lines {
-        let kind = match &l.ev {
-            reference::Ev::Enter(f) => EventKind::Enter(w.function(f, "", 0, "")),
-            reference::Ev::Exit(f) => EventKind::Exit(w.function(f, "", 0, "")),
-            reference::Ev::Switch(None) => EventKind::Switch(StackId::OWN),
-            reference::Ev::Switch(Some(s)) => EventKind::Switch(w.stack(s)),
-            reference::Ev::Lost => EventKind::Lost,
-            reference::Ev::Wake(s) => EventKind::Wake(w.stack(s)),
-            reference::Ev::End(s) => EventKind::End(w.stack(s)),
-        };
-        w.event(ThreadId(l.tid), l.ts, kind).unwrap();
-    }
-    w.finish(None).unwrap().into_inner()
+    to_binary_unnamed(lines, chunk_size, 0)
 }
 
 /// [`to_binary_in_chunks`], but the functions whose bit is set in
@@ -2661,6 +2644,21 @@ fn a_damaged_one_thread_trace_streams_to_the_batch_report_under_every_clock() {
     }
 }
 
+/// Trace `k` of [`streamed_tests_stream_and_stop`], in (ts, tid) order:
+/// many stacks on two threads, each waiting long between its runs, so an
+/// end while it waits is judged before it runs again.
+fn ends_judged_early(k: u32) -> Vec<reference::Line> {
+    let steps = fixed_steps(k, 2000);
+    let lines = ordered_lines(2, 40, 3, &steps);
+    let finals = [(k as u8, k as u8, 0), (k as u8 + 1, 0, 1)];
+    let picks: Vec<(u16, u8, u8)> = (0..(k % 3))
+        .map(|j| (((k + 1) * (j + 3) * 97) as u16, j as u8, (k + j) as u8))
+        .collect();
+    let mut lines = with_ends(&lines, &stack_names(40), &finals, &picks);
+    lines.sort_by_key(|l| (l.ts, l.tid));
+    lines
+}
+
 /// The inputs of the streamed tests do stream, in many steps, and also
 /// stop the stream: some ends that the stream judged early turn out not to
 /// count.
@@ -2668,17 +2666,8 @@ fn a_damaged_one_thread_trace_streams_to_the_batch_report_under_every_clock() {
 fn streamed_tests_stream_and_stop() {
     let (mut streamed, mut stopped) = (0, 0);
     for k in 0..64u32 {
-        let steps = fixed_steps(k, 2000);
-        // Many stacks on two threads: each waits long between its runs,
-        // so an end while it waits is judged before it runs again.
-        let lines = ordered_lines(2, 40, 3, &steps);
-        let finals = [(k as u8, k as u8, 0), (k as u8 + 1, 0, 1)];
-        let picks: Vec<(u16, u8, u8)> = (0..(k % 3))
-            .map(|j| (((k + 1) * (j + 3) * 97) as u16, j as u8, (k + j) as u8))
-            .collect();
-        let mut lines = with_ends(&lines, &stack_names(40), &finals, &picks);
-        lines.sort_by_key(|l| (l.ts, l.tid));
-        let bytes = to_binary_in_chunks(&lines, mtrace_format::layout::MIN_CHUNK_SIZE);
+        let bytes =
+            to_binary_in_chunks(&ends_judged_early(k), mtrace_format::layout::MIN_CHUNK_SIZE);
         let trace = from_bytes("test", bytes).expect("loads");
         let opts = stream_options(Clock::Stack, (0, 0));
         match mtanalyze::testing::analyze_streamed_with(&trace, &opts, 1).expect("analyzes") {
@@ -2701,14 +2690,7 @@ fn streamed_tests_stream_and_stop() {
 fn a_stream_that_stops_after_numbering_unnamed_functions_leaves_the_batch_report() {
     let (mut stopped, mut unknown) = (0, 0);
     for k in 0..64u32 {
-        let steps = fixed_steps(k, 2000);
-        let lines = ordered_lines(2, 40, 3, &steps);
-        let finals = [(k as u8, k as u8, 0), (k as u8 + 1, 0, 1)];
-        let picks: Vec<(u16, u8, u8)> = (0..(k % 3))
-            .map(|j| (((k + 1) * (j + 3) * 97) as u16, j as u8, (k + j) as u8))
-            .collect();
-        let mut lines = with_ends(&lines, &stack_names(40), &finals, &picks);
-        lines.sort_by_key(|l| (l.ts, l.tid));
+        let lines = ends_judged_early(k);
         let bytes = to_binary_unnamed(&lines, mtrace_format::layout::MIN_CHUNK_SIZE, 0b101);
         let trace = from_bytes("test", bytes.clone()).expect("loads");
         let opts = stream_options(Clock::Stack, (0, 0));
