@@ -10,7 +10,7 @@
 //! not kept: in a program that polls many tasks they are half of all
 //! segments (one between every two polls).
 
-use rustc_hash::FxHashSet;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use mtrace_format::event::{
     raw_is_valid, KIND_END, KIND_ENTER, KIND_EXIT, KIND_LOST, KIND_SWITCH, KIND_WAKE,
@@ -103,6 +103,10 @@ struct Cutter<'d, 'a, 't, 'f> {
     /// The functions the passes met since that `functions` does not map,
     /// numbered as they are met.
     fresh: &'d FreshFunctions<'f>,
+    /// Those this pass met, with their dense indices: a trace that lost
+    /// its names has every event's function here, looked up without
+    /// `fresh`'s lock.
+    fresh_here: FxHashMap<u32, u32>,
     index: u32,
     tid: u64,
     pass: ThreadPass,
@@ -148,11 +152,15 @@ impl Cutter<'_, '_, '_, '_> {
     /// (the trace's warning counts such ids) and given its dense index now
     /// (the own stack's replay counts it at once, and makes room for it).
     fn unknown_function(&mut self, f: u32) -> u32 {
+        if let Some(&dense) = self.fresh_here.get(&f) {
+            return dense;
+        }
         self.pass.unknown_functions.insert(f);
         let (dense, n) = self.fresh.dense(self.functions, f);
         if let Some(own) = &mut self.own {
             own.replay.grow_functions(n);
         }
+        self.fresh_here.insert(f, dense);
         dense
     }
 
@@ -538,6 +546,7 @@ pub(crate) fn cut_thread(
         decoded,
         functions: &decoded.functions,
         fresh,
+        fresh_here: FxHashMap::default(),
         index,
         tid,
         pass: ThreadPass {
@@ -754,6 +763,7 @@ impl ThreadStream {
             decoded,
             functions,
             fresh,
+            fresh_here: FxHashMap::default(),
             index: self.index,
             tid: thread.tid.0,
             pass: std::mem::take(&mut self.pass),
