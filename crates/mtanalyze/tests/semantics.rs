@@ -1376,6 +1376,20 @@ fn lines_with_ends(
     with_ends(&lines, &stack_names(stacks), &finals, &picks)
 }
 
+/// [`with_ends`] then [`with_wakes`], in (ts, tid) order: the lines of
+/// the streamed tests of odd ends.
+fn with_ends_and_wakes(
+    lines: &[reference::Line],
+    names: &[String],
+    finals: &[(u8, u8, u8)],
+    ends: &[(u16, u8, u8)],
+    wakes: &[(u16, u8, u8)],
+) -> Vec<reference::Line> {
+    let mut lines = with_wakes(&with_ends(lines, names, finals, ends), wakes);
+    lines.sort_by_key(|l| (l.ts, l.tid));
+    lines
+}
+
 fn finals() -> impl Strategy<Value = Vec<(u8, u8, u8)>> {
     proptest::collection::vec((any::<u8>(), any::<u8>(), any::<u8>()), 0..5)
 }
@@ -2545,9 +2559,7 @@ proptest! {
     ) {
         let lines = ordered_lines(threads, stacks, functions, &steps);
         prop_assume!(!lines.is_empty());
-        let lines = with_ends(&lines, &stack_names(stacks), &finals, &picks);
-        let mut lines = with_wakes(&lines, &wakes);
-        lines.sort_by_key(|l| (l.ts, l.tid));
+        let lines = with_ends_and_wakes(&lines, &stack_names(stacks), &finals, &picks, &wakes);
         let bytes = to_binary_in_chunks(&lines, mtrace_format::layout::MIN_CHUNK_SIZE);
         for clock in [Clock::Stack, Clock::Gil, Clock::Wall] {
             streamed_equals_batched(&bytes, &stream_options(clock, window))?;
@@ -2575,9 +2587,7 @@ proptest! {
         let lines = ordered_lines(threads, stacks, functions, &steps);
         prop_assume!(!lines.is_empty());
         let names = stack_names(stacks);
-        let lines = with_ends(&lines, &names, &finals, &picks);
-        let mut lines = with_wakes(&lines, &wakes);
-        lines.sort_by_key(|l| (l.ts, l.tid));
+        let lines = with_ends_and_wakes(&lines, &names, &finals, &picks, &wakes);
         let bytes = to_binary_in_chunks(&lines, mtrace_format::layout::MIN_CHUNK_SIZE);
         let selection = selected_stacks(&chosen, &names);
         let paths = match per_stack {
@@ -2609,9 +2619,7 @@ proptest! {
     ) {
         let lines = ordered_lines(threads, stacks, functions, &steps);
         prop_assume!(!lines.is_empty());
-        let lines = with_ends(&lines, &stack_names(stacks), &finals, &picks);
-        let mut lines = with_wakes(&lines, &wakes);
-        lines.sort_by_key(|l| (l.ts, l.tid));
+        let lines = with_ends_and_wakes(&lines, &stack_names(stacks), &finals, &picks, &wakes);
         let lines = with_mid_marks(&with_marks(&lines, &cuts), &marks);
         let bytes = to_binary_in_chunks(&lines, mtrace_format::layout::MIN_CHUNK_SIZE);
         for clock in [Clock::Stack, Clock::Gil, Clock::Wall] {
