@@ -10,7 +10,7 @@
 //! not kept: in a program that polls many tasks they are half of all
 //! segments (one between every two polls).
 
-use rustc_hash::{FxHashMap, FxHashSet};
+use rustc_hash::FxHashMap;
 
 use mtrace_format::event::{
     raw_is_valid, KIND_END, KIND_ENTER, KIND_EXIT, KIND_LOST, KIND_SWITCH, KIND_WAKE,
@@ -42,8 +42,6 @@ pub(super) struct ThreadPass {
     pub first_tick: Option<u64>,
     /// Last clamped tick.
     pub last_tick: Option<u64>,
-    /// Function ids used but not in the metadata.
-    pub unknown_functions: FxHashSet<u32>,
     /// Problems found.
     pub warnings: Warnings,
     /// The thread's own stack, replayed during the pass (if asked and
@@ -148,14 +146,14 @@ impl Cutter<'_, '_, '_, '_> {
         }
     }
 
-    /// Function id `f`, which `functions` does not map, is used: noted
-    /// (the trace's warning counts such ids) and given its dense index now
-    /// (the own stack's replay counts it at once, and makes room for it).
+    /// Function id `f`, which `functions` does not map, is used: given its
+    /// dense index now (the own stack's replay counts it at once, and
+    /// makes room for it); the table the ids are folded into counts them
+    /// for the trace's warning.
     fn unknown_function(&mut self, f: u32) -> u32 {
         if let Some(&dense) = self.fresh_here.get(&f) {
             return dense;
         }
-        self.pass.unknown_functions.insert(f);
         let (dense, n) = self.fresh.dense(self.functions, f);
         if let Some(own) = &mut self.own {
             own.replay.grow_functions(n);

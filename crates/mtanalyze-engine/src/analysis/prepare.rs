@@ -187,19 +187,10 @@ pub(crate) fn prepare<'a>(
         (cut(), None)
     };
     fresh.fold_into(&mut decoded.functions);
-    drop(fresh);
     let clocks = clock
         .zip(replay_clock)
         .map(|(report, replay)| Clocks { report, replay });
-    let prepared = Prepared::new(
-        decoded,
-        passes,
-        clocks,
-        gil_runs,
-        window,
-        shared,
-        numbering.as_mut(),
-    );
+    let prepared = Prepared::new(decoded, passes, clocks, gil_runs, window, shared);
     stage_done("cut");
     Ok(prepared)
 }
@@ -254,9 +245,9 @@ pub(crate) fn decode_for<'a>(
 }
 
 impl<'a> Prepared<'a> {
-    /// The prepared trace once every thread's pass is done: the function
-    /// table completed with the ids no metadata names, the end of the
-    /// trace, and the file's and the passes' warnings.
+    /// The prepared trace once every thread's pass is done (its function
+    /// table holds every id the passes met, numbered as they met them):
+    /// the end of the trace, and the file's and the passes' warnings.
     pub(super) fn new(
         mut decoded: Decoded<'a>,
         passes: Vec<ThreadPass>,
@@ -264,9 +255,13 @@ impl<'a> Prepared<'a> {
         gil_runs: Option<GilRuns>,
         window: Window,
         tally: Option<Tally>,
-        numbering: Option<&mut Numbering<'_>>,
     ) -> Self {
-        let (functions, unknown) = complete_functions(&mut decoded, &passes, numbering);
+        // Taken: the segment pass was the decoded table's last reader.
+        let functions = std::mem::take(&mut decoded.functions);
+        // Counted from the table, not the passes: a table a stream gave
+        // back has the ids it numbered, which the passes that follow no
+        // longer meet as unknown.
+        let unknown = functions.unknown_ids().len() as u64;
         let end_tick = end_tick(&decoded, &passes);
         let warnings = trace_warnings(&decoded, &passes, unknown);
         Prepared {
@@ -335,33 +330,6 @@ fn cut_threads_into(
             cut_thread(decoded, i, fuse, Some(&mut *tally), fresh)
         })
         .collect()
-}
-
-/// The metadata's function table, taken from `decoded` (the segment pass
-/// was its last reader), with every id the passes met (in events and
-/// snapshots) or a continued stack's record names and the metadata does
-/// not (their dense indices follow the named ones; numbered by `numbering`
-/// if the table is), and how many such ids there were. (A stream numbered
-/// them as it met them: its table has them already, and so has the table
-/// a stream gave back, whose passes then no longer meet them as unknown.)
-fn complete_functions<'a>(
-    decoded: &mut Decoded<'a>,
-    passes: &[ThreadPass],
-    mut numbering: Option<&mut Numbering<'_>>,
-) -> (FunctionTable<'a>, u64) {
-    let mut functions = std::mem::take(&mut decoded.functions);
-    let mut unknown: Vec<u32> = passes
-        .iter()
-        .flat_map(|p| p.unknown_functions.iter().copied())
-        .chain(decoded.unknown_in_records.iter().copied())
-        .collect();
-    unknown.sort_unstable();
-    unknown.dedup();
-    for &id in &unknown {
-        functions.insert_unknown(id, numbering.as_deref_mut());
-    }
-    let count = functions.unknown_ids().len() as u64;
-    (functions, count)
 }
 
 /// The end of the trace: the end marker or the last event, whichever is later.

@@ -138,11 +138,6 @@ pub(crate) struct Decoded<'a> {
     /// when the file first switched onto it, outermost first. The first
     /// record of a stack is kept.
     pub continued_stacks: FxHashMap<u64, Vec<FunctionId>>,
-    /// The function ids those records name and the metadata does not,
-    /// ascending: unknown functions, as ids that events and snapshots use
-    /// are (the records are read before any event, so either engine
-    /// numbers them from the start).
-    pub unknown_in_records: Vec<u32>,
     /// Threads ascending by id, each with its chunks in order.
     pub threads: Vec<ThreadChunks>,
     /// Chunks that could not be decoded at all.
@@ -352,14 +347,14 @@ pub(crate) fn decode<'a>(
         })
         .collect();
     threads.sort_by_key(|t| t.tid);
-    let mut unknown_in_records: Vec<u32> = continued_stacks
-        .values()
-        .flatten()
-        .map(|id| id.0)
-        .filter(|&id| functions.get(id).is_none())
-        .collect();
-    unknown_in_records.sort_unstable();
-    unknown_in_records.dedup();
+    // The ids continued stacks' records name and the metadata does not:
+    // unknown functions, as those that events and snapshots use are
+    // (numbered here, before any engine reads the table).
+    for id in continued_stacks.values().flatten() {
+        if functions.get(id.0).is_none() {
+            functions.insert_unknown(id.0, numbering.as_deref_mut());
+        }
+    }
     Ok(Decoded {
         warning_details: false,
         scale: file.header().clock.scale(),
@@ -371,7 +366,6 @@ pub(crate) fn decode<'a>(
         host,
         marks,
         continued_stacks,
-        unknown_in_records,
         threads,
         damaged,
         cut,

@@ -137,8 +137,7 @@ pub(crate) fn analyze_streamed<'a>(
     ))
 }
 
-/// How a stream ended (one a trace, so neither variant is boxed).
-#[allow(clippy::large_enum_variant)]
+/// How a stream ended.
 pub(crate) enum Streamed<'a> {
     /// The report.
     Done(CompactReport),
@@ -183,12 +182,8 @@ fn stream<'a>(
     let clock = clocks.replay;
     // The function table, apart from the trace: every pass and replay of
     // a step reads it, and between steps it takes in the ids the metadata
-    // does not name that the step's passes met (`FreshFunctions`); those
-    // of continued stacks' records from the start.
+    // does not name that the step's passes met (`FreshFunctions`).
     let mut functions = std::mem::take(&mut decoded.functions);
-    for &id in &decoded.unknown_in_records {
-        functions.insert_unknown(id, None);
-    }
     let mut fresh = FreshFunctions::new(&functions, None);
     let mut n_functions = functions.dense_len();
     let stack_rows = opts.stack_rows;
@@ -337,7 +332,7 @@ fn stream<'a>(
         timeline
     });
     decoded.functions = functions;
-    let mut prep = Prepared::new(decoded, passes, Some(clocks), None, window, None, None);
+    let mut prep = Prepared::new(decoded, passes, Some(clocks), None, window, None);
     debug_assert_eq!(
         prep.functions.dense_len(),
         n_functions,
