@@ -2408,6 +2408,52 @@ proptest! {
         }
     }
 
+    /// The same traces with ticks that jump ahead, far (as a damaged tick
+    /// delta makes them: every later event of the thread clamps to the
+    /// jump, so its later stretches begin and end at that one tick, and a
+    /// compact chunk's are replayed from the `switch` that opens them
+    /// without its own tick) or a little (the clock soon passes the jump
+    /// again: the stretches clamped at their start are not flat). The
+    /// stream gives the batch's report, and the compact file the 16-byte
+    /// one's (but for `clock_backwards`: the compact encoding stores a
+    /// tick that goes back inside a chunk as the one before it).
+    #[test]
+    fn clock_jumps_streamed_equal_batched(
+        threads in 1u64..=4, tasks in 10u64..300, functions in 1u8..5, steps in many_steps(),
+        window in (any::<u8>(), any::<u8>()),
+        jumps in proptest::collection::vec((any::<u16>(), any::<u8>()), 1..4),
+    ) {
+        let mut lines = tasks_in_binary_order(threads, tasks, functions, &steps);
+        prop_assume!(!lines.is_empty());
+        let n = lines.len();
+        for (at, by) in jumps {
+            lines[at as usize % n].ts += if by < 64 { 1 << 40 } else { u64::from(by) * 8 };
+        }
+        let whole = to_binary_in_chunks(&lines, mtrace_format::layout::MIN_CHUNK_SIZE);
+        let file = mtrace_format::TraceFile::parse(&whole).expect("parses");
+        let compact = mtrace_format::convert::compact(&file).expect("converts").bytes;
+        for bytes in [&whole, &compact] {
+            streams_to_the_batch_report(bytes, window, "a trace whose clock jumps")?;
+        }
+        for clock in [Clock::Stack, Clock::Gil, Clock::Wall] {
+            let opts = stream_options(clock, window);
+            let [fixed, compact] = [&whole, &compact].map(|b| {
+                analyze(&from_bytes("test", b.clone()).expect("loads"), &opts).expect("analyzes")
+            });
+            prop_assert_eq!(&fixed.functions, &compact.functions, "clock {}", clock);
+            prop_assert_eq!(&fixed.edges, &compact.edges, "clock {}", clock);
+            prop_assert_eq!(&fixed.stacks, &compact.stacks, "clock {}", clock);
+            let kinds = |r: &Report| -> Vec<(String, u64)> {
+                r.warnings
+                    .iter()
+                    .filter(|w| w.kind != "clock_backwards")
+                    .map(|w| (w.kind.clone(), w.count))
+                    .collect()
+            };
+            prop_assert_eq!(kinds(&fixed), kinds(&compact), "clock {}", clock);
+        }
+    }
+
     /// Functions the metadata does not name, used by events and by the
     /// snapshots threads restart from (chunks flagged `restart`): the
     /// stream numbers them as its steps meet them, to the batch's report

@@ -825,7 +825,7 @@ impl ThreadStream {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::decode::{decode, switch_points, FreshFunctions};
+    use crate::analysis::decode::{decode, switch_points, Decoded, FreshFunctions, ResumePoint};
 
     /// A segment that a `switch` inside a compact chunk opens carries
     /// that switch as its resume point, as the format crate's one-event
@@ -864,5 +864,134 @@ mod tests {
         }
         assert!(resumed > 100, "{resumed} segments resume at a switch");
         assert!(from_start > 0);
+    }
+
+    /// A compact trace of one thread switching between three fibers, its
+    /// clock jumping ahead by `jump` once and going on below the jump:
+    /// the later events clamp to the jump until the clock passes it.
+    fn jumped_trace(jump: u64) -> Vec<u8> {
+        use mtrace_format::{EventKind, ThreadId, TraceFile, TraceWriter, WriterOptions};
+        let options = WriterOptions {
+            chunk_size: mtrace_format::layout::MIN_CHUNK_SIZE,
+            ..Default::default()
+        };
+        let mut w = TraceWriter::new(std::io::Cursor::new(Vec::new()), options).expect("writer");
+        let (f, g) = (w.function("f", "", 0, ""), w.function("g", "", 0, ""));
+        let fibers: Vec<_> = (0..3).map(|i| w.stack(&format!("fiber-{i}"))).collect();
+        let mut t = 0;
+        for round in 0..200 {
+            for (i, &fiber) in fibers.iter().enumerate() {
+                let kinds = [
+                    EventKind::Switch(fiber),
+                    EventKind::Enter(f),
+                    EventKind::Enter(g),
+                    EventKind::Exit(g),
+                    EventKind::Exit(f),
+                ];
+                for (k, kind) in kinds.into_iter().enumerate() {
+                    t += 10;
+                    let jumps = (round, i, k) == (20, 0, 2);
+                    let tick = if jumps { t + jump } else { t };
+                    w.event(ThreadId(1), tick, kind).expect("event");
+                }
+            }
+        }
+        let sixteen = w.finish(None).expect("finish").into_inner();
+        let file = TraceFile::parse(&sixteen).expect("parses");
+        mtrace_format::convert::compact(&file)
+            .expect("converts")
+            .bytes
+    }
+
+    /// The events (kind, clamped tick, payload) a replay of `seg` reads,
+    /// its first chunk expanded from `resume` or from the chunk's start.
+    fn replayed(
+        decoded: &Decoded<'_>,
+        seg: &Segment,
+        resume: Option<ResumePoint>,
+    ) -> Vec<(u64, u64, u64)> {
+        let thread = &decoded.threads[seg.thread as usize];
+        let mut batches = Batches::new(
+            &decoded.file,
+            thread,
+            seg.start,
+            seg.end,
+            seg.start_tick,
+            resume,
+        );
+        let mut events = Vec::new();
+        while let Some(batch) = batches.next_batch() {
+            for i in 0..batch.len() {
+                let (kind, tick, payload) = batch.parts(i);
+                events.push((kind, batches.clamp(tick).0, payload));
+            }
+        }
+        events
+    }
+
+    /// After a far jump (as a damaged tick delta makes), every later
+    /// segment begins and ends at the jump's tick. Those a compact chunk's
+    /// `switch` opens resume there although the switch's own tick is not
+    /// kept, and read the events, clamped, that a walk from the chunk's
+    /// start reads.
+    #[test]
+    fn flat_segments_after_a_clock_jump_resume_at_their_switch() {
+        let compact = jumped_trace(1 << 40);
+        let decoded = decode(&compact, None, false).expect("decodes");
+        let fresh = FreshFunctions::new(&decoded.functions, None);
+        let pass = cut_thread(&decoded, 0, None, None, &fresh);
+        let mut flat = 0;
+        for seg in pass.segments.iter() {
+            let Some(point) = seg.resume_point().filter(|p| p.tick.is_none()) else {
+                continue;
+            };
+            flat += 1;
+            assert_eq!(seg.start_tick, seg.end_tick, "{seg:?}");
+            let events = replayed(&decoded, seg, Some(point));
+            assert!(!events.is_empty());
+            assert_eq!(events, replayed(&decoded, seg, None), "{seg:?}");
+        }
+        assert!(flat > 100, "{flat} flat segments resume at their switch");
+    }
+
+    /// After a short jump the clock passes the jump again inside a
+    /// segment opened by a clamped switch: its events do not all clamp to
+    /// its start, so a walk from the switch that does not know the
+    /// switch's tick would read other ticks. Such a segment is replayed
+    /// from its chunk's start.
+    #[test]
+    fn a_segment_the_clock_passes_a_jump_in_is_replayed_from_its_chunks_start() {
+        let compact = jumped_trace(2_000);
+        let decoded = decode(&compact, None, false).expect("decodes");
+        let points = switch_points(&decoded, 0);
+        let fresh = FreshFunctions::new(&decoded.functions, None);
+        let pass = cut_thread(&decoded, 0, None, None, &fresh);
+        let mut rising = 0;
+        for seg in pass.segments.iter() {
+            let Some(at_switch) = points
+                .get(seg.start.chunk as usize)
+                .and_then(|p| p.iter().find(|p| p.at == seg.start && p.offset > 0))
+            else {
+                continue;
+            };
+            if at_switch.tick == Some(seg.start_tick) {
+                assert_eq!(seg.resume_point(), Some(*at_switch));
+                continue;
+            }
+            let without_tick = ResumePoint {
+                tick: None,
+                ..*at_switch
+            };
+            let whole = replayed(&decoded, seg, None);
+            if seg.start_tick == seg.end_tick {
+                assert_eq!(seg.resume_point(), Some(without_tick));
+                assert_eq!(replayed(&decoded, seg, Some(without_tick)), whole);
+            } else {
+                rising += 1;
+                assert_eq!(seg.resume_point(), None, "{seg:?}");
+                assert_ne!(replayed(&decoded, seg, Some(without_tick)), whole);
+            }
+        }
+        assert!(rising > 0, "a clamped segment the clock rises in");
     }
 }

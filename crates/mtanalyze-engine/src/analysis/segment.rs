@@ -60,7 +60,8 @@ pub(crate) struct Segment {
     /// Index of the thread in [`Decoded::threads`](crate::analysis::decode::Decoded::threads).
     pub thread: u32,
     /// Its flags and resume offset: bit 0 `switched_in`, bits 1-2 the
-    /// seed, bit 3 `ends_at_lost`, bits 8-31 the resume offset (see
+    /// seed, bit 3 `ends_at_lost`, bit 4 the resume switch's tick was
+    /// clamped, bits 8-31 the resume offset (see
     /// [`Segment::resume_point`]; 0: none). A compact chunk is at most
     /// `COMPACT_MAX_CHUNK_SIZE` bytes, so every offset in one fits.
     bits: u32,
@@ -82,6 +83,7 @@ const _: () = assert!(std::mem::size_of::<Segment>() <= 48);
 const SWITCHED_IN: u32 = 1;
 const SEED_SHIFT: u32 = 1;
 const ENDS_AT_LOST: u32 = 1 << 3;
+const RESUME_CLAMPED: u32 = 1 << 4;
 const OFFSET_SHIFT: u32 = 8;
 const _: () =
     assert!((mtrace_format::layout::COMPACT_MAX_CHUNK_SIZE as u64) < 1 << (32 - OFFSET_SHIFT));
@@ -145,28 +147,54 @@ impl Segment {
     }
 
     /// The segment starts with the `switch` at `point` (a compact chunk's,
-    /// as the segment pass expanding the chunk noted it): its replay
-    /// expands the chunk from there, not from the chunk's start. Kept only
-    /// if the switch's tick is the segment's start tick (not clamped),
-    /// which then stands for it; otherwise the replay starts at the
-    /// chunk's start, which is always right, only slower.
+    /// as the segment pass expanding the chunk noted it, with its own
+    /// tick): its replay may expand the chunk from there, not from the
+    /// chunk's start. The switch's tick is the segment's start tick, which
+    /// then stands for it, unless the clock went back there: the segment
+    /// has no room for a second tick, so that is noted with a bit (see
+    /// [`Segment::resume_point`]). Any other point is not kept, and the
+    /// replay starts at the chunk's start, which is always right, only
+    /// slower.
     pub(crate) fn resume_at(&mut self, point: Option<ResumePoint>) {
-        let Some(p) = point.filter(|p| p.at == self.start && p.tick == self.start_tick) else {
+        let Some(p) = point.filter(|p| p.at == self.start) else {
             return;
         };
+        let clamped = match p.tick {
+            Some(tick) if tick == self.start_tick => 0,
+            Some(tick) if tick < self.start_tick => RESUME_CLAMPED,
+            _ => return,
+        };
         if p.offset > 0 && p.offset < 1 << (32 - OFFSET_SHIFT) {
-            self.bits = (self.bits & ((1 << OFFSET_SHIFT) - 1)) | p.offset << OFFSET_SHIFT;
+            let flags = self.bits & ((1 << OFFSET_SHIFT) - 1) & !RESUME_CLAMPED;
+            self.bits = flags | clamped | p.offset << OFFSET_SHIFT;
         }
     }
 
     /// Where its replay may expand its first chunk from, if not from the
-    /// chunk's start (see [`Segment::resume_at`]).
+    /// chunk's start (see [`Segment::resume_at`]). After a clamped switch,
+    /// only if the segment ended at its start tick: then every event of it
+    /// clamps to that tick, whatever the ticks they count from, so the
+    /// walk need not know the switch's own ([`ResumePoint::tick`]). A
+    /// damaged tick delta, which clamps every later event of its thread
+    /// to it, leaves such segments by the thousand; replayed from their
+    /// chunks' starts, they made a damaged trace's analysis several times
+    /// slower than the intact one's.
     pub(crate) fn resume_point(&self) -> Option<ResumePoint> {
         let offset = self.bits >> OFFSET_SHIFT;
-        (offset != 0).then_some(ResumePoint {
+        if offset == 0 {
+            return None;
+        }
+        let tick = if self.bits & RESUME_CLAMPED == 0 {
+            Some(self.start_tick)
+        } else if self.end_tick == self.start_tick {
+            None
+        } else {
+            return None;
+        };
+        Some(ResumePoint {
             at: self.start,
             offset,
-            tick: self.start_tick,
+            tick,
         })
     }
 
@@ -282,28 +310,29 @@ mod tests {
                 for lost in [false, true] {
                     let mut s = Segment::new(7, 2, start, 100, switched_in, seed);
                     let max = (1 << (32 - OFFSET_SHIFT)) - 1;
-                    s.resume_at(point(max, 100));
+                    s.resume_at(point(max, Some(100)));
                     if lost {
                         s.set_ends_at_lost();
                     }
                     assert_eq!(s.switched_in(), switched_in);
                     assert_eq!(s.seed(), seed);
                     assert_eq!(s.ends_at_lost(), lost);
-                    assert_eq!(s.resume_point(), point(max, 100));
+                    assert_eq!(s.resume_point(), point(max, Some(100)));
                     assert_eq!((s.end, s.end_tick), (start, RUNS_TO_END));
                 }
             }
         }
         let fresh = || Segment::new(7, 2, start, 100, true, Seed::Own);
         let refused = [
-            point(1 << (32 - OFFSET_SHIFT), 100),
-            point(0, 100),
-            // A clamped switch: its own tick is not the start tick.
-            point(40, 99),
+            point(1 << (32 - OFFSET_SHIFT), Some(100)),
+            point(0, Some(100)),
+            // A tick after the start tick: not the switch's.
+            point(40, Some(101)),
+            point(40, None),
             Some(ResumePoint {
                 at: Pos { chunk: 3, event: 8 },
                 offset: 40,
-                tick: 100,
+                tick: Some(100),
             }),
             None,
         ];
@@ -313,5 +342,43 @@ mod tests {
             assert_eq!(s.resume_point(), None, "{p:?}");
             assert!(s.switched_in() && s.seed() == Seed::Own && !s.ends_at_lost());
         }
+    }
+
+    /// A switch whose tick was clamped (the clock went back) is a point to
+    /// resume from only for a segment that ends at its start tick, and
+    /// then without a tick: its events all clamp to the start tick.
+    #[test]
+    fn a_clamped_switch_is_resumed_from_only_by_a_flat_segment() {
+        let start = Pos { chunk: 3, event: 9 };
+        let clamped = Some(ResumePoint {
+            at: start,
+            offset: 40,
+            tick: Some(99),
+        });
+        let mut s = Segment::new(7, 2, start, 100, true, Seed::Logical);
+        s.resume_at(clamped);
+        s.set_ends_at_lost();
+        assert_eq!(s.resume_point(), None, "still running");
+        s.end_tick = 101;
+        assert_eq!(s.resume_point(), None, "its clamped ticks rise");
+        s.end_tick = 100;
+        let flat = ResumePoint {
+            at: start,
+            offset: 40,
+            tick: None,
+        };
+        assert_eq!(s.resume_point(), Some(flat));
+        assert!(s.switched_in() && s.seed() == Seed::Logical && s.ends_at_lost());
+        // A later point at the start tick replaces it, flag and all.
+        s.resume_at(Some(ResumePoint {
+            tick: Some(100),
+            offset: 41,
+            ..flat
+        }));
+        s.end_tick = 200;
+        assert_eq!(
+            s.resume_point().map(|p| (p.offset, p.tick)),
+            Some((41, Some(100)))
+        );
     }
 }

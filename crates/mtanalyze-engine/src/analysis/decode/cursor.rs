@@ -76,8 +76,15 @@ pub(crate) struct ResumePoint {
     pub offset: u32,
     /// Its tick, unclamped: with its bytes, it gives the tick of the event
     /// before it, from which its own is a delta
-    /// (`mtrace_format::compact::tick_before`).
-    pub tick: u64,
+    /// (`mtrace_format::compact::tick_before`). `None` where only the
+    /// clamped ticks of what follows are known to be flat: the switch's
+    /// tick was clamped (the clock went back) and so is every event of
+    /// the stretch it opens, to the stretch's start tick (see
+    /// `Segment::resume_point`). The walk then counts ticks from 0: each
+    /// is its own tick less the one before the switch, so at most its own,
+    /// and clamping from the start tick lifts it to the start tick as it
+    /// lifts its own.
+    pub tick: Option<u64>,
 }
 
 /// The events of one chunk that fall in the requested range, as raw
@@ -193,7 +200,7 @@ impl Batch<'_> {
                 event: self.first_event + i as u32,
             },
             offset: u32::try_from(point.offset.checked_sub(self.offset)?).ok()?,
-            tick: self.parts(i).1,
+            tick: Some(self.parts(i).1),
         })
     }
 
@@ -407,7 +414,11 @@ impl<'a, 'd> Batches<'a, 'd> {
             .filter(|p| p.at.chunk == ci && p.at.event <= first)
             .and_then(|p| {
                 let rest = chunk.event_bytes().get(p.offset as usize..)?;
-                Some((p, rest, tick_before(rest, p.tick)?))
+                let prev_tick = match p.tick {
+                    Some(tick) => tick_before(rest, tick)?,
+                    None => 0,
+                };
+                Some((p, rest, prev_tick))
             });
         let named = NAMED.with(Cell::take);
         let (mut walk, skipped) = match resume {
@@ -461,7 +472,7 @@ pub(crate) fn switch_points(decoded: &super::Decoded<'_>, thread: usize) -> Vec<
                                 event,
                             },
                             offset: (offset - r.events_offset) as u32,
-                            tick,
+                            tick: Some(tick),
                         });
                     }
                     event += 1;

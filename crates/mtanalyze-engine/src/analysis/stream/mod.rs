@@ -24,8 +24,8 @@
 //! whole trace is read assumes nothing later runs the stack again or ends
 //! it again (a correct recorder never does); if something does, the
 //! stream stops and [`crate::analyze`] starts over the batch way, whose
-//! judgment sees everything. So does a function the metadata does not
-//! name, which only the batch numbers.
+//! judgment sees everything. A function the metadata does not name is
+//! numbered as a step's passes meet it (`FreshFunctions`).
 //! A selection of stacks it makes as the batch does: a stack left out is
 //! not replayed, but the times its end is judged against are kept; one
 //! selected by thread (`--thread`: a thread that ran it is) is held, its
