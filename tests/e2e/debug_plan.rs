@@ -67,7 +67,10 @@ fn many_stacks_are_streamed_unless_the_options_need_the_batch() {
     let trace = tasks(&dir, 1100);
     let (plan, _) = plan(&[&trace]);
     assert!(
-        plan.contains("  engine: stream: cut and replay in steps of about 65536 events;"),
+        plan.contains(
+            "  engine: stream: cut and replay in steps of about 65536 events, or 64 for each \
+             open frame the step before set aside if that is more;"
+        ),
         "{plan}"
     );
     assert!(

@@ -395,9 +395,10 @@ fn plan_text(name: &str, p: &mtanalyze::plan::Plan) -> String {
     let yes = |b: bool| if b { "yes" } else { "no" };
     let engine = match p.engine {
         Engine::Stream => format!(
-            "stream: cut and replay in steps of about {} events; if it meets what it cannot \
-             judge (a stack run after its end), the batch starts over from the decoded trace",
-            p.step_events
+            "stream: cut and replay in steps of about {} events, or {} for each open frame \
+             the step before set aside if that is more; if it meets what it cannot judge (a \
+             stack run after its end), the batch starts over from the decoded trace",
+            p.step_events, p.step_events_per_frame
         ),
         Engine::Batch => {
             "batch: every thread cut into segments, then the stacks replayed in parallel".into()

@@ -35,7 +35,9 @@
 use crate::analysis::options::{AnalyzeError, AnalyzeOptions, PathMode};
 use crate::analysis::pipeline::{self, Scratch};
 use crate::analysis::prepare::{decode_for, tallies_fit, Decoding};
-use crate::analysis::stream::{analyze_streamed, Streamed, STEP_EVENTS};
+use crate::analysis::stream::{
+    analyze_streamed, StepSize, Streamed, STEP_EVENTS, STEP_EVENTS_PER_FRAME,
+};
 use crate::input::LoadedTrace;
 use mtanalyze_model::compact::CompactReport;
 use mtanalyze_model::merge::Sums;
@@ -82,8 +84,11 @@ pub enum Engine {
 pub struct Plan {
     /// The engine chosen.
     pub engine: Engine,
-    /// Events a stream step reads, all threads together.
+    /// Events a stream step reads, all threads together, at least.
     pub step_events: u64,
+    /// Events a stream step reads for each open frame the step before set
+    /// aside (with the stacks it takes up again), if that is more.
+    pub step_events_per_frame: u64,
     /// Events in the trace's chunks.
     pub events: u64,
     /// Events from which a trace is streamed.
@@ -104,8 +109,11 @@ pub struct Plan {
 /// is the planner's own choice.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Knobs {
-    /// Events a stream step reads.
+    /// Events a stream step reads, at least.
     pub(crate) step_events: u64,
+    /// And for each open frame the step before set aside (0:
+    /// `step_events` exactly).
+    pub(crate) step_events_per_frame: u64,
     /// Named stacks from which a trace is streamed.
     pub(crate) stream_from_stacks: usize,
     /// Events from which a trace is streamed.
@@ -115,9 +123,18 @@ pub(crate) struct Knobs {
 }
 
 impl Knobs {
+    /// The stream's steps.
+    fn step(&self) -> StepSize {
+        StepSize {
+            events: self.step_events,
+            per_frame: self.step_events_per_frame,
+        }
+    }
+
     /// The planner's own choice.
     pub(crate) const PLAN: Knobs = Knobs {
         step_events: STEP_EVENTS,
+        step_events_per_frame: STEP_EVENTS_PER_FRAME,
         stream_from_stacks: STREAM_FROM_STACKS,
         stream_from_events: STREAM_FROM_EVENTS,
         batch_only: false,
@@ -143,6 +160,7 @@ fn plan_for(decoding: &Decoding<'_>, file_len: usize, knobs: &Knobs) -> Plan {
     Plan {
         engine,
         step_events: knobs.step_events,
+        step_events_per_frame: knobs.step_events_per_frame,
         events,
         stream_from_events: knobs.stream_from_events,
         named_stacks,
@@ -190,7 +208,7 @@ pub(crate) fn analyze_one(
     stage_done("decode");
     let decoding = match choose(&decoding, trace.bytes().len(), &knobs) {
         Engine::Stream => {
-            match analyze_streamed(trace, decoding, &opts, knobs.step_events, stage_done, sink) {
+            match analyze_streamed(trace, decoding, &opts, knobs.step(), stage_done, sink) {
                 Streamed::Done(report) => return Ok(report),
                 Streamed::GaveUp(decoding) => {
                     // The stream may have handed some rows before it stopped.
@@ -325,8 +343,8 @@ pub mod testing {
         Ok(report)
     }
 
-    /// The stream alone, reading about `step_events` events a step,
-    /// whatever the number of stacks, or `None` if the trace or the
+    /// The stream alone, reading about `step_events` events a step
+    /// (however many frames it sets aside), whatever the number of stacks, or `None` if the trace or the
     /// options need the batch analysis (the planner would not stream it,
     /// or the stream gave up).
     pub fn analyze_streamed_with(
@@ -338,6 +356,7 @@ pub mod testing {
         let decoding = decode_for(trace, Some(&opts), None)?;
         let knobs = Knobs {
             step_events,
+            step_events_per_frame: 0,
             stream_from_stacks: 0,
             stream_from_events: 0,
             batch_only: false,
@@ -349,7 +368,7 @@ pub mod testing {
             trace,
             decoding,
             &opts,
-            step_events,
+            knobs.step(),
             &mut |_| {},
             &mut NoSink,
         );
@@ -372,7 +391,8 @@ pub mod testing {
     }
 
     /// [`analyze_with_sink`], streamed in steps of about `step_events`
-    /// events whatever the number of stacks (where the trace can be).
+    /// events (however many frames it sets aside) whatever the number of
+    /// stacks (where the trace can be).
     pub fn analyze_with_sink_streamed(
         trace: &LoadedTrace,
         opts: &AnalyzeOptions,
@@ -381,6 +401,7 @@ pub mod testing {
     ) -> Result<Report, AnalyzeError> {
         let knobs = Knobs {
             step_events,
+            step_events_per_frame: 0,
             stream_from_stacks: 0,
             stream_from_events: 0,
             batch_only: false,

@@ -400,6 +400,11 @@ pub(super) struct Suspended {
 }
 
 impl Suspended {
+    /// Its open frames, set aside with it.
+    pub(super) fn frames(&self) -> usize {
+        self.frames.len()
+    }
+
     /// How many of the stack's wakes (ascending) the replay has used: the
     /// caller may drop that many from the front before the replay is
     /// taken up again.

@@ -267,6 +267,9 @@ pub(super) struct LaneWork {
     pub(super) warnings: Warnings,
     /// Stacks that ran.
     pub(super) seen: u64,
+    /// Open frames of the stacks set aside since the caller last took
+    /// this count ([`Lane::take_frames_set_aside`]).
+    frames_set_aside: u64,
     /// With call paths kept per stack: the labels of this lane's stacks.
     pub(super) labels: Option<PathLabels>,
     /// The stacks the options select.
@@ -338,6 +341,7 @@ impl Lane {
                 rows: Vec::new(),
                 warnings,
                 seen: 0,
+                frames_set_aside: 0,
                 labels,
                 selection,
             },
@@ -358,6 +362,12 @@ impl Lane {
             }
             Entry::Vacant(e) => Ok(e.insert(LiveStack::default())),
         }
+    }
+
+    /// The open frames of the stacks this lane set aside since the last
+    /// call: what taking them up again will cost.
+    pub(super) fn take_frames_set_aside(&mut self) -> u64 {
+        std::mem::take(&mut self.work.frames_set_aside)
     }
 
     /// Takes in the inbox, then replays and judges what `horizon` (ticks;
@@ -743,7 +753,9 @@ impl LaneWork {
                 Some(stack.finish_stack(ctx, end_ns, live.last_end, logical, ended))
             }
             None => {
-                live.replay = Some(stack.suspend(None));
+                let suspended = stack.suspend(None);
+                self.frames_set_aside += suspended.frames() as u64;
+                live.replay = Some(suspended);
                 None
             }
         }
