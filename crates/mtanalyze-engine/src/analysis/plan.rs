@@ -344,9 +344,9 @@ pub mod testing {
     }
 
     /// The stream alone, reading about `step_events` events a step
-    /// (however many frames it sets aside), whatever the number of stacks, or `None` if the trace or the
-    /// options need the batch analysis (the planner would not stream it,
-    /// or the stream gave up).
+    /// (however many frames it sets aside), whatever the number of
+    /// stacks, or `None` if the trace or the options need the batch
+    /// analysis (the planner would not stream it, or the stream gave up).
     pub fn analyze_streamed_with(
         trace: &LoadedTrace,
         opts: &AnalyzeOptions,
