@@ -616,20 +616,27 @@ mod tests {
             per_frame: 10,
         };
         let mut step = Step { ticks: 400, size };
-        step.adapt(1_000, 50);
-        assert_eq!(
-            step.ticks, 400,
-            "500 events for 50 frames: the floor's 1,000"
-        );
-        step.adapt(1_000, 200);
-        assert_eq!(step.ticks, 800, "2,000 events for 200 frames");
-        step.adapt(500, 1_000);
-        assert_eq!(
-            step.ticks, 3_200,
-            "20 times the events read: four times the ticks"
-        );
-        step.adapt(10_000, 0);
-        assert_eq!(step.ticks, 800, "a tenth: a quarter of the ticks");
+        // (events read, frames set aside, the next step's ticks, why)
+        let turns = [
+            (
+                1_000,
+                50,
+                400,
+                "500 events for 50 frames: the floor's 1,000",
+            ),
+            (1_000, 200, 800, "2,000 events for 200 frames"),
+            (
+                500,
+                1_000,
+                3_200,
+                "20 times the events read: four times the ticks",
+            ),
+            (10_000, 0, 800, "a tenth: a quarter of the ticks"),
+        ];
+        for (read, frames, ticks, why) in turns {
+            step.adapt(read, frames);
+            assert_eq!(step.ticks, ticks, "{why}");
+        }
         let exact = StepSize {
             per_frame: 0,
             ..size
