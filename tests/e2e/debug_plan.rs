@@ -36,16 +36,19 @@ fn tasks(dir: &TempDir, n: usize) -> String {
 }
 
 #[test]
-fn a_few_long_lived_stacks_go_the_batch_way() {
+fn a_few_long_lived_stacks_are_streamed_in_long_steps() {
     let trace = repo_file("sample-traces/workload.bin");
     let (plan, _) = plan(&[trace.to_str().unwrap()]);
     assert!(
         plan.starts_with(&format!("plan for {}\n", trace.display())),
         "{plan}"
     );
-    assert!(plan.contains("  engine: batch: "), "{plan}");
     assert!(
-        plan.contains("events: 214178 (streamed from 300000000) | named stacks: 151 (streamed from 1024) | threads: 7"),
+        plan.contains("  engine: stream: cut and replay in steps of about 4194304 events,"),
+        "{plan}"
+    );
+    assert!(
+        plan.contains("events: 214178 | named stacks: 151 (short steps from 1024) | threads: 7"),
         "{plan}"
     );
     assert!(
@@ -74,7 +77,7 @@ fn many_stacks_are_streamed_unless_the_options_need_the_batch() {
         "{plan}"
     );
     assert!(
-        plan.contains("named stacks: 1100 (streamed from 1024) | threads: 1"),
+        plan.contains("named stacks: 1100 (short steps from 1024) | threads: 1"),
         "{plan}"
     );
     // Call paths, merged or per stack, stream too.
@@ -115,6 +118,7 @@ fn lost_names_do_not_send_a_trace_the_batch_way_and_several_traces_say_how_they_
             "{plan}"
         );
         assert!(!plan.contains("function name"), "{plan}");
+        assert!(plan.contains("  engine: stream: "), "{plan}");
     }
     let a = vector("fibers.jsonl");
     let b = vector("recursion-a.jsonl");

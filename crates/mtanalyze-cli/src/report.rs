@@ -406,12 +406,11 @@ fn plan_text(name: &str, p: &mtanalyze::plan::Plan) -> String {
     };
     format!(
         "plan for {name}\n  engine: {engine}\n  \
-         events: {} (streamed from {}) | named stacks: {} (streamed from {}) | threads: {}\n  \
+         events: {} | named stacks: {} (short steps from {}) | threads: {}\n  \
          the stream needs: a running sum a thread fits: {}\n",
         p.events,
-        p.stream_from_events,
         p.named_stacks,
-        p.stream_from_stacks,
+        p.short_steps_from_stacks,
         p.threads,
         yes(p.tallies_fit),
     )

@@ -1,14 +1,14 @@
 //! The planner: the one place that decides how a trace is analyzed. The
-//! trace is decoded once (as the options ask); [`choose`] looks at the
-//! decoded trace and picks the engine, either of which does whatever the
+//! trace is decoded once (as the options ask); [`plan_for`] looks at the
+//! decoded trace and picks the engine and its steps, either of which does whatever the
 //! options ask (call paths, a selection of stacks, windows, clocks); the
 //! engines (`stream/`, `pipeline.rs`) run what they are given and decide
 //! nothing of it.
 //!
 //! | the trace and the options | engine | why |
 //! |---|---|---|
-//! | one trace: at least [`STREAM_FROM_STACKS`] named stacks or [`STREAM_FROM_EVENTS`] events, a tally per lane fits | stream (`stream/`): cut and replay in steps of time | holds only the stacks alive at a time (a task-per-request trace names thousands) and a step's segments (the batch holds every segment of the trace) |
-//! | one trace, any other | batch ([`pipeline::batch`]): every segment cut (own stacks replayed on the way when the clock is not `gil`, there are no call paths and a tally per thread fits), grouped by stack, stacks replayed in parallel | faster on a few long-lived stacks, and it sees the whole trace before it judges a stack's end |
+//! | one trace, a tally per thread fits | stream (`stream/`): cut and replay in steps of time; steps of [`STEP_EVENTS`] if the trace names at least [`SHORT_STEPS_FROM_STACKS`] stacks, else of [`STEP_EVENTS_FEW_STACKS`] | holds only the stacks alive at a time (a task-per-request trace names thousands) and a step's segments; a few long-lived stacks hold little a step, and long steps wait less at the step's end for a core another program took |
+//! | one trace, any other | batch ([`pipeline::batch`]): every segment cut (own stacks replayed on the way when the clock is not `gil`, there are no call paths and a tally per thread fits), grouped by stack, stacks replayed in parallel | the stream replays each thread's own stack into a tally of its own |
 //! | one of many traces (`many.rs`): at most [`SEQUENTIAL_BYTES`], and at least two traces per rayon thread | sequential ([`pipeline::sequential`]): one stage and one stack after the other on the worker's thread, into the worker's one tally; [`pipeline::numbered`] when the worker sums its traces and there are no call paths | the traces, not their stacks, run in parallel; a small trace costs no tables of its own |
 //! | one of many, bigger, or few traces | as one trace | one big trace among small ones does not end the run on one core |
 //!
@@ -44,24 +44,22 @@ use mtanalyze_model::merge::Sums;
 use mtanalyze_model::report::{Report, StackRows};
 use mtanalyze_model::sink::{NoSink, StackSink};
 
-/// How many logical stacks a trace's metadata names before it is streamed.
-/// A stream holds less but runs slower on a trace of a few long-lived
-/// stacks: the 100M-event fiber trace of the analyzer bench took 1.95 s
-/// streamed against 1.44-1.54 s the batch way (the same instructions
-/// within 1%; the steps' barriers and what each step allocates anew),
-/// while the batch way holds 27 MB for it, 1.7% of the file. Tasks are
-/// named (the recorder names every task it sees), so a task-per-request
-/// trace has thousands.
-pub(crate) const STREAM_FROM_STACKS: usize = 1024;
+/// How many logical stacks a trace's metadata names from which its
+/// stream reads [`STEP_EVENTS`] a step, not [`STEP_EVENTS_FEW_STACKS`].
+/// Tasks are named (the recorder names every task it sees), so a
+/// task-per-request trace names thousands, and a long step holds every
+/// stack that starts in it until the step ends.
+pub(crate) const SHORT_STEPS_FROM_STACKS: usize = 1024;
 
-/// How many events a trace holds from which it is streamed, whatever its
-/// number of stacks: the batch way holds every segment of the trace until
-/// its stacks are replayed (a segment at every switch: on the synthetic
-/// fiber trace about 0.4 bytes an event, a few hundred bytes a chunk), the
-/// stream a step's, so a trace longer than this takes no more memory than
-/// one this long. Below it, the batch way's speed (see
-/// [`STREAM_FROM_STACKS`]) is worth what it holds.
-pub(crate) const STREAM_FROM_EVENTS: u64 = 300_000_000;
+/// How many events a stream step reads, at least, on a trace that names
+/// fewer than [`SHORT_STEPS_FROM_STACKS`] stacks. Every step ends at a join
+/// of the workers, and a worker that another program's process took the
+/// core from holds up the step until it runs again: on a 100 M-event trace
+/// of 16 fibers, with two busy processes beside it on 2 cores, steps of
+/// [`STEP_EVENTS`] took twice the wall time of replaying every stack at
+/// once, steps of this many 1.04 times, for 9 MB of memory against 28 MB
+/// (`docs/BENCHMARKS.md`, "Long steps for a few stacks").
+pub(crate) const STEP_EVENTS_FEW_STACKS: u64 = 1 << 22;
 
 /// Traces of many up to this size are analyzed sequentially by their
 /// worker; bigger ones as one trace (see the table). 32 MiB is some two
@@ -84,19 +82,18 @@ pub enum Engine {
 pub struct Plan {
     /// The engine chosen.
     pub engine: Engine,
-    /// Events a stream step reads, all threads together, at least.
+    /// Events a stream step reads, all threads together, at least: by the
+    /// stacks the trace names.
     pub step_events: u64,
     /// Events a stream step reads for each open frame the step before set
     /// aside (with the stacks it takes up again), if that is more.
     pub step_events_per_frame: u64,
     /// Events in the trace's chunks.
     pub events: u64,
-    /// Events from which a trace is streamed.
-    pub stream_from_events: u64,
     /// Logical stacks the trace's metadata names.
     pub named_stacks: usize,
-    /// Named stacks from which a trace is streamed.
-    pub stream_from_stacks: usize,
+    /// Named stacks from which the steps are short.
+    pub short_steps_from_stacks: usize,
     /// Threads that recorded events.
     pub threads: usize,
     /// A running sum per thread fits the memory the trace allows (the
@@ -105,40 +102,37 @@ pub struct Plan {
 }
 
 /// What the tests that compare the engines change in the plan: the
-/// stream's step and threshold, or the batch engine only. [`Knobs::PLAN`]
-/// is the planner's own choice.
+/// stream's steps, or the batch engine only. [`Knobs::PLAN`] is the
+/// planner's own choice.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Knobs {
-    /// Events a stream step reads, at least.
-    pub(crate) step_events: u64,
+    /// Events a stream step reads, at least, whatever the stacks the trace
+    /// names (`None`: the planner's, by them).
+    pub(crate) step_events: Option<u64>,
     /// And for each open frame the step before set aside (0:
     /// `step_events` exactly).
     pub(crate) step_events_per_frame: u64,
-    /// Named stacks from which a trace is streamed.
-    pub(crate) stream_from_stacks: usize,
-    /// Events from which a trace is streamed.
-    pub(crate) stream_from_events: u64,
     /// Never stream.
     pub(crate) batch_only: bool,
 }
 
 impl Knobs {
-    /// The stream's steps.
-    fn step(&self) -> StepSize {
-        StepSize {
-            events: self.step_events,
-            per_frame: self.step_events_per_frame,
-        }
-    }
-
     /// The planner's own choice.
     pub(crate) const PLAN: Knobs = Knobs {
-        step_events: STEP_EVENTS,
+        step_events: None,
         step_events_per_frame: STEP_EVENTS_PER_FRAME,
-        stream_from_stacks: STREAM_FROM_STACKS,
-        stream_from_events: STREAM_FROM_EVENTS,
         batch_only: false,
     };
+
+    /// Steps of exactly `events` events (the tests that compare steps).
+    #[cfg(any(test, feature = "testing"))]
+    pub(crate) const fn exact_steps(events: u64) -> Knobs {
+        Knobs {
+            step_events: Some(events),
+            step_events_per_frame: 0,
+            batch_only: false,
+        }
+    }
 }
 
 /// The plan for the decoded trace (see the module's table): the options
@@ -150,29 +144,38 @@ fn plan_for(decoding: &Decoding<'_>, file_len: usize, knobs: &Knobs) -> Plan {
     let events = decoded.events();
     let named_stacks = decoded.stack_names.len();
     let tallies_fit = tallies_fit(decoded, file_len);
-    // Many stacks, or many events: what the batch way would hold grows.
-    let large = named_stacks >= knobs.stream_from_stacks || events >= knobs.stream_from_events;
-    let engine = if !knobs.batch_only && large && tallies_fit {
+    let engine = if !knobs.batch_only && tallies_fit {
         Engine::Stream
     } else {
         Engine::Batch
     };
+    let step_events = knobs
+        .step_events
+        .unwrap_or(if named_stacks >= SHORT_STEPS_FROM_STACKS {
+            STEP_EVENTS
+        } else {
+            STEP_EVENTS_FEW_STACKS
+        });
     Plan {
         engine,
-        step_events: knobs.step_events,
+        step_events,
         step_events_per_frame: knobs.step_events_per_frame,
         events,
-        stream_from_events: knobs.stream_from_events,
         named_stacks,
-        stream_from_stacks: knobs.stream_from_stacks,
+        short_steps_from_stacks: SHORT_STEPS_FROM_STACKS,
         threads: decoded.threads.len(),
         tallies_fit,
     }
 }
 
-/// The engine for the decoded trace (see the module's table).
-pub(crate) fn choose(decoding: &Decoding<'_>, file_len: usize, knobs: &Knobs) -> Engine {
-    plan_for(decoding, file_len, knobs).engine
+impl Plan {
+    /// The stream's steps.
+    pub(crate) fn step(&self) -> StepSize {
+        StepSize {
+            events: self.step_events,
+            per_frame: self.step_events_per_frame,
+        }
+    }
 }
 
 /// How [`analyze`] would run `trace` with `opts`: decodes its chunks and
@@ -206,9 +209,10 @@ pub(crate) fn analyze_one(
     };
     let decoding = decode_for(trace, Some(&opts), None)?;
     stage_done("decode");
-    let decoding = match choose(&decoding, trace.bytes().len(), &knobs) {
+    let plan = plan_for(&decoding, trace.bytes().len(), &knobs);
+    let decoding = match plan.engine {
         Engine::Stream => {
-            match analyze_streamed(trace, decoding, &opts, knobs.step(), stage_done, sink) {
+            match analyze_streamed(trace, decoding, &opts, plan.step(), stage_done, sink) {
                 Streamed::Done(report) => return Ok(report),
                 Streamed::GaveUp(decoding) => {
                     // The stream may have handed some rows before it stopped.
@@ -354,21 +358,19 @@ pub mod testing {
     ) -> Result<Option<Report>, AnalyzeError> {
         let opts = rows_for(opts, false);
         let decoding = decode_for(trace, Some(&opts), None)?;
-        let knobs = Knobs {
-            step_events,
-            step_events_per_frame: 0,
-            stream_from_stacks: 0,
-            stream_from_events: 0,
-            batch_only: false,
-        };
-        if choose(&decoding, trace.bytes().len(), &knobs) != Engine::Stream {
+        let plan = plan_for(
+            &decoding,
+            trace.bytes().len(),
+            &Knobs::exact_steps(step_events),
+        );
+        if plan.engine != Engine::Stream {
             return Ok(None);
         }
         let streamed = analyze_streamed(
             trace,
             decoding,
             &opts,
-            knobs.step(),
+            plan.step(),
             &mut |_| {},
             &mut NoSink,
         );
@@ -399,13 +401,7 @@ pub mod testing {
         step_events: u64,
         sink: &mut dyn StackSink,
     ) -> Result<Report, AnalyzeError> {
-        let knobs = Knobs {
-            step_events,
-            step_events_per_frame: 0,
-            stream_from_stacks: 0,
-            stream_from_events: 0,
-            batch_only: false,
-        };
+        let knobs = Knobs::exact_steps(step_events);
         Ok(analyze_one(trace, opts, Some(sink), knobs, &mut |_| {})?.into_report())
     }
 }
@@ -417,40 +413,45 @@ mod tests {
     use crate::input::from_bytes;
     use mtrace_format::{EventKind, StackId, ThreadId, TraceWriter, WriterOptions};
 
-    fn engine(trace: &LoadedTrace, opts: &AnalyzeOptions, stream_from_events: u64) -> Engine {
+    fn plan(trace: &LoadedTrace, opts: &AnalyzeOptions) -> Plan {
         let decoding = decode_for(trace, Some(opts), None).expect("decodes");
-        let knobs = Knobs {
-            stream_from_events,
-            ..Knobs::PLAN
-        };
-        choose(&decoding, trace.bytes().len(), &knobs)
+        plan_for(&decoding, trace.bytes().len(), &Knobs::PLAN)
     }
 
     #[test]
-    fn a_long_trace_of_few_stacks_is_streamed() {
-        // What the batch way holds grows with the trace (a segment a
-        // switch); a trace of a few stacks is streamed once it is long.
+    fn every_trace_is_streamed_in_steps_by_the_stacks_it_names() {
+        // A trace of a few stacks is streamed in long steps, whatever the
+        // options ask: call paths, a selection of stacks by stack or by
+        // thread.
         let trace = rounds(&[1], 100);
+        let long = (Engine::Stream, STEP_EVENTS_FEW_STACKS);
         let opts = AnalyzeOptions::default();
-        assert_eq!(engine(&trace, &opts, 601), Engine::Batch);
-        assert_eq!(engine(&trace, &opts, 600), Engine::Stream);
-        // Call paths stream too, and so does a selection of stacks, by
-        // stack or by thread.
+        let engine_and_step = |opts: &AnalyzeOptions| {
+            let p = plan(&trace, opts);
+            (p.engine, p.step_events)
+        };
+        assert_eq!(engine_and_step(&opts), long);
         let paths = AnalyzeOptions {
             paths: PathMode::Merged,
             ..AnalyzeOptions::default()
         };
-        assert_eq!(engine(&trace, &paths, 600), Engine::Stream);
+        assert_eq!(engine_and_step(&paths), long);
         let selected = AnalyzeOptions {
             threads: vec![1],
             ..AnalyzeOptions::default()
         };
-        assert_eq!(engine(&trace, &selected, 600), Engine::Stream);
+        assert_eq!(engine_and_step(&selected), long);
         let by_stack = AnalyzeOptions {
             stacks: vec!["thread:1".into()],
             ..AnalyzeOptions::default()
         };
-        assert_eq!(engine(&trace, &by_stack, 600), Engine::Stream);
+        assert_eq!(engine_and_step(&by_stack), long);
+        // A trace that names many stacks, in short steps.
+        let many = tasks(SHORT_STEPS_FROM_STACKS as u64, false);
+        let p = plan(&many, &opts);
+        assert_eq!((p.engine, p.step_events), (Engine::Stream, STEP_EVENTS));
+        let fewer = tasks(SHORT_STEPS_FROM_STACKS as u64 - 1, false);
+        assert_eq!(plan(&fewer, &opts).step_events, STEP_EVENTS_FEW_STACKS);
         // The stream gives the batch's report.
         let streamed = testing::analyze_streamed_with(&trace, &opts, 64)
             .expect("analyzes")
@@ -516,7 +517,7 @@ mod tests {
         };
         assert_eq!(restarts(&decoding), 1);
         let p = plan_for(&decoding, paused.bytes().len(), &Knobs::PLAN);
-        assert!(p.named_stacks >= STREAM_FROM_STACKS, "{p:?}");
+        assert!(p.named_stacks >= SHORT_STEPS_FROM_STACKS, "{p:?}");
         assert_eq!(p.engine, Engine::Stream);
         let batched = testing::analyze_batched(&paused, &opts).expect("analyzes");
         for step in [1, 64, STEP_EVENTS] {

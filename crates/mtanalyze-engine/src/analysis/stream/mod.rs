@@ -69,9 +69,10 @@ mod lanes;
 
 use lanes::{route, route_parts, Lane, PathLabels, Selection};
 
-/// How many events a step reads, all threads together, by default: about
-/// a megabyte of events, still in cache when their stacks are replayed.
-/// (Larger steps, up to a million events, measured the same.)
+/// How many events a step reads, all threads together, on a trace of many
+/// stacks: about a megabyte of events, still in cache when their stacks
+/// are replayed, and few stacks started in a step to hold until it ends.
+/// (A trace of few stacks takes longer steps: `plan.rs`.)
 pub(crate) const STEP_EVENTS: u64 = 1 << 16;
 
 /// How many events a step reads, at least, for each open frame the step
