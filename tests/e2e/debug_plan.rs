@@ -52,7 +52,7 @@ fn a_few_long_lived_stacks_are_streamed_in_long_steps() {
         "{plan}"
     );
     assert!(
-        plan.contains("the stream needs: a running sum a thread fits: yes"),
+        plan.contains("own stacks replayed by the segment pass (a running sum a thread fits): yes"),
         "{plan}"
     );
     // The compact twin is planned alike.
@@ -65,7 +65,7 @@ fn a_few_long_lived_stacks_are_streamed_in_long_steps() {
 }
 
 #[test]
-fn many_stacks_are_streamed_unless_the_options_need_the_batch() {
+fn many_stacks_are_streamed_in_short_steps_whatever_the_options() {
     let dir = TempDir::new("debug-plan");
     let trace = tasks(&dir, 1100);
     let (plan, _) = plan(&[&trace]);
@@ -105,8 +105,7 @@ fn lost_names_do_not_send_a_trace_the_batch_way_and_several_traces_say_how_they_
     // A chunk the file's end cuts is no reason for the batch, and nor are
     // names lost with the metadata (a converted trace keeps it after its
     // chunks, which a cut takes with it): either engine shows an unnamed
-    // function as `fn#<id>`. The only need left is a running sum per
-    // thread that fits.
+    // function as `fn#<id>`.
     let whole = std::fs::read(repo_file("sample-traces/workload.bin")).unwrap();
     let cut = dir.write("cut.bin", &whole[..whole.len() * 2 / 3]);
     let (_, bytes) = converted_vector(&dir, "fibers.jsonl");
@@ -114,7 +113,9 @@ fn lost_names_do_not_send_a_trace_the_batch_way_and_several_traces_say_how_they_
     for trace in [cut, fibers_cut] {
         let (plan, _) = self::plan(&[trace.to_str().unwrap()]);
         assert!(
-            plan.contains("the stream needs: a running sum a thread fits: yes\n"),
+            plan.contains(
+                "own stacks replayed by the segment pass (a running sum a thread fits): yes\n"
+            ),
             "{plan}"
         );
         assert!(!plan.contains("function name"), "{plan}");

@@ -389,7 +389,7 @@ fn say_plans(traces: &[PathBuf], options: &mtanalyze::AnalyzeOptions) -> Result<
 }
 
 /// A plan as `--debug-plan` prints it: the engine, then each fact the
-/// choice looked at, with what the stream needs of it.
+/// choice looked at.
 fn plan_text(name: &str, p: &mtanalyze::plan::Plan) -> String {
     use mtanalyze::plan::Engine;
     let yes = |b: bool| if b { "yes" } else { "no" };
@@ -407,7 +407,7 @@ fn plan_text(name: &str, p: &mtanalyze::plan::Plan) -> String {
     format!(
         "plan for {name}\n  engine: {engine}\n  \
          events: {} | named stacks: {} (short steps from {}) | threads: {}\n  \
-         the stream needs: a running sum a thread fits: {}\n",
+         own stacks replayed by the segment pass (a running sum a thread fits): {}\n",
         p.events,
         p.named_stacks,
         p.short_steps_from_stacks,

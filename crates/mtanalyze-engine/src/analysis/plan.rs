@@ -7,8 +7,7 @@
 //!
 //! | the trace and the options | engine | why |
 //! |---|---|---|
-//! | one trace, a tally per thread fits | stream (`stream/`): cut and replay in steps of time; steps of [`STEP_EVENTS`] if the trace names at least [`SHORT_STEPS_FROM_STACKS`] stacks, else of [`STEP_EVENTS_FEW_STACKS`] | holds only the stacks alive at a time (a task-per-request trace names thousands) and a step's segments; a few long-lived stacks hold little a step, and long steps wait less at the step's end for a core another program took |
-//! | one trace, any other | batch ([`pipeline::batch`]): every segment cut (own stacks replayed on the way when the clock is not `gil`, there are no call paths and a tally per thread fits), grouped by stack, stacks replayed in parallel | the stream replays each thread's own stack into a tally of its own |
+//! | one trace | stream (`stream/`): cut and replay in steps of time; steps of [`STEP_EVENTS`] if the trace names at least [`SHORT_STEPS_FROM_STACKS`] stacks, else of [`STEP_EVENTS_FEW_STACKS`]; each thread's own stack replayed by its segment pass into a tally of its own if one a thread fits the memory the trace allows, else in the lanes as logical stacks are | holds only the stacks alive at a time (a task-per-request trace names thousands) and a step's segments; a few long-lived stacks hold little a step, and long steps wait less at the step's end for a core another program took |
 //! | one of many traces (`many.rs`): at most [`SEQUENTIAL_BYTES`], and at least two traces per rayon thread | sequential ([`pipeline::sequential`]): one stage and one stack after the other on the worker's thread, into the worker's one tally; [`pipeline::numbered`] when the worker sums its traces and there are no call paths | the traces, not their stacks, run in parallel; a small trace costs no tables of its own |
 //! | one of many, bigger, or few traces | as one trace | one big trace among small ones does not end the run on one core |
 //!
@@ -28,7 +27,8 @@
 //! When an engine cannot go on: a stream that meets mid-way what it cannot
 //! judge and the headers did not say (a stack run again after its end,
 //! from a writer that breaks the format's rules) gives the decoded trace
-//! back and the batch goes on from it;
+//! back and the batch ([`pipeline::batch`]: every segment cut, grouped by
+//! stack, stacks replayed in parallel) goes on from it;
 //! rows already handed to a sink stay handed, and the sink is told to start
 //! again. No other engine gives up.
 
@@ -36,7 +36,7 @@ use crate::analysis::options::{AnalyzeError, AnalyzeOptions, PathMode};
 use crate::analysis::pipeline::{self, Scratch};
 use crate::analysis::prepare::{decode_for, tallies_fit, Decoding};
 use crate::analysis::stream::{
-    analyze_streamed, StepSize, Streamed, STEP_EVENTS, STEP_EVENTS_PER_FRAME,
+    analyze_streamed, StepSize, StreamPlan, Streamed, STEP_EVENTS, STEP_EVENTS_PER_FRAME,
 };
 use crate::input::LoadedTrace;
 use mtanalyze_model::compact::CompactReport;
@@ -71,7 +71,8 @@ pub(crate) const SEQUENTIAL_BYTES: usize = 32 << 20;
 pub enum Engine {
     /// `stream/`: cut and replay in steps of time.
     Stream,
-    /// `pipeline.rs`: every segment cut, then the stacks replayed.
+    /// `pipeline.rs`: every segment cut, then the stacks replayed (where
+    /// a stream gave up, and for the tests that compare the engines).
     Batch,
 }
 
@@ -96,8 +97,9 @@ pub struct Plan {
     pub short_steps_from_stacks: usize,
     /// Threads that recorded events.
     pub threads: usize,
-    /// A running sum per thread fits the memory the trace allows (the
-    /// stream replays each thread's own stack into its own).
+    /// A running sum per thread fits the memory the trace allows: the
+    /// segment pass replays each thread's own stack into its own (else
+    /// the lanes do, as logical stacks).
     pub tallies_fit: bool,
 }
 
@@ -144,10 +146,10 @@ fn plan_for(decoding: &Decoding<'_>, file_len: usize, knobs: &Knobs) -> Plan {
     let events = decoded.events();
     let named_stacks = decoded.stack_names.len();
     let tallies_fit = tallies_fit(decoded, file_len);
-    let engine = if !knobs.batch_only && tallies_fit {
-        Engine::Stream
-    } else {
+    let engine = if knobs.batch_only {
         Engine::Batch
+    } else {
+        Engine::Stream
     };
     let step_events = knobs
         .step_events
@@ -169,11 +171,14 @@ fn plan_for(decoding: &Decoding<'_>, file_len: usize, knobs: &Knobs) -> Plan {
 }
 
 impl Plan {
-    /// The stream's steps.
-    pub(crate) fn step(&self) -> StepSize {
-        StepSize {
-            events: self.step_events,
-            per_frame: self.step_events_per_frame,
+    /// What the stream is to do.
+    pub(crate) fn stream(&self) -> StreamPlan {
+        StreamPlan {
+            step: StepSize {
+                events: self.step_events,
+                per_frame: self.step_events_per_frame,
+            },
+            own_in_passes: self.tallies_fit,
         }
     }
 }
@@ -212,7 +217,7 @@ pub(crate) fn analyze_one(
     let plan = plan_for(&decoding, trace.bytes().len(), &knobs);
     let decoding = match plan.engine {
         Engine::Stream => {
-            match analyze_streamed(trace, decoding, &opts, plan.step(), stage_done, sink) {
+            match analyze_streamed(trace, decoding, &opts, plan.stream(), stage_done, sink) {
                 Streamed::Done(report) => return Ok(report),
                 Streamed::GaveUp(decoding) => {
                     // The stream may have handed some rows before it stopped.
@@ -370,7 +375,7 @@ pub mod testing {
             trace,
             decoding,
             &opts,
-            plan.step(),
+            plan.stream(),
             &mut |_| {},
             &mut NoSink,
         );
@@ -411,6 +416,7 @@ mod tests {
     use super::*;
     use crate::analysis::prepare::tests::rounds;
     use crate::input::from_bytes;
+    use mtanalyze_model::report::Clock;
     use mtrace_format::{EventKind, StackId, ThreadId, TraceWriter, WriterOptions};
 
     fn plan(trace: &LoadedTrace, opts: &AnalyzeOptions) -> Plan {
@@ -461,6 +467,72 @@ mod tests {
             serde_json::to_string(&testing::analyze_batched(&trace, &opts).expect("analyzes"))
                 .expect("json")
         );
+    }
+
+    /// Threads that each call functions of their own, interleaved, some
+    /// calls on a logical stack they share: as many functions as make a
+    /// running sum a thread too big for the memory the trace allows.
+    fn many_functions(threads: u64) -> LoadedTrace {
+        let mut w = TraceWriter::new(std::io::Cursor::new(Vec::new()), WriterOptions::default())
+            .expect("writer");
+        let per_thread = 400;
+        let functions: Vec<Vec<_>> = (0..threads)
+            .map(|t| {
+                (0..per_thread)
+                    .map(|i| w.function(&format!("f{t}_{i}"), "f.py", i, ""))
+                    .collect()
+            })
+            .collect();
+        let task = w.stack("task");
+        let mut t = 0;
+        for i in 0..per_thread as usize {
+            for (tid, fs) in functions.iter().enumerate() {
+                let on_task = i % 3 == 0;
+                let mut kinds = vec![EventKind::Enter(fs[i])];
+                if on_task {
+                    kinds.push(EventKind::Switch(task));
+                }
+                kinds.extend([EventKind::Enter(fs[0]), EventKind::Exit(fs[0])]);
+                if on_task {
+                    kinds.push(EventKind::Switch(StackId::OWN));
+                }
+                kinds.push(EventKind::Exit(fs[i]));
+                for kind in kinds {
+                    t += 10;
+                    w.event(ThreadId(tid as u64 + 1), t, kind).expect("event");
+                }
+            }
+        }
+        let bytes = w.finish(Some(t + 10)).expect("finish").into_inner();
+        from_bytes("many functions", bytes).expect("loads")
+    }
+
+    #[test]
+    fn own_stacks_are_replayed_with_the_logical_ones_where_a_tally_a_thread_would_not_fit() {
+        let trace = many_functions(48);
+        let p = plan(&trace, &AnalyzeOptions::default());
+        assert_eq!((p.engine, p.tallies_fit), (Engine::Stream, false), "{p:?}");
+        assert!(!p.stream().own_in_passes);
+        for (clock, paths) in [
+            (Clock::Stack, PathMode::Off),
+            (Clock::Wall, PathMode::Merged),
+            (Clock::Gil, PathMode::PerStack),
+        ] {
+            let opts = AnalyzeOptions {
+                clock: Some(clock),
+                paths,
+                ..AnalyzeOptions::default()
+            };
+            let batched = testing::analyze_batched(&trace, &opts).expect("analyzes");
+            assert_eq!(batched.functions.len(), 48 * 400);
+            assert_eq!(analyze(&trace, &opts).expect("analyzes"), batched);
+            for step in [1, 64] {
+                let streamed = testing::analyze_streamed_with(&trace, &opts, step)
+                    .expect("analyzes")
+                    .expect("streams to the end");
+                assert_eq!(streamed, batched, "{clock:?}, step {step}");
+            }
+        }
     }
 
     /// `tasks` tasks on one thread, each switched to, run and ended; with

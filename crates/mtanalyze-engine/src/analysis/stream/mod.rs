@@ -85,6 +85,18 @@ pub(crate) const STEP_EVENTS: u64 = 1 << 16;
 /// hundred frames a step and keeps its steps, and the memory they hold.)
 pub(crate) const STEP_EVENTS_PER_FRAME: u64 = 64;
 
+/// What the planner decided for a stream: its steps, and where the own
+/// stacks are replayed.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct StreamPlan {
+    pub(crate) step: StepSize,
+    /// Each thread's own stack is replayed by its segment pass, into a
+    /// tally of the thread's own, when the clock is not `gil`; else (the
+    /// tallies, one a thread, would not fit the memory the trace allows)
+    /// in the lanes, as logical stacks are.
+    pub(crate) own_in_passes: bool,
+}
+
 /// How many events a stream's steps read: at least `events`, and
 /// `per_frame` for each open frame the step before set aside (see
 /// [`STEP_EVENTS_PER_FRAME`]; 0: exactly `events`, as the tests that
@@ -95,11 +107,9 @@ pub(crate) struct StepSize {
     pub(crate) per_frame: u64,
 }
 
-/// Analyzes the decoded `trace` as a stream (see the module doc), in
-/// steps of `step` events. The planner (`plan.rs`) sends only
-/// what a stream can take (tallies that fit); a stream that still meets
-/// what it cannot judge (a stack run after its end) gives the decoded
-/// trace back ([`Streamed::GaveUp`]).
+/// Analyzes the decoded `trace` as a stream (see the module doc), as
+/// `plan` says. A stream that meets what it cannot judge (a stack run
+/// after its end) gives the decoded trace back ([`Streamed::GaveUp`]).
 /// `stage_done` is called with `replay` once every step is done (the
 /// stream has no other stage before `assemble`). With
 /// `StackRows::Handed`, `sink` gets each stack's row, named, as its stack
@@ -109,7 +119,7 @@ pub(crate) fn analyze_streamed<'a>(
     trace: &'a LoadedTrace,
     decoding: Decoding<'a>,
     opts: &AnalyzeOptions,
-    step: StepSize,
+    plan: StreamPlan,
     stage_done: &mut dyn FnMut(&'static str),
     sink: &mut dyn StackSink,
 ) -> Streamed<'a> {
@@ -125,7 +135,7 @@ pub(crate) fn analyze_streamed<'a>(
         report: clock,
         replay: replay_clock(clock, &decoded),
     };
-    let parts = match stream(decoded, clocks, window, step, opts, sink) {
+    let parts = match stream(decoded, clocks, window, plan, opts, sink) {
         Ok(parts) => parts,
         Err(GaveUp(decoded)) => {
             return Streamed::GaveUp(Decoding {
@@ -196,7 +206,7 @@ fn stream<'a>(
     mut decoded: Decoded<'a>,
     clocks: Clocks,
     window: Window,
-    step_size: StepSize,
+    plan: StreamPlan,
     opts: &AnalyzeOptions,
     sink: &mut dyn StackSink,
 ) -> Result<StreamedParts<'a>, Stop<'a>> {
@@ -216,12 +226,13 @@ fn stream<'a>(
     // (`n`, `2n + 1`..., by thread).
     let own_label = |index: u32| n_lanes + (n_lanes + 1) * index;
     // The segment pass replays own stacks on the way, but under `gil`,
-    // which needs every thread's events first, and those the options
-    // leave out: then the lanes do, as logical ones.
+    // which needs every thread's events first, those the options leave
+    // out, and where a tally a thread would not fit: then the lanes do,
+    // as logical ones.
     let fused = |index: u32| {
         let tid = decoded.threads[index as usize].tid.0;
         let selected = own_stack_wanted(tid, opts);
-        (clock != Clock::Gil && selected).then(|| FusedOwn {
+        (plan.own_in_passes && clock != Clock::Gil && selected).then(|| FusedOwn {
             clock,
             paths_root: match opts.paths {
                 PathMode::Off => None,
@@ -264,7 +275,7 @@ fn stream<'a>(
         0
     };
     let mut rows: Vec<StackStats> = Vec::with_capacity(room);
-    let mut step = Step::new(&decoded, events, step_size);
+    let mut step = Step::new(&decoded, events, plan.step);
     let mut horizon = 0u64;
     let mut read = 0u64;
     let mut opens = FxHashMap::default();
