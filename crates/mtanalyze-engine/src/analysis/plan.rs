@@ -1,9 +1,9 @@
 //! The planner: the one place that decides how a trace is analyzed. The
 //! trace is decoded once (as the options ask); [`plan_for`] looks at the
-//! decoded trace and picks the engine and its steps, either of which does whatever the
-//! options ask (call paths, a selection of stacks, windows, clocks); the
-//! engines (`stream/`, `pipeline.rs`) run what they are given and decide
-//! nothing of it.
+//! decoded trace and sets the stream's steps and where it replays the
+//! own stacks. Either engine does whatever the options ask (call paths, a
+//! selection of stacks, windows, clocks); the engines (`stream/`,
+//! `pipeline.rs`) run what they are given and decide nothing of it.
 //!
 //! | the trace and the options | engine | why |
 //! |---|---|---|
@@ -354,8 +354,7 @@ pub mod testing {
 
     /// The stream alone, reading about `step_events` events a step
     /// (however many frames it sets aside), whatever the number of
-    /// stacks, or `None` if the trace or the options need the batch
-    /// analysis (the planner would not stream it, or the stream gave up).
+    /// stacks, or `None` if it gave up (a stack run after its end).
     pub fn analyze_streamed_with(
         trace: &LoadedTrace,
         opts: &AnalyzeOptions,
@@ -661,9 +660,13 @@ mod tests {
         let decoding = decode_for(&cut, Some(&opts), None).expect("decodes");
         assert!(decoding.decoded.meta_problem.is_some());
         // The stacks' names went with the functions': the planner sees
-        // no named stack, so only the stream's knobs below send it there.
+        // no named stack, and plans long steps.
         let p = plan_for(&decoding, cut.bytes().len(), &Knobs::PLAN);
-        assert_eq!((p.named_stacks, p.tallies_fit), (0, true), "{p:?}");
+        assert_eq!(
+            (p.named_stacks, p.tallies_fit, p.step_events),
+            (0, true, STEP_EVENTS_FEW_STACKS),
+            "{p:?}"
+        );
         let batched = testing::analyze_batched(&cut, &opts).expect("analyzes");
         let unknown = batched
             .warnings
