@@ -16,6 +16,7 @@
 use std::path::PathBuf;
 
 use clap::{Parser, ValueEnum};
+use mtanalyze::report::Clock;
 use mtanalyze::{testing, AnalyzeOptions};
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -35,15 +36,33 @@ struct Args {
     engine: Engine,
     /// The trace.
     trace: PathBuf,
-    /// Events a stream step reads (the stream only; the planner's is 65536).
+    /// Events a stream step reads (the stream only; the planner's is
+    /// 65536 or 4194304, by the stacks the trace names: `--debug-plan`).
     #[arg(long, default_value_t = 1 << 16)]
     step_events: u64,
+    /// The clock (default: the trace's preferred one).
+    #[arg(long)]
+    clock: Option<ClockArg>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum ClockArg {
+    Stack,
+    Gil,
+    Wall,
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
     let trace = mtanalyze::load(&args.trace)?;
-    let opts = AnalyzeOptions::default();
+    let opts = AnalyzeOptions {
+        clock: args.clock.map(|c| match c {
+            ClockArg::Stack => Clock::Stack,
+            ClockArg::Gil => Clock::Gil,
+            ClockArg::Wall => Clock::Wall,
+        }),
+        ..AnalyzeOptions::default()
+    };
     let report = match args.engine {
         Engine::Batch => testing::analyze_batched(&trace, &opts)?,
         Engine::Plan => mtanalyze::analyze(&trace, &opts)?,
