@@ -52,7 +52,7 @@ fn a_few_long_lived_stacks_are_streamed_in_long_steps() {
         "{plan}"
     );
     assert!(
-        plan.contains("own stacks replayed by the segment pass (a running sum a thread fits): yes"),
+        plan.contains("own stacks replayed by their threads' passes where the clock allows (a running sum a thread fits): yes"),
         "{plan}"
     );
     // The compact twin is planned alike.
@@ -114,7 +114,7 @@ fn lost_names_do_not_send_a_trace_the_batch_way_and_several_traces_say_how_they_
         let (plan, _) = self::plan(&[trace.to_str().unwrap()]);
         assert!(
             plan.contains(
-                "own stacks replayed by the segment pass (a running sum a thread fits): yes\n"
+                "own stacks replayed by their threads' passes where the clock allows (a running sum a thread fits): yes\n"
             ),
             "{plan}"
         );

@@ -407,7 +407,7 @@ fn plan_text(name: &str, p: &mtanalyze::plan::Plan) -> String {
     format!(
         "plan for {name}\n  engine: {engine}\n  \
          events: {} | named stacks: {} (short steps from {}) | threads: {}\n  \
-         own stacks replayed by the segment pass (a running sum a thread fits): {}\n",
+         own stacks replayed by their threads' passes where the clock allows (a running sum a thread fits): {}\n",
         p.events,
         p.named_stacks,
         p.short_steps_from_stacks,
