@@ -1,7 +1,9 @@
-//! The batch engines (the planner, `plan.rs`, picks one; see its table):
+//! The batch engines (see the planner's table in `plan.rs`):
 //!
 //! - [`batch`]: every segment cut (threads in parallel), grouped by
-//!   stack, then every stack replayed, stacks in parallel;
+//!   stack, then every stack replayed, stacks in parallel: where the
+//!   stream gave up (a stack run after an end that counted), and the
+//!   reference the tests compare the stream with;
 //! - [`sequential`]: the same one step after the other on the calling
 //!   thread, with one tally for every stack of the trace (the own stacks
 //!   the segment pass replays, then the others) kept in a [`Scratch`]
