@@ -67,7 +67,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Engine::Batch => testing::analyze_batched(&trace, &opts)?,
         Engine::Plan => mtanalyze::analyze(&trace, &opts)?,
         Engine::Stream => testing::analyze_streamed_with(&trace, &opts, args.step_events)?
-            .ok_or("the stream declined this trace (or gave it back)")?,
+            .ok_or("the stream gave the trace back (a stack run after its end)")?,
     };
     println!(
         "{} functions, {} stacks",

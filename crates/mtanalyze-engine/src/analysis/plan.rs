@@ -367,9 +367,6 @@ pub mod testing {
             trace.bytes().len(),
             &Knobs::exact_steps(step_events),
         );
-        if plan.engine != Engine::Stream {
-            return Ok(None);
-        }
         let streamed = analyze_streamed(
             trace,
             decoding,
