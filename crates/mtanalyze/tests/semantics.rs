@@ -2315,6 +2315,93 @@ fn chunks_in_mask(bytes: &[u8], mask: u64) -> Vec<usize> {
         .collect()
 }
 
+/// A compact chunk whose header counts more events than it holds (a
+/// false count, or events the damage took) ends where its events end: the
+/// damage is reported at that byte offset, the events before it are all
+/// read (the report is the true count's, but for the restart from the
+/// next chunk's snapshot and the warning), and the stream agrees with the
+/// batch. A count with fewer events reads that many, as a committed
+/// length reads that many bytes.
+#[test]
+fn a_false_count_in_a_compact_chunk_is_damage_where_its_events_end() {
+    let steps: Vec<(u8, u8, u8)> = (0..1000u32)
+        .map(|i| ((i * 7 % 251) as u8, (i * 37 % 253) as u8, (i % 5) as u8))
+        .collect();
+    let lines = tasks_in_binary_order(3, 100, 4, &steps);
+    let whole = to_binary_in_chunks(&lines, mtrace_format::layout::MIN_CHUNK_SIZE);
+    let file = mtrace_format::TraceFile::parse(&whole).expect("parses");
+    let compact = mtrace_format::convert::compact(&file)
+        .expect("converts")
+        .bytes;
+    let file = mtrace_format::TraceFile::parse(&compact).expect("parses");
+    // A chunk in the middle of the file, and the offset where its events end.
+    let chunks: Vec<_> = (0..file.chunk_slots())
+        .filter_map(|i| file.chunk(i).ok().flatten())
+        .collect();
+    assert!(chunks.len() > 4, "{} chunks", chunks.len());
+    let chunk = &chunks[chunks.len() / 2];
+    let count = chunk.released_count().expect("a count");
+    let header = chunk.offset as usize + mtrace_format::layout::C_EVENTS_PLUS_ONE;
+    let events_end = chunk.events_offset() + chunk.event_bytes().len() as u64;
+    drop(file);
+    let with_count = |n: u32| {
+        let mut bytes = compact.clone();
+        bytes[header..header + 4].copy_from_slice(&(n + 1).to_le_bytes());
+        bytes
+    };
+    let opts = stream_options(Clock::Stack, (0, 0));
+    let report = |bytes: &[u8]| {
+        analyze(&from_bytes("test", bytes.to_vec()).expect("loads"), &opts).expect("analyzes")
+    };
+    let damage = |r: &Report| -> Vec<(u64, String)> {
+        r.warnings
+            .iter()
+            .filter(|w| w.kind == "damaged_event")
+            .map(|w| (w.count, w.first.clone()))
+            .collect()
+    };
+    let truth = report(&compact);
+    assert!(damage(&truth).is_empty());
+
+    let more = with_count(count + 3);
+    let r = report(&more);
+    assert_eq!(damage(&r), vec![(1, format!("byte {events_end}"))]);
+    assert_eq!(r.trace.events, truth.trace.events);
+    for clock in [Clock::Stack, Clock::Gil, Clock::Wall] {
+        let streamed = streamed_equals_batched(&more, &stream_options(clock, (0, 0)));
+        assert!(streamed.expect("equal"), "clock {clock}");
+    }
+
+    // Fewer: the last three events of the chunk are not read, the next
+    // chunk goes on from them as the thread's stream (nothing is missing
+    // to restart from), which the repairs then see.
+    let fewer = report(&with_count(count - 3));
+    assert!(damage(&fewer).is_empty());
+    assert_eq!(fewer.trace.events, truth.trace.events - 3);
+}
+
+/// How many chunks of `bytes` carry a count their events can stand for
+/// (`Chunk::released_count`).
+fn released_counts(bytes: &[u8]) -> usize {
+    let file = mtrace_format::TraceFile::parse(bytes).expect("parses");
+    (0..file.chunk_slots())
+        .filter_map(|i| file.chunk(i).ok().flatten())
+        .filter(|c| c.released_count().is_some())
+        .count()
+}
+
+/// `bytes` with no chunk's count in its header (`events_plus_one`), as a
+/// writer that stores none leaves them: the decode counts their events by
+/// walking them.
+fn without_released_counts(bytes: &[u8]) -> Vec<u8> {
+    let mut out = bytes.to_vec();
+    for at in chunks_in_mask(bytes, u64::MAX) {
+        let count = at + mtrace_format::layout::C_EVENTS_PLUS_ONE;
+        out[count..count + 4].fill(0);
+    }
+    out
+}
+
 /// Flags chunk slot `i` of `bytes` `restart` where bit `i % 64` of `mask`
 /// is set; returns how many it flagged.
 fn flag_restarts(bytes: &mut [u8], mask: u64) -> usize {
@@ -2395,11 +2482,14 @@ proptest! {
 
     /// The same traces with damaged events, 16-byte and compact: each
     /// damaged event ends its chunk (a 16-byte one where the segment pass
-    /// meets it, a compact one where the decode counting the chunk's events
+    /// meets it; a compact one there too when the chunk's header gives
+    /// its count, else where the decode counting the chunk's events
     /// does), and the thread restarts from its next chunk's snapshot. The
     /// stream goes on past the damage as the batch does, to the batch's
-    /// report; and the compact file damaged at the same events gives the
-    /// 16-byte one's report (but for the damage's byte offsets).
+    /// report; the compact file damaged at the same events gives the
+    /// 16-byte one's report (but for the damage's byte offsets), and the
+    /// same report, byte offsets and all, whether its chunks carry their
+    /// counts or not.
     #[test]
     fn damaged_traces_streamed_equal_batched(
         threads in 1u64..=4, tasks in 10u64..300, functions in 1u8..5, steps in many_steps(),
@@ -2424,6 +2514,18 @@ proptest! {
         }
         prop_assert_eq!(damaged[0].0, damaged[1].0, "the same events damaged");
         compact_reports_as_16_byte(&damaged[0].1, &damaged[1].1, window, None)?;
+        let counted = &damaged[1].1;
+        prop_assert!(released_counts(counted) > 0, "the converter stores counts");
+        let walked = without_released_counts(counted);
+        prop_assert_eq!(released_counts(&walked), 0);
+        streams_to_the_batch_report(&walked, window, "a damaged trace, counts walked")?;
+        for clock in [Clock::Stack, Clock::Gil, Clock::Wall] {
+            let opts = stream_options(clock, window);
+            let [a, b] = [counted, &walked].map(|b| {
+                analyze(&from_bytes("test", b.to_vec()).expect("loads"), &opts).expect("analyzes")
+            });
+            prop_assert_eq!(a, b, "clock {}", clock);
+        }
     }
 
     /// The same traces with ticks that jump ahead, far (as a damaged tick

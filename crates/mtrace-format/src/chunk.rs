@@ -49,6 +49,8 @@ pub struct Chunk<'a> {
     events_offset: u64,
     /// The events are compact (format version 4), not 16 bytes each.
     compact: bool,
+    /// `events_plus_one` of the header, as read (0: none).
+    events_plus_one: u32,
     /// Damage that cut the chunk short (events before it are still returned).
     pub cut: Option<ChunkProblem>,
 }
@@ -142,6 +144,10 @@ impl<'a> Chunk<'a> {
             &events[..events.len() / EVENT_SIZE * EVENT_SIZE]
         };
         let flags = read_u64(bytes, C_FLAGS).unwrap_or(0);
+        let events_plus_one = bytes
+            .get(C_EVENTS_PLUS_ONE..C_EVENTS_PLUS_ONE + 4)
+            .and_then(|b| b.try_into().ok())
+            .map_or(0, u32::from_le_bytes);
         Ok(Some(Chunk {
             index,
             offset,
@@ -155,6 +161,7 @@ impl<'a> Chunk<'a> {
             events,
             events_offset: offset + (CHUNK_HEADER_SIZE + snap_len) as u64,
             compact,
+            events_plus_one,
             cut,
         }))
     }
@@ -174,6 +181,22 @@ impl<'a> Chunk<'a> {
         } else {
             self.events.len() / EVENT_SIZE
         }
+    }
+
+    /// A compact chunk's events as its writer counted them when it let go
+    /// of the chunk (the header's `events_plus_one`), where that count can
+    /// stand for the walk's: the writer let go of the chunk (`writing` is
+    /// clear), its committed body is all in the file (not `cut`), and its
+    /// events' bytes could hold that many (an event takes at least one).
+    /// A reader that takes it reads that many events and finds damage
+    /// where it expands them: the count says how many events there are as
+    /// the committed length says how many bytes (see
+    /// `schemas/trace-format.md`). `None` for 16-byte chunks, whose count
+    /// is [`Chunk::event_count`].
+    pub fn released_count(&self) -> Option<u32> {
+        let count = self.events_plus_one.checked_sub(1)?;
+        let whole = self.compact && !self.writing && self.cut.is_none();
+        (whole && count as usize <= self.events.len()).then_some(count)
     }
 
     /// The raw committed event bytes (whole events only in versions 1 to 3;
@@ -363,6 +386,52 @@ mod tests {
             c.events().collect::<Result<Vec<_>, _>>().unwrap(),
             evs.to_vec()
         );
+    }
+
+    /// A compact chunk's count (`events_plus_one`) stands for its walk
+    /// only where it can be true: released, whole in the file, and no more
+    /// events than the bytes could hold.
+    #[test]
+    fn a_compact_chunk_s_count_is_taken_only_where_it_can_be_true() {
+        let mut c = vec![0u8; 4096];
+        let snap = encode_snapshot(&mut c[CHUNK_HEADER_SIZE..], 1024, 5, &[], StackId::OWN, &[]);
+        let mut encoder = crate::compact::ChunkEncoder::new(5, &[]);
+        let mut at = CHUNK_HEADER_SIZE + snap;
+        for i in 0..10u64 {
+            let f = FunctionId(7);
+            let kind = if i % 2 == 0 {
+                EventKind::Enter(f)
+            } else {
+                EventKind::Exit(f)
+            };
+            at += encoder
+                .push(&mut c[at..], &Event { tick: 5 + i, kind })
+                .unwrap();
+        }
+        let events = (at - CHUNK_HEADER_SIZE - snap) as u32;
+        let count = |plus_one: u32, writing: bool, len: usize| {
+            let mut c = c.clone();
+            let state = pack_state_compact(0, at - CHUNK_HEADER_SIZE, writing);
+            encode_chunk_header(&mut c, state, ThreadId(1), 0);
+            c[C_EVENTS_PLUS_ONE..C_EVENTS_PLUS_ONE + 4].copy_from_slice(&plus_one.to_le_bytes());
+            let chunk = Chunk::decode_compact(&c[..len], 0, 4096, 4096)
+                .unwrap()
+                .unwrap();
+            chunk.released_count()
+        };
+        assert_eq!(count(11, false, 4096), Some(10));
+        // None stored, or a writer still held the chunk.
+        assert_eq!(count(0, false, 4096), None);
+        assert_eq!(count(11, true, 4096), None);
+        // The file's end cut the body.
+        assert_eq!(count(11, false, at - 1), None);
+        // More events than bytes: false. As many: possible.
+        assert_eq!(count(events + 2, false, 4096), None);
+        assert_eq!(count(events + 1, false, 4096), Some(events));
+        // 16-byte chunks count their slots.
+        let bytes = chunk_with(&[], &[], StackId::OWN, &[]);
+        let chunk = Chunk::decode(&bytes, 0, 4096, 4096).unwrap().unwrap();
+        assert_eq!(chunk.released_count(), None);
     }
 
     #[test]

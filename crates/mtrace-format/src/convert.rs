@@ -69,6 +69,9 @@ pub struct ConvertedChunk {
     thread_chunk_no: u64,
     writing: bool,
     flags: u64,
+    /// Compact events in `body`, for the header's `events_plus_one` (as a
+    /// recorder stores it when it lets go of a chunk); `None` for 16-byte ones.
+    compact_events: Option<u32>,
     /// Snapshot then events.
     body: Vec<u8>,
 }
@@ -85,7 +88,12 @@ pub struct ConvertedSlot {
 }
 
 impl ConvertedChunk {
-    fn from(chunk: &Chunk<'_>, file: &TraceFile<'_>, events: Vec<u8>) -> ConvertedChunk {
+    fn from(
+        chunk: &Chunk<'_>,
+        file: &TraceFile<'_>,
+        events: Vec<u8>,
+        compact_events: Option<u32>,
+    ) -> ConvertedChunk {
         // The snapshot's bytes are the same in every version: copied as
         // they are (with its flags), not rebuilt.
         let start = chunk.offset as usize + CHUNK_HEADER_SIZE;
@@ -108,6 +116,7 @@ impl ConvertedChunk {
             thread_chunk_no: chunk.thread_chunk_no,
             writing: chunk.writing,
             flags,
+            compact_events,
             body,
         }
     }
@@ -316,6 +325,7 @@ pub fn compact_chunk(file: &TraceFile<'_>, index: u64) -> ConvertedSlot {
     let mut encoder = ChunkEncoder::from_snapshot(&chunk.snapshot);
     let mut events = vec![0u8; chunk.event_count() * COMPACT_MAX_EVENT_SIZE];
     let mut len = 0;
+    let mut count = 0u32;
     let mut cut = chunk.cut.clone();
     for event in chunk.events() {
         let event: Event = match event {
@@ -330,6 +340,7 @@ pub fn compact_chunk(file: &TraceFile<'_>, index: u64) -> ConvertedSlot {
             break;
         };
         len += n;
+        count += 1;
         // Nothing after a `lost` is read in version 4 (nor written).
         if event.kind == crate::EventKind::Lost {
             break;
@@ -337,7 +348,7 @@ pub fn compact_chunk(file: &TraceFile<'_>, index: u64) -> ConvertedSlot {
     }
     events.truncate(len);
     ConvertedSlot {
-        chunk: Some(ConvertedChunk::from(&chunk, file, events)),
+        chunk: Some(ConvertedChunk::from(&chunk, file, events, Some(count))),
         damaged: None,
         cut,
     }
@@ -411,6 +422,12 @@ pub fn assemble(
         };
         encode_chunk_header(chunk, state, c.thread, c.thread_chunk_no);
         chunk[C_FLAGS..C_FLAGS + 8].copy_from_slice(&c.flags.to_le_bytes());
+        // As a recorder does when it lets go of a chunk (a chunk it still
+        // held has no count).
+        if let Some(n) = c.compact_events.filter(|_| compact && !c.writing) {
+            chunk[C_EVENTS_PLUS_ONE..C_EVENTS_PLUS_ONE + 4]
+                .copy_from_slice(&n.saturating_add(1).to_le_bytes());
+        }
         chunk[CHUNK_HEADER_SIZE..CHUNK_HEADER_SIZE + c.body.len()].copy_from_slice(&c.body);
     }
     Ok(Converted {
@@ -524,6 +541,15 @@ mod tests {
         assert!(compacted.is_compact());
         assert_eq!(events_by_slot(&v4.bytes), events_by_slot(&v3));
         assert_eq!(compacted.metadata(), original.metadata());
+        // Each chunk carries its count, as a recorder's released chunk
+        // does, and the count is the walk's.
+        for i in 0..compacted.chunk_slots() {
+            let Some(c) = compacted.chunk(i).unwrap() else {
+                continue;
+            };
+            let walked = c.compact_events(Vec::new()).unwrap().count() as u32;
+            assert_eq!(c.released_count(), Some(walked), "slot {i}");
+        }
         let back = expand(&compacted).unwrap();
         let expanded = TraceFile::parse(&back.bytes).unwrap();
         assert_eq!(expanded.header().version, FORMAT_VERSION);

@@ -84,4 +84,8 @@ pub enum CompactFault {
     /// The tick delta carries the tick past 60 bits.
     #[error("tick past 60 bits")]
     TickOverflow,
+    /// The events end before the count the chunk's header gives
+    /// (`events_plus_one`): the header or the body is damaged.
+    #[error("the events end before the count in the chunk header")]
+    FewerThanCounted,
 }

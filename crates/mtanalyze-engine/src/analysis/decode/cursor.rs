@@ -24,9 +24,11 @@ use std::cell::Cell;
 use std::marker::PhantomData;
 
 use mtrace_format::compact::{tick_before, CompactEvents, SwitchPoint};
-use mtrace_format::event::raw_parts;
+use mtrace_format::event::{raw_parts, KIND_LOST};
 use mtrace_format::layout::EVENT_SIZE;
-use mtrace_format::{BadEvent, ChunkProblem, ChunkProblemKind, Event, StackId, TraceFile};
+use mtrace_format::{
+    BadEvent, ChunkProblem, ChunkProblemKind, CompactFault, Event, StackId, TraceFile,
+};
 
 use super::{ChunkRef, ThreadChunks};
 
@@ -121,6 +123,11 @@ struct Expansion {
     switches: Vec<SwitchPoint>,
     /// The index in `events` of the batch's first event.
     lent_from: u32,
+    /// Where the events ended before the chunk's count (a count its
+    /// header gave: see [`ChunkRef::events`]), and why: the index in
+    /// `events` of the slot that stands for the damage (a kind no event
+    /// has, so the passes take it as a damaged 16-byte event).
+    damage: Option<(u32, ChunkProblem)>,
 }
 
 thread_local! {
@@ -132,6 +139,7 @@ thread_local! {
             events: Vec::new(),
             switches: Vec::new(),
             lent_from: 0,
+            damage: None,
         })
     };
     /// The named frames of the worker's compact walks, reused likewise.
@@ -206,9 +214,19 @@ impl Batch<'_> {
 
     /// What is wrong with the `i`-th event of the batch, which the caller
     /// found invalid (`event::raw_is_valid`). A compact chunk's expansion
-    /// ends at its first damaged event, which `decode` reported with its
-    /// offset: its batches hold none.
+    /// ends at its first damaged event: where the decode counted the
+    /// chunk's events, it found the damage and reported it, and the
+    /// batches hold none; where the chunk's header gave the count, the
+    /// expansion stands a slot for it, whose problem is the decoder's.
     pub(crate) fn problem(&self, i: usize) -> ChunkProblem {
+        if let Some((at, problem)) = self.expanded.as_ref().and_then(|x| {
+            let (at, problem) = x.damage.as_ref()?;
+            Some((*at as usize, problem))
+        }) {
+            if self.expanded.as_ref().map(|x| x.lent_from as usize + i) == Some(at) {
+                return problem.clone();
+            }
+        }
         let at = i * EVENT_SIZE;
         let bad = self
             .raw()
@@ -440,10 +458,34 @@ impl<'a, 'd> Batches<'a, 'd> {
         let switches = &mut x.switches;
         let written =
             walk.fill_events_noting_switches(&mut x.events[..wanted], |p| switches.push(p));
+        // Fewer events than counted: the count was the header's (a count
+        // the decode walked stops before damage). The chunk ends at the
+        // damage the walk met, or, if it met none, where the events end
+        // (the count was false); one slot stands for it, for the passes
+        // to find as a damaged 16-byte event. A `lost` ends its chunk in
+        // any case, and the passes need nothing more.
+        x.damage = None;
+        let ended_at_lost = written
+            .checked_sub(1)
+            .and_then(|last| x.events.get(last))
+            .is_some_and(|e| raw_parts(e).0 == KIND_LOST);
+        let mut filled = written;
+        if written < wanted && !ended_at_lost {
+            let problem = walk.problem().cloned().unwrap_or(ChunkProblem {
+                index: r.slot,
+                offset: walk.offset(),
+                kind: ChunkProblemKind::BadCompactEvent(CompactFault::FewerThanCounted),
+            });
+            if let Some(slot) = x.events.get_mut(written) {
+                *slot = [0; EVENT_SIZE];
+                x.damage = Some((written as u32, problem));
+                filled += 1;
+            }
+        }
         NAMED.with(|n| n.set(walk.into_named()));
-        let lent = ((first - skipped) as usize).min(written);
+        let lent = ((first - skipped) as usize).min(filled);
         x.lent_from = lent as u32;
-        Some((x, (lent, written)))
+        Some((x, (lent, filled)))
     }
 }
 
@@ -616,6 +658,42 @@ mod tests {
             .map(|s| s.len())
             .sum();
         assert!(switches > 100, "the sample switches stacks inside chunks");
+        reads_as_its_image(&compact);
+    }
+
+    /// `compact` with each released chunk's count in its header
+    /// (`events_plus_one`), as the recorder and the converter store them.
+    fn with_counts(compact: &[u8]) -> Vec<u8> {
+        let file = TraceFile::parse(compact).expect("parses");
+        let counts: Vec<(usize, u32)> = (0..file.chunk_slots())
+            .filter_map(|i| file.chunk(i).ok().flatten())
+            .filter(|c| !c.writing && c.cut.is_none())
+            .filter_map(|c| {
+                Some((
+                    c.offset as usize,
+                    c.compact_events(Vec::new())?.count() as u32,
+                ))
+            })
+            .collect();
+        let mut out = compact.to_vec();
+        for (at, n) in counts {
+            let at = at + mtrace_format::layout::C_EVENTS_PLUS_ONE;
+            out[at..at + 4].copy_from_slice(&(n + 1).to_le_bytes());
+        }
+        out
+    }
+
+    /// The same with the counts in the chunks' headers: the decode takes
+    /// them and walks no chunk.
+    #[test]
+    fn a_compact_trace_with_counts_reads_as_its_image_from_any_event() {
+        let compact = with_counts(&sample("workload-v4.bin"));
+        let file = TraceFile::parse(&compact).expect("parses");
+        let counted = (0..file.chunk_slots())
+            .filter_map(|i| file.chunk(i).ok().flatten())
+            .filter(|c| c.released_count().is_some())
+            .count();
+        assert!(counted > 10, "{counted} chunks carry their count");
         reads_as_its_image(&compact);
     }
 

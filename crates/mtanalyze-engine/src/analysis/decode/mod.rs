@@ -377,14 +377,22 @@ pub(crate) fn decode<'a>(
 }
 
 /// A chunk's events as the passes see them: their number, and the damage
-/// that cut the chunk short. A compact chunk is walked once here, in the
-/// parallel decode of the chunk headers: its events are counted by
+/// that cut the chunk short. A compact chunk that its writer let go of
+/// whole has its count in its header (`Chunk::released_count`): taken as
+/// it is, so its events are decoded once, by the segment pass, which
+/// finds any damage in them there (`cursor.rs`), as in a 16-byte chunk.
+/// Any other compact chunk (held by a writer that was killed, cut by the
+/// file's end, from a writer that stores no count) is walked once here,
+/// in the parallel decode of the chunk headers: its events are counted by
 /// decoding them, so a chunk cut by damage counts the events before the
 /// damage, as the batches that expand it later find them. Where its
 /// `switch` events are is not kept: the segment pass notes each as it
 /// expands the chunk, in the segment the switch opens
 /// ([`crate::analysis::segment::Segment::resume_at`]).
 fn count_events(chunk: &Chunk<'_>) -> (u32, Option<ChunkProblem>) {
+    if let Some(count) = chunk.released_count() {
+        return (count, None);
+    }
     let Some(mut walk) = chunk.compact_events(Vec::new()) else {
         return (chunk.event_count() as u32, chunk.cut.clone());
     };
