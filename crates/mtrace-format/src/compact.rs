@@ -596,7 +596,7 @@ impl<'a> CompactEvents<'a> {
                     stack[depth + 1] = id;
                     depth = depth.wrapping_add(short.step as usize);
                     (
-                        short.len as usize,
+                        short_len(tag),
                         (short.kind as u64, next, function as u64),
                     )
                 };
@@ -743,7 +743,7 @@ impl<'a> CompactEvents<'a> {
                         break;
                     }
                     depth = depth.wrapping_add(short.step as usize);
-                    short.len as usize
+                    short_len(tag)
                 };
                 events += 1;
                 at_event += len;
@@ -875,7 +875,7 @@ impl<'a> CompactEvents<'a> {
                         unsafe { *stack.get_unchecked_mut(depth + 1) = id };
                         depth = depth.wrapping_add(short.step as usize);
                         (
-                            short.len as usize,
+                            short_len(tag),
                             (short.kind as u64) << 60 | next,
                             function as u64,
                         )
@@ -1140,6 +1140,31 @@ struct ShortForm {
 
 const SHORT_BY_TAG: [ShortForm; 256] = short_table();
 
+/// A short form's length by its tag's form and tick class (its high
+/// nibble), 4 bits each: `(SHORT_LEN_BY_HIGH_NIBBLE >> 4 * (tag >> 4)) & 0xF`.
+const SHORT_LEN_BY_HIGH_NIBBLE: u64 = {
+    let table = short_table();
+    let mut nibbles = 0u64;
+    let mut high = 0;
+    while high < 16 {
+        // Long forms (high 0..=3) are not short: their nibbles stay 0.
+        if high >> 2 != FORM_LONG as usize {
+            nibbles |= (table[high << 4].len as u64) << (4 * high);
+        }
+        high += 1;
+    }
+    nibbles
+};
+
+/// [`ShortForm::len`] of a short form's tag, worked out from the tag in a
+/// few register operations rather than loaded from [`SHORT_BY_TAG`]: the
+/// next event's position hangs on it, and the walk of an expansion goes
+/// no faster than one tag load, this and one add an event.
+#[inline(always)]
+fn short_len(tag: u8) -> usize {
+    ((SHORT_LEN_BY_HIGH_NIBBLE >> ((tag >> 2) & 0x3C)) & 0xF) as usize
+}
+
 /// The first step of the fast walks (`for_each_raw`, `write_events`,
 /// `count_with_switches`) at the event at the front of `room`: its tag,
 /// what the tag says of a short form, and its tick from the previous
@@ -1205,7 +1230,14 @@ pub fn tick_before(event: &[u8], tick: u64) -> Option<u64> {
     let &tag = event.first()?;
     // The tick's bytes must be the body's, not the room's padding.
     event.get(..1 + tick_bytes((tag >> TAG_CLASS_SHIFT) as usize & 3))?;
-    tick.checked_sub(tick_delta(&padded(event).0))
+    // A replay resumes at a switch for every stretch of a stack: read in
+    // place where a worst case's bytes follow (a copy into a padded room
+    // was a call to `memmove` each time).
+    let delta = match event.first_chunk::<COMPACT_MAX_EVENT_SIZE>() {
+        Some(room) => tick_delta(room),
+        None => tick_delta(&padded(event).0),
+    };
+    tick.checked_sub(delta)
 }
 
 /// An upper bound on the events a walk of `events` (a version-4 chunk's
@@ -1888,6 +1920,13 @@ mod tests {
 
     /// The tick before an event comes from the event's own bytes, all of
     /// its tick's, which the body must hold.
+    #[test]
+    fn a_short_form_s_length_is_its_table_entry() {
+        for tag in 0x40..=0xFFu8 {
+            assert_eq!(short_len(tag), SHORT_BY_TAG[tag as usize].len as usize, "{tag:#x}");
+        }
+    }
+
     #[test]
     fn the_tick_before_an_event_needs_its_tick_bytes() {
         // Tick class 3: seven bytes of the delta's high bits.
