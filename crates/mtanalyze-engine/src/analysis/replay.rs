@@ -109,9 +109,7 @@ pub(super) fn replay_stack<'s, O: Observer>(
         }
         if let Some(next) = segment(i + 1) {
             let chunks = &ctx.decoded.threads[next.thread as usize].chunks;
-            // A compact chunk's events are expanded when read.
-            if let Some(c) = chunks.get(next.start.chunk as usize).filter(|c| !c.compact) {
-                let at = c.events_offset as usize + next.start.event as usize * EVENT_SIZE;
+            if let Some(at) = next.first_read(chunks) {
                 prefetch(ctx.file().bytes().as_ptr().wrapping_add(at));
             }
         }

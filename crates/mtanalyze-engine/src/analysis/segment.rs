@@ -11,6 +11,7 @@
 //! everything the replay of that stack needs, whichever threads it ran on.
 //! The segment pass that cuts them is in `cut.rs`.
 
+use mtrace_format::layout::EVENT_SIZE;
 use mtrace_format::StackId;
 
 use crate::analysis::decode::{ChunkRef, Pos, ResumePoint, ThreadChunks};
@@ -196,6 +197,20 @@ impl Segment {
             offset,
             tick,
         })
+    }
+
+    /// The file offset of the first byte its replay reads (`chunks`: its
+    /// thread's), for a prefetch: its first event's slot, or in a compact
+    /// chunk the event its expansion starts from (its resume point, else
+    /// the chunk's first event).
+    pub(crate) fn first_read(&self, chunks: &[ChunkRef]) -> Option<usize> {
+        let c = chunks.get(self.start.chunk as usize)?;
+        let within = if !c.compact {
+            self.start.event as usize * EVENT_SIZE
+        } else {
+            self.resume_point().map_or(0, |p| p.offset as usize)
+        };
+        Some(c.events_offset as usize + within)
     }
 
     /// The segment is on its thread's own stack.

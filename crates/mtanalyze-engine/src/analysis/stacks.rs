@@ -22,7 +22,6 @@ use crate::input::LoadedTrace;
 use crate::threads;
 use mtanalyze_model::report::Clock;
 use mtanalyze_model::warnings::Warnings;
-use mtrace_format::layout::EVENT_SIZE;
 
 /// (thread pass, index in its segments).
 pub(crate) type SegmentHandle = (u32, u32);
@@ -538,9 +537,7 @@ impl<'a> Analysis<'a> {
                 continue;
             }
             let chunks = &self.prep.decoded.threads[s.thread as usize].chunks;
-            // A compact chunk's events are expanded when read.
-            if let Some(c) = chunks.get(s.start.chunk as usize).filter(|c| !c.compact) {
-                let at = c.events_offset as usize + s.start.event as usize * EVENT_SIZE;
+            if let Some(at) = s.first_read(chunks) {
                 prefetch(self.prep.decoded.file.bytes().as_ptr().wrapping_add(at));
             }
         }

@@ -426,12 +426,15 @@ impl<'a, 'd> Batches<'a, 'd> {
         first: u32,
         end: u32,
     ) -> Option<(Expansion, (usize, usize))> {
-        let chunk = self.file.chunk(r.slot).ok().flatten()?;
+        // A walk from a `switch` needs only the chunk's event bytes; one
+        // from the chunk's start, its snapshot (the header decoded again).
         let resume = self
             .resume
             .filter(|p| p.at.chunk == ci && p.at.event <= first)
             .and_then(|p| {
-                let rest = chunk.event_bytes().get(p.offset as usize..)?;
+                let from = r.events_offset as usize + p.offset as usize;
+                let to = r.events_offset as usize + r.event_bytes as usize;
+                let rest = self.file.bytes().get(from..to)?;
                 let prev_tick = match p.tick {
                     Some(tick) => tick_before(rest, tick)?,
                     None => 0,
@@ -445,7 +448,10 @@ impl<'a, 'd> Batches<'a, 'd> {
                 let walk = CompactEvents::resume(rest, r.slot, offset, prev_tick, named);
                 (walk, p.at.event)
             }
-            None => (chunk.compact_events(named)?, 0),
+            None => {
+                let chunk = self.file.chunk(r.slot).ok().flatten()?;
+                (chunk.compact_events(named)?, 0)
+            }
         };
         let mut x = EXPANDED.with(Cell::take);
         x.switches.clear();

@@ -81,15 +81,21 @@ pub(crate) struct ChunkRef {
     /// snapshot's frames were opened in an earlier file (and the stream
     /// restarts there without a gap: `gap_before` is set too).
     pub continued: bool,
-    /// Committed event slots.
+    /// Committed event slots. A compact chunk's: the count its writer
+    /// stored when it let go of it (`Chunk::released_count`), else those
+    /// a decode yields; with the writer's count, damage is found where
+    /// the events are expanded (`cursor.rs`), as in a 16-byte chunk.
     pub events: u32,
     /// File offset of the first event slot (the events are read from here
     /// without decoding the chunk header again).
     pub events_offset: u64,
+    /// Bytes of its events in the file (a compact walk that resumes at a
+    /// `switch` reads them without decoding the chunk header again).
+    pub event_bytes: u32,
     /// The writer still owned it (the recorder was killed or never released it).
     pub writing: bool,
     /// Its events are compact (format version 4): a batch expands them
-    /// (see `cursor.rs`), and `events` counts those a decode yields.
+    /// (see `cursor.rs`).
     pub compact: bool,
 }
 
@@ -294,6 +300,8 @@ pub(crate) fn decode<'a>(
                     continued: c.continued,
                     events,
                     events_offset: c.events_offset(),
+                    // A body is under 2^23 bytes (the state word's field).
+                    event_bytes: c.event_bytes().len() as u32,
                     writing: c.writing,
                     compact: c.is_compact(),
                 };

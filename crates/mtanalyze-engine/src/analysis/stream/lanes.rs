@@ -10,7 +10,7 @@ use std::collections::hash_map::Entry;
 use rustc_hash::FxHashMap;
 
 use crate::analysis::cut::{NotStreamable, ThreadPass, ThreadStream};
-use crate::analysis::decode::Decoded;
+use crate::analysis::decode::{prefetch, Decoded};
 use crate::analysis::ends::StackEnd;
 use crate::analysis::ends::{fits_end, ignore_end, replaces};
 use crate::analysis::frames::{NoObserver, Tally};
@@ -735,7 +735,15 @@ impl LaneWork {
                 r
             }
         };
-        for s in segments {
+        for (k, s) in segments.iter().enumerate() {
+            // Their events are scattered over the file, a few cache lines
+            // each: start loading the next one's while this one replays.
+            if let Some(next) = segments.get(k + 1) {
+                let chunks = &ctx.decoded.threads[next.thread as usize].chunks;
+                if let Some(at) = next.first_read(chunks) {
+                    prefetch(ctx.decoded.file.bytes().as_ptr().wrapping_add(at));
+                }
+            }
             keep_times(
                 &mut live.replayed_start_ns,
                 &mut live.replayed_end_ns,
