@@ -595,10 +595,7 @@ impl<'a> CompactEvents<'a> {
                     // never read.
                     stack[depth + 1] = id;
                     depth = depth.wrapping_add(short.step as usize);
-                    (
-                        short_len(tag),
-                        (short.kind as u64, next, function as u64),
-                    )
+                    (short_len(tag), (short.kind as u64, next, function as u64))
                 };
                 f(event);
                 at_event += len;
@@ -1923,7 +1920,11 @@ mod tests {
     #[test]
     fn a_short_form_s_length_is_its_table_entry() {
         for tag in 0x40..=0xFFu8 {
-            assert_eq!(short_len(tag), SHORT_BY_TAG[tag as usize].len as usize, "{tag:#x}");
+            assert_eq!(
+                short_len(tag),
+                SHORT_BY_TAG[tag as usize].len as usize,
+                "{tag:#x}"
+            );
         }
     }
 
