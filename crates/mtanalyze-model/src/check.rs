@@ -60,7 +60,10 @@ pub struct CheckReport {
     pub chunks_lost: u64,
     /// Chunks skipped as damaged, by offset.
     pub chunks_damaged: Vec<ChunkIssue>,
-    /// Chunks cut short by the end of the file, or by a damaged event.
+    /// Chunks cut short by the end of the file, or by a damaged compact
+    /// event that the decode found counting a chunk's events (a chunk whose
+    /// header gives its count, like a 16-byte one, has its damaged events
+    /// found by the passes: `damaged_event` in the warnings).
     pub chunks_cut: Vec<ChunkIssue>,
     /// Chunks a writer still owned (the recorder was killed or is running).
     pub chunks_unreleased: u64,

@@ -126,8 +126,9 @@ struct Expansion {
     /// Where the events ended before the chunk's count (a count its
     /// header gave: see [`ChunkRef::events`]), and why: the index in
     /// `events` of the slot that stands for the damage (a kind no event
-    /// has, so the passes take it as a damaged 16-byte event).
-    damage: Option<(u32, ChunkProblem)>,
+    /// has, so the passes take it as a damaged 16-byte event). Boxed: a
+    /// batch is moved by value for every stretch replayed, and this is rare.
+    damage: Option<Box<(u32, ChunkProblem)>>,
 }
 
 thread_local! {
@@ -220,7 +221,7 @@ impl Batch<'_> {
     /// expansion stands a slot for it, whose problem is the decoder's.
     pub(crate) fn problem(&self, i: usize) -> ChunkProblem {
         if let Some(x) = &self.expanded {
-            if let Some((at, problem)) = &x.damage {
+            if let Some((at, problem)) = x.damage.as_deref() {
                 if x.lent_from as usize + i == *at as usize {
                     return problem.clone();
                 }
@@ -483,7 +484,7 @@ impl<'a, 'd> Batches<'a, 'd> {
             });
             if let Some(slot) = x.events.get_mut(written) {
                 *slot = [0; EVENT_SIZE];
-                x.damage = Some((written as u32, problem));
+                x.damage = Some(Box::new((written as u32, problem)));
                 filled += 1;
             }
         }

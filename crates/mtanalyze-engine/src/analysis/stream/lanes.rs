@@ -735,23 +735,27 @@ impl LaneWork {
                 r
             }
         };
-        for (k, s) in segments.iter().enumerate() {
-            // Their events are scattered over the file, a few cache lines
-            // each: start loading the next one's while this one replays.
-            if let Some(next) = segments.get(k + 1) {
-                let chunks = &ctx.decoded.threads[next.thread as usize].chunks;
-                if let Some(at) = next.first_read(chunks) {
-                    prefetch(ctx.decoded.file.bytes().as_ptr().wrapping_add(at));
-                }
-            }
-            keep_times(
-                &mut live.replayed_start_ns,
-                &mut live.replayed_end_ns,
-                s,
-                scale,
+        if ctx.decoded.file.is_compact() {
+            let times = (&mut live.replayed_start_ns, &mut live.replayed_end_ns);
+            live.gil_hint = replay_prefetching(
+                ctx,
+                &mut stack,
+                times,
+                live.gil_hint,
+                segments,
+                &mut self.warnings,
             );
-            live.gil_hint =
-                replay_one_segment(ctx, &mut stack, s, live.gil_hint, &mut self.warnings);
+        } else {
+            for s in segments {
+                keep_times(
+                    &mut live.replayed_start_ns,
+                    &mut live.replayed_end_ns,
+                    s,
+                    scale,
+                );
+                live.gil_hint =
+                    replay_one_segment(ctx, &mut stack, s, live.gil_hint, &mut self.warnings);
+            }
         }
         if let Some(last) = segments.last() {
             live.last_end = LastEnd::of(ctx, last);
@@ -768,6 +772,37 @@ impl LaneWork {
             }
         }
     }
+}
+
+/// [`LaneWork::replay`]'s loop over `segments` for a compact trace: a
+/// compact stretch's first load (at the `switch` its expansion resumes
+/// from) is a miss, so the next one's first bytes are loaded while this one
+/// replays. A function of its own: 16-byte stretches gain nothing by it,
+/// and sharing the loop cost a trace of many short tasks instructions for
+/// every segment.
+/// `times` are the stack's replayed start and end ([`keep_times`]); returns
+/// the gil hint after the last segment.
+#[inline(never)]
+fn replay_prefetching(
+    ctx: &ReplayContext<'_, '_>,
+    stack: &mut StackReplay<'_>,
+    times: (&mut Option<u64>, &mut u64),
+    mut gil_hint: usize,
+    segments: &[Segment],
+    warnings: &mut Warnings,
+) -> usize {
+    let (start_ns, end_ns) = times;
+    for (k, s) in segments.iter().enumerate() {
+        if let Some(next) = segments.get(k + 1) {
+            let chunks = &ctx.decoded.threads[next.thread as usize].chunks;
+            if let Some(at) = next.first_read(chunks) {
+                prefetch(ctx.decoded.file.bytes().as_ptr().wrapping_add(at));
+            }
+        }
+        keep_times(start_ns, end_ns, s, ctx.decoded.scale);
+        gil_hint = replay_one_segment(ctx, stack, s, gil_hint, warnings);
+    }
+    gil_hint
 }
 
 /// How [`LaneWork::replay`] finishes a stack.
