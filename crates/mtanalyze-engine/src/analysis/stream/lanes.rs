@@ -780,6 +780,7 @@ impl LaneWork {
 /// replays. A function of its own: 16-byte stretches gain nothing by it,
 /// and sharing the loop cost a trace of many short tasks instructions for
 /// every segment.
+///
 /// `times` are the stack's replayed start and end ([`keep_times`]); returns
 /// the gil hint after the last segment.
 #[inline(never)]
