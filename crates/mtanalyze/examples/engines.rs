@@ -40,27 +40,16 @@ struct Args {
     /// 65536 or 4194304, by the stacks the trace names: `--debug-plan`).
     #[arg(long, default_value_t = 1 << 16)]
     step_events: u64,
-    /// The clock (default: the trace's preferred one).
+    /// The clock: stack, gil or wall (default: the trace's preferred one).
     #[arg(long)]
-    clock: Option<ClockArg>,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-enum ClockArg {
-    Stack,
-    Gil,
-    Wall,
+    clock: Option<Clock>,
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
     let trace = mtanalyze::load(&args.trace)?;
     let opts = AnalyzeOptions {
-        clock: args.clock.map(|c| match c {
-            ClockArg::Stack => Clock::Stack,
-            ClockArg::Gil => Clock::Gil,
-            ClockArg::Wall => Clock::Wall,
-        }),
+        clock: args.clock,
         ..AnalyzeOptions::default()
     };
     let report = match args.engine {
