@@ -108,10 +108,7 @@ pub(super) fn replay_stack<'s, O: Observer>(
             prefetch((later as *const Segment).cast());
         }
         if let Some(next) = segment(i + 1) {
-            let chunks = &ctx.decoded.threads[next.thread as usize].chunks;
-            if let Some(at) = next.first_read(chunks) {
-                prefetch(ctx.file().bytes().as_ptr().wrapping_add(at));
-            }
+            next.prefetch_first_read(ctx.decoded);
         }
         last_end = LastEnd::of(ctx, seg);
         gil_hint = replay_one_segment(ctx, &mut stack, seg, gil_hint, warnings);

@@ -14,7 +14,7 @@
 use mtrace_format::layout::EVENT_SIZE;
 use mtrace_format::StackId;
 
-use crate::analysis::decode::{ChunkRef, Pos, ResumePoint, ThreadChunks};
+use crate::analysis::decode::{prefetch, ChunkRef, Decoded, Pos, ResumePoint, ThreadChunks};
 pub(crate) use mtanalyze_model::report::StackKey;
 
 /// [`Segment::stack`] of a segment on `key`.
@@ -199,18 +199,27 @@ impl Segment {
         })
     }
 
-    /// The file offset of the first byte its replay reads (`chunks`: its
-    /// thread's), for a prefetch: its first event's slot, or in a compact
-    /// chunk the event its expansion starts from (its resume point, else
-    /// the chunk's first event).
-    pub(crate) fn first_read(&self, chunks: &[ChunkRef]) -> Option<usize> {
-        let c = chunks.get(self.start.chunk as usize)?;
+    /// Starts loading the first bytes its replay reads (a hint: nothing
+    /// happens if they are not in `decoded`'s file): its first event's
+    /// slot, or in a compact chunk the event its expansion starts from
+    /// (its resume point, else the chunk's first event). A stack's
+    /// segments are scattered over the file, a few cache lines each, too
+    /// short for the hardware prefetcher to pick up.
+    pub(crate) fn prefetch_first_read(&self, decoded: &Decoded<'_>) {
+        let Some(c) = decoded
+            .threads
+            .get(self.thread as usize)
+            .and_then(|t| t.chunks.get(self.start.chunk as usize))
+        else {
+            return;
+        };
         let within = if !c.compact {
             self.start.event as usize * EVENT_SIZE
         } else {
             self.resume_point().map_or(0, |p| p.offset as usize)
         };
-        Some(c.events_offset as usize + within)
+        let at = c.events_offset as usize + within;
+        prefetch(decoded.file.bytes().as_ptr().wrapping_add(at));
     }
 
     /// The segment is on its thread's own stack.

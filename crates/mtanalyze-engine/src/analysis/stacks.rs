@@ -536,10 +536,7 @@ impl<'a> Analysis<'a> {
                 prefetch((s as *const Segment).cast());
                 continue;
             }
-            let chunks = &self.prep.decoded.threads[s.thread as usize].chunks;
-            if let Some(at) = s.first_read(chunks) {
-                prefetch(self.prep.decoded.file.bytes().as_ptr().wrapping_add(at));
-            }
+            s.prefetch_first_read(&self.prep.decoded);
         }
     }
 

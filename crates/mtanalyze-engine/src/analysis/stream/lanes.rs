@@ -10,7 +10,7 @@ use std::collections::hash_map::Entry;
 use rustc_hash::FxHashMap;
 
 use crate::analysis::cut::{NotStreamable, ThreadPass, ThreadStream};
-use crate::analysis::decode::{prefetch, Decoded};
+use crate::analysis::decode::Decoded;
 use crate::analysis::ends::StackEnd;
 use crate::analysis::ends::{fits_end, ignore_end, replaces};
 use crate::analysis::frames::{NoObserver, Tally};
@@ -795,10 +795,7 @@ fn replay_prefetching(
     let (start_ns, end_ns) = times;
     for (k, s) in segments.iter().enumerate() {
         if let Some(next) = segments.get(k + 1) {
-            let chunks = &ctx.decoded.threads[next.thread as usize].chunks;
-            if let Some(at) = next.first_read(chunks) {
-                prefetch(ctx.decoded.file.bytes().as_ptr().wrapping_add(at));
-            }
+            next.prefetch_first_read(ctx.decoded);
         }
         keep_times(start_ns, end_ns, s, ctx.decoded.scale);
         gil_hint = replay_one_segment(ctx, stack, s, gil_hint, warnings);
