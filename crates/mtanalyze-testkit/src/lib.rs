@@ -11,12 +11,15 @@
 //! * [`synth`]: the deterministic synthetic trace generators (the `synth`
 //!   example and the throughput benchmark);
 //! * [`sums`]: reports' additive fields by row, summed (the time window
-//!   tests).
+//!   tests);
+//! * [`counts`]: the event counts in compact chunks' headers, found and
+//!   cleared (the tests of the decode that takes them).
 //!
 //! `mtanalyze`'s own unit tests use this crate too (a dev-dependency cycle
 //! cargo allows); they take only plain data from it (JSON-lines text), since
 //! its `mtanalyze` types are those of a separate build of the crate.
 
+pub mod counts;
 pub mod fusion;
 pub mod reference;
 pub mod sums;

@@ -13,6 +13,7 @@ use mtanalyze::{
     report::{Clock, StackRows},
     AnalyzeOptions, Report,
 };
+use mtanalyze_testkit::counts::{released_counts, without_released_counts};
 use mtanalyze_testkit::reference::{
     self, Clock as RefClock, EdgeStats as RefEdge, FnStats as RefFn, RefReport,
 };
@@ -1245,12 +1246,18 @@ proptest! {
     }
 }
 
+/// [`generate_many`]'s steps for the tests that take one fixed trace of
+/// many short stacks (the generator makes what its tests are about);
+/// [`fixed_steps`] gives `ordered_lines`' inputs.
+fn one_trace_of_many_stacks() -> Vec<(u8, u8, u8)> {
+    (0..1000u32)
+        .map(|i| ((i * 7 % 251) as u8, (i * 37 % 253) as u8, (i % 5) as u8))
+        .collect()
+}
+
 #[test]
 fn many_short_stacks_are_many_finished_and_open_migrating_stacks() {
-    // The generator makes what its tests are about: one fixed input.
-    let steps: Vec<(u8, u8, u8)> = (0..1000u32)
-        .map(|i| ((i * 7 % 251) as u8, (i * 37 % 253) as u8, (i % 5) as u8))
-        .collect();
+    let steps = one_trace_of_many_stacks();
     let g = generate_many(3, 100, 4, &steps, false);
     let r = run_jsonl(&to_jsonl(&g.lines), Clock::Stack);
     let tasks: Vec<_> = r
@@ -2324,9 +2331,7 @@ fn chunks_in_mask(bytes: &[u8], mask: u64) -> Vec<usize> {
 /// length reads that many bytes.
 #[test]
 fn a_false_count_in_a_compact_chunk_is_damage_where_its_events_end() {
-    let steps: Vec<(u8, u8, u8)> = (0..1000u32)
-        .map(|i| ((i * 7 % 251) as u8, (i * 37 % 253) as u8, (i % 5) as u8))
-        .collect();
+    let steps = one_trace_of_many_stacks();
     let lines = tasks_in_binary_order(3, 100, 4, &steps);
     let whole = to_binary_in_chunks(&lines, mtrace_format::layout::MIN_CHUNK_SIZE);
     let file = mtrace_format::TraceFile::parse(&whole).expect("parses");
@@ -2378,28 +2383,6 @@ fn a_false_count_in_a_compact_chunk_is_damage_where_its_events_end() {
     let fewer = report(&with_count(count - 3));
     assert!(damage(&fewer).is_empty());
     assert_eq!(fewer.trace.events, truth.trace.events - 3);
-}
-
-/// How many chunks of `bytes` carry a count their events can stand for
-/// (`Chunk::released_count`).
-fn released_counts(bytes: &[u8]) -> usize {
-    let file = mtrace_format::TraceFile::parse(bytes).expect("parses");
-    (0..file.chunk_slots())
-        .filter_map(|i| file.chunk(i).ok().flatten())
-        .filter(|c| c.released_count().is_some())
-        .count()
-}
-
-/// `bytes` with no chunk's count in its header (`events_plus_one`), as a
-/// writer that stores none leaves them: the decode counts their events by
-/// walking them.
-fn without_released_counts(bytes: &[u8]) -> Vec<u8> {
-    let mut out = bytes.to_vec();
-    for at in chunks_in_mask(bytes, u64::MAX) {
-        let count = at + mtrace_format::layout::C_EVENTS_PLUS_ONE;
-        out[count..count + 4].fill(0);
-    }
-    out
 }
 
 /// Flags chunk slot `i` of `bytes` `restart` where bit `i % 64` of `mask`

@@ -535,6 +535,7 @@ pub(crate) fn switch_points(decoded: &super::Decoded<'_>, thread: usize) -> Vec<
 mod tests {
     use super::*;
     use crate::analysis::decode::{decode, Decoded};
+    use mtanalyze_testkit::counts::{released_counts, without_released_counts};
 
     fn sample(name: &str) -> Vec<u8> {
         let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../sample-traces");
@@ -658,7 +659,7 @@ mod tests {
     #[test]
     fn a_compact_trace_reads_as_its_image_from_any_event() {
         let compact = sample("workload-v4.bin");
-        let n = counted(&compact);
+        let n = released_counts(&compact);
         assert!(
             n > 10,
             "{n} chunks carry their count, as the converter stores them"
@@ -672,38 +673,12 @@ mod tests {
         reads_as_its_image(&compact);
     }
 
-    /// `compact` with no chunk's count in its header (`events_plus_one`),
-    /// as a writer that stores none leaves it: the decode walks every
-    /// chunk to count its events.
-    fn without_counts(compact: &[u8]) -> Vec<u8> {
-        let file = TraceFile::parse(compact).expect("parses");
-        let chunks: Vec<usize> = (0..file.chunk_slots())
-            .filter_map(|i| file.chunk(i).ok().flatten())
-            .map(|c| c.offset as usize)
-            .collect();
-        let mut out = compact.to_vec();
-        for at in chunks {
-            let at = at + mtrace_format::layout::C_EVENTS_PLUS_ONE;
-            out[at..at + 4].fill(0);
-        }
-        out
-    }
-
-    /// The chunks of `compact` whose count the decode takes from their header.
-    fn counted(compact: &[u8]) -> usize {
-        let file = TraceFile::parse(compact).expect("parses");
-        (0..file.chunk_slots())
-            .filter_map(|i| file.chunk(i).ok().flatten())
-            .filter(|c| c.released_count().is_some())
-            .count()
-    }
-
     /// The same without the counts in the chunks' headers: the decode
     /// walks every chunk to count its events.
     #[test]
     fn a_compact_trace_without_counts_reads_as_its_image_from_any_event() {
-        let compact = without_counts(&sample("workload-v4.bin"));
-        assert_eq!(counted(&compact), 0);
+        let compact = without_released_counts(&sample("workload-v4.bin"));
+        assert_eq!(released_counts(&compact), 0);
         reads_as_its_image(&compact);
     }
 
@@ -715,7 +690,7 @@ mod tests {
     /// traces compare the two ways' reports.)
     #[test]
     fn a_damaged_compact_chunk_reads_as_its_image() {
-        let mut compact = without_counts(&sample("workload-v4.bin"));
+        let mut compact = without_released_counts(&sample("workload-v4.bin"));
         let lazy = decode(&compact, None, false).expect("decodes");
         // A switch in the middle of a chunk that holds many, made a long
         // form whose width code names no width (tag 0: the long form with
