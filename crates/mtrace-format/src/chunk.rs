@@ -144,10 +144,7 @@ impl<'a> Chunk<'a> {
             &events[..events.len() / EVENT_SIZE * EVENT_SIZE]
         };
         let flags = read_u64(bytes, C_FLAGS).unwrap_or(0);
-        let events_plus_one = bytes
-            .get(C_EVENTS_PLUS_ONE..C_EVENTS_PLUS_ONE + 4)
-            .and_then(|b| b.try_into().ok())
-            .map_or(0, u32::from_le_bytes);
+        let events_plus_one = read_u32(bytes, C_EVENTS_PLUS_ONE).unwrap_or(0);
         Ok(Some(Chunk {
             index,
             offset,

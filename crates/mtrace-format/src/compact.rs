@@ -1915,8 +1915,8 @@ mod tests {
         ]
     }
 
-    /// The tick before an event comes from the event's own bytes, all of
-    /// its tick's, which the body must hold.
+    /// `short_len`, worked out from a tag in registers, is the length
+    /// the table gives every short form.
     #[test]
     fn a_short_form_s_length_is_its_table_entry() {
         for tag in 0x40..=0xFFu8 {
@@ -1928,6 +1928,8 @@ mod tests {
         }
     }
 
+    /// The tick before an event comes from the event's own bytes, all of
+    /// its tick's, which the body must hold.
     #[test]
     fn the_tick_before_an_event_needs_its_tick_bytes() {
         // Tick class 3: seven bytes of the delta's high bits.
