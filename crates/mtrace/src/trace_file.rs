@@ -209,16 +209,15 @@ fn count_compact_events(body: &[u8]) -> u64 {
     n
 }
 
-/// Counts what the file holds. Exact once the writing threads have
-/// stopped; a thread still writing may add events after the count.
-fn summarize(shared: &Shared) -> Summary {
+/// Counts what the file's first `slots` chunk slots hold: those a reader
+/// looks at. Exact once the writing threads have stopped; a thread still
+/// writing may add events after the count.
+fn summarize(shared: &Shared, slots: u64) -> Summary {
     let map = &shared.map;
     let next_seq = map.counter(H_NEXT_SEQ).load(Ordering::Relaxed);
     let mut events = 0;
     let mut chunks = 0;
-    // Slots past `next_seq` were never claimed (and may never have been
-    // touched); slots past the ready ones are not in the file.
-    for slot in 0..next_seq.min(map.ready_slots()) {
+    for slot in 0..slots {
         let word = map.state(slot).load(Ordering::Acquire);
         let state = if shared.compact {
             unpack_state_compact(word)
@@ -300,14 +299,17 @@ pub(crate) fn finish(shared: &'static Shared, end_tick: Option<u64>) -> Summary 
     // grew to were claimed by no one), and the file ends after them. A ring
     // keeps its size: it is a fixed buffer. A claim racing with this lands
     // past the new count, where readers do not look.
-    let used = (shared.mode == Mode::StopWhenFull).then(|| {
-        let claimed = map.counter(H_NEXT_SEQ).load(Ordering::Acquire);
-        claimed.min(map.ready_slots())
-    });
+    let claimed = map.counter(H_NEXT_SEQ).load(Ordering::Acquire);
+    // Slots past the claimed ones were never claimed (and may never have
+    // been touched); slots past the ready ones are not in the file.
+    let in_use = claimed.min(map.ready_slots());
+    let used = (shared.mode == Mode::StopWhenFull).then_some(in_use);
     if let Some(used) = used {
         map.write(H_CHUNK_COUNT, &used.to_le_bytes());
     }
-    let mut summary = summarize(shared);
+    // The same slots as the cut: a slot claimed since lies past it, and a
+    // reader would never see the events the summary counted there.
+    let mut summary = summarize(shared, in_use);
     summary.chunk_count = used.unwrap_or(map.chunk_count);
     // Threads may still hold pointers into the map: from here on their
     // writes must not reach the file, which a next recording to the same

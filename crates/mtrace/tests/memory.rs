@@ -85,6 +85,9 @@ fn a_recording_into_a_file_has_no_memory_trace_and_memory_cannot_rotate() {
 fn threads_record_through_many_short_recordings_that_are_freed() {
     let _serial = serial();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // Set when the test ends, a failed assertion too: threads left
+    // recording would hold on to the next tests' recordings.
+    let _stop_on_drop = StopOnDrop(stop.clone());
     let f = mtrace::register_function("churn", file!(), line!(), "");
     let threads: Vec<_> = (0..3)
         .map(|t| {
@@ -121,6 +124,15 @@ fn threads_record_through_many_short_recordings_that_are_freed() {
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     for t in threads {
         t.join().expect("recording thread");
+    }
+}
+
+/// Sets its flag when dropped.
+struct StopOnDrop(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
