@@ -209,12 +209,13 @@ fn count_compact_events(body: &[u8]) -> u64 {
     n
 }
 
-/// Counts what the file's first `slots` chunk slots hold: those a reader
-/// looks at. Exact once the writing threads have stopped; a thread still
-/// writing may add events after the count.
-fn summarize(shared: &Shared, slots: u64) -> Summary {
+/// Counts what the file's first `slots` chunk slots hold (those its cut
+/// keeps, from `claimed` claims), read once by the caller: a claim or a
+/// growth since lies past the cut, where no reader looks. Exact once the
+/// writing threads have stopped; a thread still writing may add events
+/// after the count.
+fn summarize(shared: &Shared, claimed: u64, slots: u64) -> Summary {
     let map = &shared.map;
-    let next_seq = map.counter(H_NEXT_SEQ).load(Ordering::Relaxed);
     let mut events = 0;
     let mut chunks = 0;
     for slot in 0..slots {
@@ -247,7 +248,7 @@ fn summarize(shared: &Shared, slots: u64) -> Summary {
         events,
         chunks,
         chunk_count: map.chunk_count,
-        wrapped: shared.mode == Mode::Ring && next_seq > map.chunk_count,
+        wrapped: shared.mode == Mode::Ring && claimed > map.chunk_count,
         dropped_events: map.counter(H_DROPPED_EVENTS).load(Ordering::Relaxed),
         dropped_chunks: map.counter(H_DROPPED_CHUNKS).load(Ordering::Relaxed),
         growths: map.growths(),
@@ -301,15 +302,16 @@ pub(crate) fn finish(shared: &'static Shared, end_tick: Option<u64>) -> Summary 
     // past the new count, where readers do not look.
     let claimed = map.counter(H_NEXT_SEQ).load(Ordering::Acquire);
     // Slots past the claimed ones were never claimed (and may never have
-    // been touched); slots past the ready ones are not in the file.
-    let in_use = claimed.min(map.ready_slots());
-    let used = (shared.mode == Mode::StopWhenFull).then_some(in_use);
+    // been touched); slots past the ready ones are not in the file. A
+    // thread still recording may claim and grow meanwhile: the summary
+    // counts the slots of the cut, read here once, or it would count
+    // chunks past the file's end.
+    let slots = claimed.min(map.ready_slots());
+    let used = (shared.mode == Mode::StopWhenFull).then_some(slots);
     if let Some(used) = used {
         map.write(H_CHUNK_COUNT, &used.to_le_bytes());
     }
-    // The same slots as the cut: a slot claimed since lies past it, and a
-    // reader would never see the events the summary counted there.
-    let mut summary = summarize(shared, in_use);
+    let mut summary = summarize(shared, claimed, slots);
     summary.chunk_count = used.unwrap_or(map.chunk_count);
     // Threads may still hold pointers into the map: from here on their
     // writes must not reach the file, which a next recording to the same
