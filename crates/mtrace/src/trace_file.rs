@@ -209,11 +209,11 @@ fn count_compact_events(body: &[u8]) -> u64 {
     n
 }
 
-/// Counts what the file's first `slots` chunk slots hold (those its cut
-/// keeps, from `claimed` claims), read once by the caller: a claim or a
-/// growth since lies past the cut, where no reader looks. Exact once the
-/// writing threads have stopped; a thread still writing may add events
-/// after the count.
+/// Counts what the file's first `slots` chunk slots hold: those its cut
+/// keeps, decided from `claimed` chunk claims. The caller reads both once
+/// (a claim or a growth since lies past the cut, where no reader looks).
+/// Exact once the writing threads have stopped; a thread still writing
+/// may add events to a chunk it holds after the count.
 fn summarize(shared: &Shared, claimed: u64, slots: u64) -> Summary {
     let map = &shared.map;
     let mut events = 0;
