@@ -210,10 +210,9 @@ fn count_compact_events(body: &[u8]) -> u64 {
 }
 
 /// Counts what the file's first `slots` chunk slots hold: those its cut
-/// keeps, decided from `claimed` chunk claims. The caller reads both once
-/// (a claim or a growth since lies past the cut, where no reader looks).
-/// Exact once the writing threads have stopped; a thread still writing
-/// may add events to a chunk it holds after the count.
+/// keeps, decided from `claimed` chunk claims (see [`finish`]). Exact once
+/// the writing threads have stopped; a thread still writing may add
+/// events to a chunk it holds after the count.
 fn summarize(shared: &Shared, claimed: u64, slots: u64) -> Summary {
     let map = &shared.map;
     let mut events = 0;
@@ -298,14 +297,14 @@ pub(crate) fn finish(shared: &'static Shared, end_tick: Option<u64>) -> Summary 
     // The file leaves no unused slots on disk: the header claims the slots
     // chunks were claimed in (from 0, in claim order; slots the file never
     // grew to were claimed by no one), and the file ends after them. A ring
-    // keeps its size: it is a fixed buffer. A claim racing with this lands
-    // past the new count, where readers do not look.
+    // keeps its size: it is a fixed buffer. A thread still recording may
+    // claim a chunk or grow the file meanwhile, past the cut, where readers
+    // do not look: the cut and the summary take the claims and the ready
+    // slots read here, once, or the summary would count chunks past the
+    // file's end.
     let claimed = map.counter(H_NEXT_SEQ).load(Ordering::Acquire);
     // Slots past the claimed ones were never claimed (and may never have
-    // been touched); slots past the ready ones are not in the file. A
-    // thread still recording may claim and grow meanwhile: the summary
-    // counts the slots of the cut, read here once, or it would count
-    // chunks past the file's end.
+    // been touched); slots past the ready ones are not in the file.
     let slots = claimed.min(map.ready_slots());
     let used = (shared.mode == Mode::StopWhenFull).then_some(slots);
     if let Some(used) = used {
